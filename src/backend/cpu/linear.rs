@@ -1,0 +1,88 @@
+//! `y = W x` for a batch of rows, in the CPU backend's two precisions.
+
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+
+use super::ops::dot;
+use crate::error::{Error, Result};
+use crate::model::weights::to_vec;
+
+/// How the CPU backend stores and multiplies weight matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuPrecision {
+    /// Weights dequantized exactly to f32, f32 activations: the reference for every other path.
+    Exact,
+    /// candle-core's quantized matmul (activations rounded to 8 bits, like llama.cpp). Q4_1
+    /// is requantized to Q8_0 at load, because candle has SIMD dot products for Q8_0 only.
+    Fast,
+}
+
+/// A weight matrix `[rows, cols]` ready to multiply.
+pub enum Linear {
+    /// Exact f32 weights, row-major.
+    Dense { w: Vec<f32>, rows: usize, cols: usize },
+    /// candle quantized weights.
+    Quantized { m: QMatMul, rows: usize, cols: usize },
+}
+
+impl Linear {
+    /// Prepares a stored matrix for the chosen precision.
+    pub fn new(t: Arc<QTensor>, precision: CpuPrecision) -> Result<Self> {
+        let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+        Ok(match precision {
+            CpuPrecision::Exact => Linear::Dense { w: to_vec(&t)?, rows, cols },
+            CpuPrecision::Fast => {
+                let q = if t.dtype() == GgmlDType::Q4_1 {
+                    let dense = t.dequantize(&Device::Cpu).map_err(Error::backend)?;
+                    Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0).map_err(Error::backend)?)
+                } else {
+                    t
+                };
+                Linear::Quantized { m: QMatMul::from_arc(q).map_err(Error::backend)?, rows, cols }
+            }
+        })
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        match self {
+            Linear::Dense { rows, .. } | Linear::Quantized { rows, .. } => *rows,
+        }
+    }
+
+    /// `out[t] = W x[t]` for `n` rows. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
+    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        match self {
+            Linear::Dense { w, rows, cols } => {
+                // Row-outer so each weight row is read once from memory for the whole batch.
+                for (r, wr) in w.chunks_exact(*cols).enumerate() {
+                    for t in 0..n {
+                        out[t * rows + r] = dot(wr, &x[t * cols..(t + 1) * cols]);
+                    }
+                }
+                Ok(())
+            }
+            Linear::Quantized { m, rows, cols } => {
+                let xt = Tensor::from_slice(&x[..n * cols], (n, *cols), &Device::Cpu).map_err(Error::backend)?;
+                let y = m.forward(&xt).map_err(Error::backend)?;
+                let y = y.flatten_all().and_then(|y| y.to_vec1::<f32>()).map_err(Error::backend)?;
+                out[..n * rows].copy_from_slice(&y);
+                Ok(())
+            }
+        }
+    }
+
+    /// Bytes of weight data this matrix reads per use.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Linear::Dense { w, .. } => w.len() * 4,
+            Linear::Quantized { m, rows, cols } => match m {
+                QMatMul::QTensor(q) => q.storage_size_in_bytes(),
+                _ => rows * cols * 4,
+            },
+        }
+    }
+}

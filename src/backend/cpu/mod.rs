@@ -1,0 +1,226 @@
+//! The CPU backend: the forward pass in plain Rust over slices, llama2.c style, with the
+//! matrix products in one of two precisions ([`CpuPrecision`]).
+
+pub mod kv_cache;
+pub mod linear;
+pub mod ops;
+
+use std::sync::Arc;
+
+use candle_core::quantized::QTensor;
+use candle_core::{Device, Tensor};
+
+pub use kv_cache::KvCache;
+pub use linear::{CpuPrecision, Linear};
+
+use super::{Backend, BackendInfo};
+use crate::error::{Error, Result};
+use crate::model::{Config, Weights};
+use ops::AttentionInput;
+
+/// One transformer block ready for the CPU.
+struct Block {
+    attn_norm: Vec<f32>,
+    wq: Linear,
+    wk: Linear,
+    wv: Linear,
+    wo: Linear,
+    ffn_norm: Vec<f32>,
+    w_gate: Linear,
+    w_up: Linear,
+    w_down: Linear,
+}
+
+/// The model on the CPU with its KV cache.
+pub struct CpuBackend {
+    cfg: Config,
+    precision: CpuPrecision,
+    token_embd: Arc<QTensor>,
+    blocks: Vec<Block>,
+    output_norm: Vec<f32>,
+    lm_head: Linear,
+    cache: KvCache,
+}
+
+impl CpuBackend {
+    /// Prepares the weights for `precision`. `context_len` caps the KV cache (default and
+    /// maximum: the model's context window).
+    pub fn new(cfg: &Config, weights: Weights, precision: CpuPrecision, context_len: Option<usize>) -> Result<Self> {
+        let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
+        let token_embd = Arc::new(weights.token_embd);
+        let lm_head = match weights.output {
+            Some(out) => lin(out)?,
+            None => Linear::new(token_embd.clone(), precision)?,
+        };
+        let mut blocks = Vec::with_capacity(weights.layers.len());
+        for l in weights.layers {
+            blocks.push(Block {
+                attn_norm: l.attn_norm,
+                wq: lin(l.wq)?,
+                wk: lin(l.wk)?,
+                wv: lin(l.wv)?,
+                wo: lin(l.wo)?,
+                ffn_norm: l.ffn_norm,
+                w_gate: lin(l.w_gate)?,
+                w_up: lin(l.w_up)?,
+                w_down: lin(l.w_down)?,
+            });
+        }
+        let capacity = context_len.unwrap_or(cfg.context_len).clamp(1, cfg.context_len);
+        Ok(CpuBackend {
+            cfg: cfg.clone(),
+            precision,
+            token_embd,
+            blocks,
+            output_norm: weights.output_norm,
+            lm_head,
+            cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
+        })
+    }
+
+    /// Embedding rows of `tokens`, `[n, dim]`, dequantized exactly.
+    fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
+            return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
+        }
+        let ids = Tensor::from_slice(tokens, tokens.len(), &Device::Cpu).map_err(Error::backend)?;
+        self.token_embd
+            .embedding(&ids)
+            .and_then(|x| x.flatten_all())
+            .and_then(|x| x.to_vec1::<f32>())
+            .map_err(Error::backend)
+    }
+
+    /// Runs `tokens` at positions `position()..` through the model, appends their keys and
+    /// values to the cache, and returns the logits of the last one, `[vocab]`. On error the
+    /// cache is left as it was.
+    pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let start = self.cache.len();
+        let result = self.forward_inner(tokens);
+        if result.is_err() {
+            self.cache.truncate(start);
+        }
+        result
+    }
+
+    fn forward_inner(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let n = tokens.len();
+        let start = self.cache.len();
+        if n == 0 {
+            return Err(Error::Backend("nothing to run: no tokens".into()));
+        }
+        if start + n > self.cache.capacity() {
+            return Err(Error::Backend(format!(
+                "the context is full: {start} + {n} tokens exceed its {} positions",
+                self.cache.capacity()
+            )));
+        }
+        let c = &self.cfg;
+        let (d, hd, kv, qd) = (c.dim, c.head_dim, c.kv_dim(), c.n_heads * c.head_dim);
+        let group = c.n_heads / c.n_kv_heads;
+
+        let mut x = self.embed(tokens)?; //           residual stream [n, d]
+        let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
+        let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
+        let mut k = vec![0.0f32; n * kv]; //          new keys        [n, kv]
+        let mut v = vec![0.0f32; n * kv]; //          new values      [n, kv]
+        let mut att = vec![0.0f32; n * qd]; //        attention out   [n, n_heads * hd]
+        let mut proj = vec![0.0f32; n * d]; //        block output    [n, d]
+        let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
+        let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
+        let mut scores = vec![0.0f32; start + n]; //  attention weights [positions]
+
+        for (layer, b) in self.blocks.iter().enumerate() {
+            // Attention: x += Wo . attention(rope(Wq xb), rope(Wk xb), Wv xb)
+            for t in 0..n {
+                ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
+            }
+            b.wq.forward(&xb, n, &mut q)?;
+            b.wk.forward(&xb, n, &mut k)?;
+            b.wv.forward(&xb, n, &mut v)?;
+            for t in 0..n {
+                ops::rope(&mut q[t * qd..][..qd], hd, start + t, c.rope_base);
+                ops::rope(&mut k[t * kv..][..kv], hd, start + t, c.rope_base);
+            }
+            self.cache.append(layer, &k, &v);
+            let (keys, values) = self.cache.layer(layer);
+            for t in 0..n {
+                for h in 0..c.n_heads {
+                    let input = AttentionInput {
+                        q: &q[t * qd + h * hd..][..hd],
+                        keys,
+                        values,
+                        kv_stride: kv,
+                        kv_offset: (h / group) * hd,
+                        n_pos: start + t + 1,
+                    };
+                    ops::attention(&input, &mut scores, &mut att[t * qd + h * hd..][..hd]);
+                }
+            }
+            b.wo.forward(&att, n, &mut proj)?;
+            ops::add(&mut x, &proj);
+
+            // Feed-forward: x += W_down . (silu(W_gate xb) * W_up xb)
+            for t in 0..n {
+                ops::rmsnorm(&x[t * d..][..d], &b.ffn_norm, c.rms_eps, &mut xb[t * d..][..d]);
+            }
+            b.w_gate.forward(&xb, n, &mut gate)?;
+            b.w_up.forward(&xb, n, &mut up)?;
+            ops::swiglu(&mut gate, &up);
+            b.w_down.forward(&gate, n, &mut proj)?;
+            ops::add(&mut x, &proj);
+        }
+        self.cache.commit(n);
+
+        // Final norm and LM head on the last position only.
+        let last = &x[(n - 1) * d..][..d];
+        ops::rmsnorm(last, &self.output_norm, c.rms_eps, &mut xb[..d]);
+        let mut logits = vec![0.0f32; self.lm_head.rows()];
+        self.lm_head.forward(&xb[..d], 1, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// Bytes of weights read per decoded token (all matrices and the LM head).
+    pub fn weight_bytes(&self) -> usize {
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| [&b.wq, &b.wk, &b.wv, &b.wo, &b.w_gate, &b.w_up, &b.w_down].iter().map(|l| l.bytes()).sum::<usize>())
+            .sum();
+        blocks + self.lm_head.bytes()
+    }
+}
+
+impl Backend for CpuBackend {
+    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward(tokens)
+    }
+
+    async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.forward(&[token])
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+    }
+
+    fn position(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn context_len(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    fn kv_cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
+    fn info(&self) -> BackendInfo {
+        let name = match self.precision {
+            CpuPrecision::Exact => "cpu-exact",
+            CpuPrecision::Fast => "cpu-fast",
+        };
+        BackendInfo { name: name.into(), device: "CPU".into(), software: false }
+    }
+}

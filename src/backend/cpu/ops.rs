@@ -1,0 +1,104 @@
+//! The transformer's elementwise and attention operations on plain slices: the CPU forward
+//! pass uses them, and they are the reference twins of the GPU kernels.
+
+/// RMSNorm of one row: `out[i] = x[i] / sqrt(mean(x^2) + eps) * gain[i]`.
+/// Shapes: `x`, `gain`, `out`: `[dim]`. The mean is accumulated in f64.
+pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / x.len() as f64;
+    let scale = (1.0 / (ss + eps as f64).sqrt()) as f32;
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(gain) {
+        *o = v * scale * g;
+    }
+}
+
+/// Rotary position embedding on adjacent pairs (llama.cpp "NORM" mode), in place.
+/// Shape: `x`: `[n_heads * head_dim]`; pair `(x[2i], x[2i+1])` of each head turns by
+/// `pos * base^(-2i / head_dim)`. Angles are computed in f64.
+pub fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
+    for head in x.chunks_exact_mut(head_dim) {
+        for i in 0..head_dim / 2 {
+            let theta = pos as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64);
+            let (sin, cos) = theta.sin_cos();
+            let (a, b) = (head[2 * i] as f64, head[2 * i + 1] as f64);
+            head[2 * i] = (a * cos - b * sin) as f32;
+            head[2 * i + 1] = (a * sin + b * cos) as f32;
+        }
+    }
+}
+
+/// Attention of one query head over the cached positions `0..n_pos` of its KV head.
+///
+/// Shapes: `q`: `[head_dim]`; `keys`, `values`: `[n_pos, kv_stride]`, the head's slice
+/// starting at `kv_offset`; `scores`: scratch `[>= n_pos]`; `out`: `[head_dim]`.
+/// `out = softmax(q . k_j / sqrt(head_dim)) . v_j`, max-subtracted for stability.
+pub struct AttentionInput<'a> {
+    /// Query vector of one head, `[head_dim]`.
+    pub q: &'a [f32],
+    /// Cached keys of one layer, `[n_pos, kv_stride]`.
+    pub keys: &'a [f32],
+    /// Cached values of one layer, `[n_pos, kv_stride]`.
+    pub values: &'a [f32],
+    /// Row width of `keys`/`values` (`n_kv_heads * head_dim`).
+    pub kv_stride: usize,
+    /// Offset of this head's KV head inside a row (`kv_head * head_dim`).
+    pub kv_offset: usize,
+    /// Number of positions attended to (causal: the query's position + 1).
+    pub n_pos: usize,
+}
+
+/// Computes one head's attention output into `out`, using `scores` as scratch.
+pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
+    let hd = a.q.len();
+    let scale = 1.0 / (hd as f32).sqrt();
+    let scores = &mut scores[..a.n_pos];
+    for (j, s) in scores.iter_mut().enumerate() {
+        let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
+        *s = dot(a.q, k) * scale;
+    }
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    out.fill(0.0);
+    for (j, &w) in scores.iter().enumerate() {
+        let v = &a.values[j * a.kv_stride + a.kv_offset..][..hd];
+        let w = w / sum;
+        for (o, &x) in out.iter_mut().zip(v) {
+            *o += w * x;
+        }
+    }
+}
+
+/// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`, `silu(x) = x / (1 + e^-x)`.
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// Residual add in place: `x += y`.
+pub fn add(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Dot product with 16 independent f32 accumulators (vectorizes without reassociation flags).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const W: usize = 16;
+    let mut acc = [0.0f32; W];
+    let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..W {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += x * y;
+    }
+    acc.iter().sum::<f32>() + tail
+}

@@ -1,0 +1,87 @@
+//! `tokenscope bench`: prefill and decode speed on a fixed prompt, median of several runs.
+
+use serde_json::json;
+use web_time::Instant;
+
+use tokenscope::backend::Backend;
+use tokenscope::Result;
+
+use super::ModelArgs;
+
+/// A fixed prompt of ordinary English prose, so runs are comparable.
+const BENCH_PROMPT: &str = "The history of the printing press begins in the fifteenth century, when \
+Johannes Gutenberg combined movable metal type, oil-based ink and a wooden screw press into a \
+system that could produce books quickly and cheaply. Within a few decades, presses had spread to \
+more than two hundred cities across Europe, and the number of books in circulation grew from \
+thousands to millions. Scholars, merchants and ordinary readers suddenly had access to texts";
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Timed runs (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Decode steps per run.
+    #[arg(long, default_value_t = 32)]
+    decode_tokens: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    let (mut backend, tokenizer) = a.model.load()?;
+    let prompt = tokenizer.encode(BENCH_PROMPT)?;
+    let runs = a.runs.max(1);
+    let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        backend.truncate(0);
+        let t = Instant::now();
+        let mut logits = pollster::block_on(backend.prefill(&prompt))?;
+        prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..a.decode_tokens {
+            let next = argmax(&logits);
+            logits = pollster::block_on(backend.decode(next))?;
+        }
+        decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
+    }
+    let (p, d) = (median(&mut prefill), median(&mut decode));
+    let info = backend.info();
+    if a.json {
+        let out = json!({
+            "backend": info.name,
+            "device": info.device,
+            "prompt_tokens": prompt.len(),
+            "decode_tokens": a.decode_tokens,
+            "runs": runs,
+            "prefill_tok_s": p,
+            "decode_tok_s": d,
+            "kv_cache_bytes": backend.kv_cache_bytes(),
+            "weight_bytes_per_token": backend.weight_bytes(),
+        });
+        println!("{out}");
+    } else {
+        println!("backend {} on {}", info.name, info.device);
+        println!("prefill {p:.1} tok/s ({} prompt tokens, median of {runs})", prompt.len());
+        println!("decode  {d:.1} tok/s ({} tokens, median of {runs})", a.decode_tokens);
+        println!("weights read per decoded token: {:.1} MB", backend.weight_bytes() as f64 / 1e6);
+    }
+    Ok(())
+}
+
+fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -1,0 +1,119 @@
+//! Argument parsing and the subcommands.
+
+mod bench;
+mod generate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::model::Model;
+use tokenscope::{Error, Result};
+
+/// The model `make model` fetches.
+pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// See how a language model writes, one token at a time.
+#[derive(Parser, Debug)]
+#[command(name = "tokenscope", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate text from a prompt, streaming it (or one JSON line per step with --jsonl).
+    Generate(generate::GenerateArgs),
+    /// Print the token ids of a text as one JSON array.
+    Tokenize {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The text to tokenize.
+        text: String,
+    },
+    /// Measure prefill and decode speed (median of several runs).
+    Bench(bench::BenchArgs),
+}
+
+/// Where the model is and how it runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GGUF model file (default: the model `make model` fetched).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Compute backend.
+    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
+    backend: BackendKind,
+    /// Context window in tokens (default: the model's).
+    #[arg(long)]
+    context: Option<usize>,
+}
+
+/// The backends the CLI offers.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The CPU with candle's quantized matmul (fast).
+    Cpu,
+    /// The CPU with exactly dequantized f32 weights (the reference; slower).
+    CpuExact,
+}
+
+impl ModelArgs {
+    fn path(&self) -> PathBuf {
+        if let Some(p) = &self.model {
+            return p.clone();
+        }
+        let local = PathBuf::from(DEFAULT_MODEL);
+        if local.exists() {
+            local
+        } else {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_MODEL)
+        }
+    }
+
+    fn open(&self) -> Result<Model> {
+        let path = self.path();
+        if !path.exists() {
+            return Err(Error::Io {
+                context: format!("model {} not found (run `make model`, or pass --model PATH)", path.display()),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        Model::open(&path)
+    }
+
+    /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
+    fn load(&self) -> Result<(CpuBackend, tokenscope::tokenizer::Tokenizer)> {
+        let model = self.open()?;
+        let precision = match self.backend {
+            BackendKind::Cpu => CpuPrecision::Fast,
+            BackendKind::CpuExact => CpuPrecision::Exact,
+        };
+        let backend = CpuBackend::new(&model.config, model.weights, precision, self.context)?;
+        Ok((backend, model.tokenizer))
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Generate(args) => generate::run(args),
+        Command::Tokenize { model, text } => {
+            let model = model.open()?;
+            let ids = model.tokenizer.encode(&text)?;
+            println!("{}", serde_json::to_string(&ids).unwrap_or_default());
+            Ok(())
+        }
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// Exit status for an error: 2 for bad input (the user can fix it), 1 otherwise.
+pub fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::Backend(_) => 1,
+        _ => 2,
+    }
+}

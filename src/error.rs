@@ -1,0 +1,102 @@
+//! Typed errors for every layer, each with a message a user can act on.
+
+use thiserror::Error;
+
+/// Everything that can go wrong between GGUF bytes and generated text.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The model file could not be read as a usable GGUF model.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The tokenizer could not be built or could not encode/decode.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// Sampling parameters outside their meaningful range.
+    #[error("invalid sampling parameter: {0}")]
+    InvalidParams(String),
+    /// The prompt does not leave room for even one generated token.
+    #[error("the prompt is {prompt_tokens} tokens but the context holds {context} (leave room for at least one new token): shorten the prompt")]
+    PromptTooLong {
+        /// Tokens in the prompt.
+        prompt_tokens: usize,
+        /// Context window in tokens.
+        context: usize,
+    },
+    /// The prompt is empty: there is nothing to continue.
+    #[error("the prompt is empty: type something for the model to continue")]
+    EmptyPrompt,
+    /// A compute backend failed (numerical library, GPU device, ...).
+    #[error("backend: {0}")]
+    Backend(String),
+    /// A file could not be read or written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a GGUF file cannot be used as a model.
+#[derive(Debug, Error)]
+pub enum ModelError {
+    /// The bytes do not start with the GGUF magic.
+    #[error("this is not a GGUF file (it starts with {found:?}, a GGUF model starts with \"GGUF\"): choose a .gguf model file")]
+    NotGguf {
+        /// The first bytes, shown for diagnosis.
+        found: String,
+    },
+    /// The file ends before the data its header announces.
+    #[error("the GGUF file is truncated ({detail}): download it again")]
+    Truncated {
+        /// Where the data ran out.
+        detail: String,
+    },
+    /// The header or metadata could not be parsed.
+    #[error("the GGUF file is malformed: {0}")]
+    Malformed(String),
+    /// A model architecture other than llama.
+    #[error("unsupported architecture {0:?}: tokenscope runs llama-family models (general.architecture = \"llama\")")]
+    UnsupportedArchitecture(String),
+    /// A tensor stored in a type the engine cannot compute with.
+    #[error("tensor {name} has type {dtype}, which is not supported (supported: Q4_0, Q4_1, Q8_0, F16, F32)")]
+    UnsupportedTensorType {
+        /// Tensor name.
+        name: String,
+        /// Its GGML type.
+        dtype: String,
+    },
+    /// A tensor the llama architecture needs is absent.
+    #[error("tensor {0} is missing from the GGUF file")]
+    MissingTensor(String),
+    /// A tensor whose shape does not fit the configuration.
+    #[error("tensor {name} has shape {found:?} but the configuration needs {expected:?}")]
+    ShapeMismatch {
+        /// Tensor name.
+        name: String,
+        /// Shape in the file (rows, columns).
+        found: Vec<usize>,
+        /// Shape the configuration implies.
+        expected: Vec<usize>,
+    },
+    /// A metadata key is missing or has the wrong type.
+    #[error("metadata {key}: {problem}")]
+    Metadata {
+        /// The GGUF metadata key.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a candle error raised while computing.
+    pub fn backend(e: impl std::fmt::Display) -> Self {
+        Error::Backend(e.to_string())
+    }
+}

@@ -1,0 +1,15 @@
+//! tokenscope: see how a language model writes, one token at a time.
+//!
+//! Data flow: GGUF bytes ([`model`]) -> weights -> forward pass ([`backend`]: prefill,
+//! decode, KV cache) -> logits -> [`sampler`] -> token -> text ([`tokenizer`], [`stop`]),
+//! all driven by the one loop in [`generate`].
+
+pub mod backend;
+pub mod error;
+pub mod generate;
+pub mod model;
+pub mod sampler;
+pub mod stop;
+pub mod tokenizer;
+
+pub use error::{Error, ModelError, Result};

@@ -1,0 +1,95 @@
+//! The model's hyper-parameters, read from GGUF `llama.*` metadata.
+
+use serde::Serialize;
+
+use super::gguf::Gguf;
+use crate::error::ModelError;
+
+/// Shape and numerics of a llama-family model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// Transformer blocks.
+    pub n_layers: usize,
+    /// Width of the residual stream (d_model).
+    pub dim: usize,
+    /// Hidden width of the SwiGLU feed-forward network.
+    pub ffn_dim: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads (grouped-query attention: `n_heads / n_kv_heads` queries share one).
+    pub n_kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Vocabulary size (rows of the embedding and of the LM head).
+    pub vocab_size: usize,
+    /// Context window in tokens.
+    pub context_len: usize,
+    /// RoPE base frequency.
+    pub rope_base: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+}
+
+impl Config {
+    /// Reads and checks the configuration of a llama-architecture GGUF.
+    pub fn from_gguf(g: &Gguf) -> Result<Self, ModelError> {
+        let arch = g.string("general.architecture")?;
+        if arch != "llama" {
+            return Err(ModelError::UnsupportedArchitecture(arch.to_string()));
+        }
+        let dim = g.usize("llama.embedding_length")?;
+        let n_heads = g.usize("llama.attention.head_count")?;
+        let n_kv_heads = g.usize_opt("llama.attention.head_count_kv")?.unwrap_or(n_heads);
+        let vocab_size = match g.usize_opt("llama.vocab_size")? {
+            Some(v) => v,
+            None => g.strings("tokenizer.ggml.tokens")?.len(),
+        };
+        let cfg = Config {
+            n_layers: g.usize("llama.block_count")?,
+            dim,
+            ffn_dim: g.usize("llama.feed_forward_length")?,
+            n_heads,
+            n_kv_heads,
+            head_dim: if n_heads == 0 { 0 } else { dim / n_heads },
+            vocab_size,
+            context_len: g.usize("llama.context_length")?,
+            rope_base: g.f32_opt("llama.rope.freq_base")?.unwrap_or(10_000.0),
+            rms_eps: g.f32_opt("llama.attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ModelError> {
+        let bad = |key: &str, problem: String| ModelError::Metadata {
+            key: key.to_string(),
+            problem,
+        };
+        if self.n_layers == 0 || self.dim == 0 || self.ffn_dim == 0 || self.vocab_size == 0 {
+            return Err(bad("llama.*", "block_count, embedding_length, feed_forward_length and vocabulary must be positive".into()));
+        }
+        if self.n_heads == 0 || self.dim % self.n_heads != 0 {
+            return Err(bad("llama.attention.head_count", format!("{} does not divide embedding_length {}", self.n_heads, self.dim)));
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(bad("llama.attention.head_count", format!("head width {} is odd; RoPE rotates pairs", self.head_dim)));
+        }
+        if self.n_kv_heads == 0 || self.n_heads % self.n_kv_heads != 0 {
+            return Err(bad("llama.attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
+        }
+        if self.context_len == 0 {
+            return Err(bad("llama.context_length", "must be positive".into()));
+        }
+        Ok(())
+    }
+
+    /// Width of the K (or V) projection: `n_kv_heads * head_dim`.
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+
+    /// KV-cache bytes per token in f32 (K and V, every layer).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.n_layers * 2 * self.kv_dim() * 4
+    }
+}

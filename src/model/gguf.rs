@@ -1,0 +1,243 @@
+//! GGUF bytes -> header, metadata and tensors, through candle-core's GGUF reader.
+//!
+//! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
+//! we cannot compute with) becomes a [`ModelError`], never a panic.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Device;
+
+use crate::error::ModelError;
+
+/// Tensor types the engine computes with, on every backend.
+pub const SUPPORTED_TYPES: [GgmlDType; 5] = [
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q8_0,
+    GgmlDType::F16,
+    GgmlDType::F32,
+];
+
+/// A parsed GGUF header: metadata and tensor directory, checked against the file size.
+pub struct Gguf {
+    content: Content,
+    file_len: u64,
+}
+
+impl Gguf {
+    /// Reads the header of a GGUF file and checks that every tensor lies inside the file.
+    pub fn read<R: Read + Seek>(reader: &mut R) -> Result<Self, ModelError> {
+        let file_len = reader
+            .seek(SeekFrom::End(0))
+            .map_err(|e| ModelError::Malformed(format!("cannot measure the file: {e}")))?;
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
+        let mut magic = [0u8; 4];
+        let got = read_up_to(reader, &mut magic)?;
+        if got < 4 || &magic != b"GGUF" {
+            let found = String::from_utf8_lossy(&magic[..got]).escape_debug().to_string();
+            return Err(ModelError::NotGguf { found });
+        }
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
+        let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
+        let gguf = Gguf { content, file_len };
+        gguf.check_extents()?;
+        Ok(gguf)
+    }
+
+    /// Total size of the file in bytes.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    fn check_extents(&self) -> Result<(), ModelError> {
+        for (name, info) in &self.content.tensor_infos {
+            let elems = info.shape.elem_count();
+            let block = info.ggml_dtype.block_size();
+            if elems % block != 0 {
+                return Err(ModelError::Malformed(format!(
+                    "tensor {name} has {elems} elements, not a multiple of its block size {block}"
+                )));
+            }
+            let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
+            let end = self
+                .content
+                .tensor_data_offset
+                .saturating_add(info.offset)
+                .saturating_add(bytes);
+            if end > self.file_len {
+                return Err(ModelError::Truncated {
+                    detail: format!(
+                        "tensor {name} ends at byte {end} but the file has {} bytes",
+                        self.file_len
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The metadata value under `key`, if present.
+    pub fn value(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
+    }
+
+    /// A required string value.
+    pub fn string(&self, key: &str) -> Result<&str, ModelError> {
+        match self.value(key) {
+            Some(Value::String(s)) => Ok(s),
+            Some(_) => Err(meta_err(key, "is not a string")),
+            None => Err(meta_err(key, "is missing")),
+        }
+    }
+
+    /// A required non-negative integer value, whatever its stored width.
+    pub fn usize(&self, key: &str) -> Result<usize, ModelError> {
+        let v = self.value(key).ok_or_else(|| meta_err(key, "is missing"))?;
+        as_usize(v).ok_or_else(|| meta_err(key, "is not a non-negative integer"))
+    }
+
+    /// An optional non-negative integer value.
+    pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, ModelError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(v) => as_usize(v)
+                .map(Some)
+                .ok_or_else(|| meta_err(key, "is not a non-negative integer")),
+        }
+    }
+
+    /// An optional floating-point value.
+    pub fn f32_opt(&self, key: &str) -> Result<Option<f32>, ModelError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(Value::F32(x)) => Ok(Some(*x)),
+            Some(Value::F64(x)) => Ok(Some(*x as f32)),
+            Some(_) => Err(meta_err(key, "is not a number")),
+        }
+    }
+
+    /// An optional boolean value.
+    pub fn bool_opt(&self, key: &str) -> Option<bool> {
+        match self.value(key) {
+            Some(Value::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// A required array of strings.
+    pub fn strings(&self, key: &str) -> Result<Vec<&str>, ModelError> {
+        let arr = match self.value(key) {
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(meta_err(key, "is not an array")),
+            None => return Err(meta_err(key, "is missing")),
+        };
+        arr.iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.as_str()),
+                _ => Err(meta_err(key, "holds a value that is not a string")),
+            })
+            .collect()
+    }
+
+    /// An optional array of integers.
+    pub fn ints_opt(&self, key: &str) -> Result<Option<Vec<i64>>, ModelError> {
+        let arr = match self.value(key) {
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(meta_err(key, "is not an array")),
+            None => return Ok(None),
+        };
+        arr.iter()
+            .map(|v| as_i64(v).ok_or_else(|| meta_err(key, "holds a value that is not an integer")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Shape (rows first, as candle reports it) and type of a tensor, if present.
+    pub fn tensor_info(&self, name: &str) -> Option<(Vec<usize>, GgmlDType)> {
+        self.content
+            .tensor_infos
+            .get(name)
+            .map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
+    }
+
+    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`].
+    pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
+        let (_, dtype) = self
+            .tensor_info(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        if !SUPPORTED_TYPES.contains(&dtype) {
+            return Err(ModelError::UnsupportedTensorType {
+                name: name.to_string(),
+                dtype: format!("{dtype:?}"),
+            });
+        }
+        self.content
+            .tensor(reader, name, &Device::Cpu)
+            .map_err(|e| classify_read_error(&e))
+    }
+
+    /// Size in bytes of a tensor's stored data.
+    pub fn tensor_bytes(&self, name: &str) -> u64 {
+        self.content
+            .tensor_infos
+            .get(name)
+            .map(|i| (i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size()) as u64)
+            .unwrap_or(0)
+    }
+}
+
+fn read_up_to<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize, ModelError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => return Err(ModelError::Malformed(format!("cannot read the file: {e}"))),
+        }
+    }
+    Ok(got)
+}
+
+/// Maps candle's reader errors to a truncated file or a malformed one.
+fn classify_read_error(e: &candle_core::Error) -> ModelError {
+    let text = e.to_string();
+    let eof = matches!(e, candle_core::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof)
+        || text.contains("remaining")
+        || text.contains("failed to fill whole buffer");
+    if eof {
+        ModelError::Truncated { detail: text }
+    } else {
+        ModelError::Malformed(text)
+    }
+}
+
+fn meta_err(key: &str, problem: &str) -> ModelError {
+    ModelError::Metadata {
+        key: key.to_string(),
+        problem: problem.to_string(),
+    }
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    Some(match v {
+        Value::U8(x) => *x as i64,
+        Value::I8(x) => *x as i64,
+        Value::U16(x) => *x as i64,
+        Value::I16(x) => *x as i64,
+        Value::U32(x) => *x as i64,
+        Value::I32(x) => *x as i64,
+        Value::U64(x) => i64::try_from(*x).ok()?,
+        Value::I64(x) => *x,
+        _ => return None,
+    })
+}
+
+fn as_usize(v: &Value) -> Option<usize> {
+    as_i64(v).and_then(|x| usize::try_from(x).ok())
+}

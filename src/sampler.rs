@@ -1,0 +1,372 @@
+//! The one sampler: logits in, a token and the whole story of how it was chosen out.
+//!
+//! # Exact specification
+//! Given the model's raw logits `l` over the vocabulary and the tokens already in the context:
+//! 1. **Repetition penalty** `r` (1 = off): for every token already in the context,
+//!    `l = l / r` if `l > 0`, else `l = l * r`. Call the result the effective logits `e`.
+//! 2. **Temperature** `T`: if `T < 1e-5` (including 0) the step is **greedy**: the token
+//!    with the largest `e` (the lowest id on ties) is chosen, with probability 1.
+//! 3. **Softmax**: `p_i = exp((e_i - max e) / T) / Z` over the whole vocabulary. Tokens are
+//!    ranked by `e` descending, ties by lower id first.
+//! 4. **Top-k** (0 = off): keep the `k` highest-ranked tokens.
+//! 5. **Top-p** (`>= 1` = off): over the top-k survivors, renormalized, keep the smallest
+//!    prefix of the ranking whose cumulative probability is `>= p` (the token that crosses
+//!    `p` is kept, so `p = 0` keeps exactly one token).
+//! 6. **Min-p** (0 = off): keep survivors with `p_i >= min_p * p_max`.
+//! 7. **Renormalize** the survivors' `p_i` to sum to 1: `p_filtered`.
+//! 8. **Draw** `u` uniform in `[0, 1)` from a ChaCha8 stream seeded with the run's seed
+//!    (the same sequence natively and in wasm) and take the first survivor, in rank order,
+//!    whose cumulative `p_filtered` exceeds `u`.
+//!
+//! Every step also reports what a chart needs: the top candidates with their raw logit,
+//! `p` (after temperature), `p_t1` (the same softmax at `T = 1`), `p_filtered` and the
+//! filter that cut them; the chosen token's rank and probability; the entropy of `p`;
+//! and how many tokens survive each filter. Exponentials use the `libm` crate so the
+//! numbers are bit-identical natively and in wasm.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Below this temperature a step is greedy.
+pub const GREEDY_TEMPERATURE: f32 = 1e-5;
+/// Most candidates a step can report.
+pub const MAX_TOP_N: usize = 100;
+
+/// Sampling parameters, with OpenAI-style names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplingParams {
+    /// Softmax temperature, 0 to 100; below 1e-5 means greedy.
+    pub temperature: f32,
+    /// Keep the k most likely tokens; 0 = off.
+    pub top_k: usize,
+    /// Nucleus: smallest prefix with cumulative probability >= top_p; >= 1 = off.
+    pub top_p: f32,
+    /// Drop tokens below `min_p` times the top probability; 0 = off.
+    pub min_p: f32,
+    /// Penalty on tokens already in the context (> 0); 1 = off.
+    pub repetition_penalty: f32,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.95, min_p: 0.0, repetition_penalty: 1.0 }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding (temperature 0, no filters).
+    pub fn greedy() -> Self {
+        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0 }
+    }
+
+    /// Checks every value is finite and in range; the error names the parameter.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidParams(msg));
+        if !self.temperature.is_finite() || !(0.0..=100.0).contains(&self.temperature) {
+            return bad(format!("temperature must be between 0 and 100, got {}", self.temperature));
+        }
+        if !self.top_p.is_finite() || !(0.0..=1.0).contains(&self.top_p) {
+            return bad(format!("top_p must be between 0 and 1, got {}", self.top_p));
+        }
+        if !self.min_p.is_finite() || !(0.0..=1.0).contains(&self.min_p) {
+            return bad(format!("min_p must be between 0 and 1, got {}", self.min_p));
+        }
+        if !self.repetition_penalty.is_finite() || !(0.01..=100.0).contains(&self.repetition_penalty) {
+            return bad(format!("repetition_penalty must be between 0.01 and 100, got {}", self.repetition_penalty));
+        }
+        Ok(())
+    }
+
+    /// Whether this step picks the argmax.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature < GREEDY_TEMPERATURE
+    }
+}
+
+/// The filter that removed a token from the candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    /// Outside the k highest-ranked tokens.
+    TopK,
+    /// Outside the nucleus.
+    TopP,
+    /// Below min_p times the top probability.
+    MinP,
+    /// Greedy step: only the argmax is kept.
+    Greedy,
+}
+
+/// One candidate token of a step, for the chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Token id.
+    pub token_id: u32,
+    /// The model's raw logit.
+    pub logit: f32,
+    /// Probability after repetition penalty and temperature, before filtering.
+    pub p: f32,
+    /// Probability of the same softmax at temperature 1 (no reshaping).
+    pub p_t1: f32,
+    /// Probability after all filters and renormalization (0 if cut).
+    pub p_filtered: f32,
+    /// The filter that cut it, if any.
+    pub cut_by: Option<Filter>,
+}
+
+/// Everything about one step's distribution that a chart or a log needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// The top candidates by effective logit (the raw logit when the penalty is off).
+    pub candidates: Vec<Candidate>,
+    /// Entropy of `p` in bits.
+    pub entropy_bits: f32,
+    /// Tokens left after top-k.
+    pub after_top_k: usize,
+    /// Tokens left after top-p.
+    pub after_top_p: usize,
+    /// Tokens left after min-p (the ones that can be drawn).
+    pub after_min_p: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+}
+
+/// A sampled token with its distribution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The chosen token.
+    pub token_id: u32,
+    /// Its 0-based rank by effective logit.
+    pub rank: usize,
+    /// Its probability after temperature (`p`).
+    pub p: f32,
+    /// Its probability after filtering (`p_filtered`), the one it was drawn with.
+    pub p_filtered: f32,
+    /// The distribution it was drawn from.
+    pub distribution: Distribution,
+}
+
+/// The seeded random stream behind every draw.
+#[derive(Debug, Clone)]
+pub struct SamplerRng(ChaCha8Rng);
+
+impl SamplerRng {
+    /// A stream from a seed; the same seed gives the same draws on every platform.
+    pub fn new(seed: u64) -> Self {
+        SamplerRng(ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    /// Next uniform number in `[0, 1)`.
+    pub fn uniform(&mut self) -> f64 {
+        self.0.random::<f64>()
+    }
+}
+
+/// The distribution after each stage, over the ranked part of the vocabulary.
+struct Shaped {
+    /// Token ids in rank order (as far as the filters and the display need).
+    order: Vec<u32>,
+    /// `p` of every token in the vocabulary.
+    p: Vec<f32>,
+    /// Survivors: the first `kept_*` entries of `order`, after each filter.
+    kept_k: usize,
+    kept_p: usize,
+    kept_min_p: usize,
+    entropy_bits: f32,
+}
+
+/// Computes the filtered distribution of a step (no draw). Pure: the same inputs always
+/// give the same output, so a chart can re-shape a past step when a slider moves.
+pub fn distribution(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<Distribution> {
+    Ok(shape_and_report(logits, context, params, top_n)?.1)
+}
+
+/// Samples one token: [`distribution`] followed by the seeded draw.
+pub fn sample(
+    logits: &[f32],
+    context: &[u32],
+    params: &SamplingParams,
+    top_n: usize,
+    rng: &mut SamplerRng,
+) -> Result<Sample> {
+    let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
+    let survivors = &shaped.order[..shaped.kept_min_p];
+    let total: f64 = survivors.iter().map(|&i| shaped.p[i as usize] as f64).sum();
+    let mut rank = survivors.len() - 1;
+    if !params.is_greedy() {
+        let u = rng.uniform() * total;
+        let mut acc = 0.0f64;
+        for (r, &i) in survivors.iter().enumerate() {
+            acc += shaped.p[i as usize] as f64;
+            if acc > u {
+                rank = r;
+                break;
+            }
+        }
+    } else {
+        rank = 0;
+    }
+    let token_id = shaped.order[rank];
+    let p = shaped.p[token_id as usize];
+    Ok(Sample { token_id, rank, p, p_filtered: (p as f64 / total) as f32, distribution })
+}
+
+fn shape_and_report(
+    logits: &[f32],
+    context: &[u32],
+    params: &SamplingParams,
+    top_n: usize,
+) -> Result<(Shaped, Distribution)> {
+    params.validate()?;
+    if logits.is_empty() {
+        return Err(Error::InvalidParams("no logits to sample from".into()));
+    }
+    if let Some(bad) = logits.iter().position(|x| x.is_nan()) {
+        return Err(Error::Backend(format!("the model produced NaN at logit {bad}")));
+    }
+    let top_n = top_n.min(MAX_TOP_N).min(logits.len());
+    let effective = penalize(logits, context, params.repetition_penalty);
+    let p_t1 = softmax(&effective, 1.0);
+    let shaped = shape(&effective, params, top_n);
+    let total: f64 = shaped.order[..shaped.kept_min_p].iter().map(|&i| shaped.p[i as usize] as f64).sum();
+    let candidates = shaped.order[..top_n]
+        .iter()
+        .enumerate()
+        .map(|(rank, &id)| {
+            let i = id as usize;
+            let cut_by = if rank < shaped.kept_min_p {
+                None
+            } else if params.is_greedy() {
+                Some(Filter::Greedy)
+            } else if rank >= shaped.kept_k {
+                Some(Filter::TopK)
+            } else if rank >= shaped.kept_p {
+                Some(Filter::TopP)
+            } else {
+                Some(Filter::MinP)
+            };
+            Candidate {
+                token_id: id,
+                logit: logits[i],
+                p: shaped.p[i],
+                p_t1: p_t1[i],
+                p_filtered: if cut_by.is_none() { (shaped.p[i] as f64 / total) as f32 } else { 0.0 },
+                cut_by,
+            }
+        })
+        .collect();
+    let distribution = Distribution {
+        candidates,
+        entropy_bits: shaped.entropy_bits,
+        after_top_k: shaped.kept_k,
+        after_top_p: shaped.kept_p,
+        after_min_p: shaped.kept_min_p,
+        vocab_size: logits.len(),
+    };
+    Ok((shaped, distribution))
+}
+
+/// Step 1: the repetition penalty on every distinct token of the context.
+fn penalize(logits: &[f32], context: &[u32], penalty: f32) -> Vec<f32> {
+    let mut e = logits.to_vec();
+    if penalty != 1.0 {
+        let mut seen: Vec<u32> = context.iter().copied().filter(|&t| (t as usize) < e.len()).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for t in seen {
+            let l = &mut e[t as usize];
+            *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+        }
+    }
+    e
+}
+
+/// Softmax of `e / temperature` over the whole vocabulary.
+fn softmax(e: &[f32], temperature: f32) -> Vec<f32> {
+    let max = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut p: Vec<f32> = e.iter().map(|&x| libm::expf((x - max) / temperature)).collect();
+    let z: f64 = p.iter().map(|&x| x as f64).sum();
+    for x in &mut p {
+        *x = (*x as f64 / z) as f32;
+    }
+    p
+}
+
+/// Ranks tokens by effective logit (ties: lower id first).
+fn rank_cmp(e: &[f32]) -> impl Fn(&u32, &u32) -> std::cmp::Ordering + '_ {
+    move |&a, &b| e[b as usize].total_cmp(&e[a as usize]).then(a.cmp(&b))
+}
+
+/// The `m` highest-ranked token ids, sorted; all of them when `m >= len`.
+fn ranked_prefix(e: &[f32], m: usize) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..e.len() as u32).collect();
+    let cmp = rank_cmp(e);
+    if m < ids.len() {
+        ids.select_nth_unstable_by(m, &cmp);
+        ids.truncate(m);
+    }
+    ids.sort_unstable_by(&cmp);
+    ids
+}
+
+/// Steps 2-7 without the draw.
+fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
+    let vocab = e.len();
+    if params.is_greedy() {
+        let order = ranked_prefix(e, top_n.max(1));
+        let mut p = vec![0.0; vocab];
+        p[order[0] as usize] = 1.0;
+        return Shaped { order, p, kept_k: 1, kept_p: 1, kept_min_p: 1, entropy_bits: 0.0 };
+    }
+    let p = softmax(e, params.temperature);
+    let entropy_bits = -p
+        .iter()
+        .filter(|&&x| x > 0.0)
+        .map(|&x| x as f64 * (x as f64).log2())
+        .sum::<f64>() as f32;
+    let top_k_on = params.top_k > 0 && params.top_k < vocab;
+    let kept_k = if top_k_on { params.top_k } else { vocab };
+    let mass = |ids: &[u32]| ids.iter().map(|&i| p[i as usize] as f64).sum::<f64>();
+    let min_p_floor = params.min_p * p[ranked_prefix(e, 1)[0] as usize];
+
+    // Rank only as far as the survivors reach: the top-k, or (top-k off) a prefix that
+    // grows until the nucleus or the min-p floor is inside it.
+    let mut want = if top_k_on { kept_k.max(top_n) } else { top_n.max(256) };
+    let order = loop {
+        let order = ranked_prefix(e, want.min(vocab));
+        let complete = order.len() == vocab
+            || top_k_on
+            || (params.top_p < 1.0 && mass(&order) >= params.top_p as f64)
+            || (params.min_p > 0.0 && order.last().is_some_and(|&i| p[i as usize] < min_p_floor));
+        if complete {
+            break order;
+        }
+        want *= 4;
+    };
+
+    let kept_p = if params.top_p >= 1.0 {
+        kept_k
+    } else {
+        let head = &order[..kept_k.min(order.len())];
+        let target = params.top_p as f64 * if top_k_on { mass(head) } else { 1.0 };
+        let mut acc = 0.0f64;
+        head.iter()
+            .position(|&i| {
+                acc += p[i as usize] as f64;
+                acc >= target
+            })
+            .map_or(head.len(), |r| r + 1)
+    };
+    let kept_min_p = if params.min_p <= 0.0 {
+        kept_p
+    } else {
+        order.iter().take(kept_p).take_while(|&&i| p[i as usize] >= min_p_floor).count().max(1)
+    };
+    // Every token survives: the draw walks the full ranking.
+    let order = if kept_min_p > order.len() { ranked_prefix(e, vocab) } else { order };
+    Shaped { order, p, kept_k, kept_p, kept_min_p, entropy_bits }
+}

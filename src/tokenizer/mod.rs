@@ -1,0 +1,206 @@
+//! Text <-> token ids with the `tokenizers` crate, built from the GGUF's own vocabulary.
+//!
+//! GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`): the vocabulary and merges
+//! come from the file; the `smollm` pre-tokenizer splits digits one by one before the
+//! byte-level split; control tokens (`token_type == 3`) are special tokens matched verbatim.
+
+pub mod byte_level;
+pub mod chat;
+pub mod stream;
+
+
+
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::{AddedToken, PreTokenizerWrapper};
+
+pub use chat::{render as render_prompt, PromptFormat, DEFAULT_SYSTEM_PROMPT};
+pub use stream::Utf8Stream;
+
+use crate::error::{Error, ModelError, Result};
+use crate::model::Gguf;
+use byte_level::ByteAlphabet;
+
+/// GGUF `token_type` of control tokens such as `<|im_start|>`.
+const TOKEN_TYPE_CONTROL: i64 = 3;
+/// GGUF `token_type` of user-defined tokens (matched verbatim, but printed as text).
+const TOKEN_TYPE_USER_DEFINED: i64 = 4;
+/// Control tokens that end a turn in common llama-family chat formats.
+const END_OF_TURN_NAMES: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"];
+
+/// A tokenizer plus what generation needs to know about special tokens.
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    /// Raw bytes of every token, indexed by id (control tokens: their text).
+    token_bytes: Vec<Vec<u8>>,
+    /// `true` for control tokens (never shown as generated text).
+    is_control: Vec<bool>,
+    /// Tokens that end generation.
+    eos_ids: Vec<u32>,
+    /// Beginning-of-sequence token, if the model declares one.
+    bos_id: Option<u32>,
+    /// Whether the model wants BOS prepended to prompts.
+    add_bos: bool,
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer described by a GGUF file's `tokenizer.ggml.*` metadata.
+    pub fn from_gguf(g: &Gguf) -> Result<Self> {
+        let kind = g.string("tokenizer.ggml.model")?;
+        if kind != "gpt2" {
+            return Err(ModelError::Metadata {
+                key: "tokenizer.ggml.model".into(),
+                problem: format!("{kind:?} is not supported; tokenscope reads byte-level BPE (\"gpt2\") tokenizers"),
+            }
+            .into());
+        }
+        let tokens = g.strings("tokenizer.ggml.tokens")?;
+        let merges = g.strings("tokenizer.ggml.merges")?;
+        let types = g.ints_opt("tokenizer.ggml.token_type")?.unwrap_or_default();
+        let pre = g.string("tokenizer.ggml.pre").unwrap_or("default");
+        let id = |key: &str| -> Result<Option<u32>> {
+            Ok(g.usize_opt(key)?.and_then(|v| u32::try_from(v).ok()).filter(|&v| (v as usize) < tokens.len()))
+        };
+        let mut eos_ids: Vec<u32> = [id("tokenizer.ggml.eos_token_id")?, id("tokenizer.ggml.eot_token_id")?]
+            .into_iter()
+            .flatten()
+            .collect();
+        let specials = SpecialTokens {
+            types: &types,
+            bos: id("tokenizer.ggml.bos_token_id")?,
+            add_bos: g.bool_opt("tokenizer.ggml.add_bos_token").unwrap_or(false),
+        };
+        let built = Self::build(&tokens, &merges, pre, specials)?;
+        for (i, t) in tokens.iter().enumerate() {
+            if built.is_control[i] && END_OF_TURN_NAMES.contains(t) && !eos_ids.contains(&(i as u32)) {
+                eos_ids.push(i as u32);
+            }
+        }
+        Ok(Tokenizer { eos_ids, ..built })
+    }
+
+    fn build(tokens: &[&str], merges: &[&str], pre: &str, sp: SpecialTokens) -> Result<Self> {
+        let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
+        if vocab.len() != tokens.len() {
+            return Err(tok_err("tokenizer.ggml.tokens", "holds duplicate tokens"));
+        }
+        let merges = merges
+            .iter()
+            .map(|m| {
+                m.split_once(' ')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .ok_or_else(|| tok_err("tokenizer.ggml.merges", &format!("entry {m:?} is not two tokens")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
+        let mut inner = tokenizers::Tokenizer::new(bpe);
+        let byte_level = ByteLevel::new(false, true, true);
+        let pre_tokenizer: PreTokenizerWrapper = match pre {
+            "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.clone().into()]).into(),
+            _ => byte_level.into(),
+        };
+        inner.with_pre_tokenizer(Some(pre_tokenizer));
+        inner.with_decoder(Some(ByteLevelDecoder::default()));
+
+        let kind = |i: usize| sp.types.get(i).copied().unwrap_or(1);
+        let control: Vec<AddedToken> = (0..tokens.len())
+            .filter(|&i| kind(i) == TOKEN_TYPE_CONTROL)
+            .map(|i| AddedToken::from(tokens[i], true).normalized(false))
+            .collect();
+        let user: Vec<AddedToken> = (0..tokens.len())
+            .filter(|&i| kind(i) == TOKEN_TYPE_USER_DEFINED)
+            .map(|i| AddedToken::from(tokens[i], false).normalized(false))
+            .collect();
+        inner
+            .add_special_tokens(control)
+            .map_err(|e| Error::Tokenizer(format!("cannot add control tokens: {e}")))?;
+        inner
+            .add_tokens(user)
+            .map_err(|e| Error::Tokenizer(format!("cannot add user-defined tokens: {e}")))?;
+
+        let alphabet = ByteAlphabet::new();
+        let is_control: Vec<bool> = (0..tokens.len()).map(|i| kind(i) == TOKEN_TYPE_CONTROL).collect();
+        let token_bytes = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED {
+                    t.as_bytes().to_vec()
+                } else {
+                    alphabet.to_bytes(t)
+                }
+            })
+            .collect();
+        Ok(Tokenizer { inner, token_bytes, is_control, eos_ids: Vec::new(), bos_id: sp.bos, add_bos: sp.add_bos })
+    }
+
+    /// Text -> ids. Special tokens written in the text (`<|im_start|>`) become their ids;
+    /// BOS is prepended only when the model asks for it.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+        let mut ids = Vec::with_capacity(enc.len() + 1);
+        if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
+            ids.push(bos);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// Ids -> text, special tokens included as written.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            bytes.extend_from_slice(self.token_bytes(id));
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Raw bytes of one token (empty for an id outside the vocabulary).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        self.token_bytes.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Text of one token on its own, for display (lossy if it is part of a character).
+    pub fn token_text(&self, id: u32) -> String {
+        String::from_utf8_lossy(self.token_bytes(id)).into_owned()
+    }
+
+    /// Whether the id is a control token (`<|im_start|>`, ...).
+    pub fn is_control(&self, id: u32) -> bool {
+        self.is_control.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Tokens that end generation.
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos_ids
+    }
+
+    /// Number of tokens in the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.token_bytes.len()
+    }
+
+    /// Renders and encodes a prompt in the given format.
+    pub fn encode_prompt(&self, format: &PromptFormat, text: &str) -> Result<Vec<u32>> {
+        self.encode(&render_prompt(format, text))
+    }
+}
+
+struct SpecialTokens<'a> {
+    types: &'a [i64],
+    bos: Option<u32>,
+    add_bos: bool,
+}
+
+fn tok_err(key: &str, problem: &str) -> Error {
+    ModelError::Metadata { key: key.into(), problem: problem.into() }.into()
+}

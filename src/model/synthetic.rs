@@ -1,0 +1,179 @@
+//! Small random llama models written as GGUF bytes: for fast tests of every layer (loading,
+//! tokenizer, forward pass, kernels) without the real model, and for the error cases.
+
+use candle_core::quantized::gguf_file::{self, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::{Error, Result};
+use crate::tokenizer::byte_level::ByteAlphabet;
+
+/// Words merged into single tokens by the synthetic vocabulary, so BPE has merges to apply.
+const WORDS: [&str; 6] = ["the", " the", "he", " a", "in", "ing"];
+/// Control tokens, with the ids 0, 1, 2 like SmolLM2.
+const CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+
+/// Shape and storage of a synthetic model.
+#[derive(Debug, Clone)]
+pub struct SyntheticSpec {
+    /// Transformer blocks.
+    pub n_layers: usize,
+    /// Residual width (a multiple of 32, the quantization block).
+    pub dim: usize,
+    /// Feed-forward width (a multiple of 32).
+    pub ffn_dim: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads.
+    pub n_kv_heads: usize,
+    /// Context window.
+    pub context_len: usize,
+    /// Storage type of the 2-D block weights.
+    pub weight_type: GgmlDType,
+    /// Storage type of the embedding (and tied LM head).
+    pub embedding_type: GgmlDType,
+    /// Seed of the random weights.
+    pub seed: u64,
+}
+
+impl Default for SyntheticSpec {
+    fn default() -> Self {
+        SyntheticSpec {
+            n_layers: 2,
+            dim: 64,
+            ffn_dim: 96,
+            n_heads: 4,
+            n_kv_heads: 2,
+            context_len: 64,
+            weight_type: GgmlDType::Q4_1,
+            embedding_type: GgmlDType::Q8_0,
+            seed: 7,
+        }
+    }
+}
+
+/// A synthetic model's metadata and tensors, editable before writing (to make broken files).
+pub struct SyntheticModel {
+    /// Metadata entries in file order.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensors in file order.
+    pub tensors: Vec<(String, QTensor)>,
+}
+
+impl SyntheticModel {
+    /// A random model with a small byte-level BPE vocabulary (3 control tokens, 256 bytes,
+    /// a few merged words).
+    pub fn new(spec: &SyntheticSpec) -> Result<Self> {
+        let (tokens, merges, types) = vocabulary();
+        let vocab = tokens.len();
+        let s = |x: &str| Value::String(x.to_string());
+        let u = |x: usize| Value::U32(x as u32);
+        let metadata = vec![
+            ("general.architecture".to_string(), s("llama")),
+            ("general.name".to_string(), s("tokenscope synthetic")),
+            ("llama.block_count".to_string(), u(spec.n_layers)),
+            ("llama.embedding_length".to_string(), u(spec.dim)),
+            ("llama.feed_forward_length".to_string(), u(spec.ffn_dim)),
+            ("llama.attention.head_count".to_string(), u(spec.n_heads)),
+            ("llama.attention.head_count_kv".to_string(), u(spec.n_kv_heads)),
+            ("llama.context_length".to_string(), u(spec.context_len)),
+            ("llama.rope.freq_base".to_string(), Value::F32(10_000.0)),
+            ("llama.attention.layer_norm_rms_epsilon".to_string(), Value::F32(1e-5)),
+            ("tokenizer.ggml.model".to_string(), s("gpt2")),
+            ("tokenizer.ggml.pre".to_string(), s("smollm")),
+            ("tokenizer.ggml.tokens".to_string(), Value::Array(tokens.iter().map(|t| s(t)).collect())),
+            ("tokenizer.ggml.merges".to_string(), Value::Array(merges.iter().map(|m| s(m)).collect())),
+            ("tokenizer.ggml.token_type".to_string(), Value::Array(types.into_iter().map(Value::I32).collect())),
+            ("tokenizer.ggml.bos_token_id".to_string(), u(1)),
+            ("tokenizer.ggml.eos_token_id".to_string(), u(2)),
+            ("tokenizer.ggml.add_bos_token".to_string(), Value::Bool(false)),
+        ];
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let (d, f) = (spec.dim, spec.ffn_dim);
+        let hd = d / spec.n_heads;
+        let kv = spec.n_kv_heads * hd;
+        let mut tensors = Vec::new();
+        let mut add = |name: String, rows: usize, cols: usize, dtype: GgmlDType, scale: f32, offset: f32| -> Result<()> {
+            let data: Vec<f32> = (0..rows * cols).map(|_| offset + scale * (rng.random::<f32>() * 2.0 - 1.0)).collect();
+            let shape: Vec<usize> = if rows == 1 { vec![cols] } else { vec![rows, cols] };
+            let t = Tensor::from_vec(data, shape, &Device::Cpu).map_err(Error::backend)?;
+            tensors.push((name, QTensor::quantize(&t, dtype).map_err(Error::backend)?));
+            Ok(())
+        };
+        let w = spec.weight_type;
+        add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
+        add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+        for i in 0..spec.n_layers {
+            let n = |x: &str| format!("blk.{i}.{x}.weight");
+            add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            add(n("attn_q"), d, d, w, 0.3, 0.0)?;
+            add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
+            add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
+            add(n("attn_output"), d, d, w, 0.3, 0.0)?;
+            add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
+            add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
+            add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
+        }
+        Ok(SyntheticModel { metadata, tensors })
+    }
+
+    /// Sets (or adds) a metadata entry.
+    pub fn set_meta(&mut self, key: &str, value: Value) {
+        match self.metadata.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.metadata.push((key.to_string(), value)),
+        }
+    }
+
+    /// Removes a tensor by name.
+    pub fn remove_tensor(&mut self, name: &str) {
+        self.tensors.retain(|(n, _)| n != name);
+    }
+
+    /// Replaces (or adds) a tensor.
+    pub fn set_tensor(&mut self, name: &str, t: QTensor) {
+        self.remove_tensor(name);
+        self.tensors.push((name.to_string(), t));
+    }
+
+    /// The GGUF file's bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = std::io::Cursor::new(Vec::new());
+        let meta: Vec<(&str, &Value)> = self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let tensors: Vec<(&str, &QTensor)> = self.tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+        gguf_file::write(&mut out, &meta, &tensors).map_err(Error::backend)?;
+        Ok(out.into_inner())
+    }
+}
+
+/// Tokens (control, bytes, merged words), merges and GGUF token types.
+fn vocabulary() -> (Vec<String>, Vec<String>, Vec<i32>) {
+    let alphabet = ByteAlphabet::new();
+    let mut tokens: Vec<String> = CONTROL.iter().map(|s| s.to_string()).collect();
+    let mut types = vec![3; CONTROL.len()];
+    for b in 0..=255u8 {
+        tokens.push(alphabet.to_piece(&[b]));
+        types.push(1);
+    }
+    let mut merges = Vec::new();
+    let mut known: Vec<String> = tokens.clone();
+    for word in WORDS {
+        // Merge left to right: each prefix + next byte.
+        let pieces: Vec<String> = word.bytes().map(|b| alphabet.to_piece(&[b])).collect();
+        let mut acc = pieces[0].clone();
+        for p in &pieces[1..] {
+            let merged = format!("{acc}{p}");
+            if !known.contains(&merged) {
+                merges.push(format!("{acc} {p}"));
+                known.push(merged.clone());
+                tokens.push(merged.clone());
+                types.push(1);
+            }
+            acc = merged;
+        }
+    }
+    (tokens, merges, types)
+}

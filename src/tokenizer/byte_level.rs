@@ -6,6 +6,8 @@
 pub struct ByteAlphabet {
     /// `Some(byte)` for each alphabet character, indexed by code point (all are < 324).
     back: Vec<Option<u8>>,
+    /// The character standing for each byte.
+    forward: Vec<char>,
 }
 
 impl ByteAlphabet {
@@ -14,6 +16,7 @@ impl ByteAlphabet {
     pub fn new() -> Self {
         let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         let mut back = vec![None; 256 + 68];
+        let mut forward = Vec::with_capacity(256);
         let mut shifted = 256usize;
         for b in 0u32..256 {
             let code = if printable(b) {
@@ -24,8 +27,14 @@ impl ByteAlphabet {
                 c
             };
             back[code] = Some(b as u8);
+            forward.push(char::from_u32(code as u32).unwrap_or(char::REPLACEMENT_CHARACTER));
         }
-        ByteAlphabet { back }
+        ByteAlphabet { back, forward }
+    }
+
+    /// The vocabulary form of raw bytes (each byte becomes its alphabet character).
+    pub fn to_piece(&self, bytes: &[u8]) -> String {
+        bytes.iter().map(|&b| self.forward[b as usize]).collect()
     }
 
     /// Raw bytes of a vocabulary entry; characters outside the alphabet keep their UTF-8.

@@ -35,6 +35,14 @@ enum Command {
     },
     /// Measure prefill and decode speed (median of several runs).
     Bench(bench::BenchArgs),
+    /// Write a GGUF holding only the model's tokenizer metadata (for tests and tools).
+    ExportTokenizer {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Where the model is and how it runs.
@@ -107,7 +115,21 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+        Command::ExportTokenizer { model, out } => export_tokenizer(&model.path(), &out),
     }
+}
+
+/// Copies the `general.*` and `tokenizer.*` metadata of a model into a tensor-less GGUF.
+fn export_tokenizer(model: &std::path::Path, out: &std::path::Path) -> Result<()> {
+    use tokenscope::model::Gguf;
+    let io = |context: String| move |source| Error::Io { context, source };
+    let mut reader = std::io::BufReader::new(std::fs::File::open(model).map_err(io(format!("cannot open {}", model.display())))?);
+    let gguf = Gguf::read(&mut reader)?;
+    let meta: Vec<_> = gguf.metadata().filter(|(k, _)| k.starts_with("tokenizer.") || k.starts_with("general.")).collect();
+    let mut file = std::fs::File::create(out).map_err(io(format!("cannot create {}", out.display())))?;
+    candle_core::quantized::gguf_file::write(&mut file, &meta, &[]).map_err(Error::backend)?;
+    println!("wrote {} ({} metadata entries)", out.display(), meta.len());
+    Ok(())
 }
 
 /// Exit status for an error: 2 for bad input (the user can fix it), 1 otherwise.

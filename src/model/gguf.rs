@@ -82,6 +82,11 @@ impl Gguf {
         Ok(())
     }
 
+    /// Every metadata entry (key, value), in no particular order.
+    pub fn metadata(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.content.metadata.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
     /// The metadata value under `key`, if present.
     pub fn value(&self, key: &str) -> Option<&Value> {
         self.content.metadata.get(key)

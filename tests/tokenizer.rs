@@ -1,0 +1,113 @@
+//! Tokenizer behaviour on a synthetic vocabulary, streaming detokenization and stop strings.
+//! Runs natively and in wasm.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
+use tokenscope::model::Gguf;
+use tokenscope::stop::StopMatcher;
+use tokenscope::tokenizer::{render_prompt, PromptFormat, Tokenizer, Utf8Stream, DEFAULT_SYSTEM_PROMPT};
+
+fn synthetic_tokenizer() -> Tokenizer {
+    let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
+    Tokenizer::from_gguf(&Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf")).expect("tokenizer")
+}
+
+#[test]
+fn synthetic_vocabulary_round_trips_any_text() {
+    let tok = synthetic_tokenizer();
+    for text in ["the theme", "héllo wörld 🙂", "a\n\n\tb  c", "12345", "", "<|im_start|>user\nhi<|im_end|>"] {
+        let ids = tok.encode(text).expect("encodes");
+        assert_eq!(tok.decode(&ids), text);
+    }
+}
+
+#[test]
+fn merges_and_digits_and_specials() {
+    let tok = synthetic_tokenizer();
+    let the = tok.encode("the").expect("ok");
+    assert_eq!(the.len(), 1, "the merged word is one token");
+    assert_eq!(tok.encode("123").expect("ok").len(), 3, "digits split one by one");
+    assert_eq!(tok.encode("<|im_end|>").expect("ok"), [2], "control tokens are matched verbatim");
+    assert!(tok.is_control(1) && !tok.is_control(3));
+    assert_eq!(tok.eos_ids(), [2, 0]);
+}
+
+#[test]
+fn streaming_never_emits_half_a_character() {
+    let mut s = Utf8Stream::new();
+    let snowman = "☃".as_bytes(); // 3 bytes
+    assert_eq!(s.push(&snowman[..1]), "");
+    assert_eq!(s.push(&snowman[1..2]), "");
+    assert_eq!(s.pending_len(), 2);
+    assert_eq!(s.push(&[snowman[2], b'!']), "☃!");
+    let emoji = "🙂".as_bytes();
+    assert_eq!(s.push(&[b'a', emoji[0], emoji[1]]), "a");
+    assert_eq!(s.finish(), "\u{FFFD}", "an unfinished character is flushed as U+FFFD");
+    assert_eq!(s.push(&[0xFF, b'x']), "\u{FFFD}x", "an impossible byte is replaced at once");
+}
+
+#[test]
+fn streaming_matches_whole_decode_token_by_token() {
+    let tok = synthetic_tokenizer();
+    let text = "naïve café — the 🙂 ok";
+    let ids = tok.encode(text).expect("ok");
+    let mut s = Utf8Stream::new();
+    let mut out = String::new();
+    for &id in &ids {
+        let piece = s.push(tok.token_bytes(id));
+        assert!(!piece.contains('\u{FFFD}'));
+        out.push_str(&piece);
+    }
+    out.push_str(&s.finish());
+    assert_eq!(out, text);
+}
+
+#[test]
+fn chat_template_is_chatml() {
+    let p = render_prompt(&PromptFormat::Chat { system: None }, "Hi");
+    assert_eq!(
+        p,
+        format!("<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    );
+    let no_system = render_prompt(&PromptFormat::Chat { system: Some(String::new()) }, "Hi");
+    assert_eq!(no_system, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(render_prompt(&PromptFormat::Completion, "Once"), "Once");
+}
+
+fn run_stops(stops: &[&str], pieces: &[&str]) -> (String, bool) {
+    let mut m = StopMatcher::new(&stops.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    let mut out = String::new();
+    for p in pieces {
+        let c = m.push(p);
+        out.push_str(&c.emit);
+        if c.stopped {
+            return (out, true);
+        }
+    }
+    out.push_str(&m.flush());
+    (out, false)
+}
+
+#[test]
+fn stop_string_spanning_tokens_is_never_emitted() {
+    assert_eq!(run_stops(&["\n\nUser:"], &["Hello", "\n", "\nUs", "er:", " more"]), ("Hello".into(), true));
+    assert_eq!(run_stops(&["END"], &["The E", "N", "D"]), ("The ".into(), true));
+}
+
+#[test]
+fn held_text_is_released_when_the_stop_fails_to_complete() {
+    let mut m = StopMatcher::new(&["END".to_string()]);
+    assert_eq!(m.push("The E").emit, "The ");
+    assert_eq!(m.push("N").emit, "");
+    assert_eq!(m.push("d").emit, "ENd", "no longer a prefix of END: released");
+    assert_eq!(run_stops(&["END"], &["x E", "N"]), ("x EN".into(), false), "flushed at the end");
+}
+
+#[test]
+fn earliest_of_several_stops_wins_and_text_before_it_survives() {
+    assert_eq!(run_stops(&["b", "xyz", "a"], &["12ab"]), ("12".into(), true));
+    assert_eq!(run_stops(&["é!"], &["caf", "é", "!"]), ("caf".into(), true));
+    assert_eq!(run_stops(&[], &["plain"]), ("plain".into(), false));
+}

@@ -1,0 +1,124 @@
+//! Bad model files give typed, clear errors (never a panic); every supported weight type loads.
+
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+
+use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
+use tokenscope::model::Model;
+use tokenscope::{Error, ModelError};
+
+fn read(bytes: Vec<u8>) -> Result<Model, Error> {
+    Model::read(&mut std::io::Cursor::new(bytes), &mut |_, _| {})
+}
+
+fn synthetic() -> SyntheticModel {
+    SyntheticModel::new(&SyntheticSpec::default()).expect("synthetic model")
+}
+
+fn model_error(r: Result<Model, Error>) -> ModelError {
+    match r {
+        Err(Error::Model(e)) => e,
+        Err(other) => panic!("expected a model error, got {other}"),
+        Ok(_) => panic!("expected an error, the model loaded"),
+    }
+}
+
+#[test]
+fn the_synthetic_model_loads_with_its_configuration() {
+    let m = read(synthetic().to_bytes().expect("bytes")).expect("loads");
+    assert_eq!((m.config.n_layers, m.config.dim, m.config.n_heads, m.config.n_kv_heads), (2, 64, 4, 2));
+    assert_eq!(m.config.head_dim, 16);
+    assert_eq!(m.config.vocab_size, m.tokenizer.vocab_size());
+}
+
+#[test]
+fn every_supported_weight_type_loads() {
+    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+        let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
+        let m = read(bytes).unwrap_or_else(|e| panic!("{t:?}: {e}"));
+        assert_eq!(m.weights.layers[0].wq.dtype(), t);
+    }
+}
+
+#[test]
+fn foreign_bytes_are_not_gguf() {
+    for bytes in [b"PK\x03\x04 a zip file".to_vec(), b"{\"json\": true}".to_vec(), Vec::new(), b"GG".to_vec()] {
+        let e = model_error(read(bytes));
+        assert!(matches!(e, ModelError::NotGguf { .. }), "{e}");
+        assert!(e.to_string().contains("not a GGUF file"));
+    }
+}
+
+#[test]
+fn truncated_files_say_so_wherever_they_are_cut() {
+    let bytes = synthetic().to_bytes().expect("bytes");
+    for cut in [8, 30, 200, bytes.len() / 3, bytes.len() - 1] {
+        let e = model_error(read(bytes[..cut].to_vec()));
+        assert!(matches!(e, ModelError::Truncated { .. } | ModelError::Malformed(_)), "cut at {cut}: {e}");
+        if cut > bytes.len() / 2 {
+            assert!(matches!(e, ModelError::Truncated { .. }), "cut at {cut}: {e}");
+            assert!(e.to_string().contains("truncated"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn other_architectures_are_refused() {
+    let mut m = synthetic();
+    m.set_meta("general.architecture", Value::String("gpt2".into()));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::UnsupportedArchitecture(ref a) if a == "gpt2"), "{e}");
+}
+
+#[test]
+fn unsupported_tensor_types_are_named() {
+    let mut m = synthetic();
+    let t = Tensor::zeros((64, 64), candle_core::DType::F32, &Device::Cpu).expect("zeros");
+    m.set_tensor("blk.1.attn_q.weight", QTensor::quantize(&t, GgmlDType::Q5_0).expect("q5_0"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    match e {
+        ModelError::UnsupportedTensorType { ref name, ref dtype } => {
+            assert_eq!(name, "blk.1.attn_q.weight");
+            assert_eq!(dtype, "Q5_0");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn missing_tensors_are_named() {
+    let mut m = synthetic();
+    m.remove_tensor("blk.1.ffn_down.weight");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.1.ffn_down.weight"), "{e}");
+}
+
+#[test]
+fn shapes_that_do_not_fit_the_configuration_are_refused() {
+    let mut m = synthetic();
+    let t = Tensor::zeros((48, 64), candle_core::DType::F32, &Device::Cpu).expect("zeros");
+    m.set_tensor("blk.0.attn_k.weight", QTensor::quantize(&t, GgmlDType::Q8_0).expect("q8_0"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    match e {
+        ModelError::ShapeMismatch { ref name, ref found, ref expected } => {
+            assert_eq!(name, "blk.0.attn_k.weight");
+            assert_eq!(found, &[48, 64]);
+            assert_eq!(expected, &[32, 64], "2 KV heads of width 16");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn inconsistent_metadata_is_refused() {
+    let mut m = synthetic();
+    m.set_meta("llama.attention.head_count", Value::U32(5));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::Metadata { .. }), "{e}");
+    let mut m = synthetic();
+    m.set_meta("llama.block_count", Value::String("two".into()));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(e.to_string().contains("llama.block_count"), "{e}");
+}

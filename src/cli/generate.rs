@@ -25,19 +25,19 @@ pub struct GenerateArgs {
     #[arg(long)]
     system: Option<String>,
     /// Softmax temperature; 0 = greedy.
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = 0.7, allow_negative_numbers = true)]
     temperature: f32,
     /// Keep the k most likely tokens; 0 = off.
     #[arg(long, default_value_t = 40)]
     top_k: usize,
     /// Nucleus sampling threshold; 1 = off.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     top_p: f32,
     /// Drop tokens below min_p times the top probability; 0 = off.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     min_p: f32,
     /// Penalty for tokens already in the context; 1 = off.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     repetition_penalty: f32,
     /// Random seed (default: a new one each run).
     #[arg(long)]

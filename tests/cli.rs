@@ -1,0 +1,108 @@
+//! The `tokenscope` binary on the real model: its machine interfaces and its errors.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn tokenscope(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(args)
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn model() -> String {
+    common::model_path().display().to_string()
+}
+
+#[test]
+fn tokenize_prints_one_json_array() {
+    let (code, out, _) = tokenscope(&["tokenize", "--model", &model(), "Hello world 12345"]);
+    assert_eq!(code, 0);
+    let ids: Vec<u32> = serde_json::from_str(out.trim()).expect("a JSON array");
+    assert_eq!(ids, [19556, 905, 216, 33, 34, 35, 36, 37]);
+}
+
+#[test]
+fn generate_jsonl_has_the_documented_keys() {
+    let m = model();
+    let args = ["generate", "--model", &m, "--jsonl", "--temperature", "0.8", "--seed", "3", "--max-tokens", "4", "--top-n", "7", "The capital of France is"];
+    let (code, out, err) = tokenscope(&args);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let (last, steps) = lines.split_last().expect("lines");
+    assert!(!steps.is_empty() && steps.len() <= 4);
+    for (i, s) in steps.iter().enumerate() {
+        assert_eq!(s["step"], i);
+        assert!(s["token_id"].is_u64() && s["text"].is_string());
+        let c = s["candidates"].as_array().expect("candidates");
+        assert_eq!(c.len(), 7);
+        let logits: Vec<f64> = c.iter().map(|x| x["logit"].as_f64().expect("logit")).collect();
+        assert!(logits.windows(2).all(|w| w[0] >= w[1]), "sorted by logit: {logits:?}");
+        for x in c {
+            assert!(x["token_id"].is_u64() && x["text"].is_string());
+            let (p, pf) = (x["p"].as_f64().expect("p"), x["p_filtered"].as_f64().expect("p_filtered"));
+            assert!((0.0..=1.0).contains(&p) && (0.0..=1.0).contains(&pf));
+        }
+        assert!(c.iter().any(|x| x["token_id"] == s["token_id"]), "the sampled token is a candidate");
+    }
+    for key in ["finish_reason", "prompt_tokens", "completion_tokens", "prefill_tok_s", "decode_tok_s"] {
+        assert!(!last[key].is_null(), "summary has {key}: {last}");
+    }
+    assert_eq!(last["prompt_tokens"], 5);
+    assert_eq!(last["completion_tokens"], steps.len());
+    // The same seed streams the same tokens.
+    let (_, again, _) = tokenscope(&args);
+    assert_eq!(
+        out.lines().map(|l| serde_json::from_str::<Value>(l).expect("json")["token_id"].clone()).collect::<Vec<_>>(),
+        again.lines().map(|l| serde_json::from_str::<Value>(l).expect("json")["token_id"].clone()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn greedy_chat_answers_in_plain_text() {
+    let m = model();
+    let (code, out, err) = tokenscope(&["generate", "--model", &m, "--chat", "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Paris") || !out.trim().is_empty(), "{out}");
+}
+
+#[test]
+fn bench_json_reports_speeds() {
+    let (code, out, err) = tokenscope(&["bench", "--model", &model(), "--json", "--runs", "1", "--decode-tokens", "4"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert!(v["prefill_tok_s"].as_f64().expect("number") > 0.0);
+    assert!(v["decode_tok_s"].as_f64().expect("number") > 0.0);
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    let m = model();
+    let not_gguf = std::env::temp_dir().join("tokenscope-not-a-model.txt");
+    std::fs::write(&not_gguf, "hello, I am text").expect("write");
+    let nf = not_gguf.display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["generate", "--model", &m, "--temperature", "-1", "hi"], "temperature"),
+        (vec!["generate", "--model", &m, "--top-p", "7", "hi"], "top_p"),
+        (vec!["generate", "--model", &m, "--top-n", "1000", "hi"], "top_n"),
+        (vec!["generate", "--model", "/nonexistent/model.gguf", "hi"], "not found"),
+        (vec!["generate", "--model", &nf, "hi"], "not a GGUF file"),
+        (vec!["generate", "--model", &m, "--context", "4", "a prompt that is longer than four tokens"], "shorten the prompt"),
+        (vec!["generate", "--model", &m, "--top-k", "many", "hi"], "invalid value"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = tokenscope(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

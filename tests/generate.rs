@@ -1,0 +1,227 @@
+//! The generation loop: finish reasons, stop strings, parameter changes between steps,
+//! cancellation, and the real CPU backend on a synthetic model. Runs natively and in wasm.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::{Backend, BackendInfo};
+use tokenscope::generate::{Event, FinishReason, GenerateParams, Generation};
+use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
+use tokenscope::model::Model;
+use tokenscope::sampler::SamplingParams;
+use tokenscope::tokenizer::Tokenizer;
+use tokenscope::Error;
+
+/// A backend that answers with logits peaked on a scripted sequence of tokens.
+struct Scripted {
+    script: Vec<u32>,
+    vocab: usize,
+    pos: usize,
+    produced: usize,
+    context: usize,
+}
+
+impl Scripted {
+    fn logits(&mut self) -> Vec<f32> {
+        let mut l = vec![0.0; self.vocab];
+        let next = self.script[self.produced.min(self.script.len() - 1)];
+        l[next as usize] = 12.0;
+        // A runner-up, so temperature has something to reshape.
+        l[(next as usize + 1) % self.vocab] = 11.0;
+        self.produced += 1;
+        l
+    }
+}
+
+impl Backend for Scripted {
+    async fn prefill(&mut self, tokens: &[u32]) -> tokenscope::Result<Vec<f32>> {
+        self.pos += tokens.len();
+        Ok(self.logits())
+    }
+    async fn decode(&mut self, _token: u32) -> tokenscope::Result<Vec<f32>> {
+        self.pos += 1;
+        Ok(self.logits())
+    }
+    fn truncate(&mut self, len: usize) {
+        self.pos = self.pos.min(len);
+    }
+    fn position(&self) -> usize {
+        self.pos
+    }
+    fn context_len(&self) -> usize {
+        self.context
+    }
+    fn kv_cache_bytes(&self) -> usize {
+        0
+    }
+    fn info(&self) -> BackendInfo {
+        BackendInfo { name: "scripted".into(), device: "test".into(), software: true }
+    }
+}
+
+fn synthetic_model() -> Model {
+    let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
+    Model::read(&mut std::io::Cursor::new(bytes), &mut |_, _| {}).expect("loads")
+}
+
+fn scripted(tok: &Tokenizer, text_tokens: &[u32]) -> Scripted {
+    Scripted { script: text_tokens.to_vec(), vocab: tok.vocab_size(), pos: 0, produced: 0, context: 64 }
+}
+
+fn greedy(max_tokens: usize) -> GenerateParams {
+    GenerateParams { sampling: SamplingParams::greedy(), max_tokens, ..GenerateParams::default() }
+}
+
+/// Runs to the end; returns the streamed text, the tokens and the finish event.
+fn drive<B: Backend>(g: &mut Generation, b: &mut B, tok: &Tokenizer) -> (String, Vec<u32>, tokenscope::generate::Finish) {
+    let (mut text, mut ids) = (String::new(), Vec::new());
+    loop {
+        match pollster::block_on(g.step(b, tok)).expect("step") {
+            Event::Step(s) => {
+                text.push_str(&s.text);
+                ids.push(s.token_id);
+            }
+            Event::Finished(f) => {
+                text.push_str(&f.text);
+                return (text, ids, f);
+            }
+        }
+    }
+}
+
+#[test]
+fn eos_ends_generation_and_is_not_shown() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let mut script = tok.encode("the end").expect("ok");
+    script.push(2);
+    let mut b = scripted(tok, &script);
+    let mut g = Generation::new(tok.encode("x").expect("ok"), greedy(50), tok, 64).expect("ok");
+    let (text, ids, f) = drive(&mut g, &mut b, tok);
+    assert_eq!(text, "the end");
+    assert_eq!(ids.last(), Some(&2));
+    assert_eq!(f.finish_reason, FinishReason::Eos);
+    assert_eq!(f.completion_tokens, script.len());
+    assert_eq!(f.prompt_tokens, 1);
+}
+
+#[test]
+fn max_tokens_ends_with_length() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let mut b = scripted(tok, &tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok"));
+    let mut g = Generation::new(tok.encode("x").expect("ok"), greedy(5), tok, 64).expect("ok");
+    let (text, ids, f) = drive(&mut g, &mut b, tok);
+    assert_eq!((text.as_str(), ids.len(), f.finish_reason), ("aaaaa", 5, FinishReason::Length));
+    // Further steps keep reporting the same finish.
+    let again = pollster::block_on(g.step(&mut b, tok)).expect("step");
+    assert!(matches!(again, Event::Finished(ref f2) if f2.finish_reason == FinishReason::Length));
+}
+
+#[test]
+fn stop_string_across_tokens_ends_with_stop_and_is_withheld() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let script: Vec<u32> = "in the\nUser: more".bytes().map(|b| tok.encode(&(b as char).to_string()).expect("ok")[0]).collect();
+    let mut b = scripted(tok, &script);
+    let params = GenerateParams { stop: vec!["\nUser:".into(), "zzz".into()], ..greedy(50) };
+    let mut g = Generation::new(tok.encode("x").expect("ok"), params, tok, 64).expect("ok");
+    let (text, _, f) = drive(&mut g, &mut b, tok);
+    assert_eq!(text, "in the");
+    assert_eq!(f.finish_reason, FinishReason::Stop);
+}
+
+#[test]
+fn the_context_limit_ends_with_length() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let mut b = scripted(tok, &tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok"));
+    b.context = 8;
+    let prompt = tok.encode("xyzxyz").expect("ok");
+    let mut g = Generation::new(prompt, greedy(50), tok, 8).expect("ok");
+    let (_, ids, f) = drive(&mut g, &mut b, tok);
+    assert_eq!(f.finish_reason, FinishReason::Length);
+    assert_eq!(ids.len(), 3, "6 prompt tokens + 2 fed back fill a context of 8; the third comes from its logits");
+    assert_eq!(b.position(), 8);
+}
+
+#[test]
+fn prompts_that_do_not_fit_are_refused_clearly() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let prompt = tok.encode("a b c d e f g h i j").expect("ok");
+    let e = Generation::new(prompt.clone(), greedy(5), tok, prompt.len()).err().expect("too long");
+    assert!(matches!(e, Error::PromptTooLong { .. }), "{e}");
+    assert!(e.to_string().contains("shorten the prompt"));
+    assert!(matches!(Generation::new(Vec::new(), greedy(5), tok, 64), Err(Error::EmptyPrompt)));
+    let bad = GenerateParams { stop: vec!["a".into(); 5], ..greedy(5) };
+    assert!(matches!(Generation::new(prompt, bad, tok, 64), Err(Error::InvalidParams(_))));
+}
+
+#[test]
+fn sampling_changes_apply_from_the_next_step() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let script = tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok");
+    let hot = GenerateParams {
+        sampling: SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0 },
+        max_tokens: 6,
+        ..GenerateParams::default()
+    };
+    let mut b = scripted(tok, &script);
+    let mut g = Generation::new(tok.encode("x").expect("ok"), hot, tok, 64).expect("ok");
+    let Event::Step(first) = pollster::block_on(g.step(&mut b, tok)).expect("step") else { panic!("a step") };
+    assert!((first.sample.distribution.candidates[0].p - 0.731).abs() < 1e-3, "T = 1: e / (e + 1)");
+    g.set_sampling(SamplingParams { temperature: 0.5, ..g.params().sampling.clone() }).expect("valid");
+    let Event::Step(second) = pollster::block_on(g.step(&mut b, tok)).expect("step") else { panic!("a step") };
+    assert!((second.sample.distribution.candidates[0].p - 0.881).abs() < 1e-3, "T = 0.5: e^2 / (e^2 + 1)");
+    assert!(g.set_sampling(SamplingParams { temperature: -3.0, ..SamplingParams::default() }).is_err());
+}
+
+#[test]
+fn cancel_finishes_with_cancelled() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let mut b = scripted(tok, &tok.encode("aaaa").expect("ok"));
+    let mut g = Generation::new(tok.encode("x").expect("ok"), greedy(50), tok, 64).expect("ok");
+    pollster::block_on(g.step(&mut b, tok)).expect("step");
+    g.cancel();
+    let e = pollster::block_on(g.step(&mut b, tok)).expect("step");
+    assert!(matches!(e, Event::Finished(ref f) if f.finish_reason == FinishReason::Cancelled && f.completion_tokens == 1));
+}
+
+#[test]
+fn the_cpu_backends_run_the_loop_and_regenerate_identically() {
+    for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
+        let m = synthetic_model();
+        let cfg = m.config.clone();
+        let tok = m.tokenizer;
+        let mut b = CpuBackend::new(&cfg, m.weights, precision, None).expect("backend");
+        let prompt = tok.encode("the theme").expect("ok");
+        let params = GenerateParams { seed: 9, max_tokens: 12, ..GenerateParams::default() };
+        let mut g = Generation::new(prompt.clone(), params.clone(), &tok, b.context_len()).expect("ok");
+        let (_, first, f) = drive(&mut g, &mut b, &tok);
+        assert!(!first.is_empty() && f.completion_tokens == first.len());
+        assert_eq!(b.position(), prompt.len() + first.len() - 1, "the last token is never fed back");
+        assert_eq!(b.kv_cache_bytes(), b.position() * cfg.kv_bytes_per_token());
+        let mut g = Generation::new(prompt, params, &tok, b.context_len()).expect("ok");
+        let (_, second, _) = drive(&mut g, &mut b, &tok);
+        assert_eq!(first, second, "{precision:?}: same seed, same tokens after the cache was reset");
+    }
+}
+
+#[test]
+fn exact_and_fast_cpu_paths_agree_on_a_synthetic_model() {
+    let m = synthetic_model();
+    let cfg = m.config.clone();
+    let mut exact = CpuBackend::new(&cfg, m.weights, CpuPrecision::Exact, None).expect("backend");
+    let m = synthetic_model();
+    let mut fast = CpuBackend::new(&cfg, m.weights, CpuPrecision::Fast, None).expect("backend");
+    let prompt = m.tokenizer.encode("in the theme").expect("ok");
+    let a = pollster::block_on(exact.prefill(&prompt)).expect("ok");
+    let b = pollster::block_on(fast.prefill(&prompt)).expect("ok");
+    let scale = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let diff = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(diff < 0.05 * scale, "8-bit rounding moves logits by {diff} of {scale}");
+}

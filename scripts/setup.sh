@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what building and testing tokenscope needs, skipping whatever is already there:
+# Debian packages (python3-pip for the model download, Node.js for the wasm tests), the
+# wasm32 Rust target, and wasm-bindgen-cli at exactly the wasm-bindgen crate's version.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo is missing: install Rust with rustup (https://rustup.rs) first" >&2
+  exit 1
+fi
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  echo "setup: adding the wasm32-unknown-unknown Rust target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen-cli must match the wasm-bindgen crate exactly (pinned in Cargo.toml).
+want=$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)"/\1/p' Cargo.toml)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have" != "$want" ]; then
+  echo "setup: installing wasm-bindgen-cli $want (found '${have:-none}'); this takes about 10 minutes"
+  # Not --locked: a locked dependency version is missing from some registries.
+  cargo install wasm-bindgen-cli --version "$want"
+fi
+echo "setup: ready (wasm-bindgen $(wasm-bindgen --version | awk '{print $2}'), node $(node --version))"

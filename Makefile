@@ -1,13 +1,13 @@
-# tokenscope: `make run` sets up and runs the demo; `make test` sets up and runs every test.
+# tokenscope: `make run` sets up and serves the page; `make test` sets up and runs every test.
 
 MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 TOKENIZER_FIXTURE := models/SmolLM2-135M-Instruct.tokenizer.gguf
 WASM_TARGET := wasm32-unknown-unknown
 # Tests that run in wasm (Node.js) as well as natively.
 WASM_TESTS := --test sampler --test tokenizer --test generate --test wasm_tokenizer_oracle
-PROMPT ?= Explain in one sentence why the sky is blue.
+PORT ?= 8080
 
-.PHONY: setup model build wasm run test test-native test-wasm bench clean
+.PHONY: setup model build www run test test-native test-wasm test-e2e bench clean
 
 setup:
 	scripts/setup.sh
@@ -18,12 +18,12 @@ model:
 build: setup
 	cargo build --release
 
-wasm: setup
-	cargo build --release --lib --target $(WASM_TARGET)
+# The page's engine (wasm + JS bindings in www/pkg) and d3 (www/vendor).
+www: setup
+	scripts/build-www.sh
 
-# Until the web page exists, `make run` streams a chat answer on the CPU.
-run: setup model build
-	./target/release/tokenscope generate --chat --max-tokens 96 "$(PROMPT)"
+run: setup model www build
+	./target/release/tokenscope serve --port $(PORT)
 
 $(TOKENIZER_FIXTURE): $(MODEL)
 	cargo run --quiet -- export-tokenizer --model $(MODEL) --out $@
@@ -31,7 +31,7 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model test-native test-wasm wasm
+test: setup model test-native test-wasm test-e2e
 	@echo "make test: all tests passed"
 
 test-native: model
@@ -39,6 +39,10 @@ test-native: model
 
 test-wasm: model $(TOKENIZER_FIXTURE)
 	cargo test --target $(WASM_TARGET) $(WASM_TESTS)
+
+# The page in headless Chromium (Playwright), against `tokenscope serve`.
+test-e2e: model www build
+	node --test --test-concurrency=1 tests/e2e/
 
 bench: model build
 	./target/release/tokenscope bench

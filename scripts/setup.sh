@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenscope needs, skipping whatever is already there:
-# Debian packages (python3-pip for the model download, Node.js for the wasm tests), the
-# wasm32 Rust target, and wasm-bindgen-cli at exactly the wasm-bindgen crate's version.
+# Debian packages (python3-pip for the model download, Node.js and npm for the wasm tests and
+# the page's packages, Chromium for the browser tests), the wasm32 Rust target,
+# wasm-bindgen-cli at exactly the wasm-bindgen crate's version, and the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,8 @@ need_apt=()
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 
@@ -37,5 +40,9 @@ if [ "$have" != "$want" ]; then
   echo "setup: installing wasm-bindgen-cli $want (found '${have:-none}'); this takes about 10 minutes"
   # Not --locked: a locked dependency version is missing from some registries.
   cargo install wasm-bindgen-cli --version "$want"
+fi
+if ! npm install --no-audit --no-fund --loglevel=error; then
+  echo "setup: npm install failed: check the network or the npm registry settings" >&2
+  exit 1
 fi
 echo "setup: ready (wasm-bindgen $(wasm-bindgen --version | awk '{print $2}'), node $(node --version))"

@@ -79,7 +79,6 @@ pub struct StepEvent {
     /// This token's own text, for display.
     pub token_text: String,
     /// The sample and its distribution.
-    #[serde(flatten)]
     pub sample: Sample,
     /// Milliseconds of the forward pass that produced this step's logits (the prefill for
     /// step 0, one decode step afterwards).
@@ -204,9 +203,19 @@ impl Generation {
     /// Runs one step: the prefill (first call) or one decode, then samples a token.
     /// After the last token, returns [`Event::Finished`].
     pub async fn step<B: Backend>(&mut self, backend: &mut B, tokenizer: &Tokenizer) -> Result<Event> {
+        Ok(self.step_keeping_logits(backend, tokenizer).await?.0)
+    }
+
+    /// [`Generation::step`], also handing back the logits the token was sampled from (so a
+    /// caller can re-shape this step later with other parameters).
+    pub async fn step_keeping_logits<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        tokenizer: &Tokenizer,
+    ) -> Result<(Event, Option<Vec<f32>>)> {
         let start = Instant::now();
         let logits = match &self.state {
-            State::Done { reason, tail } => return Ok(Event::Finished(self.finish(*reason, tail.clone()))),
+            State::Done { reason, tail } => return Ok((Event::Finished(self.finish(*reason, tail.clone())), None)),
             State::Start => {
                 backend.truncate(0);
                 let logits = backend.prefill(&self.context).await?;
@@ -243,7 +252,7 @@ impl Generation {
                 self.state = State::Running { next: token_id };
             }
         }
-        Ok(Event::Step(StepEvent {
+        let event = Event::Step(StepEvent {
             step: self.completion - 1,
             token_id,
             text,
@@ -252,7 +261,8 @@ impl Generation {
             forward_ms,
             sample_ms,
             position: backend.position(),
-        }))
+        });
+        Ok((event, Some(logits)))
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that

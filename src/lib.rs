@@ -11,5 +11,7 @@ pub mod model;
 pub mod sampler;
 pub mod stop;
 pub mod tokenizer;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::{Error, ModelError, Result};

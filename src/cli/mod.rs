@@ -2,6 +2,7 @@
 
 mod bench;
 mod generate;
+mod serve;
 
 use std::path::PathBuf;
 
@@ -35,6 +36,8 @@ enum Command {
     },
     /// Measure prefill and decode speed (median of several runs).
     Bench(bench::BenchArgs),
+    /// Serve the web page and the models on http://127.0.0.1:PORT/.
+    Serve(serve::ServeArgs),
     /// Write a GGUF holding only the model's tokenizer metadata (for tests and tools).
     ExportTokenizer {
         #[command(flatten)]
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::ExportTokenizer { model, out } => export_tokenizer(&model.path(), &out),
     }
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the page's engine: the library for wasm32 (release), its JS bindings and TypeScript
+# types (wasm-bindgen --target web) into www/pkg/, optimized with npm binaryen's wasm-opt when
+# present; copies d3 from node_modules into www/vendor/ (served locally, no CDN).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --lib --target wasm32-unknown-unknown
+wasm-bindgen --target web --out-dir www/pkg target/wasm32-unknown-unknown/release/tokenscope.wasm
+if [ -x node_modules/.bin/wasm-opt ]; then
+  # Debian's binaryen (v108) writes modules that fail at init: only npm's is used.
+  node_modules/.bin/wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    www/pkg/tokenscope_bg.wasm -o www/pkg/tokenscope_bg.wasm
+else
+  echo "build-www: npm binaryen is missing (npm install): the wasm is not size-optimized"
+fi
+mkdir -p www/vendor
+cp node_modules/d3/dist/d3.min.js www/vendor/d3.min.js
+ls -l www/pkg/tokenscope_bg.wasm | awk '{printf "build-www: www/pkg/tokenscope_bg.wasm is %.1f MB\n", $5/1e6}'

@@ -1,0 +1,158 @@
+// The page in real Chromium (Debian's, headless, WebGPU on SwiftShader), driven by Playwright,
+// on the default model served by `tokenscope serve`. Kept small: a few tokens per generation.
+// Screenshots go to test-results/ for a person to look at.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const PORT = 18000 + (process.pid % 1000);
+const BASE = `http://127.0.0.1:${PORT}/`;
+const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
+const SHOTS = `${ROOT}test-results`;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const figures = {};
+
+let server;
+let browser;
+let context;
+let page;
+
+async function waitForServer() {
+  for (let i = 0; i < 100; i++) {
+    try {
+      const r = await fetch(BASE);
+      if (r.ok) return;
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('tokenscope serve did not start');
+}
+
+async function waitLoaded(p) {
+  await p.waitForFunction(() => document.body.dataset.loadMs !== undefined && !document.getElementById('generate').disabled, null, { timeout: 120_000 });
+  return { ms: Number(await p.evaluate(() => document.body.dataset.loadMs)), fromCache: (await p.evaluate(() => document.body.dataset.fromCache)) === 'true' };
+}
+
+async function setSlider(p, name, value) {
+  await p.getByRole('slider', { name }).evaluate((el, v) => {
+    el.value = String(v);
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  }, value);
+}
+
+async function generate(p, { maxTokens = 4 } = {}) {
+  await p.evaluate(() => { delete document.body.dataset.finish; });
+  await p.locator('details.more').evaluate((d) => { d.open = true; });
+  await setSlider(p, 'Max tokens', maxTokens);
+  await p.getByRole('button', { name: 'Generate' }).click();
+  await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
+}
+
+async function barPercents(p) {
+  return p.locator('#chart .row .bar-pct').allTextContents();
+}
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  server = spawn(BIN, ['serve', '--port', String(PORT), '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: 'inherit' });
+  await waitForServer();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'],
+  });
+  context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  page = await context.newPage();
+  page.on('pageerror', (e) => console.error('page error:', e.message));
+});
+
+after(async () => {
+  writeFileSync(`${SHOTS}/figures.json`, JSON.stringify(figures, null, 2));
+  console.log('browser figures:', JSON.stringify(figures));
+  await browser?.close();
+  server?.kill();
+});
+
+test('the page and the default model load, and a second visit reads the browser cache', async () => {
+  await page.goto(BASE);
+  const first = await waitLoaded(page);
+  assert.equal(first.fromCache, false);
+  await page.reload();
+  const second = await waitLoaded(page);
+  assert.equal(second.fromCache, true, 'the second visit uses Cache Storage');
+  figures.first_visit_load_ms = first.ms;
+  figures.second_visit_load_ms = second.ms;
+  for (const name of ['Temperature', 'Top-k', 'Top-p']) await page.getByRole('slider', { name }).waitFor();
+  for (const name of ['Generate', 'Stop', 'Reset']) await page.getByRole('button', { name }).waitFor();
+  await page.getByRole('figure', { name: 'Next-token probabilities' }).waitFor();
+  assert.match(await page.locator('#backend-note').textContent(), /CPU/);
+});
+
+test('generating streams text and fills the chart with sane percentages', async () => {
+  await page.getByRole('textbox', { name: 'Prompt' }).fill('Name three colors.');
+  const t0 = Date.now();
+  await generate(page, { maxTokens: 6 });
+  const seconds = (Date.now() - t0) / 1000;
+  const tokens = await page.locator('#text .tok').count();
+  assert.ok(tokens >= 1 && tokens <= 6, `${tokens} tokens`);
+  figures.cpu_tokens = tokens;
+  figures.cpu_decode_tok_s = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
+  figures.cpu_wall_s = seconds;
+  const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));
+  assert.equal(pcts.length, 20, 'twenty candidates');
+  assert.ok(pcts.every((x) => x >= 0 && x <= 100), pcts.join(','));
+  assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5, `sum ${pcts.reduce((a, b) => a + b, 0)}`);
+  assert.equal(await page.locator('#chart .row.picked').count(), 1, 'the sampled token is marked');
+  assert.match(await page.locator('#stats').textContent(), /Finish reason/);
+  await page.screenshot({ path: `${SHOTS}/page-after-generation.png`, fullPage: true });
+});
+
+test('moving Temperature re-shapes the shown bars', async () => {
+  const before = await barPercents(page);
+  await setSlider(page, 'Temperature', 1.9);
+  await page.waitForFunction((b) => JSON.stringify([...document.querySelectorAll('#chart .row .bar-pct')].map((e) => e.textContent)) !== b, JSON.stringify(before), { timeout: 10_000 });
+  const after = await barPercents(page);
+  assert.notDeepEqual(after, before);
+  await setSlider(page, 'Temperature', 0.7);
+});
+
+test('Top-k = 1 makes every sampled token the top one', async () => {
+  await setSlider(page, 'Top-k', 1);
+  await generate(page, { maxTokens: 4 });
+  const titles = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => e.title));
+  assert.ok(titles.length >= 1);
+  for (const t of titles) assert.match(t, /rank 1\)/, t);
+  const cut = await page.locator('#chart .row[data-cut="top_k"]').count();
+  assert.equal(cut, 19, 'all but the top candidate are cut by top-k');
+  await setSlider(page, 'Top-k', 40);
+});
+
+test('clicking a generated token shows that step', async () => {
+  await page.locator('#text .tok').first().click();
+  await page.waitForFunction(() => /step 1\b/.test(document.getElementById('chart-title').textContent));
+  assert.match(await page.locator('#chart-title').textContent(), /step 1/);
+});
+
+test('Stop stops a running generation', async () => {
+  await page.evaluate(() => { delete document.body.dataset.finish; });
+  await setSlider(page, 'Max tokens', 300);
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.waitForFunction(() => document.querySelectorAll('#text .tok').length >= 1, null, { timeout: 60_000 });
+  await page.getByRole('button', { name: 'Stop' }).click();
+  await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 60_000 });
+  assert.equal(await page.evaluate(() => document.body.dataset.finish), 'cancelled');
+  assert.ok((await page.locator('#text .tok').count()) < 300);
+});
+
+test('a corrupt model file gives an error in words and the page keeps working', async () => {
+  await page.locator('#model-file').setInputFiles({ name: 'broken.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a model') });
+  await page.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await page.getByRole('alert').textContent(), /not a GGUF file/);
+  await page.screenshot({ path: `${SHOTS}/page-error.png`, fullPage: true });
+  await page.getByRole('button', { name: 'Generate' }).waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Generate' }).isEnabled(), true, 'the previous model is still usable');
+  await generate(page, { maxTokens: 2 });
+  assert.ok((await page.locator('#text .tok').count()) >= 1);
+});

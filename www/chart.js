@@ -1,0 +1,96 @@
+// The live chart of one step's distribution: a d3 data join of horizontal bars with short
+// transitions. Bars show p (after temperature); an orange outline shows p at temperature 1;
+// grey bars were cut by top-k, top-p or min-p; the sampled token is outlined; dashed lines
+// mark the top-k and nucleus (top-p) boundaries.
+
+const ROW = 22;
+const LABEL_W = 120;
+const PCT_W = 112;
+const MARGIN = { top: 6, right: 8, bottom: 6, left: 8 };
+
+export function visibleToken(text) {
+  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥').replace(/\r/g, '␍') || '∅';
+}
+
+const pct = (p) => (p >= 0.9995 ? '100%' : p >= 0.001 ? `${(100 * p).toFixed(1)}%` : p > 0 ? '<0.1%' : '0%');
+const cutName = { top_k: 'top-k', top_p: 'top-p', min_p: 'min-p', greedy: 'greedy' };
+
+export class ProbabilityChart {
+  constructor(container) {
+    this.container = container;
+    this.svg = d3.select(container).append('svg').attr('role', 'list');
+    this.rows = this.svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+    this.marks = this.svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
+  }
+
+  // dist: {candidates: [{token_id, text, logit, p, p_t1, p_filtered, cut_by}], after_top_k, after_top_p, ...}
+  // sampledId: the token drawn at this step (or null).
+  render(dist, sampledId, params) {
+    const data = dist.candidates.map((c, rank) => ({ ...c, rank }));
+    const width = Math.max(320, this.container.clientWidth || 480);
+    const innerW = width - MARGIN.left - MARGIN.right;
+    const barW = Math.max(60, innerW - LABEL_W - PCT_W);
+    const height = data.length * ROW + MARGIN.top + MARGIN.bottom;
+    this.svg.attr('viewBox', `0 0 ${width} ${height}`).attr('height', height);
+    const maxP = d3.max(data, (d) => Math.max(d.p, d.p_t1)) || 1;
+    const x = d3.scaleLinear().domain([0, maxP]).range([0, barW]);
+    const t = this.svg.transition().duration(180).ease(d3.easeCubicOut);
+
+    const row = this.rows
+      .selectAll('g.row')
+      .data(data, (d) => d.token_id)
+      .join(
+        (enter) => {
+          const g = enter.append('g').attr('class', 'row').attr('role', 'listitem')
+            .attr('transform', (d) => `translate(0,${d.rank * ROW})`).attr('opacity', 0);
+          g.append('title');
+          g.append('text').attr('class', 'bar-label').attr('x', LABEL_W - 8).attr('y', ROW / 2).attr('dy', '0.35em').attr('text-anchor', 'end');
+          g.append('rect').attr('class', 'bar').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
+          g.append('rect').attr('class', 'bar-t1').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
+          g.append('text').attr('class', 'bar-pct').attr('y', ROW / 2).attr('dy', '0.35em');
+          g.append('text').attr('class', 'bar-pf').attr('y', ROW / 2).attr('dy', '0.35em');
+          return g;
+        },
+        (update) => update,
+        // Leaving rows stop being rows at once (queries and the next join ignore them).
+        (exit) => exit.attr('class', 'leaving').attr('role', null).transition(t).attr('opacity', 0).remove(),
+      );
+
+    row.classed('picked', (d) => d.token_id === sampledId);
+    row.attr('data-token-id', (d) => d.token_id).attr('data-cut', (d) => d.cut_by || '');
+    row.select('title').text((d) => {
+      const fate = d.cut_by ? `cut by ${cutName[d.cut_by]}` : `kept: ${pct(d.p_filtered)} after filters`;
+      return `${JSON.stringify(d.text)}  logit ${d.logit.toFixed(2)}  p ${pct(d.p)}  (T=1: ${pct(d.p_t1)})  ${fate}`;
+    });
+    row.select('.bar-label').text((d) => visibleToken(d.text));
+    row.select('.bar').attr('class', (d) => `bar ${d.cut_by ? 'cut' : 'kept'}`);
+    row.select('.bar-pct').text((d) => pct(d.p));
+    row.select('.bar-pf').text((d) => (d.cut_by || d.p_filtered === d.p ? '' : `→ ${pct(d.p_filtered)}`));
+
+    row.transition(t).attr('opacity', 1).attr('transform', (d) => `translate(0,${d.rank * ROW})`);
+    row.select('.bar').transition(t).attr('width', (d) => Math.max(1, x(d.p)));
+    row.select('.bar-t1').transition(t).attr('width', (d) => x(d.p_t1));
+    row.select('.bar-pct').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1)) + 6);
+    row.select('.bar-pf').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1)) + 50);
+
+    // Boundaries inside the visible rows: after top-k and after the nucleus.
+    const lines = [];
+    if (params && params.top_k > 0 && dist.after_top_k < data.length) lines.push({ key: 'k', at: dist.after_top_k, label: `top-k = ${params.top_k}` });
+    if (params && params.top_p < 1 && dist.after_top_p < Math.min(dist.after_top_k, data.length)) {
+      lines.push({ key: 'p', at: dist.after_top_p, label: `nucleus: top-p = ${params.top_p}` });
+    }
+    const mark = this.marks.selectAll('g.boundary-mark').data(lines, (d) => d.key).join((enter) => {
+      const g = enter.append('g').attr('class', 'boundary-mark');
+      g.append('line').attr('class', 'boundary');
+      g.append('text').attr('class', 'boundary-label').attr('text-anchor', 'end');
+      return g;
+    });
+    mark.select('line').attr('x1', 0).attr('x2', innerW).transition(t).attr('y1', (d) => d.at * ROW).attr('y2', (d) => d.at * ROW);
+    mark.select('text').text((d) => d.label).attr('x', innerW).transition(t).attr('y', (d) => d.at * ROW - 3);
+  }
+
+  clear() {
+    this.rows.selectAll('g.row').remove();
+    this.marks.selectAll('g.boundary-mark').remove();
+  }
+}

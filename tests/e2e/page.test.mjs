@@ -156,3 +156,23 @@ test('a corrupt model file gives an error in words and the page keeps working', 
   await generate(page, { maxTokens: 2 });
   assert.ok((await page.locator('#text .tok').count()) >= 1);
 });
+
+test('a prompt longer than the context is refused in words, and the page keeps working', async () => {
+  await page.getByRole('button', { name: 'Dismiss error' }).click().catch(() => {});
+  await page.getByRole('textbox', { name: 'Prompt' }).fill('word '.repeat(2100));
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await page.getByRole('alert').textContent(), /shorten the prompt/);
+  await page.getByRole('textbox', { name: 'Prompt' }).fill('Hello');
+  await generate(page, { maxTokens: 2 });
+  assert.ok((await page.locator('#text .tok').count()) >= 1);
+});
+
+test('forcing the WebGPU backend says it is not in this build and keeps the CPU model', async () => {
+  await page.locator('#backend').selectOption('webgpu');
+  await page.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await page.getByRole('alert').textContent(), /WebGPU backend is not in this build/);
+  assert.equal(await page.getByRole('button', { name: 'Generate' }).isEnabled(), true);
+  await page.locator('#backend').selectOption('cpu');
+  await waitLoaded(page);
+});

@@ -10,6 +10,7 @@ struct Server(Child);
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -35,9 +36,10 @@ fn start(dir: &std::path::Path, port: u16) -> Server {
         .arg(dir.join("models"))
         .spawn()
         .expect("serve starts");
+    let server = Server(child);
     for _ in 0..100 {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Server(child);
+            return server;
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -50,7 +50,7 @@ impl Config {
             ffn_dim: g.usize("llama.feed_forward_length")?,
             n_heads,
             n_kv_heads,
-            head_dim: if n_heads == 0 { 0 } else { dim / n_heads },
+            head_dim: dim.checked_div(n_heads).unwrap_or(0),
             vocab_size,
             context_len: g.usize("llama.context_length")?,
             rope_base: g.f32_opt("llama.rope.freq_base")?.unwrap_or(10_000.0),
@@ -68,13 +68,13 @@ impl Config {
         if self.n_layers == 0 || self.dim == 0 || self.ffn_dim == 0 || self.vocab_size == 0 {
             return Err(bad("llama.*", "block_count, embedding_length, feed_forward_length and vocabulary must be positive".into()));
         }
-        if self.n_heads == 0 || self.dim % self.n_heads != 0 {
+        if self.n_heads == 0 || !self.dim.is_multiple_of(self.n_heads) {
             return Err(bad("llama.attention.head_count", format!("{} does not divide embedding_length {}", self.n_heads, self.dim)));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return Err(bad("llama.attention.head_count", format!("head width {} is odd; RoPE rotates pairs", self.head_dim)));
         }
-        if self.n_kv_heads == 0 || self.n_heads % self.n_kv_heads != 0 {
+        if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return Err(bad("llama.attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
         }
         if self.context_len == 0 {

@@ -102,7 +102,7 @@ impl Tokenizer {
         let mut inner = tokenizers::Tokenizer::new(bpe);
         let byte_level = ByteLevel::new(false, true, true);
         let pre_tokenizer: PreTokenizerWrapper = match pre {
-            "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.clone().into()]).into(),
+            "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into(),
             _ => byte_level.into(),
         };
         inner.with_pre_tokenizer(Some(pre_tokenizer));

@@ -225,3 +225,24 @@ fn exact_and_fast_cpu_paths_agree_on_a_synthetic_model() {
     let diff = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     assert!(diff < 0.05 * scale, "8-bit rounding moves logits by {diff} of {scale}");
 }
+
+#[test]
+fn every_supported_weight_type_runs_on_both_cpu_paths() {
+    use candle_core::quantized::GgmlDType;
+    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+        let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
+        let mut logits = Vec::new();
+        for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
+            let m = Model::read(&mut std::io::Cursor::new(bytes.clone()), &mut |_, _| {}).expect("loads");
+            let mut b = CpuBackend::new(&m.config, m.weights, precision, None).expect("backend");
+            let prompt = m.tokenizer.encode("in the").expect("ok");
+            let l = pollster::block_on(b.prefill(&prompt)).expect("prefill");
+            assert!(l.iter().all(|x| x.is_finite()), "{t:?} {precision:?}");
+            logits.push(l);
+        }
+        let scale = logits[0].iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let diff = logits[0].iter().zip(&logits[1]).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(diff < 0.05 * scale, "{t:?}: exact and fast differ by {diff} of {scale}");
+    }
+}

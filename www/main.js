@@ -138,7 +138,12 @@ function appendToken(step) {
   const alpha = 0.08 + 0.55 * (1 - step.sample.p_filtered);
   span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;
   span.title = `step ${step.step + 1}: ${JSON.stringify(step.token_text)} drawn with p = ${(100 * step.sample.p_filtered).toFixed(1)}% (rank ${step.sample.rank + 1})`;
+  span.tabIndex = 0;
+  span.setAttribute('role', 'button');
   span.addEventListener('click', () => selectStep(step.step));
+  span.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectStep(step.step); }
+  });
   ui.text.append(span);
   ui.text.scrollTop = ui.text.scrollHeight;
 }

@@ -47,7 +47,7 @@ async function generate(p, { maxTokens = 4 } = {}) {
   await p.evaluate(() => { delete document.body.dataset.finish; });
   await p.locator('details.more').evaluate((d) => { d.open = true; });
   await setSlider(p, 'Max tokens', maxTokens);
-  await p.getByRole('button', { name: 'Generate' }).click();
+  await p.getByRole('button', { name: 'Generate', exact: true }).click();
   await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
 }
 
@@ -85,7 +85,7 @@ test('the page and the default model load, and a second visit reads the browser 
   figures.first_visit_load_ms = first.ms;
   figures.second_visit_load_ms = second.ms;
   for (const name of ['Temperature', 'Top-k', 'Top-p']) await page.getByRole('slider', { name }).waitFor();
-  for (const name of ['Generate', 'Stop', 'Reset']) await page.getByRole('button', { name }).waitFor();
+  for (const name of ['Generate', 'Stop', 'Reset']) await page.getByRole('button', { name, exact: true }).waitFor();
   await page.getByRole('figure', { name: 'Next-token probabilities' }).waitFor();
   assert.match(await page.locator('#backend-note').textContent(), /CPU/);
 });
@@ -138,9 +138,9 @@ test('clicking a generated token shows that step', async () => {
 test('Stop stops a running generation', async () => {
   await page.evaluate(() => { delete document.body.dataset.finish; });
   await setSlider(page, 'Max tokens', 300);
-  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
   await page.waitForFunction(() => document.querySelectorAll('#text .tok').length >= 1, null, { timeout: 60_000 });
-  await page.getByRole('button', { name: 'Stop' }).click();
+  await page.getByRole('button', { name: 'Stop', exact: true }).click();
   await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 60_000 });
   assert.equal(await page.evaluate(() => document.body.dataset.finish), 'cancelled');
   assert.ok((await page.locator('#text .tok').count()) < 300);
@@ -151,16 +151,16 @@ test('a corrupt model file gives an error in words and the page keeps working', 
   await page.getByRole('alert').waitFor({ state: 'visible' });
   assert.match(await page.getByRole('alert').textContent(), /not a GGUF file/);
   await page.screenshot({ path: `${SHOTS}/page-error.png`, fullPage: true });
-  await page.getByRole('button', { name: 'Generate' }).waitFor();
-  assert.equal(await page.getByRole('button', { name: 'Generate' }).isEnabled(), true, 'the previous model is still usable');
+  await page.getByRole('button', { name: 'Generate', exact: true }).waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Generate', exact: true }).isEnabled(), true, 'the previous model is still usable');
   await generate(page, { maxTokens: 2 });
   assert.ok((await page.locator('#text .tok').count()) >= 1);
 });
 
 test('a prompt longer than the context is refused in words, and the page keeps working', async () => {
-  await page.getByRole('button', { name: 'Dismiss error' }).click().catch(() => {});
+  await page.getByRole('button', { name: 'Dismiss error', exact: true }).click().catch(() => {});
   await page.getByRole('textbox', { name: 'Prompt' }).fill('word '.repeat(2100));
-  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
   await page.getByRole('alert').waitFor({ state: 'visible' });
   assert.match(await page.getByRole('alert').textContent(), /shorten the prompt/);
   await page.getByRole('textbox', { name: 'Prompt' }).fill('Hello');
@@ -172,7 +172,7 @@ test('forcing the WebGPU backend says it is not in this build and keeps the CPU 
   await page.locator('#backend').selectOption('webgpu');
   await page.getByRole('alert').waitFor({ state: 'visible' });
   assert.match(await page.getByRole('alert').textContent(), /WebGPU backend is not in this build/);
-  assert.equal(await page.getByRole('button', { name: 'Generate' }).isEnabled(), true);
+  assert.equal(await page.getByRole('button', { name: 'Generate', exact: true }).isEnabled(), true);
   await page.locator('#backend').selectOption('cpu');
   await waitLoaded(page);
 });

@@ -1,6 +1,8 @@
 //! The compute backends behind one interface, so one generation loop drives them all.
 
 pub mod cpu;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod gpu;
 
 use serde::Serialize;
 

@@ -1,0 +1,60 @@
+// matvec_q4_1.wgsl: y = W x for a Q4_1 matrix W [rows, cols], dequantized on the fly.
+// Layout (repacked at load, 4-byte aligned): a Q4_1 block of 32 weights is
+//   dm[b]: u32 = f16 d (low half) | f16 m (high half)      -> array<u32> [rows * cols / 32]
+//   qs[4b .. 4b+4]: the block's 16 nibble bytes as 4 u32   -> array<u32> [rows * cols / 8]
+// Byte k of a block holds weight k (low nibble) and weight k + 16 (high nibble);
+// w = q * d + m. Word j of a block therefore holds weights 4j..4j+3 and 4j+16..4j+19.
+// Bindings (group 0): 0 uniform Params {rows, cols}; 1 qs (read); 2 dm (read);
+//   3 x: array<f32> [cols] (read); 4 y: array<f32> [rows] (read_write).
+// Dispatch: (rows, 1, 1) workgroups of WG threads (override, power of two <= 256);
+// workgroup r computes y[r]: threads take the row's words in turn, then reduce.
+
+override WG: u32 = 64u;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> dm: array<u32>;
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+var<workgroup> partial: array<f32, 256>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let row = wg.x;
+    let t = lid.x;
+    let words = params.cols / 8u;
+    let blocks = params.cols / 32u;
+    var sum = 0.0;
+    for (var w = t; w < words; w = w + WG) {
+        let b = w / 4u;
+        let j = w % 4u;
+        let s = unpack2x16float(dm[row * blocks + b]);
+        let word = qs[row * words + w];
+        let base = b * 32u + j * 4u;
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let q = (word >> (8u * k)) & 0xffu;
+            let lo = f32(q & 0xfu) * s.x + s.y;
+            let hi = f32(q >> 4u) * s.x + s.y;
+            sum = sum + lo * x[base + k] + hi * x[base + 16u + k];
+        }
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (t < stride) {
+            partial[t] = partial[t] + partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+    if (t == 0u && row < params.rows) {
+        y[row] = partial[0];
+    }
+}

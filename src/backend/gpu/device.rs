@@ -1,0 +1,126 @@
+//! Adapter and device creation, within WebGPU's default limits unless the adapter offers more.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// What the page and the CLI report about the GPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInfo {
+    /// Adapter name as the driver reports it.
+    pub name: String,
+    /// Graphics API (Vulkan, Metal, Dx12, BrowserWebGpu, ...).
+    pub backend: String,
+    /// Whether this is a software adapter (lavapipe, SwiftShader, WARP).
+    pub software: bool,
+    /// Largest storage buffer binding the device accepts, in bytes.
+    pub max_storage_buffer_binding_size: u64,
+    /// Most storage buffers one shader stage may bind.
+    pub max_storage_buffers_per_shader_stage: u32,
+}
+
+/// A device and its queue, ready for the kernels.
+pub struct GpuContext {
+    /// The logical device.
+    pub device: wgpu::Device,
+    /// Its submission queue.
+    pub queue: wgpu::Queue,
+    /// What was found.
+    pub info: GpuInfo,
+}
+
+impl GpuContext {
+    /// Finds an adapter (a hardware one when there is one) and opens a device on it. The
+    /// storage binding limit is raised to what the adapter offers, up to 1 GiB; nothing else
+    /// beyond WebGPU's defaults is required, and no optional feature (no shader-f16, no
+    /// subgroups).
+    pub async fn new() -> Result<Self> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Backend(format!("no GPU adapter: {e} (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)")))?;
+        let ai = adapter.get_info();
+        let offered = adapter.limits();
+        let mut limits = wgpu::Limits::default();
+        limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size.min(1 << 30);
+        limits.max_buffer_size = offered.max_buffer_size.min(1 << 30);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("tokenscope"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::Backend(format!("cannot open the GPU device: {e}")))?;
+        let info = GpuInfo {
+            name: ai.name.clone(),
+            backend: format!("{:?}", ai.backend),
+            software: ai.device_type == wgpu::DeviceType::Cpu,
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+            max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+        };
+        Ok(GpuContext { device, queue, info })
+    }
+
+    /// A storage buffer holding `data`, readable and writable by kernels and copyable.
+    pub fn storage<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
+        use wgpu::util::DeviceExt;
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::cast_slice(data),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        })
+    }
+
+    /// A uniform buffer holding `data`.
+    pub fn uniform<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
+        use wgpu::util::DeviceExt;
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::cast_slice(data),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
+    }
+
+    /// Copies `len` f32 values from the start of `buffer` back to the CPU.
+    pub async fn read_f32(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<f32>> {
+        let bytes = (len * 4) as u64;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        self.queue.submit([encoder.finish()]);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Backend(format!("GPU poll failed: {e}")))?;
+        rx.await
+            .map_err(|_| Error::Backend("the GPU readback was dropped (device lost?)".into()))?
+            .map_err(|e| Error::Backend(format!("cannot map the GPU buffer: {e}")))?;
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Backend(format!("cannot read the GPU buffer: {e}")))?;
+        let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenscope needs, skipping whatever is already there:
 # Debian packages (python3-pip for the model download, Node.js and npm for the wasm tests and
-# the page's packages, Chromium for the browser tests), the wasm32 Rust target,
+# the page's packages, Chromium for the browser tests, lavapipe for the GPU tests), the wasm32 Rust target,
 # wasm-bindgen-cli at exactly the wasm-bindgen crate's version, and the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,9 @@ command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# lavapipe: a CPU Vulkan driver, so the GPU kernels are tested on machines without a GPU.
+ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
+ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need_apt+=(libvulkan1)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"

@@ -4,8 +4,10 @@
 //   qs[4b .. 4b+4]: the block's 16 nibble bytes as 4 u32   -> array<u32> [rows * cols / 8]
 // Byte k of a block holds weight k (low nibble) and weight k + 16 (high nibble);
 // w = q * d + m. Word j of a block therefore holds weights 4j..4j+3 and 4j+16..4j+19.
-// Bindings (group 0): 0 uniform Params {rows, cols}; 1 qs (read); 2 dm (read);
-//   3 x: array<f32> [cols] (read); 4 y: array<f32> [rows] (read_write).
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride}; 1 qs (read); 2 dm (read);
+//   3 x: array<f32> [cols] (read); 4 y: array<f32> (read_write); 5 uniform Step {pos, n_pos}.
+// Output: y[step.pos * out_stride + r] = (W x)[r], or += when accumulate != 0 (the residual
+// add fused into the output projections; out_stride = kv_dim writes K/V into the cache row).
 // Dispatch: (rows, 1, 1) workgroups of WG threads (override, power of two <= 256);
 // workgroup r computes y[r]: threads take the row's words in turn, then reduce.
 
@@ -14,6 +16,13 @@ override WG: u32 = 64u;
 struct Params {
     rows: u32,
     cols: u32,
+    accumulate: u32,
+    out_stride: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_pos: u32,
     _pad0: u32,
     _pad1: u32,
 }
@@ -23,6 +32,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> dm: array<u32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> step: Step;
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -55,6 +65,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (t == 0u && row < params.rows) {
-        y[row] = partial[0];
+        let i = step.pos * params.out_stride + row;
+        if (params.accumulate != 0u) {
+            y[i] = y[i] + partial[0];
+        } else {
+            y[i] = partial[0];
+        }
     }
 }

@@ -3,8 +3,10 @@
 //   d[b]: f32 scale (the file's f16, widened)            -> array<f32> [rows * cols / 32]
 //   qs[8b .. 8b+8]: its 32 signed bytes as 8 u32         -> array<u32> [rows * cols / 4]
 // w = q * d with q the sign-extended byte.
-// Bindings (group 0): 0 uniform Params {rows, cols}; 1 qs (read); 2 d (read);
-//   3 x: array<f32> [cols] (read); 4 y: array<f32> [rows] (read_write).
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride}; 1 qs (read); 2 d (read);
+//   3 x: array<f32> [cols] (read); 4 y: array<f32> (read_write); 5 uniform Step {pos, n_pos}.
+// Output: y[step.pos * out_stride + r] = (W x)[r], or += when accumulate != 0 (the residual
+// add fused into the output projections; out_stride = kv_dim writes K/V into the cache row).
 // Dispatch: (rows, 1, 1) workgroups of WG threads (override, power of two <= 256);
 // workgroup r computes y[r]: threads take the row's words in turn, then reduce.
 
@@ -13,6 +15,13 @@ override WG: u32 = 64u;
 struct Params {
     rows: u32,
     cols: u32,
+    accumulate: u32,
+    out_stride: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_pos: u32,
     _pad0: u32,
     _pad1: u32,
 }
@@ -22,6 +31,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> d: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> step: Step;
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -52,6 +62,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (t == 0u && row < params.rows) {
-        y[row] = partial[0];
+        let i = step.pos * params.out_stride + row;
+        if (params.accumulate != 0u) {
+            y[i] = y[i] + partial[0];
+        } else {
+            y[i] = partial[0];
+        }
     }
 }

@@ -91,7 +91,8 @@ impl GpuContext {
         })
     }
 
-    /// Copies `len` f32 values from the start of `buffer` back to the CPU.
+    /// Copies `len` f32 values from the start of `buffer` back to the CPU (tests; the
+    /// forward pass reuses one staging buffer through [`GpuContext::map_f32`]).
     pub async fn read_f32(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<f32>> {
         let bytes = (len * 4) as u64;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -103,6 +104,11 @@ impl GpuContext {
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
+        self.map_f32(&staging).await
+    }
+
+    /// Maps a MAP_READ buffer after the work submitted so far and returns its f32 contents.
+    pub async fn map_f32(&self, staging: &wgpu::Buffer) -> Result<Vec<f32>> {
         let (tx, rx) = futures_channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);

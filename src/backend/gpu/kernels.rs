@@ -1,29 +1,45 @@
-//! Compute pipelines for the WGSL kernels in `shaders/` and one-shot dispatch helpers that
-//! the tests (and, later, the forward pass) use.
+//! Compute pipelines for the WGSL kernels in `shaders/` (built once per device), bind-group
+//! helpers, and one-shot runners used by the kernel tests.
 
 use super::device::GpuContext;
 use super::repack::Repacked;
-use crate::error::Result;
 
 /// Every kernel's source, by file name; compiled natively by naga and in Chromium by Tint.
-pub const SHADERS: [(&str, &str); 3] = [
+pub const SHADERS: [(&str, &str); 6] = [
     ("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
     ("matvec_q4_1.wgsl", include_str!("../../../shaders/matvec_q4_1.wgsl")),
     ("matvec_q8_0.wgsl", include_str!("../../../shaders/matvec_q8_0.wgsl")),
+    ("rope.wgsl", include_str!("../../../shaders/rope.wgsl")),
+    ("attention_decode.wgsl", include_str!("../../../shaders/attention_decode.wgsl")),
+    ("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
 ];
 
 /// Threads per workgroup (the shaders' `WG` override).
 pub const WORKGROUP: u32 = 64;
 
-fn source(name: &str) -> &'static str {
-    SHADERS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).unwrap_or("")
+/// Most positions the decode attention kernel holds in workgroup memory.
+pub const MAX_ATTENTION_POSITIONS: usize = 4096;
+
+/// The compiled pipelines.
+pub struct Kernels {
+    /// RMSNorm of rows.
+    pub rmsnorm: wgpu::ComputePipeline,
+    /// Matrix-vector, Q4_1 weights.
+    pub matvec_q4_1: wgpu::ComputePipeline,
+    /// Matrix-vector, Q8_0 weights.
+    pub matvec_q8_0: wgpu::ComputePipeline,
+    /// Rotary embedding in place.
+    pub rope: wgpu::ComputePipeline,
+    /// Decode attention, one workgroup per head.
+    pub attention: wgpu::ComputePipeline,
+    /// SwiGLU in place.
+    pub swiglu: wgpu::ComputePipeline,
 }
 
-/// A compute pipeline built from one shader file.
-pub fn pipeline(ctx: &GpuContext, name: &str) -> wgpu::ComputePipeline {
+fn pipeline(ctx: &GpuContext, name: &str, source: &str) -> wgpu::ComputePipeline {
     let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source(name).into()),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
@@ -38,55 +54,121 @@ pub fn pipeline(ctx: &GpuContext, name: &str) -> wgpu::ComputePipeline {
     })
 }
 
-/// One binding: a whole buffer, or a byte range of one.
+impl Kernels {
+    /// Compiles every kernel.
+    pub fn new(ctx: &GpuContext) -> Self {
+        let p = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1);
+        Kernels { rmsnorm: p(0), matvec_q4_1: p(1), matvec_q8_0: p(2), rope: p(3), attention: p(4), swiglu: p(5) }
+    }
+
+    /// The matvec pipeline for a repacked matrix.
+    pub fn matvec(&self, w: &GpuMatrix) -> &wgpu::ComputePipeline {
+        if w.q4_1 {
+            &self.matvec_q4_1
+        } else {
+            &self.matvec_q8_0
+        }
+    }
+}
+
+/// A weight matrix on the GPU: quants and scales in their own buffers.
+pub struct GpuMatrix {
+    /// Quant words.
+    pub qs: wgpu::Buffer,
+    /// Scales (Q4_1: packed d and m; Q8_0: f32 d).
+    pub scales: wgpu::Buffer,
+    /// Q4_1 (else Q8_0).
+    pub q4_1: bool,
+    /// Output features.
+    pub rows: u32,
+    /// Input features.
+    pub cols: u32,
+}
+
+impl GpuMatrix {
+    /// Uploads a repacked matrix.
+    pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Self {
+        match w {
+            Repacked::Q4_1 { dm, qs } => GpuMatrix { qs: ctx.storage("qs", qs), scales: ctx.storage("dm", dm), q4_1: true, rows, cols },
+            Repacked::Q8_0 { d, qs } => GpuMatrix { qs: ctx.storage("qs", qs), scales: ctx.storage("d", d), q4_1: false, rows, cols },
+        }
+    }
+
+    /// Bytes of weight data the kernel reads per use.
+    pub fn bytes(&self) -> u64 {
+        self.qs.size() + self.scales.size()
+    }
+}
+
+/// One dispatch ready to encode: pipeline, bind group, workgroup count.
+pub struct Dispatch {
+    /// Index into the kernel set (for the pipeline).
+    pub pipeline: wgpu::ComputePipeline,
+    /// Bindings.
+    pub group: wgpu::BindGroup,
+    /// Workgroups along x.
+    pub groups: u32,
+}
+
+/// A binding: a whole buffer, or `size` bytes from `offset`.
 pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
 
-/// Encodes, submits and waits for one dispatch of `pipeline` over `groups` workgroups.
-pub fn dispatch(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[Bind], groups: u32) {
+/// Builds a dispatch (its bind group is created here, once).
+pub fn prepare(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[Bind], groups: u32) -> Dispatch {
     let layout = pipeline.get_bind_group_layout(0);
     let entries: Vec<wgpu::BindGroupEntry> = binds
         .iter()
         .enumerate()
         .map(|(i, b)| wgpu::BindGroupEntry {
             binding: i as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: b.0,
-                offset: b.1,
-                size: b.2.and_then(wgpu::BufferSize::new),
-            }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: b.0, offset: b.1, size: b.2.and_then(wgpu::BufferSize::new) }),
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    {
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(groups, 1, 1);
+    Dispatch { pipeline: pipeline.clone(), group, groups }
+}
+
+/// Encodes dispatches into one compute pass.
+pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch]) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
+    for d in dispatches {
+        pass.set_pipeline(&d.pipeline);
+        pass.set_bind_group(0, &d.group, &[]);
+        pass.dispatch_workgroups(d.groups, 1, 1);
     }
+}
+
+/// Submits one dispatch on its own (for the kernel tests).
+pub fn run_once(ctx: &GpuContext, d: Dispatch) {
+    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    encode(&mut encoder, &[d]);
     ctx.queue.submit([encoder.finish()]);
 }
 
-/// Uploads a repacked matrix: (quants, scales) buffers.
-pub fn upload(ctx: &GpuContext, w: &Repacked) -> (wgpu::Buffer, wgpu::Buffer, &'static str) {
-    match w {
-        Repacked::Q4_1 { dm, qs } => (ctx.storage("qs", qs), ctx.storage("dm", dm), "matvec_q4_1.wgsl"),
-        Repacked::Q8_0 { d, qs } => (ctx.storage("qs", qs), ctx.storage("d", d), "matvec_q8_0.wgsl"),
+/// Matvec uniform: rows, cols, accumulate flag, output stride per position.
+pub fn matvec_params(ctx: &GpuContext, w: &GpuMatrix, accumulate: bool, out_stride: u32) -> wgpu::Buffer {
+    ctx.uniform("matvec", &[w.rows, w.cols, accumulate as u32, out_stride])
+}
+
+/// The per-step uniform every position-dependent kernel reads: `[pos, n_pos, 0, 0]`.
+pub fn step_uniform(ctx: &GpuContext, pos: u32) -> wgpu::Buffer {
+    ctx.uniform("step", &[pos, pos + 1, 0, 0])
+}
+
+/// cos/sin of every RoPE angle, `[context, head_dim / 2, 2]`, computed in f64.
+pub fn rope_table(context: usize, head_dim: usize, base: f32) -> Vec<f32> {
+    let mut t = Vec::with_capacity(context * head_dim);
+    for pos in 0..context {
+        for i in 0..head_dim / 2 {
+            let theta = pos as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64);
+            t.push(theta.cos() as f32);
+            t.push(theta.sin() as f32);
+        }
     }
+    t
 }
 
-/// Runs `y = W x` once on the GPU (W repacked, `[rows, cols]`) into `out` at `offset` bytes.
-pub fn matvec(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32, x: &wgpu::Buffer, out: &wgpu::Buffer, offset: u64) -> Result<()> {
-    let (qs, scales, shader) = upload(ctx, w);
-    let params = ctx.uniform("params", &[rows, cols, 0, 0]);
-    let p = pipeline(ctx, shader);
-    dispatch(ctx, &p, &[Bind(&params, 0, None), Bind(&qs, 0, None), Bind(&scales, 0, None), Bind(x, 0, None), Bind(out, offset, Some(rows as u64 * 4))], rows);
-    Ok(())
-}
-
-/// Runs RMSNorm once on the GPU: `x` `[rows, n]` into `out` at `offset` bytes.
-pub fn rmsnorm(ctx: &GpuContext, x: &wgpu::Buffer, gain: &wgpu::Buffer, n: u32, rows: u32, eps: f32, out: &wgpu::Buffer, offset: u64) {
-    let params = ctx.uniform("params", &[n, rows, eps.to_bits(), 0]);
-    let p = pipeline(ctx, "rmsnorm.wgsl");
-    dispatch(ctx, &p, &[Bind(&params, 0, None), Bind(x, 0, None), Bind(gain, 0, None), Bind(out, offset, Some((n * rows) as u64 * 4))], rows);
+/// Workgroups to cover `n` items with one thread each.
+pub fn groups_for(n: u32) -> u32 {
+    n.div_ceil(WORKGROUP)
 }

@@ -1,10 +1,11 @@
-//! The GPU side through wgpu (Vulkan, Metal, DX12 natively; WebGPU in the browser), with
-//! our own WGSL kernels from `shaders/`. Work in progress: the device, the weight repacking
-//! and the first kernels, each tested against its CPU twin; the forward pass is not wired
-//! to the [`Backend`](super::Backend) trait yet.
+//! The GPU backend through wgpu (Vulkan, Metal, DX12 natively), with our own WGSL kernels
+//! from `shaders/`: device (device.rs), weight repacking (repack.rs), pipelines and
+//! dispatches (kernels.rs), the forward pass and KV cache (model.rs).
 
 pub mod device;
 pub mod kernels;
+pub mod model;
 pub mod repack;
 
 pub use device::{GpuContext, GpuInfo};
+pub use model::{GpuBackend, StepShape};

@@ -1,10 +1,13 @@
 //! The compute backends behind one interface, so one generation loop drives them all.
 
+pub mod any;
 pub mod cpu;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod gpu;
 
 use serde::Serialize;
+
+pub use any::AnyBackend;
 
 use crate::error::Result;
 

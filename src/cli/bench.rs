@@ -3,7 +3,7 @@
 use serde_json::json;
 use web_time::Instant;
 
-use tokenscope::backend::Backend;
+use tokenscope::backend::{AnyBackend, Backend};
 use tokenscope::Result;
 
 use super::ModelArgs;
@@ -49,8 +49,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
     let info = backend.info();
+    let gpu = match &backend {
+        AnyBackend::Gpu(g) => Some(g.step_shape()),
+        _ => None,
+    };
+    let weight_bytes = match &backend {
+        AnyBackend::Cpu(c) => c.weight_bytes() as u64,
+        AnyBackend::Gpu(g) => g.weight_bytes(),
+    };
     if a.json {
-        let out = json!({
+        let mut out = json!({
             "backend": info.name,
             "device": info.device,
             "prompt_tokens": prompt.len(),
@@ -59,14 +67,27 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "prefill_tok_s": p,
             "decode_tok_s": d,
             "kv_cache_bytes": backend.kv_cache_bytes(),
-            "weight_bytes_per_token": backend.weight_bytes(),
+            "weight_bytes_per_token": weight_bytes,
         });
+        if let Some(s) = &gpu {
+            out["dispatches_per_step"] = json!(s.dispatches);
+            out["passes_per_step"] = json!(s.passes);
+            out["submits_per_step"] = json!(s.submits);
+            out["readback_bytes_per_step"] = json!(s.readback_bytes);
+            out["gpu_bytes"] = json!(s.gpu_bytes);
+        }
         println!("{out}");
     } else {
         println!("backend {} on {}", info.name, info.device);
         println!("prefill {p:.1} tok/s ({} prompt tokens, median of {runs})", prompt.len());
         println!("decode  {d:.1} tok/s ({} tokens, median of {runs})", a.decode_tokens);
-        println!("weights read per decoded token: {:.1} MB", backend.weight_bytes() as f64 / 1e6);
+        println!("weights read per decoded token: {:.1} MB", weight_bytes as f64 / 1e6);
+        if let Some(s) = &gpu {
+            println!(
+                "per decode step: {} dispatches, {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
+                s.dispatches, s.passes, s.submits, s.readback_bytes, s.gpu_bytes as f64 / 1e6
+            );
+        }
     }
     Ok(())
 }

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::gpu::GpuBackend;
+use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
 
@@ -69,6 +71,8 @@ pub enum BackendKind {
     Cpu,
     /// The CPU with exactly dequantized f32 weights (the reference; slower).
     CpuExact,
+    /// The GPU through wgpu and our WGSL kernels (Q4_1/Q8_0 weights).
+    Gpu,
 }
 
 impl ModelArgs {
@@ -96,13 +100,14 @@ impl ModelArgs {
     }
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
-    fn load(&self) -> Result<(CpuBackend, tokenscope::tokenizer::Tokenizer)> {
+    fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
         let model = self.open()?;
-        let precision = match self.backend {
-            BackendKind::Cpu => CpuPrecision::Fast,
-            BackendKind::CpuExact => CpuPrecision::Exact,
+        let (cfg, weights) = (&model.config, model.weights);
+        let backend = match self.backend {
+            BackendKind::Cpu => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Fast, self.context)?)),
+            BackendKind::CpuExact => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Exact, self.context)?)),
+            BackendKind::Gpu => AnyBackend::Gpu(Box::new(pollster::block_on(GpuBackend::new(cfg, weights, self.context))?)),
         };
-        let backend = CpuBackend::new(&model.config, model.weights, precision, self.context)?;
         Ok((backend, model.tokenizer))
     }
 }

@@ -47,9 +47,11 @@ impl GpuContext {
             .map_err(|e| Error::Backend(format!("no GPU adapter: {e} (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)")))?;
         let ai = adapter.get_info();
         let offered = adapter.limits();
-        let mut limits = wgpu::Limits::default();
-        limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size.min(1 << 30);
-        limits.max_buffer_size = offered.max_buffer_size.min(1 << 30);
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
+            max_buffer_size: offered.max_buffer_size.min(1 << 30),
+            ..wgpu::Limits::default()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenscope"),
@@ -65,7 +67,7 @@ impl GpuContext {
             name: ai.name.clone(),
             backend: format!("{:?}", ai.backend),
             software: ai.device_type == wgpu::DeviceType::Cpu,
-            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         };
         Ok(GpuContext { device, queue, info })

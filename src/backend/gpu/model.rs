@@ -43,6 +43,7 @@ pub struct GpuBackend {
     capacity: usize,
     pos: usize,
     gpu_bytes: u64,
+    weight_bytes: u64,
     kv_bytes_per_token: usize,
 }
 
@@ -59,9 +60,10 @@ impl GpuBackend {
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let ctx = GpuContext::new().await?;
         let k = Kernels::new(&ctx);
-        let capacity = context_len.unwrap_or(2048).min(cfg.context_len).min(kernels::MAX_ATTENTION_POSITIONS).max(1);
+        let capacity = context_len.unwrap_or(2048).min(cfg.context_len).clamp(1, kernels::MAX_ATTENTION_POSITIONS);
         let (d, hd, kv, qd, f) = (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
         let mut gpu_bytes = 0u64;
+        let mut weight_bytes = 0u64;
         let mut buf = |label: &str, n: usize| {
             gpu_bytes += (n * 4) as u64;
             ctx.storage(label, &vec![0f32; n])
@@ -93,8 +95,8 @@ impl GpuBackend {
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
-            let (wq, wk, wv, wo) = (matrix(&ctx, &l.wq, &mut gpu_bytes)?, matrix(&ctx, &l.wk, &mut gpu_bytes)?, matrix(&ctx, &l.wv, &mut gpu_bytes)?, matrix(&ctx, &l.wo, &mut gpu_bytes)?);
-            let (wg, wu, wd) = (matrix(&ctx, &l.w_gate, &mut gpu_bytes)?, matrix(&ctx, &l.w_up, &mut gpu_bytes)?, matrix(&ctx, &l.w_down, &mut gpu_bytes)?);
+            let (wq, wk, wv, wo) = (matrix(&ctx, &l.wq, &mut weight_bytes)?, matrix(&ctx, &l.wk, &mut weight_bytes)?, matrix(&ctx, &l.wv, &mut weight_bytes)?, matrix(&ctx, &l.wo, &mut weight_bytes)?);
+            let (wg, wu, wd) = (matrix(&ctx, &l.w_gate, &mut weight_bytes)?, matrix(&ctx, &l.w_up, &mut weight_bytes)?, matrix(&ctx, &l.w_down, &mut weight_bytes)?);
             let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
@@ -121,7 +123,8 @@ impl GpuBackend {
         }
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
         let token_embd = Arc::new(weights.token_embd);
-        let head = matrix(&ctx, weights.output.as_ref().unwrap_or(&token_embd), &mut gpu_bytes)?;
+        let head = matrix(&ctx, weights.output.as_ref().unwrap_or(&token_embd), &mut weight_bytes)?;
+        gpu_bytes += weight_bytes;
         dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&out_norm, 0, None), Bind(&xb, 0, None)], 1));
         let head_params = kernels::matvec_params(&ctx, &head, false, 0);
         dispatches.push(kernels::prepare(&ctx, k.matvec(&head), &[Bind(&head_params, 0, None), Bind(&head.qs, 0, None), Bind(&head.scales, 0, None), Bind(&xb, 0, None), Bind(&logits, 0, None), Bind(&step, 0, None)], head.rows));
@@ -139,12 +142,18 @@ impl GpuBackend {
             capacity,
             pos: 0,
             gpu_bytes,
+            weight_bytes,
         })
     }
 
     /// What one decode step costs in GPU work and traffic.
     pub fn step_shape(&self) -> StepShape {
         StepShape { dispatches: self.dispatches.len(), passes: 1, submits: 1, readback_bytes: self.cfg.vocab_size * 4, gpu_bytes: self.gpu_bytes }
+    }
+
+    /// Bytes of weights the kernels read per decode step.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes
     }
 
     /// Adapter details.

@@ -1,0 +1,132 @@
+//! The real model on the GPU (lavapipe where there is no GPU) against exact math
+//! (`../shared/oracle/numpy_ref.json`) and against the exact CPU path; teacher-forced greedy
+//! agreement with llama.cpp; decode vs prefill; truncate and regenerate.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use serde_json::Value;
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::gpu::GpuBackend;
+use tokenscope::backend::Backend;
+use tokenscope::model::Model;
+
+/// GPU vs exact64: the same f32 math as the exact CPU path, other summation orders.
+const TOL: f64 = 1e-2;
+
+fn gpu() -> GpuBackend {
+    let m = Model::open(&common::model_path()).expect("model");
+    let cfg = m.config.clone();
+    let b = pollster::block_on(GpuBackend::new(&cfg, m.weights, Some(256))).unwrap_or_else(|e| panic!("{e}"));
+    let s = b.step_shape();
+    eprintln!("GPU {}: {} dispatches, {} pass, {} submit, {} bytes read back per step, {:.1} MB on the GPU", b.gpu_info().name, s.dispatches, s.passes, s.submits, s.readback_bytes, s.gpu_bytes as f64 / 1e6);
+    b
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+}
+
+fn argmax(x: &[f32]) -> usize {
+    (0..x.len()).fold(0, |b, i| if x[i] > x[b] { i } else { b })
+}
+
+fn max_diff(ours: &[f32], step: &Value) -> f64 {
+    let mut worst = 0.0f64;
+    for pair in step["top"].as_array().expect("top") {
+        let (id, logit) = (pair[0].as_u64().expect("id") as usize, pair[1].as_f64().expect("logit"));
+        worst = worst.max((ours[id] as f64 - logit).abs());
+    }
+    for (id, logit) in step["fixed"].as_object().expect("fixed") {
+        worst = worst.max((ours[id.parse::<usize>().expect("id")] as f64 - logit.as_f64().expect("logit")).abs());
+    }
+    worst
+}
+
+#[test]
+fn gpu_logits_match_exact_math_and_the_exact_cpu_path() {
+    let mut g = gpu();
+    let m = Model::open(&common::model_path()).expect("model");
+    let cfg = m.config.clone();
+    let mut cpu = CpuBackend::new(&cfg, m.weights, CpuPrecision::Exact, Some(256)).expect("cpu");
+    let reference = common::oracle("numpy_ref.json");
+    let (mut worst, mut worst_cpu, mut n) = (0.0f64, 0.0f32, 0);
+    for case in reference["logits_cases"].as_array().expect("cases") {
+        g.truncate(0);
+        cpu.truncate(0);
+        let prompt = ids(&case["prompt_ids"]);
+        let fed = ids(&case["greedy_tokens_fed"]);
+        let mut ours = vec![pollster::block_on(g.prefill(&prompt)).expect("prefill")];
+        let mut twin = vec![pollster::block_on(cpu.prefill(&prompt)).expect("prefill")];
+        for &t in &fed {
+            ours.push(pollster::block_on(g.decode(t)).expect("decode"));
+            twin.push(pollster::block_on(cpu.decode(t)).expect("decode"));
+        }
+        for ((o, c), step) in ours.iter().zip(&twin).zip(case["steps"].as_array().expect("steps")) {
+            let d = max_diff(o, step);
+            assert!(d < TOL, "{}: position {}: |GPU - exact64| = {d}", case["prompt_text"], step["position"]);
+            assert_eq!(argmax(o) as u64, step["top"][0][0].as_u64().expect("id"));
+            let dc = o.iter().zip(c).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!((dc as f64) < TOL, "GPU vs exact CPU over the whole vocabulary: {dc}");
+            worst = worst.max(d);
+            worst_cpu = worst_cpu.max(dc);
+            n += 1;
+        }
+    }
+    eprintln!("GPU vs exact64: worst |logit diff| {worst:.2e} over {n} steps; vs exact CPU (all 49,152 logits) {worst_cpu:.2e}");
+}
+
+#[test]
+fn gpu_prefill_equals_decode_and_truncate_regenerates() {
+    let mut g = gpu();
+    let prompt = [504, 3575, 282, 4649, 314];
+    let batched = pollster::block_on(g.prefill(&prompt)).expect("prefill");
+    g.truncate(0);
+    let mut stepwise = Vec::new();
+    for &t in &prompt {
+        stepwise = pollster::block_on(g.decode(t)).expect("decode");
+    }
+    let d = batched.iter().zip(&stepwise).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(d < 1e-4, "prefill vs decode: {d}");
+    // Greedy from here, then truncate back and generate again: the same tokens.
+    let run = |g: &mut GpuBackend, first: &[f32]| {
+        let mut logits = first.to_vec();
+        let mut out = Vec::new();
+        for _ in 0..6 {
+            let t = argmax(&logits) as u32;
+            out.push(t);
+            logits = pollster::block_on(g.decode(t)).expect("decode");
+        }
+        out
+    };
+    let a = run(&mut g, &stepwise);
+    g.truncate(prompt.len());
+    let b = run(&mut g, &stepwise);
+    assert_eq!(a, b);
+    assert_eq!(g.kv_cache_bytes(), g.position() * 30 * 2 * 192 * 4);
+}
+
+#[test]
+fn gpu_teacher_forced_greedy_agrees_with_llama_cpp() {
+    let mut g = gpu();
+    let greedy = common::oracle("greedy.json");
+    for case in greedy["cases"].as_array().expect("cases").iter().take(2) {
+        let reference = ids(&case["generated_ids"]);
+        let margins: Vec<f64> = case["per_step_top1"].as_array().expect("steps").iter().map(|s| s["margin_to_2nd"].as_f64().expect("margin")).collect();
+        g.truncate(0);
+        let mut logits = pollster::block_on(g.prefill(&ids(&case["prompt_ids"]))).expect("prefill");
+        let mut agree = 0;
+        for (i, &t) in reference.iter().enumerate() {
+            if argmax(&logits) == t as usize {
+                agree += 1;
+            } else {
+                assert!(margins[i] < 0.5, "step {i} disagrees although llama.cpp's margin is {}", margins[i]);
+            }
+            if i + 1 < reference.len() {
+                logits = pollster::block_on(g.decode(t)).expect("decode");
+            }
+        }
+        eprintln!("GPU teacher-forced {:.40}: {agree}/{} argmax agree with llama.cpp", case["prompt_text"].to_string(), reference.len());
+    }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the page's engine: the library for wasm32 (release), its JS bindings and TypeScript
 # types (wasm-bindgen --target web) into www/pkg/, optimized with npm binaryen's wasm-opt when
-# present; copies d3 from node_modules into www/vendor/ (served locally, no CDN).
+# present; copies d3 from node_modules into www/vendor/ (served locally, no CDN) and the
+# WGSL kernels into www/shaders/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ if [ -x node_modules/.bin/wasm-opt ]; then
 else
   echo "build-www: npm binaryen is missing (npm install): the wasm is not size-optimized"
 fi
-mkdir -p www/vendor
+mkdir -p www/vendor www/shaders
 cp node_modules/d3/dist/d3.min.js www/vendor/d3.min.js
+# The WGSL kernels, served so the browser tests compile each one with Chromium's compiler.
+cp shaders/*.wgsl www/shaders/
 ls -l www/pkg/tokenscope_bg.wasm | awk '{printf "build-www: www/pkg/tokenscope_bg.wasm is %.1f MB\n", $5/1e6}'

@@ -110,7 +110,7 @@ fn mime(path: &Path) -> &'static str {
         "svg" => "image/svg+xml",
         "png" => "image/png",
         "ico" => "image/x-icon",
-        "txt" | "md" => "text/plain; charset=utf-8",
+        "txt" | "md" | "wgsl" => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
     }
 }

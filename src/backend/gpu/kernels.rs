@@ -18,7 +18,7 @@ pub const SHADERS: [(&str, &str); 6] = [
 pub const WORKGROUP: u32 = 64;
 
 /// Most positions the decode attention kernel holds in workgroup memory.
-pub const MAX_ATTENTION_POSITIONS: usize = 4096;
+pub const MAX_ATTENTION_POSITIONS: usize = 3072;
 
 /// The compiled pipelines.
 pub struct Kernels {

@@ -56,7 +56,7 @@ fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatri
 
 impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step. `context_len` caps
-    /// the KV cache (default 2048, at most the model's window and the attention kernel's 4096).
+    /// the KV cache (default 2048, at most the model's window and the attention kernel's 3072).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let ctx = GpuContext::new().await?;
         let k = Kernels::new(&ctx);

@@ -90,8 +90,8 @@ impl GpuBackend {
         let att_params = ctx.uniform("attention", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
         let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
 
+        // Buffers made below live on through the bind groups that reference them.
         let mut dispatches = Vec::new();
-        let mut keep = Vec::new(); // buffers referenced by bind groups stay alive through them
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
@@ -119,7 +119,6 @@ impl GpuBackend {
             dispatches.push(mv(&wu, &xb, &up, false, 0));
             dispatches.push(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate, 0, None), Bind(&up, 0, None)], kernels::groups_for(f)));
             dispatches.push(mv(&wd, &gate, &x, true, 0));
-            keep.push((attn_norm, ffn_norm, wq, wk, wv, wo, wg, wu, wd, k_cache, v_cache));
         }
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
         let token_embd = Arc::new(weights.token_embd);
@@ -128,7 +127,6 @@ impl GpuBackend {
         dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&out_norm, 0, None), Bind(&xb, 0, None)], 1));
         let head_params = kernels::matvec_params(&ctx, &head, false, 0);
         dispatches.push(kernels::prepare(&ctx, k.matvec(&head), &[Bind(&head_params, 0, None), Bind(&head.qs, 0, None), Bind(&head.scales, 0, None), Bind(&xb, 0, None), Bind(&logits, 0, None), Bind(&step, 0, None)], head.rows));
-        drop(keep);
         Ok(GpuBackend {
             kv_bytes_per_token: cfg.kv_bytes_per_token(),
             ctx,

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{argmax, ids, max_diff};
+
 use serde_json::Value;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
@@ -27,9 +29,6 @@ fn load(precision: CpuPrecision) -> (CpuBackend, tokenscope::tokenizer::Tokenize
     (CpuBackend::new(&cfg, m.weights, precision, Some(512)).expect("backend"), m.tokenizer)
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
-}
 
 fn run<B: Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
     b.truncate(0);
@@ -40,28 +39,12 @@ fn run<B: Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
     out
 }
 
-fn argmax(x: &[f32]) -> usize {
-    (0..x.len()).fold(0, |b, i| if x[i] > x[b] { i } else { b })
-}
 
 fn logsumexp(x: &[f32]) -> f64 {
     let m = x.iter().copied().fold(f32::MIN, f32::max) as f64;
     m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln()
 }
 
-/// Largest |ours - reference| over the step's top-40 and its fixed ids.
-fn max_diff(ours: &[f32], step: &Value) -> f64 {
-    let mut worst = 0.0f64;
-    for pair in step["top"].as_array().expect("top") {
-        let (id, logit) = (pair[0].as_u64().expect("id") as usize, pair[1].as_f64().expect("logit"));
-        worst = worst.max((ours[id] as f64 - logit).abs());
-    }
-    for (id, logit) in step["fixed"].as_object().expect("fixed") {
-        let id: usize = id.parse().expect("id");
-        worst = worst.max((ours[id] as f64 - logit.as_f64().expect("logit")).abs());
-    }
-    worst
-}
 
 fn top1_margin(step: &Value) -> f64 {
     let top = step["top"].as_array().expect("top");

@@ -5,7 +5,8 @@
 
 mod common;
 
-use serde_json::Value;
+use common::{argmax, ids, max_diff};
+
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::GpuBackend;
@@ -24,25 +25,8 @@ fn gpu() -> GpuBackend {
     b
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
-}
 
-fn argmax(x: &[f32]) -> usize {
-    (0..x.len()).fold(0, |b, i| if x[i] > x[b] { i } else { b })
-}
 
-fn max_diff(ours: &[f32], step: &Value) -> f64 {
-    let mut worst = 0.0f64;
-    for pair in step["top"].as_array().expect("top") {
-        let (id, logit) = (pair[0].as_u64().expect("id") as usize, pair[1].as_f64().expect("logit"));
-        worst = worst.max((ours[id] as f64 - logit).abs());
-    }
-    for (id, logit) in step["fixed"].as_object().expect("fixed") {
-        worst = worst.max((ours[id.parse::<usize>().expect("id")] as f64 - logit.as_f64().expect("logit")).abs());
-    }
-    worst
-}
 
 #[test]
 fn gpu_logits_match_exact_math_and_the_exact_cpu_path() {

@@ -24,3 +24,27 @@ pub fn model_path() -> PathBuf {
     assert!(p.exists(), "{} is missing: run `make model` first", p.display());
     p
 }
+
+/// Token ids from an oracle JSON array.
+pub fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+}
+
+/// Index of the largest logit (the first on ties).
+pub fn argmax(x: &[f32]) -> usize {
+    (0..x.len()).fold(0, |b, i| if x[i] > x[b] { i } else { b })
+}
+
+/// Largest |ours - reference| over an oracle step's top-40 and its fixed ids.
+pub fn max_diff(ours: &[f32], step: &serde_json::Value) -> f64 {
+    let mut worst = 0.0f64;
+    for pair in step["top"].as_array().expect("top") {
+        let (id, logit) = (pair[0].as_u64().expect("id") as usize, pair[1].as_f64().expect("logit"));
+        worst = worst.max((ours[id] as f64 - logit).abs());
+    }
+    for (id, logit) in step["fixed"].as_object().expect("fixed") {
+        let id: usize = id.parse().expect("id");
+        worst = worst.max((ours[id] as f64 - logit.as_f64().expect("logit")).abs());
+    }
+    worst
+}

@@ -28,6 +28,12 @@ pub enum Error {
     /// A compute backend failed (numerical library, GPU device, ...).
     #[error("backend: {0}")]
     Backend(String),
+    /// No usable GPU adapter or device could be opened.
+    #[error("no GPU: {0}. Choose the CPU backend, or install a GPU driver (on Linux without a GPU: mesa-vulkan-drivers for lavapipe)")]
+    NoGpu(String),
+    /// The GPU device was lost or reported an error; its results cannot be trusted.
+    #[error("the GPU failed: {0}. Load the model again, or choose the CPU backend")]
+    GpuLost(String),
     /// A file could not be read or written.
     #[error("{context}: {source}")]
     Io {

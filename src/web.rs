@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
 use crate::backend::cpu::{CpuBackend, CpuPrecision};
-use crate::backend::Backend;
+use crate::backend::gpu::GpuBackend;
+use crate::backend::{AnyBackend, Backend};
 use crate::error::Error;
 use crate::generate::{Event, GenerateParams, Generation};
 use crate::model::{Config, Model};
@@ -97,7 +98,7 @@ struct Stats {
 /// The engine behind the page: one model, one generation at a time.
 #[wasm_bindgen]
 pub struct Engine {
-    backend: Option<CpuBackend>,
+    backend: Option<AnyBackend>,
     tokenizer: Option<Tokenizer>,
     generation: Option<Generation>,
     kept: Vec<KeptStep>,
@@ -120,10 +121,18 @@ impl Engine {
         Engine { backend: None, tokenizer: None, generation: None, kept: Vec::new() }
     }
 
-    /// Loads a GGUF model from its bytes. `progress(done, total)` is called while the
-    /// tensors are read. `context` caps the KV cache (tokens; 0 = the model's window).
+    /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
+    /// the browser's WebGPU; `"cpu"`: candle in wasm). `progress(done, total)` is called while
+    /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window).
+    /// A failure leaves no model loaded.
     #[wasm_bindgen(js_name = loadModel, unchecked_return_type = "ModelInfo")]
-    pub fn load_model(&mut self, bytes: Vec<u8>, progress: &js_sys::Function, context: usize) -> Result<JsValue, JsError> {
+    pub async fn load_model(
+        &mut self,
+        bytes: Vec<u8>,
+        progress: js_sys::Function,
+        context: usize,
+        #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
+    ) -> Result<JsValue, JsError> {
         self.backend = None;
         self.tokenizer = None;
         self.generation = None;
@@ -133,7 +142,11 @@ impl Engine {
         };
         let model = Model::read(&mut Cursor::new(bytes), &mut report).map_err(js_err)?;
         let ctx = if context == 0 { None } else { Some(context) };
-        let backend = CpuBackend::new(&model.config, model.weights, CpuPrecision::Fast, ctx).map_err(js_err)?;
+        let backend = match backend.as_str() {
+            "cpu" => AnyBackend::Cpu(Box::new(CpuBackend::new(&model.config, model.weights, CpuPrecision::Fast, ctx).map_err(js_err)?)),
+            "webgpu" => AnyBackend::Gpu(Box::new(GpuBackend::new(&model.config, model.weights, ctx).await.map_err(js_err)?)),
+            other => return Err(js_err(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\""))),
+        };
         let info = backend.info();
         let out = ModelInfo {
             config: model.config,
@@ -236,7 +249,7 @@ impl Engine {
         })
     }
 
-    fn loaded(&self) -> Result<(&CpuBackend, &Tokenizer), JsError> {
+    fn loaded(&self) -> Result<(&AnyBackend, &Tokenizer), JsError> {
         match (self.backend.as_ref(), self.tokenizer.as_ref()) {
             (Some(b), Some(t)) => Ok((b, t)),
             _ => Err(js_err("no model is loaded: load one first")),

@@ -197,6 +197,8 @@ for (const [key, s] of Object.entries(sliders)) {
 
 // ---- stats ---------------------------------------------------------------------------
 const fmtBytes = (b) => (b >= 1e6 ? `${(b / 1e6).toFixed(1)} MB` : `${(b / 1e3).toFixed(1)} KB`);
+const BACKEND_LABELS = { gpu: 'WebGPU (our WGSL kernels)', 'cpu-fast': 'CPU (wasm)', 'cpu-exact': 'CPU (wasm, exact)' };
+
 function renderStats() {
   const s = state.lastStats;
   const decodeAvg = state.decodeMs.length ? state.decodeMs.reduce((a, b) => a + b, 0) / state.decodeMs.length : null;
@@ -210,7 +212,7 @@ function renderStats() {
     ['KV cache', s ? fmtBytes(s.kv_cache_bytes) : '–'],
     ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
     ['Finish reason', state.finish ? reasons[state.finish.finish_reason] || state.finish.finish_reason : state.running ? 'generating…' : '–'],
-    ['Backend', s ? `${s.backend} (${s.device})` : '–'],
+    ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
   ];
   ui.stats.replaceChildren(...rows.map(([k, v]) => {
     const div = document.createElement('div');
@@ -243,6 +245,9 @@ worker.onmessage = ({ data: msg }) => {
       ui.backendNote.textContent = msg.note;
       document.body.dataset.loadMs = String(Math.round(msg.ms));
       document.body.dataset.fromCache = String(!!msg.fromCache);
+      document.body.dataset.backend = msg.backend;
+      // The browser names its adapter to JS only; the engine sees an unnamed WebGPU adapter.
+      state.adapterName = msg.adapter ? msg.adapter.name : '';
       state.lastStats = { position: 0, context_len: msg.info.context_len, kv_cache_bytes: 0, backend: msg.info.backend, device: msg.info.device };
       setBusy(false);
       renderStats();

@@ -58,27 +58,34 @@ async function fetchModel(url) {
   return { bytes, fromCache: false };
 }
 
-// Which backend to use. The engine's WebGPU backend is not part of this build yet, so every
-// choice runs on the CPU; the adapter found is still reported.
+// Software adapters (SwiftShader, lavapipe, WARP) run WebGPU on the CPU, slower than our
+// wasm CPU backend; Auto only picks WebGPU on a hardware adapter.
+const SOFTWARE_ADAPTER = /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i;
+
+async function findAdapter() {
+  if (!self.navigator || !navigator.gpu) return null;
+  try {
+    const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    if (!adapter) return null;
+    const info = adapter.info || {};
+    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
+    return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
+  } catch {
+    return null;
+  }
+}
+
+// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
 async function chooseBackend(requested) {
-  let adapterInfo = null;
-  if (self.navigator && navigator.gpu) {
-    try {
-      const adapter = await navigator.gpu.requestAdapter();
-      if (adapter) {
-        const info = adapter.info || {};
-        adapterInfo = { name: [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unknown adapter', software: !!info.isFallbackAdapter };
-      }
-    } catch { adapterInfo = null; }
-  }
+  const adapter = await findAdapter();
+  if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
-    throw new Error('The WebGPU backend is not in this build yet. Choose "CPU" or "Auto" under Backend.');
+    if (!adapter) throw new Error('This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
+    return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
   }
-  let note;
-  if (requested === 'cpu') note = 'CPU backend (chosen).';
-  else if (!adapterInfo) note = 'Auto: no WebGPU adapter in this browser, so the CPU backend runs the model.';
-  else note = `Auto: WebGPU adapter found (${adapterInfo.name}${adapterInfo.software ? ', software' : ''}); this build runs the model on the CPU backend.`;
-  return { backend: 'cpu', note, adapter: adapterInfo };
+  if (!adapter) return { backend: 'cpu', adapter, note: 'Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.' };
+  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.` };
+  return { backend: 'webgpu', adapter, note: `Auto: WebGPU on ${adapter.name}.` };
 }
 
 async function load(msg) {
@@ -94,8 +101,19 @@ async function load(msg) {
   }
   const fetchedMs = performance.now() - t0;
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
+  const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
+  const context = msg.context || 2048;
   const fresh = new Engine();
-  const info = fresh.loadModel(bytes, (done, total) => post({ type: 'progress', phase: 'parse', done, total }), msg.context || 2048);
+  let info;
+  try {
+    info = await fresh.loadModel(bytes, progress, context, choice.backend);
+  } catch (e) {
+    // Auto falls back to the CPU when the GPU cannot take the model; a forced choice reports.
+    if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto') throw e;
+    choice.backend = 'cpu';
+    choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
+    info = await fresh.loadModel(bytes, progress, context, 'cpu');
+  }
   engine = fresh;
   post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, ...choice });
 }

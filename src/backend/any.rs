@@ -1,7 +1,6 @@
 //! One type over the backends a front end can choose at run time, delegating to the chosen one.
 
 use super::cpu::CpuBackend;
-#[cfg(not(target_arch = "wasm32"))]
 use super::gpu::GpuBackend;
 use super::{Backend, BackendInfo};
 use crate::error::Result;
@@ -11,16 +10,14 @@ pub enum AnyBackend {
     /// candle on the CPU.
     Cpu(Box<CpuBackend>),
     /// Our WGSL kernels through wgpu.
-    #[cfg(not(target_arch = "wasm32"))]
-    Gpu(Box<GpuBackend>),
+        Gpu(Box<GpuBackend>),
 }
 
 macro_rules! each {
     ($self:ident, $b:ident => $e:expr) => {
         match $self {
             AnyBackend::Cpu($b) => $e,
-            #[cfg(not(target_arch = "wasm32"))]
-            AnyBackend::Gpu($b) => $e,
+                        AnyBackend::Gpu($b) => $e,
         }
     };
 }

@@ -2,7 +2,6 @@
 
 pub mod any;
 pub mod cpu;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod gpu;
 
 use serde::Serialize;

@@ -1,5 +1,7 @@
 //! Adapter and device creation, within WebGPU's default limits unless the adapter offers more.
 
+use std::sync::{Arc, Mutex};
+
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -27,6 +29,8 @@ pub struct GpuContext {
     pub queue: wgpu::Queue,
     /// What was found.
     pub info: GpuInfo,
+    /// The first device loss or uncaptured GPU error, reported by the driver at any time.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 impl GpuContext {
@@ -44,7 +48,7 @@ impl GpuContext {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::Backend(format!("no GPU adapter: {e} (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)")))?;
+            .map_err(|e| Error::NoGpu(format!("no adapter ({e})")))?;
         let ai = adapter.get_info();
         let offered = adapter.limits();
         let limits = wgpu::Limits {
@@ -62,15 +66,40 @@ impl GpuContext {
                 trace: wgpu::Trace::Off,
             })
             .await
-            .map_err(|e| Error::Backend(format!("cannot open the GPU device: {e}")))?;
+            .map_err(|e| Error::NoGpu(format!("cannot open a device on {} ({e})", ai.name)))?;
+        let fault = Arc::new(Mutex::new(None));
+        let record = |slot: &Arc<Mutex<Option<String>>>, message: String| {
+            if let Ok(mut f) = slot.lock() {
+                f.get_or_insert(message);
+            }
+        };
+        let slot = fault.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&slot, e.to_string())));
+        let slot = fault.clone();
+        device.set_device_lost_callback(move |reason, message| record(&slot, format!("device lost ({reason:?}): {message}")));
         let info = GpuInfo {
-            name: ai.name.clone(),
+            name: if ai.name.is_empty() { "unnamed adapter".into() } else { ai.name.clone() },
             backend: format!("{:?}", ai.backend),
             software: ai.device_type == wgpu::DeviceType::Cpu,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         };
-        Ok(GpuContext { device, queue, info })
+        Ok(GpuContext { device, queue, info, fault })
+    }
+
+    /// Fails with [`Error::GpuLost`] once the device was lost or reported an uncaptured error.
+    pub fn check(&self) -> Result<()> {
+        match self.fault.lock().ok().and_then(|f| f.clone()) {
+            Some(message) => Err(Error::GpuLost(message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts catching validation and out-of-memory errors (shaders the platform's compiler
+    /// rejects, buffers too large) until [`ErrorScopes::finish`].
+    pub fn error_scopes(&self) -> ErrorScopes {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        ErrorScopes { validation: self.device.push_error_scope(wgpu::ErrorFilter::Validation), oom }
     }
 
     /// A storage buffer holding `data`, readable and writable by kernels and copyable.
@@ -118,17 +147,36 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Backend(format!("GPU poll failed: {e}")))?;
+            .map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
         rx.await
-            .map_err(|_| Error::Backend("the GPU readback was dropped (device lost?)".into()))?
-            .map_err(|e| Error::Backend(format!("cannot map the GPU buffer: {e}")))?;
+            .map_err(|_| Error::GpuLost("the readback was dropped".into()))?
+            .map_err(|e| Error::GpuLost(format!("cannot map the result buffer: {e}")))?;
         let view = staging
             .slice(..)
             .get_mapped_range()
-            .map_err(|e| Error::Backend(format!("cannot read the GPU buffer: {e}")))?;
+            .map_err(|e| Error::GpuLost(format!("cannot read the result buffer: {e}")))?;
         let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
         drop(view);
         staging.unmap();
+        self.check()?;
         Ok(out)
+    }
+}
+
+/// Validation and out-of-memory errors caught since [`GpuContext::error_scopes`].
+pub struct ErrorScopes {
+    validation: wgpu::ErrorScopeGuard,
+    oom: wgpu::ErrorScopeGuard,
+}
+
+impl ErrorScopes {
+    /// Stops catching; the first error caught becomes [`Error::GpuLost`] naming `what`.
+    pub async fn finish(self, what: &str) -> Result<()> {
+        let v = self.validation.pop().await;
+        let o = self.oom.pop().await;
+        match v.or(o) {
+            Some(e) => Err(Error::GpuLost(format!("{what}: {e}"))),
+            None => Ok(()),
+        }
     }
 }

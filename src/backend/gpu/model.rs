@@ -59,6 +59,7 @@ impl GpuBackend {
     /// the KV cache (default 2048, at most the model's window and the attention kernel's 3072).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let ctx = GpuContext::new().await?;
+        let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
         let capacity = context_len.unwrap_or(2048).min(cfg.context_len).clamp(1, kernels::MAX_ATTENTION_POSITIONS);
         let (d, hd, kv, qd, f) = (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
@@ -127,6 +128,8 @@ impl GpuBackend {
         dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&out_norm, 0, None), Bind(&xb, 0, None)], 1));
         let head_params = kernels::matvec_params(&ctx, &head, false, 0);
         dispatches.push(kernels::prepare(&ctx, k.matvec(&head), &[Bind(&head_params, 0, None), Bind(&head.qs, 0, None), Bind(&head.scales, 0, None), Bind(&xb, 0, None), Bind(&logits, 0, None), Bind(&step, 0, None)], head.rows));
+        scopes.finish("loading the model onto the GPU").await?;
+        ctx.check()?;
         Ok(GpuBackend {
             kv_bytes_per_token: cfg.kv_bytes_per_token(),
             ctx,
@@ -161,6 +164,7 @@ impl GpuBackend {
 
     /// Runs one token at the current position; reads the logits back when `read` is set.
     async fn run_token(&mut self, token: u32, read: bool) -> Result<Option<Vec<f32>>> {
+        self.ctx.check()?;
         if token as usize >= self.cfg.vocab_size {
             return Err(Error::Backend(format!("token id {token} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }

@@ -4,14 +4,18 @@
 //   qs[4b .. 4b+4]: the block's 16 nibble bytes as 4 u32   -> array<u32> [rows * cols / 8]
 // Byte k of a block holds weight k (low nibble) and weight k + 16 (high nibble);
 // w = q * d + m. Word j of a block therefore holds weights 4j..4j+3 and 4j+16..4j+19.
+// Q4_0 blocks (w = (q - 8) d) are repacked into this layout with m = -8 d, which is exact.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride}; 1 qs (read); 2 dm (read);
-//   3 x: array<f32> [cols] (read); 4 y: array<f32> (read_write); 5 uniform Step {pos, n_pos}.
+//   3 x: array<f32> [cols] (read); 4 y: array<f32> (read_write); 5 uniform Step {pos, n_pos, token}.
 // Output: y[step.pos * out_stride + r] = (W x)[r], or += when accumulate != 0 (the residual
 // add fused into the output projections; out_stride = kv_dim writes K/V into the cache row).
-// Dispatch: (rows, 1, 1) workgroups of WG threads (override, power of two <= 256);
-// workgroup r computes y[r]: threads take the row's words in turn, then reduce.
+// Dispatch: (ceil(rows / (WG / TPR)), 1, 1) workgroups of WG threads (overrides: WG a power
+// of two <= 256, TPR a power of two <= WG). TPR threads share a row: each takes every TPR-th
+// word (8 weights) of it, then they add up their sums in workgroup memory; a workgroup covers WG / TPR
+// rows. Threads past the last row compute nothing and write nothing.
 
 override WG: u32 = 64u;
+override TPR: u32 = 8u;
 
 struct Params {
     rows: u32,
@@ -23,8 +27,8 @@ struct Params {
 struct Step {
     pos: u32,
     n_pos: u32,
-    _pad0: u32,
-    _pad1: u32,
+    token: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -38,38 +42,40 @@ var<workgroup> partial: array<f32, 256>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let row = wg.x;
     let t = lid.x;
-    let words = params.cols / 8u;
-    let blocks = params.cols / 32u;
+    let lane = t % TPR;
+    let row = wg.x * (WG / TPR) + t / TPR;
     var sum = 0.0;
-    for (var w = t; w < words; w = w + WG) {
-        let b = w / 4u;
-        let j = w % 4u;
-        let s = unpack2x16float(dm[row * blocks + b]);
-        let word = qs[row * words + w];
-        let base = b * 32u + j * 4u;
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let q = (word >> (8u * k)) & 0xffu;
-            let lo = f32(q & 0xfu) * s.x + s.y;
-            let hi = f32(q >> 4u) * s.x + s.y;
-            sum = sum + lo * x[base + k] + hi * x[base + 16u + k];
+    if (row < params.rows) {
+        let words = params.cols / 8u;
+        let blocks = params.cols / 32u;
+        for (var w = lane; w < words; w = w + TPR) {
+            let b = w / 4u;
+            let s = unpack2x16float(dm[row * blocks + b]);
+            let word = qs[row * words + w];
+            let base = b * 32u + (w % 4u) * 4u;
+            for (var k = 0u; k < 4u; k = k + 1u) {
+                let q = (word >> (8u * k)) & 0xffu;
+                let lo = f32(q & 0xfu) * s.x + s.y;
+                let hi = f32(q >> 4u) * s.x + s.y;
+                sum = sum + lo * x[base + k] + hi * x[base + 16u + k];
+            }
         }
     }
     partial[t] = sum;
     workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (t < stride) {
+    for (var stride = TPR / 2u; stride > 0u; stride = stride / 2u) {
+        if (lane < stride) {
             partial[t] = partial[t] + partial[t + stride];
         }
         workgroupBarrier();
     }
-    if (t == 0u && row < params.rows) {
+    if (lane == 0u && row < params.rows) {
         let i = step.pos * params.out_stride + row;
         if (params.accumulate != 0u) {
-            y[i] = y[i] + partial[0];
+            y[i] = y[i] + partial[t];
         } else {
-            y[i] = partial[0];
+            y[i] = partial[t];
         }
     }
 }

@@ -20,8 +20,8 @@ struct Params {
 struct Step {
     pos: u32,
     n_pos: u32,
-    _pad0: u32,
-    _pad1: u32,
+    token: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

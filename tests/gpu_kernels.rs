@@ -84,35 +84,38 @@ fn rmsnorm_matches_its_cpu_twin() {
 
 fn check_matvec(dtype: GgmlDType, seed: u64) {
     let ctx = context();
-    let k = Kernels::new(&ctx);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    for (rows, cols, pos, accumulate) in [(1usize, 32usize, 0u32, false), (37, 96, 0, false), (70, 1568, 0, true), (129, 576, 3, false), (45, 160, 2, true)] {
-        let w = random(&mut rng, rows * cols, 0.5);
-        let x = random(&mut rng, cols, 3.0);
-        let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
-        let q = QTensor::quantize(&t, dtype).expect("quantize");
-        let dense = to_vec(&q).expect("dequantize");
-        let want: Vec<f32> = dense.chunks_exact(cols).map(|r| ops::dot(r, &x)).collect();
-        let scale: Vec<f32> = dense.chunks_exact(cols).map(|r| r.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum()).collect();
-        let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32);
-        // Output row `pos` of a [pos + 1, rows] buffer (how K/V reach the cache), optionally
-        // added to what is there (how the residual add is fused).
-        let prior = random(&mut rng, (pos as usize + 1) * rows, 1.0);
-        let mut init = vec![SENTINEL; 2 * PAD];
-        init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
-        let out = ctx.storage("out", &init);
-        let params = kernels::matvec_params(&ctx, &m, accumulate, rows as u32);
-        let step = kernels::step_uniform(&ctx, pos);
-        let xb = ctx.storage("x", &x);
-        let d = kernels::prepare(&ctx, k.matvec(&m), &[Bind(&params, 0, None), Bind(&m.qs, 0, None), Bind(&m.scales, 0, None), Bind(&xb, 0, None), Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64)), Bind(&step, 0, None)], rows as u32);
-        kernels::run_once(&ctx, d);
-        let all = read_guarded(&ctx, &out, prior.len());
-        let row0 = pos as usize * rows;
-        assert_eq!(&all[..row0], &prior[..row0], "rows before `pos` untouched");
-        let got = all[row0..].to_vec();
-        let want: Vec<f32> = if accumulate { want.iter().zip(&prior[row0..]).map(|(a, b)| a + b).collect() } else { want };
-        // Same products, another summation order: 1e-5 of the sum of |w x| bounds f32 rounding.
-        assert_close(&got, &want, |i| 1e-5 * scale[i] + 1e-5, &format!("matvec {dtype:?} {rows}x{cols} pos {pos} accumulate {accumulate}"));
+    // Every row sharing the kernels support: one thread per row (software adapters), a few,
+    // and the whole workgroup on one row.
+    for threads_per_row in [1, 8, 64] {
+        let k = Kernels::with_threads_per_row(&ctx, threads_per_row);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        for (rows, cols, pos, accumulate) in [(1usize, 32usize, 0u32, false), (37, 96, 0, false), (70, 1568, 0, true), (129, 576, 3, false), (45, 160, 2, true)] {
+            let w = random(&mut rng, rows * cols, 0.5);
+            let x = random(&mut rng, cols, 3.0);
+            let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+            let q = QTensor::quantize(&t, dtype).expect("quantize");
+            let dense = to_vec(&q).expect("dequantize");
+            let want: Vec<f32> = dense.chunks_exact(cols).map(|r| ops::dot(r, &x)).collect();
+            let scale: Vec<f32> = dense.chunks_exact(cols).map(|r| r.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum()).collect();
+            let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
+            // Output row `pos` of a [pos + 1, rows] buffer (how K/V reach the cache), optionally
+            // added to what is there (how the residual add is fused).
+            let prior = random(&mut rng, (pos as usize + 1) * rows, 1.0);
+            let mut init = vec![SENTINEL; 2 * PAD];
+            init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+            let out = ctx.storage("out", &init);
+            let step = kernels::step_uniform(&ctx, pos, 0);
+            let xb = ctx.storage("x", &x);
+            let d = k.matvec(&ctx, &m, &xb, Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64)), accumulate, rows as u32, &step).expect("dispatch");
+            kernels::run_once(&ctx, d);
+            let all = read_guarded(&ctx, &out, prior.len());
+            let row0 = pos as usize * rows;
+            assert_eq!(&all[..row0], &prior[..row0], "rows before `pos` untouched");
+            let got = all[row0..].to_vec();
+            let want: Vec<f32> = if accumulate { want.iter().zip(&prior[row0..]).map(|(a, b)| a + b).collect() } else { want };
+            // Same products, another summation order: 1e-5 of the sum of |w x| bounds f32 rounding.
+            assert_close(&got, &want, |i| 1e-5 * scale[i] + 1e-5, &format!("matvec {dtype:?} {rows}x{cols} pos {pos} accumulate {accumulate} threads/row {threads_per_row}"));
+        }
     }
 }
 
@@ -122,8 +125,47 @@ fn matvec_q4_1_matches_its_cpu_twin() {
 }
 
 #[test]
+fn matvec_q4_0_matches_its_cpu_twin() {
+    check_matvec(GgmlDType::Q4_0, 4);
+}
+
+#[test]
 fn matvec_q8_0_matches_its_cpu_twin() {
     check_matvec(GgmlDType::Q8_0, 3);
+}
+
+#[test]
+fn matvec_f16_matches_its_cpu_twin() {
+    check_matvec(GgmlDType::F16, 5);
+}
+
+#[test]
+fn matvec_f32_matches_its_cpu_twin() {
+    check_matvec(GgmlDType::F32, 6);
+}
+
+#[test]
+fn embedding_lookup_matches_the_dequantized_row_exactly() {
+    let ctx = context();
+    let k = Kernels::new(&ctx);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let (vocab, dim) = (301usize, 608usize);
+    let table = random(&mut rng, vocab * dim, 1.0);
+    let t = Tensor::from_vec(table, (vocab, dim), &Device::Cpu).expect("tensor");
+    for dtype in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+        let q = QTensor::quantize(&t, dtype).expect("quantize");
+        let dense = to_vec(&q).expect("dequantize");
+        let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), vocab as u32, dim as u32).expect("upload");
+        for token in [0u32, 1, 150, vocab as u32 - 1] {
+            let out = guarded(&ctx, dim);
+            let step = kernels::step_uniform(&ctx, 5, token);
+            let d = k.embedding(&ctx, &m, Bind(&out, (PAD * 4) as u64, Some((dim * 4) as u64)), &step);
+            kernels::run_once(&ctx, d);
+            let got = read_guarded(&ctx, &out, dim);
+            // The same dequantization arithmetic as candle's: bit-exact.
+            assert_close(&got, &dense[token as usize * dim..][..dim], |_| 0.0, &format!("embedding {dtype:?} token {token}"));
+        }
+    }
 }
 
 #[test]
@@ -138,7 +180,7 @@ fn rope_matches_its_cpu_twin_at_far_positions() {
         let x = random(&mut rng, rows * heads * hd, 5.0);
         let buf = ctx.storage("x", &[vec![SENTINEL; PAD], x.iter().map(|v| v.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
         let params = ctx.uniform("p", &[heads as u32, hd as u32, stride, 0]);
-        let step = kernels::step_uniform(&ctx, pos);
+        let step = kernels::step_uniform(&ctx, pos, 0);
         let d = kernels::prepare(&ctx, &k.rope, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((x.len() * 4) as u64)), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for((heads * hd / 2) as u32));
         kernels::run_once(&ctx, d);
         let got = read_guarded(&ctx, &buf, x.len());
@@ -150,30 +192,65 @@ fn rope_matches_its_cpu_twin_at_far_positions() {
 }
 
 #[test]
-fn decode_attention_matches_its_cpu_twin_on_long_caches() {
+fn split_k_decode_attention_matches_its_cpu_twins_on_long_caches() {
     let ctx = context();
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let (heads, kv_heads, hd) = (9usize, 3usize, 64usize);
     let kv = kv_heads * hd;
-    for n_pos in [1usize, 2, 63, 65, 1000, 3001] {
+    // (positions attended, cache capacity): one position, chunk edges, odd sizes, a cache far
+    // past one workgroup's memory, and empty chunks past n_pos.
+    for (n_pos, capacity) in [(1usize, 1usize), (2, 700), (255, 256), (257, 300), (1000, 2048), (5001, 5001), (3001, 8192)] {
         let q = random(&mut rng, heads * hd, 1.0);
-        let keys = random(&mut rng, n_pos * kv, 1.0);
-        let values = random(&mut rng, n_pos * kv, 2.0);
+        // Large scores in some chunks and small in others test the rescaling between chunks.
+        let keys: Vec<f32> = (0..capacity * kv).map(|i| if (i / kv) % 300 < 40 { 3.0 } else { 1.0 } * (rng.random::<f32>() * 2.0 - 1.0)).collect();
+        let values = random(&mut rng, capacity * kv, 2.0);
         let out = guarded(&ctx, heads * hd);
-        let params = ctx.uniform("p", &[heads as u32, kv_heads as u32, hd as u32, 0]);
-        let step = kernels::step_uniform(&ctx, n_pos as u32 - 1);
+        let step = kernels::step_uniform(&ctx, n_pos as u32 - 1, 0);
         let (qb, kb, vb) = (ctx.storage("q", &q), ctx.storage("k", &keys), ctx.storage("v", &values));
-        let d = kernels::prepare(&ctx, &k.attention, &[Bind(&params, 0, None), Bind(&qb, 0, None), Bind(&kb, 0, None), Bind(&vb, 0, None), Bind(&out, (PAD * 4) as u64, Some((heads * hd * 4) as u64)), Bind(&step, 0, None)], heads as u32);
-        kernels::run_once(&ctx, d);
-        let got = read_guarded(&ctx, &out, heads * hd);
+        let shape = [heads as u32, kv_heads as u32, hd as u32];
+        let parts_len = kernels::attention_parts_len(shape, capacity);
+        let n_chunks = capacity.div_ceil(kernels::ATTENTION_CHUNK);
+        assert_eq!(parts_len, heads * n_chunks * (2 + hd));
+        let parts_buf = guarded(&ctx, parts_len);
+        let att = k.attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts_buf, (PAD * 4) as u64, Some((parts_len * 4) as u64)), Bind(&out, (PAD * 4) as u64, Some((heads * hd * 4) as u64)), &step);
+        kernels::run_once(&ctx, att.partial);
+        // Part 1 against its twin, chunk by chunk (empty chunks: m = -3e38, l = 0, o = 0).
+        let parts = read_guarded(&ctx, &parts_buf, parts_len);
         let mut want = vec![0.0; heads * hd];
-        let mut scores = vec![0.0; n_pos];
+        let mut worst = 0.0f32;
         for h in 0..heads {
             let input = ops::AttentionInput { q: &q[h * hd..][..hd], keys: &keys, values: &values, kv_stride: kv, kv_offset: (h / (heads / kv_heads)) * hd, n_pos };
-            ops::attention(&input, &mut scores, &mut want[h * hd..][..hd]);
+            let mut chunks = Vec::new();
+            for c in 0..n_chunks {
+                let got = &parts[(h * n_chunks + c) * (2 + hd)..][..2 + hd];
+                let start = c * kernels::ATTENTION_CHUNK;
+                if start >= n_pos {
+                    assert_eq!(got[0], -3.0e38, "empty chunk {c} max");
+                    assert!(got[1..].iter().all(|&v| v == 0.0), "empty chunk {c} sums");
+                    continue;
+                }
+                let twin = ops::attention_chunk(&input, start..(start + kernels::ATTENTION_CHUNK).min(n_pos));
+                assert!((got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0), "head {h} chunk {c} max {} vs {}", got[0], twin.max);
+                assert!((got[1] - twin.sum).abs() <= 2e-5 * twin.sum, "head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
+                for (g, w) in got[2..].iter().zip(&twin.out) {
+                    let d = (g - w).abs();
+                    worst = worst.max(d / twin.sum);
+                    assert!(d <= 2e-5 * twin.sum, "head {h} chunk {c}: {g} vs {w}");
+                }
+                chunks.push(twin);
+            }
+            ops::combine_chunks(&chunks, &mut want[h * hd..][..hd]);
+            // The split twin agrees with the one-pass reference attention.
+            let mut reference = vec![0.0; hd];
+            ops::attention(&input, &mut vec![0.0; n_pos], &mut reference);
+            assert_close(&want[h * hd..][..hd], &reference, |_| 2e-5, &format!("split twin vs one-pass attention, head {h}, {n_pos} positions"));
         }
-        assert_close(&got, &want, |_| 2e-5, &format!("attention over {n_pos} positions"));
+        eprintln!("attention_partial over {n_pos} positions (capacity {capacity}): worst |diff| / l {worst:.2e}");
+        // Part 2 on the GPU's part 1, against the twins' combine.
+        kernels::run_once(&ctx, att.combine);
+        let got = read_guarded(&ctx, &out, heads * hd);
+        assert_close(&got, &want, |_| 2e-5, &format!("split-K attention over {n_pos} positions (capacity {capacity})"));
     }
 }
 

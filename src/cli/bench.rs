@@ -25,6 +25,10 @@ pub struct BenchArgs {
     /// Decode steps per run.
     #[arg(long, default_value_t = 32)]
     decode_tokens: usize,
+    /// Prefill only the first N tokens of the fixed prompt (default: all 81; a software GPU
+    /// adapter is slow).
+    #[arg(long)]
+    prompt_tokens: Option<usize>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -32,7 +36,8 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     let (mut backend, tokenizer) = a.model.load()?;
-    let prompt = tokenizer.encode(BENCH_PROMPT)?;
+    let mut prompt = tokenizer.encode(BENCH_PROMPT)?;
+    prompt.truncate(a.prompt_tokens.unwrap_or(usize::MAX).max(1));
     let runs = a.runs.max(1);
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
     for _ in 0..runs {

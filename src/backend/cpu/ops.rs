@@ -71,6 +71,45 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     }
 }
 
+/// Softmax statistics of one head over a chunk of positions (split-K attention).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkStats {
+    /// Largest scaled score `q.k / sqrt(hd)` in the chunk.
+    pub max: f32,
+    /// `sum_j exp(s_j - max)`.
+    pub sum: f32,
+    /// `sum_j exp(s_j - max) v_j`, `[head_dim]` (not yet divided by `sum`).
+    pub out: Vec<f32>,
+}
+
+/// One head's statistics over positions `range` (the CPU twin of attention_partial.wgsl).
+pub fn attention_chunk(a: &AttentionInput, range: std::ops::Range<usize>) -> ChunkStats {
+    let hd = a.q.len();
+    let scale = 1.0 / (hd as f32).sqrt();
+    let scores: Vec<f32> = range.clone().map(|j| dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..hd]) * scale).collect();
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut out = vec![0.0; hd];
+    let mut sum = 0.0;
+    for (j, s) in range.zip(scores) {
+        let e = (s - max).exp();
+        sum += e;
+        for (o, &v) in out.iter_mut().zip(&a.values[j * a.kv_stride + a.kv_offset..][..hd]) {
+            *o += e * v;
+        }
+    }
+    ChunkStats { max, sum, out }
+}
+
+/// Merges chunk statistics into the attention output (the CPU twin of
+/// attention_combine.wgsl): `out = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c`.
+pub fn combine_chunks(chunks: &[ChunkStats], out: &mut [f32]) {
+    let m = chunks.iter().map(|c| c.max).fold(f32::NEG_INFINITY, f32::max);
+    let den: f32 = chunks.iter().map(|c| (c.max - m).exp() * c.sum).sum();
+    for (d, o) in out.iter_mut().enumerate() {
+        *o = chunks.iter().map(|c| (c.max - m).exp() * c.out[d]).sum::<f32>() / den;
+    }
+}
+
 /// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`, `silu(x) = x / (1 + e^-x)`.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {

@@ -3,40 +3,65 @@
 
 use super::device::GpuContext;
 use super::repack::Repacked;
+use crate::error::{Error, Result};
 
 /// Every kernel's source, by file name; compiled natively by naga and in Chromium by Tint.
-pub const SHADERS: [(&str, &str); 6] = [
+pub const SHADERS: [(&str, &str); 10] = [
+    ("embedding.wgsl", include_str!("../../../shaders/embedding.wgsl")),
     ("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
     ("matvec_q4_1.wgsl", include_str!("../../../shaders/matvec_q4_1.wgsl")),
     ("matvec_q8_0.wgsl", include_str!("../../../shaders/matvec_q8_0.wgsl")),
+    ("matvec_f16.wgsl", include_str!("../../../shaders/matvec_f16.wgsl")),
+    ("matvec_f32.wgsl", include_str!("../../../shaders/matvec_f32.wgsl")),
     ("rope.wgsl", include_str!("../../../shaders/rope.wgsl")),
-    ("attention_decode.wgsl", include_str!("../../../shaders/attention_decode.wgsl")),
+    ("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
+    ("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
     ("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
 ];
 
 /// Threads per workgroup (the shaders' `WG` override).
 pub const WORKGROUP: u32 = 64;
 
-/// Most positions the decode attention kernel holds in workgroup memory.
-pub const MAX_ATTENTION_POSITIONS: usize = 3072;
+/// Positions per chunk of split-K decode attention (`CHUNK` in attention_partial.wgsl).
+pub const ATTENTION_CHUNK: usize = 256;
+
+/// Most workgroups one dispatch dimension may have (WebGPU's default limit).
+pub const MAX_GROUPS: u32 = 65_535;
+
+/// How a weight matrix is stored on the GPU (one matvec kernel each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Q4_1 blocks (Q4_0 is repacked into them exactly).
+    Q4_1,
+    /// Q8_0 blocks.
+    Q8_0,
+    /// Half floats, two per word.
+    F16,
+    /// Single floats.
+    F32,
+}
 
 /// The compiled pipelines.
 pub struct Kernels {
+    /// Token embedding row lookup.
+    pub embedding: wgpu::ComputePipeline,
     /// RMSNorm of rows.
     pub rmsnorm: wgpu::ComputePipeline,
-    /// Matrix-vector, Q4_1 weights.
-    pub matvec_q4_1: wgpu::ComputePipeline,
-    /// Matrix-vector, Q8_0 weights.
-    pub matvec_q8_0: wgpu::ComputePipeline,
+    /// Matrix-vector, one pipeline per [`WeightFormat`] (in its order).
+    pub matvec: [wgpu::ComputePipeline; 4],
     /// Rotary embedding in place.
     pub rope: wgpu::ComputePipeline,
-    /// Decode attention, one workgroup per head.
-    pub attention: wgpu::ComputePipeline,
+    /// Decode attention part 1: softmax statistics per (head, chunk of positions).
+    pub attention_partial: wgpu::ComputePipeline,
+    /// Decode attention part 2: merges the chunks of each head.
+    pub attention_combine: wgpu::ComputePipeline,
     /// SwiGLU in place.
     pub swiglu: wgpu::ComputePipeline,
+    /// Threads that share one matrix row in the matvec kernels (their `TPR` override).
+    pub threads_per_row: u32,
 }
 
-fn pipeline(ctx: &GpuContext, name: &str, source: &str) -> wgpu::ComputePipeline {
+fn pipeline(ctx: &GpuContext, name: &str, source: &str, constants: &[(&str, f64)]) -> wgpu::ComputePipeline {
     let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
@@ -46,39 +71,103 @@ fn pipeline(ctx: &GpuContext, name: &str, source: &str) -> wgpu::ComputePipeline
         layout: None,
         module: &module,
         entry_point: Some("main"),
-        compilation_options: wgpu::PipelineCompilationOptions {
-            constants: &[("WG", WORKGROUP as f64)],
-            zero_initialize_workgroup_memory: false,
-        },
+        compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
         cache: None,
     })
 }
 
 impl Kernels {
-    /// Compiles every kernel.
+    /// Compiles every kernel, with the matvec row sharing suited to the adapter: software
+    /// adapters (lavapipe, SwiftShader) run a workgroup as SIMD loops on a CPU core, where
+    /// workgroup reductions cost more than they save, so one thread takes a whole row there
+    /// (measured on lavapipe, decode: 3.0 tok/s with 1 thread per row, 2.6 with 4, 2.1 with
+    /// 16, 1.1 with 64). Hardware GPUs get 8 threads per row, 8 rows per workgroup.
     pub fn new(ctx: &GpuContext) -> Self {
-        let p = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1);
-        Kernels { rmsnorm: p(0), matvec_q4_1: p(1), matvec_q8_0: p(2), rope: p(3), attention: p(4), swiglu: p(5) }
+        Self::with_threads_per_row(ctx, if ctx.info.software { 1 } else { 8 })
     }
 
-    /// The matvec pipeline for a repacked matrix.
-    pub fn matvec(&self, w: &GpuMatrix) -> &wgpu::ComputePipeline {
-        if w.q4_1 {
-            &self.matvec_q4_1
-        } else {
-            &self.matvec_q8_0
+    /// Compiles every kernel with `threads_per_row` threads (a power of two <= 64) per
+    /// matvec row.
+    pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Self {
+        let wg = ("WG", WORKGROUP as f64);
+        let p = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1, &[wg]);
+        let mv = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1, &[wg, ("TPR", threads_per_row as f64)]);
+        Kernels {
+            embedding: p(0),
+            rmsnorm: p(1),
+            matvec: [mv(2), mv(3), mv(4), mv(5)],
+            rope: p(6),
+            attention_partial: p(7),
+            attention_combine: p(8),
+            swiglu: p(9),
+            threads_per_row,
         }
+    }
+
+    /// `y[step.pos * out_stride ..][.. rows] (+)= W x`, dispatching enough workgroups for
+    /// every row of `w`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, step: &wgpu::Buffer) -> Result<Dispatch> {
+        let params = ctx.uniform("matvec", &[w.rows, w.cols, accumulate as u32, out_stride]);
+        let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
+        if groups > MAX_GROUPS {
+            return Err(Error::Backend(format!("a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})", w.rows)));
+        }
+        let mut binds = vec![(0, Bind(&params, 0, None)), (1, Bind(&w.a, 0, None))];
+        if let Some(b) = &w.b {
+            binds.push((2, Bind(b, 0, None)));
+        }
+        binds.extend([(3, Bind(x, 0, None)), (4, y), (5, Bind(step, 0, None))]);
+        Ok(prepare_at(ctx, &self.matvec[w.format as usize], &binds, groups))
+    }
+
+    /// `x = table[step.token]`, dequantized: the embedding lookup from a matvec-layout table.
+    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer) -> Dispatch {
+        let params = ctx.uniform("embedding", &[table.cols, table.format as u32, 0, 0]);
+        let b = table.b.as_ref().unwrap_or(&table.a);
+        prepare(ctx, &self.embedding, &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None)], groups_for(table.cols))
     }
 }
 
-/// A weight matrix on the GPU: quants and scales in their own buffers.
+/// Floats of chunk statistics split-K attention needs: `[n_heads, n_chunks, 2 + head_dim]`.
+pub fn attention_parts_len(shape: [u32; 3], capacity: usize) -> usize {
+    shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
+}
+
+/// Split-K decode attention for one layer: the two dispatches of
+/// `out = attention(q, cache[0..n_pos])` for every head.
+pub struct Attention {
+    /// Part 1 (all chunks up to the capacity; empty ones return at once).
+    pub partial: Dispatch,
+    /// Part 2.
+    pub combine: Dispatch,
+}
+
+impl Kernels {
+    /// Prepares decode attention over caches of up to `capacity` positions, with
+    /// `[n_heads, n_kv_heads, head_dim]` from `shape` and `parts` (at least
+    /// [`attention_parts_len`] floats) as scratch for the chunk statistics.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(&self, ctx: &GpuContext, shape: [u32; 3], capacity: usize, q: &wgpu::Buffer, keys: &wgpu::Buffer, values: &wgpu::Buffer, parts: Bind, out: Bind, step: &wgpu::Buffer) -> Attention {
+        let [n_heads, n_kv_heads, head_dim] = shape;
+        let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
+        let params = ctx.uniform("attention", &[n_heads, n_kv_heads, head_dim, n_chunks]);
+        let parts_again = Bind(parts.0, parts.1, parts.2);
+        let mut partial = prepare(ctx, &self.attention_partial, &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)], n_heads);
+        partial.groups_y = n_chunks;
+        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out], n_heads);
+        Attention { partial, combine }
+    }
+}
+
+/// A weight matrix on the GPU, in the layout of its [`WeightFormat`].
 pub struct GpuMatrix {
-    /// Quant words.
-    pub qs: wgpu::Buffer,
-    /// Scales (Q4_1: packed d and m; Q8_0: f32 d).
-    pub scales: wgpu::Buffer,
-    /// Q4_1 (else Q8_0).
-    pub q4_1: bool,
+    /// How it is stored.
+    pub format: WeightFormat,
+    /// Quant words (Q4_1, Q8_0) or the weights (F16, F32).
+    pub a: wgpu::Buffer,
+    /// Block scales (Q4_1: packed d and m; Q8_0: f32 d); none for F16 and F32.
+    pub b: Option<wgpu::Buffer>,
     /// Output features.
     pub rows: u32,
     /// Input features.
@@ -86,17 +175,23 @@ pub struct GpuMatrix {
 }
 
 impl GpuMatrix {
-    /// Uploads a repacked matrix.
-    pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Self {
-        match w {
-            Repacked::Q4_1 { dm, qs } => GpuMatrix { qs: ctx.storage("qs", qs), scales: ctx.storage("dm", dm), q4_1: true, rows, cols },
-            Repacked::Q8_0 { d, qs } => GpuMatrix { qs: ctx.storage("qs", qs), scales: ctx.storage("d", d), q4_1: false, rows, cols },
+    /// Uploads a repacked matrix of `rows` x `cols`.
+    pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Result<Self> {
+        if !cols.is_multiple_of(2) {
+            return Err(Error::Backend(format!("a matrix with {cols} columns cannot run on the GPU (an even count is needed)")));
         }
+        let (format, a, b) = match w {
+            Repacked::Q4_1 { dm, qs } => (WeightFormat::Q4_1, ctx.storage("qs", qs), Some(ctx.storage("dm", dm))),
+            Repacked::Q8_0 { d, qs } => (WeightFormat::Q8_0, ctx.storage("qs", qs), Some(ctx.storage("d", d))),
+            Repacked::F16 { w } => (WeightFormat::F16, ctx.storage("w f16", w), None),
+            Repacked::F32 { w } => (WeightFormat::F32, ctx.storage("w f32", w), None),
+        };
+        Ok(GpuMatrix { format, a, b, rows, cols })
     }
 
     /// Bytes of weight data the kernel reads per use.
     pub fn bytes(&self) -> u64 {
-        self.qs.size() + self.scales.size()
+        self.a.size() + self.b.as_ref().map_or(0, |b| b.size())
     }
 }
 
@@ -108,24 +203,32 @@ pub struct Dispatch {
     pub group: wgpu::BindGroup,
     /// Workgroups along x.
     pub groups: u32,
+    /// Workgroups along y (1 but for split-K attention's chunks).
+    pub groups_y: u32,
 }
 
 /// A binding: a whole buffer, or `size` bytes from `offset`.
 pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
 
-/// Builds a dispatch (its bind group is created here, once).
+/// Builds a dispatch whose bindings are numbered 0, 1, 2, ... (its bind group is made here,
+/// once).
 pub fn prepare(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[Bind], groups: u32) -> Dispatch {
+    let numbered: Vec<(u32, Bind)> = binds.iter().enumerate().map(|(i, b)| (i as u32, Bind(b.0, b.1, b.2))).collect();
+    prepare_at(ctx, pipeline, &numbered, groups)
+}
+
+/// Builds a dispatch from `(binding, buffer)` pairs.
+pub fn prepare_at(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[(u32, Bind)], groups: u32) -> Dispatch {
     let layout = pipeline.get_bind_group_layout(0);
     let entries: Vec<wgpu::BindGroupEntry> = binds
         .iter()
-        .enumerate()
         .map(|(i, b)| wgpu::BindGroupEntry {
-            binding: i as u32,
+            binding: *i,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: b.0, offset: b.1, size: b.2.and_then(wgpu::BufferSize::new) }),
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    Dispatch { pipeline: pipeline.clone(), group, groups }
+    Dispatch { pipeline: pipeline.clone(), group, groups, groups_y: 1 }
 }
 
 /// Encodes dispatches into one compute pass.
@@ -134,7 +237,7 @@ pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch]) {
     for d in dispatches {
         pass.set_pipeline(&d.pipeline);
         pass.set_bind_group(0, &d.group, &[]);
-        pass.dispatch_workgroups(d.groups, 1, 1);
+        pass.dispatch_workgroups(d.groups, d.groups_y, 1);
     }
 }
 
@@ -145,14 +248,14 @@ pub fn run_once(ctx: &GpuContext, d: Dispatch) {
     ctx.queue.submit([encoder.finish()]);
 }
 
-/// Matvec uniform: rows, cols, accumulate flag, output stride per position.
-pub fn matvec_params(ctx: &GpuContext, w: &GpuMatrix, accumulate: bool, out_stride: u32) -> wgpu::Buffer {
-    ctx.uniform("matvec", &[w.rows, w.cols, accumulate as u32, out_stride])
+/// The per-step uniform every position-dependent kernel reads: `[pos, n_pos, token, 0]`.
+pub fn step_uniform(ctx: &GpuContext, pos: u32, token: u32) -> wgpu::Buffer {
+    ctx.uniform("step", &step_words(pos, token))
 }
 
-/// The per-step uniform every position-dependent kernel reads: `[pos, n_pos, 0, 0]`.
-pub fn step_uniform(ctx: &GpuContext, pos: u32) -> wgpu::Buffer {
-    ctx.uniform("step", &[pos, pos + 1, 0, 0])
+/// The step uniform's contents for `token` at position `pos`.
+pub fn step_words(pos: u32, token: u32) -> [u32; 4] {
+    [pos, pos + 1, token, 0]
 }
 
 /// cos/sin of every RoPE angle, `[context, head_dim / 2, 2]`, computed in f64.

@@ -1,12 +1,9 @@
-//! The forward pass on the GPU: every weight stays quantized on the device (Q4_1 and Q8_0,
-//! dequantized inside the matvec kernels), activations and the residual stream in f32, the
+//! The forward pass on the GPU: every weight stays quantized on the device (Q4_0, Q4_1, Q8_0,
+//! F16, F32, dequantized inside the matvec and embedding kernels), activations and the residual stream in f32, the
 //! KV cache on the device. One decode step = one command encoder, one compute pass, one
 //! submit, one readback of the logits; pipelines, bind groups and buffers are made at load.
 
-use std::sync::Arc;
-
 use candle_core::quantized::QTensor;
-use candle_core::{Device, Tensor};
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels};
@@ -34,8 +31,6 @@ pub struct StepShape {
 pub struct GpuBackend {
     ctx: GpuContext,
     cfg: Config,
-    token_embd: Arc<QTensor>,
-    x: wgpu::Buffer,
     step: wgpu::Buffer,
     logits: wgpu::Buffer,
     staging: wgpu::Buffer,
@@ -49,19 +44,19 @@ pub struct GpuBackend {
 
 fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatrix> {
     let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
-    let m = GpuMatrix::upload(ctx, &repack(t)?, rows as u32, cols as u32);
+    let m = GpuMatrix::upload(ctx, &repack(t)?, rows as u32, cols as u32)?;
     *gpu_bytes += m.bytes();
     Ok(m)
 }
 
 impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step. `context_len` caps
-    /// the KV cache (default 2048, at most the model's window and the attention kernel's 3072).
+    /// the KV cache (default 2048, at most the model's window).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let ctx = GpuContext::new().await?;
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
-        let capacity = context_len.unwrap_or(2048).min(cfg.context_len).clamp(1, kernels::MAX_ATTENTION_POSITIONS);
+        let capacity = context_len.unwrap_or(2048).min(cfg.context_len).max(1);
         let (d, hd, kv, qd, f) = (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
         let mut gpu_bytes = 0u64;
         let mut weight_bytes = 0u64;
@@ -73,12 +68,15 @@ impl GpuBackend {
         let xb = buf("xb", cfg.dim); //               normed input    [dim]
         let q = buf("q", qd as usize); //             query           [n_heads * hd]
         let att = buf("att", qd as usize); //         attention out   [n_heads * hd]
+        let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
+        // split-K attention's chunk statistics      [n_heads, ceil(ctx / 256), 2 + hd]
+        let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity));
         let gate = buf("gate", cfg.ffn_dim); //       SwiGLU gate     [ffn]
         let up = buf("up", cfg.ffn_dim); //           SwiGLU up       [ffn]
         let logits = buf("logits", cfg.vocab_size); // logits         [vocab]
         let table = ctx.storage("rope", &kernels::rope_table(capacity, cfg.head_dim, cfg.rope_base));
         gpu_bytes += table.size();
-        let step = kernels::step_uniform(&ctx, 0);
+        let step = kernels::step_uniform(&ctx, 0, 0);
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("logits readback"),
             size: (cfg.vocab_size * 4) as u64,
@@ -88,11 +86,11 @@ impl GpuBackend {
         let norm_params = ctx.uniform("rmsnorm", &[d, 1, cfg.rms_eps.to_bits(), 0]);
         let rope_q = ctx.uniform("rope q", &[cfg.n_heads as u32, hd, 0, 0]);
         let rope_k = ctx.uniform("rope k", &[cfg.n_kv_heads as u32, hd, kv, 0]);
-        let att_params = ctx.uniform("attention", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
         let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
 
         // Buffers made below live on through the bind groups that reference them.
         let mut dispatches = Vec::new();
+        let embedding_at = dispatches.len();
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
@@ -101,41 +99,43 @@ impl GpuBackend {
             let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
-            let mv = |w: &GpuMatrix, input: &wgpu::Buffer, out: &wgpu::Buffer, acc: bool, stride: u32| {
-                let p = kernels::matvec_params(&ctx, w, acc, stride);
-                kernels::prepare(&ctx, k.matvec(w), &[Bind(&p, 0, None), Bind(&w.qs, 0, None), Bind(&w.scales, 0, None), Bind(input, 0, None), Bind(out, 0, None), Bind(&step, 0, None)], w.rows)
-            };
+            let mv = |w: &GpuMatrix, input: &wgpu::Buffer, out: &wgpu::Buffer, acc: bool, stride: u32| k.matvec(&ctx, w, input, Bind(out, 0, None), acc, stride, &step);
             // Attention: xb = norm(x); q = Wq xb; K/V cache[pos] = Wk xb, Wv xb; rope; attend; x += Wo att.
             dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&attn_norm, 0, None), Bind(&xb, 0, None)], 1));
-            dispatches.push(mv(&wq, &xb, &q, false, 0));
-            dispatches.push(mv(&wk, &xb, &k_cache, false, kv));
-            dispatches.push(mv(&wv, &xb, &v_cache, false, kv));
+            dispatches.push(mv(&wq, &xb, &q, false, 0)?);
+            dispatches.push(mv(&wk, &xb, &k_cache, false, kv)?);
+            dispatches.push(mv(&wv, &xb, &v_cache, false, kv)?);
             dispatches.push(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_q, 0, None), Bind(&q, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(qd / 2)));
             dispatches.push(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_k, 0, None), Bind(&k_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(kv / 2)));
-            dispatches.push(kernels::prepare(&ctx, &k.attention, &[Bind(&att_params, 0, None), Bind(&q, 0, None), Bind(&k_cache, 0, None), Bind(&v_cache, 0, None), Bind(&att, 0, None), Bind(&step, 0, None)], cfg.n_heads as u32));
-            dispatches.push(mv(&wo, &att, &x, true, 0));
+            let attention = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
+            dispatches.extend([attention.partial, attention.combine]);
+            dispatches.push(mv(&wo, &att, &x, true, 0)?);
             // Feed-forward: xb = norm(x); gate = silu(Wg xb) * (Wu xb); x += Wd gate.
             dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&ffn_norm, 0, None), Bind(&xb, 0, None)], 1));
-            dispatches.push(mv(&wg, &xb, &gate, false, 0));
-            dispatches.push(mv(&wu, &xb, &up, false, 0));
+            dispatches.push(mv(&wg, &xb, &gate, false, 0)?);
+            dispatches.push(mv(&wu, &xb, &up, false, 0)?);
             dispatches.push(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate, 0, None), Bind(&up, 0, None)], kernels::groups_for(f)));
-            dispatches.push(mv(&wd, &gate, &x, true, 0));
+            dispatches.push(mv(&wd, &gate, &x, true, 0)?);
         }
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
-        let token_embd = Arc::new(weights.token_embd);
-        let head = matrix(&ctx, weights.output.as_ref().unwrap_or(&token_embd), &mut weight_bytes)?;
+        // Tied embeddings (no output.weight): one table serves the lookup and the LM head.
+        let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
+        let head = match &weights.output {
+            Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
+            None => None,
+        };
+        let head = head.as_ref().unwrap_or(&embd);
         gpu_bytes += weight_bytes;
+        // x = embedding row of the step's token, before everything else.
+        dispatches.insert(embedding_at, k.embedding(&ctx, &embd, Bind(&x, 0, None), &step));
         dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&out_norm, 0, None), Bind(&xb, 0, None)], 1));
-        let head_params = kernels::matvec_params(&ctx, &head, false, 0);
-        dispatches.push(kernels::prepare(&ctx, k.matvec(&head), &[Bind(&head_params, 0, None), Bind(&head.qs, 0, None), Bind(&head.scales, 0, None), Bind(&xb, 0, None), Bind(&logits, 0, None), Bind(&step, 0, None)], head.rows));
+        dispatches.push(k.matvec(&ctx, head, &xb, Bind(&logits, 0, None), false, 0, &step)?);
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
             kv_bytes_per_token: cfg.kv_bytes_per_token(),
             ctx,
             cfg: cfg.clone(),
-            token_embd,
-            x,
             step,
             logits,
             staging,
@@ -171,11 +171,7 @@ impl GpuBackend {
         if self.pos >= self.capacity {
             return Err(Error::Backend(format!("the context is full: all {} positions are used", self.capacity)));
         }
-        let ids = Tensor::from_slice(&[token], 1, &Device::Cpu).map_err(Error::backend)?;
-        let row = self.token_embd.embedding(&ids).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).map_err(Error::backend)?;
-        self.ctx.queue.write_buffer(&self.x, 0, bytemuck::cast_slice(&row));
-        let pos = self.pos as u32;
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&[pos, pos + 1, 0, 0]));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, token)));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("decode step") });
         kernels::encode(&mut encoder, &self.dispatches);
         if read {

@@ -1,5 +1,5 @@
-//! Quantized blocks from the GGUF layout to 4-byte-aligned GPU arrays (scales and quants
-//! apart), so WGSL can read them as `array<u32>` / `array<f32>`.
+//! Weight matrices from the GGUF layout to 4-byte-aligned GPU arrays (scales and quants
+//! apart), so WGSL can read them as `array<u32>` / `array<f32>`. Nothing is dequantized.
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
@@ -8,16 +8,26 @@ use crate::error::{Error, Result};
 /// A weight matrix in the layout its matvec kernel reads.
 pub enum Repacked {
     /// Q4_1: `dm` = one u32 per block (f16 d low, f16 m high), `qs` = 4 u32 per block.
+    /// Q4_0 blocks land here too, with m = -8 d (exact: see [`repack`]).
     Q4_1 { dm: Vec<u32>, qs: Vec<u32> },
     /// Q8_0: `d` = one f32 per block, `qs` = 8 u32 per block (32 signed bytes).
     Q8_0 { d: Vec<f32>, qs: Vec<u32> },
+    /// F16: two weights per u32, the file's bytes unchanged.
+    F16 { w: Vec<u32> },
+    /// F32: the file's values unchanged.
+    F32 { w: Vec<f32> },
 }
 
 fn words(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
     bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
 }
 
-/// Repacks a Q4_1 or Q8_0 tensor.
+/// Repacks a Q4_0, Q4_1, Q8_0, F16 or F32 tensor.
+///
+/// A Q4_0 block (weights `(q - 8) d`) becomes a Q4_1 block with `m = -8 d`: multiplying an
+/// f16 by -8 is exact, and `q d + m` equals `(q - 8) d` exactly in f32 (both products are
+/// exact and so is their difference), so the GPU computes the same weights. It costs 2
+/// bytes more per 32 weights than Q4_0 and saves a kernel.
 pub fn repack(t: &QTensor) -> Result<Repacked> {
     let data = t.data().map_err(Error::backend)?;
     match t.dtype() {
@@ -31,6 +41,18 @@ pub fn repack(t: &QTensor) -> Result<Repacked> {
             }
             Ok(Repacked::Q4_1 { dm, qs })
         }
+        GgmlDType::Q4_0 => {
+            let blocks = data.chunks_exact(18);
+            let mut dm = Vec::with_capacity(blocks.len());
+            let mut qs = Vec::with_capacity(blocks.len() * 4);
+            for b in blocks {
+                let d = half::f16::from_le_bytes([b[0], b[1]]);
+                let m = half::f16::from_f32(-8.0 * d.to_f32());
+                dm.push(u32::from(d.to_bits()) | (u32::from(m.to_bits()) << 16));
+                qs.extend(words(&b[2..]));
+            }
+            Ok(Repacked::Q4_1 { dm, qs })
+        }
         GgmlDType::Q8_0 => {
             let blocks = data.chunks_exact(34);
             let mut d = Vec::with_capacity(blocks.len());
@@ -41,6 +63,8 @@ pub fn repack(t: &QTensor) -> Result<Repacked> {
             }
             Ok(Repacked::Q8_0 { d, qs })
         }
-        other => Err(Error::Backend(format!("no GPU repacking for {other:?} yet"))),
+        GgmlDType::F16 => Ok(Repacked::F16 { w: words(&data).collect() }),
+        GgmlDType::F32 => Ok(Repacked::F32 { w: words(&data).map(f32::from_bits).collect() }),
+        other => Err(Error::Backend(format!("the GPU backend has no kernel for {other:?} weights (it runs Q4_0, Q4_1, Q8_0, F16, F32)"))),
     }
 }

@@ -1,0 +1,113 @@
+// attention_partial.wgsl: split-K decode attention, part 1 of 2. Workgroup (h, c) scores query
+// head h against positions [c * CHUNK, min((c + 1) * CHUNK, n_pos)) of its KV head
+// (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
+// chunk's softmax statistics, so long caches keep every workgroup busy:
+//   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],  s_j = q.k_j / sqrt(hd).
+// attention_combine.wgsl merges the chunks (the online-softmax rescaling).
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
+//   1 q: array<f32> [n_heads * head_dim] (read); 2 keys, 3 values: array<f32>
+//   [context, n_kv_heads * head_dim] (read); 4 parts: array<f32> [n_heads, n_chunks, 2 + head_dim]
+//   (read_write; per chunk m, l, o[0..head_dim]); 5 uniform Step {pos, n_pos, token}.
+// Dispatch: (n_heads, n_chunks, 1) workgroups of WG threads (override). n_chunks =
+// ceil(capacity / CHUNK) is fixed at load; a chunk past n_pos writes m = -3e38, l = 0, o = 0,
+// which the combine weighs as nothing.
+
+override WG: u32 = 64u;
+const CHUNK: u32 = 256u;
+const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at the f32 limit
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    n_chunks: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_pos: u32,
+    token: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> keys: array<f32>;
+@group(0) @binding(3) var<storage, read> values: array<f32>;
+@group(0) @binding(4) var<storage, read_write> parts: array<f32>;
+@group(0) @binding(5) var<uniform> step: Step;
+
+var<workgroup> scores: array<f32, CHUNK>;
+var<workgroup> partial: array<f32, 256>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let h = wg.x;
+    let c = wg.y;
+    let t = lid.x;
+    let hd = params.head_dim;
+    let out = (h * params.n_chunks + c) * (2u + hd);
+    let start = c * CHUNK;
+    if (h >= params.n_heads || c >= params.n_chunks) {
+        return;
+    }
+    if (start >= step.n_pos) {
+        for (var d = t; d < 2u + hd; d = d + WG) {
+            parts[out + d] = select(0.0, EMPTY, d == 0u);
+        }
+        return;
+    }
+    let n = min(CHUNK, step.n_pos - start);
+    let stride = params.n_kv_heads * hd;
+    let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
+    let q_off = h * hd;
+    let scale = inverseSqrt(f32(hd));
+
+    var local_max = EMPTY;
+    for (var j = t; j < n; j = j + WG) {
+        let row = (start + j) * stride + kv_off;
+        var s = 0.0;
+        for (var d = 0u; d < hd; d = d + 1u) {
+            s = s + q[q_off + d] * keys[row + d];
+        }
+        s = s * scale;
+        scores[j] = s;
+        local_max = max(local_max, s);
+    }
+    partial[t] = local_max;
+    workgroupBarrier();
+    for (var r = WG / 2u; r > 0u; r = r / 2u) {
+        if (t < r) {
+            partial[t] = max(partial[t], partial[t + r]);
+        }
+        workgroupBarrier();
+    }
+    let m = partial[0];
+    workgroupBarrier();
+
+    var local_sum = 0.0;
+    for (var j = t; j < n; j = j + WG) {
+        let e = exp(scores[j] - m);
+        scores[j] = e;
+        local_sum = local_sum + e;
+    }
+    partial[t] = local_sum;
+    workgroupBarrier();
+    for (var r = WG / 2u; r > 0u; r = r / 2u) {
+        if (t < r) {
+            partial[t] = partial[t] + partial[t + r];
+        }
+        workgroupBarrier();
+    }
+    if (t == 0u) {
+        parts[out] = m;
+        parts[out + 1u] = partial[0];
+    }
+    for (var d = t; d < hd; d = d + WG) {
+        var acc = 0.0;
+        for (var j = 0u; j < n; j = j + 1u) {
+            acc = acc + scores[j] * values[(start + j) * stride + kv_off + d];
+        }
+        parts[out + 2u + d] = acc;
+    }
+}

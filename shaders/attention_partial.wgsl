@@ -1,16 +1,19 @@
-// attention_partial.wgsl: split-K decode attention, part 1 of 2. Workgroup (h, c) scores query
-// head h against positions [c * CHUNK, min((c + 1) * CHUNK, n_pos)) of its KV head
+// attention_partial.wgsl: split-K causal attention, part 1 of 2. Token b of the step sits at
+// position p = step.pos + b and attends to positions 0..=p. Workgroup (h, c, b) scores query
+// head h of token b against positions [c * CHUNK, min((c + 1) * CHUNK, p + 1)) of its KV head
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],  s_j = q.k_j / sqrt(hd).
-// attention_combine.wgsl merges the chunks (the online-softmax rescaling).
+// attention_combine.wgsl merges the chunks (the online-softmax rescaling). Decode is the
+// one-token case; prefill runs every prompt token of the step at once.
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
-//   1 q: array<f32> [n_heads * head_dim] (read); 2 keys, 3 values: array<f32>
-//   [context, n_kv_heads * head_dim] (read); 4 parts: array<f32> [n_heads, n_chunks, 2 + head_dim]
-//   (read_write; per chunk m, l, o[0..head_dim]); 5 uniform Step {pos, n_pos, token}.
-// Dispatch: (n_heads, n_chunks, 1) workgroups of WG threads (override). n_chunks =
-// ceil(capacity / CHUNK) is fixed at load; a chunk past n_pos writes m = -3e38, l = 0, o = 0,
-// which the combine weighs as nothing.
+//   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 keys, 3 values: array<f32>
+//   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
+//   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
+//   m, l, o[0..head_dim]); 5 uniform Step {pos, n_tokens}.
+// Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override). n_chunks =
+// ceil(capacity / CHUNK) is fixed at load; a chunk past p returns at once and writes nothing
+// (the combine reads only chunks 0..=p / CHUNK).
 
 override WG: u32 = 64u;
 const CHUNK: u32 = 256u;
@@ -25,9 +28,9 @@ struct Params {
 
 struct Step {
     pos: u32,
-    n_pos: u32,
-    token: u32,
-    _pad: u32,
+    n_tokens: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -44,23 +47,22 @@ var<workgroup> partial: array<f32, 256>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
     let c = wg.y;
+    let b = wg.z;
     let t = lid.x;
     let hd = params.head_dim;
-    let out = (h * params.n_chunks + c) * (2u + hd);
+    let out = ((b * params.n_heads + h) * params.n_chunks + c) * (2u + hd);
     let start = c * CHUNK;
-    if (h >= params.n_heads || c >= params.n_chunks) {
+    let n_pos = step.pos + b + 1u;
+    if (h >= params.n_heads || c >= params.n_chunks || b >= step.n_tokens) {
         return;
     }
-    if (start >= step.n_pos) {
-        for (var d = t; d < 2u + hd; d = d + WG) {
-            parts[out + d] = select(0.0, EMPTY, d == 0u);
-        }
+    if (start >= n_pos) {
         return;
     }
-    let n = min(CHUNK, step.n_pos - start);
+    let n = min(CHUNK, n_pos - start);
     let stride = params.n_kv_heads * hd;
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
-    let q_off = h * hd;
+    let q_off = (b * params.n_heads + h) * hd;
     let scale = inverseSqrt(f32(hd));
 
     var local_max = EMPTY;

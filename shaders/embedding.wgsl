@@ -1,14 +1,16 @@
-// embedding.wgsl: x = row `step.token` of the token embedding table E [vocab, dim], dequantized.
+// embedding.wgsl: x[b] = row tokens[b] of the token embedding table E [vocab, dim], dequantized,
+// for the step's tokens b < n_tokens.
 // The table is in the layout of its matvec kernel (it is also the tied LM head):
 //   format 0 = Q4_1 (and Q4_0): a = qs (4 u32 per 32-weight block), b = dm (u32 f16 d | f16 m << 16)
 //   format 1 = Q8_0: a = qs (8 u32 of signed bytes per block), b = d (f32 bits per block)
 //   format 2 = F16:  a = b = w (u32 = two f16, low half first)
 //   format 3 = F32:  a = b = w (f32 bits)
 // Bindings (group 0): 0 uniform Params {dim, format}; 1 a: array<u32> (read); 2 b: array<u32>
-//   (read); 3 x: array<f32> [dim] (read_write); 4 uniform Step {pos, n_pos, token}.
-// Dispatch: (ceil(dim / WG), 1, 1) workgroups of WG threads (override); thread i writes x[i]
-// for i < dim and nothing else. A token id past the table reads nothing out of bounds: the
-// host checks ids against the vocabulary before each step.
+//   (read); 3 x: array<f32> [n_tokens, dim] (read_write); 4 uniform Step {pos, n_tokens};
+//   5 tokens: array<u32> [n_tokens] (read).
+// Dispatch: (ceil(dim / WG), n_tokens, 1) workgroups of WG threads (override); thread (i, b)
+// writes x[b * dim + i] for i < dim and nothing else. A token id past the table would read
+// out of bounds: the host checks ids against the vocabulary before each step.
 
 override WG: u32 = 64u;
 
@@ -21,9 +23,9 @@ struct Params {
 
 struct Step {
     pos: u32,
-    n_pos: u32,
-    token: u32,
-    _pad: u32,
+    n_tokens: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -31,14 +33,16 @@ struct Step {
 @group(0) @binding(2) var<storage, read> b: array<u32>;
 @group(0) @binding(3) var<storage, read_write> x: array<f32>;
 @group(0) @binding(4) var<uniform> step: Step;
+@group(0) @binding(5) var<storage, read> tokens: array<u32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
-    if (i >= params.dim) {
+    let row = gid.y;
+    if (i >= params.dim || row >= step.n_tokens) {
         return;
     }
-    let e = step.token * params.dim + i; // element index in the table
+    let e = tokens[row] * params.dim + i; // element index in the table
     let block = e / 32u;
     let k = e % 32u;
     var v = 0.0;
@@ -62,5 +66,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             v = bitcast<f32>(a[e]);
         }
     }
-    x[i] = v;
+    x[row * params.dim + i] = v;
 }

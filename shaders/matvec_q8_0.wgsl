@@ -1,12 +1,16 @@
 // matvec_q8_0.wgsl: y = W x for a Q8_0 matrix W [rows, cols], dequantized on the fly.
+// The decode kernel (one token); matmul_q8_0.wgsl is its prefill twin.
 // Layout (repacked at load, 4-byte aligned): a Q8_0 block of 32 weights is
 //   d[b]: f32 scale (the file's f16, widened)            -> array<f32> [rows * cols / 32]
 //   qs[8b .. 8b+8]: its 32 signed bytes as 8 u32         -> array<u32> [rows * cols / 4]
 // w = q * d with q the sign-extended byte.
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride}; 1 qs (read); 2 d (read);
-//   3 x: array<f32> [cols] (read); 4 y: array<f32> (read_write); 5 uniform Step {pos, n_pos, token}.
-// Output: y[step.pos * out_stride + r] = (W x)[r], or += when accumulate != 0 (the residual
-// add fused into the output projections; out_stride = kv_dim writes K/V into the cache row).
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride, last_token};
+//   1 qs (read); 2 d (read); 3 x: array<f32> [n_tokens, cols] (read; row 0, or row n_tokens - 1 when
+//   last_token != 0, as the LM head after a prefill); 4 y: array<f32> (read_write);
+//   5 uniform Step {pos, n_tokens}.
+// Output: y[pos * out_stride + r] when out_stride != 0 (K/V straight into the cache row of
+// position pos), else y[r]; = (W x)[r], or += when accumulate != 0 (the residual add fused
+// into the output projections).
 // Dispatch: (ceil(rows / (WG / TPR)), 1, 1) workgroups of WG threads (overrides: WG a power
 // of two <= 256, TPR a power of two <= WG). TPR threads share a row: each takes every TPR-th
 // word (4 weights) of it, then they add up their sums in workgroup memory; a workgroup covers WG / TPR
@@ -20,13 +24,17 @@ struct Params {
     cols: u32,
     accumulate: u32,
     out_stride: u32,
+    last_token: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Step {
     pos: u32,
-    n_pos: u32,
-    token: u32,
-    _pad: u32,
+    n_tokens: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -37,12 +45,18 @@ struct Step {
 @group(0) @binding(5) var<uniform> step: Step;
 
 var<workgroup> partial: array<f32, 256>;
+var<private> x_base: u32;
+
+fn X(col: u32) -> f32 {
+    return x[x_base + col];
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = lid.x;
     let lane = t % TPR;
     let row = wg.x * (WG / TPR) + t / TPR;
+    x_base = select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u);
     var sum = 0.0;
     if (row < params.rows) {
         let words = params.cols / 4u;
@@ -53,7 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             var dot = 0.0;
             for (var k = 0u; k < 4u; k = k + 1u) {
                 let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
-                dot = dot + f32(q) * x[base + k];
+                dot = dot + f32(q) * X(base + k);
             }
             sum = sum + dot * d[row * blocks + w / 8u];
         }
@@ -67,7 +81,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (lane == 0u && row < params.rows) {
-        let i = step.pos * params.out_stride + row;
+        let i = select(row, step.pos * params.out_stride + row, params.out_stride != 0u);
         if (params.accumulate != 0u) {
             y[i] = y[i] + partial[t];
         } else {

@@ -1,7 +1,8 @@
 // rmsnorm.wgsl: RMSNorm of each row, out[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * gain[i].
 // Bindings (group 0): 0 uniform Params {n, rows, eps}; 1 x: array<f32> [rows, n] (read);
 //   2 gain: array<f32> [n] (read); 3 out: array<f32> [rows, n] (read_write).
-// Dispatch: (rows, 1, 1) workgroups of WG threads (override, <= 256); workgroup r reduces row r.
+// Dispatch: (rows, 1, 1) workgroups of WG threads (override, <= 256); workgroup r reduces row r
+// (in the forward pass, rows = the step's tokens); rows past params.rows write nothing.
 // Each thread sums a strided slice of squares; a tree reduction in workgroup memory gives the mean.
 
 override WG: u32 = 64u;

@@ -70,8 +70,8 @@ fn rmsnorm_matches_its_cpu_twin() {
         let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
         let params = ctx.uniform("p", &[n as u32, rows as u32, 1e-5f32.to_bits(), 0]);
         let k = Kernels::new(&ctx);
-        let d = kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&params, 0, None), Bind(&xb, 0, None), Bind(&gb, 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64))], rows as u32);
-        kernels::run_once(&ctx, d);
+        let d = kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&params, 0, None), Bind(&xb, 0, None), Bind(&gb, 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64))], 1).per_token(0, 1);
+        kernels::run_once(&ctx, d, rows as u32);
         let got = read_guarded(&ctx, &out, rows * n);
         let mut want = vec![0.0; rows * n];
         for r in 0..rows {
@@ -82,66 +82,110 @@ fn rmsnorm_matches_its_cpu_twin() {
     }
 }
 
-fn check_matvec(dtype: GgmlDType, seed: u64) {
+/// Checks the decode (matvec, one token) and prefill (matmul, `n_tokens` tokens) kernels of
+/// one weight type against the dequantized matrix times each token's input row.
+fn check_linear(dtype: GgmlDType, seed: u64) {
     let ctx = context();
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row.
     for threads_per_row in [1, 8, 64] {
         let k = Kernels::with_threads_per_row(&ctx, threads_per_row);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        for (rows, cols, pos, accumulate) in [(1usize, 32usize, 0u32, false), (37, 96, 0, false), (70, 1568, 0, true), (129, 576, 3, false), (45, 160, 2, true)] {
+        // (rows, cols, first position, tokens, accumulate, into a cache of rows-wide rows)
+        let cases = [(1usize, 32usize, 0u32, 1usize, false, false), (37, 96, 0, 3, false, false), (70, 1568, 0, 5, true, false), (129, 576, 3, 1, false, true), (45, 160, 2, 13, true, true), (33, 64, 0, 4, false, false)];
+        for (rows, cols, pos, n, accumulate, cache) in cases {
             let w = random(&mut rng, rows * cols, 0.5);
-            let x = random(&mut rng, cols, 3.0);
+            let x = random(&mut rng, n * cols, 3.0);
             let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
             let q = QTensor::quantize(&t, dtype).expect("quantize");
             let dense = to_vec(&q).expect("dequantize");
-            let want: Vec<f32> = dense.chunks_exact(cols).map(|r| ops::dot(r, &x)).collect();
-            let scale: Vec<f32> = dense.chunks_exact(cols).map(|r| r.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum()).collect();
             let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
-            // Output row `pos` of a [pos + 1, rows] buffer (how K/V reach the cache), optionally
-            // added to what is there (how the residual add is fused).
-            let prior = random(&mut rng, (pos as usize + 1) * rows, 1.0);
-            let mut init = vec![SENTINEL; 2 * PAD];
-            init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
-            let out = ctx.storage("out", &init);
-            let step = kernels::step_uniform(&ctx, pos, 0);
+            // Output rows: token b goes to row pos + b of a cache, or row b of a batch.
+            let first = if cache { pos as usize } else { 0 };
+            let out_rows = first + n;
+            let prior = random(&mut rng, out_rows * rows, 1.0);
+            let mut want = prior.clone();
+            let mut scale = vec![0.0f32; out_rows * rows];
+            for b in 0..n {
+                let xr = &x[b * cols..][..cols];
+                for r in 0..rows {
+                    let row = &dense[r * cols..][..cols];
+                    let i = (first + b) * rows + r;
+                    want[i] = ops::dot(row, xr) + if accumulate { prior[i] } else { 0.0 };
+                    scale[i] = row.iter().zip(xr).map(|(a, b)| (a * b).abs()).sum();
+                }
+            }
             let xb = ctx.storage("x", &x);
-            let d = k.matvec(&ctx, &m, &xb, Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64)), accumulate, rows as u32, &step).expect("dispatch");
-            kernels::run_once(&ctx, d);
-            let all = read_guarded(&ctx, &out, prior.len());
-            let row0 = pos as usize * rows;
-            assert_eq!(&all[..row0], &prior[..row0], "rows before `pos` untouched");
-            let got = all[row0..].to_vec();
-            let want: Vec<f32> = if accumulate { want.iter().zip(&prior[row0..]).map(|(a, b)| a + b).collect() } else { want };
-            // Same products, another summation order: 1e-5 of the sum of |w x| bounds f32 rounding.
-            assert_close(&got, &want, |i| 1e-5 * scale[i] + 1e-5, &format!("matvec {dtype:?} {rows}x{cols} pos {pos} accumulate {accumulate} threads/row {threads_per_row}"));
+            let stride = if cache { rows as u32 } else { 0 };
+            let mut variants = vec![("matmul", n)];
+            if n == 1 {
+                variants.push(("matvec", 1));
+            }
+            for (kind, n) in variants {
+                let mut init = vec![SENTINEL; 2 * PAD];
+                init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+                let out = ctx.storage("out", &init);
+                let y = Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64));
+                let step = kernels::step_uniform(&ctx, pos, n as u32);
+                let d = match kind {
+                    "matvec" => k.matvec(&ctx, &m, &xb, y, accumulate, stride, false, &step),
+                    _ => k.matmul(&ctx, &m, &xb, y, accumulate, stride, &step),
+                }
+                .expect("dispatch");
+                kernels::run_once(&ctx, d, n as u32);
+                let got = read_guarded(&ctx, &out, prior.len());
+                assert_eq!(&got[..first * rows], &prior[..first * rows], "rows before `pos` untouched");
+                // Same products, another summation order: 1e-5 of the sum of |w x| bounds f32 rounding.
+                assert_close(&got, &want, |i| 1e-5 * scale[i] + 1e-5, &format!("{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} cache {cache} threads/row {threads_per_row}"));
+            }
         }
     }
 }
 
 #[test]
-fn matvec_q4_1_matches_its_cpu_twin() {
-    check_matvec(GgmlDType::Q4_1, 2);
+fn matvec_reads_the_last_token_row_for_the_lm_head() {
+    let ctx = context();
+    let k = Kernels::new(&ctx);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let (rows, cols, n) = (101usize, 96usize, 7usize);
+    let t = Tensor::from_vec(random(&mut rng, rows * cols, 0.5), (rows, cols), &Device::Cpu).expect("tensor");
+    let q = QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize");
+    let dense = to_vec(&q).expect("dequantize");
+    let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
+    let x = random(&mut rng, n * cols, 3.0);
+    let out = guarded(&ctx, rows);
+    let step = kernels::step_uniform(&ctx, 40, n as u32);
+    let d = k.matvec(&ctx, &m, &ctx.storage("x", &x), Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64)), false, 0, true, &step).expect("dispatch");
+    kernels::run_once(&ctx, d, n as u32);
+    let got = read_guarded(&ctx, &out, rows);
+    let last = &x[(n - 1) * cols..];
+    let want: Vec<f32> = dense.chunks_exact(cols).map(|r| ops::dot(r, last)).collect();
+    assert_close(&got, &want, |_| 1e-4, "LM head on the last of 7 rows");
 }
 
 #[test]
-fn matvec_q4_0_matches_its_cpu_twin() {
-    check_matvec(GgmlDType::Q4_0, 4);
+fn matvec_and_matmul_q4_1_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q4_1, 2);
 }
 
 #[test]
-fn matvec_q8_0_matches_its_cpu_twin() {
-    check_matvec(GgmlDType::Q8_0, 3);
+fn matvec_and_matmul_q4_0_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q4_0, 4);
 }
 
 #[test]
-fn matvec_f16_matches_its_cpu_twin() {
-    check_matvec(GgmlDType::F16, 5);
+fn matvec_and_matmul_q8_0_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q8_0, 3);
 }
 
 #[test]
-fn matvec_f32_matches_its_cpu_twin() {
-    check_matvec(GgmlDType::F32, 6);
+fn matvec_and_matmul_f16_match_their_cpu_twin() {
+    check_linear(GgmlDType::F16, 5);
+}
+
+#[test]
+fn matvec_and_matmul_f32_match_their_cpu_twin() {
+    check_linear(GgmlDType::F32, 6);
 }
 
 #[test]
@@ -156,14 +200,16 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
         let q = QTensor::quantize(&t, dtype).expect("quantize");
         let dense = to_vec(&q).expect("dequantize");
         let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), vocab as u32, dim as u32).expect("upload");
-        for token in [0u32, 1, 150, vocab as u32 - 1] {
-            let out = guarded(&ctx, dim);
-            let step = kernels::step_uniform(&ctx, 5, token);
-            let d = k.embedding(&ctx, &m, Bind(&out, (PAD * 4) as u64, Some((dim * 4) as u64)), &step);
-            kernels::run_once(&ctx, d);
-            let got = read_guarded(&ctx, &out, dim);
+        let ids = [0u32, 1, 150, vocab as u32 - 1, 150];
+        for n in [1usize, ids.len()] {
+            let out = guarded(&ctx, n * dim);
+            let step = kernels::step_uniform(&ctx, 5, n as u32);
+            let d = k.embedding(&ctx, &m, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
+            kernels::run_once(&ctx, d, n as u32);
+            let got = read_guarded(&ctx, &out, n * dim);
+            let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
             // The same dequantization arithmetic as candle's: bit-exact.
-            assert_close(&got, &dense[token as usize * dim..][..dim], |_| 0.0, &format!("embedding {dtype:?} token {token}"));
+            assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} of {n} tokens"));
         }
     }
 }
@@ -174,83 +220,94 @@ fn rope_matches_its_cpu_twin_at_far_positions() {
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let (heads, hd, context_len) = (3usize, 64usize, 5000usize);
+    let width = heads * hd;
     let table = ctx.storage("table", &kernels::rope_table(context_len, hd, 100_000.0));
-    for (pos, stride) in [(0u32, 0u32), (1, 0), (4999, 0), (7, (heads * hd) as u32)] {
-        let rows = if stride == 0 { 1 } else { pos as usize + 1 };
-        let x = random(&mut rng, rows * heads * hd, 5.0);
+    // (first position, tokens, cache row stride): a batch of query rows, or rows of a cache.
+    for (pos, n, stride) in [(0u32, 1usize, 0u32), (1, 1, 0), (4999, 1, 0), (7, 1, width as u32), (2, 5, 0), (4990, 9, width as u32)] {
+        let rows = if stride == 0 { n } else { pos as usize + n };
+        let x = random(&mut rng, rows * width, 5.0);
         let buf = ctx.storage("x", &[vec![SENTINEL; PAD], x.iter().map(|v| v.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
         let params = ctx.uniform("p", &[heads as u32, hd as u32, stride, 0]);
-        let step = kernels::step_uniform(&ctx, pos, 0);
-        let d = kernels::prepare(&ctx, &k.rope, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((x.len() * 4) as u64)), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for((heads * hd / 2) as u32));
-        kernels::run_once(&ctx, d);
+        let step = kernels::step_uniform(&ctx, pos, n as u32);
+        let d = kernels::prepare(&ctx, &k.rope, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((x.len() * 4) as u64)), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for((width / 2) as u32)).per_token(1, 1);
+        kernels::run_once(&ctx, d, n as u32);
         let got = read_guarded(&ctx, &buf, x.len());
         let mut want = x.clone();
-        let at = if stride == 0 { 0 } else { pos as usize * heads * hd };
-        ops::rope(&mut want[at..at + heads * hd], hd, pos as usize, 100_000.0);
-        assert_close(&got, &want, |i| 1e-5 * (1.0 + x[i].abs()) + 1e-5, &format!("rope pos {pos} stride {stride}"));
+        for b in 0..n {
+            let at = if stride == 0 { b * width } else { (pos as usize + b) * width };
+            ops::rope(&mut want[at..at + width], hd, pos as usize + b, 100_000.0);
+        }
+        assert_close(&got, &want, |i| 1e-5 * (1.0 + x[i].abs()) + 1e-5, &format!("rope pos {pos} tokens {n} stride {stride}"));
     }
 }
 
 #[test]
-fn split_k_decode_attention_matches_its_cpu_twins_on_long_caches() {
+fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     let ctx = context();
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let (heads, kv_heads, hd) = (9usize, 3usize, 64usize);
     let kv = kv_heads * hd;
-    // (positions attended, cache capacity): one position, chunk edges, odd sizes, a cache far
-    // past one workgroup's memory, and empty chunks past n_pos.
-    for (n_pos, capacity) in [(1usize, 1usize), (2, 700), (255, 256), (257, 300), (1000, 2048), (5001, 5001), (3001, 8192)] {
-        let q = random(&mut rng, heads * hd, 1.0);
+    // (first position, tokens, cache capacity): decode at one position, chunk edges, odd
+    // sizes, a cache far past one workgroup's memory, empty chunks, and prefill batches whose
+    // tokens each see a different number of positions (causal), across chunk edges.
+    let cases = [(0usize, 1usize, 1usize), (1, 1, 700), (254, 1, 256), (256, 1, 300), (999, 1, 2048), (5000, 1, 5001), (3000, 1, 8192), (0, 7, 7), (250, 13, 600), (2990, 40, 3100)];
+    for (pos, n, capacity) in cases {
+        let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
         let keys: Vec<f32> = (0..capacity * kv).map(|i| if (i / kv) % 300 < 40 { 3.0 } else { 1.0 } * (rng.random::<f32>() * 2.0 - 1.0)).collect();
         let values = random(&mut rng, capacity * kv, 2.0);
-        let out = guarded(&ctx, heads * hd);
-        let step = kernels::step_uniform(&ctx, n_pos as u32 - 1, 0);
+        let out = guarded(&ctx, n * heads * hd);
+        let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
         let (qb, kb, vb) = (ctx.storage("q", &q), ctx.storage("k", &keys), ctx.storage("v", &values));
         let shape = [heads as u32, kv_heads as u32, hd as u32];
-        let parts_len = kernels::attention_parts_len(shape, capacity);
+        let parts_len = kernels::attention_parts_len(shape, capacity, n);
         let n_chunks = capacity.div_ceil(kernels::ATTENTION_CHUNK);
-        assert_eq!(parts_len, heads * n_chunks * (2 + hd));
+        assert_eq!(parts_len, n * heads * n_chunks * (2 + hd));
         let parts_buf = guarded(&ctx, parts_len);
-        let att = k.attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts_buf, (PAD * 4) as u64, Some((parts_len * 4) as u64)), Bind(&out, (PAD * 4) as u64, Some((heads * hd * 4) as u64)), &step);
-        kernels::run_once(&ctx, att.partial);
-        // Part 1 against its twin, chunk by chunk (empty chunks: m = -3e38, l = 0, o = 0).
+        let att = k.attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts_buf, (PAD * 4) as u64, Some((parts_len * 4) as u64)), Bind(&out, (PAD * 4) as u64, Some((n * heads * hd * 4) as u64)), &step);
+        kernels::run_once(&ctx, att.partial, n as u32);
+        // Part 1 against its twin, chunk by chunk; chunks past a token's position stay unwritten.
         let parts = read_guarded(&ctx, &parts_buf, parts_len);
-        let mut want = vec![0.0; heads * hd];
+        let mut want = vec![0.0; n * heads * hd];
         let mut worst = 0.0f32;
-        for h in 0..heads {
-            let input = ops::AttentionInput { q: &q[h * hd..][..hd], keys: &keys, values: &values, kv_stride: kv, kv_offset: (h / (heads / kv_heads)) * hd, n_pos };
-            let mut chunks = Vec::new();
-            for c in 0..n_chunks {
-                let got = &parts[(h * n_chunks + c) * (2 + hd)..][..2 + hd];
-                let start = c * kernels::ATTENTION_CHUNK;
-                if start >= n_pos {
-                    assert_eq!(got[0], -3.0e38, "empty chunk {c} max");
-                    assert!(got[1..].iter().all(|&v| v == 0.0), "empty chunk {c} sums");
-                    continue;
+        for b in 0..n {
+            let n_pos = pos + b + 1;
+            for h in 0..heads {
+                let input = ops::AttentionInput { q: &q[(b * heads + h) * hd..][..hd], keys: &keys, values: &values, kv_stride: kv, kv_offset: (h / (heads / kv_heads)) * hd, n_pos };
+                let mut chunks = Vec::new();
+                for c in 0..n_chunks {
+                    let got = &parts[((b * heads + h) * n_chunks + c) * (2 + hd)..][..2 + hd];
+                    let start = c * kernels::ATTENTION_CHUNK;
+                    if start >= n_pos {
+                        assert!(got.iter().all(|v| v.to_bits() == SENTINEL), "token {b}: chunk {c} past position {} was written", n_pos - 1);
+                        continue;
+                    }
+                    let twin = ops::attention_chunk(&input, start..(start + kernels::ATTENTION_CHUNK).min(n_pos));
+                    assert!((got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0), "token {b} head {h} chunk {c} max {} vs {}", got[0], twin.max);
+                    assert!((got[1] - twin.sum).abs() <= 2e-5 * twin.sum, "token {b} head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
+                    for (g, w) in got[2..].iter().zip(&twin.out) {
+                        let d = (g - w).abs();
+                        worst = worst.max(d / twin.sum);
+                        assert!(d <= 2e-5 * twin.sum, "token {b} head {h} chunk {c}: {g} vs {w}");
+                    }
+                    chunks.push(twin);
                 }
-                let twin = ops::attention_chunk(&input, start..(start + kernels::ATTENTION_CHUNK).min(n_pos));
-                assert!((got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0), "head {h} chunk {c} max {} vs {}", got[0], twin.max);
-                assert!((got[1] - twin.sum).abs() <= 2e-5 * twin.sum, "head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
-                for (g, w) in got[2..].iter().zip(&twin.out) {
-                    let d = (g - w).abs();
-                    worst = worst.max(d / twin.sum);
-                    assert!(d <= 2e-5 * twin.sum, "head {h} chunk {c}: {g} vs {w}");
+                let o = &mut want[(b * heads + h) * hd..][..hd];
+                ops::combine_chunks(&chunks, o);
+                // The split twin agrees with the one-pass reference attention.
+                let mut reference = vec![0.0; hd];
+                ops::attention(&input, &mut vec![0.0; n_pos], &mut reference);
+                for (a, r) in o.iter().zip(&reference) {
+                    assert!((a - r).abs() <= 2e-5, "split twin vs one-pass attention, token {b} head {h}: {a} vs {r}");
                 }
-                chunks.push(twin);
             }
-            ops::combine_chunks(&chunks, &mut want[h * hd..][..hd]);
-            // The split twin agrees with the one-pass reference attention.
-            let mut reference = vec![0.0; hd];
-            ops::attention(&input, &mut vec![0.0; n_pos], &mut reference);
-            assert_close(&want[h * hd..][..hd], &reference, |_| 2e-5, &format!("split twin vs one-pass attention, head {h}, {n_pos} positions"));
         }
-        eprintln!("attention_partial over {n_pos} positions (capacity {capacity}): worst |diff| / l {worst:.2e}");
+        eprintln!("attention_partial, {n} tokens from position {pos} (capacity {capacity}): worst |diff| / l {worst:.2e}");
         // Part 2 on the GPU's part 1, against the twins' combine.
-        kernels::run_once(&ctx, att.combine);
-        let got = read_guarded(&ctx, &out, heads * hd);
-        assert_close(&got, &want, |_| 2e-5, &format!("split-K attention over {n_pos} positions (capacity {capacity})"));
+        kernels::run_once(&ctx, att.combine, n as u32);
+        let got = read_guarded(&ctx, &out, n * heads * hd);
+        assert_close(&got, &want, |_| 2e-5, &format!("split-K attention, {n} tokens from position {pos} (capacity {capacity})"));
     }
 }
 
@@ -259,15 +316,16 @@ fn swiglu_matches_its_cpu_twin() {
     let ctx = context();
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(6);
-    for n in [1usize, 63, 1537] {
-        let gate = random(&mut rng, n, 30.0);
-        let up = random(&mut rng, n, 3.0);
+    for (n, rows) in [(1usize, 1usize), (63, 1), (1537, 1), (65, 3)] {
+        let gate = random(&mut rng, rows * n, 30.0);
+        let up = random(&mut rng, rows * n, 3.0);
         let buf = ctx.storage("gate", &[vec![SENTINEL; PAD], gate.iter().map(|v| v.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
         let params = ctx.uniform("p", &[n as u32, 0, 0, 0]);
         let ub = ctx.storage("up", &up);
-        let d = kernels::prepare(&ctx, &k.swiglu, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((n * 4) as u64)), Bind(&ub, 0, None)], kernels::groups_for(n as u32));
-        kernels::run_once(&ctx, d);
-        let got = read_guarded(&ctx, &buf, n);
+        let step = kernels::step_uniform(&ctx, 0, rows as u32);
+        let d = kernels::prepare(&ctx, &k.swiglu, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((rows * n * 4) as u64)), Bind(&ub, 0, None), Bind(&step, 0, None)], kernels::groups_for(n as u32)).per_token(1, 1);
+        kernels::run_once(&ctx, d, rows as u32);
+        let got = read_guarded(&ctx, &buf, rows * n);
         let mut want = gate.clone();
         ops::swiglu(&mut want, &up);
         assert_close(&got, &want, |i| 1e-5 * (1.0 + want[i].abs()), &format!("swiglu {n}"));

@@ -6,13 +6,17 @@ use super::repack::Repacked;
 use crate::error::{Error, Result};
 
 /// Every kernel's source, by file name; compiled natively by naga and in Chromium by Tint.
-pub const SHADERS: [(&str, &str); 10] = [
+pub const SHADERS: [(&str, &str); 14] = [
     ("embedding.wgsl", include_str!("../../../shaders/embedding.wgsl")),
     ("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
     ("matvec_q4_1.wgsl", include_str!("../../../shaders/matvec_q4_1.wgsl")),
     ("matvec_q8_0.wgsl", include_str!("../../../shaders/matvec_q8_0.wgsl")),
     ("matvec_f16.wgsl", include_str!("../../../shaders/matvec_f16.wgsl")),
     ("matvec_f32.wgsl", include_str!("../../../shaders/matvec_f32.wgsl")),
+    ("matmul_q4_1.wgsl", include_str!("../../../shaders/matmul_q4_1.wgsl")),
+    ("matmul_q8_0.wgsl", include_str!("../../../shaders/matmul_q8_0.wgsl")),
+    ("matmul_f16.wgsl", include_str!("../../../shaders/matmul_f16.wgsl")),
+    ("matmul_f32.wgsl", include_str!("../../../shaders/matmul_f32.wgsl")),
     ("rope.wgsl", include_str!("../../../shaders/rope.wgsl")),
     ("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
     ("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
@@ -24,6 +28,9 @@ pub const WORKGROUP: u32 = 64;
 
 /// Positions per chunk of split-K decode attention (`CHUNK` in attention_partial.wgsl).
 pub const ATTENTION_CHUNK: usize = 256;
+
+/// Tokens one matmul workgroup row takes (the vec4 accumulator).
+pub const MATMUL_TOKENS: u32 = 4;
 
 /// Most workgroups one dispatch dimension may have (WebGPU's default limit).
 pub const MAX_GROUPS: u32 = 65_535;
@@ -47,8 +54,10 @@ pub struct Kernels {
     pub embedding: wgpu::ComputePipeline,
     /// RMSNorm of rows.
     pub rmsnorm: wgpu::ComputePipeline,
-    /// Matrix-vector, one pipeline per [`WeightFormat`] (in its order).
+    /// Matrix-vector (decode), one pipeline per [`WeightFormat`] (in its order).
     pub matvec: [wgpu::ComputePipeline; 4],
+    /// Matrix-matrix (prefill), one pipeline per [`WeightFormat`] (in its order).
+    pub matmul: [wgpu::ComputePipeline; 4],
     /// Rotary embedding in place.
     pub rope: wgpu::ComputePipeline,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
@@ -96,19 +105,35 @@ impl Kernels {
             embedding: p(0),
             rmsnorm: p(1),
             matvec: [mv(2), mv(3), mv(4), mv(5)],
-            rope: p(6),
-            attention_partial: p(7),
-            attention_combine: p(8),
-            swiglu: p(9),
+            matmul: [mv(6), mv(7), mv(8), mv(9)],
+            rope: p(10),
+            attention_partial: p(11),
+            attention_combine: p(12),
+            swiglu: p(13),
             threads_per_row,
         }
     }
 
-    /// `y[step.pos * out_stride ..][.. rows] (+)= W x`, dispatching enough workgroups for
-    /// every row of `w`.
+    /// Decode: `y (+)= W x` for one input row (row 0, or the step's last row with
+    /// `last_token`, as the LM head after a prefill); `out_stride` != 0 writes row `step.pos`
+    /// of a `[context, out_stride]` cache instead of `y[0..rows]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, step: &wgpu::Buffer) -> Result<Dispatch> {
-        let params = ctx.uniform("matvec", &[w.rows, w.cols, accumulate as u32, out_stride]);
+    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, last_token: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+        self.linear(ctx, &self.matvec[w.format as usize], w, x, y, [accumulate as u32, out_stride, last_token as u32], step)
+    }
+
+    /// Prefill: `Y (+)= X W^T` for the step's `n_tokens` input rows (4 per workgroup row);
+    /// `out_stride` != 0 writes rows `step.pos ..` of a `[context, out_stride]` cache instead
+    /// of `y[n_tokens, rows]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, step: &wgpu::Buffer) -> Result<Dispatch> {
+        Ok(self.linear(ctx, &self.matmul[w.format as usize], w, x, y, [accumulate as u32, out_stride, 0], step)?.per_token(1, MATMUL_TOKENS))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn linear(&self, ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 3], step: &wgpu::Buffer) -> Result<Dispatch> {
+        let [accumulate, out_stride, last_token] = flags;
+        let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, out_stride, last_token, 0, 0, 0]);
         let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!("a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})", w.rows)));
@@ -118,20 +143,22 @@ impl Kernels {
             binds.push((2, Bind(b, 0, None)));
         }
         binds.extend([(3, Bind(x, 0, None)), (4, y), (5, Bind(step, 0, None))]);
-        Ok(prepare_at(ctx, &self.matvec[w.format as usize], &binds, groups))
+        Ok(prepare_at(ctx, pipeline, &binds, groups))
     }
 
-    /// `x = table[step.token]`, dequantized: the embedding lookup from a matvec-layout table.
-    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer) -> Dispatch {
+    /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
+    /// from a matvec-layout table.
+    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Dispatch {
         let params = ctx.uniform("embedding", &[table.cols, table.format as u32, 0, 0]);
         let b = table.b.as_ref().unwrap_or(&table.a);
-        prepare(ctx, &self.embedding, &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None)], groups_for(table.cols))
+        prepare(ctx, &self.embedding, &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None), Bind(tokens, 0, None)], groups_for(table.cols)).per_token(1, 1)
     }
 }
 
-/// Floats of chunk statistics split-K attention needs: `[n_heads, n_chunks, 2 + head_dim]`.
-pub fn attention_parts_len(shape: [u32; 3], capacity: usize) -> usize {
-    shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
+/// Floats of chunk statistics split-K attention needs for `tokens` tokens per step:
+/// `[tokens, n_heads, n_chunks, 2 + head_dim]`.
+pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize) -> usize {
+    tokens * shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
 }
 
 /// Split-K decode attention for one layer: the two dispatches of
@@ -153,9 +180,9 @@ impl Kernels {
         let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
         let params = ctx.uniform("attention", &[n_heads, n_kv_heads, head_dim, n_chunks]);
         let parts_again = Bind(parts.0, parts.1, parts.2);
-        let mut partial = prepare(ctx, &self.attention_partial, &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)], n_heads);
-        partial.groups_y = n_chunks;
-        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out], n_heads);
+        let mut partial = prepare(ctx, &self.attention_partial, &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)], n_heads).per_token(2, 1);
+        partial.groups[1] = n_chunks;
+        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads).per_token(1, 1);
         Attention { partial, combine }
     }
 }
@@ -196,15 +223,34 @@ impl GpuMatrix {
 }
 
 /// One dispatch ready to encode: pipeline, bind group, workgroup count.
+#[derive(Clone)]
 pub struct Dispatch {
     /// Index into the kernel set (for the pipeline).
     pub pipeline: wgpu::ComputePipeline,
     /// Bindings.
     pub group: wgpu::BindGroup,
-    /// Workgroups along x.
-    pub groups: u32,
-    /// Workgroups along y (1 but for split-K attention's chunks).
-    pub groups_y: u32,
+    /// Workgroups along x, y, z.
+    pub groups: [u32; 3],
+    /// The axis that grows with the step's tokens, and tokens per workgroup along it: that
+    /// axis gets `ceil(n_tokens / per)` workgroups.
+    pub per_token: Option<(usize, u32)>,
+}
+
+impl Dispatch {
+    /// Makes `axis` cover the step's tokens, `per` tokens per workgroup.
+    pub fn per_token(mut self, axis: usize, per: u32) -> Self {
+        self.per_token = Some((axis, per));
+        self
+    }
+
+    /// Workgroups for a step of `n_tokens` tokens.
+    pub fn groups_for_tokens(&self, n_tokens: u32) -> [u32; 3] {
+        let mut g = self.groups;
+        if let Some((axis, per)) = self.per_token {
+            g[axis] = n_tokens.div_ceil(per);
+        }
+        g
+    }
 }
 
 /// A binding: a whole buffer, or `size` bytes from `offset`.
@@ -228,34 +274,36 @@ pub fn prepare_at(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[(
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    Dispatch { pipeline: pipeline.clone(), group, groups, groups_y: 1 }
+    Dispatch { pipeline: pipeline.clone(), group, groups: [groups, 1, 1], per_token: None }
 }
 
-/// Encodes dispatches into one compute pass.
-pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch]) {
+/// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.
+pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32) {
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
     for d in dispatches {
         pass.set_pipeline(&d.pipeline);
         pass.set_bind_group(0, &d.group, &[]);
-        pass.dispatch_workgroups(d.groups, d.groups_y, 1);
+        let [x, y, z] = d.groups_for_tokens(n_tokens);
+        pass.dispatch_workgroups(x, y, z);
     }
 }
 
-/// Submits one dispatch on its own (for the kernel tests).
-pub fn run_once(ctx: &GpuContext, d: Dispatch) {
+/// Submits one dispatch on its own for a step of `n_tokens` tokens (for the kernel tests).
+pub fn run_once(ctx: &GpuContext, d: Dispatch, n_tokens: u32) {
     let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encode(&mut encoder, &[d]);
+    encode(&mut encoder, &[d], n_tokens);
     ctx.queue.submit([encoder.finish()]);
 }
 
-/// The per-step uniform every position-dependent kernel reads: `[pos, n_pos, token, 0]`.
-pub fn step_uniform(ctx: &GpuContext, pos: u32, token: u32) -> wgpu::Buffer {
-    ctx.uniform("step", &step_words(pos, token))
+/// The per-step uniform the kernels read: `[pos, n_tokens, 0, 0]`, the step's first position
+/// and how many tokens it runs (1 for decode).
+pub fn step_uniform(ctx: &GpuContext, pos: u32, n_tokens: u32) -> wgpu::Buffer {
+    ctx.uniform("step", &step_words(pos, n_tokens))
 }
 
-/// The step uniform's contents for `token` at position `pos`.
-pub fn step_words(pos: u32, token: u32) -> [u32; 4] {
-    [pos, pos + 1, token, 0]
+/// The step uniform's contents.
+pub fn step_words(pos: u32, n_tokens: u32) -> [u32; 4] {
+    [pos, n_tokens, 0, 0]
 }
 
 /// cos/sin of every RoPE angle, `[context, head_dim / 2, 2]`, computed in f64.

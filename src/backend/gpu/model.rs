@@ -1,7 +1,9 @@
 //! The forward pass on the GPU: every weight stays quantized on the device (Q4_0, Q4_1, Q8_0,
-//! F16, F32, dequantized inside the matvec and embedding kernels), activations and the residual stream in f32, the
+//! F16, F32, dequantized inside the kernels), activations and the residual stream in f32, the
 //! KV cache on the device. One decode step = one command encoder, one compute pass, one
-//! submit, one readback of the logits; pipelines, bind groups and buffers are made at load.
+//! submit, one readback of the logits; a prefill pass runs up to 64 prompt tokens the same
+//! way with matrix-matrix kernels and causal attention. Pipelines, bind groups and buffers
+//! are made at load.
 
 use candle_core::quantized::QTensor;
 
@@ -25,16 +27,27 @@ pub struct StepShape {
     pub readback_bytes: usize,
     /// Bytes of GPU buffers in use (weights, KV cache, activations).
     pub gpu_bytes: u64,
+    /// Most prompt tokens one prefill pass runs (longer prompts take several, one submit each).
+    pub prefill_batch: usize,
 }
+
+/// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
+pub const PREFILL_BATCH: usize = 64;
 
 /// The model on a GPU.
 pub struct GpuBackend {
     ctx: GpuContext,
     cfg: Config,
+    /// `[pos, n_tokens, 0, 0]` of the current step.
     step: wgpu::Buffer,
+    /// The step's token ids, `[PREFILL_BATCH]` u32.
+    tokens: wgpu::Buffer,
     logits: wgpu::Buffer,
     staging: wgpu::Buffer,
-    dispatches: Vec<Dispatch>,
+    /// One token: matvec kernels.
+    decode: Vec<Dispatch>,
+    /// Up to [`PREFILL_BATCH`] tokens at once: matmul kernels, causal attention.
+    prefill: Vec<Dispatch>,
     capacity: usize,
     pos: usize,
     gpu_bytes: u64,
@@ -50,47 +63,63 @@ fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatri
 }
 
 impl GpuBackend {
-    /// Uploads the weights and prepares every dispatch of a decode step. `context_len` caps
-    /// the KV cache (default 2048, at most the model's window).
+    /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
+    /// pass. `context_len` caps the KV cache (default 2048, at most the model's window).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let ctx = GpuContext::new().await?;
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
         let capacity = context_len.unwrap_or(2048).min(cfg.context_len).max(1);
         let (d, hd, kv, qd, f) = (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
+        let b = PREFILL_BATCH;
         let mut gpu_bytes = 0u64;
         let mut weight_bytes = 0u64;
         let mut buf = |label: &str, n: usize| {
             gpu_bytes += (n * 4) as u64;
             ctx.storage(label, &vec![0f32; n])
         };
-        let x = buf("x", cfg.dim); //                 residual stream [dim]
-        let xb = buf("xb", cfg.dim); //               normed input    [dim]
-        let q = buf("q", qd as usize); //             query           [n_heads * hd]
-        let att = buf("att", qd as usize); //         attention out   [n_heads * hd]
+        // Activations: row i belongs to the step's token i (decode uses row 0).
+        let x = buf("x", b * cfg.dim); //                 residual stream [B, dim]
+        let xb = buf("xb", b * cfg.dim); //               normed input    [B, dim]
+        let q = buf("q", b * qd as usize); //             queries         [B, n_heads * hd]
+        let att = buf("att", b * qd as usize); //         attention out   [B, n_heads * hd]
+        let gate = buf("gate", b * cfg.ffn_dim); //       SwiGLU gate     [B, ffn]
+        let up = buf("up", b * cfg.ffn_dim); //           SwiGLU up       [B, ffn]
+        let logits = buf("logits", cfg.vocab_size); //    logits          [vocab], last token only
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
-        // split-K attention's chunk statistics      [n_heads, ceil(ctx / 256), 2 + hd]
-        let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity));
-        let gate = buf("gate", cfg.ffn_dim); //       SwiGLU gate     [ffn]
-        let up = buf("up", cfg.ffn_dim); //           SwiGLU up       [ffn]
-        let logits = buf("logits", cfg.vocab_size); // logits         [vocab]
+        // split-K attention's chunk statistics          [B, n_heads, ceil(ctx / 256), 2 + hd]
+        let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity, b));
         let table = ctx.storage("rope", &kernels::rope_table(capacity, cfg.head_dim, cfg.rope_base));
         gpu_bytes += table.size();
-        let step = kernels::step_uniform(&ctx, 0, 0);
+        let step = kernels::step_uniform(&ctx, 0, 1);
+        let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("logits readback"),
             size: (cfg.vocab_size * 4) as u64,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let norm_params = ctx.uniform("rmsnorm", &[d, 1, cfg.rms_eps.to_bits(), 0]);
+        let norm_params = ctx.uniform("rmsnorm", &[d, b as u32, cfg.rms_eps.to_bits(), 0]);
         let rope_q = ctx.uniform("rope q", &[cfg.n_heads as u32, hd, 0, 0]);
         let rope_k = ctx.uniform("rope k", &[cfg.n_kv_heads as u32, hd, kv, 0]);
         let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
+        let rmsnorm = |input: &wgpu::Buffer, gain: &wgpu::Buffer, out: &wgpu::Buffer| {
+            kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(input, 0, None), Bind(gain, 0, None), Bind(out, 0, None)], 1).per_token(0, 1)
+        };
 
-        // Buffers made below live on through the bind groups that reference them.
-        let mut dispatches = Vec::new();
-        let embedding_at = dispatches.len();
+        // Every op of the forward pass, in order: shared by both paths, or a linear layer
+        // (decode: matvec, prefill: matmul). Buffers made below live on through the bind
+        // groups that reference them.
+        let mut decode = Vec::new();
+        let mut prefill = Vec::new();
+        let mut shared = |dispatch: Dispatch| {
+            decode.push(dispatch.clone());
+            prefill.push(dispatch);
+        };
+        let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
+        shared(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens)); // x = E[tokens]
+        let mut linear = Vec::new(); // (index in the op list, matrix, input, output, accumulate, cache stride)
+        let mut ops = 1;
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
@@ -99,37 +128,46 @@ impl GpuBackend {
             let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
-            let mv = |w: &GpuMatrix, input: &wgpu::Buffer, out: &wgpu::Buffer, acc: bool, stride: u32| k.matvec(&ctx, w, input, Bind(out, 0, None), acc, stride, &step);
-            // Attention: xb = norm(x); q = Wq xb; K/V cache[pos] = Wk xb, Wv xb; rope; attend; x += Wo att.
-            dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&attn_norm, 0, None), Bind(&xb, 0, None)], 1));
-            dispatches.push(mv(&wq, &xb, &q, false, 0)?);
-            dispatches.push(mv(&wk, &xb, &k_cache, false, kv)?);
-            dispatches.push(mv(&wv, &xb, &v_cache, false, kv)?);
-            dispatches.push(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_q, 0, None), Bind(&q, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(qd / 2)));
-            dispatches.push(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_k, 0, None), Bind(&k_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(kv / 2)));
+            // Attention: xb = norm(x); q = Wq xb; K/V cache[pos..] = Wk xb, Wv xb; rope; attend; x += Wo att.
+            shared(rmsnorm(&x, &attn_norm, &xb));
+            ops += 1;
+            for (w, out, stride) in [(wq, &q, 0), (wk, &k_cache, kv), (wv, &v_cache, kv)] {
+                linear.push((ops, w, xb.clone(), out.clone(), false, stride));
+                ops += 1;
+            }
+            shared(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_q, 0, None), Bind(&q, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(qd / 2)).per_token(1, 1));
+            shared(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_k, 0, None), Bind(&k_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(kv / 2)).per_token(1, 1));
             let attention = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
-            dispatches.extend([attention.partial, attention.combine]);
-            dispatches.push(mv(&wo, &att, &x, true, 0)?);
+            shared(attention.partial);
+            shared(attention.combine);
+            ops += 4;
+            linear.push((ops, wo, att.clone(), x.clone(), true, 0));
+            ops += 1;
             // Feed-forward: xb = norm(x); gate = silu(Wg xb) * (Wu xb); x += Wd gate.
-            dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&ffn_norm, 0, None), Bind(&xb, 0, None)], 1));
-            dispatches.push(mv(&wg, &xb, &gate, false, 0)?);
-            dispatches.push(mv(&wu, &xb, &up, false, 0)?);
-            dispatches.push(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate, 0, None), Bind(&up, 0, None)], kernels::groups_for(f)));
-            dispatches.push(mv(&wd, &gate, &x, true, 0)?);
+            shared(rmsnorm(&x, &ffn_norm, &xb));
+            ops += 1;
+            linear.push((ops, wg, xb.clone(), gate.clone(), false, 0));
+            linear.push((ops + 1, wu, xb.clone(), up.clone(), false, 0));
+            ops += 2;
+            shared(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate, 0, None), Bind(&up, 0, None), Bind(&step, 0, None)], kernels::groups_for(f)).per_token(1, 1));
+            ops += 1;
+            linear.push((ops, wd, gate.clone(), x.clone(), true, 0));
+            ops += 1;
         }
+        // Final norm (every row; cheap) and the LM head on the step's last token only.
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
+        shared(rmsnorm(&x, &out_norm, &xb));
         // Tied embeddings (no output.weight): one table serves the lookup and the LM head.
-        let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
         let head = match &weights.output {
             Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
             None => None,
         };
-        let head = head.as_ref().unwrap_or(&embd);
+        shared(k.matvec(&ctx, head.as_ref().unwrap_or(&embd), &xb, Bind(&logits, 0, None), false, 0, true, &step)?);
         gpu_bytes += weight_bytes;
-        // x = embedding row of the step's token, before everything else.
-        dispatches.insert(embedding_at, k.embedding(&ctx, &embd, Bind(&x, 0, None), &step));
-        dispatches.push(kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(&x, 0, None), Bind(&out_norm, 0, None), Bind(&xb, 0, None)], 1));
-        dispatches.push(k.matvec(&ctx, head, &xb, Bind(&logits, 0, None), false, 0, &step)?);
+        for (at, w, input, out, acc, stride) in &linear {
+            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, *stride, false, &step)?);
+            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, *stride, &step)?);
+        }
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
@@ -137,9 +175,11 @@ impl GpuBackend {
             ctx,
             cfg: cfg.clone(),
             step,
+            tokens,
             logits,
             staging,
-            dispatches,
+            decode,
+            prefill,
             capacity,
             pos: 0,
             gpu_bytes,
@@ -149,7 +189,14 @@ impl GpuBackend {
 
     /// What one decode step costs in GPU work and traffic.
     pub fn step_shape(&self) -> StepShape {
-        StepShape { dispatches: self.dispatches.len(), passes: 1, submits: 1, readback_bytes: self.cfg.vocab_size * 4, gpu_bytes: self.gpu_bytes }
+        StepShape {
+            dispatches: self.decode.len(),
+            passes: 1,
+            submits: 1,
+            readback_bytes: self.cfg.vocab_size * 4,
+            gpu_bytes: self.gpu_bytes,
+            prefill_batch: PREFILL_BATCH,
+        }
     }
 
     /// Bytes of weights the kernels read per decode step.
@@ -162,23 +209,27 @@ impl GpuBackend {
         &self.ctx.info
     }
 
-    /// Runs one token at the current position; reads the logits back when `read` is set.
-    async fn run_token(&mut self, token: u32, read: bool) -> Result<Option<Vec<f32>>> {
+    /// Runs `tokens` (at most [`PREFILL_BATCH`]) at the current position in one pass and one
+    /// submit: the decode kernels for one token, the prefill kernels for more. Reads the last
+    /// token's logits back when `read` is set.
+    async fn run(&mut self, tokens: &[u32], read: bool) -> Result<Option<Vec<f32>>> {
         self.ctx.check()?;
-        if token as usize >= self.cfg.vocab_size {
-            return Err(Error::Backend(format!("token id {token} is outside the vocabulary of {}", self.cfg.vocab_size)));
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
+            return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
-        if self.pos >= self.capacity {
-            return Err(Error::Backend(format!("the context is full: all {} positions are used", self.capacity)));
+        if self.pos + tokens.len() > self.capacity {
+            return Err(Error::Backend(format!("the context is full: {} + {} tokens exceed its {} positions", self.pos, tokens.len(), self.capacity)));
         }
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, token)));
-        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("decode step") });
-        kernels::encode(&mut encoder, &self.dispatches);
+        let n = tokens.len() as u32;
+        self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, n)));
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
+        kernels::encode(&mut encoder, if n == 1 { &self.decode } else { &self.prefill }, n);
         if read {
             encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, self.staging.size());
         }
         self.ctx.queue.submit([encoder.finish()]);
-        self.pos += 1;
+        self.pos += tokens.len();
         if !read {
             return Ok(None);
         }
@@ -188,20 +239,22 @@ impl GpuBackend {
 
 impl Backend for GpuBackend {
     async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        let Some((&last, rest)) = tokens.split_last() else {
+        if tokens.is_empty() {
             return Err(Error::Backend("nothing to run: no tokens".into()));
-        };
+        }
         if self.pos + tokens.len() > self.capacity {
             return Err(Error::Backend(format!("the context is full: {} + {} tokens exceed its {} positions", self.pos, tokens.len(), self.capacity)));
         }
-        for &t in rest {
-            self.run_token(t, false).await?;
+        let batches = tokens.len().div_ceil(PREFILL_BATCH);
+        let mut logits = None;
+        for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
+            logits = self.run(batch, i + 1 == batches).await?;
         }
-        self.run_token(last, true).await?.ok_or_else(|| Error::Backend("no logits".into()))
+        logits.ok_or_else(|| Error::Backend("no logits".into()))
     }
 
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.run_token(token, true).await?.ok_or_else(|| Error::Backend("no logits".into()))
+        self.run(&[token], true).await?.ok_or_else(|| Error::Backend("no logits".into()))
     }
 
     fn truncate(&mut self, len: usize) {

@@ -1,0 +1,99 @@
+// matmul_q8_0.wgsl: Y = X W^T for a Q8_0 matrix W [rows, cols], dequantized on the fly, and a batch X of the step's
+// n_tokens input rows: the prefill twin of matvec_q8_0.wgsl. Each thread takes 4 tokens at
+// once (a vec4 accumulator), so every weight it dequantizes is used 4 times.
+// Layout (repacked at load, 4-byte aligned): a Q8_0 block of 32 weights is
+//   d[b]: f32 scale (the file's f16, widened)            -> array<f32> [rows * cols / 32]
+//   qs[8b .. 8b+8]: its 32 signed bytes as 8 u32         -> array<u32> [rows * cols / 4]
+// w = q * d with q the sign-extended byte.
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride};
+//   1 qs (read); 2 d (read); 3 x: array<f32> [n_tokens, cols] (read); 4 y: array<f32> (read_write);
+//   5 uniform Step {pos, n_tokens}.
+// Output for token b < n_tokens: y[(pos + b) * out_stride + r] when out_stride != 0 (K/V rows
+// straight into the cache), else y[b * rows + r]; = (W x_b)[r], or += when accumulate != 0.
+// Dispatch: (ceil(rows / (WG / TPR)), ceil(n_tokens / 4), 1) workgroups of WG threads
+// (overrides as in matvec). Workgroup (g, j) covers rows g * WG / TPR .. and tokens 4j .. 4j + 3;
+// TPR threads share a row, each taking every TPR-th word (4 weights), then add up in workgroup memory.
+// Tokens past n_tokens read a valid row (the last) and write nothing; so do rows past `rows`.
+
+override WG: u32 = 64u;
+override TPR: u32 = 8u;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    accumulate: u32,
+    out_stride: u32,
+    last_token: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_tokens: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> d: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> step: Step;
+
+var<workgroup> partial: array<vec4<f32>, 256>;
+var<private> x_rows: vec4<u32>;
+
+// Column `col` of the thread's 4 token rows.
+fn X(col: u32) -> vec4<f32> {
+    return vec4<f32>(x[x_rows.x + col], x[x_rows.y + col], x[x_rows.z + col], x[x_rows.w + col]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = lid.x;
+    let lane = t % TPR;
+    let row = wg.x * (WG / TPR) + t / TPR;
+    let b0 = wg.y * 4u;
+    let last = step.n_tokens - 1u;
+    x_rows = vec4<u32>(min(b0, last), min(b0 + 1u, last), min(b0 + 2u, last), min(b0 + 3u, last)) * params.cols;
+    var sum = vec4<f32>(0.0);
+    if (row < params.rows && b0 < step.n_tokens) {
+        let words = params.cols / 4u;
+        let blocks = params.cols / 32u;
+        for (var w = lane; w < words; w = w + TPR) {
+            let word = qs[row * words + w];
+            let base = w * 4u;
+            var dot = vec4<f32>(0.0);
+            for (var k = 0u; k < 4u; k = k + 1u) {
+                let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
+                dot = dot + f32(q) * X(base + k);
+            }
+            sum = sum + dot * d[row * blocks + w / 8u];
+        }
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var stride = TPR / 2u; stride > 0u; stride = stride / 2u) {
+        if (lane < stride) {
+            partial[t] = partial[t] + partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < params.rows) {
+        let total = partial[t];
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let b = b0 + j;
+            if (b < step.n_tokens) {
+                let i = select(b * params.rows + row, (step.pos + b) * params.out_stride + row, params.out_stride != 0u);
+                if (params.accumulate != 0u) {
+                    y[i] = y[i] + total[j];
+                } else {
+                    y[i] = total[j];
+                }
+            }
+        }
+    }
+}

@@ -1,7 +1,8 @@
 // Every WGSL kernel compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
-// constants; the elementwise and reduction kernels also run a small case checked in JS.
+// constants. The norm, SwiGLU, F32 matvec/matmul, embedding and attention kernels also run
+// small cases checked in JS (the quantized kernels run in the page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -68,34 +69,41 @@ for (const name of SHADERS) {
   });
 }
 
-// Runs a kernel on small inputs: buffers in binding order (uniforms as Uint32Array with
-// `uniform: true`), returns the contents of binding `out` as floats.
-async function runKernel(file, bindings, out, groups) {
-  return page.evaluate(async ({ file, bindings, out, groups }) => {
+// Runs a kernel on small inputs: buffers by binding number (uniforms as u32 words with
+// `uniform: true`; a `binding` field skips numbers), returns binding `out`'s contents as
+// floats. `groups` is [x, y, z].
+async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
+  return page.evaluate(async ({ file, bindings, out, groups, constants }) => {
     const device = await (await navigator.gpu.requestAdapter()).requestDevice();
     const code = await (await fetch(`/shaders/${file}`)).text();
-    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants: { WG: 64 } } });
+    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants } });
     const buffers = bindings.map((b) => {
       const data = b.u32 ? new Uint32Array(b.u32) : new Float32Array(b.f32);
       const buf = device.createBuffer({ size: Math.max(16, data.byteLength), usage: (b.uniform ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
       device.queue.writeBuffer(buf, 0, data);
       return buf;
     });
-    const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
-    const size = buffers[out].size;
+    const numbers = bindings.map((b, i) => (b.binding === undefined ? i : b.binding));
+    const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: buffers.map((buffer, i) => ({ binding: numbers[i], resource: { buffer } })) });
+    const at = numbers.indexOf(out);
+    const size = buffers[at].size;
     const read = device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, group);
-    pass.dispatchWorkgroups(groups);
+    pass.dispatchWorkgroups(...groups);
     pass.end();
-    enc.copyBufferToBuffer(buffers[out], 0, read, 0, size);
+    enc.copyBufferToBuffer(buffers[at], 0, read, 0, size);
     device.queue.submit([enc.finish()]);
     await read.mapAsync(GPUMapMode.READ);
     return Array.from(new Float32Array(read.getMappedRange()));
-  }, { file, bindings, out, groups });
+  }, { file, bindings, out, groups, constants });
 }
+
+const close = (got, want, tol, what) => {
+  for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= tol * (1 + Math.abs(want[i])), `${what}[${i}]: ${got[i]} vs ${want[i]}`);
+};
 
 test('rmsnorm.wgsl runs a small case in Chromium', async () => {
   const n = 70;
@@ -104,7 +112,7 @@ test('rmsnorm.wgsl runs a small case in Chromium', async () => {
   const eps = new Float32Array([1e-5]);
   const got = await runKernel('rmsnorm.wgsl', [
     { u32: [n, 1, new Uint32Array(eps.buffer)[0], 0], uniform: true }, { f32: x }, { f32: gain }, { f32: new Array(n).fill(0) },
-  ], 3, 1);
+  ], 3, [1, 1, 1]);
   const rms = Math.sqrt(x.reduce((a, v) => a + v * v, 0) / n + 1e-5);
   for (let i = 0; i < n; i++) assert.ok(Math.abs(got[i] - (x[i] / rms) * gain[i]) < 1e-4, `${i}: ${got[i]}`);
 });
@@ -113,9 +121,74 @@ test('swiglu.wgsl runs a small case in Chromium', async () => {
   const n = 77;
   const gate = Array.from({ length: n }, (_, i) => (i - 38) / 5);
   const up = Array.from({ length: n }, (_, i) => Math.cos(i));
-  const got = await runKernel('swiglu.wgsl', [{ u32: [n, 0, 0, 0], uniform: true }, { f32: gate }, { f32: up }], 1, Math.ceil(n / 64));
+  const step = { u32: [0, 1, 0, 0], uniform: true };
+  const got = await runKernel('swiglu.wgsl', [{ u32: [n, 0, 0, 0], uniform: true }, { f32: gate }, { f32: up }, step], 1, [Math.ceil(n / 64), 1, 1]);
   for (let i = 0; i < n; i++) {
     const want = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
     assert.ok(Math.abs(got[i] - want) < 1e-5, `${i}: ${got[i]} vs ${want}`);
   }
+});
+
+// A small F32 matrix: the weight kernels' plumbing (rows shared by threads, tokens per
+// workgroup, cache rows, the residual add) without quantization in the way.
+const ROWS = 19;
+const COLS = 40;
+const W = Array.from({ length: ROWS * COLS }, (_, i) => Math.sin(i * 0.37));
+const X = (tokens) => Array.from({ length: tokens * COLS }, (_, i) => Math.cos(i * 0.11));
+const dot = (r, x, b) => W.slice(r * COLS, (r + 1) * COLS).reduce((a, w, c) => a + w * x[b * COLS + c], 0);
+
+test('matvec_f32.wgsl runs a small case in Chromium (K/V cache row, 8 threads per row)', async () => {
+  const x = X(1);
+  const pos = 2;
+  const prior = new Array((pos + 1) * ROWS).fill(0.5);
+  const params = { u32: [ROWS, COLS, 1, ROWS, 0, 0, 0, 0], uniform: true }; // accumulate into row pos
+  const got = await runKernel('matvec_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, { u32: [pos, 1, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  close(got.slice(0, pos * ROWS), prior.slice(0, pos * ROWS), 0, 'rows before pos');
+  close(got.slice(pos * ROWS), Array.from({ length: ROWS }, (_, r) => 0.5 + dot(r, x, 0)), 1e-5, 'matvec');
+});
+
+test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per row)', async () => {
+  const n = 5;
+  const x = X(n);
+  const params = { u32: [ROWS, COLS, 0, 0, 0, 0, 0, 0], uniform: true };
+  const got = await runKernel('matmul_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: new Array(n * ROWS).fill(0), binding: 4 }, { u32: [0, n, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
+  const want = [];
+  for (let b = 0; b < n; b++) for (let r = 0; r < ROWS; r++) want.push(dot(r, x, b));
+  close(got, want, 1e-5, 'matmul');
+});
+
+test('embedding.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
+  const ids = [4, 0, 18];
+  const table = { u32: Array.from(new Uint32Array(new Float32Array(W).buffer)) };
+  const got = await runKernel('embedding.wgsl', [{ u32: [COLS, 3, 0, 0], uniform: true }, table, table, { f32: new Array(ids.length * COLS).fill(0) }, { u32: [7, ids.length, 0, 0], uniform: true }, { u32: ids }], 3, [Math.ceil(COLS / 64), ids.length, 1]);
+  close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map(Math.fround), 0, 'embedding');
+});
+
+test('attention_partial.wgsl and attention_combine.wgsl run a small causal case in Chromium', async () => {
+  const [heads, kvHeads, hd, capacity, pos, n] = [4, 2, 8, 300, 255, 3]; // tokens at 255..257 cross a chunk edge
+  const chunks = Math.ceil(capacity / 256);
+  const q = Array.from({ length: n * heads * hd }, (_, i) => Math.sin(i * 0.7));
+  const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.cos(i * 0.13));
+  const values = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.sin(i * 0.29));
+  const params = { u32: [heads, kvHeads, hd, chunks], uniform: true };
+  const step = { u32: [pos, n, 0, 0], uniform: true };
+  const parts = await runKernel('attention_partial.wgsl', [params, { f32: q }, { f32: keys }, { f32: values }, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, step], 4, [heads, chunks, n]);
+  const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, step], 2, [heads, n, 1]);
+  const want = [];
+  for (let b = 0; b < n; b++) {
+    for (let h = 0; h < heads; h++) {
+      const kv = Math.floor(h / (heads / kvHeads)) * hd;
+      const scores = [];
+      for (let j = 0; j <= pos + b; j++) {
+        let s = 0;
+        for (let d = 0; d < hd; d++) s += q[(b * heads + h) * hd + d] * keys[j * kvHeads * hd + kv + d];
+        scores.push(s / Math.sqrt(hd));
+      }
+      const m = Math.max(...scores);
+      const e = scores.map((s) => Math.exp(s - m));
+      const sum = e.reduce((a, v) => a + v, 0);
+      for (let d = 0; d < hd; d++) want.push(e.reduce((a, w, j) => a + w * values[j * kvHeads * hd + kv + d], 0) / sum);
+    }
+  }
+  close(out, want, 1e-5, 'attention');
 });

@@ -32,6 +32,9 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// GPU only: also time each kernel of one decode step (every dispatch submitted alone).
+    #[arg(long)]
+    profile: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -53,6 +56,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
+    let profile = match (&mut backend, a.profile) {
+        (AnyBackend::Gpu(g), true) => Some(g.profile_decode(prompt[0])?),
+        (_, true) => return Err(tokenscope::Error::InvalidParams("--profile times GPU kernels: use it with --backend gpu".into())),
+        _ => None,
+    };
     let info = backend.info();
     let gpu = match &backend {
         AnyBackend::Gpu(g) => Some(g.step_shape()),
@@ -80,6 +88,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["submits_per_step"] = json!(s.submits);
             out["readback_bytes_per_step"] = json!(s.readback_bytes);
             out["gpu_bytes"] = json!(s.gpu_bytes);
+            out["prefill_batch"] = json!(s.prefill_batch);
+        }
+        if let Some(p) = &profile {
+            out["profile"] = json!(p);
         }
         println!("{out}");
     } else {
@@ -92,6 +104,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 "per decode step: {} dispatches, {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
                 s.dispatches, s.passes, s.submits, s.readback_bytes, s.gpu_bytes as f64 / 1e6
             );
+            println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
+        }
+        if let Some(p) = &profile {
+            let total: f64 = p.iter().map(|k| k.seconds).sum();
+            println!("one decode step by kernel (each dispatch submitted alone, empty-submit time taken off):");
+            for k in p {
+                println!("  {:<24} {:>4} dispatches {:>9.2} ms {:>5.1}%", k.kernel, k.dispatches, k.seconds * 1e3, 100.0 * k.seconds / total.max(1e-12));
+            }
         }
     }
     Ok(())

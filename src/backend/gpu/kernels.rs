@@ -48,41 +48,50 @@ pub enum WeightFormat {
     F32,
 }
 
+/// One compiled kernel: its shader file's name and its pipeline.
+pub struct Kernel {
+    /// The WGSL file it came from.
+    pub name: &'static str,
+    /// The compute pipeline.
+    pub pipeline: wgpu::ComputePipeline,
+}
+
 /// The compiled pipelines.
 pub struct Kernels {
     /// Token embedding row lookup.
-    pub embedding: wgpu::ComputePipeline,
+    pub embedding: Kernel,
     /// RMSNorm of rows.
-    pub rmsnorm: wgpu::ComputePipeline,
+    pub rmsnorm: Kernel,
     /// Matrix-vector (decode), one pipeline per [`WeightFormat`] (in its order).
-    pub matvec: [wgpu::ComputePipeline; 4],
+    pub matvec: [Kernel; 4],
     /// Matrix-matrix (prefill), one pipeline per [`WeightFormat`] (in its order).
-    pub matmul: [wgpu::ComputePipeline; 4],
+    pub matmul: [Kernel; 4],
     /// Rotary embedding in place.
-    pub rope: wgpu::ComputePipeline,
+    pub rope: Kernel,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
-    pub attention_partial: wgpu::ComputePipeline,
+    pub attention_partial: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
-    pub attention_combine: wgpu::ComputePipeline,
+    pub attention_combine: Kernel,
     /// SwiGLU in place.
-    pub swiglu: wgpu::ComputePipeline,
+    pub swiglu: Kernel,
     /// Threads that share one matrix row in the matvec kernels (their `TPR` override).
     pub threads_per_row: u32,
 }
 
-fn pipeline(ctx: &GpuContext, name: &str, source: &str, constants: &[(&str, f64)]) -> wgpu::ComputePipeline {
+fn pipeline(ctx: &GpuContext, name: &'static str, source: &str, constants: &[(&str, f64)]) -> Kernel {
     let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
     });
-    ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+    let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
         layout: None,
         module: &module,
         entry_point: Some("main"),
         compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
         cache: None,
-    })
+    });
+    Kernel { name, pipeline }
 }
 
 impl Kernels {
@@ -131,7 +140,7 @@ impl Kernels {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn linear(&self, ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 3], step: &wgpu::Buffer) -> Result<Dispatch> {
+    fn linear(&self, ctx: &GpuContext, kernel: &Kernel, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 3], step: &wgpu::Buffer) -> Result<Dispatch> {
         let [accumulate, out_stride, last_token] = flags;
         let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, out_stride, last_token, 0, 0, 0]);
         let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
@@ -143,7 +152,7 @@ impl Kernels {
             binds.push((2, Bind(b, 0, None)));
         }
         binds.extend([(3, Bind(x, 0, None)), (4, y), (5, Bind(step, 0, None))]);
-        Ok(prepare_at(ctx, pipeline, &binds, groups))
+        Ok(prepare_at(ctx, kernel, &binds, groups))
     }
 
     /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
@@ -225,7 +234,9 @@ impl GpuMatrix {
 /// One dispatch ready to encode: pipeline, bind group, workgroup count.
 #[derive(Clone)]
 pub struct Dispatch {
-    /// Index into the kernel set (for the pipeline).
+    /// The kernel's shader file name (for profiles).
+    pub kernel: &'static str,
+    /// Its pipeline.
     pub pipeline: wgpu::ComputePipeline,
     /// Bindings.
     pub group: wgpu::BindGroup,
@@ -258,14 +269,14 @@ pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
 
 /// Builds a dispatch whose bindings are numbered 0, 1, 2, ... (its bind group is made here,
 /// once).
-pub fn prepare(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[Bind], groups: u32) -> Dispatch {
+pub fn prepare(ctx: &GpuContext, kernel: &Kernel, binds: &[Bind], groups: u32) -> Dispatch {
     let numbered: Vec<(u32, Bind)> = binds.iter().enumerate().map(|(i, b)| (i as u32, Bind(b.0, b.1, b.2))).collect();
-    prepare_at(ctx, pipeline, &numbered, groups)
+    prepare_at(ctx, kernel, &numbered, groups)
 }
 
 /// Builds a dispatch from `(binding, buffer)` pairs.
-pub fn prepare_at(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[(u32, Bind)], groups: u32) -> Dispatch {
-    let layout = pipeline.get_bind_group_layout(0);
+pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], groups: u32) -> Dispatch {
+    let layout = kernel.pipeline.get_bind_group_layout(0);
     let entries: Vec<wgpu::BindGroupEntry> = binds
         .iter()
         .map(|(i, b)| wgpu::BindGroupEntry {
@@ -274,7 +285,7 @@ pub fn prepare_at(ctx: &GpuContext, pipeline: &wgpu::ComputePipeline, binds: &[(
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    Dispatch { pipeline: pipeline.clone(), group, groups: [groups, 1, 1], per_token: None }
+    Dispatch { kernel: kernel.name, pipeline: kernel.pipeline.clone(), group, groups: [groups, 1, 1], per_token: None }
 }
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.

@@ -31,6 +31,17 @@ pub struct StepShape {
     pub prefill_batch: usize,
 }
 
+/// Where one decode step's time goes, by kernel.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelTime {
+    /// Shader file.
+    pub kernel: &'static str,
+    /// Dispatches of it per decode step.
+    pub dispatches: usize,
+    /// Seconds they took, each submitted and awaited alone, less an empty submit's time.
+    pub seconds: f64,
+}
+
 /// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
 pub const PREFILL_BATCH: usize = 64;
 
@@ -207,6 +218,48 @@ impl GpuBackend {
     /// Adapter details.
     pub fn gpu_info(&self) -> &super::GpuInfo {
         &self.ctx.info
+    }
+
+    /// Runs one decode step of `token` with every dispatch submitted and awaited alone, and
+    /// returns the time per kernel, most first (natively; the browser has no blocking wait).
+    /// The step itself is real: the token is appended to the KV cache.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn profile_decode(&mut self, token: u32) -> Result<Vec<KernelTime>> {
+        use web_time::Instant;
+        if token as usize >= self.cfg.vocab_size || self.pos >= self.capacity {
+            return Err(Error::Backend("cannot profile: bad token or full context".into()));
+        }
+        self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, 1)));
+        let wait = |ctx: &GpuContext, encoder: wgpu::CommandEncoder| -> Result<f64> {
+            let t = Instant::now();
+            ctx.queue.submit([encoder.finish()]);
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        let new_encoder = |ctx: &GpuContext| ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        wait(&self.ctx, new_encoder(&self.ctx))?; // flush the writes
+        let mut empty = f64::INFINITY;
+        for _ in 0..20 {
+            empty = empty.min(wait(&self.ctx, new_encoder(&self.ctx))?);
+        }
+        let mut times: Vec<KernelTime> = Vec::new();
+        for d in &self.decode {
+            let mut encoder = new_encoder(&self.ctx);
+            kernels::encode(&mut encoder, std::slice::from_ref(d), 1);
+            let seconds = (wait(&self.ctx, encoder)? - empty).max(0.0);
+            match times.iter_mut().find(|k| k.kernel == d.kernel) {
+                Some(k) => {
+                    k.dispatches += 1;
+                    k.seconds += seconds;
+                }
+                None => times.push(KernelTime { kernel: d.kernel, dispatches: 1, seconds }),
+            }
+        }
+        self.pos += 1;
+        self.ctx.check()?;
+        times.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        Ok(times)
     }
 
     /// Runs `tokens` (at most [`PREFILL_BATCH`]) at the current position in one pass and one

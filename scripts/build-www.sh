@@ -19,5 +19,6 @@ fi
 mkdir -p www/vendor www/shaders
 cp node_modules/d3/dist/d3.min.js www/vendor/d3.min.js
 # The WGSL kernels, served so the browser tests compile each one with Chromium's compiler.
+rm -f www/shaders/*.wgsl  # a kernel renamed or removed must not linger
 cp shaders/*.wgsl www/shaders/
 ls -l www/pkg/tokenscope_bg.wasm | awk '{printf "build-www: www/pkg/tokenscope_bg.wasm is %.1f MB\n", $5/1e6}'

@@ -215,29 +215,43 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
 }
 
 #[test]
-fn rope_matches_its_cpu_twin_at_far_positions() {
+fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let ctx = context();
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let (heads, hd, context_len) = (3usize, 64usize, 5000usize);
-    let width = heads * hd;
+    let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
+    let (qd, kv) = (heads * hd, kv_heads * hd);
+    let width = qd + 2 * kv;
     let table = ctx.storage("table", &kernels::rope_table(context_len, hd, 100_000.0));
-    // (first position, tokens, cache row stride): a batch of query rows, or rows of a cache.
-    for (pos, n, stride) in [(0u32, 1usize, 0u32), (1, 1, 0), (4999, 1, 0), (7, 1, width as u32), (2, 5, 0), (4990, 9, width as u32)] {
-        let rows = if stride == 0 { n } else { pos as usize + n };
-        let x = random(&mut rng, rows * width, 5.0);
-        let buf = ctx.storage("x", &[vec![SENTINEL; PAD], x.iter().map(|v| v.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
-        let params = ctx.uniform("p", &[heads as u32, hd as u32, stride, 0]);
-        let step = kernels::step_uniform(&ctx, pos, n as u32);
-        let d = kernels::prepare(&ctx, &k.rope, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((x.len() * 4) as u64)), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for((width / 2) as u32)).per_token(1, 1);
+    let params = ctx.uniform("p", &[heads as u32, kv_heads as u32, hd as u32, 0]);
+    // (first position, tokens): decode near and far, and prefill batches.
+    for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
+        let qkv = random(&mut rng, n * width, 5.0);
+        let (k_prior, v_prior) = (random(&mut rng, context_len * kv, 1.0), random(&mut rng, context_len * kv, 1.0));
+        let q_out = guarded(&ctx, n * qd);
+        let with_guards = |v: &[f32]| ctx.storage("cache", &[vec![SENTINEL; PAD], v.iter().map(|x| x.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
+        let (kc, vc) = (with_guards(&k_prior), with_guards(&v_prior));
+        let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
+        let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((context_len * kv * 4) as u64));
+        let binds = [Bind(&params, 0, None), Bind(&ctx.storage("qkv", &qkv), 0, None), Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64)), cache(&kc), cache(&vc), Bind(&table, 0, None), Bind(&step, 0, None)];
+        let d = kernels::prepare(&ctx, &k.rope_kv, &binds, kernels::groups_for((width / 2) as u32)).per_token(1, 1);
         kernels::run_once(&ctx, d, n as u32);
-        let got = read_guarded(&ctx, &buf, x.len());
-        let mut want = x.clone();
+        let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
         for b in 0..n {
-            let at = if stride == 0 { b * width } else { (pos as usize + b) * width };
-            ops::rope(&mut want[at..at + width], hd, pos as usize + b, 100_000.0);
+            let row = &qkv[b * width..][..width];
+            let mut qr = row[..qd].to_vec();
+            ops::rope(&mut qr, hd, pos + b, 100_000.0);
+            want_q.extend(qr);
+            let at = (pos + b) * kv;
+            want_k[at..at + kv].copy_from_slice(&row[qd..qd + kv]);
+            ops::rope(&mut want_k[at..at + kv], hd, pos + b, 100_000.0);
+            want_v[at..at + kv].copy_from_slice(&row[qd + kv..]);
         }
-        assert_close(&got, &want, |i| 1e-5 * (1.0 + x[i].abs()) + 1e-5, &format!("rope pos {pos} tokens {n} stride {stride}"));
+        let got_q = read_guarded(&ctx, &q_out, n * qd);
+        assert_close(&got_q, &want_q, |i| 1e-5 * (1.0 + want_q[i].abs()) + 1e-5, &format!("rope_kv q, pos {pos}, {n} tokens"));
+        // Every other cache row must come back untouched.
+        assert_close(&read_guarded(&ctx, &kc, context_len * kv), &want_k, |i| 1e-5 * (1.0 + want_k[i].abs()) + 1e-5, &format!("rope_kv K cache, pos {pos}, {n} tokens"));
+        assert_eq!(read_guarded(&ctx, &vc, context_len * kv), want_v, "V cache rows, pos {pos}, {n} tokens");
     }
 }
 
@@ -317,17 +331,20 @@ fn swiglu_matches_its_cpu_twin() {
     let k = Kernels::new(&ctx);
     let mut rng = ChaCha8Rng::seed_from_u64(6);
     for (n, rows) in [(1usize, 1usize), (63, 1), (1537, 1), (65, 3)] {
-        let gate = random(&mut rng, rows * n, 30.0);
-        let up = random(&mut rng, rows * n, 3.0);
-        let buf = ctx.storage("gate", &[vec![SENTINEL; PAD], gate.iter().map(|v| v.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
+        // Rows of [gate | up], as the fused projection leaves them.
+        let gate_up = random(&mut rng, rows * 2 * n, 30.0);
+        let out = guarded(&ctx, rows * n);
         let params = ctx.uniform("p", &[n as u32, 0, 0, 0]);
-        let ub = ctx.storage("up", &up);
         let step = kernels::step_uniform(&ctx, 0, rows as u32);
-        let d = kernels::prepare(&ctx, &k.swiglu, &[Bind(&params, 0, None), Bind(&buf, (PAD * 4) as u64, Some((rows * n * 4) as u64)), Bind(&ub, 0, None), Bind(&step, 0, None)], kernels::groups_for(n as u32)).per_token(1, 1);
+        let d = kernels::prepare(&ctx, &k.swiglu, &[Bind(&params, 0, None), Bind(&ctx.storage("gate_up", &gate_up), 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64)), Bind(&step, 0, None)], kernels::groups_for(n as u32)).per_token(1, 1);
         kernels::run_once(&ctx, d, rows as u32);
-        let got = read_guarded(&ctx, &buf, rows * n);
-        let mut want = gate.clone();
-        ops::swiglu(&mut want, &up);
+        let got = read_guarded(&ctx, &out, rows * n);
+        let mut want = Vec::new();
+        for r in gate_up.chunks_exact(2 * n) {
+            let mut g = r[..n].to_vec();
+            ops::swiglu(&mut g, &r[n..]);
+            want.extend(g);
+        }
         assert_close(&got, &want, |i| 1e-5 * (1.0 + want[i].abs()), &format!("swiglu {n}"));
     }
 }

@@ -1,7 +1,7 @@
 // Every WGSL kernel compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
-// constants. The norm, SwiGLU, F32 matvec/matmul, embedding and attention kernels also run
+// constants. The norm, SwiGLU, RoPE/KV write, F32 matvec/matmul, embedding and attention kernels also run
 // small cases checked in JS (the quantized kernels run in the page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -119,13 +119,17 @@ test('rmsnorm.wgsl runs a small case in Chromium', async () => {
 
 test('swiglu.wgsl runs a small case in Chromium', async () => {
   const n = 77;
-  const gate = Array.from({ length: n }, (_, i) => (i - 38) / 5);
-  const up = Array.from({ length: n }, (_, i) => Math.cos(i));
-  const step = { u32: [0, 1, 0, 0], uniform: true };
-  const got = await runKernel('swiglu.wgsl', [{ u32: [n, 0, 0, 0], uniform: true }, { f32: gate }, { f32: up }, step], 1, [Math.ceil(n / 64), 1, 1]);
-  for (let i = 0; i < n; i++) {
-    const want = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-    assert.ok(Math.abs(got[i] - want) < 1e-5, `${i}: ${got[i]} vs ${want}`);
+  const rows = 2;
+  // Rows of [gate | up], as the fused gate/up projection leaves them.
+  const gateUp = Array.from({ length: rows * 2 * n }, (_, i) => (i % (2 * n) < n ? (i % n - 38) / 5 : Math.cos(i)));
+  const step = { u32: [0, rows, 0, 0], uniform: true };
+  const got = await runKernel('swiglu.wgsl', [{ u32: [n, 0, 0, 0], uniform: true }, { f32: gateUp }, { f32: new Array(rows * n).fill(0) }, step], 2, [Math.ceil(n / 64), rows, 1]);
+  for (let r = 0; r < rows; r++) {
+    for (let i = 0; i < n; i++) {
+      const g = gateUp[r * 2 * n + i];
+      const want = (g / (1 + Math.exp(-g))) * gateUp[r * 2 * n + n + i];
+      assert.ok(Math.abs(got[r * n + i] - want) < 1e-5 * (1 + Math.abs(want)), `${r},${i}: ${got[r * n + i]} vs ${want}`);
+    }
   }
 });
 
@@ -191,4 +195,39 @@ test('attention_partial.wgsl and attention_combine.wgsl run a small causal case 
     }
   }
   close(out, want, 1e-5, 'attention');
+});
+
+test('rope_kv.wgsl runs a small case in Chromium (2 tokens: q rotated, K rotated and V copied into the cache)', async () => {
+  const [heads, kvHeads, hd, ctx, pos, n] = [2, 1, 4, 8, 3, 2];
+  const [qd, kv] = [heads * hd, kvHeads * hd];
+  const width = qd + 2 * kv;
+  const qkv = Array.from({ length: n * width }, (_, i) => Math.sin(i + 1));
+  const table = [];
+  for (let p = 0; p < ctx; p++) for (let i = 0; i < hd / 2; i++) { const t = p * 10000 ** (-2 * i / hd); table.push(Math.cos(t), Math.sin(t)); }
+  const params = { u32: [heads, kvHeads, hd, 0], uniform: true };
+  const step = { u32: [pos, n, 0, 0], uniform: true };
+  const binds = (q, k, v) => [params, { f32: qkv }, { f32: q }, { f32: k }, { f32: v }, { f32: table }, step];
+  const zeros = (len) => new Array(len).fill(0);
+  const groups = [Math.ceil(width / 2 / 64), n, 1];
+  const q = await runKernel('rope_kv.wgsl', binds(zeros(n * qd), zeros(ctx * kv), zeros(ctx * kv)), 2, groups);
+  const k = await runKernel('rope_kv.wgsl', binds(zeros(n * qd), zeros(ctx * kv), zeros(ctx * kv)), 3, groups);
+  const v = await runKernel('rope_kv.wgsl', binds(zeros(n * qd), zeros(ctx * kv), zeros(ctx * kv)), 4, groups);
+  const rot = (x, p) => x.flatMap((_, j) => {
+    if (j % 2) return [];
+    const i = (j % hd) / 2;
+    const t = p * 10000 ** (-2 * i / hd);
+    return [x[j] * Math.cos(t) - x[j + 1] * Math.sin(t), x[j] * Math.sin(t) + x[j + 1] * Math.cos(t)];
+  });
+  const wantQ = [];
+  const wantK = zeros(ctx * kv);
+  const wantV = zeros(ctx * kv);
+  for (let b = 0; b < n; b++) {
+    const row = qkv.slice(b * width, (b + 1) * width);
+    wantQ.push(...rot(row.slice(0, qd), pos + b));
+    wantK.splice((pos + b) * kv, kv, ...rot(row.slice(qd, qd + kv), pos + b));
+    wantV.splice((pos + b) * kv, kv, ...row.slice(qd + kv));
+  }
+  close(q, wantQ, 1e-5, 'q');
+  close(k, wantK, 1e-5, 'K cache');
+  close(v, wantV.map(Math.fround), 0, 'V cache');
 });

@@ -17,7 +17,7 @@ pub const SHADERS: [(&str, &str); 14] = [
     ("matmul_q8_0.wgsl", include_str!("../../../shaders/matmul_q8_0.wgsl")),
     ("matmul_f16.wgsl", include_str!("../../../shaders/matmul_f16.wgsl")),
     ("matmul_f32.wgsl", include_str!("../../../shaders/matmul_f32.wgsl")),
-    ("rope.wgsl", include_str!("../../../shaders/rope.wgsl")),
+    ("rope_kv.wgsl", include_str!("../../../shaders/rope_kv.wgsl")),
     ("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
     ("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
     ("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
@@ -66,13 +66,13 @@ pub struct Kernels {
     pub matvec: [Kernel; 4],
     /// Matrix-matrix (prefill), one pipeline per [`WeightFormat`] (in its order).
     pub matmul: [Kernel; 4],
-    /// Rotary embedding in place.
-    pub rope: Kernel,
+    /// Rotary embedding of the queries and keys, and the KV cache write.
+    pub rope_kv: Kernel,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
     pub attention_partial: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
     pub attention_combine: Kernel,
-    /// SwiGLU in place.
+    /// SwiGLU of the fused gate/up output.
     pub swiglu: Kernel,
     /// Threads that share one matrix row in the matvec kernels (their `TPR` override).
     pub threads_per_row: u32,
@@ -115,7 +115,7 @@ impl Kernels {
             rmsnorm: p(1),
             matvec: [mv(2), mv(3), mv(4), mv(5)],
             matmul: [mv(6), mv(7), mv(8), mv(9)],
-            rope: p(10),
+            rope_kv: p(10),
             attention_partial: p(11),
             attention_combine: p(12),
             swiglu: p(13),

@@ -9,7 +9,7 @@ use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels};
-use super::repack::repack;
+use super::repack::{repack, stack};
 use crate::backend::{Backend, BackendInfo};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
@@ -73,6 +73,25 @@ fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatri
     Ok(m)
 }
 
+/// Several matrices with the same columns, stacked row-wise into one (see [`stack`]).
+fn stacked(ctx: &GpuContext, parts: &[&QTensor], gpu_bytes: &mut u64) -> Result<GpuMatrix> {
+    let mut rows = 0;
+    let mut cols = None;
+    let mut repacked = Vec::new();
+    for t in parts {
+        let (r, c) = t.shape().dims2().map_err(Error::backend)?;
+        if cols.is_some_and(|cols| cols != c) {
+            return Err(Error::Backend(format!("cannot stack a matrix of {c} columns under one of {cols:?}")));
+        }
+        cols = Some(c);
+        rows += r;
+        repacked.push(repack(t)?);
+    }
+    let m = GpuMatrix::upload(ctx, &stack(repacked)?, rows as u32, cols.unwrap_or(0) as u32)?;
+    *gpu_bytes += m.bytes();
+    Ok(m)
+}
+
 impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
     /// pass. `context_len` caps the KV cache (default 2048, at most the model's window).
@@ -90,15 +109,17 @@ impl GpuBackend {
             ctx.storage(label, &vec![0f32; n])
         };
         // Activations: row i belongs to the step's token i (decode uses row 0).
-        let x = buf("x", b * cfg.dim); //                 residual stream [B, dim]
-        let xb = buf("xb", b * cfg.dim); //               normed input    [B, dim]
-        let q = buf("q", b * qd as usize); //             queries         [B, n_heads * hd]
-        let att = buf("att", b * qd as usize); //         attention out   [B, n_heads * hd]
-        let gate = buf("gate", b * cfg.ffn_dim); //       SwiGLU gate     [B, ffn]
-        let up = buf("up", b * cfg.ffn_dim); //           SwiGLU up       [B, ffn]
-        let logits = buf("logits", cfg.vocab_size); //    logits          [vocab], last token only
+        let qkv_width = qd as usize + 2 * kv as usize;
+        let x = buf("x", b * cfg.dim); //                   residual stream [B, dim]
+        let xb = buf("xb", b * cfg.dim); //                 normed input    [B, dim]
+        let qkv = buf("qkv", b * qkv_width); //             projections     [B, n_heads * hd + 2 kv]
+        let q = buf("q", b * qd as usize); //               rotated queries [B, n_heads * hd]
+        let att = buf("att", b * qd as usize); //           attention out   [B, n_heads * hd]
+        let gate_up = buf("gate_up", b * 2 * cfg.ffn_dim); // SwiGLU in      [B, 2 ffn]
+        let hidden = buf("hidden", b * cfg.ffn_dim); //     SwiGLU out      [B, ffn]
+        let logits = buf("logits", cfg.vocab_size); //      logits          [vocab], last token only
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
-        // split-K attention's chunk statistics          [B, n_heads, ceil(ctx / 256), 2 + hd]
+        // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
         let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity, b));
         let table = ctx.storage("rope", &kernels::rope_table(capacity, cfg.head_dim, cfg.rope_base));
         gpu_bytes += table.size();
@@ -111,8 +132,7 @@ impl GpuBackend {
             mapped_at_creation: false,
         });
         let norm_params = ctx.uniform("rmsnorm", &[d, b as u32, cfg.rms_eps.to_bits(), 0]);
-        let rope_q = ctx.uniform("rope q", &[cfg.n_heads as u32, hd, 0, 0]);
-        let rope_k = ctx.uniform("rope k", &[cfg.n_kv_heads as u32, hd, kv, 0]);
+        let rope_params = ctx.uniform("rope_kv", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
         let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
         let rmsnorm = |input: &wgpu::Buffer, gain: &wgpu::Buffer, out: &wgpu::Buffer| {
             kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(input, 0, None), Bind(gain, 0, None), Bind(out, 0, None)], 1).per_token(0, 1)
@@ -129,41 +149,37 @@ impl GpuBackend {
         };
         let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
         shared(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens)); // x = E[tokens]
-        let mut linear = Vec::new(); // (index in the op list, matrix, input, output, accumulate, cache stride)
+        let mut linear = Vec::new(); // (index in the op list, matrix, input, output, accumulate)
         let mut ops = 1;
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
-            let (wq, wk, wv, wo) = (matrix(&ctx, &l.wq, &mut weight_bytes)?, matrix(&ctx, &l.wk, &mut weight_bytes)?, matrix(&ctx, &l.wv, &mut weight_bytes)?, matrix(&ctx, &l.wo, &mut weight_bytes)?);
-            let (wg, wu, wd) = (matrix(&ctx, &l.w_gate, &mut weight_bytes)?, matrix(&ctx, &l.w_up, &mut weight_bytes)?, matrix(&ctx, &l.w_down, &mut weight_bytes)?);
+            // Q, K and V stacked into one matrix, gate and up into another: one dispatch each.
+            let wqkv = stacked(&ctx, &[&l.wq, &l.wk, &l.wv], &mut weight_bytes)?;
+            let wo = matrix(&ctx, &l.wo, &mut weight_bytes)?;
+            let w_gate_up = stacked(&ctx, &[&l.w_gate, &l.w_up], &mut weight_bytes)?;
+            let w_down = matrix(&ctx, &l.w_down, &mut weight_bytes)?;
             let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
-            // Attention: xb = norm(x); q = Wq xb; K/V cache[pos..] = Wk xb, Wv xb; rope; attend; x += Wo att.
+            // Attention: xb = norm(x); qkv = Wqkv xb; q, K/V cache[pos..] = rope(q), rope(k), v;
+            // att = attention(q, cache); x += Wo att.
             shared(rmsnorm(&x, &attn_norm, &xb));
-            ops += 1;
-            for (w, out, stride) in [(wq, &q, 0), (wk, &k_cache, kv), (wv, &v_cache, kv)] {
-                linear.push((ops, w, xb.clone(), out.clone(), false, stride));
-                ops += 1;
-            }
-            shared(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_q, 0, None), Bind(&q, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(qd / 2)).per_token(1, 1));
-            shared(kernels::prepare(&ctx, &k.rope, &[Bind(&rope_k, 0, None), Bind(&k_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)], kernels::groups_for(kv / 2)).per_token(1, 1));
+            linear.push((ops + 1, wqkv, xb.clone(), qkv.clone(), false));
+            ops += 2;
+            let rope_binds = [Bind(&rope_params, 0, None), Bind(&qkv, 0, None), Bind(&q, 0, None), Bind(&k_cache, 0, None), Bind(&v_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)];
+            shared(kernels::prepare(&ctx, &k.rope_kv, &rope_binds, kernels::groups_for(qkv_width as u32 / 2)).per_token(1, 1));
             let attention = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
             shared(attention.partial);
             shared(attention.combine);
+            linear.push((ops + 3, wo, att.clone(), x.clone(), true));
             ops += 4;
-            linear.push((ops, wo, att.clone(), x.clone(), true, 0));
-            ops += 1;
-            // Feed-forward: xb = norm(x); gate = silu(Wg xb) * (Wu xb); x += Wd gate.
+            // Feed-forward: xb = norm(x); [gate | up] = Wgu xb; hidden = silu(gate) * up; x += Wd hidden.
             shared(rmsnorm(&x, &ffn_norm, &xb));
-            ops += 1;
-            linear.push((ops, wg, xb.clone(), gate.clone(), false, 0));
-            linear.push((ops + 1, wu, xb.clone(), up.clone(), false, 0));
-            ops += 2;
-            shared(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate, 0, None), Bind(&up, 0, None), Bind(&step, 0, None)], kernels::groups_for(f)).per_token(1, 1));
-            ops += 1;
-            linear.push((ops, wd, gate.clone(), x.clone(), true, 0));
-            ops += 1;
+            linear.push((ops + 1, w_gate_up, xb.clone(), gate_up.clone(), false));
+            shared(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate_up, 0, None), Bind(&hidden, 0, None), Bind(&step, 0, None)], kernels::groups_for(f)).per_token(1, 1));
+            linear.push((ops + 3, w_down, hidden.clone(), x.clone(), true));
+            ops += 4;
         }
         // Final norm (every row; cheap) and the LM head on the step's last token only.
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
@@ -175,9 +191,9 @@ impl GpuBackend {
         };
         shared(k.matvec(&ctx, head.as_ref().unwrap_or(&embd), &xb, Bind(&logits, 0, None), false, 0, true, &step)?);
         gpu_bytes += weight_bytes;
-        for (at, w, input, out, acc, stride) in &linear {
-            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, *stride, false, &step)?);
-            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, *stride, &step)?);
+        for (at, w, input, out, acc) in &linear {
+            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, 0, false, &step)?);
+            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, 0, &step)?);
         }
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;

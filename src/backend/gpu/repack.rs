@@ -68,3 +68,31 @@ pub fn repack(t: &QTensor) -> Result<Repacked> {
         other => Err(Error::Backend(format!("the GPU backend has no kernel for {other:?} weights (it runs Q4_0, Q4_1, Q8_0, F16, F32)"))),
     }
 }
+
+/// Stacks matrices with the same columns row-wise (`[W1; W2; ...]`) so one kernel dispatch
+/// computes all of their outputs, back to back. They must share a GPU layout (Q4_0 and Q4_1
+/// do).
+pub fn stack(parts: Vec<Repacked>) -> Result<Repacked> {
+    let mut parts = parts.into_iter();
+    let mut out = parts.next().ok_or_else(|| Error::Backend("nothing to stack".into()))?;
+    for p in parts {
+        match (&mut out, p) {
+            (Repacked::Q4_1 { dm, qs }, Repacked::Q4_1 { dm: d2, qs: q2 }) => {
+                dm.extend(d2);
+                qs.extend(q2);
+            }
+            (Repacked::Q8_0 { d, qs }, Repacked::Q8_0 { d: d2, qs: q2 }) => {
+                d.extend(d2);
+                qs.extend(q2);
+            }
+            (Repacked::F16 { w }, Repacked::F16 { w: w2 }) => w.extend(w2),
+            (Repacked::F32 { w }, Repacked::F32 { w: w2 }) => w.extend(w2),
+            _ => {
+                return Err(Error::Backend(
+                    "this model mixes weight types within a layer's Q/K/V or gate/up projections, which the GPU backend cannot fuse: use the CPU backend".into(),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 
 use crate::backend::cpu::{CpuBackend, CpuPrecision};
-use crate::backend::gpu::GpuBackend;
+use crate::backend::gpu::{GpuBackend, GpuContext};
 use crate::backend::{AnyBackend, Backend};
 use crate::error::Error;
 use crate::generate::{Event, GenerateParams, Generation};
@@ -122,7 +122,8 @@ impl Engine {
     }
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
-    /// the browser's WebGPU; `"cpu"`: candle in wasm). `progress(done, total)` is called while
+    /// the browser's WebGPU, tuned for a software adapter when `software_adapter` is set;
+    /// `"cpu"`: candle in wasm). `progress(done, total)` is called while
     /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window).
     /// A failure leaves no model loaded.
     #[wasm_bindgen(js_name = loadModel, unchecked_return_type = "ModelInfo")]
@@ -132,6 +133,7 @@ impl Engine {
         progress: js_sys::Function,
         context: usize,
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
+        software_adapter: bool,
     ) -> Result<JsValue, JsError> {
         self.backend = None;
         self.tokenizer = None;
@@ -144,7 +146,10 @@ impl Engine {
         let ctx = if context == 0 { None } else { Some(context) };
         let backend = match backend.as_str() {
             "cpu" => AnyBackend::Cpu(Box::new(CpuBackend::new(&model.config, model.weights, CpuPrecision::Fast, ctx).map_err(js_err)?)),
-            "webgpu" => AnyBackend::Gpu(Box::new(GpuBackend::new(&model.config, model.weights, ctx).await.map_err(js_err)?)),
+            "webgpu" => {
+                let device = GpuContext::with_hint(software_adapter).await.map_err(js_err)?;
+                AnyBackend::Gpu(Box::new(GpuBackend::on(device, &model.config, model.weights, ctx).await.map_err(js_err)?))
+            }
             other => return Err(js_err(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\""))),
         };
         let info = backend.info();

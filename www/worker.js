@@ -106,13 +106,13 @@ async function load(msg) {
   const fresh = new Engine();
   let info;
   try {
-    info = await fresh.loadModel(bytes, progress, context, choice.backend);
+    info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software));
   } catch (e) {
     // Auto falls back to the CPU when the GPU cannot take the model; a forced choice reports.
     if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto') throw e;
     choice.backend = 'cpu';
     choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
-    info = await fresh.loadModel(bytes, progress, context, 'cpu');
+    info = await fresh.loadModel(bytes, progress, context, 'cpu', false);
   }
   engine = fresh;
   post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, ...choice });

@@ -39,6 +39,12 @@ impl GpuContext {
     /// beyond WebGPU's defaults is required, and no optional feature (no shader-f16, no
     /// subgroups).
     pub async fn new() -> Result<Self> {
+        Self::with_hint(false).await
+    }
+
+    /// As [`GpuContext::new`], told by the caller that the adapter is a software one when
+    /// wgpu cannot see it (a browser names its adapter to JavaScript only).
+    pub async fn with_hint(software: bool) -> Result<Self> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -80,7 +86,7 @@ impl GpuContext {
         let info = GpuInfo {
             name: if ai.name.is_empty() { "unnamed adapter".into() } else { ai.name.clone() },
             backend: format!("{:?}", ai.backend),
-            software: ai.device_type == wgpu::DeviceType::Cpu,
+            software: software || ai.device_type == wgpu::DeviceType::Cpu,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         };

@@ -96,7 +96,11 @@ impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
     /// pass. `context_len` caps the KV cache (default 2048, at most the model's window).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
-        let ctx = GpuContext::new().await?;
+        Self::on(GpuContext::new().await?, cfg, weights, context_len).await
+    }
+
+    /// As [`GpuBackend::new`], on a device already opened.
+    pub async fn on(ctx: GpuContext, cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
         let capacity = context_len.unwrap_or(2048).min(cfg.context_len).max(1);

@@ -1,0 +1,91 @@
+//! The whole GPU forward pass on small synthetic models of every supported weight type,
+//! against the exact CPU path: prefill (several passes, across attention chunks), decode,
+//! tied and separate LM heads, and the typed error for a layer that mixes weight types.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::io::Cursor;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::gpu::GpuBackend;
+use tokenscope::backend::Backend;
+use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
+use tokenscope::model::Model;
+
+fn load(m: &SyntheticModel) -> Model {
+    let bytes = m.to_bytes().expect("bytes");
+    Model::read(&mut Cursor::new(bytes), &mut |_, _| {}).expect("loads")
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).fold(0.0, |m, (x, y)| m.max((x - y).abs()))
+}
+
+/// GPU vs exact CPU on `m`: a prompt of `prompt_len` tokens, then `steps` greedy decode steps.
+fn compare(m: &SyntheticModel, prompt_len: usize, steps: usize, what: &str) {
+    let (g, c) = (load(m), load(m));
+    let mut gpu = pollster::block_on(GpuBackend::new(&g.config, g.weights, None)).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut cpu = CpuBackend::new(&c.config, c.weights, CpuPrecision::Exact, None).expect("cpu");
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.random_range(3..g.config.vocab_size as u32)).collect();
+    let mut a = pollster::block_on(gpu.prefill(&prompt)).expect("gpu prefill");
+    let mut b = pollster::block_on(cpu.prefill(&prompt)).expect("cpu prefill");
+    let mut worst = 0.0f32;
+    for step in 0..=steps {
+        let scale = b.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+        let d = max_diff(&a, &b);
+        worst = worst.max(d / scale);
+        assert!(d <= 1e-4 * scale, "{what}, step {step}: GPU and exact CPU logits differ by {d} (scale {scale})");
+        if step < steps {
+            let next = b.iter().enumerate().fold(0, |best, (i, &v)| if v > b[best] { i } else { best }) as u32;
+            a = pollster::block_on(gpu.decode(next)).expect("gpu decode");
+            b = pollster::block_on(cpu.decode(next)).expect("cpu decode");
+        }
+    }
+    eprintln!("{what}: worst |logit diff| / max |logit| {worst:.2e} over a {prompt_len}-token prompt and {steps} steps");
+}
+
+#[test]
+fn every_weight_type_matches_the_exact_cpu_path() {
+    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+        compare(&SyntheticModel::new(&spec).expect("model"), 9, 4, &format!("{t:?} weights, tied head"));
+    }
+}
+
+#[test]
+fn long_prompts_span_prefill_passes_and_attention_chunks() {
+    // 300 tokens: prefill passes of 64 + ... + 44, and attention over two 256-position chunks.
+    let spec = SyntheticSpec { context_len: 320, ..SyntheticSpec::default() };
+    compare(&SyntheticModel::new(&spec).expect("model"), 300, 8, "Q4_1 weights, 300-token prompt");
+}
+
+#[test]
+fn a_separate_lm_head_is_used() {
+    let spec = SyntheticSpec { weight_type: GgmlDType::Q8_0, embedding_type: GgmlDType::F16, ..SyntheticSpec::default() };
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let vocab = load(&m).config.vocab_size;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let head: Vec<f32> = (0..vocab * spec.dim).map(|_| rng.random::<f32>() - 0.5).collect();
+    let t = Tensor::from_vec(head, (vocab, spec.dim), &Device::Cpu).expect("tensor");
+    m.set_tensor("output.weight", QTensor::quantize(&t, GgmlDType::Q4_0).expect("quantize"));
+    compare(&m, 7, 3, "Q8_0 weights, F16 embeddings, separate Q4_0 head");
+}
+
+#[test]
+fn a_layer_mixing_weight_types_is_refused_in_words() {
+    let spec = SyntheticSpec::default();
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let kv = spec.n_kv_heads * spec.dim / spec.n_heads;
+    let t = Tensor::from_vec(vec![0.1f32; kv * spec.dim], (kv, spec.dim), &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.0.attn_k.weight", QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize"));
+    let g = load(&m);
+    match pollster::block_on(GpuBackend::new(&g.config, g.weights, None)) {
+        Ok(_) => panic!("a Q8_0 attn_k among Q4_1 projections loaded onto the GPU"),
+        Err(e) => assert!(e.to_string().contains("use the CPU backend"), "{e}"),
+    }
+}

@@ -47,13 +47,16 @@ export class ProbabilityChart {
           g.append('text').attr('class', 'bar-label').attr('x', LABEL_W - 8).attr('y', ROW / 2).attr('dy', '0.35em').attr('text-anchor', 'end');
           g.append('rect').attr('class', 'bar').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
           g.append('rect').attr('class', 'bar-t1').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
-          g.append('text').attr('class', 'bar-pct').attr('y', ROW / 2).attr('dy', '0.35em');
-          g.append('text').attr('class', 'bar-pf').attr('y', ROW / 2).attr('dy', '0.35em');
+          // Figures start at the bar's start and ride its end as it grows (not from x = 0,
+          // across the labels).
+          g.append('text').attr('class', 'bar-pct').attr('x', LABEL_W + 6).attr('y', ROW / 2).attr('dy', '0.35em');
+          g.append('text').attr('class', 'bar-pf').attr('x', LABEL_W + 50).attr('y', ROW / 2).attr('dy', '0.35em');
           return g;
         },
         (update) => update,
-        // Leaving rows stop being rows at once (queries and the next join ignore them).
-        (exit) => exit.attr('class', 'leaving').attr('role', null).transition(t).attr('opacity', 0).remove(),
+        // Leaving rows go at once: steps can come faster than a transition (15+ tokens/s), and
+        // a fading row would sit under the row that took its rank.
+        (exit) => exit.remove(),
       );
 
     row.classed('picked', (d) => d.token_id === sampledId);
@@ -86,7 +89,8 @@ export class ProbabilityChart {
       return g;
     });
     mark.select('line').attr('x1', 0).attr('x2', innerW).transition(t).attr('y1', (d) => d.at * ROW).attr('y2', (d) => d.at * ROW);
-    mark.select('text').text((d) => d.label).attr('x', innerW).transition(t).attr('y', (d) => d.at * ROW - 3);
+    // The label hangs just below its line, on the right, clear of the kept rows' figures above.
+    mark.select('text').text((d) => d.label).attr('x', innerW).transition(t).attr('y', (d) => d.at * ROW + 11);
   }
 
   clear() {

@@ -54,6 +54,9 @@ async function generate(p, { maxTokens = 4 } = {}) {
   await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
 }
 
+// Lets the chart's short transitions finish, so a screenshot shows the settled page.
+const settle = (p) => p.waitForTimeout(400);
+
 async function barPercents(p) {
   return p.locator('#chart .row .bar-pct').allTextContents();
 }
@@ -111,6 +114,7 @@ test('generating streams text and fills the chart with sane percentages', async 
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5, `sum ${pcts.reduce((a, b) => a + b, 0)}`);
   assert.equal(await page.locator('#chart .row.picked').count(), 1, 'the sampled token is marked');
   assert.match(await page.locator('#stats').textContent(), /Finish reason/);
+  await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-after-generation.png`, fullPage: true });
 });
 
@@ -156,6 +160,7 @@ test('a corrupt model file gives an error in words and the page keeps working', 
   await page.locator('#model-file').setInputFiles({ name: 'broken.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a model') });
   await page.getByRole('alert').waitFor({ state: 'visible' });
   assert.match(await page.getByRole('alert').textContent(), /not a GGUF file/);
+  await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-error.png`, fullPage: true });
   await page.getByRole('button', { name: 'Generate', exact: true }).waitFor();
   assert.equal(await page.getByRole('button', { name: 'Generate', exact: true }).isEnabled(), true, 'the previous model is still usable');
@@ -196,6 +201,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
+  await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-webgpu.png`, fullPage: true });
 
   // Greedy on the CPU backend gives the same first token (the GPU path follows the exact math).

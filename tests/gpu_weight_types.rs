@@ -89,3 +89,16 @@ fn a_layer_mixing_weight_types_is_refused_in_words() {
         Err(e) => assert!(e.to_string().contains("use the CPU backend"), "{e}"),
     }
 }
+
+#[test]
+fn a_lost_device_is_an_error_in_words_not_a_crash() {
+    let m = load(&SyntheticModel::new(&SyntheticSpec::default()).expect("model"));
+    let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("gpu");
+    pollster::block_on(gpu.prefill(&[5, 6, 7])).expect("prefill before the loss");
+    gpu.context().device.destroy();
+    let e = pollster::block_on(gpu.decode(8)).expect_err("decoding on a destroyed device");
+    assert!(matches!(e, tokenscope::Error::GpuLost(_)), "{e:?}");
+    let message = e.to_string();
+    assert!(message.contains("GPU failed") && message.contains("CPU backend"), "{message}");
+    eprintln!("after the device is destroyed: {message}");
+}

@@ -82,7 +82,10 @@ impl GpuContext {
         let slot = fault.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&slot, e.to_string())));
         let slot = fault.clone();
-        device.set_device_lost_callback(move |reason, message| record(&slot, format!("device lost ({reason:?}): {message}")));
+        device.set_device_lost_callback(move |reason, message| {
+            let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
+            record(&slot, format!("the device was lost ({reason:?}){detail}"));
+        });
         let info = GpuInfo {
             name: if ai.name.is_empty() { "unnamed adapter".into() } else { ai.name.clone() },
             backend: format!("{:?}", ai.backend),
@@ -154,7 +157,10 @@ impl GpuContext {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
-        rx.await
+        let mapped = rx.await;
+        // A lost device fails the map too; its own reason says more.
+        self.check()?;
+        mapped
             .map_err(|_| Error::GpuLost("the readback was dropped".into()))?
             .map_err(|e| Error::GpuLost(format!("cannot map the result buffer: {e}")))?;
         let view = staging

@@ -240,6 +240,11 @@ impl GpuBackend {
         &self.ctx.info
     }
 
+    /// The device and queue the model runs on.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
     /// Runs one decode step of `token` with every dispatch submitted and awaited alone, and
     /// returns the time per kernel, most first (natively; the browser has no blocking wait).
     /// The step itself is real: the token is appended to the KV cache.

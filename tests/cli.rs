@@ -84,6 +84,50 @@ fn bench_json_reports_speeds() {
     assert!(v["decode_tok_s"].as_f64().expect("number") > 0.0);
 }
 
+/// The keys of a JSON object, sorted, recursively for the first element of arrays.
+fn shape(v: &Value) -> String {
+    match v {
+        Value::Object(m) => format!("{{{}}}", m.iter().map(|(k, x)| format!("{k}:{}", shape(x))).collect::<Vec<_>>().join(",")),
+        Value::Array(a) => format!("[{}]", a.first().map(shape).unwrap_or_default()),
+        Value::Number(_) => "n".into(),
+        Value::String(_) => "s".into(),
+        Value::Bool(_) => "b".into(),
+        Value::Null => "null".into(),
+    }
+}
+
+#[test]
+fn generate_on_the_gpu_gives_the_same_lines_as_on_the_cpu() {
+    let m = model();
+    let run = |backend: &str| {
+        let args = ["generate", "--model", &m, "--backend", backend, "--jsonl", "--temperature", "0", "--max-tokens", "3", "--top-n", "5", "The capital of France is"];
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{backend}: {err}");
+        out.lines().map(|l| serde_json::from_str::<Value>(l).expect("JSON line")).collect::<Vec<_>>()
+    };
+    let (gpu, cpu) = (run("gpu"), run("cpu-exact"));
+    assert_eq!(gpu.len(), cpu.len());
+    for (g, c) in gpu.iter().zip(&cpu) {
+        assert_eq!(shape(g), shape(c), "the same keys and types");
+        // Greedy: the GPU follows the exact math, so it picks the same tokens.
+        assert_eq!(g["token_id"], c["token_id"]);
+    }
+}
+
+#[test]
+fn bench_on_the_gpu_reports_its_step_shape() {
+    let (code, out, err) = tokenscope(&["bench", "--model", &model(), "--backend", "gpu", "--json", "--runs", "1", "--decode-tokens", "2", "--prompt-tokens", "8"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    for key in ["prefill_tok_s", "decode_tok_s", "dispatches_per_step", "passes_per_step", "submits_per_step", "readback_bytes_per_step", "gpu_bytes"] {
+        assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
+    }
+    assert_eq!(v["passes_per_step"], 1);
+    assert_eq!(v["submits_per_step"], 1);
+    assert_eq!(v["readback_bytes_per_step"], 49_152 * 4);
+    assert_eq!(v["prompt_tokens"], 8);
+}
+
 #[test]
 fn bad_input_exits_2_with_a_clear_message() {
     let m = model();

@@ -71,7 +71,7 @@ pub enum BackendKind {
     Cpu,
     /// The CPU with exactly dequantized f32 weights (the reference; slower).
     CpuExact,
-    /// The GPU through wgpu and our WGSL kernels (Q4_1/Q8_0 weights).
+    /// The GPU through wgpu and our WGSL kernels (Q4_0, Q4_1, Q8_0, F16, F32 weights).
     Gpu,
 }
 

@@ -7,11 +7,10 @@
 // Byte k of a block holds weight k (low nibble) and weight k + 16 (high nibble);
 // w = q * d + m. Word j of a block therefore holds weights 4j..4j+3 and 4j+16..4j+19.
 // Q4_0 blocks (w = (q - 8) d) are repacked into this layout with m = -8 d, which is exact.
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride};
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate};
 //   1 qs (read); 2 dm (read); 3 x: array<f32> [n_tokens, cols] (read); 4 y: array<f32> (read_write);
 //   5 uniform Step {pos, n_tokens}.
-// Output for token b < n_tokens: y[(pos + b) * out_stride + r] when out_stride != 0 (K/V rows
-// straight into the cache), else y[b * rows + r]; = (W x_b)[r], or += when accumulate != 0.
+// Output for token b < n_tokens: y[b * rows + r] = (W x_b)[r], or += when accumulate != 0.
 // Dispatch: (ceil(rows / (WG / TPR)), ceil(n_tokens / 4), 1) workgroups of WG threads
 // (overrides as in matvec). Workgroup (g, j) covers rows g * WG / TPR .. and tokens 4j .. 4j + 3;
 // TPR threads share a row, each taking every TPR-th word (8 weights), then add up in workgroup memory.
@@ -24,11 +23,7 @@ struct Params {
     rows: u32,
     cols: u32,
     accumulate: u32,
-    out_stride: u32,
-    last_token: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    _pad: u32,
 }
 
 struct Step {
@@ -91,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         for (var j = 0u; j < 4u; j = j + 1u) {
             let b = b0 + j;
             if (b < step.n_tokens) {
-                let i = select(b * params.rows + row, (step.pos + b) * params.out_stride + row, params.out_stride != 0u);
+                let i = b * params.rows + row;
                 if (params.accumulate != 0u) {
                     y[i] = y[i] + total[j];
                 } else {

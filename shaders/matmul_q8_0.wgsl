@@ -5,11 +5,10 @@
 //   d[b]: f32 scale (the file's f16, widened)            -> array<f32> [rows * cols / 32]
 //   qs[8b .. 8b+8]: its 32 signed bytes as 8 u32         -> array<u32> [rows * cols / 4]
 // w = q * d with q the sign-extended byte.
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride};
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate};
 //   1 qs (read); 2 d (read); 3 x: array<f32> [n_tokens, cols] (read); 4 y: array<f32> (read_write);
 //   5 uniform Step {pos, n_tokens}.
-// Output for token b < n_tokens: y[(pos + b) * out_stride + r] when out_stride != 0 (K/V rows
-// straight into the cache), else y[b * rows + r]; = (W x_b)[r], or += when accumulate != 0.
+// Output for token b < n_tokens: y[b * rows + r] = (W x_b)[r], or += when accumulate != 0.
 // Dispatch: (ceil(rows / (WG / TPR)), ceil(n_tokens / 4), 1) workgroups of WG threads
 // (overrides as in matvec). Workgroup (g, j) covers rows g * WG / TPR .. and tokens 4j .. 4j + 3;
 // TPR threads share a row, each taking every TPR-th word (4 weights), then add up in workgroup memory.
@@ -22,11 +21,7 @@ struct Params {
     rows: u32,
     cols: u32,
     accumulate: u32,
-    out_stride: u32,
-    last_token: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    _pad: u32,
 }
 
 struct Step {
@@ -87,7 +82,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         for (var j = 0u; j < 4u; j = j + 1u) {
             let b = b0 + j;
             if (b < step.n_tokens) {
-                let i = select(b * params.rows + row, (step.pos + b) * params.out_stride + row, params.out_stride != 0u);
+                let i = b * params.rows + row;
                 if (params.accumulate != 0u) {
                     y[i] = y[i] + total[j];
                 } else {

@@ -1,13 +1,12 @@
 // matvec_f32.wgsl: y = W x for an F32 matrix W [rows, cols].
 // The decode kernel (one token); matmul_f32.wgsl is its prefill twin.
 // Layout: w: array<f32> [rows * cols], row-major (the file's values as they are).
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride, last_token};
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token};
 //   1 w (read); 3 x: array<f32> [n_tokens, cols] (read; row 0, or row n_tokens - 1 when
 //   last_token != 0, as the LM head after a prefill); 4 y: array<f32> (read_write);
 //   5 uniform Step {pos, n_tokens}.
-// Output: y[pos * out_stride + r] when out_stride != 0 (K/V straight into the cache row of
-// position pos), else y[r]; = (W x)[r], or += when accumulate != 0 (the residual add fused
-// into the output projections).
+// Output: y[r] = (W x)[r], or += when accumulate != 0 (the residual add fused into the output
+// projections).
 // Dispatch: (ceil(rows / (WG / TPR)), 1, 1) workgroups of WG threads (overrides: WG a power
 // of two <= 256, TPR a power of two <= WG). TPR threads share a row: each takes every TPR-th
 // weight of it, then they add up their sums in workgroup memory; a workgroup covers WG / TPR
@@ -20,11 +19,7 @@ struct Params {
     rows: u32,
     cols: u32,
     accumulate: u32,
-    out_stride: u32,
     last_token: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct Step {
@@ -68,7 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (lane == 0u && row < params.rows) {
-        let i = select(row, step.pos * params.out_stride + row, params.out_stride != 0u);
+        let i = row;
         if (params.accumulate != 0u) {
             y[i] = y[i] + partial[t];
         } else {

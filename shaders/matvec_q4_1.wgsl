@@ -6,13 +6,12 @@
 // Byte k of a block holds weight k (low nibble) and weight k + 16 (high nibble);
 // w = q * d + m. Word j of a block therefore holds weights 4j..4j+3 and 4j+16..4j+19.
 // Q4_0 blocks (w = (q - 8) d) are repacked into this layout with m = -8 d, which is exact.
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, out_stride, last_token};
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token};
 //   1 qs (read); 2 dm (read); 3 x: array<f32> [n_tokens, cols] (read; row 0, or row n_tokens - 1 when
 //   last_token != 0, as the LM head after a prefill); 4 y: array<f32> (read_write);
 //   5 uniform Step {pos, n_tokens}.
-// Output: y[pos * out_stride + r] when out_stride != 0 (K/V straight into the cache row of
-// position pos), else y[r]; = (W x)[r], or += when accumulate != 0 (the residual add fused
-// into the output projections).
+// Output: y[r] = (W x)[r], or += when accumulate != 0 (the residual add fused into the output
+// projections).
 // Dispatch: (ceil(rows / (WG / TPR)), 1, 1) workgroups of WG threads (overrides: WG a power
 // of two <= 256, TPR a power of two <= WG). TPR threads share a row: each takes every TPR-th
 // word (8 weights) of it, then they add up their sums in workgroup memory; a workgroup covers WG / TPR
@@ -25,11 +24,7 @@ struct Params {
     rows: u32,
     cols: u32,
     accumulate: u32,
-    out_stride: u32,
     last_token: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 struct Step {
@@ -85,7 +80,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }
     if (lane == 0u && row < params.rows) {
-        let i = select(row, step.pos * params.out_stride + row, params.out_stride != 0u);
+        let i = row;
         if (params.accumulate != 0u) {
             y[i] = y[i] + partial[t];
         } else {

@@ -124,25 +124,22 @@ impl Kernels {
     }
 
     /// Decode: `y (+)= W x` for one input row (row 0, or the step's last row with
-    /// `last_token`, as the LM head after a prefill); `out_stride` != 0 writes row `step.pos`
-    /// of a `[context, out_stride]` cache instead of `y[0..rows]`.
+    /// `last_token`, as the LM head after a prefill).
     #[allow(clippy::too_many_arguments)]
-    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, last_token: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
-        self.linear(ctx, &self.matvec[w.format as usize], w, x, y, [accumulate as u32, out_stride, last_token as u32], step)
+    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, last_token: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+        self.linear(ctx, &self.matvec[w.format as usize], w, x, y, [accumulate as u32, last_token as u32], step)
     }
 
-    /// Prefill: `Y (+)= X W^T` for the step's `n_tokens` input rows (4 per workgroup row);
-    /// `out_stride` != 0 writes rows `step.pos ..` of a `[context, out_stride]` cache instead
-    /// of `y[n_tokens, rows]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn matmul(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, out_stride: u32, step: &wgpu::Buffer) -> Result<Dispatch> {
-        Ok(self.linear(ctx, &self.matmul[w.format as usize], w, x, y, [accumulate as u32, out_stride, 0], step)?.per_token(1, MATMUL_TOKENS))
+    /// Prefill: `Y (+)= X W^T` for the step's `n_tokens` input rows (4 per workgroup row),
+    /// into `y[n_tokens, rows]`.
+    pub fn matmul(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+        Ok(self.linear(ctx, &self.matmul[w.format as usize], w, x, y, [accumulate as u32, 0], step)?.per_token(1, MATMUL_TOKENS))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn linear(&self, ctx: &GpuContext, kernel: &Kernel, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 3], step: &wgpu::Buffer) -> Result<Dispatch> {
-        let [accumulate, out_stride, last_token] = flags;
-        let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, out_stride, last_token, 0, 0, 0]);
+    fn linear(&self, ctx: &GpuContext, kernel: &Kernel, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 2], step: &wgpu::Buffer) -> Result<Dispatch> {
+        let [accumulate, last_token] = flags;
+        let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, last_token]);
         let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!("a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})", w.rows)));

@@ -193,11 +193,11 @@ impl GpuBackend {
             Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
             None => None,
         };
-        shared(k.matvec(&ctx, head.as_ref().unwrap_or(&embd), &xb, Bind(&logits, 0, None), false, 0, true, &step)?);
+        shared(k.matvec(&ctx, head.as_ref().unwrap_or(&embd), &xb, Bind(&logits, 0, None), false, true, &step)?);
         gpu_bytes += weight_bytes;
         for (at, w, input, out, acc) in &linear {
-            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, 0, false, &step)?);
-            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, 0, &step)?);
+            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, false, &step)?);
+            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, &step)?);
         }
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;

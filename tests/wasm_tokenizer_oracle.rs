@@ -11,7 +11,7 @@ use tokenscope::model::Gguf;
 use tokenscope::tokenizer::Tokenizer;
 
 const TOKENIZER_GGUF: &[u8] = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/models/SmolLM2-135M-Instruct.tokenizer.gguf"));
-const ORACLE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/oracle/tokenize.json"));
+const ORACLE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/oracle/tokenize.json"));
 
 #[wasm_bindgen_test]
 fn every_oracle_case_matches_llama_cpp_in_wasm() {

@@ -1,20 +1,17 @@
-//! Shared helpers for the integration tests: where the oracle and the real model are.
+//! Shared helpers for the integration tests: where the oracle fixtures and the real model are.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
-/// `../shared/oracle` beside the repository, or `$TOKENSCOPE_ORACLE`.
+/// The reference outputs kept in the repository (`tests/fixtures/oracle`).
 pub fn oracle_dir() -> PathBuf {
-    std::env::var_os("TOKENSCOPE_ORACLE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/oracle"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oracle")
 }
 
 /// Reads and parses one oracle file; a missing oracle fails the test with directions.
 pub fn oracle(name: &str) -> serde_json::Value {
     let path = oracle_dir().join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read the oracle {} ({e}); set TOKENSCOPE_ORACLE", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read the oracle {} ({e})", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 

@@ -15,7 +15,9 @@ pub enum Error {
     #[error("invalid sampling parameter: {0}")]
     InvalidParams(String),
     /// The prompt does not leave room for even one generated token.
-    #[error("the prompt is {prompt_tokens} tokens but the context holds {context} (leave room for at least one new token): shorten the prompt")]
+    #[error(
+        "the prompt is {prompt_tokens} tokens but the context holds {context} (leave room for at least one new token): shorten the prompt"
+    )]
     PromptTooLong {
         /// Tokens in the prompt.
         prompt_tokens: usize,

@@ -208,11 +208,7 @@ impl Generation {
 
     /// [`Generation::step`], also handing back the logits the token was sampled from (so a
     /// caller can re-shape this step later with other parameters).
-    pub async fn step_keeping_logits<B: Backend>(
-        &mut self,
-        backend: &mut B,
-        tokenizer: &Tokenizer,
-    ) -> Result<(Event, Option<Vec<f32>>)> {
+    pub async fn step_keeping_logits<B: Backend>(&mut self, backend: &mut B, tokenizer: &Tokenizer) -> Result<(Event, Option<Vec<f32>>)> {
         let start = Instant::now();
         let logits = match &self.state {
             State::Done { reason, tail } => return Ok((Event::Finished(self.finish(*reason, tail.clone())), None)),

@@ -186,13 +186,7 @@ pub fn distribution(logits: &[f32], context: &[u32], params: &SamplingParams, to
 }
 
 /// Samples one token: [`distribution`] followed by the seeded draw.
-pub fn sample(
-    logits: &[f32],
-    context: &[u32],
-    params: &SamplingParams,
-    top_n: usize,
-    rng: &mut SamplerRng,
-) -> Result<Sample> {
+pub fn sample(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize, rng: &mut SamplerRng) -> Result<Sample> {
     let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
     let survivors = &shaped.order[..shaped.kept_min_p];
     let total: f64 = survivors.iter().map(|&i| shaped.p[i as usize] as f64).sum();
@@ -215,12 +209,7 @@ pub fn sample(
     Ok(Sample { token_id, rank, p, p_filtered: (p as f64 / total) as f32, distribution })
 }
 
-fn shape_and_report(
-    logits: &[f32],
-    context: &[u32],
-    params: &SamplingParams,
-    top_n: usize,
-) -> Result<(Shaped, Distribution)> {
+fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<(Shaped, Distribution)> {
     params.validate()?;
     if logits.is_empty() {
         return Err(Error::InvalidParams("no logits to sample from".into()));
@@ -323,11 +312,7 @@ fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
         return Shaped { order, p, kept_k: 1, kept_p: 1, kept_min_p: 1, entropy_bits: 0.0 };
     }
     let p = softmax(e, params.temperature);
-    let entropy_bits = -p
-        .iter()
-        .filter(|&&x| x > 0.0)
-        .map(|&x| x as f64 * (x as f64).log2())
-        .sum::<f64>() as f32;
+    let entropy_bits = -p.iter().filter(|&&x| x > 0.0).map(|&x| x as f64 * (x as f64).log2()).sum::<f64>() as f32;
     let top_k_on = params.top_k > 0 && params.top_k < vocab;
     let kept_k = if top_k_on { params.top_k } else { vocab };
     let mass = |ids: &[u32]| ids.iter().map(|&i| p[i as usize] as f64).sum::<f64>();
@@ -361,11 +346,8 @@ fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
             })
             .map_or(head.len(), |r| r + 1)
     };
-    let kept_min_p = if params.min_p <= 0.0 {
-        kept_p
-    } else {
-        order.iter().take(kept_p).take_while(|&&i| p[i as usize] >= min_p_floor).count().max(1)
-    };
+    let kept_min_p =
+        if params.min_p <= 0.0 { kept_p } else { order.iter().take(kept_p).take_while(|&&i| p[i as usize] >= min_p_floor).count().max(1) };
     // Every token survives: the draw walks the full ranking.
     let order = if kept_min_p > order.len() { ranked_prefix(e, vocab) } else { order };
     Shaped { order, p, kept_k, kept_p, kept_min_p, entropy_bits }

@@ -183,7 +183,8 @@ impl Engine {
     /// Runs one step; returns `{type: "step", ...}` or `{type: "finished", ...}`.
     #[wasm_bindgen(unchecked_return_type = "StepEvent | FinishEvent")]
     pub async fn step(&mut self) -> Result<JsValue, JsError> {
-        let (Some(backend), Some(tokenizer), Some(generation)) = (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut()) else {
+        let (Some(backend), Some(tokenizer), Some(generation)) = (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut())
+        else {
             return Err(js_err("no generation is running: press Generate"));
         };
         let context_len = generation.tokens().len();
@@ -208,7 +209,12 @@ impl Engine {
 
     /// The distribution of a past step re-shaped by other sampling parameters, exactly.
     #[wasm_bindgen(unchecked_return_type = "Distribution")]
-    pub fn reshape(&self, step: usize, #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue, top_n: usize) -> Result<JsValue, JsError> {
+    pub fn reshape(
+        &self,
+        step: usize,
+        #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
+        top_n: usize,
+    ) -> Result<JsValue, JsError> {
         let p: SamplingParams = serde_wasm_bindgen::from_value(params).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
         let kept = self.kept.get(step).ok_or_else(|| js_err(format!("step {step} is not kept")))?;
         let context = self.generation.as_ref().map(|g| &g.tokens()[..kept.context_len]).unwrap_or(&[]);

@@ -7,16 +7,8 @@ use std::process::Command;
 use serde_json::Value;
 
 fn tokenscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(args)
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope")).args(args).env("RAYON_NUM_THREADS", "2").output().expect("the binary runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn model() -> String {
@@ -34,7 +26,21 @@ fn tokenize_prints_one_json_array() {
 #[test]
 fn generate_jsonl_has_the_documented_keys() {
     let m = model();
-    let args = ["generate", "--model", &m, "--jsonl", "--temperature", "0.8", "--seed", "3", "--max-tokens", "4", "--top-n", "7", "The capital of France is"];
+    let args = [
+        "generate",
+        "--model",
+        &m,
+        "--jsonl",
+        "--temperature",
+        "0.8",
+        "--seed",
+        "3",
+        "--max-tokens",
+        "4",
+        "--top-n",
+        "7",
+        "The capital of France is",
+    ];
     let (code, out, err) = tokenscope(&args);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
@@ -70,7 +76,8 @@ fn generate_jsonl_has_the_documented_keys() {
 #[test]
 fn greedy_chat_answers_in_plain_text() {
     let m = model();
-    let (code, out, err) = tokenscope(&["generate", "--model", &m, "--chat", "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"]);
+    let (code, out, err) =
+        tokenscope(&["generate", "--model", &m, "--chat", "--temperature", "0", "--max-tokens", "12", "What is the capital of France?"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Paris") || !out.trim().is_empty(), "{out}");
 }
@@ -100,7 +107,21 @@ fn shape(v: &Value) -> String {
 fn generate_on_the_gpu_gives_the_same_lines_as_on_the_cpu() {
     let m = model();
     let run = |backend: &str| {
-        let args = ["generate", "--model", &m, "--backend", backend, "--jsonl", "--temperature", "0", "--max-tokens", "3", "--top-n", "5", "The capital of France is"];
+        let args = [
+            "generate",
+            "--model",
+            &m,
+            "--backend",
+            backend,
+            "--jsonl",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "3",
+            "--top-n",
+            "5",
+            "The capital of France is",
+        ];
         let (code, out, err) = tokenscope(&args);
         assert_eq!(code, 0, "{backend}: {err}");
         out.lines().map(|l| serde_json::from_str::<Value>(l).expect("JSON line")).collect::<Vec<_>>()
@@ -116,10 +137,31 @@ fn generate_on_the_gpu_gives_the_same_lines_as_on_the_cpu() {
 
 #[test]
 fn bench_on_the_gpu_reports_its_step_shape() {
-    let (code, out, err) = tokenscope(&["bench", "--model", &model(), "--backend", "gpu", "--json", "--runs", "1", "--decode-tokens", "2", "--prompt-tokens", "8"]);
+    let (code, out, err) = tokenscope(&[
+        "bench",
+        "--model",
+        &model(),
+        "--backend",
+        "gpu",
+        "--json",
+        "--runs",
+        "1",
+        "--decode-tokens",
+        "2",
+        "--prompt-tokens",
+        "8",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
-    for key in ["prefill_tok_s", "decode_tok_s", "dispatches_per_step", "passes_per_step", "submits_per_step", "readback_bytes_per_step", "gpu_bytes"] {
+    for key in [
+        "prefill_tok_s",
+        "decode_tok_s",
+        "dispatches_per_step",
+        "passes_per_step",
+        "submits_per_step",
+        "readback_bytes_per_step",
+        "gpu_bytes",
+    ] {
         assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
     }
     assert_eq!(v["passes_per_step"], 1);

@@ -70,7 +70,13 @@ fn rmsnorm_matches_its_cpu_twin() {
         let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
         let params = ctx.uniform("p", &[n as u32, rows as u32, 1e-5f32.to_bits(), 0]);
         let k = Kernels::new(&ctx);
-        let d = kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&params, 0, None), Bind(&xb, 0, None), Bind(&gb, 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64))], 1).per_token(0, 1);
+        let d = kernels::prepare(
+            &ctx,
+            &k.rmsnorm,
+            &[Bind(&params, 0, None), Bind(&xb, 0, None), Bind(&gb, 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64))],
+            1,
+        )
+        .per_token(0, 1);
         kernels::run_once(&ctx, d, rows as u32);
         let got = read_guarded(&ctx, &out, rows * n);
         let mut want = vec![0.0; rows * n];
@@ -92,7 +98,14 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
         let k = Kernels::with_threads_per_row(&ctx, threads_per_row);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // (rows, cols, position, tokens, accumulate): the position must not matter.
-        let cases = [(1usize, 32usize, 0u32, 1usize, false), (37, 96, 0, 3, false), (70, 1568, 0, 5, true), (129, 576, 3, 1, false), (45, 160, 2, 13, true), (33, 64, 0, 4, false)];
+        let cases = [
+            (1usize, 32usize, 0u32, 1usize, false),
+            (37, 96, 0, 3, false),
+            (70, 1568, 0, 5, true),
+            (129, 576, 3, 1, false),
+            (45, 160, 2, 13, true),
+            (33, 64, 0, 4, false),
+        ];
         for (rows, cols, pos, n, accumulate) in cases {
             let w = random(&mut rng, rows * cols, 0.5);
             let x = random(&mut rng, n * cols, 3.0);
@@ -132,7 +145,12 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
                 kernels::run_once(&ctx, d, n as u32);
                 let got = read_guarded(&ctx, &out, prior.len());
                 // Same products, another summation order: 1e-5 of the sum of |w x| bounds f32 rounding.
-                assert_close(&got, &want, |i| 1e-5 * scale[i] + 1e-5, &format!("{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} threads/row {threads_per_row}"));
+                assert_close(
+                    &got,
+                    &want,
+                    |i| 1e-5 * scale[i] + 1e-5,
+                    &format!("{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} threads/row {threads_per_row}"),
+                );
             }
         }
     }
@@ -151,7 +169,9 @@ fn matvec_reads_the_last_token_row_for_the_lm_head() {
     let x = random(&mut rng, n * cols, 3.0);
     let out = guarded(&ctx, rows);
     let step = kernels::step_uniform(&ctx, 40, n as u32);
-    let d = k.matvec(&ctx, &m, &ctx.storage("x", &x), Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64)), false, true, &step).expect("dispatch");
+    let d = k
+        .matvec(&ctx, &m, &ctx.storage("x", &x), Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64)), false, true, &step)
+        .expect("dispatch");
     kernels::run_once(&ctx, d, n as u32);
     let got = read_guarded(&ctx, &out, rows);
     let last = &x[(n - 1) * cols..];
@@ -225,11 +245,20 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         let qkv = random(&mut rng, n * width, 5.0);
         let (k_prior, v_prior) = (random(&mut rng, context_len * kv, 1.0), random(&mut rng, context_len * kv, 1.0));
         let q_out = guarded(&ctx, n * qd);
-        let with_guards = |v: &[f32]| ctx.storage("cache", &[vec![SENTINEL; PAD], v.iter().map(|x| x.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
+        let with_guards =
+            |v: &[f32]| ctx.storage("cache", &[vec![SENTINEL; PAD], v.iter().map(|x| x.to_bits()).collect(), vec![SENTINEL; PAD]].concat());
         let (kc, vc) = (with_guards(&k_prior), with_guards(&v_prior));
         let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
         let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((context_len * kv * 4) as u64));
-        let binds = [Bind(&params, 0, None), Bind(&ctx.storage("qkv", &qkv), 0, None), Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64)), cache(&kc), cache(&vc), Bind(&table, 0, None), Bind(&step, 0, None)];
+        let binds = [
+            Bind(&params, 0, None),
+            Bind(&ctx.storage("qkv", &qkv), 0, None),
+            Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64)),
+            cache(&kc),
+            cache(&vc),
+            Bind(&table, 0, None),
+            Bind(&step, 0, None),
+        ];
         let d = kernels::prepare(&ctx, &k.rope_kv, &binds, kernels::groups_for((width / 2) as u32)).per_token(1, 1);
         kernels::run_once(&ctx, d, n as u32);
         let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
@@ -246,7 +275,12 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         let got_q = read_guarded(&ctx, &q_out, n * qd);
         assert_close(&got_q, &want_q, |i| 1e-5 * (1.0 + want_q[i].abs()) + 1e-5, &format!("rope_kv q, pos {pos}, {n} tokens"));
         // Every other cache row must come back untouched.
-        assert_close(&read_guarded(&ctx, &kc, context_len * kv), &want_k, |i| 1e-5 * (1.0 + want_k[i].abs()) + 1e-5, &format!("rope_kv K cache, pos {pos}, {n} tokens"));
+        assert_close(
+            &read_guarded(&ctx, &kc, context_len * kv),
+            &want_k,
+            |i| 1e-5 * (1.0 + want_k[i].abs()) + 1e-5,
+            &format!("rope_kv K cache, pos {pos}, {n} tokens"),
+        );
         assert_eq!(read_guarded(&ctx, &vc, context_len * kv), want_v, "V cache rows, pos {pos}, {n} tokens");
     }
 }
@@ -261,11 +295,23 @@ fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     // (first position, tokens, cache capacity): decode at one position, chunk edges, odd
     // sizes, a cache far past one workgroup's memory, empty chunks, and prefill batches whose
     // tokens each see a different number of positions (causal), across chunk edges.
-    let cases = [(0usize, 1usize, 1usize), (1, 1, 700), (254, 1, 256), (256, 1, 300), (999, 1, 2048), (5000, 1, 5001), (3000, 1, 8192), (0, 7, 7), (250, 13, 600), (2990, 40, 3100)];
+    let cases = [
+        (0usize, 1usize, 1usize),
+        (1, 1, 700),
+        (254, 1, 256),
+        (256, 1, 300),
+        (999, 1, 2048),
+        (5000, 1, 5001),
+        (3000, 1, 8192),
+        (0, 7, 7),
+        (250, 13, 600),
+        (2990, 40, 3100),
+    ];
     for (pos, n, capacity) in cases {
         let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
-        let keys: Vec<f32> = (0..capacity * kv).map(|i| if (i / kv) % 300 < 40 { 3.0 } else { 1.0 } * (rng.random::<f32>() * 2.0 - 1.0)).collect();
+        let keys: Vec<f32> =
+            (0..capacity * kv).map(|i| if (i / kv) % 300 < 40 { 3.0 } else { 1.0 } * (rng.random::<f32>() * 2.0 - 1.0)).collect();
         let values = random(&mut rng, capacity * kv, 2.0);
         let out = guarded(&ctx, n * heads * hd);
         let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
@@ -275,7 +321,17 @@ fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
         let n_chunks = capacity.div_ceil(kernels::ATTENTION_CHUNK);
         assert_eq!(parts_len, n * heads * n_chunks * (2 + hd));
         let parts_buf = guarded(&ctx, parts_len);
-        let att = k.attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts_buf, (PAD * 4) as u64, Some((parts_len * 4) as u64)), Bind(&out, (PAD * 4) as u64, Some((n * heads * hd * 4) as u64)), &step);
+        let att = k.attention(
+            &ctx,
+            shape,
+            capacity,
+            &qb,
+            &kb,
+            &vb,
+            Bind(&parts_buf, (PAD * 4) as u64, Some((parts_len * 4) as u64)),
+            Bind(&out, (PAD * 4) as u64, Some((n * heads * hd * 4) as u64)),
+            &step,
+        );
         kernels::run_once(&ctx, att.partial, n as u32);
         // Part 1 against its twin, chunk by chunk; chunks past a token's position stay unwritten.
         let parts = read_guarded(&ctx, &parts_buf, parts_len);
@@ -284,17 +340,33 @@ fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
         for b in 0..n {
             let n_pos = pos + b + 1;
             for h in 0..heads {
-                let input = ops::AttentionInput { q: &q[(b * heads + h) * hd..][..hd], keys: &keys, values: &values, kv_stride: kv, kv_offset: (h / (heads / kv_heads)) * hd, n_pos };
+                let input = ops::AttentionInput {
+                    q: &q[(b * heads + h) * hd..][..hd],
+                    keys: &keys,
+                    values: &values,
+                    kv_stride: kv,
+                    kv_offset: (h / (heads / kv_heads)) * hd,
+                    n_pos,
+                };
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
                     let got = &parts[((b * heads + h) * n_chunks + c) * (2 + hd)..][..2 + hd];
                     let start = c * kernels::ATTENTION_CHUNK;
                     if start >= n_pos {
-                        assert!(got.iter().all(|v| v.to_bits() == SENTINEL), "token {b}: chunk {c} past position {} was written", n_pos - 1);
+                        assert!(
+                            got.iter().all(|v| v.to_bits() == SENTINEL),
+                            "token {b}: chunk {c} past position {} was written",
+                            n_pos - 1
+                        );
                         continue;
                     }
                     let twin = ops::attention_chunk(&input, start..(start + kernels::ATTENTION_CHUNK).min(n_pos));
-                    assert!((got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0), "token {b} head {h} chunk {c} max {} vs {}", got[0], twin.max);
+                    assert!(
+                        (got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0),
+                        "token {b} head {h} chunk {c} max {} vs {}",
+                        got[0],
+                        twin.max
+                    );
                     assert!((got[1] - twin.sum).abs() <= 2e-5 * twin.sum, "token {b} head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
                     for (g, w) in got[2..].iter().zip(&twin.out) {
                         let d = (g - w).abs();
@@ -332,7 +404,18 @@ fn swiglu_matches_its_cpu_twin() {
         let out = guarded(&ctx, rows * n);
         let params = ctx.uniform("p", &[n as u32, 0, 0, 0]);
         let step = kernels::step_uniform(&ctx, 0, rows as u32);
-        let d = kernels::prepare(&ctx, &k.swiglu, &[Bind(&params, 0, None), Bind(&ctx.storage("gate_up", &gate_up), 0, None), Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64)), Bind(&step, 0, None)], kernels::groups_for(n as u32)).per_token(1, 1);
+        let d = kernels::prepare(
+            &ctx,
+            &k.swiglu,
+            &[
+                Bind(&params, 0, None),
+                Bind(&ctx.storage("gate_up", &gate_up), 0, None),
+                Bind(&out, (PAD * 4) as u64, Some((rows * n * 4) as u64)),
+                Bind(&step, 0, None),
+            ],
+            kernels::groups_for(n as u32),
+        )
+        .per_token(1, 1);
         kernels::run_once(&ctx, d, rows as u32);
         let got = read_guarded(&ctx, &out, rows * n);
         let mut want = Vec::new();

@@ -1,4 +1,4 @@
-//! The real model on the CPU against `../shared/oracle`: the exact path against exact math
+//! The real model on the CPU against the oracle fixtures (`tests/fixtures/oracle`): the exact path against exact math
 //! (numpy float64), the fast path against llama.cpp, and teacher-forced greedy agreement.
 //! Each test prints the figures it measured.
 
@@ -29,7 +29,6 @@ fn load(precision: CpuPrecision) -> (CpuBackend, tokenscope::tokenizer::Tokenize
     (CpuBackend::new(&cfg, m.weights, precision, Some(512)).expect("backend"), m.tokenizer)
 }
 
-
 fn run<B: Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
     b.truncate(0);
     let mut out = vec![pollster::block_on(b.prefill(prompt)).expect("prefill")];
@@ -39,12 +38,10 @@ fn run<B: Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
     out
 }
 
-
 fn logsumexp(x: &[f32]) -> f64 {
     let m = x.iter().copied().fold(f32::MIN, f32::max) as f64;
     m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln()
 }
-
 
 fn top1_margin(step: &Value) -> f64 {
     let top = step["top"].as_array().expect("top");
@@ -83,7 +80,9 @@ fn fast_path_stays_close_to_llama_cpp() {
     let mut diffs = Vec::new();
     for (case, ecase) in reference["cases"].as_array().expect("cases").iter().zip(exact["logits_cases"].as_array().expect("cases")) {
         let logits = run(&mut b, &ids(&case["prompt_ids"]), &ids(&case["greedy_tokens_fed"]));
-        for ((ours, step), estep) in logits.iter().zip(case["steps"].as_array().expect("steps")).zip(ecase["steps"].as_array().expect("steps")) {
+        for ((ours, step), estep) in
+            logits.iter().zip(case["steps"].as_array().expect("steps")).zip(ecase["steps"].as_array().expect("steps"))
+        {
             let d = max_diff(ours, step);
             let de = max_diff(ours, estep);
             assert!(de < FAST_TOL, "{}: position {}: max |diff| to exact math {de}", case["prompt_text"], step["position"]);
@@ -137,11 +136,7 @@ fn teacher_forced(b: &mut CpuBackend, prompt: &[u32], reference: &[u32], margins
         if argmax(ours) == reference[i] as usize {
             agree += 1;
         } else {
-            assert!(
-                margins[i] < SMALL_MARGIN,
-                "{label}: step {i} disagrees although the reference margin is {}",
-                margins[i]
-            );
+            assert!(margins[i] < SMALL_MARGIN, "{label}: step {i} disagrees although the reference margin is {}", margins[i]);
         }
     }
     (agree, logits.len())
@@ -154,12 +149,8 @@ fn teacher_forced_greedy_agrees_with_llama_cpp() {
         let (mut b, _) = load(precision);
         for case in greedy["cases"].as_array().expect("cases") {
             let reference = ids(&case["generated_ids"]);
-            let margins: Vec<f64> = case["per_step_top1"]
-                .as_array()
-                .expect("steps")
-                .iter()
-                .map(|s| s["margin_to_2nd"].as_f64().expect("margin"))
-                .collect();
+            let margins: Vec<f64> =
+                case["per_step_top1"].as_array().expect("steps").iter().map(|s| s["margin_to_2nd"].as_f64().expect("margin")).collect();
             let label = format!("{precision:?} {}", case["prompt_text"]);
             let (agree, n) = teacher_forced(&mut b, &ids(&case["prompt_ids"]), &reference, &margins, &label);
             eprintln!("teacher-forced {label:.60}: {agree}/{n} argmax agree with llama.cpp");

@@ -1,12 +1,11 @@
 //! The real model on the GPU (lavapipe where there is no GPU) against exact math
-//! (`../shared/oracle/numpy_ref.json`) and against the exact CPU path; teacher-forced greedy
+//! (`tests/fixtures/oracle/numpy_ref.json`) and against the exact CPU path; teacher-forced greedy
 //! agreement with llama.cpp; decode vs prefill; truncate and regenerate.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 
 use common::{argmax, ids, max_diff};
-
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::GpuBackend;
@@ -21,12 +20,17 @@ fn gpu() -> GpuBackend {
     let cfg = m.config.clone();
     let b = pollster::block_on(GpuBackend::new(&cfg, m.weights, Some(256))).unwrap_or_else(|e| panic!("{e}"));
     let s = b.step_shape();
-    eprintln!("GPU {}: {} dispatches, {} pass, {} submit, {} bytes read back per step, {:.1} MB on the GPU", b.gpu_info().name, s.dispatches, s.passes, s.submits, s.readback_bytes, s.gpu_bytes as f64 / 1e6);
+    eprintln!(
+        "GPU {}: {} dispatches, {} pass, {} submit, {} bytes read back per step, {:.1} MB on the GPU",
+        b.gpu_info().name,
+        s.dispatches,
+        s.passes,
+        s.submits,
+        s.readback_bytes,
+        s.gpu_bytes as f64 / 1e6
+    );
     b
 }
-
-
-
 
 #[test]
 fn gpu_logits_match_exact_math_and_the_exact_cpu_path() {
@@ -73,7 +77,11 @@ fn gpu_prefill_equals_decode_and_truncate_regenerates() {
         stepwise = pollster::block_on(g.decode(t)).expect("decode");
     }
     let d = batched.iter().zip(&stepwise).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    eprintln!("GPU prefill ({} tokens in passes of {}) vs token-by-token decode: worst |logit diff| {d:.2e}", prompt.len(), tokenscope::backend::gpu::model::PREFILL_BATCH);
+    eprintln!(
+        "GPU prefill ({} tokens in passes of {}) vs token-by-token decode: worst |logit diff| {d:.2e}",
+        prompt.len(),
+        tokenscope::backend::gpu::model::PREFILL_BATCH
+    );
     assert!(d < 1e-4, "prefill vs decode: {d}");
     // Greedy from here, then truncate back and generate again: the same tokens.
     let run = |g: &mut GpuBackend, first: &[f32]| {
@@ -99,7 +107,8 @@ fn gpu_teacher_forced_greedy_agrees_with_llama_cpp() {
     let greedy = common::oracle("greedy.json");
     for case in greedy["cases"].as_array().expect("cases").iter().take(2) {
         let reference = ids(&case["generated_ids"]);
-        let margins: Vec<f64> = case["per_step_top1"].as_array().expect("steps").iter().map(|s| s["margin_to_2nd"].as_f64().expect("margin")).collect();
+        let margins: Vec<f64> =
+            case["per_step_top1"].as_array().expect("steps").iter().map(|s| s["margin_to_2nd"].as_f64().expect("margin")).collect();
         g.truncate(0);
         let mut logits = pollster::block_on(g.prefill(&ids(&case["prompt_ids"]))).expect("prefill");
         let mut agree = 0;

@@ -102,14 +102,8 @@ fn pseudo_logits(n: usize, seed: u32) -> Vec<f32> {
 fn greedy_equivalences() {
     let logits = pseudo_logits(1000, 3);
     let argmax = (0..logits.len()).fold(0, |b, i| if logits[i] > logits[b] { i } else { b }) as u32;
-    let cases = [
-        params(0.0, 0, 1.0),
-        params(1e-6, 50, 0.5),
-        params(1.0, 1, 1.0),
-        params(1.5, 1, 0.3),
-        params(1.0, 0, 0.0),
-        params(1.0, 0, 1e-9),
-    ];
+    let cases =
+        [params(0.0, 0, 1.0), params(1e-6, 50, 0.5), params(1.0, 1, 1.0), params(1.5, 1, 0.3), params(1.0, 0, 0.0), params(1.0, 0, 1e-9)];
     for p in cases {
         for seed in 0..5 {
             let s = sample(&logits, &[], &p, 10, &mut SamplerRng::new(seed)).expect("valid");

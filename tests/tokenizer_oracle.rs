@@ -1,4 +1,4 @@
-//! The real model's tokenizer against llama.cpp's ids (`../shared/oracle/tokenize.json`).
+//! The real model's tokenizer against llama.cpp's ids (`tests/fixtures/oracle/tokenize.json`).
 
 mod common;
 #[path = "common/tokenize_oracle.rs"]

@@ -10,14 +10,14 @@ pub enum AnyBackend {
     /// candle on the CPU.
     Cpu(Box<CpuBackend>),
     /// Our WGSL kernels through wgpu.
-        Gpu(Box<GpuBackend>),
+    Gpu(Box<GpuBackend>),
 }
 
 macro_rules! each {
     ($self:ident, $b:ident => $e:expr) => {
         match $self {
             AnyBackend::Cpu($b) => $e,
-                        AnyBackend::Gpu($b) => $e,
+            AnyBackend::Gpu($b) => $e,
         }
     };
 }

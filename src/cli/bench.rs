@@ -102,7 +102,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(s) = &gpu {
             println!(
                 "per decode step: {} dispatches, {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
-                s.dispatches, s.passes, s.submits, s.readback_bytes, s.gpu_bytes as f64 / 1e6
+                s.dispatches,
+                s.passes,
+                s.submits,
+                s.readback_bytes,
+                s.gpu_bytes as f64 / 1e6
             );
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
         }
@@ -110,7 +114,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let total: f64 = p.iter().map(|k| k.seconds).sum();
             println!("one decode step by kernel (each dispatch submitted alone, empty-submit time taken off):");
             for k in p {
-                println!("  {:<24} {:>4} dispatches {:>9.2} ms {:>5.1}%", k.kernel, k.dispatches, k.seconds * 1e3, 100.0 * k.seconds / total.max(1e-12));
+                println!(
+                    "  {:<24} {:>4} dispatches {:>9.2} ms {:>5.1}%",
+                    k.kernel,
+                    k.dispatches,
+                    k.seconds * 1e3,
+                    100.0 * k.seconds / total.max(1e-12)
+                );
             }
         }
     }

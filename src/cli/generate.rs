@@ -4,9 +4,9 @@ use std::io::Write;
 
 use serde_json::json;
 
+use tokenscope::backend::Backend;
 use tokenscope::generate::{Event, GenerateParams, Generation};
 use tokenscope::sampler::SamplingParams;
-use tokenscope::backend::Backend;
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};
 

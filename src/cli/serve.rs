@@ -125,7 +125,8 @@ fn common_headers() -> [(&'static str, &'static str); 4] {
 }
 
 fn header(k: &str, v: &str) -> Header {
-    Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("static header"))
+    Header::from_bytes(k.as_bytes(), v.as_bytes())
+        .unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("static header"))
 }
 
 fn error_page(code: u16) -> Response<std::io::Cursor<Vec<u8>>> {

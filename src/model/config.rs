@@ -61,10 +61,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ModelError> {
-        let bad = |key: &str, problem: String| ModelError::Metadata {
-            key: key.to_string(),
-            problem,
-        };
+        let bad = |key: &str, problem: String| ModelError::Metadata { key: key.to_string(), problem };
         if self.n_layers == 0 || self.dim == 0 || self.ffn_dim == 0 || self.vocab_size == 0 {
             return Err(bad("llama.*", "block_count, embedding_length, feed_forward_length and vocabulary must be positive".into()));
         }

@@ -12,13 +12,7 @@ use candle_core::Device;
 use crate::error::ModelError;
 
 /// Tensor types the engine computes with, on every backend.
-pub const SUPPORTED_TYPES: [GgmlDType; 5] = [
-    GgmlDType::Q4_0,
-    GgmlDType::Q4_1,
-    GgmlDType::Q8_0,
-    GgmlDType::F16,
-    GgmlDType::F32,
-];
+pub const SUPPORTED_TYPES: [GgmlDType; 5] = [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32];
 
 /// A parsed GGUF header: metadata and tensor directory, checked against the file size.
 pub struct Gguf {
@@ -29,21 +23,15 @@ pub struct Gguf {
 impl Gguf {
     /// Reads the header of a GGUF file and checks that every tensor lies inside the file.
     pub fn read<R: Read + Seek>(reader: &mut R) -> Result<Self, ModelError> {
-        let file_len = reader
-            .seek(SeekFrom::End(0))
-            .map_err(|e| ModelError::Malformed(format!("cannot measure the file: {e}")))?;
-        reader
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
+        let file_len = reader.seek(SeekFrom::End(0)).map_err(|e| ModelError::Malformed(format!("cannot measure the file: {e}")))?;
+        reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
         let mut magic = [0u8; 4];
         let got = read_up_to(reader, &mut magic)?;
         if got < 4 || &magic != b"GGUF" {
             let found = String::from_utf8_lossy(&magic[..got]).escape_debug().to_string();
             return Err(ModelError::NotGguf { found });
         }
-        reader
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
+        reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
         let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
         let gguf = Gguf { content, file_len };
         gguf.check_extents()?;
@@ -60,22 +48,13 @@ impl Gguf {
             let elems = info.shape.elem_count();
             let block = info.ggml_dtype.block_size();
             if elems % block != 0 {
-                return Err(ModelError::Malformed(format!(
-                    "tensor {name} has {elems} elements, not a multiple of its block size {block}"
-                )));
+                return Err(ModelError::Malformed(format!("tensor {name} has {elems} elements, not a multiple of its block size {block}")));
             }
             let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
-            let end = self
-                .content
-                .tensor_data_offset
-                .saturating_add(info.offset)
-                .saturating_add(bytes);
+            let end = self.content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
             if end > self.file_len {
                 return Err(ModelError::Truncated {
-                    detail: format!(
-                        "tensor {name} ends at byte {end} but the file has {} bytes",
-                        self.file_len
-                    ),
+                    detail: format!("tensor {name} ends at byte {end} but the file has {} bytes", self.file_len),
                 });
             }
         }
@@ -111,9 +90,7 @@ impl Gguf {
     pub fn usize_opt(&self, key: &str) -> Result<Option<usize>, ModelError> {
         match self.value(key) {
             None => Ok(None),
-            Some(v) => as_usize(v)
-                .map(Some)
-                .ok_or_else(|| meta_err(key, "is not a non-negative integer")),
+            Some(v) => as_usize(v).map(Some).ok_or_else(|| meta_err(key, "is not a non-negative integer")),
         }
     }
 
@@ -165,26 +142,16 @@ impl Gguf {
 
     /// Shape (rows first, as candle reports it) and type of a tensor, if present.
     pub fn tensor_info(&self, name: &str) -> Option<(Vec<usize>, GgmlDType)> {
-        self.content
-            .tensor_infos
-            .get(name)
-            .map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
+        self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
     }
 
     /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`].
     pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
-        let (_, dtype) = self
-            .tensor_info(name)
-            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        let (_, dtype) = self.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         if !SUPPORTED_TYPES.contains(&dtype) {
-            return Err(ModelError::UnsupportedTensorType {
-                name: name.to_string(),
-                dtype: format!("{dtype:?}"),
-            });
+            return Err(ModelError::UnsupportedTensorType { name: name.to_string(), dtype: format!("{dtype:?}") });
         }
-        self.content
-            .tensor(reader, name, &Device::Cpu)
-            .map_err(|e| classify_read_error(&e))
+        self.content.tensor(reader, name, &Device::Cpu).map_err(|e| classify_read_error(&e))
     }
 
     /// Size in bytes of a tensor's stored data.
@@ -223,10 +190,7 @@ fn classify_read_error(e: &candle_core::Error) -> ModelError {
 }
 
 fn meta_err(key: &str, problem: &str) -> ModelError {
-    ModelError::Metadata {
-        key: key.to_string(),
-        problem: problem.to_string(),
-    }
+    ModelError::Metadata { key: key.to_string(), problem: problem.to_string() }
 }
 
 fn as_i64(v: &Value) -> Option<i64> {

@@ -35,11 +35,7 @@ impl Model {
         if tokenizer.vocab_size() != config.vocab_size {
             return Err(crate::error::ModelError::Metadata {
                 key: "tokenizer.ggml.tokens".into(),
-                problem: format!(
-                    "holds {} tokens but the embedding has {} rows",
-                    tokenizer.vocab_size(),
-                    config.vocab_size
-                ),
+                problem: format!("holds {} tokens but the embedding has {} rows", tokenizer.vocab_size(), config.vocab_size),
             }
             .into());
         }
@@ -50,10 +46,8 @@ impl Model {
     /// Reads a GGUF model from a file on disk.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &std::path::Path) -> Result<Self> {
-        let file = std::fs::File::open(path).map_err(|source| crate::error::Error::Io {
-            context: format!("cannot open model {}", path.display()),
-            source,
-        })?;
+        let file = std::fs::File::open(path)
+            .map_err(|source| crate::error::Error::Io { context: format!("cannot open model {}", path.display()), source })?;
         let mut reader = std::io::BufReader::new(file);
         Self::read(&mut reader, &mut |_, _| {})
     }

@@ -47,12 +47,7 @@ pub struct Weights {
 impl Weights {
     /// Reads every tensor the configuration needs, checking names, types and shapes.
     /// `progress(done_bytes, total_bytes)` is called after each tensor.
-    pub fn read<R: Read + Seek>(
-        gguf: &Gguf,
-        reader: &mut R,
-        cfg: &Config,
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<Self, ModelError> {
+    pub fn read<R: Read + Seek>(gguf: &Gguf, reader: &mut R, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, ModelError> {
         let total = gguf.file_len();
         let mut done = 0u64;
         let mut load = |name: &str, expected: &[usize]| -> Result<QTensor, ModelError> {
@@ -94,15 +89,9 @@ impl Weights {
 }
 
 fn check_shape(gguf: &Gguf, name: &str, expected: &[usize]) -> Result<(), ModelError> {
-    let (found, _) = gguf
-        .tensor_info(name)
-        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+    let (found, _) = gguf.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
     if found != expected {
-        return Err(ModelError::ShapeMismatch {
-            name: name.to_string(),
-            found,
-            expected: expected.to_vec(),
-        });
+        return Err(ModelError::ShapeMismatch { name: name.to_string(), found, expected: expected.to_vec() });
     }
     Ok(())
 }

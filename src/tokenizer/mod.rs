@@ -8,8 +8,6 @@ pub mod byte_level;
 pub mod chat;
 pub mod stream;
 
-
-
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -64,10 +62,8 @@ impl Tokenizer {
         let id = |key: &str| -> Result<Option<u32>> {
             Ok(g.usize_opt(key)?.and_then(|v| u32::try_from(v).ok()).filter(|&v| (v as usize) < tokens.len()))
         };
-        let mut eos_ids: Vec<u32> = [id("tokenizer.ggml.eos_token_id")?, id("tokenizer.ggml.eot_token_id")?]
-            .into_iter()
-            .flatten()
-            .collect();
+        let mut eos_ids: Vec<u32> =
+            [id("tokenizer.ggml.eos_token_id")?, id("tokenizer.ggml.eot_token_id")?].into_iter().flatten().collect();
         let specials = SpecialTokens {
             types: &types,
             bos: id("tokenizer.ggml.bos_token_id")?,
@@ -95,10 +91,7 @@ impl Tokenizer {
                     .ok_or_else(|| tok_err("tokenizer.ggml.merges", &format!("entry {m:?} is not two tokens")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .build()
-            .map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
+        let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         let byte_level = ByteLevel::new(false, true, true);
         let pre_tokenizer: PreTokenizerWrapper = match pre {
@@ -117,25 +110,15 @@ impl Tokenizer {
             .filter(|&i| kind(i) == TOKEN_TYPE_USER_DEFINED)
             .map(|i| AddedToken::from(tokens[i], false).normalized(false))
             .collect();
-        inner
-            .add_special_tokens(control)
-            .map_err(|e| Error::Tokenizer(format!("cannot add control tokens: {e}")))?;
-        inner
-            .add_tokens(user)
-            .map_err(|e| Error::Tokenizer(format!("cannot add user-defined tokens: {e}")))?;
+        inner.add_special_tokens(control).map_err(|e| Error::Tokenizer(format!("cannot add control tokens: {e}")))?;
+        inner.add_tokens(user).map_err(|e| Error::Tokenizer(format!("cannot add user-defined tokens: {e}")))?;
 
         let alphabet = ByteAlphabet::new();
         let is_control: Vec<bool> = (0..tokens.len()).map(|i| kind(i) == TOKEN_TYPE_CONTROL).collect();
         let token_bytes = tokens
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED {
-                    t.as_bytes().to_vec()
-                } else {
-                    alphabet.to_bytes(t)
-                }
-            })
+            .map(|(i, t)| if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED { t.as_bytes().to_vec() } else { alphabet.to_bytes(t) })
             .collect();
         Ok(Tokenizer { inner, token_bytes, is_control, eos_ids: Vec::new(), bos_id: sp.bos, add_bos: sp.add_bos })
     }
@@ -143,10 +126,7 @@ impl Tokenizer {
     /// Text -> ids. Special tokens written in the text (`<|im_start|>`) become their ids;
     /// BOS is prepended only when the model asks for it.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
+        let enc = self.inner.encode(text, false).map_err(|e| Error::Tokenizer(format!("cannot encode: {e}")))?;
         let mut ids = Vec::with_capacity(enc.len() + 1);
         if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
             ids.push(bos);

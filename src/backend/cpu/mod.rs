@@ -84,11 +84,7 @@ impl CpuBackend {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
         let ids = Tensor::from_slice(tokens, tokens.len(), &Device::Cpu).map_err(Error::backend)?;
-        self.token_embd
-            .embedding(&ids)
-            .and_then(|x| x.flatten_all())
-            .and_then(|x| x.to_vec1::<f32>())
-            .map_err(Error::backend)
+        self.token_embd.embedding(&ids).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).map_err(Error::backend)
     }
 
     /// Runs `tokens` at positions `position()..` through the model, appends their keys and

@@ -154,19 +154,14 @@ impl GpuContext {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
         let mapped = rx.await;
         // A lost device fails the map too; its own reason says more.
         self.check()?;
         mapped
             .map_err(|_| Error::GpuLost("the readback was dropped".into()))?
             .map_err(|e| Error::GpuLost(format!("cannot map the result buffer: {e}")))?;
-        let view = staging
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| Error::GpuLost(format!("cannot read the result buffer: {e}")))?;
+        let view = staging.slice(..).get_mapped_range().map_err(|e| Error::GpuLost(format!("cannot read the result buffer: {e}")))?;
         let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
         drop(view);
         staging.unmap();

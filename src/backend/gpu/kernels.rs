@@ -79,10 +79,9 @@ pub struct Kernels {
 }
 
 fn pipeline(ctx: &GpuContext, name: &'static str, source: &str, constants: &[(&str, f64)]) -> Kernel {
-    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
-    });
+    let module = ctx
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) });
     let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
         layout: None,
@@ -126,23 +125,52 @@ impl Kernels {
     /// Decode: `y (+)= W x` for one input row (row 0, or the step's last row with
     /// `last_token`, as the LM head after a prefill).
     #[allow(clippy::too_many_arguments)]
-    pub fn matvec(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, last_token: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+    pub fn matvec(
+        &self,
+        ctx: &GpuContext,
+        w: &GpuMatrix,
+        x: &wgpu::Buffer,
+        y: Bind,
+        accumulate: bool,
+        last_token: bool,
+        step: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
         self.linear(ctx, &self.matvec[w.format as usize], w, x, y, [accumulate as u32, last_token as u32], step)
     }
 
     /// Prefill: `Y (+)= X W^T` for the step's `n_tokens` input rows (4 per workgroup row),
     /// into `y[n_tokens, rows]`.
-    pub fn matmul(&self, ctx: &GpuContext, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, accumulate: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+    pub fn matmul(
+        &self,
+        ctx: &GpuContext,
+        w: &GpuMatrix,
+        x: &wgpu::Buffer,
+        y: Bind,
+        accumulate: bool,
+        step: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
         Ok(self.linear(ctx, &self.matmul[w.format as usize], w, x, y, [accumulate as u32, 0], step)?.per_token(1, MATMUL_TOKENS))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn linear(&self, ctx: &GpuContext, kernel: &Kernel, w: &GpuMatrix, x: &wgpu::Buffer, y: Bind, flags: [u32; 2], step: &wgpu::Buffer) -> Result<Dispatch> {
+    fn linear(
+        &self,
+        ctx: &GpuContext,
+        kernel: &Kernel,
+        w: &GpuMatrix,
+        x: &wgpu::Buffer,
+        y: Bind,
+        flags: [u32; 2],
+        step: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
         let [accumulate, last_token] = flags;
         let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, last_token]);
         let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
         if groups > MAX_GROUPS {
-            return Err(Error::Backend(format!("a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})", w.rows)));
+            return Err(Error::Backend(format!(
+                "a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})",
+                w.rows
+            )));
         }
         let mut binds = vec![(0, Bind(&params, 0, None)), (1, Bind(&w.a, 0, None))];
         if let Some(b) = &w.b {
@@ -157,7 +185,13 @@ impl Kernels {
     pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Dispatch {
         let params = ctx.uniform("embedding", &[table.cols, table.format as u32, 0, 0]);
         let b = table.b.as_ref().unwrap_or(&table.a);
-        prepare(ctx, &self.embedding, &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None), Bind(tokens, 0, None)], groups_for(table.cols)).per_token(1, 1)
+        prepare(
+            ctx,
+            &self.embedding,
+            &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None), Bind(tokens, 0, None)],
+            groups_for(table.cols),
+        )
+        .per_token(1, 1)
     }
 }
 
@@ -181,14 +215,32 @@ impl Kernels {
     /// `[n_heads, n_kv_heads, head_dim]` from `shape` and `parts` (at least
     /// [`attention_parts_len`] floats) as scratch for the chunk statistics.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention(&self, ctx: &GpuContext, shape: [u32; 3], capacity: usize, q: &wgpu::Buffer, keys: &wgpu::Buffer, values: &wgpu::Buffer, parts: Bind, out: Bind, step: &wgpu::Buffer) -> Attention {
+    pub fn attention(
+        &self,
+        ctx: &GpuContext,
+        shape: [u32; 3],
+        capacity: usize,
+        q: &wgpu::Buffer,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        parts: Bind,
+        out: Bind,
+        step: &wgpu::Buffer,
+    ) -> Attention {
         let [n_heads, n_kv_heads, head_dim] = shape;
         let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
         let params = ctx.uniform("attention", &[n_heads, n_kv_heads, head_dim, n_chunks]);
         let parts_again = Bind(parts.0, parts.1, parts.2);
-        let mut partial = prepare(ctx, &self.attention_partial, &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)], n_heads).per_token(2, 1);
+        let mut partial = prepare(
+            ctx,
+            &self.attention_partial,
+            &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)],
+            n_heads,
+        )
+        .per_token(2, 1);
         partial.groups[1] = n_chunks;
-        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads).per_token(1, 1);
+        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads)
+            .per_token(1, 1);
         Attention { partial, combine }
     }
 }
@@ -278,7 +330,11 @@ pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], grou
         .iter()
         .map(|(i, b)| wgpu::BindGroupEntry {
             binding: *i,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: b.0, offset: b.1, size: b.2.and_then(wgpu::BufferSize::new) }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: b.0,
+                offset: b.1,
+                size: b.2.and_then(wgpu::BufferSize::new),
+            }),
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });

@@ -104,7 +104,8 @@ impl GpuBackend {
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
         let capacity = context_len.unwrap_or(2048).min(cfg.context_len).max(1);
-        let (d, hd, kv, qd, f) = (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
+        let (d, hd, kv, qd, f) =
+            (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
         let b = PREFILL_BATCH;
         let mut gpu_bytes = 0u64;
         let mut weight_bytes = 0u64;
@@ -139,7 +140,13 @@ impl GpuBackend {
         let rope_params = ctx.uniform("rope_kv", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
         let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
         let rmsnorm = |input: &wgpu::Buffer, gain: &wgpu::Buffer, out: &wgpu::Buffer| {
-            kernels::prepare(&ctx, &k.rmsnorm, &[Bind(&norm_params, 0, None), Bind(input, 0, None), Bind(gain, 0, None), Bind(out, 0, None)], 1).per_token(0, 1)
+            kernels::prepare(
+                &ctx,
+                &k.rmsnorm,
+                &[Bind(&norm_params, 0, None), Bind(input, 0, None), Bind(gain, 0, None), Bind(out, 0, None)],
+                1,
+            )
+            .per_token(0, 1)
         };
 
         // Every op of the forward pass, in order: shared by both paths, or a linear layer
@@ -171,9 +178,18 @@ impl GpuBackend {
             shared(rmsnorm(&x, &attn_norm, &xb));
             linear.push((ops + 1, wqkv, xb.clone(), qkv.clone(), false));
             ops += 2;
-            let rope_binds = [Bind(&rope_params, 0, None), Bind(&qkv, 0, None), Bind(&q, 0, None), Bind(&k_cache, 0, None), Bind(&v_cache, 0, None), Bind(&table, 0, None), Bind(&step, 0, None)];
+            let rope_binds = [
+                Bind(&rope_params, 0, None),
+                Bind(&qkv, 0, None),
+                Bind(&q, 0, None),
+                Bind(&k_cache, 0, None),
+                Bind(&v_cache, 0, None),
+                Bind(&table, 0, None),
+                Bind(&step, 0, None),
+            ];
             shared(kernels::prepare(&ctx, &k.rope_kv, &rope_binds, kernels::groups_for(qkv_width as u32 / 2)).per_token(1, 1));
-            let attention = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
+            let attention =
+                k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
             shared(attention.partial);
             shared(attention.combine);
             linear.push((ops + 3, wo, att.clone(), x.clone(), true));
@@ -181,7 +197,15 @@ impl GpuBackend {
             // Feed-forward: xb = norm(x); [gate | up] = Wgu xb; hidden = silu(gate) * up; x += Wd hidden.
             shared(rmsnorm(&x, &ffn_norm, &xb));
             linear.push((ops + 1, w_gate_up, xb.clone(), gate_up.clone(), false));
-            shared(kernels::prepare(&ctx, &k.swiglu, &[Bind(&swiglu_params, 0, None), Bind(&gate_up, 0, None), Bind(&hidden, 0, None), Bind(&step, 0, None)], kernels::groups_for(f)).per_token(1, 1));
+            shared(
+                kernels::prepare(
+                    &ctx,
+                    &k.swiglu,
+                    &[Bind(&swiglu_params, 0, None), Bind(&gate_up, 0, None), Bind(&hidden, 0, None), Bind(&step, 0, None)],
+                    kernels::groups_for(f),
+                )
+                .per_token(1, 1),
+            );
             linear.push((ops + 3, w_down, hidden.clone(), x.clone(), true));
             ops += 4;
         }
@@ -296,7 +320,12 @@ impl GpuBackend {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
         if self.pos + tokens.len() > self.capacity {
-            return Err(Error::Backend(format!("the context is full: {} + {} tokens exceed its {} positions", self.pos, tokens.len(), self.capacity)));
+            return Err(Error::Backend(format!(
+                "the context is full: {} + {} tokens exceed its {} positions",
+                self.pos,
+                tokens.len(),
+                self.capacity
+            )));
         }
         let n = tokens.len() as u32;
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
@@ -321,7 +350,12 @@ impl Backend for GpuBackend {
             return Err(Error::Backend("nothing to run: no tokens".into()));
         }
         if self.pos + tokens.len() > self.capacity {
-            return Err(Error::Backend(format!("the context is full: {} + {} tokens exceed its {} positions", self.pos, tokens.len(), self.capacity)));
+            return Err(Error::Backend(format!(
+                "the context is full: {} + {} tokens exceed its {} positions",
+                self.pos,
+                tokens.len(),
+                self.capacity
+            )));
         }
         let batches = tokens.len().div_ceil(PREFILL_BATCH);
         let mut logits = None;
@@ -353,6 +387,10 @@ impl Backend for GpuBackend {
     }
 
     fn info(&self) -> BackendInfo {
-        BackendInfo { name: "gpu".into(), device: format!("{} ({})", self.ctx.info.name, self.ctx.info.backend), software: self.ctx.info.software }
+        BackendInfo {
+            name: "gpu".into(),
+            device: format!("{} ({})", self.ctx.info.name, self.ctx.info.backend),
+            software: self.ctx.info.software,
+        }
     }
 }

@@ -4,10 +4,10 @@ MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 TOKENIZER_FIXTURE := models/SmolLM2-135M-Instruct.tokenizer.gguf
 WASM_TARGET := wasm32-unknown-unknown
 # Tests that run in wasm (Node.js) as well as natively.
-WASM_TESTS := --test sampler --test tokenizer --test generate --test wasm_tokenizer_oracle
+WASM_TESTS := --test sampler --test tokenizer --test generate --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test test-native test-wasm test-e2e bench clean
+.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench clean
 
 setup:
 	scripts/setup.sh
@@ -31,8 +31,14 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model test-native test-wasm test-e2e
+test: setup model lint test-native test-wasm test-e2e
 	@echo "make test: all tests passed"
+
+# Formatting and clippy, natively and for wasm32, with warnings as errors.
+lint: setup $(TOKENIZER_FIXTURE)
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --target $(WASM_TARGET) -- -D warnings
 
 test-native: model
 	cargo test -- --nocapture --test-threads 1

@@ -36,6 +36,13 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+    echo "setup: adding the Rust component $component"
+    rustup component add "$component"
+  fi
+done
+
 # wasm-bindgen-cli must match the wasm-bindgen crate exactly (pinned in Cargo.toml).
 want=$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)"/\1/p' Cargo.toml)
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)

@@ -1,14 +1,22 @@
 //! The one generation loop, for every backend, natively and in wasm:
 //! prefill -> logits -> sample -> append -> decode -> ... until EOS, a stop string or the
 //! length limit. It is a state machine driven one step at a time ([`Generation::step`]), so
-//! a caller can show each step, change the sampling parameters between two steps, or stop.
+//! a caller can show each step, change the sampling parameters between two steps, stop,
+//! force the next token, or rewind to any past step and branch from there.
+//!
+//! One rule computes every step's logits: the backend's KV cache holds the first `cached`
+//! tokens of the context; it is truncated to them and the rest of the context is run in one
+//! pass. The first step runs the prompt (prefill); a normal step runs one token (decode);
+//! with the KV cache off `cached` is always 0, so every step recomputes the whole sequence
+//! (the naive loop); after a rewind or a branch switch only the tokens past the common
+//! prefix run again.
 
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::sampler::{self, Sample, SamplerRng, SamplingParams, MAX_TOP_N};
+use crate::sampler::{self, Choice, Sample, SamplerRng, SamplingParams, MAX_TOP_N};
 use crate::stop::{StopMatcher, MAX_STOP_STRINGS};
 use crate::tokenizer::{Tokenizer, Utf8Stream};
 
@@ -27,11 +35,14 @@ pub struct GenerateParams {
     pub seed: u64,
     /// Candidates reported per step (up to 100).
     pub top_n: usize,
+    /// Keep the keys and values of past tokens between steps (true), or recompute the whole
+    /// sequence at every step (false: same tokens, more work per step).
+    pub kv_cache: bool,
 }
 
 impl Default for GenerateParams {
     fn default() -> Self {
-        GenerateParams { sampling: SamplingParams::default(), max_tokens: 128, stop: Vec::new(), seed: 0, top_n: 20 }
+        GenerateParams { sampling: SamplingParams::default(), max_tokens: 128, stop: Vec::new(), seed: 0, top_n: 20, kv_cache: true }
     }
 }
 
@@ -67,22 +78,24 @@ pub enum FinishReason {
 }
 
 /// One generated token and how it was chosen.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepEvent {
     /// 0-based index of the generated token.
     pub step: usize,
-    /// The sampled token.
+    /// The sampled (or forced) token.
     pub token_id: u32,
     /// Text that became visible with this step (may be empty while a character or a
     /// possible stop string is incomplete, or hold text of earlier steps).
     pub text: String,
     /// This token's own text, for display.
     pub token_text: String,
-    /// The sample and its distribution.
+    /// The sample and its distribution (`sample.forced` marks a token the caller chose).
     pub sample: Sample,
-    /// Milliseconds of the forward pass that produced this step's logits (the prefill for
-    /// step 0, one decode step afterwards).
+    /// Milliseconds of the forward pass that produced this step's logits.
     pub forward_ms: f64,
+    /// Tokens that forward pass ran: the prompt at step 0, 1 per decode step with the KV
+    /// cache, the whole sequence without it.
+    pub forward_tokens: usize,
     /// Milliseconds spent sampling.
     pub sample_ms: f64,
     /// Tokens in the KV cache after this step's forward pass.
@@ -90,7 +103,7 @@ pub struct StepEvent {
 }
 
 /// The summary after the last step.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finish {
     /// Why it ended.
     pub finish_reason: FinishReason,
@@ -98,13 +111,13 @@ pub struct Finish {
     pub prompt_tokens: usize,
     /// Tokens generated (including an EOS token).
     pub completion_tokens: usize,
-    /// Milliseconds of the prefill (time to first token's logits).
+    /// Milliseconds of the forward pass of step 0 (the prefill: time to first token's logits).
     pub prefill_ms: f64,
-    /// Milliseconds of all decode steps.
+    /// Milliseconds of the forward passes of every later step.
     pub decode_ms: f64,
     /// Prompt tokens per second in the prefill.
     pub prefill_tok_s: f64,
-    /// Generated tokens per second in the decode steps (the first token comes from the prefill).
+    /// Generated tokens per second in the later steps (the first token comes from the prefill).
     pub decode_tok_s: f64,
     /// Text released at the end (held back while it could begin a stop string).
     pub text: String,
@@ -120,29 +133,24 @@ pub enum Event {
     Finished(Finish),
 }
 
-enum State {
-    /// The prompt has not run yet.
-    Start,
-    /// The last sampled token must be fed back.
-    Running { next: u32 },
-    /// Over, with this reason and the text still to release.
-    Done { reason: FinishReason, tail: String },
-}
-
 /// A generation in progress.
 pub struct Generation {
     params: GenerateParams,
     prompt_len: usize,
-    /// Prompt and generated tokens: the repetition penalty's history.
+    /// Prompt and generated tokens: what the model has seen, and the repetition penalty's history.
     context: Vec<u32>,
+    /// How many leading tokens of `context` the backend's KV cache holds.
+    cached: usize,
     eos_ids: Vec<u32>,
     rng: SamplerRng,
     utf8: Utf8Stream,
     stop: StopMatcher,
-    state: State,
-    completion: usize,
-    prefill_ms: f64,
-    decode_ms: f64,
+    /// Over, with this reason and the text still to release.
+    done: Option<(FinishReason, String)>,
+    /// The token the next step takes instead of drawing one.
+    forced: Option<u32>,
+    /// Forward-pass milliseconds of every step so far.
+    forward_ms: Vec<f64>,
 }
 
 impl Generation {
@@ -158,14 +166,14 @@ impl Generation {
         Ok(Generation {
             prompt_len: prompt.len(),
             context: prompt,
+            cached: 0,
             eos_ids: tokenizer.eos_ids().to_vec(),
             rng: SamplerRng::new(params.seed),
             utf8: Utf8Stream::new(),
             stop: StopMatcher::new(&params.stop),
-            state: State::Start,
-            completion: 0,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
+            done: None,
+            forced: None,
+            forward_ms: Vec::new(),
             params,
         })
     }
@@ -187,21 +195,70 @@ impl Generation {
         &self.context
     }
 
+    /// Tokens in the prompt.
+    pub fn prompt_len(&self) -> usize {
+        self.prompt_len
+    }
+
+    /// Tokens generated so far (the index of the next step).
+    pub fn completion_len(&self) -> usize {
+        self.context.len() - self.prompt_len
+    }
+
     /// Whether the generation is over.
     pub fn is_finished(&self) -> bool {
-        matches!(self.state, State::Done { .. })
+        self.done.is_some()
     }
 
     /// Ends the generation now (the next step reports `cancelled`), releasing held text.
     pub fn cancel(&mut self) {
         if !self.is_finished() {
             let tail = self.release_all();
-            self.state = State::Done { reason: FinishReason::Cancelled, tail };
+            self.done = Some((FinishReason::Cancelled, tail));
         }
     }
 
-    /// Runs one step: the prefill (first call) or one decode, then samples a token.
-    /// After the last token, returns [`Event::Finished`].
+    /// Makes the next step take `token` instead of drawing one (its distribution is still
+    /// computed and reported, with `forced` set).
+    pub fn force_next(&mut self, token: u32) {
+        self.forced = Some(token);
+    }
+
+    /// Goes back so that the next step is step `step` again: the tokens from that step on
+    /// are forgotten (the KV cache is truncated to what stays), a finished generation runs
+    /// again, and the random stream carries on. Returns an error past the last step.
+    pub fn rewind(&mut self, step: usize, tokenizer: &Tokenizer) -> Result<()> {
+        if step > self.completion_len() {
+            return Err(Error::InvalidParams(format!("step {step} is past the {} generated tokens", self.completion_len())));
+        }
+        let generated = self.context[self.prompt_len..self.prompt_len + step].to_vec();
+        self.follow(&generated, tokenizer);
+        Ok(())
+    }
+
+    /// Replaces the generated tokens by `generated` (another branch of the same prompt): the
+    /// KV cache keeps the prefix both share and the next step continues after the last of
+    /// them, as if they had been generated.
+    pub fn follow(&mut self, generated: &[u32], tokenizer: &Tokenizer) {
+        let common = self.context[self.prompt_len..].iter().zip(generated).take_while(|(a, b)| a == b).count();
+        self.context.truncate(self.prompt_len + common);
+        self.context.extend_from_slice(&generated[common..]);
+        // At least the last token must run again to give the next step's logits.
+        self.cached = self.cached.min(self.prompt_len + common).min(self.context.len() - 1);
+        self.forward_ms.truncate(common);
+        self.forced = None;
+        self.done = None;
+        // The text state after these tokens (none of them completed a stop string, or the
+        // generation would have ended there).
+        self.utf8 = Utf8Stream::new();
+        self.stop = StopMatcher::new(&self.params.stop);
+        for &t in generated {
+            let _ = self.stop.push(&self.utf8.push(tokenizer.token_bytes(t)));
+        }
+    }
+
+    /// Runs one step: the forward pass over the tokens the KV cache lacks, then a sampled
+    /// (or forced) token. After the last token, returns [`Event::Finished`].
     pub async fn step<B: Backend>(&mut self, backend: &mut B, tokenizer: &Tokenizer) -> Result<Event> {
         Ok(self.step_keeping_logits(backend, tokenizer).await?.0)
     }
@@ -209,52 +266,53 @@ impl Generation {
     /// [`Generation::step`], also handing back the logits the token was sampled from (so a
     /// caller can re-shape this step later with other parameters).
     pub async fn step_keeping_logits<B: Backend>(&mut self, backend: &mut B, tokenizer: &Tokenizer) -> Result<(Event, Option<Vec<f32>>)> {
+        if let Some((reason, tail)) = &self.done {
+            return Ok((Event::Finished(self.finish(*reason, tail.clone())), None));
+        }
+        if !self.params.kv_cache {
+            self.cached = 0;
+        }
         let start = Instant::now();
-        let logits = match &self.state {
-            State::Done { reason, tail } => return Ok((Event::Finished(self.finish(*reason, tail.clone())), None)),
-            State::Start => {
-                backend.truncate(0);
-                let logits = backend.prefill(&self.context).await?;
-                self.prefill_ms = ms_since(start);
-                logits
-            }
-            State::Running { next } => {
-                let logits = backend.decode(*next).await?;
-                self.decode_ms += ms_since(start);
-                logits
-            }
-        };
+        backend.truncate(self.cached);
+        let fresh = &self.context[self.cached..];
+        let logits = if fresh.len() == 1 { backend.decode(fresh[0]).await? } else { backend.prefill(fresh).await? };
+        let forward_tokens = fresh.len();
+        self.cached = self.context.len();
         let forward_ms = ms_since(start);
+        self.forward_ms.push(forward_ms);
+
         let sample_start = Instant::now();
-        let sample = sampler::sample(&logits, &self.context, &self.params.sampling, self.params.top_n, &mut self.rng)?;
+        let choice = match self.forced.take() {
+            Some(token) => Choice::Forced(token),
+            None => Choice::Draw(&mut self.rng),
+        };
+        let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
         let sample_ms = ms_since(sample_start);
         let token_id = sample.token_id;
         self.context.push(token_id);
-        self.completion += 1;
 
         let mut text;
         if self.eos_ids.contains(&token_id) {
             text = self.release_all();
-            self.state = State::Done { reason: FinishReason::Eos, tail: String::new() };
+            self.done = Some((FinishReason::Eos, String::new()));
         } else {
             let check = self.stop.push(&self.utf8.push(tokenizer.token_bytes(token_id)));
             text = check.emit;
             if check.stopped {
-                self.state = State::Done { reason: FinishReason::Stop, tail: String::new() };
-            } else if self.completion >= self.params.max_tokens || backend.position() >= backend.context_len() {
+                self.done = Some((FinishReason::Stop, String::new()));
+            } else if self.completion_len() >= self.params.max_tokens || backend.position() >= backend.context_len() {
                 text.push_str(&self.release_all());
-                self.state = State::Done { reason: FinishReason::Length, tail: String::new() };
-            } else {
-                self.state = State::Running { next: token_id };
+                self.done = Some((FinishReason::Length, String::new()));
             }
         }
         let event = Event::Step(StepEvent {
-            step: self.completion - 1,
+            step: self.completion_len() - 1,
             token_id,
             text,
             token_text: tokenizer.token_text(token_id),
             sample,
             forward_ms,
+            forward_tokens,
             sample_ms,
             position: backend.position(),
         });
@@ -273,16 +331,18 @@ impl Generation {
     }
 
     fn finish(&self, reason: FinishReason, text: String) -> Finish {
-        let decoded = self.completion.saturating_sub(1);
+        let prefill_ms = self.forward_ms.first().copied().unwrap_or(0.0);
+        let decode_ms: f64 = self.forward_ms.iter().skip(1).sum();
+        let decoded = self.forward_ms.len().saturating_sub(1);
         let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 / (ms / 1000.0) } else { 0.0 };
         Finish {
             finish_reason: reason,
             prompt_tokens: self.prompt_len,
-            completion_tokens: self.completion,
-            prefill_ms: self.prefill_ms,
-            decode_ms: self.decode_ms,
-            prefill_tok_s: rate(self.prompt_len, self.prefill_ms),
-            decode_tok_s: rate(decoded, self.decode_ms),
+            completion_tokens: self.completion_len(),
+            prefill_ms,
+            decode_ms,
+            prefill_tok_s: rate(self.prompt_len, prefill_ms),
+            decode_tok_s: rate(decoded, decode_ms),
             text,
         }
     }

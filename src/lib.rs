@@ -2,12 +2,13 @@
 //!
 //! Data flow: GGUF bytes ([`model`]) -> weights -> forward pass ([`backend`]: prefill,
 //! decode, KV cache) -> logits -> [`sampler`] -> token -> text ([`tokenizer`], [`stop`]),
-//! all driven by the one loop in [`generate`].
+//! all driven by the one loop in [`generate`]; [`run`] keeps a run's branches and steps.
 
 pub mod backend;
 pub mod error;
 pub mod generate;
 pub mod model;
+pub mod run;
 pub mod sampler;
 pub mod stop;
 pub mod tokenizer;

@@ -14,6 +14,12 @@
 //!    `p` is kept, so `p = 0` keeps exactly one token).
 //! 6. **Min-p** (0 = off): keep survivors with `p_i >= min_p * p_max`.
 //! 7. **Renormalize** the survivors' `p_i` to sum to 1: `p_filtered`.
+//!
+//! The **order** ([`SamplerOrder`]) says which distribution steps 5 and 6 measure:
+//! `TemperatureFirst` (the default; Hugging Face, WebLLM) filters the softmax at `T` as
+//! written above; `TemperatureLast` (llama.cpp) filters the softmax at `T = 1` and applies
+//! the temperature afterwards, to the survivors only. Top-k and the ranking do not depend
+//! on the order; the survivors' `p_filtered` is always their softmax at `T`, renormalized.
 //! 8. **Draw** `u` uniform in `[0, 1)` from a ChaCha8 stream seeded with the run's seed
 //!    (the same sequence natively and in wasm) and take the first survivor, in rank order,
 //!    whose cumulative `p_filtered` exceeds `u`.
@@ -49,18 +55,45 @@ pub struct SamplingParams {
     pub min_p: f32,
     /// Penalty on tokens already in the context (> 0); 1 = off.
     pub repetition_penalty: f32,
+    /// Whether the filters see the distribution before or after the temperature.
+    pub order: SamplerOrder,
+}
+
+/// Where the temperature stands in the chain (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerOrder {
+    /// Temperature, then top-k, top-p and min-p on the tempered distribution.
+    #[default]
+    TemperatureFirst,
+    /// Top-k, top-p and min-p on the temperature-1 distribution, then temperature (llama.cpp).
+    TemperatureLast,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams { temperature: 0.7, top_k: 40, top_p: 0.95, min_p: 0.0, repetition_penalty: 1.0 }
+        SamplingParams {
+            temperature: 0.7,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            order: SamplerOrder::TemperatureFirst,
+        }
     }
 }
 
 impl SamplingParams {
     /// Greedy decoding (temperature 0, no filters).
     pub fn greedy() -> Self {
-        SamplingParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0 }
+        SamplingParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            order: SamplerOrder::TemperatureFirst,
+        }
     }
 
     /// Checks every value is finite and in range; the error names the parameter.
@@ -144,8 +177,14 @@ pub struct Sample {
     pub rank: usize,
     /// Its probability after temperature (`p`).
     pub p: f32,
-    /// Its probability after filtering (`p_filtered`), the one it was drawn with.
+    /// Its probability after filtering (`p_filtered`), the one it was drawn with (0 for a
+    /// forced token the filters had cut).
     pub p_filtered: f32,
+    /// Its surprisal `-log2 p` in bits (the entropy is the mean of this over `p`); `None`
+    /// when `p` is 0 (a forced token a greedy step could not draw).
+    pub surprisal_bits: Option<f32>,
+    /// Whether the token was chosen by the caller instead of drawn.
+    pub forced: bool,
     /// The distribution it was drawn from.
     pub distribution: Distribution,
 }
@@ -185,28 +224,76 @@ pub fn distribution(logits: &[f32], context: &[u32], params: &SamplingParams, to
     Ok(shape_and_report(logits, context, params, top_n)?.1)
 }
 
+/// How a step's token is chosen.
+pub enum Choice<'a> {
+    /// Drawn from the filtered distribution with this random stream.
+    Draw(&'a mut SamplerRng),
+    /// Given by the caller (a branch, `--force`); nothing is drawn.
+    Forced(u32),
+}
+
 /// Samples one token: [`distribution`] followed by the seeded draw.
 pub fn sample(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize, rng: &mut SamplerRng) -> Result<Sample> {
+    choose(logits, context, params, top_n, Choice::Draw(rng))
+}
+
+/// [`distribution`] and the step's token: drawn, or forced by the caller (any id in the
+/// vocabulary, even one the filters cut; it is reported with its own rank and probability).
+pub fn choose(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize, choice: Choice) -> Result<Sample> {
     let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
-    let survivors = &shaped.order[..shaped.kept_min_p];
-    let total: f64 = survivors.iter().map(|&i| shaped.p[i as usize] as f64).sum();
-    let mut rank = survivors.len() - 1;
-    if !params.is_greedy() {
-        let u = rng.uniform() * total;
-        let mut acc = 0.0f64;
-        for (r, &i) in survivors.iter().enumerate() {
-            acc += shaped.p[i as usize] as f64;
-            if acc > u {
-                rank = r;
-                break;
-            }
+    let total = survivor_mass(&shaped);
+    let (token_id, rank, forced) = match choice {
+        Choice::Draw(rng) => {
+            let rank = if params.is_greedy() { 0 } else { draw_rank(&shaped, total, rng) };
+            (shaped.order[rank], rank, false)
         }
-    } else {
-        rank = 0;
-    }
-    let token_id = shaped.order[rank];
+        Choice::Forced(id) => {
+            if id as usize >= logits.len() {
+                return Err(Error::InvalidParams(format!("token {id} is outside the vocabulary of {} tokens", logits.len())));
+            }
+            let effective = penalize(logits, context, params.repetition_penalty);
+            let above = rank_cmp(&effective);
+            let rank = (0..logits.len() as u32).filter(|j| above(j, &id).is_lt()).count();
+            (id, rank, true)
+        }
+    };
     let p = shaped.p[token_id as usize];
-    Ok(Sample { token_id, rank, p, p_filtered: (p as f64 / total) as f32, distribution })
+    let p_filtered = if rank < shaped.kept_min_p { (p as f64 / total) as f32 } else { 0.0 };
+    let surprisal_bits = (p > 0.0).then(|| -(p as f64).log2() as f32);
+    Ok(Sample { token_id, rank, p, p_filtered, surprisal_bits, forced, distribution })
+}
+
+/// Draws `n` tokens from one step's filtered distribution with `rng` (shaped once); returns
+/// `(token_id, count)` for every token drawn at least once, most drawn first. Shows that
+/// sampling is a draw: a 30% token wins about 30% of the draws.
+pub fn draw_many(logits: &[f32], context: &[u32], params: &SamplingParams, n: usize, rng: &mut SamplerRng) -> Result<Vec<(u32, usize)>> {
+    let (shaped, _) = shape_and_report(logits, context, params, 1)?;
+    let total = survivor_mass(&shaped);
+    let mut counts = vec![0usize; shaped.kept_min_p];
+    for _ in 0..n {
+        counts[if params.is_greedy() { 0 } else { draw_rank(&shaped, total, rng) }] += 1;
+    }
+    let mut out: Vec<(u32, usize)> = counts.iter().enumerate().filter(|(_, &c)| c > 0).map(|(r, &c)| (shaped.order[r], c)).collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// Sum of the survivors' `p`.
+fn survivor_mass(shaped: &Shaped) -> f64 {
+    shaped.order[..shaped.kept_min_p].iter().map(|&i| shaped.p[i as usize] as f64).sum()
+}
+
+/// Step 8: the rank of the first survivor whose cumulative `p` exceeds a uniform draw.
+fn draw_rank(shaped: &Shaped, total: f64, rng: &mut SamplerRng) -> usize {
+    let u = rng.uniform() * total;
+    let mut acc = 0.0f64;
+    for (r, &i) in shaped.order[..shaped.kept_min_p].iter().enumerate() {
+        acc += shaped.p[i as usize] as f64;
+        if acc > u {
+            return r;
+        }
+    }
+    shaped.kept_min_p - 1
 }
 
 fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<(Shaped, Distribution)> {
@@ -220,8 +307,8 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
     let top_n = top_n.min(MAX_TOP_N).min(logits.len());
     let effective = penalize(logits, context, params.repetition_penalty);
     let p_t1 = softmax(&effective, 1.0);
-    let shaped = shape(&effective, params, top_n);
-    let total: f64 = shaped.order[..shaped.kept_min_p].iter().map(|&i| shaped.p[i as usize] as f64).sum();
+    let shaped = shape(&effective, &p_t1, params, top_n);
+    let total = survivor_mass(&shaped);
     let candidates = shaped.order[..top_n]
         .iter()
         .enumerate()
@@ -302,8 +389,8 @@ fn ranked_prefix(e: &[f32], m: usize) -> Vec<u32> {
     ids
 }
 
-/// Steps 2-7 without the draw.
-fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
+/// Steps 2-7 without the draw. `p_t1` is the softmax of `e` at temperature 1.
+fn shape(e: &[f32], p_t1: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
     let vocab = e.len();
     if params.is_greedy() {
         let order = ranked_prefix(e, top_n.max(1));
@@ -313,10 +400,15 @@ fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
     }
     let p = softmax(e, params.temperature);
     let entropy_bits = -p.iter().filter(|&&x| x > 0.0).map(|&x| x as f64 * (x as f64).log2()).sum::<f64>() as f32;
+    // The distribution top-p and min-p measure (the ranking is the same for both).
+    let seen: &[f32] = match params.order {
+        SamplerOrder::TemperatureFirst => &p,
+        SamplerOrder::TemperatureLast => p_t1,
+    };
     let top_k_on = params.top_k > 0 && params.top_k < vocab;
     let kept_k = if top_k_on { params.top_k } else { vocab };
-    let mass = |ids: &[u32]| ids.iter().map(|&i| p[i as usize] as f64).sum::<f64>();
-    let min_p_floor = params.min_p * p[ranked_prefix(e, 1)[0] as usize];
+    let mass = |ids: &[u32]| ids.iter().map(|&i| seen[i as usize] as f64).sum::<f64>();
+    let min_p_floor = params.min_p * seen[ranked_prefix(e, 1)[0] as usize];
 
     // Rank only as far as the survivors reach: the top-k, or (top-k off) a prefix that
     // grows until the nucleus or the min-p floor is inside it.
@@ -326,7 +418,7 @@ fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
         let complete = order.len() == vocab
             || top_k_on
             || (params.top_p < 1.0 && mass(&order) >= params.top_p as f64)
-            || (params.min_p > 0.0 && order.last().is_some_and(|&i| p[i as usize] < min_p_floor));
+            || (params.min_p > 0.0 && order.last().is_some_and(|&i| seen[i as usize] < min_p_floor));
         if complete {
             break order;
         }
@@ -341,13 +433,16 @@ fn shape(e: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
         let mut acc = 0.0f64;
         head.iter()
             .position(|&i| {
-                acc += p[i as usize] as f64;
+                acc += seen[i as usize] as f64;
                 acc >= target
             })
             .map_or(head.len(), |r| r + 1)
     };
-    let kept_min_p =
-        if params.min_p <= 0.0 { kept_p } else { order.iter().take(kept_p).take_while(|&&i| p[i as usize] >= min_p_floor).count().max(1) };
+    let kept_min_p = if params.min_p <= 0.0 {
+        kept_p
+    } else {
+        order.iter().take(kept_p).take_while(|&&i| seen[i as usize] >= min_p_floor).count().max(1)
+    };
     // Every token survives: the draw walks the full ranking.
     let order = if kept_min_p > order.len() { ranked_prefix(e, vocab) } else { order };
     Shaped { order, p, kept_k, kept_p, kept_min_p, entropy_bits }

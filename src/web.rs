@@ -1,6 +1,8 @@
 //! The JavaScript API (wasm32 only): load a model from bytes, run the one generation loop a
-//! step at a time, change parameters between steps, stop, reset, and re-shape any past
-//! step's distribution exactly (every step's logits are kept).
+//! step at a time, change parameters between steps, stop, reset, branch at any step with a
+//! chosen token, switch branches, re-shape or re-draw any past step's distribution exactly
+//! (every step's logits are kept), and export or import a run. The lessons' worked example
+//! runs through the same sampler without a model.
 //!
 //! Errors reach JavaScript as `Error` objects whose message says what to do.
 
@@ -15,7 +17,8 @@ use crate::backend::{AnyBackend, Backend};
 use crate::error::Error;
 use crate::generate::{Event, GenerateParams, Generation};
 use crate::model::{Config, Model};
-use crate::sampler::{self, SamplingParams};
+use crate::run::{RecordedModel, Run, RunRecord};
+use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -23,10 +26,11 @@ const TS_TYPES: &'static str = r#"
 /** Sampling parameters (OpenAI-style names). */
 export interface SamplingParams {
   temperature?: number; top_k?: number; top_p?: number; min_p?: number; repetition_penalty?: number;
+  order?: "temperature-first" | "temperature-last";
 }
 /** Everything that shapes one generation. */
 export interface GenerateParams extends SamplingParams {
-  max_tokens?: number; stop?: string[]; seed?: number; top_n?: number;
+  max_tokens?: number; stop?: string[]; seed?: number; top_n?: number; kv_cache?: boolean;
 }
 export type PromptFormat = { mode: "completion" } | { mode: "chat"; system?: string | null };
 export interface StartOptions { prompt: string; format?: PromptFormat; params?: GenerateParams; }
@@ -38,26 +42,37 @@ export interface Distribution {
   candidates: Candidate[]; entropy_bits: number; after_top_k: number; after_top_p: number;
   after_min_p: number; vocab_size: number;
 }
-export interface Sample { token_id: number; rank: number; p: number; p_filtered: number; distribution: Distribution; }
+export interface Sample {
+  token_id: number; rank: number; p: number; p_filtered: number; surprisal_bits: number | null;
+  forced: boolean; distribution: Distribution;
+}
 export interface StepEvent {
   type: "step"; step: number; token_id: number; text: string; token_text: string; sample: Sample;
-  forward_ms: number; sample_ms: number; position: number;
+  forward_ms: number; forward_tokens: number; sample_ms: number; position: number;
 }
-export interface FinishEvent {
-  type: "finished"; finish_reason: "eos" | "stop" | "length" | "cancelled"; prompt_tokens: number;
+export interface Finish {
+  finish_reason: "eos" | "stop" | "length" | "cancelled"; prompt_tokens: number;
   completion_tokens: number; prefill_ms: number; decode_ms: number; prefill_tok_s: number;
   decode_tok_s: number; text: string;
+}
+export interface FinishEvent extends Finish { type: "finished"; }
+export interface Branch { id: number; parent: number | null; fork_step: number; steps: StepEvent[]; finish: Finish | null; }
+export interface RunRecord {
+  format: "tokenscope-run"; version: number; prompt: string; prompt_format: PromptFormat; prompt_ids: number[];
+  model: { name: string; backend: string; n_layers: number; vocab_size: number };
+  params: GenerateParams; branches: Branch[]; current: number;
 }
 export interface ModelInfo {
   config: { n_layers: number; dim: number; ffn_dim: number; n_heads: number; n_kv_heads: number;
     head_dim: number; vocab_size: number; context_len: number; rope_base: number; rms_eps: number };
   file_bytes: number; backend: string; device: string; context_len: number;
 }
-export interface EngineStats { position: number; context_len: number; kv_cache_bytes: number; backend: string; device: string; }
+export interface EngineStats {
+  position: number; context_len: number; kv_cache_bytes: number; kv_bytes_per_value: number;
+  backend: string; device: string;
+}
+export interface DrawCount { token_id: number; count: number; }
 "#;
-
-/// Steps whose logits are kept for re-shaping (about 200 KB each for a 49k vocabulary).
-const MAX_KEPT_STEPS: usize = 1024;
 
 /// What `loadModel` reports.
 #[derive(Serialize)]
@@ -79,29 +94,32 @@ struct StartOptions {
     params: GenerateParams,
 }
 
-/// A kept step: the logits it was sampled from and the context before it.
-struct KeptStep {
-    logits: Vec<f32>,
-    context_len: usize,
-}
-
 /// Statistics for the page.
 #[derive(Serialize)]
 struct Stats {
     position: usize,
     context_len: usize,
     kv_cache_bytes: usize,
+    kv_bytes_per_value: usize,
     backend: String,
     device: String,
 }
 
-/// The engine behind the page: one model, one generation at a time.
+/// How often a token came up in repeated draws.
+#[derive(Serialize)]
+struct DrawCount {
+    token_id: u32,
+    count: usize,
+}
+
+/// The engine behind the page: one model, one run (with its branches) at a time.
 #[wasm_bindgen]
 pub struct Engine {
     backend: Option<AnyBackend>,
     tokenizer: Option<Tokenizer>,
+    n_layers: usize,
     generation: Option<Generation>,
-    kept: Vec<KeptStep>,
+    run: Option<Run>,
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsError {
@@ -112,13 +130,59 @@ fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
     v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
 }
 
+fn sampling_from(params: JsValue) -> Result<SamplingParams, JsError> {
+    serde_wasm_bindgen::from_value(params).map_err(|e| js_err(Error::InvalidParams(e.to_string())))
+}
+
+/// `n` draws (at most [`MAX_DRAWS`]) with a fresh random stream from `seed`, as counts.
+fn counted_draws(logits: &[f32], context: &[u32], params: JsValue, n: usize, seed: u64) -> Result<JsValue, JsError> {
+    if n > MAX_DRAWS {
+        return Err(js_err(Error::InvalidParams(format!("at most {MAX_DRAWS} draws at once"))));
+    }
+    let draws = sampler::draw_many(logits, context, &sampling_from(params)?, n, &mut SamplerRng::new(seed)).map_err(js_err)?;
+    to_js(&draws.into_iter().map(|(token_id, count)| DrawCount { token_id, count }).collect::<Vec<_>>())
+}
+
+/// The most draws one call makes.
+const MAX_DRAWS: usize = 1_000_000;
+
+/// The distribution of a step given by its logits alone (the lessons' worked example:
+/// five tokens and their logits), through the same sampler as every model step.
+#[wasm_bindgen(js_name = distributionOf, unchecked_return_type = "Distribution")]
+pub fn distribution_of(
+    logits: Vec<f32>,
+    #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
+    top_n: usize,
+) -> Result<JsValue, JsError> {
+    let d = sampler::distribution(&logits, &[], &sampling_from(params)?, top_n).map_err(js_err)?;
+    to_js(&d)
+}
+
+/// `n` draws from the distribution of `logits` (no context) with a fresh random stream from
+/// `seed`; the counts per token, most drawn first.
+#[wasm_bindgen(js_name = drawManyOf, unchecked_return_type = "DrawCount[]")]
+pub fn draw_many_of(
+    logits: Vec<f32>,
+    #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
+    n: usize,
+    seed: u64,
+) -> Result<JsValue, JsError> {
+    counted_draws(&logits, &[], params, n, seed)
+}
+
+/// Reads an exported run (JSON text), checking its format and version.
+#[wasm_bindgen(js_name = parseRun, unchecked_return_type = "RunRecord")]
+pub fn parse_run(text: &str) -> Result<JsValue, JsError> {
+    to_js(&RunRecord::from_json(text).map_err(js_err)?)
+}
+
 #[wasm_bindgen]
 impl Engine {
     /// A new engine with no model (installs the panic hook so panics reach the console).
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { backend: None, tokenizer: None, generation: None, kept: Vec::new() }
+        Engine { backend: None, tokenizer: None, n_layers: 0, generation: None, run: None }
     }
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -138,7 +202,7 @@ impl Engine {
         self.backend = None;
         self.tokenizer = None;
         self.generation = None;
-        self.kept.clear();
+        self.run = None;
         let mut report = |done: u64, total: u64| {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
@@ -154,19 +218,20 @@ impl Engine {
         };
         let info = backend.info();
         let out = ModelInfo {
-            config: model.config,
             file_bytes: model.file_bytes,
             backend: info.name,
             device: info.device,
             context_len: backend.context_len(),
+            config: model.config,
         };
+        self.n_layers = out.config.n_layers;
         self.backend = Some(backend);
         self.tokenizer = Some(model.tokenizer);
         to_js(&out)
     }
 
-    /// Starts a generation: `{prompt, format: {mode: "chat" | "completion", system?}, params}`
-    /// with OpenAI-style parameter names. Returns `{prompt_tokens}`.
+    /// Starts a run: `{prompt, format: {mode: "chat" | "completion", system?}, params}` with
+    /// OpenAI-style parameter names. Returns `{prompt_tokens}`.
     #[wasm_bindgen(unchecked_return_type = "{ prompt_tokens: number }")]
     pub fn start(&mut self, #[wasm_bindgen(unchecked_param_type = "StartOptions")] options: JsValue) -> Result<JsValue, JsError> {
         let opts: StartOptions = serde_wasm_bindgen::from_value(options).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
@@ -174,40 +239,78 @@ impl Engine {
         let format = opts.format.unwrap_or(PromptFormat::Completion);
         let prompt = tokenizer.encode_prompt(&format, &opts.prompt).map_err(js_err)?;
         let n = prompt.len();
-        let generation = Generation::new(prompt, opts.params, tokenizer, backend.context_len()).map_err(js_err)?;
+        let model = RecordedModel {
+            name: String::new(),
+            backend: backend.info().name,
+            n_layers: self.n_layers,
+            vocab_size: tokenizer.vocab_size(),
+        };
+        let generation = Generation::new(prompt.clone(), opts.params.clone(), tokenizer, backend.context_len()).map_err(js_err)?;
+        self.run = Some(Run::new(opts.prompt, format, prompt, model, opts.params));
         self.generation = Some(generation);
-        self.kept.clear();
         to_js(&serde_json::json!({ "prompt_tokens": n }))
     }
 
-    /// Runs one step; returns `{type: "step", ...}` or `{type: "finished", ...}`.
+    /// Runs one step of the current branch; returns `{type: "step", ...}` or
+    /// `{type: "finished", ...}`.
     #[wasm_bindgen(unchecked_return_type = "StepEvent | FinishEvent")]
     pub async fn step(&mut self) -> Result<JsValue, JsError> {
-        let (Some(backend), Some(tokenizer), Some(generation)) = (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut())
+        let (Some(backend), Some(tokenizer), Some(generation), Some(run)) =
+            (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut())
         else {
             return Err(js_err("no generation is running: press Generate"));
         };
-        let context_len = generation.tokens().len();
-        let event = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
-        if let (Event::Step(_), Some(logits)) = (&event.0, event.1) {
-            if self.kept.len() < MAX_KEPT_STEPS {
-                self.kept.push(KeptStep { logits, context_len });
-            }
+        let (event, logits) = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
+        match (&event, logits) {
+            (Event::Step(s), Some(logits)) => run.push_step(s.clone(), logits),
+            (Event::Finished(f), _) => run.finish(f.clone()),
+            _ => {}
         }
-        to_js(&event.0)
+        to_js(&event)
+    }
+
+    /// Branches at `step` of the current branch: the steps from there on are set aside (they
+    /// stay in their branch), the KV cache is truncated to what stays, and the next `step()`
+    /// takes `token_id` at that step. Returns the new branch's id.
+    pub fn fork(&mut self, step: usize, token_id: u32) -> Result<usize, JsError> {
+        let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
+            return Err(js_err("no run to branch: press Generate first"));
+        };
+        if token_id as usize >= tokenizer.vocab_size() {
+            return Err(js_err(Error::InvalidParams(format!("token {token_id} is outside the vocabulary"))));
+        }
+        generation.rewind(step, tokenizer).map_err(js_err)?;
+        generation.force_next(token_id);
+        run.fork(step).map_err(js_err)
+    }
+
+    /// Makes branch `id` the current one: the next step continues after its last token (the
+    /// KV cache keeps the prefix it shares with the branch before). Returns the branch.
+    #[wasm_bindgen(js_name = switchBranch, unchecked_return_type = "Branch")]
+    pub fn switch_branch(&mut self, id: usize) -> Result<JsValue, JsError> {
+        let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
+            return Err(js_err("no run to switch in"));
+        };
+        let branch = run.switch(id).map_err(js_err)?;
+        generation.follow(&branch.tokens(), tokenizer);
+        if branch.finish.is_some() {
+            generation.cancel();
+        }
+        to_js(branch)
     }
 
     /// Changes the sampling parameters; they apply from the next step.
     #[wasm_bindgen(js_name = setParams)]
     pub fn set_params(&mut self, #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue) -> Result<(), JsError> {
-        let p: SamplingParams = serde_wasm_bindgen::from_value(params).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
+        let p = sampling_from(params)?;
         match self.generation.as_mut() {
             Some(g) => g.set_sampling(p).map_err(js_err),
             None => p.validate().map_err(js_err),
         }
     }
 
-    /// The distribution of a past step re-shaped by other sampling parameters, exactly.
+    /// The distribution of a step of the current branch re-shaped by other sampling
+    /// parameters, exactly.
     #[wasm_bindgen(unchecked_return_type = "Distribution")]
     pub fn reshape(
         &self,
@@ -215,11 +318,35 @@ impl Engine {
         #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
         top_n: usize,
     ) -> Result<JsValue, JsError> {
-        let p: SamplingParams = serde_wasm_bindgen::from_value(params).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
-        let kept = self.kept.get(step).ok_or_else(|| js_err(format!("step {step} is not kept")))?;
-        let context = self.generation.as_ref().map(|g| &g.tokens()[..kept.context_len]).unwrap_or(&[]);
-        let d = sampler::distribution(&kept.logits, context, &p, top_n).map_err(js_err)?;
-        to_js(&d)
+        let p = sampling_from(params)?;
+        let run = self.run.as_ref().ok_or_else(|| js_err("no run yet"))?;
+        let (logits, context) = run.step_input(step).map_err(js_err)?;
+        to_js(&sampler::distribution(logits, &context, &p, top_n).map_err(js_err)?)
+    }
+
+    /// `n` fresh draws (a new random stream from `seed`) from a step's filtered distribution
+    /// under `params`: the counts per token, most drawn first.
+    #[wasm_bindgen(js_name = drawMany, unchecked_return_type = "DrawCount[]")]
+    pub fn draw_many(
+        &self,
+        step: usize,
+        #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
+        n: usize,
+        seed: u64,
+    ) -> Result<JsValue, JsError> {
+        let run = self.run.as_ref().ok_or_else(|| js_err("no run yet"))?;
+        let (logits, context) = run.step_input(step).map_err(js_err)?;
+        counted_draws(logits, &context, params, n, seed)
+    }
+
+    /// The run so far (every branch, every step's top candidates) as JSON text, naming the
+    /// model `model_name`.
+    #[wasm_bindgen(js_name = exportRun)]
+    pub fn export_run(&self, model_name: &str) -> Result<String, JsError> {
+        let run = self.run.as_ref().ok_or_else(|| js_err("nothing to export yet: generate first"))?;
+        let mut record = run.record().clone();
+        record.model.name = model_name.to_string();
+        record.to_json().map_err(js_err)
     }
 
     /// Text of a token, for labels.
@@ -235,10 +362,10 @@ impl Engine {
         }
     }
 
-    /// Forgets the generation and empties the KV cache.
+    /// Forgets the run and empties the KV cache.
     pub fn reset(&mut self) {
         self.generation = None;
-        self.kept.clear();
+        self.run = None;
         if let Some(b) = self.backend.as_mut() {
             b.truncate(0);
         }
@@ -255,6 +382,7 @@ impl Engine {
             position: b.position(),
             context_len: b.context_len(),
             kv_cache_bytes: b.kv_cache_bytes(),
+            kv_bytes_per_value: info.kv_bytes_per_value,
             backend: info.name,
             device: info.device,
         })

@@ -170,6 +170,79 @@ fn bench_on_the_gpu_reports_its_step_shape() {
     assert_eq!(v["prompt_tokens"], 8);
 }
 
+/// The steps of a `--jsonl` run (the summary line dropped).
+fn jsonl_steps(args: &[&str]) -> Vec<Value> {
+    let (code, out, err) = tokenscope(args);
+    assert_eq!(code, 0, "{err}");
+    let mut lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    lines.pop();
+    lines
+}
+
+#[test]
+fn force_takes_the_given_tokens_and_continues_from_them() {
+    let m = model();
+    let base = ["generate", "--model", &m, "--jsonl", "--temperature", "0", "--max-tokens", "5", "The capital of France is"];
+    let plain = jsonl_steps(&base);
+    // Force step 1 to the runner-up of that step, and step 3 to token 42.
+    let runner_up = plain[1]["candidates"][1]["token_id"].as_u64().expect("id");
+    let f1 = format!("1:{runner_up}");
+    let forced = jsonl_steps(&[&base[..], &["--force", &f1, "--force", "3:42"]].concat());
+    assert_eq!(forced.len(), 5);
+    assert_eq!(forced[0]["token_id"], plain[0]["token_id"]);
+    assert_eq!(
+        (forced[1]["token_id"].as_u64(), forced[1]["forced"].as_bool(), forced[1]["rank"].as_u64()),
+        (Some(runner_up), Some(true), Some(1))
+    );
+    assert_eq!((forced[3]["token_id"].as_u64(), forced[3]["forced"].as_bool()), (Some(42), Some(true)));
+    assert_eq!(forced[2]["forced"], false);
+    assert!(forced[1]["surprisal_bits"].is_null(), "greedy: the runner-up had p = 0");
+    // Step 1's distribution is the same; what follows the forced token is not.
+    assert_eq!(forced[1]["candidates"], plain[1]["candidates"]);
+    assert_ne!(forced[2]["candidates"], plain[2]["candidates"]);
+}
+
+#[test]
+fn no_kv_cache_gives_the_same_tokens_recomputing_the_whole_sequence() {
+    let m = model();
+    let base = ["generate", "--model", &m, "--jsonl", "--temperature", "0.9", "--seed", "11", "--max-tokens", "6", "Once upon a time"];
+    let cached = jsonl_steps(&base);
+    let naive = jsonl_steps(&[&base[..], &["--no-kv-cache"]].concat());
+    let field = |v: &[Value], k: &str| v.iter().map(|s| s[k].clone()).collect::<Vec<_>>();
+    assert_eq!(field(&cached, "token_id"), field(&naive, "token_id"));
+    assert_eq!(field(&cached, "candidates"), field(&naive, "candidates"));
+    let tokens = |v: &[Value]| v.iter().map(|s| s["forward_tokens"].as_u64().expect("n")).collect::<Vec<_>>();
+    assert_eq!(tokens(&cached)[1..], vec![1; cached.len() - 1]);
+    assert_eq!(tokens(&naive), (0..naive.len() as u64).map(|k| 4 + k).collect::<Vec<_>>(), "the prompt is 4 tokens");
+}
+
+#[test]
+fn sampler_order_is_chosen_on_the_command_line() {
+    let m = model();
+    let base = [
+        "generate",
+        "--model",
+        &m,
+        "--jsonl",
+        "--temperature",
+        "1.8",
+        "--top-k",
+        "0",
+        "--top-p",
+        "0.5",
+        "--max-tokens",
+        "1",
+        "--seed",
+        "1",
+        "Hi",
+    ];
+    let first = jsonl_steps(&base);
+    let last = jsonl_steps(&[&base[..], &["--sampler-order", "temperature-last"]].concat());
+    // The nucleus of the sharper T = 1 distribution holds fewer tokens.
+    let n = |v: &[Value]| v[0]["after_top_p"].as_u64().expect("n");
+    assert!(n(&last) < n(&first), "temperature last keeps {} tokens, first {}", n(&last), n(&first));
+}
+
 #[test]
 fn bad_input_exits_2_with_a_clear_message() {
     let m = model();
@@ -184,6 +257,9 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &nf, "hi"], "not a GGUF file"),
         (vec!["generate", "--model", &m, "--context", "4", "a prompt that is longer than four tokens"], "shorten the prompt"),
         (vec!["generate", "--model", &m, "--top-k", "many", "hi"], "invalid value"),
+        (vec!["generate", "--model", &m, "--force", "2", "hi"], "STEP:TOKEN_ID"),
+        (vec!["generate", "--model", &m, "--force", "1:99999999", "hi"], "outside the vocabulary"),
+        (vec!["generate", "--model", &m, "--sampler-order", "sideways", "hi"], "temperature-last"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = tokenscope(&args);

@@ -56,7 +56,7 @@ impl Backend for Scripted {
         0
     }
     fn info(&self) -> BackendInfo {
-        BackendInfo { name: "scripted".into(), device: "test".into(), software: true }
+        BackendInfo { name: "scripted".into(), device: "test".into(), software: true, kv_bytes_per_value: 4 }
     }
 }
 
@@ -165,7 +165,7 @@ fn sampling_changes_apply_from_the_next_step() {
     let tok = &m.tokenizer;
     let script = tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok");
     let hot = GenerateParams {
-        sampling: SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0 },
+        sampling: SamplingParams { temperature: 1.0, top_k: 0, top_p: 1.0, ..SamplingParams::default() },
         max_tokens: 6,
         ..GenerateParams::default()
     };

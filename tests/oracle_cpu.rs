@@ -1,6 +1,8 @@
 //! The real model on the CPU against the oracle fixtures (`tests/fixtures/oracle`): the exact path against exact math
 //! (numpy float64), the fast path against llama.cpp, and teacher-forced greedy agreement.
 //! Each test prints the figures it measured.
+//! Native only: it reads the model file from disk.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -4,7 +4,7 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use tokenscope::sampler::{distribution, sample, Filter, SamplerRng, SamplingParams};
+use tokenscope::sampler::{choose, distribution, draw_many, sample, Choice, Filter, SamplerOrder, SamplerRng, SamplingParams};
 
 const EXAMPLE: [f32; 5] = [4.0, 3.0, 2.0, 1.0, 0.5];
 /// The lesson prints its figures to 3 decimals, computed from rounded intermediates.
@@ -18,7 +18,7 @@ fn exact(t: f64) -> Vec<f32> {
 }
 
 fn params(temperature: f32, top_k: usize, top_p: f32) -> SamplingParams {
-    SamplingParams { temperature, top_k, top_p, min_p: 0.0, repetition_penalty: 1.0 }
+    SamplingParams { temperature, top_k, top_p, min_p: 0.0, ..SamplingParams::default() }
 }
 
 fn close(a: f32, b: f32, tol: f32) -> bool {
@@ -150,7 +150,7 @@ const EXPECTED_DRAWS: [u64; 4] = [681896192, 950275407, 427516402, 627360521];
 #[test]
 fn chi_square_draws_follow_the_filtered_distribution() {
     let logits = [2.0, 1.5, 1.0, 0.7, 0.2, -0.5, -1.0, -3.0];
-    let p = SamplingParams { temperature: 0.8, top_k: 6, top_p: 0.9, min_p: 0.02, repetition_penalty: 1.0 };
+    let p = SamplingParams { temperature: 0.8, top_k: 6, top_p: 0.9, min_p: 0.02, ..SamplingParams::default() };
     let d = distribution(&logits, &[], &p, 8).expect("valid");
     let mut counts = vec![0usize; logits.len()];
     let mut rng = SamplerRng::new(2024);
@@ -224,4 +224,87 @@ fn large_vocab_with_filters_matches_full_ranking() {
         let _ = z;
         assert!((d.after_top_p as i64 - nucleus as i64).abs() <= 1, "{p:?}: {} vs {nucleus}", d.after_top_p);
     }
+}
+
+/// The worked example at T = 2 with top-p 0.7, by hand (e^x for the logits / 2):
+/// 7.389, 4.482, 2.718, 1.649, 1.284 (sum 17.522) -> p_T = 0.4217, 0.2558, 0.1551, ...
+/// Temperature first: 0.4217 + 0.2558 = 0.6775 < 0.7 <= + 0.1551, so 3 survive, and
+/// "the" gets 0.4217 / 0.8326 = 0.5065.
+/// Temperature last: at T = 1 (0.6316, 0.2324, ...) 0.6316 < 0.7 <= 0.8640, so 2 survive,
+/// then T = 2 over them: 7.389 / (7.389 + 4.482) = 0.6224.
+#[test]
+fn sampler_order_changes_which_tokens_survive_top_p() {
+    let first = SamplingParams { temperature: 2.0, top_k: 0, top_p: 0.7, ..SamplingParams::default() };
+    let last = SamplingParams { order: SamplerOrder::TemperatureLast, ..first.clone() };
+    let a = distribution(&EXAMPLE, &[], &first, 5).expect("valid");
+    let b = distribution(&EXAMPLE, &[], &last, 5).expect("valid");
+    assert_eq!((a.after_top_p, b.after_top_p), (3, 2));
+    assert!(close(a.candidates[0].p_filtered, 0.5065, 1e-4), "{:?}", a.candidates[0]);
+    assert!(close(b.candidates[0].p_filtered, 0.6224, 1e-4), "{:?}", b.candidates[0]);
+    assert!(close(b.candidates[1].p_filtered, 0.3776, 1e-4));
+    assert_eq!(b.candidates[2].cut_by, Some(Filter::TopP));
+    // `p` (after temperature, before the filters) is the same in both orders.
+    for (x, y) in a.candidates.iter().zip(&b.candidates) {
+        assert_eq!(x.p, y.p);
+    }
+}
+
+/// Min-p 0.2 at T = 0.5: temperature first measures p_T (0.8643, 0.1170, 0.0158, ...):
+/// the floor 0.1729 keeps 1 token. Temperature last measures p at T = 1 (0.6316, 0.2324,
+/// 0.0855, ...): the floor 0.1263 keeps 2, and T = 0.5 then gives "the" 0.8808
+/// (e^8 / (e^8 + e^6)).
+#[test]
+fn sampler_order_changes_which_tokens_survive_min_p() {
+    let first = SamplingParams { temperature: 0.5, top_k: 0, top_p: 1.0, min_p: 0.2, ..SamplingParams::default() };
+    let last = SamplingParams { order: SamplerOrder::TemperatureLast, ..first.clone() };
+    let a = distribution(&EXAMPLE, &[], &first, 5).expect("valid");
+    let b = distribution(&EXAMPLE, &[], &last, 5).expect("valid");
+    assert_eq!((a.after_min_p, b.after_min_p), (1, 2));
+    assert!(close(b.candidates[0].p_filtered, 0.8808, 1e-4), "{:?}", b.candidates[0]);
+    assert_eq!(b.candidates[2].cut_by, Some(Filter::MinP));
+    // Top-k alone does not depend on the order.
+    let k = |order| {
+        distribution(&EXAMPLE, &[], &SamplingParams { temperature: 0.5, top_k: 2, top_p: 1.0, order, ..SamplingParams::default() }, 5)
+    };
+    assert_eq!(k(SamplerOrder::TemperatureFirst).expect("valid"), k(SamplerOrder::TemperatureLast).expect("valid"));
+}
+
+#[test]
+fn a_forced_token_keeps_its_rank_and_probability_and_draws_nothing() {
+    let p = params(1.0, 2, 1.0);
+    let mut rng = SamplerRng::new(7);
+    let before = rng.clone().uniform();
+    let s = choose(&EXAMPLE, &[], &p, 5, Choice::Forced(3)).expect("valid");
+    assert!(s.forced);
+    assert_eq!((s.token_id, s.rank), (3, 3));
+    assert!(close(s.p, exact(1.0)[3], 1e-6));
+    assert_eq!(s.p_filtered, 0.0, "top-k 2 cut it: it could not have been drawn");
+    assert!(close(s.surprisal_bits.expect("p > 0"), -(exact(1.0)[3] as f64).log2() as f32, 1e-5));
+    assert_eq!(rng.uniform(), before, "forcing does not consume the random stream");
+    assert!(choose(&EXAMPLE, &[], &p, 5, Choice::Forced(5)).is_err(), "outside the vocabulary");
+    // A greedy step gives every other token p = 0: no finite surprisal.
+    let g = choose(&EXAMPLE, &[], &SamplingParams::greedy(), 5, Choice::Forced(1)).expect("valid");
+    assert_eq!((g.p, g.surprisal_bits), (0.0, None));
+    // A drawn token's surprisal is -log2 p.
+    let d = sample(&EXAMPLE, &[], &params(1.0, 0, 1.0), 5, &mut rng).expect("valid");
+    assert!(!d.forced);
+    assert!(close(d.surprisal_bits.expect("p > 0"), -(d.p as f64).log2() as f32, 1e-5));
+}
+
+#[test]
+fn many_draws_count_like_the_filtered_distribution() {
+    let p = params(1.0, 3, 1.0);
+    let n = 1000;
+    let counts = draw_many(&EXAMPLE, &[], &p, n, &mut SamplerRng::new(99)).expect("valid");
+    assert_eq!(counts.iter().map(|c| c.1).sum::<usize>(), n);
+    assert!(counts.iter().all(|&(id, _)| id < 3), "only top-k survivors: {counts:?}");
+    let d = distribution(&EXAMPLE, &[], &p, 5).expect("valid");
+    for &(id, c) in &counts {
+        let q = d.candidates.iter().find(|x| x.token_id == id).expect("a candidate").p_filtered as f64;
+        let sd = (n as f64 * q * (1.0 - q)).sqrt();
+        assert!((c as f64 - n as f64 * q).abs() < 5.0 * sd, "token {id}: {c} draws for p = {q}");
+    }
+    // The same seed repeats; greedy puts every draw on the top token.
+    assert_eq!(counts, draw_many(&EXAMPLE, &[], &p, n, &mut SamplerRng::new(99)).expect("valid"));
+    assert_eq!(draw_many(&EXAMPLE, &[], &SamplingParams::greedy(), 10, &mut SamplerRng::new(1)).expect("valid"), vec![(0, 10)]);
 }

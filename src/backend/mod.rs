@@ -19,6 +19,8 @@ pub struct BackendInfo {
     pub device: String,
     /// Whether the device is a software (fallback) implementation.
     pub software: bool,
+    /// Bytes of one cached key or value element (4 for f32).
+    pub kv_bytes_per_value: usize,
 }
 
 /// A model bound to a device, with its KV cache.

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use tokenscope::backend::Backend;
 use tokenscope::generate::{Event, GenerateParams, Generation};
-use tokenscope::sampler::SamplingParams;
+use tokenscope::sampler::{SamplerOrder, SamplingParams};
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};
 
@@ -54,6 +54,34 @@ pub struct GenerateArgs {
     /// Candidates per step in --jsonl (up to 100).
     #[arg(long, default_value_t = 20)]
     top_n: usize,
+    /// Take TOKEN_ID at step STEP (0-based) instead of drawing one (repeatable), as the
+    /// page's branches do.
+    #[arg(long, value_name = "STEP:TOKEN_ID", value_parser = parse_force)]
+    force: Vec<(usize, u32)>,
+    /// Recompute the whole sequence at every step instead of keeping the KV cache (same
+    /// tokens, more work per step).
+    #[arg(long)]
+    no_kv_cache: bool,
+    /// Whether top-k, top-p and min-p see the distribution before or after the temperature.
+    #[arg(long, value_enum, default_value_t = OrderArg::TemperatureFirst)]
+    sampler_order: OrderArg,
+}
+
+/// `--sampler-order` values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum OrderArg {
+    /// Temperature, then the filters (Hugging Face, WebLLM).
+    TemperatureFirst,
+    /// The filters at temperature 1, then temperature (llama.cpp).
+    TemperatureLast,
+}
+
+/// Parses `STEP:TOKEN_ID`.
+fn parse_force(s: &str) -> std::result::Result<(usize, u32), String> {
+    let (step, token) = s.split_once(':').ok_or_else(|| format!("{s:?} is not STEP:TOKEN_ID (for example 3:1234)"))?;
+    let step = step.trim().parse().map_err(|_| format!("the step in {s:?} is not a whole number of 0 or more"))?;
+    let token = token.trim().parse().map_err(|_| format!("the token id in {s:?} is not a whole number of 0 or more"))?;
+    Ok((step, token))
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
@@ -64,14 +92,22 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             top_p: a.top_p,
             min_p: a.min_p,
             repetition_penalty: a.repetition_penalty,
+            order: match a.sampler_order {
+                OrderArg::TemperatureFirst => SamplerOrder::TemperatureFirst,
+                OrderArg::TemperatureLast => SamplerOrder::TemperatureLast,
+            },
         },
         max_tokens: a.max_tokens,
         stop: a.stop.clone(),
         seed: a.seed.unwrap_or_else(random_seed),
         top_n: a.top_n,
+        kv_cache: !a.no_kv_cache,
     };
     params.validate()?;
     let (mut backend, tokenizer) = a.model.load()?;
+    if let Some((_, bad)) = a.force.iter().find(|(_, t)| *t as usize >= tokenizer.vocab_size()) {
+        return Err(Error::InvalidParams(format!("--force token id {bad} is outside the vocabulary of {} tokens", tokenizer.vocab_size())));
+    }
     let format = if a.chat { PromptFormat::Chat { system: a.system.clone() } } else { PromptFormat::Completion };
     let prompt = tokenizer.encode_prompt(&format, &a.prompt)?;
     let context = backend.context_len();
@@ -79,6 +115,9 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     loop {
+        if let Some(&(_, token)) = a.force.iter().rev().find(|(step, _)| *step == generation.completion_len()) {
+            generation.force_next(token);
+        }
         match pollster::block_on(generation.step(&mut backend, &tokenizer))? {
             Event::Step(s) => {
                 if a.jsonl {
@@ -108,11 +147,14 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "rank": s.sample.rank,
                         "p": s.sample.p,
                         "p_filtered": s.sample.p_filtered,
+                        "forced": s.sample.forced,
+                        "surprisal_bits": s.sample.surprisal_bits,
                         "entropy_bits": d.entropy_bits,
                         "after_top_k": d.after_top_k,
                         "after_top_p": d.after_top_p,
                         "after_min_p": d.after_min_p,
                         "forward_ms": s.forward_ms,
+                        "forward_tokens": s.forward_tokens,
                         "candidates": candidates,
                     });
                     writeln!(out, "{line}").map_err(io_err)?;

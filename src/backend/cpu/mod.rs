@@ -217,6 +217,6 @@ impl Backend for CpuBackend {
             CpuPrecision::Exact => "cpu-exact",
             CpuPrecision::Fast => "cpu-fast",
         };
-        BackendInfo { name: name.into(), device: "CPU".into(), software: false }
+        BackendInfo { name: name.into(), device: "CPU".into(), software: false, kv_bytes_per_value: 4 }
     }
 }

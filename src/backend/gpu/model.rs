@@ -391,6 +391,7 @@ impl Backend for GpuBackend {
             name: "gpu".into(),
             device: format!("{} ({})", self.ctx.info.name, self.ctx.info.backend),
             software: self.ctx.info.software,
+            kv_bytes_per_value: 4,
         }
     }
 }

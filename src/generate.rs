@@ -286,7 +286,8 @@ impl Generation {
             Some(token) => Choice::Forced(token),
             None => Choice::Draw(&mut self.rng),
         };
-        let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
+        let mut sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
+        tokenizer.label(&mut sample.distribution);
         let sample_ms = ms_since(sample_start);
         let token_id = sample.token_id;
         self.context.push(token_id);

@@ -139,6 +139,10 @@ pub enum Filter {
 pub struct Candidate {
     /// Token id.
     pub token_id: u32,
+    /// The token's text, filled in by callers that have the tokenizer (the sampler sees ids
+    /// only and leaves it empty); kept in exported runs so they read without the model.
+    #[serde(default)]
+    pub text: String,
     /// The model's raw logit.
     pub logit: f32,
     /// Probability after repetition penalty and temperature, before filtering.
@@ -327,6 +331,7 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
             };
             Candidate {
                 token_id: id,
+                text: String::new(),
                 logit: logits[i],
                 p: shaped.p[i],
                 p_t1: p_t1[i],

@@ -35,7 +35,7 @@ export interface GenerateParams extends SamplingParams {
 export type PromptFormat = { mode: "completion" } | { mode: "chat"; system?: string | null };
 export interface StartOptions { prompt: string; format?: PromptFormat; params?: GenerateParams; }
 export interface Candidate {
-  token_id: number; logit: number; p: number; p_t1: number; p_filtered: number;
+  token_id: number; text: string; logit: number; p: number; p_t1: number; p_filtered: number;
   cut_by: "top_k" | "top_p" | "min_p" | "greedy" | null;
 }
 export interface Distribution {
@@ -321,7 +321,11 @@ impl Engine {
         let p = sampling_from(params)?;
         let run = self.run.as_ref().ok_or_else(|| js_err("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
-        to_js(&sampler::distribution(logits, &context, &p, top_n).map_err(js_err)?)
+        let mut d = sampler::distribution(logits, &context, &p, top_n).map_err(js_err)?;
+        if let Some(t) = self.tokenizer.as_ref() {
+            t.label(&mut d);
+        }
+        to_js(&d)
     }
 
     /// `n` fresh draws (a new random stream from `seed`) from a step's filtered distribution

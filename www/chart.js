@@ -1,7 +1,9 @@
 // The live chart of one step's distribution: a d3 data join of horizontal bars with short
 // transitions. Bars show p (after temperature); an orange outline shows p at temperature 1;
 // grey bars were cut by top-k, top-p or min-p; the sampled token is outlined; dashed lines
-// mark the top-k and nucleus (top-p) boundaries.
+// mark the top-k and nucleus (top-p) boundaries. With `onChoose`, every row is a button
+// (named by its token's visible text) that branches the run there; `counts` adds how often
+// each token came up in repeated draws.
 
 const ROW = 22;
 const LABEL_W = 120;
@@ -12,20 +14,23 @@ export function visibleToken(text) {
   return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥').replace(/\r/g, '␍') || '∅';
 }
 
-const pct = (p) => (p >= 0.9995 ? '100%' : p >= 0.001 ? `${(100 * p).toFixed(1)}%` : p > 0 ? '<0.1%' : '0%');
+export const pct = (p) => (p >= 0.9995 ? '100%' : p >= 0.001 ? `${(100 * p).toFixed(1)}%` : p > 0 ? '<0.1%' : '0%');
 const cutName = { top_k: 'top-k', top_p: 'top-p', min_p: 'min-p', greedy: 'greedy' };
 
 export class ProbabilityChart {
   constructor(container) {
     this.container = container;
-    this.svg = d3.select(container).append('svg').attr('role', 'list');
+    this.svg = d3.select(container).append('svg').attr('role', 'group');
     this.rows = this.svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
     this.marks = this.svg.append('g').attr('transform', `translate(${MARGIN.left},${MARGIN.top})`);
   }
 
   // dist: {candidates: [{token_id, text, logit, p, p_t1, p_filtered, cut_by}], after_top_k, after_top_p, ...}
-  // sampledId: the token drawn at this step (or null).
-  render(dist, sampledId, params) {
+  // sampledId: the token drawn at this step (or null). options: {onChoose(candidate), counts:
+  // Map token_id -> draws, draws: total draws}.
+  render(dist, sampledId, params, options = {}) {
+    const { onChoose = null, counts = null, draws = 0 } = options;
+    this.svg.attr('role', onChoose ? 'group' : 'list');
     const data = dist.candidates.map((c, rank) => ({ ...c, rank }));
     const width = Math.max(320, this.container.clientWidth || 480);
     const innerW = width - MARGIN.left - MARGIN.right;
@@ -41,9 +46,11 @@ export class ProbabilityChart {
       .data(data, (d) => d.token_id)
       .join(
         (enter) => {
-          const g = enter.append('g').attr('class', 'row').attr('role', 'listitem')
+          const g = enter.append('g').attr('class', 'row')
             .attr('transform', (d) => `translate(0,${d.rank * ROW})`).attr('opacity', 0);
           g.append('title');
+          // A transparent hit area over the whole row, so a click anywhere on it counts.
+          g.append('rect').attr('class', 'hit').attr('width', '100%').attr('height', ROW).attr('fill', 'transparent');
           g.append('text').attr('class', 'bar-label').attr('x', LABEL_W - 8).attr('y', ROW / 2).attr('dy', '0.35em').attr('text-anchor', 'end');
           g.append('rect').attr('class', 'bar').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
           g.append('rect').attr('class', 'bar-t1').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
@@ -51,6 +58,7 @@ export class ProbabilityChart {
           // across the labels).
           g.append('text').attr('class', 'bar-pct').attr('x', LABEL_W + 6).attr('y', ROW / 2).attr('dy', '0.35em');
           g.append('text').attr('class', 'bar-pf').attr('x', LABEL_W + 50).attr('y', ROW / 2).attr('dy', '0.35em');
+          g.append('text').attr('class', 'bar-count').attr('x', innerW).attr('y', ROW / 2).attr('dy', '0.35em').attr('text-anchor', 'end');
           return g;
         },
         (update) => update,
@@ -60,11 +68,26 @@ export class ProbabilityChart {
       );
 
     row.classed('picked', (d) => d.token_id === sampledId);
-    row.attr('data-token-id', (d) => d.token_id).attr('data-cut', (d) => d.cut_by || '');
-    row.select('title').text((d) => {
-      const fate = d.cut_by ? `cut by ${cutName[d.cut_by]}` : `kept: ${pct(d.p_filtered)} after filters`;
-      return `${JSON.stringify(d.text)}  logit ${d.logit.toFixed(2)}  p ${pct(d.p)}  (T=1: ${pct(d.p_t1)})  ${fate}`;
+    const fateOf = (d) => (d.cut_by ? `cut by ${cutName[d.cut_by]}` : `kept: ${pct(d.p_filtered)} after filters`);
+    if (onChoose) {
+      row.attr('role', 'button').attr('tabindex', 0)
+        .attr('aria-label', (d) => `${visibleToken(d.text)}: branch here with this token (p ${pct(d.p)}, ${fateOf(d)})`)
+        .on('click', (_, d) => onChoose(d))
+        .on('keydown', (e, d) => {
+          if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); onChoose(d); }
+        });
+    } else {
+      row.attr('role', 'listitem').attr('tabindex', null).attr('aria-label', (d) => `${visibleToken(d.text)}: p ${pct(d.p)}, ${fateOf(d)}`)
+        .on('click', null).on('keydown', null);
+    }
+    row.select('.hit').attr('width', innerW);
+    row.select('.bar-count').attr('x', innerW).text((d) => {
+      if (!counts) return '';
+      const c = counts.get(d.token_id) || 0;
+      return `×${c}${draws ? ` (${pct(c / draws)})` : ''}`;
     });
+    row.attr('data-token-id', (d) => d.token_id).attr('data-cut', (d) => d.cut_by || '');
+    row.select('title').text((d) => `${JSON.stringify(d.text)}  logit ${d.logit.toFixed(2)}  p ${pct(d.p)}  (T=1: ${pct(d.p_t1)})  ${fateOf(d)}`);
     row.select('.bar-label').text((d) => visibleToken(d.text));
     row.select('.bar').attr('class', (d) => `bar ${d.cut_by ? 'cut' : 'kept'}`);
     row.select('.bar-pct').text((d) => pct(d.p));

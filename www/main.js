@@ -1,17 +1,23 @@
-// The page: controls, streaming text, stats, and the chart, talking to the engine in a worker.
-import { ProbabilityChart, visibleToken } from './chart.js';
+// The page: controls, streaming text, stats, the step chart, the branches and the run's
+// timelines, talking to the engine in a worker. A run is a prompt with branches; each
+// branch is a list of steps (the engine's step events); the chart shows one step.
+import { ProbabilityChart, visibleToken, pct } from './chart.js';
+import { TimingChart, EntropyChart } from './timeline.js';
 
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
+const DRAWS = 1000;
 const $ = (id) => document.getElementById(id);
 
 const ui = {
-  prompt: $('prompt'), generate: $('generate'), stop: $('stop'), reset: $('reset'),
+  prompt: $('prompt'), generate: $('generate'), step: $('step'), stop: $('stop'), reset: $('reset'),
   text: $('text'), stats: $('stats'), error: $('error'), errorText: $('error-text'),
   progress: $('load-progress'), loadStatus: $('load-status'), modelName: $('model-name'),
   chartTitle: $('chart-title'), chartSummary: $('chart-summary'), backend: $('backend'),
   backendNote: $('backend-note'), seed: $('seed'), seedFixed: $('seed-fixed'), stops: $('stops'),
-  modelFile: $('model-file'), dropOverlay: $('drop-overlay'),
+  modelFile: $('model-file'), dropOverlay: $('drop-overlay'), order: $('sampler-order'), kvCache: $('kv-cache'),
+  sampleMany: $('sample-many'), lesson: $('lesson'), lessonLogits: $('lesson-logits'), drawsSummary: $('draws-summary'),
+  exportRun: $('export'), importRun: $('import-run'), branches: $('branches'), timingNote: $('timing-note'),
 };
 const sliders = {
   temperature: { el: $('temperature'), fmt: (v) => v.toFixed(2) },
@@ -20,19 +26,36 @@ const sliders = {
   min_p: { el: $('min-p'), fmt: (v) => (v === 0 ? 'off' : v.toFixed(2)) },
   repetition_penalty: { el: $('repetition-penalty'), fmt: (v) => (v === 1 ? 'off' : v.toFixed(2)) },
   max_tokens: { el: $('max-tokens'), fmt: (v) => String(v) },
+  step_delay: { el: $('step-delay'), fmt: (v) => `${v} ms` },
 };
 
 const worker = new Worker('worker.js', { type: 'module' });
 const chart = new ProbabilityChart($('chart'));
+const timing = new TimingChart($('timing-chart'));
+const entropy = new EntropyChart($('entropy-chart'), (step) => selectStep(step));
 const state = {
-  loaded: false, running: false, steps: [], selected: null, model: null, lastSource: null,
-  promptTokens: 0, prefillMs: 0, decodeMs: [], finish: null, lastStats: null, backendNote: '',
+  loaded: false, model: null, modelLabel: '', adapterName: '', lastSource: null, lastStats: null,
+  // {prompt, promptFormat, promptTokens, branches: [{id, parent, fork_step, steps, finish}], current, imported, kvCache}
+  run: null,
+  active: false, // the worker is running steps
+  streaming: false, // ... and goes on until the run ends
+  mode: 'stream', // what the person last asked for: 'stream' (Generate) or 'step' (Step)
+  selected: null, // the step shown (null: the latest)
+  lesson: null, // {labels, logits} while the lesson example is shown
+  draws: null, // {key, counts: Map, n} for the shown step
+  previousTiming: null,
 };
 
-function sampling() {
+const sampling = () => {
   const v = (k) => Number(sliders[k].el.value);
-  return { temperature: v('temperature'), top_k: v('top_k'), top_p: v('top_p'), min_p: v('min_p'), repetition_penalty: v('repetition_penalty') };
-}
+  return { temperature: v('temperature'), top_k: v('top_k'), top_p: v('top_p'), min_p: v('min_p'), repetition_penalty: v('repetition_penalty'), order: ui.order.value };
+};
+const branch = () => (state.run ? state.run.branches[state.run.current] : null);
+const steps = () => branch()?.steps || [];
+const liveRun = () => state.run && !state.run.imported;
+const finished = () => !branch() || branch().finish !== null;
+const displayedStep = () => (state.selected !== null ? state.selected : steps().length - 1);
+const stepDelay = () => Number(sliders.step_delay.el.value);
 
 function showError(message) {
   ui.errorText.textContent = message;
@@ -40,38 +63,41 @@ function showError(message) {
 }
 $('error-dismiss').addEventListener('click', () => { ui.error.hidden = true; });
 
-function setBusy(running) {
-  state.running = running;
-  ui.generate.disabled = !state.loaded || running;
-  ui.stop.disabled = !running;
-  ui.reset.disabled = !state.loaded || running;
+function setActive(active, streaming = false) {
+  state.active = active;
+  state.streaming = active && streaming;
+  renderButtons();
+}
+
+function renderButtons() {
+  const a = state.active;
+  ui.generate.disabled = !state.loaded || a;
+  ui.step.disabled = !state.loaded || (a && !state.streaming);
+  ui.stop.disabled = !(a || (liveRun() && !finished()));
+  ui.reset.disabled = !state.loaded || a;
+  ui.exportRun.disabled = !state.run || a || !steps().length;
+  ui.sampleMany.disabled = !(state.lesson || (liveRun() && steps()[displayedStep()]));
 }
 
 // ---- model loading -------------------------------------------------------------------
 function load(source) {
   state.loaded = false;
   state.lastSource = source;
-  setBusy(false);
+  setActive(false);
   ui.progress.value = 0;
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
-  state.loadStart = performance.now();
   worker.postMessage({ type: 'load', backend: ui.backend.value, context: 2048, ...source }, source.bytes ? [source.bytes] : []);
 }
-
-function loadDefault() {
-  load({ url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' });
-}
+const loadDefault = () => load({ url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' });
 
 ui.backend.addEventListener('change', () => {
   if (state.lastSource && !state.lastSource.bytes) load(state.lastSource);
   else loadDefault();
 });
-
 async function loadFile(file) {
   if (!file) return;
-  const bytes = await file.arrayBuffer();
-  load({ bytes, name: file.name });
+  load({ bytes: await file.arrayBuffer(), name: file.name });
 }
 ui.modelFile.addEventListener('change', () => loadFile(ui.modelFile.files[0]));
 window.addEventListener('dragover', (e) => { e.preventDefault(); ui.dropOverlay.hidden = false; });
@@ -82,105 +108,185 @@ window.addEventListener('drop', (e) => {
   loadFile(e.dataTransfer.files[0]);
 });
 
-// ---- generation ----------------------------------------------------------------------
-function randomSeed() {
-  return Math.floor(Math.random() * 2 ** 32);
-}
+// ---- running the loop ----------------------------------------------------------------
+const randomSeed = () => Math.floor(Math.random() * 2 ** 32);
 
-ui.generate.addEventListener('click', () => {
+// Starts a new run (prompt, parameters) and its first step or stream.
+function newRun(mode) {
   if (!ui.seedFixed.checked) ui.seed.value = randomSeed();
   const stop = ui.stops.value.split('\n').map((s) => s.replace(/\\n/g, '\n')).filter((s) => s.length > 0);
   if (stop.length > 4) { showError('At most 4 stop sequences: remove some lines.'); return; }
   const seed = Number(ui.seed.value);
   if (!Number.isSafeInteger(seed) || seed < 0) { showError('The seed must be a whole number of 0 or more.'); return; }
-  const mode = document.querySelector('input[name=mode]:checked').value;
+  const promptMode = document.querySelector('input[name=mode]:checked').value;
   ui.error.hidden = true;
-  state.steps = [];
+  if (liveRun() && steps().length) state.previousTiming = timingSeries(state.run);
+  state.run = {
+    prompt: ui.prompt.value, promptFormat: { mode: promptMode }, promptTokens: 0, imported: false, kvCache: ui.kvCache.checked,
+    branches: [{ id: 0, parent: null, fork_step: 0, steps: [], finish: null }], current: 0,
+  };
   state.selected = null;
-  state.finish = null;
-  state.decodeMs = [];
-  ui.text.textContent = '';
-  if (mode === 'completion') {
-    const p = document.createElement('span');
-    p.className = 'prompt-text';
-    p.textContent = ui.prompt.value;
-    ui.text.append(p);
-  }
+  state.lesson = null;
+  state.draws = null;
   chart.clear();
-  setBusy(true);
-  worker.postMessage({
-    type: 'generate',
-    prompt: ui.prompt.value,
-    format: mode === 'chat' ? { mode: 'chat' } : { mode: 'completion' },
-    params: { ...sampling(), max_tokens: Number(sliders.max_tokens.el.value), stop, seed, top_n: TOP_N },
-  });
-  renderStats();
+  renderAll();
+  const params = { ...sampling(), max_tokens: Number(sliders.max_tokens.el.value), stop, seed, top_n: TOP_N, kv_cache: ui.kvCache.checked };
+  worker.postMessage({ type: 'start', prompt: ui.prompt.value, format: { mode: promptMode }, params });
+  run(mode);
+}
+
+function run(mode) {
+  state.mode = mode;
+  setActive(true, mode === 'stream');
+  worker.postMessage({ type: 'run', mode, delay: stepDelay() });
+}
+
+ui.generate.addEventListener('click', () => {
+  if (liveRun() && !finished() && !state.active) run('stream');
+  else newRun('stream');
+});
+function step() {
+  if (state.streaming) { state.mode = 'step'; worker.postMessage({ type: 'run', mode: 'step' }); return; } // pause
+  if (state.active) return;
+  if (liveRun() && !finished()) run('step');
+  else newRun('step');
+}
+ui.step.addEventListener('click', step);
+document.addEventListener('keydown', (e) => {
+  if (e.key !== 'ArrowRight' || e.altKey || e.ctrlKey || e.metaKey) return;
+  const t = e.target;
+  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement || t.isContentEditable) return;
+  if (ui.step.disabled) return;
+  e.preventDefault();
+  step();
 });
 ui.stop.addEventListener('click', () => worker.postMessage({ type: 'stop' }));
 ui.reset.addEventListener('click', () => {
   worker.postMessage({ type: 'reset' });
-  state.steps = [];
+  state.run = null;
   state.selected = null;
-  state.finish = null;
-  ui.text.innerHTML = '<span class="placeholder">Cleared. Press Generate to start again.</span>';
+  state.draws = null;
   chart.clear();
-  ui.chartTitle.textContent = 'Next-token probabilities';
-  ui.chartSummary.textContent = '';
-  renderStats();
+  ui.text.innerHTML = '<span class="placeholder">Cleared. Press Generate to start again.</span>';
+  renderAll();
 });
 
-function appendToken(step) {
+// Branching: a candidate of the shown step replaces that step's token.
+function fork(candidate) {
+  const index = displayedStep();
+  const current = steps()[index];
+  if (!liveRun() || !current || state.lesson) return;
+  if (candidate.token_id === current.token_id) {
+    ui.chartSummary.textContent = `${JSON.stringify(visibleToken(candidate.text))} is already the token of step ${index + 1}: choose another one to branch.`;
+    return;
+  }
+  setActive(true, state.mode === 'stream');
+  worker.postMessage({ type: 'fork', step: index, tokenId: candidate.token_id, mode: state.mode, delay: stepDelay() });
+}
+
+function switchBranch(id) {
+  if (!state.run || state.active) return;
+  if (state.run.imported) {
+    state.run.current = id;
+    state.selected = null;
+    renderAll();
+  } else {
+    worker.postMessage({ type: 'switch', branch: id });
+  }
+}
+
+// ---- the text ------------------------------------------------------------------------
+function tokenSpan(ev) {
   const span = document.createElement('span');
-  span.className = 'tok';
-  span.dataset.step = String(step.step);
-  const shown = step.text.length ? step.text : (step.sample.p_filtered > 0 && step.token_text.startsWith('<|') ? step.token_text : '');
-  span.textContent = shown;
-  const alpha = 0.08 + 0.55 * (1 - step.sample.p_filtered);
+  span.className = ev.sample.forced ? 'tok forced' : 'tok';
+  span.dataset.step = String(ev.step);
+  span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
+  const alpha = 0.08 + 0.55 * (1 - ev.sample.p_filtered);
   span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;
-  span.title = `step ${step.step + 1}: ${JSON.stringify(step.token_text)} drawn with p = ${(100 * step.sample.p_filtered).toFixed(1)}% (rank ${step.sample.rank + 1})`;
+  span.title = ev.sample.forced
+    ? `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} forced by you (p = ${pct(ev.sample.p)}, rank ${ev.sample.rank + 1})`
+    : `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} drawn with p = ${(100 * ev.sample.p_filtered).toFixed(1)}% (rank ${ev.sample.rank + 1})`;
   span.tabIndex = 0;
   span.setAttribute('role', 'button');
-  span.addEventListener('click', () => selectStep(step.step));
+  span.addEventListener('click', () => selectStep(ev.step));
   span.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectStep(step.step); }
+    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectStep(ev.step); }
   });
-  ui.text.append(span);
-  ui.text.scrollTop = ui.text.scrollHeight;
+  return span;
 }
 
+function renderText() {
+  if (!state.run) return;
+  const parts = [];
+  if (state.run.promptFormat.mode === 'completion') {
+    const p = document.createElement('span');
+    p.className = 'prompt-text';
+    p.textContent = state.run.prompt;
+    parts.push(p);
+  }
+  for (const ev of steps()) parts.push(tokenSpan(ev));
+  const tail = branch().finish?.text;
+  if (tail) parts.push(document.createTextNode(tail));
+  ui.text.replaceChildren(...parts);
+  markSelected();
+}
+
+function markSelected() {
+  for (const el of ui.text.querySelectorAll('.tok.selected')) el.classList.remove('selected');
+  if (state.selected !== null) ui.text.querySelector(`.tok[data-step="${state.selected}"]`)?.classList.add('selected');
+}
+
+// ---- the chart -----------------------------------------------------------------------
 function selectStep(index) {
   state.selected = index;
-  for (const el of ui.text.querySelectorAll('.tok.selected')) el.classList.remove('selected');
-  const el = ui.text.querySelector(`.tok[data-step="${index}"]`);
-  if (el) el.classList.add('selected');
+  state.lesson = null;
+  state.draws = null;
+  markSelected();
   showStep(index);
   requestReshape();
-}
-
-function displayedStep() {
-  return state.selected !== null ? state.selected : state.steps.length - 1;
+  renderTimelines();
+  renderButtons();
 }
 
 function showStep(index, dist, params) {
-  const step = state.steps[index];
-  if (!step) return;
-  const d = dist || step.sample.distribution;
-  chart.render(d, step.token_id, params || step.params);
-  const followed = state.selected === null ? ' (latest)' : '';
-  ui.chartTitle.textContent = `Next-token probabilities: step ${index + 1}${followed}`;
+  const ev = steps()[index];
+  if (!ev) return;
+  const d = dist || ev.sample.distribution;
+  const counts = state.draws && state.draws.key === `step:${state.run.current}:${index}` ? state.draws : null;
+  chart.render(d, ev.token_id, params || ev.params, { onChoose: liveRun() ? fork : null, counts: counts?.counts, draws: counts?.n });
+  const where = state.selected === null ? ' (latest)' : '';
+  ui.chartTitle.textContent = `Next-token probabilities: step ${index + 1}${ev.sample.forced ? ' (forced)' : ''}${where}`;
   const kept = d.after_min_p;
-  ui.chartSummary.textContent =
-    `Sampled ${JSON.stringify(visibleToken(step.token_text))}. Entropy ${d.entropy_bits.toFixed(2)} bits; ` +
+  const how = ev.sample.forced
+    ? `Forced ${JSON.stringify(visibleToken(ev.token_text))} (you chose it; p = ${pct(ev.sample.p)}, rank ${ev.sample.rank + 1}).`
+    : `Sampled ${JSON.stringify(visibleToken(ev.token_text))}.`;
+  ui.chartSummary.textContent = `${how} Entropy ${d.entropy_bits.toFixed(2)} bits; ` +
     `${kept.toLocaleString()} of ${d.vocab_size.toLocaleString()} tokens could be drawn ` +
-    `(top-k left ${d.after_top_k.toLocaleString()}, top-p ${d.after_top_p.toLocaleString()}, min-p ${d.after_min_p.toLocaleString()}).`;
+    `(top-k left ${d.after_top_k.toLocaleString()}, top-p ${d.after_top_p.toLocaleString()}, min-p ${d.after_min_p.toLocaleString()}).` +
+    (state.run.imported ? ' Imported run: the recorded distribution is shown.' : '');
+  renderDrawsSummary(d, counts);
+}
+
+function renderDrawsSummary(d, counts) {
+  if (!counts) { ui.drawsSummary.textContent = ''; return; }
+  const top = d.candidates.filter((c) => counts.counts.get(c.token_id)).slice(0, 4)
+    .map((c) => `${JSON.stringify(visibleToken(c.text))} ${counts.counts.get(c.token_id)} (${pct(c.p_filtered)} expected)`);
+  ui.drawsSummary.textContent = `${counts.n} fresh draws from this step's filtered distribution: ${top.join(', ')}.`;
 }
 
 let reshapeTimer = null;
 function requestReshape() {
-  const index = displayedStep();
-  if (index < 0 || !state.steps[index]) return;
   clearTimeout(reshapeTimer);
+  if (state.lesson) { reshapeTimer = setTimeout(() => postLesson(0), 15); return; }
+  const index = displayedStep();
+  if (!liveRun() || index < 0 || !steps()[index]) return;
   reshapeTimer = setTimeout(() => worker.postMessage({ type: 'reshape', step: index, params: sampling(), topN: TOP_N }), 15);
+}
+
+function paramsChanged() {
+  state.draws = null;
+  worker.postMessage({ type: 'params', params: sampling() });
+  requestReshape();
 }
 
 for (const [key, s] of Object.entries(sliders)) {
@@ -190,28 +296,185 @@ for (const [key, s] of Object.entries(sliders)) {
   s.el.addEventListener('input', () => {
     update();
     if (key === 'max_tokens') return;
-    worker.postMessage({ type: 'params', params: sampling() });
-    requestReshape();
+    if (key === 'step_delay') { worker.postMessage({ type: 'delay', ms: stepDelay() }); return; }
+    paramsChanged();
   });
 }
+ui.order.addEventListener('change', paramsChanged);
 
-// ---- stats ---------------------------------------------------------------------------
+// ---- many draws and the lessons' worked example --------------------------------------
+ui.sampleMany.addEventListener('click', () => {
+  if (state.lesson) { postLesson(DRAWS); return; }
+  const index = displayedStep();
+  if (liveRun() && steps()[index]) worker.postMessage({ type: 'draw', step: index, params: sampling(), n: DRAWS });
+});
+
+// "the=4.0, a=3.0, ..." -> {labels, logits}, or an error in words.
+function parseLessonLogits(text) {
+  const pairs = text.split(',').map((s) => s.trim()).filter(Boolean);
+  if (pairs.length < 1 || pairs.length > 100) throw new Error('Logits: write 1 to 100 token=logit pairs separated by commas, for example "the=4.0, a=3.0".');
+  const labels = [];
+  const logits = [];
+  for (const pair of pairs) {
+    const at = pair.lastIndexOf('=');
+    const label = at > 0 ? pair.slice(0, at).trim() : '';
+    const value = at > 0 ? Number(pair.slice(at + 1)) : NaN;
+    if (!label || !Number.isFinite(value) || Math.abs(value) > 1e4) {
+      throw new Error(`Logits: "${pair}" is not token=logit with a logit between -10000 and 10000 (for example "the=4.0").`);
+    }
+    labels.push(label);
+    logits.push(value);
+  }
+  return { labels, logits };
+}
+
+function postLesson(n) {
+  let parsed;
+  try { parsed = parseLessonLogits(ui.lessonLogits.value); } catch (e) { showError(e.message); return; }
+  state.lesson = parsed;
+  worker.postMessage({ type: 'lesson', ...parsed, params: sampling(), topN: TOP_N, n });
+}
+
+// The lesson's figures are for the plain softmax: temperature 1 and no filters.
+function setSlider(key, value) {
+  sliders[key].el.value = String(value);
+  $(`${sliders[key].el.id}-value`).textContent = sliders[key].fmt(value);
+}
+ui.lesson.addEventListener('click', () => {
+  setSlider('temperature', 1);
+  setSlider('top_k', 0);
+  setSlider('top_p', 1);
+  setSlider('min_p', 0);
+  worker.postMessage({ type: 'params', params: sampling() });
+  state.draws = null;
+  postLesson(0);
+});
+ui.lessonLogits.addEventListener('input', () => { if (state.lesson) { state.draws = null; requestReshape(); } });
+
+function showLesson(msg) {
+  ui.error.hidden = true;
+  state.selected = null;
+  if (msg.counts) state.draws = { key: 'lesson', counts: new Map(msg.counts.map((c) => [c.token_id, c.count])), n: msg.n };
+  const counts = state.draws && state.draws.key === 'lesson' ? state.draws : null;
+  chart.render(msg.dist, null, msg.params, { counts: counts?.counts, draws: counts?.n });
+  ui.chartTitle.textContent = 'Lesson example: a step of its own';
+  ui.chartSummary.textContent = `Five tokens and their logits (edit them under Logits), through the same sampler as every model step. Entropy ${msg.dist.entropy_bits.toFixed(2)} bits; ${msg.dist.after_min_p} of ${msg.dist.vocab_size} could be drawn. The sliders were set to temperature 1 with no filters; drag them to reshape it.`;
+  renderDrawsSummary(msg.dist, counts);
+  markSelected();
+  renderButtons();
+}
+
+// ---- export and import ---------------------------------------------------------------
+function download(json) {
+  const url = URL.createObjectURL(new Blob([json], { type: 'application/json' }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = 'tokenscope-run.json';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+ui.exportRun.addEventListener('click', () => {
+  if (!state.run) return;
+  if (state.run.imported) download(JSON.stringify(state.run.record, null, 2));
+  else worker.postMessage({ type: 'export', name: state.modelLabel });
+});
+ui.importRun.addEventListener('change', async () => {
+  const file = ui.importRun.files[0];
+  if (file) worker.postMessage({ type: 'import', text: await file.text() });
+  ui.importRun.value = '';
+});
+
+function showImported(record) {
+  if (liveRun()) worker.postMessage({ type: 'reset' });
+  state.run = {
+    prompt: record.prompt, promptFormat: record.prompt_format, promptTokens: record.prompt_ids.length, imported: true,
+    kvCache: record.params.kv_cache, branches: record.branches, current: record.current, record,
+  };
+  const params = { ...record.params };
+  for (const b of record.branches) for (const ev of b.steps) ev.params = params;
+  state.selected = null;
+  state.lesson = null;
+  state.draws = null;
+  chart.clear();
+  ui.error.hidden = true;
+  ui.loadStatus.textContent = `Showing an imported run made with ${record.model.name || 'an unnamed model'} (${record.model.backend}).`;
+  document.body.dataset.imported = 'true';
+  renderAll();
+}
+
+// ---- branches, timelines, stats ------------------------------------------------------
+function branchLabel(b) {
+  const after = b.steps.slice(b.fork_step).map((s) => s.text).join('').replace(/\s+/g, ' ').trim();
+  const words = after.length > 40 ? `${after.slice(0, 40)}…` : after;
+  if (b.parent === null) return `Branch 1: the first run: “${words}”`;
+  return `Branch ${b.id + 1}: from step ${b.fork_step + 1} of branch ${b.parent + 1}: “${words}”`;
+}
+
+function renderBranches() {
+  const items = (state.run?.branches || []).map((b) => {
+    const li = document.createElement('li');
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.textContent = branchLabel(b);
+    button.setAttribute('aria-current', String(b.id === state.run.current));
+    button.addEventListener('click', () => switchBranch(b.id));
+    li.append(button);
+    return li;
+  });
+  ui.branches.replaceChildren(...items);
+}
+
+const cacheLabel = (on) => `KV cache ${on ? 'on' : 'off'}`;
+function timingSeries(run) {
+  return { label: `previous run (${cacheLabel(run.kvCache)})`, ms: run.branches[run.current].steps.map((s) => s.forward_ms) };
+}
+
+function renderTimelines() {
+  const s = steps();
+  const current = state.run ? { label: `this run (${cacheLabel(state.run.kvCache)})`, ms: s.map((e) => e.forward_ms) } : null;
+  timing.render(current, state.previousTiming);
+  const last = s[s.length - 1];
+  ui.timingNote.textContent = last
+    ? `Forward pass of step ${s.length}: ${last.forward_ms.toFixed(1)} ms over ${last.forward_tokens} token${last.forward_tokens === 1 ? '' : 's'}. Step 1 is the prompt (prefill); ${state.run.kvCache ? 'with the cache each later step runs one token' : 'without the cache each step runs the whole sequence again'}.`
+    : 'Milliseconds of each step\'s forward pass; the previous run stays beside it (try the KV cache off).';
+  entropy.render(s.map((e) => ({ step: e.step, entropy: e.sample.distribution.entropy_bits, surprisal: e.sample.surprisal_bits })), state.selected);
+}
+
 const fmtBytes = (b) => (b >= 1e6 ? `${(b / 1e6).toFixed(1)} MB` : `${(b / 1e3).toFixed(1)} KB`);
 const BACKEND_LABELS = { gpu: 'WebGPU (our WGSL kernels)', 'cpu-fast': 'CPU (wasm)', 'cpu-exact': 'CPU (wasm, exact)' };
 
+// 2 x layers x KV heads x head dim x bytes x tokens, in the model's own numbers.
+function kvFormula(s) {
+  const c = state.model?.config;
+  if (!c || !s) return ['–', '–'];
+  const b = s.kv_bytes_per_value || 4;
+  const n = s.position;
+  const size = (heads) => 2 * c.n_layers * heads * c.head_dim * b * n;
+  const formula = `2 × ${c.n_layers} layers × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens = ${fmtBytes(size(c.n_kv_heads))}`;
+  const noGqa = `${fmtBytes(size(c.n_heads))} with ${c.n_heads} KV heads (one per query head), ${(c.n_heads / c.n_kv_heads).toFixed(0)}× this`;
+  return [formula, noGqa];
+}
+
 function renderStats() {
   const s = state.lastStats;
-  const decodeAvg = state.decodeMs.length ? state.decodeMs.reduce((a, b) => a + b, 0) / state.decodeMs.length : null;
+  const evs = steps();
+  const decode = evs.slice(1).map((e) => e.forward_ms + e.sample_ms);
+  const decodeAvg = decode.length ? decode.reduce((a, b) => a + b, 0) / decode.length : null;
   const reasons = { eos: 'end of sequence (EOS)', stop: 'stop sequence', length: 'max tokens / context full', cancelled: 'stopped by you' };
+  const fin = branch()?.finish;
+  const [formula, noGqa] = kvFormula(s);
   const rows = [
-    ['Time to first token', state.prefillMs ? `${state.prefillMs.toFixed(0)} ms (prefill of ${state.promptTokens} tokens)` : '–'],
+    ['Time to first token', evs[0] ? `${evs[0].forward_ms.toFixed(0)} ms (prefill of ${evs[0].forward_tokens} tokens)` : '–'],
     ['Per-token decode', decodeAvg ? `${decodeAvg.toFixed(1)} ms` : '–'],
     ['Tokens/s', decodeAvg ? (1000 / decodeAvg).toFixed(1) : '–'],
-    ['Prompt tokens', state.promptTokens || '–'],
-    ['Generated tokens', state.steps.length],
-    ['KV cache', s ? fmtBytes(s.kv_cache_bytes) : '–'],
+    ['Prompt tokens', state.run?.promptTokens || '–'],
+    ['Generated tokens', evs.length],
+    ['KV cache', state.run && !state.run.kvCache ? `off: each step recomputes the sequence (${formula})` : formula],
+    ['Without grouped-query attention', noGqa],
     ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
-    ['Finish reason', state.finish ? reasons[state.finish.finish_reason] || state.finish.finish_reason : state.running ? 'generating…' : '–'],
+    ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
     ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
   ];
   ui.stats.replaceChildren(...rows.map(([k, v]) => {
@@ -225,13 +488,28 @@ function renderStats() {
   }));
 }
 
+function renderAll() {
+  if (state.run) renderText();
+  const index = displayedStep();
+  if (state.run && steps()[index]) showStep(index);
+  else if (!state.lesson) {
+    chart.clear();
+    ui.chartTitle.textContent = 'Next-token probabilities';
+    ui.chartSummary.textContent = '';
+    ui.drawsSummary.textContent = '';
+  }
+  renderBranches();
+  renderTimelines();
+  renderStats();
+  renderButtons();
+}
+
 // ---- worker messages -----------------------------------------------------------------
 worker.onmessage = ({ data: msg }) => {
   switch (msg.type) {
     case 'progress': {
       const labels = { download: 'Downloading model', cache: 'Reading model from browser cache', parse: 'Preparing weights' };
-      const frac = msg.total ? msg.done / msg.total : 0;
-      ui.progress.value = frac;
+      ui.progress.value = msg.total ? msg.done / msg.total : 0;
       ui.loadStatus.textContent = `${labels[msg.phase] || msg.phase}: ${fmtBytes(msg.done)}${msg.total ? ` of ${fmtBytes(msg.total)}` : ''}`;
       break;
     }
@@ -240,49 +518,92 @@ worker.onmessage = ({ data: msg }) => {
       state.model = msg.info;
       state.modelLabel = msg.name;
       ui.progress.value = 1;
-      const secs = (msg.ms / 1000).toFixed(1);
-      ui.loadStatus.textContent = `Ready in ${secs} s${msg.fromCache ? ' (from browser cache)' : ''}. ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
+      ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
       ui.backendNote.textContent = msg.note;
       document.body.dataset.loadMs = String(Math.round(msg.ms));
       document.body.dataset.fromCache = String(!!msg.fromCache);
       document.body.dataset.backend = msg.backend;
       // The browser names its adapter to JS only; the engine sees an unnamed WebGPU adapter.
       state.adapterName = msg.adapter ? msg.adapter.name : '';
-      state.lastStats = { position: 0, context_len: msg.info.context_len, kv_cache_bytes: 0, backend: msg.info.backend, device: msg.info.device };
-      setBusy(false);
-      renderStats();
+      state.lastStats = { position: 0, context_len: msg.info.context_len, kv_cache_bytes: 0, kv_bytes_per_value: 4, backend: msg.info.backend, device: msg.info.device };
+      // A run made with the previous model cannot go on with this one.
+      if (liveRun()) { state.run = null; ui.text.replaceChildren(); }
+      setActive(false);
+      renderAll();
       break;
     }
     case 'started':
-      state.promptTokens = msg.promptTokens;
+      state.run.promptTokens = msg.promptTokens;
       break;
     case 'step': {
       const ev = msg.event;
       ev.params = sampling();
-      state.steps.push(ev);
+      const b = branch();
+      b.steps.length = ev.step; // a fork truncated the branch there
+      b.steps.push(ev);
+      b.finish = null;
       state.lastStats = msg.stats;
-      if (ev.step === 0) state.prefillMs = ev.forward_ms;
-      else state.decodeMs.push(ev.forward_ms + ev.sample_ms);
-      appendToken(ev);
-      if (state.selected === null) showStep(state.steps.length - 1);
+      ui.text.querySelector('.placeholder')?.remove();
+      if (ev.step === 0 && !ui.text.childNodes.length) renderText();
+      else ui.text.append(tokenSpan(ev));
+      ui.text.scrollTop = ui.text.scrollHeight;
+      if (state.selected === null && !state.lesson) { state.draws = null; showStep(b.steps.length - 1); }
+      renderTimelines();
       renderStats();
+      renderBranches();
+      document.body.dataset.steps = String(b.steps.length);
       break;
     }
-    case 'finished': {
-      state.finish = msg.finish;
+    case 'paused':
       state.lastStats = msg.stats;
-      if (msg.finish.text) {
-        const tail = document.createElement('span');
-        tail.textContent = msg.finish.text;
-        ui.text.append(tail);
-      }
-      setBusy(false);
+      setActive(false);
       renderStats();
+      document.body.dataset.paused = String(steps().length);
+      break;
+    case 'finished': {
+      if (!branch()) break;
+      branch().finish = msg.finish;
+      state.lastStats = msg.stats;
+      if (msg.finish.text) ui.text.append(document.createTextNode(msg.finish.text));
+      setActive(false);
+      renderStats();
+      renderBranches();
       document.body.dataset.finish = msg.finish.finish_reason;
       break;
     }
+    case 'forked': {
+      const parent = branch();
+      state.run.branches.push({ id: msg.branch, parent: parent.id, fork_step: msg.step, steps: parent.steps.slice(0, msg.step), finish: null });
+      state.run.current = msg.branch;
+      state.selected = null;
+      state.draws = null;
+      renderText();
+      renderBranches();
+      break;
+    }
+    case 'switched':
+      state.run.current = msg.branch.id;
+      state.lastStats = msg.stats;
+      state.selected = null;
+      state.draws = null;
+      renderAll();
+      break;
     case 'reshaped':
-      if (msg.step === displayedStep()) showStep(msg.step, msg.dist, msg.params);
+      if (msg.step === displayedStep() && !state.lesson) showStep(msg.step, msg.dist, msg.params);
+      break;
+    case 'drawn':
+      if (msg.step !== displayedStep() || state.lesson) break;
+      state.draws = { key: `step:${state.run.current}:${msg.step}`, counts: new Map(msg.counts.map((c) => [c.token_id, c.count])), n: msg.n };
+      worker.postMessage({ type: 'reshape', step: msg.step, params: msg.params, topN: TOP_N });
+      break;
+    case 'lesson':
+      if (state.lesson) showLesson(msg);
+      break;
+    case 'exported':
+      download(msg.json);
+      break;
+    case 'imported':
+      showImported(msg.record);
       break;
     case 'error':
       showError(msg.message);
@@ -294,13 +615,14 @@ worker.onmessage = ({ data: msg }) => {
           : 'No model is loaded: pick a .gguf file, or reload the page for the default model.';
         ui.modelName.textContent = msg.modelLoaded ? state.modelLabel : 'No model loaded';
       }
-      setBusy(false);
+      if (['start', 'run', 'step', 'fork', 'switch', 'load'].includes(msg.during)) setActive(false);
+      if (msg.during === 'start') { state.run = null; renderAll(); }
       break;
     default:
       break;
   }
 };
-worker.onerror = (e) => { showError(`The engine stopped: ${e.message}. Reload the page.`); setBusy(false); };
+worker.onerror = (e) => { showError(`The engine stopped: ${e.message}. Reload the page.`); setActive(false); };
 
-renderStats();
+renderAll();
 loadDefault();

@@ -1,17 +1,33 @@
 // The engine runs here, off the page's main thread, so the page never freezes.
-// Messages in:  load {url | bytes, name, backend, context}, generate {prompt, format, params},
-//               params {params}, stop, reset, reshape {step, params, topN}
+// Messages in:  load {url | bytes, name, backend, context}, start {prompt, format, params},
+//               run {mode: 'stream' | 'step', delay}, delay {ms}, fork {step, tokenId, mode, delay},
+//               switch {branch}, params {params}, stop, reset, reshape {step, params, topN},
+//               draw {step, params, n}, lesson {logits, labels, params, topN, n?}, export {name},
+//               import {text}
 // Messages out: progress {phase, done, total}, loaded {info, ms, fromCache, backend, note},
-//               started {promptTokens}, step {event, stats}, finished {finish, stats},
-//               reshaped {step, dist, params}, error {message, during}
-import init, { Engine } from './pkg/tokenscope.js';
+//               started {promptTokens}, step {event, stats}, paused {stats}, finished {finish, stats},
+//               forked {branch, step}, switched {branch, stats}, reshaped {step, dist, params},
+//               drawn {step, counts, n, params}, lesson {dist, counts, n, params},
+//               exported {json}, imported {record}, error {message, during}
+import init, { Engine, distributionOf, drawManyOf, parseRun } from './pkg/tokenscope.js';
 
 const MODEL_CACHE = 'tokenscope-models-v1';
 let engine = null;
-let running = false;
+// The wasm module is initialized once, before the first call that needs it (the lesson
+// example and an imported run need no model).
+let ready = null;
+const initOnce = () => (ready ??= init());
 // Calls into the engine are serialized: a step in flight holds the engine.
 let queue = Promise.resolve();
 const withEngine = (fn) => (queue = queue.then(fn, fn));
+// The streaming loop: whether it should go on, the delay between steps, and its end.
+let streaming = false;
+let delayMs = 0;
+let loopDone = Promise.resolve();
+// Set when a loop is ended to do something else at once (a fork): it then reports no pause.
+let quiet = false;
+// Whether the engine holds a run that steps can continue (a failed start leaves none).
+let hasRun = false;
 
 const post = (msg) => self.postMessage(msg);
 const fail = (during, e) => post({ type: 'error', during, modelLoaded: engine !== null, message: e && e.message ? e.message : String(e) });
@@ -89,9 +105,10 @@ async function chooseBackend(requested) {
 }
 
 async function load(msg) {
-  running = false;
+  await stopLoop(true);
+  hasRun = false;
   const t0 = performance.now();
-  await init();
+  await initOnce();
   const choice = await chooseBackend(msg.backend || 'auto');
   let bytes, fromCache = false;
   if (msg.bytes) {
@@ -118,30 +135,64 @@ async function load(msg) {
   post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, ...choice });
 }
 
-const nextTask = () => new Promise((r) => setTimeout(r, 0));
+// Yields to pending messages (Stop, sliders, a fork) without setTimeout's 4 ms clamp.
+const channel = new MessageChannel();
+const waiting = [];
+channel.port1.onmessage = () => waiting.shift()?.();
+const yieldToMessages = () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Candidates carry ids; the chart needs their text.
-function withTexts(dist) {
-  for (const c of dist.candidates) c.text = engine.tokenText(c.token_id);
-  return dist;
+// One step of the current branch; returns false when the run has finished.
+async function stepOnce() {
+  const event = await withEngine(() => engine.step());
+  const stats = engine.stats();
+  if (event.type === 'finished') {
+    post({ type: 'finished', finish: event, stats });
+    return false;
+  }
+  post({ type: 'step', event, stats });
+  return true;
 }
 
-async function generate(msg) {
-  const started = engine.start({ prompt: msg.prompt, format: msg.format, params: msg.params });
-  post({ type: 'started', promptTokens: started.prompt_tokens });
-  running = true;
-  while (running) {
-    const event = await withEngine(() => engine.step());
-    const stats = engine.stats();
-    if (event.type === 'finished') {
-      running = false;
-      post({ type: 'finished', finish: event, stats });
-      return;
-    }
-    withTexts(event.sample.distribution);
-    post({ type: 'step', event, stats });
-    await nextTask(); // let slider, stop and reshape messages in between steps
+// Steps until the run ends or the loop is told to stop ('step' mode: one step, then pause).
+async function loop(mode) {
+  streaming = mode === 'stream';
+  quiet = false;
+  let alive = await stepOnce();
+  while (alive && streaming) {
+    if (delayMs > 0) await sleep(delayMs); else await yieldToMessages();
+    if (!streaming) break;
+    alive = await stepOnce();
   }
+  streaming = false;
+  if (alive && !quiet) post({ type: 'paused', stats: engine.stats() });
+}
+
+function startLoop(mode) {
+  loopDone = loop(mode).catch((e) => { streaming = false; fail('step', e); });
+  return loopDone;
+}
+
+// Ends a streaming loop after its current step (`silent`: without reporting a pause).
+async function stopLoop(silent = false) {
+  quiet = silent;
+  streaming = false;
+  await loopDone;
+}
+
+// The lessons' worked example: labelled logits through the same sampler as a model step.
+function lesson(msg) {
+  const logits = Float32Array.from(msg.logits);
+  const dist = distributionOf(logits, msg.params, msg.topN);
+  for (const c of dist.candidates) c.text = msg.labels[c.token_id];
+  const counts = msg.n ? drawManyOf(logits, msg.params, msg.n, randomSeed()) : null;
+  post({ type: 'lesson', dist, counts, n: msg.n || 0, params: msg.params });
+}
+
+const randomSeed = () => BigInt(crypto.getRandomValues(new Uint32Array(1))[0]);
+
+function needEngine() {
+  if (!engine) throw new Error('No model is loaded yet.');
 }
 
 self.onmessage = async ({ data: msg }) => {
@@ -150,31 +201,95 @@ self.onmessage = async ({ data: msg }) => {
       case 'load':
         await withEngine(() => load(msg));
         break;
-      case 'generate':
-        if (!engine) throw new Error('No model is loaded yet.');
-        if (running) throw new Error('A generation is already running: press Stop first.');
-        await generate(msg);
+      case 'start':
+        needEngine();
+        await stopLoop(true);
+        hasRun = false;
+        await withEngine(() => {
+          const started = engine.start({ prompt: msg.prompt, format: msg.format, params: msg.params });
+          hasRun = true;
+          post({ type: 'started', promptTokens: started.prompt_tokens });
+        });
         break;
+      case 'run':
+        needEngine();
+        if (!hasRun) break; // its start failed and said why
+        delayMs = msg.delay || 0;
+        if (msg.mode === 'step' && streaming) { await stopLoop(); break; } // Step while streaming: pause.
+        if (streaming) break;
+        await loopDone;
+        await startLoop(msg.mode);
+        break;
+      case 'delay':
+        delayMs = msg.ms;
+        break;
+      case 'fork': {
+        needEngine();
+        const wasStreaming = streaming;
+        await stopLoop(true);
+        const branch = await withEngine(() => engine.fork(msg.step, msg.tokenId));
+        post({ type: 'forked', branch, step: msg.step });
+        delayMs = msg.delay || 0;
+        await startLoop(msg.mode === 'stream' || wasStreaming ? 'stream' : 'step');
+        break;
+      }
+      case 'switch': {
+        needEngine();
+        await stopLoop();
+        const branch = await withEngine(() => engine.switchBranch(msg.branch));
+        post({ type: 'switched', branch, stats: engine.stats() });
+        break;
+      }
       case 'params':
         await withEngine(() => engine && engine.setParams(msg.params));
         break;
       case 'stop':
-        await withEngine(() => engine && engine.stop());
+        if (!engine || !hasRun) break;
+        if (streaming) {
+          await withEngine(() => engine.stop());
+          await loopDone;
+        } else {
+          // A paused run: end it now and report its finish.
+          await loopDone;
+          await withEngine(() => engine.stop());
+          await stepOnce().catch(() => {});
+        }
         break;
       case 'reset':
-        running = false;
+        await stopLoop(true);
+        hasRun = false;
         await withEngine(() => engine && engine.reset());
         break;
       case 'reshape': {
-        const dist = await withEngine(() => withTexts(engine.reshape(msg.step, msg.params, msg.topN)));
+        needEngine();
+        const dist = await withEngine(() => engine.reshape(msg.step, msg.params, msg.topN));
         post({ type: 'reshaped', step: msg.step, dist, params: msg.params });
         break;
       }
+      case 'draw': {
+        needEngine();
+        const counts = await withEngine(() => engine.drawMany(msg.step, msg.params, msg.n, randomSeed()));
+        post({ type: 'drawn', step: msg.step, counts, n: msg.n, params: msg.params });
+        break;
+      }
+      case 'lesson':
+        await initOnce();
+        lesson(msg);
+        break;
+      case 'export': {
+        needEngine();
+        const json = await withEngine(() => engine.exportRun(msg.name));
+        post({ type: 'exported', json });
+        break;
+      }
+      case 'import':
+        await initOnce();
+        post({ type: 'imported', record: parseRun(msg.text) });
+        break;
       default:
         throw new Error(`unknown message ${msg.type}`);
     }
   } catch (e) {
-    if (msg.type === 'generate') running = false;
     fail(msg.type, e);
   }
 };

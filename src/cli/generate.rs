@@ -129,7 +129,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         .map(|c| {
                             json!({
                                 "token_id": c.token_id,
-                                "text": tokenizer.token_text(c.token_id),
+                                "text": c.text,
                                 "logit": c.logit,
                                 "p": c.p,
                                 "p_t1": c.p_t1,

@@ -154,6 +154,13 @@ impl Tokenizer {
         String::from_utf8_lossy(self.token_bytes(id)).into_owned()
     }
 
+    /// Fills in the text of every candidate of a distribution.
+    pub fn label(&self, d: &mut crate::sampler::Distribution) {
+        for c in &mut d.candidates {
+            c.text = self.token_text(c.token_id);
+        }
+    }
+
     /// Whether the id is a control token (`<|im_start|>`, ...).
     pub fn is_control(&self, id: u32) -> bool {
         self.is_control.get(id as usize).copied().unwrap_or(false)

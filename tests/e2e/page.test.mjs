@@ -3,73 +3,32 @@
 // Screenshots go to test-results/ for a person to look at.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { writeFileSync } from 'node:fs';
+import { SHOTS, start, waitLoaded, setSlider, fixSeed, settle } from './harness.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const PORT = 18000 + (process.pid % 1000);
-const BASE = `http://127.0.0.1:${PORT}/`;
-const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
-const SHOTS = `${ROOT}test-results`;
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const figures = {};
 
-let server;
-let browser;
+let env;
+let BASE;
 let context;
 let page;
 
-async function waitForServer() {
-  for (let i = 0; i < 100; i++) {
-    try {
-      const r = await fetch(BASE);
-      if (r.ok) return;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('tokenscope serve did not start');
-}
-
-async function waitLoaded(p) {
-  await p.waitForFunction(() => document.body.dataset.loadMs !== undefined && !document.getElementById('generate').disabled, null, { timeout: 120_000 });
-  return { ms: Number(await p.evaluate(() => document.body.dataset.loadMs)), fromCache: (await p.evaluate(() => document.body.dataset.fromCache)) === 'true' };
-}
-
-async function setSlider(p, name, value) {
-  await p.getByRole('slider', { name }).evaluate((el, v) => {
-    el.value = String(v);
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-  }, value);
-}
-
 async function generate(p, { maxTokens = 4 } = {}) {
   await p.evaluate(() => { delete document.body.dataset.finish; });
-  await p.locator('details.more').evaluate((d) => { d.open = true; });
-  // A fixed seed keeps every run of this suite the same.
-  await p.getByRole('checkbox', { name: 'Fixed seed' }).check();
-  await p.getByRole('spinbutton', { name: 'Seed' }).fill('42');
+  await fixSeed(p);
   await setSlider(p, 'Max tokens', maxTokens);
   await p.getByRole('button', { name: 'Generate', exact: true }).click();
   await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
 }
-
-// Lets the chart's short transitions finish, so a screenshot shows the settled page.
-const settle = (p) => p.waitForTimeout(400);
 
 async function barPercents(p) {
   return p.locator('#chart .row .bar-pct').allTextContents();
 }
 
 before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  server = spawn(BIN, ['serve', '--port', String(PORT), '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: 'inherit' });
-  await waitForServer();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'],
-  });
-  context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  env = await start(18000);
+  BASE = env.base;
+  context = await env.browser.newContext({ viewport: { width: 1400, height: 900 } });
   page = await context.newPage();
   page.on('pageerror', (e) => console.error('page error:', e.message));
 });
@@ -77,8 +36,7 @@ before(async () => {
 after(async () => {
   writeFileSync(`${SHOTS}/figures.json`, JSON.stringify(figures, null, 2));
   console.log('browser figures:', JSON.stringify(figures));
-  await browser?.close();
-  server?.kill();
+  await env?.close();
 });
 
 test('the page and the default model load, and a second visit reads the browser cache', async () => {

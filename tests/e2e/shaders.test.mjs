@@ -5,37 +5,22 @@
 // small cases checked in JS (the quantized kernels run in the page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { ROOT, start } from './harness.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const PORT = 19000 + (process.pid % 1000);
-const BASE = `http://127.0.0.1:${PORT}/`;
-const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const SHADERS = readdirSync(`${ROOT}shaders`).filter((f) => f.endsWith('.wgsl')).sort();
 
-let server;
-let browser;
+let env;
 let page;
 
 before(async () => {
-  server = spawn(BIN, ['serve', '--port', String(PORT), '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: 'inherit' });
-  for (let i = 0; i < 100; i++) {
-    try { if ((await fetch(BASE)).ok) break; } catch { /* starting */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'],
-  });
-  page = await browser.newPage();
-  await page.goto(`${BASE}shaders/${SHADERS[0]}`);
+  env = await start(19000);
+  page = await env.browser.newPage();
+  await page.goto(`${env.base}shaders/${SHADERS[0]}`);
 });
 
 after(async () => {
-  await browser?.close();
-  server?.kill();
+  await env?.close();
 });
 
 test('Chromium has a WebGPU adapter', async () => {

@@ -6,8 +6,9 @@
 //   surprisal of the token drawn; every entropy point is a button that shows its step.
 
 const W = 420;
-const H = 170;
-const M = { top: 10, right: 12, bottom: 24, left: 40 };
+const H = 180;
+// The top margin holds the legend, clear of the lines.
+const M = { top: 24, right: 12, bottom: 24, left: 40 };
 
 function frame(container) {
   const svg = d3.select(container).append('svg').attr('viewBox', `0 0 ${W} ${H}`);
@@ -31,7 +32,7 @@ function legend(f, items) {
     g.append('line').attr('x1', 0).attr('x2', 16);
     g.append('text').attr('class', 'mini-legend').attr('x', 20).attr('dy', '0.35em');
     return g;
-  }).attr('transform', (_, i) => `translate(${f.iw - 190},${6 + i * 13})`)
+  }).attr('transform', (_, i) => `translate(${i * 200},-14)`)
     .call((g) => g.select('line').attr('class', (d) => d.cls))
     .call((g) => g.select('text').text((d) => d.label));
 }

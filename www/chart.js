@@ -103,7 +103,7 @@ export class ProbabilityChart {
     const lines = [];
     if (params && params.top_k > 0 && dist.after_top_k < data.length) lines.push({ key: 'k', at: dist.after_top_k, label: `top-k = ${params.top_k}` });
     if (params && params.top_p < 1 && dist.after_top_p < Math.min(dist.after_top_k, data.length)) {
-      lines.push({ key: 'p', at: dist.after_top_p, label: `nucleus: top-p = ${params.top_p}` });
+      lines.push({ key: 'p', at: dist.after_top_p, label: `nucleus: top-p = ${Number(params.top_p.toFixed(3))}` });
     }
     const mark = this.marks.selectAll('g.boundary-mark').data(lines, (d) => d.key).join((enter) => {
       const g = enter.append('g').attr('class', 'boundary-mark');

@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test sampler --test tokenizer --test generate --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench clean
+.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench fuzz fuzz-crafted clean
 
 setup:
 	scripts/setup.sh
@@ -52,6 +52,15 @@ test-e2e: model www build
 
 bench: model build
 	./target/release/tokenscope bench
+
+# A million mutated GGUF files through the reader and the loader (make test runs 50,000).
+FUZZ_INPUTS ?= 1000000
+fuzz: setup
+	cargo run --release --example fuzz_gguf -- --inputs $(FUZZ_INPUTS)
+
+# Rewrite the hand-made hostile files kept in tests/fixtures/gguf_hostile/.
+fuzz-crafted: setup
+	cargo run --release --example fuzz_gguf -- --write-crafted tests/fixtures/gguf_hostile
 
 clean:
 	cargo clean

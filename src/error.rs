@@ -27,6 +27,12 @@ pub enum Error {
     /// The prompt is empty: there is nothing to continue.
     #[error("the prompt is empty: type something for the model to continue")]
     EmptyPrompt,
+    /// The model computed a NaN logit: its weights (or its numerics) are broken.
+    #[error("the model produced NaN at logit {index}: its weights are broken, so choose another model file")]
+    NanLogits {
+        /// The first NaN logit's token id.
+        index: usize,
+    },
     /// A compute backend failed (numerical library, GPU device, ...).
     #[error("backend: {0}")]
     Backend(String),
@@ -36,6 +42,9 @@ pub enum Error {
     /// The GPU device was lost or reported an error; its results cannot be trusted.
     #[error("the GPU failed: {0}. Load the model again, or choose the CPU backend")]
     GpuLost(String),
+    /// A call came before what it needs (no model loaded, no run yet).
+    #[error("{0}")]
+    NotReady(String),
     /// A file could not be read or written.
     #[error("{context}: {source}")]
     Io {
@@ -103,6 +112,22 @@ pub enum ModelError {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A stable name for the kind of error, for code that acts on it (the page, scripts):
+    /// `BadModel` (the file: pick another), `InvalidParams`, `PromptTooLong`, `NoGpu`,
+    /// `GpuLost` (the GPU: the CPU may still work), `BackendFailed`, `NotReady`, `IoError`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Error::Model(_) | Error::Tokenizer(_) | Error::NanLogits { .. } => "BadModel",
+            Error::InvalidParams(_) | Error::EmptyPrompt => "InvalidParams",
+            Error::PromptTooLong { .. } => "PromptTooLong",
+            Error::NoGpu(_) => "NoGpu",
+            Error::GpuLost(_) => "GpuLost",
+            Error::Backend(_) => "BackendFailed",
+            Error::NotReady(_) => "NotReady",
+            Error::Io { .. } => "IoError",
+        }
+    }
+
     /// Wraps a candle error raised while computing.
     pub fn backend(e: impl std::fmt::Display) -> Self {
         Error::Backend(e.to_string())

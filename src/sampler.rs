@@ -306,7 +306,7 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
         return Err(Error::InvalidParams("no logits to sample from".into()));
     }
     if let Some(bad) = logits.iter().position(|x| x.is_nan()) {
-        return Err(Error::Backend(format!("the model produced NaN at logit {bad}")));
+        return Err(Error::NanLogits { index: bad });
     }
     let top_n = top_n.min(MAX_TOP_N).min(logits.len());
     let effective = penalize(logits, context, params.repetition_penalty);

@@ -122,20 +122,30 @@ pub struct Engine {
     run: Option<Run>,
 }
 
-fn js_err(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
+/// An `Error` for JavaScript: its `name` is [`Error::name`] (`BadModel`, `NoGpu`, `GpuLost`,
+/// `InvalidParams`, `PromptTooLong`, ...) for the page to act on, its `message` says what to do.
+fn js_err(e: impl Into<Error>) -> JsValue {
+    let e = e.into();
+    let err = js_sys::Error::new(&e.to_string());
+    err.set_name(e.name());
+    err.into()
 }
 
-fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsError> {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
+/// A call made before what it needs exists (no model, no run).
+fn not_ready(what: &str) -> JsValue {
+    js_err(Error::NotReady(what.to_string()))
 }
 
-fn sampling_from(params: JsValue) -> Result<SamplingParams, JsError> {
+fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(|e| js_err(Error::backend(e)))
+}
+
+fn sampling_from(params: JsValue) -> Result<SamplingParams, JsValue> {
     serde_wasm_bindgen::from_value(params).map_err(|e| js_err(Error::InvalidParams(e.to_string())))
 }
 
 /// `n` draws (at most [`MAX_DRAWS`]) with a fresh random stream from `seed`, as counts.
-fn counted_draws(logits: &[f32], context: &[u32], params: JsValue, n: usize, seed: u64) -> Result<JsValue, JsError> {
+fn counted_draws(logits: &[f32], context: &[u32], params: JsValue, n: usize, seed: u64) -> Result<JsValue, JsValue> {
     if n > MAX_DRAWS {
         return Err(js_err(Error::InvalidParams(format!("at most {MAX_DRAWS} draws at once"))));
     }
@@ -153,7 +163,7 @@ pub fn distribution_of(
     logits: Vec<f32>,
     #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
     top_n: usize,
-) -> Result<JsValue, JsError> {
+) -> Result<JsValue, JsValue> {
     let d = sampler::distribution(&logits, &[], &sampling_from(params)?, top_n).map_err(js_err)?;
     to_js(&d)
 }
@@ -166,13 +176,13 @@ pub fn draw_many_of(
     #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
     n: usize,
     seed: u64,
-) -> Result<JsValue, JsError> {
+) -> Result<JsValue, JsValue> {
     counted_draws(&logits, &[], params, n, seed)
 }
 
 /// Reads an exported run (JSON text), checking its format and version.
 #[wasm_bindgen(js_name = parseRun, unchecked_return_type = "RunRecord")]
-pub fn parse_run(text: &str) -> Result<JsValue, JsError> {
+pub fn parse_run(text: &str) -> Result<JsValue, JsValue> {
     to_js(&RunRecord::from_json(text).map_err(js_err)?)
 }
 
@@ -198,7 +208,7 @@ impl Engine {
         context: usize,
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
         software_adapter: bool,
-    ) -> Result<JsValue, JsError> {
+    ) -> Result<JsValue, JsValue> {
         self.backend = None;
         self.tokenizer = None;
         self.generation = None;
@@ -214,7 +224,7 @@ impl Engine {
                 let device = GpuContext::with_hint(software_adapter).await.map_err(js_err)?;
                 AnyBackend::Gpu(Box::new(GpuBackend::on(device, &model.config, model.weights, ctx).await.map_err(js_err)?))
             }
-            other => return Err(js_err(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\""))),
+            other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };
         let info = backend.info();
         let out = ModelInfo {
@@ -233,7 +243,7 @@ impl Engine {
     /// Starts a run: `{prompt, format: {mode: "chat" | "completion", system?}, params}` with
     /// OpenAI-style parameter names. Returns `{prompt_tokens}`.
     #[wasm_bindgen(unchecked_return_type = "{ prompt_tokens: number }")]
-    pub fn start(&mut self, #[wasm_bindgen(unchecked_param_type = "StartOptions")] options: JsValue) -> Result<JsValue, JsError> {
+    pub fn start(&mut self, #[wasm_bindgen(unchecked_param_type = "StartOptions")] options: JsValue) -> Result<JsValue, JsValue> {
         let opts: StartOptions = serde_wasm_bindgen::from_value(options).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
         let (backend, tokenizer) = self.loaded()?;
         let format = opts.format.unwrap_or(PromptFormat::Completion);
@@ -254,11 +264,11 @@ impl Engine {
     /// Runs one step of the current branch; returns `{type: "step", ...}` or
     /// `{type: "finished", ...}`.
     #[wasm_bindgen(unchecked_return_type = "StepEvent | FinishEvent")]
-    pub async fn step(&mut self) -> Result<JsValue, JsError> {
+    pub async fn step(&mut self) -> Result<JsValue, JsValue> {
         let (Some(backend), Some(tokenizer), Some(generation), Some(run)) =
             (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut())
         else {
-            return Err(js_err("no generation is running: press Generate"));
+            return Err(not_ready("no generation is running: press Generate"));
         };
         let (event, logits) = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
         match (&event, logits) {
@@ -272,9 +282,9 @@ impl Engine {
     /// Branches at `step` of the current branch: the steps from there on are set aside (they
     /// stay in their branch), the KV cache is truncated to what stays, and the next `step()`
     /// takes `token_id` at that step. Returns the new branch's id.
-    pub fn fork(&mut self, step: usize, token_id: u32) -> Result<usize, JsError> {
+    pub fn fork(&mut self, step: usize, token_id: u32) -> Result<usize, JsValue> {
         let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
-            return Err(js_err("no run to branch: press Generate first"));
+            return Err(not_ready("no run to branch: press Generate first"));
         };
         if token_id as usize >= tokenizer.vocab_size() {
             return Err(js_err(Error::InvalidParams(format!("token {token_id} is outside the vocabulary"))));
@@ -287,9 +297,9 @@ impl Engine {
     /// Makes branch `id` the current one: the next step continues after its last token (the
     /// KV cache keeps the prefix it shares with the branch before). Returns the branch.
     #[wasm_bindgen(js_name = switchBranch, unchecked_return_type = "Branch")]
-    pub fn switch_branch(&mut self, id: usize) -> Result<JsValue, JsError> {
+    pub fn switch_branch(&mut self, id: usize) -> Result<JsValue, JsValue> {
         let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
-            return Err(js_err("no run to switch in"));
+            return Err(not_ready("no run to switch in"));
         };
         let branch = run.switch(id).map_err(js_err)?;
         generation.follow(&branch.tokens(), tokenizer);
@@ -301,7 +311,7 @@ impl Engine {
 
     /// Changes the sampling parameters; they apply from the next step.
     #[wasm_bindgen(js_name = setParams)]
-    pub fn set_params(&mut self, #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue) -> Result<(), JsError> {
+    pub fn set_params(&mut self, #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue) -> Result<(), JsValue> {
         let p = sampling_from(params)?;
         match self.generation.as_mut() {
             Some(g) => g.set_sampling(p).map_err(js_err),
@@ -317,9 +327,9 @@ impl Engine {
         step: usize,
         #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
         top_n: usize,
-    ) -> Result<JsValue, JsError> {
+    ) -> Result<JsValue, JsValue> {
         let p = sampling_from(params)?;
-        let run = self.run.as_ref().ok_or_else(|| js_err("no run yet"))?;
+        let run = self.run.as_ref().ok_or_else(|| not_ready("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
         let mut d = sampler::distribution(logits, &context, &p, top_n).map_err(js_err)?;
         if let Some(t) = self.tokenizer.as_ref() {
@@ -337,8 +347,8 @@ impl Engine {
         #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue,
         n: usize,
         seed: u64,
-    ) -> Result<JsValue, JsError> {
-        let run = self.run.as_ref().ok_or_else(|| js_err("no run yet"))?;
+    ) -> Result<JsValue, JsValue> {
+        let run = self.run.as_ref().ok_or_else(|| not_ready("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
         counted_draws(logits, &context, params, n, seed)
     }
@@ -346,8 +356,8 @@ impl Engine {
     /// The run so far (every branch, every step's top candidates) as JSON text, naming the
     /// model `model_name`.
     #[wasm_bindgen(js_name = exportRun)]
-    pub fn export_run(&self, model_name: &str) -> Result<String, JsError> {
-        let run = self.run.as_ref().ok_or_else(|| js_err("nothing to export yet: generate first"))?;
+    pub fn export_run(&self, model_name: &str) -> Result<String, JsValue> {
+        let run = self.run.as_ref().ok_or_else(|| not_ready("nothing to export yet: generate first"))?;
         let mut record = run.record().clone();
         record.model.name = model_name.to_string();
         record.to_json().map_err(js_err)
@@ -377,9 +387,9 @@ impl Engine {
 
     /// KV cache, context and backend figures.
     #[wasm_bindgen(unchecked_return_type = "EngineStats")]
-    pub fn stats(&self) -> Result<JsValue, JsError> {
+    pub fn stats(&self) -> Result<JsValue, JsValue> {
         let Some(b) = self.backend.as_ref() else {
-            return Err(js_err("no model is loaded"));
+            return Err(not_ready("no model is loaded"));
         };
         let info = b.info();
         to_js(&Stats {
@@ -392,10 +402,10 @@ impl Engine {
         })
     }
 
-    fn loaded(&self) -> Result<(&AnyBackend, &Tokenizer), JsError> {
+    fn loaded(&self) -> Result<(&AnyBackend, &Tokenizer), JsValue> {
         match (self.backend.as_ref(), self.tokenizer.as_ref()) {
             (Some(b), Some(t)) => Ok((b, t)),
-            _ => Err(js_err("no model is loaded: load one first")),
+            _ => Err(not_ready("no model is loaded: load one first")),
         }
     }
 }

@@ -260,6 +260,12 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--force", "2", "hi"], "STEP:TOKEN_ID"),
         (vec!["generate", "--model", &m, "--force", "1:99999999", "hi"], "outside the vocabulary"),
         (vec!["generate", "--model", &m, "--sampler-order", "sideways", "hi"], "temperature-last"),
+        (vec!["generate", "--model", &m, "--context", "0", "hi"], "choose at least 2"),
+        (vec!["generate", "--model", &m, "--context", "1000000000", "hi"], "exceeds the model's window of 8192"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--context", "1000000000", "hi"], "choose at most 8192"),
+        (vec!["generate", "--model", &m, "--top-k", "-5", "hi"], "\"-5\" is not a whole number of 0 or more"),
+        (vec!["generate", "--model", &m, "--max-tokens", "-1", "hi"], "not a whole number"),
+        (vec!["bench", "--model", &m, "--runs", "-2"], "not a whole number"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = tokenscope(&args);
@@ -267,4 +273,38 @@ fn bad_input_exits_2_with_a_clear_message() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+#[test]
+fn a_hostile_model_file_exits_2_naming_the_field_with_nothing_raw() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_hostile");
+    for (file, needle) in [
+        ("alignment-zero.gguf", "general.alignment"),
+        ("block-count-max.gguf", "llama.block_count"),
+        ("context-length-max.gguf", "llama.context_length"),
+        ("rms-eps-nan.gguf", "layer_norm_rms_epsilon"),
+        ("tensor-name-escapes.gguf", "\\u{1b}[2J"),
+    ] {
+        let path = dir.join(file).display().to_string();
+        let (code, _, err) = tokenscope(&["generate", "--model", &path, "--context", "16", "hi"]);
+        assert_eq!(code, 2, "{file}: {err}");
+        assert!(err.contains(needle), "{file}: {err}");
+        assert!(!err.contains('\u{1b}') && !err.contains("panicked"), "{file}: {err:?}");
+    }
+}
+
+#[test]
+fn a_model_that_computes_nan_exits_2_saying_its_weights_are_broken() {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    let mut m = tokenscope::model::synthetic::SyntheticModel::new(&Default::default()).expect("model");
+    let nan = candle_core::Tensor::full(f32::NAN, 64, &candle_core::Device::Cpu).expect("nan");
+    m.set_tensor("output_norm.weight", QTensor::quantize(&nan, GgmlDType::F32).expect("f32"));
+    let path = std::env::temp_dir().join(format!("tokenscope-nan-{}.gguf", std::process::id()));
+    std::fs::write(&path, m.to_bytes().expect("bytes")).expect("write");
+    // The exact backend: the fast one requantizes activations to 8 bits, which turns NaN into 0.
+    let (code, _, err) =
+        tokenscope(&["generate", "--model", &path.display().to_string(), "--backend", "cpu-exact", "--max-tokens", "2", "the"]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("produced NaN") && err.contains("choose another model file"), "{err}");
 }

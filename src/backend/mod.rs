@@ -8,7 +8,8 @@ use serde::Serialize;
 
 pub use any::AnyBackend;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::model::Config;
 
 /// What a backend reports about itself, for the CLI and the page.
 #[derive(Debug, Clone, Serialize)]
@@ -45,4 +46,39 @@ pub trait Backend {
     fn kv_cache_bytes(&self) -> usize;
     /// Name and device.
     fn info(&self) -> BackendInfo;
+}
+
+/// Largest KV cache a backend allocates, in bytes: a larger request is refused in words rather
+/// than left to abort the process.
+pub const MAX_KV_CACHE_BYTES: usize = 4 << 30;
+
+/// The KV cache's capacity in tokens for a requested context: `requested` (the user's choice) or
+/// `default`, within the model's window. A request of 0 tokens, one beyond the window, or one
+/// whose cache would pass [`MAX_KV_CACHE_BYTES`] is refused with what to choose instead.
+pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize) -> Result<usize> {
+    let window = cfg.context_len;
+    let capacity = match requested {
+        Some(0) => {
+            return Err(Error::InvalidParams(
+                "a context of 0 tokens holds nothing: choose at least 2 (the prompt and one new token)".into(),
+            ))
+        }
+        Some(n) if n > window => {
+            return Err(Error::InvalidParams(format!(
+                "a context of {n} tokens exceeds the model's window of {window}: choose at most {window}"
+            )))
+        }
+        Some(n) => n,
+        None => default.min(window),
+    };
+    let bytes = capacity.saturating_mul(cfg.kv_bytes_per_token());
+    if bytes > MAX_KV_CACHE_BYTES {
+        let most = MAX_KV_CACHE_BYTES / cfg.kv_bytes_per_token().max(1);
+        return Err(Error::InvalidParams(format!(
+            "a KV cache for {capacity} tokens needs {} MiB, more than the {} MiB allowed: choose a context of at most {most} tokens",
+            bytes >> 20,
+            MAX_KV_CACHE_BYTES >> 20
+        )));
+    }
+    Ok(capacity)
 }

@@ -20,14 +20,14 @@ pub struct BenchArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Timed runs (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     runs: usize,
     /// Decode steps per run.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     decode_tokens: usize,
     /// Prefill only the first N tokens of the fixed prompt (default: all 81; a software GPU
     /// adapter is slow).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     prompt_tokens: Option<usize>,
     /// Print one JSON object instead of text.
     #[arg(long)]

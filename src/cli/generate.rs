@@ -28,7 +28,7 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0.7, allow_negative_numbers = true)]
     temperature: f32,
     /// Keep the k most likely tokens; 0 = off.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     top_k: usize,
     /// Nucleus sampling threshold; 1 = off.
     #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
@@ -40,10 +40,10 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     repetition_penalty: f32,
     /// Random seed (default: a new one each run).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::count::<u64>)]
     seed: Option<u64>,
     /// Most tokens to generate.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     max_tokens: usize,
     /// A string that ends generation (repeatable, up to 4).
     #[arg(long)]
@@ -52,7 +52,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     jsonl: bool,
     /// Candidates per step in --jsonl (up to 100).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     top_n: usize,
     /// Take TOKEN_ID at step STEP (0-based) instead of drawing one (repeatable), as the
     /// page's branches do.

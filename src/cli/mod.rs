@@ -59,8 +59,9 @@ pub struct ModelArgs {
     /// Compute backend.
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     backend: BackendKind,
-    /// Context window in tokens (default: the model's).
-    #[arg(long)]
+    /// Context window in tokens (default: the model's window on the CPU, 2048 on the GPU; at
+    /// most the model's window).
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>)]
     context: Option<usize>,
 }
 
@@ -112,6 +113,12 @@ impl ModelArgs {
     }
 }
 
+/// Parses a whole number of 0 or more, saying so when the value is negative or not a number
+/// (clap alone would call `-5` an unexpected argument).
+fn count<T: std::str::FromStr>(s: &str) -> std::result::Result<T, String> {
+    s.trim().parse().map_err(|_| format!("{s:?} is not a whole number of 0 or more"))
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -141,10 +148,11 @@ fn export_tokenizer(model: &std::path::Path, out: &std::path::Path) -> Result<()
     Ok(())
 }
 
-/// Exit status for an error: 2 for bad input (the user can fix it), 1 otherwise.
+/// Exit status for an error: 2 for bad input (the user can fix it: a bad file, a bad flag, a
+/// model whose numbers break), 1 for a failure of the machine (a backend, the GPU).
 pub fn exit_code(e: &Error) -> u8 {
     match e {
-        Error::Backend(_) => 1,
+        Error::Backend(_) | Error::GpuLost(_) => 1,
         _ => 2,
     }
 }

@@ -5,6 +5,17 @@ use serde::Serialize;
 use super::gguf::Gguf;
 use crate::error::ModelError;
 
+/// Most transformer blocks a model may declare.
+pub const MAX_LAYERS: usize = 1024;
+/// Widest residual stream a model may declare (the feed-forward may be 8 times wider).
+pub const MAX_WIDTH: usize = 65_536;
+/// Largest vocabulary a model may declare.
+pub const MAX_VOCAB: usize = 1 << 21;
+/// Longest context window a model may declare.
+pub const MAX_CONTEXT: usize = 1 << 20;
+/// Tensors in one llama block (two norms, four attention and three feed-forward matrices).
+const TENSORS_PER_BLOCK: usize = 9;
+
 /// Shape and numerics of a llama-family model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
@@ -56,15 +67,31 @@ impl Config {
             rope_base: g.f32_opt("llama.rope.freq_base")?.unwrap_or(10_000.0),
             rms_eps: g.f32_opt("llama.attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
         };
-        cfg.validate()?;
+        cfg.validate(g.tensor_count())?;
         Ok(cfg)
     }
 
-    fn validate(&self) -> Result<(), ModelError> {
+    fn validate(&self, tensors_in_file: usize) -> Result<(), ModelError> {
         let bad = |key: &str, problem: String| ModelError::Metadata { key: key.to_string(), problem };
-        if self.n_layers == 0 || self.dim == 0 || self.ffn_dim == 0 || self.vocab_size == 0 {
-            return Err(bad("llama.*", "block_count, embedding_length, feed_forward_length and vocabulary must be positive".into()));
+        let in_range = |key: &str, value: usize, max: usize| {
+            if value == 0 || value > max {
+                return Err(bad(key, format!("is {value}; it must be from 1 to {max}")));
+            }
+            Ok(())
+        };
+        in_range("llama.block_count", self.n_layers, MAX_LAYERS)?;
+        // Every block stores nine tensors: a block count the file cannot hold is refused before
+        // anything is sized by it.
+        if self.n_layers.saturating_mul(TENSORS_PER_BLOCK) > tensors_in_file {
+            return Err(bad(
+                "llama.block_count",
+                format!("is {} but the file holds {tensors_in_file} tensors, too few for that many blocks", self.n_layers),
+            ));
         }
+        in_range("llama.embedding_length", self.dim, MAX_WIDTH)?;
+        in_range("llama.feed_forward_length", self.ffn_dim, MAX_WIDTH * 8)?;
+        in_range("llama.vocab_size", self.vocab_size, MAX_VOCAB)?;
+        in_range("llama.context_length", self.context_len, MAX_CONTEXT)?;
         if self.n_heads == 0 || !self.dim.is_multiple_of(self.n_heads) {
             return Err(bad("llama.attention.head_count", format!("{} does not divide embedding_length {}", self.n_heads, self.dim)));
         }
@@ -74,8 +101,11 @@ impl Config {
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return Err(bad("llama.attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
         }
-        if self.context_len == 0 {
-            return Err(bad("llama.context_length", "must be positive".into()));
+        if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
+            return Err(bad("llama.rope.freq_base", format!("is {}; it must be a finite number above 1", self.rope_base)));
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
+            return Err(bad("llama.attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! GGUF bytes -> header, metadata and tensors, through candle-core's GGUF reader.
 //!
+//! [`check_header`] walks the header first, so nothing candle reads is trusted blindly.
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
 //! we cannot compute with) becomes a [`ModelError`], never a panic.
 
@@ -9,6 +10,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
+use super::gguf_scan::{check_header, shown};
 use crate::error::ModelError;
 
 /// Tensor types the engine computes with, on every backend.
@@ -32,6 +34,8 @@ impl Gguf {
             return Err(ModelError::NotGguf { found });
         }
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
+        check_header(reader, file_len)?;
+        reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
         let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
         let gguf = Gguf { content, file_len };
         gguf.check_extents()?;
@@ -48,17 +52,25 @@ impl Gguf {
             let elems = info.shape.elem_count();
             let block = info.ggml_dtype.block_size();
             if elems % block != 0 {
-                return Err(ModelError::Malformed(format!("tensor {name} has {elems} elements, not a multiple of its block size {block}")));
+                return Err(ModelError::Malformed(format!(
+                    "tensor {} has {elems} elements, not a multiple of its block size {block}",
+                    shown(name)
+                )));
             }
             let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
             let end = self.content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
             if end > self.file_len {
                 return Err(ModelError::Truncated {
-                    detail: format!("tensor {name} ends at byte {end} but the file has {} bytes", self.file_len),
+                    detail: format!("tensor {} ends at byte {end} but the file has {} bytes", shown(name), self.file_len),
                 });
             }
         }
         Ok(())
+    }
+
+    /// Number of tensors in the file's directory.
+    pub fn tensor_count(&self) -> usize {
+        self.content.tensor_infos.len()
     }
 
     /// Every metadata entry (key, value), in no particular order.
@@ -178,7 +190,9 @@ fn read_up_to<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize, ModelErr
 
 /// Maps candle's reader errors to a truncated file or a malformed one.
 fn classify_read_error(e: &candle_core::Error) -> ModelError {
-    let text = e.to_string();
+    // candle's messages quote tensor names from the file: escape them before they are shown.
+    // Only the first line: with RUST_BACKTRACE set candle appends a backtrace.
+    let text = e.to_string().lines().next().unwrap_or_default().escape_debug().to_string();
     let eof = matches!(e, candle_core::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof)
         || text.contains("remaining")
         || text.contains("failed to fill whole buffer");

@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod gguf;
+pub mod gguf_scan;
 pub mod synthetic;
 pub mod weights;
 

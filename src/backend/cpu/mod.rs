@@ -31,6 +31,9 @@ struct Block {
     w_down: Linear,
 }
 
+/// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
+pub const DEFAULT_CONTEXT: usize = 8192;
+
 /// The model on the CPU with its KV cache.
 pub struct CpuBackend {
     cfg: Config,
@@ -43,9 +46,10 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Prepares the weights for `precision`. `context_len` caps the KV cache (default and
-    /// maximum: the model's context window).
+    /// Prepares the weights for `precision`. `context_len` sizes the KV cache (default
+    /// [`DEFAULT_CONTEXT`], at most the model's window; see [`super::kv_capacity`]).
     pub fn new(cfg: &Config, weights: Weights, precision: CpuPrecision, context_len: Option<usize>) -> Result<Self> {
+        let capacity = super::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
         let token_embd = Arc::new(weights.token_embd);
         let lm_head = match weights.output {
@@ -66,7 +70,6 @@ impl CpuBackend {
                 w_down: lin(l.w_down)?,
             });
         }
-        let capacity = context_len.unwrap_or(cfg.context_len).clamp(1, cfg.context_len);
         Ok(CpuBackend {
             cfg: cfg.clone(),
             precision,

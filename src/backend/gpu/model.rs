@@ -45,6 +45,9 @@ pub struct KernelTime {
 /// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
 pub const PREFILL_BATCH: usize = 64;
 
+/// KV-cache capacity in tokens when none is asked for.
+pub const DEFAULT_CONTEXT: usize = 2048;
+
 /// The model on a GPU.
 pub struct GpuBackend {
     ctx: GpuContext,
@@ -94,7 +97,8 @@ fn stacked(ctx: &GpuContext, parts: &[&QTensor], gpu_bytes: &mut u64) -> Result<
 
 impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
-    /// pass. `context_len` caps the KV cache (default 2048, at most the model's window).
+    /// pass. `context_len` sizes the KV cache (default [`DEFAULT_CONTEXT`], at most the model's
+    /// window; see [`crate::backend::kv_capacity`]).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         Self::on(GpuContext::new().await?, cfg, weights, context_len).await
     }
@@ -103,7 +107,7 @@ impl GpuBackend {
     pub async fn on(ctx: GpuContext, cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx);
-        let capacity = context_len.unwrap_or(2048).min(cfg.context_len).max(1);
+        let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let (d, hd, kv, qd, f) =
             (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
         let b = PREFILL_BATCH;

@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test sampler --test tokenizer --test generate --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench fuzz fuzz-crafted clean
+.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -52,6 +52,10 @@ test-e2e: model www build
 
 bench: model build
 	./target/release/tokenscope bench
+
+# 300 cycles of generate, stop, sliders, step switches and reloads in Chromium; memory must stay flat.
+soak: model www build
+	node tests/soak/soak.mjs
 
 # A million mutated GGUF files through the reader and the loader (make test runs 50,000).
 FUZZ_INPUTS ?= 1000000

@@ -11,8 +11,8 @@ pub enum Error {
     /// The tokenizer could not be built or could not encode/decode.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
-    /// Sampling parameters outside their meaningful range.
-    #[error("invalid sampling parameter: {0}")]
+    /// A parameter outside its meaningful range (sampling, context, a forced token, ...).
+    #[error("invalid parameter: {0}")]
     InvalidParams(String),
     /// The prompt does not leave room for even one generated token.
     #[error(

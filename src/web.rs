@@ -186,6 +186,15 @@ pub fn parse_run(text: &str) -> Result<JsValue, JsValue> {
     to_js(&RunRecord::from_json(text).map_err(js_err)?)
 }
 
+/// Panics inside the engine on purpose, as an unforeseen bug would: the page's crash-recovery
+/// test uses it to check that a trap leaves the page usable (a fresh worker and engine, the
+/// last good model reloaded). Nothing else calls it.
+#[wasm_bindgen(js_name = panicForTesting)]
+pub fn panic_for_testing() {
+    console_error_panic_hook::set_once();
+    panic!("a panic on purpose (the crash-recovery test)");
+}
+
 #[wasm_bindgen]
 impl Engine {
     /// A new engine with no model (installs the panic hook so panics reach the console).

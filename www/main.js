@@ -29,12 +29,15 @@ const sliders = {
   step_delay: { el: $('step-delay'), fmt: (v) => `${v} ms` },
 };
 
-const worker = new Worker('worker.js', { type: 'module' });
+// The engine's worker; replaced by a fresh one when the engine crashes.
+let worker = null;
+// Crash recoveries since the last model that loaded: a third in a row gives up.
+let recoveries = 0;
 const chart = new ProbabilityChart($('chart'));
 const timing = new TimingChart($('timing-chart'));
 const entropy = new EntropyChart($('entropy-chart'), (step) => selectStep(step));
 const state = {
-  loaded: false, model: null, modelLabel: '', adapterName: '', lastSource: null, lastStats: null,
+  loaded: false, model: null, modelLabel: '', adapterName: '', lastSource: null, lastGood: null, lastStats: null,
   // {prompt, promptFormat, promptTokens, branches: [{id, parent, fork_step, steps, finish}], current, imported, kvCache}
   run: null,
   active: false, // the worker is running steps
@@ -52,7 +55,8 @@ const sampling = () => {
 };
 const branch = () => (state.run ? state.run.branches[state.run.current] : null);
 const steps = () => branch()?.steps || [];
-const liveRun = () => state.run && !state.run.imported;
+// A run the engine can continue: not imported, and not cut off by an engine crash.
+const liveRun = () => state.run && !state.run.imported && !state.run.frozen;
 const finished = () => !branch() || branch().finish !== null;
 const displayedStep = () => (state.selected !== null ? state.selected : steps().length - 1);
 const stepDelay = () => Number(sliders.step_delay.el.value);
@@ -75,29 +79,61 @@ function renderButtons() {
   ui.step.disabled = !state.loaded || (a && !state.streaming);
   ui.stop.disabled = !(a || (liveRun() && !finished()));
   ui.reset.disabled = !state.loaded || a;
-  ui.exportRun.disabled = !state.run || a || !steps().length;
+  ui.exportRun.disabled = !state.run || state.run.frozen || a || !steps().length;
   ui.sampleMany.disabled = !(state.lesson || (liveRun() && steps()[displayedStep()]));
 }
 
 // ---- model loading -------------------------------------------------------------------
-function load(source) {
+// A source is {url, name} or {file, name}; `backend` overrides the Backend choice (Auto's
+// fallback to the CPU after a GPU error).
+async function load(source, backend = ui.backend.value) {
   state.loaded = false;
   state.lastSource = source;
   setActive(false);
   ui.progress.value = 0;
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
-  worker.postMessage({ type: 'load', backend: ui.backend.value, context: 2048, ...source }, source.bytes ? [source.bytes] : []);
+  const bytes = source.file ? await source.file.arrayBuffer() : undefined;
+  worker.postMessage({ type: 'load', backend, context: 2048, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
 }
-const loadDefault = () => load({ url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' });
+const DEFAULT_SOURCE = { url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' };
+const loadDefault = () => load(DEFAULT_SOURCE);
 
-ui.backend.addEventListener('change', () => {
-  if (state.lastSource && !state.lastSource.bytes) load(state.lastSource);
-  else loadDefault();
-});
+ui.backend.addEventListener('change', () => load(state.lastGood || DEFAULT_SOURCE));
 async function loadFile(file) {
   if (!file) return;
-  load({ bytes: await file.arrayBuffer(), name: file.name });
+  load({ file, name: file.name });
+}
+
+// The engine trapped (a panic) or its worker died: say so, start a fresh worker and engine,
+// and reload the last model that loaded (from Cache Storage, or the same file) with the same
+// backend choice. The text on the page stays; the cut-off run can no longer continue.
+function engineCrashed(message) {
+  worker.terminate();
+  spawnWorker();
+  recoveries += 1;
+  if (state.run && !state.run.imported) state.run.frozen = true;
+  state.loaded = false;
+  setActive(false);
+  document.body.dataset.crashes = String(Number(document.body.dataset.crashes || 0) + 1);
+  delete document.body.dataset.loadMs;
+  if (recoveries > 2) {
+    showError(`The engine crashed again (${message}). Reload the page.`);
+    ui.loadStatus.textContent = 'The engine keeps crashing: reload the page.';
+    return;
+  }
+  const source = state.lastGood || DEFAULT_SOURCE;
+  showError(`The engine crashed (${message}). A fresh engine is starting and reloading ${source.name}; the text so far stays on the page.`);
+  load(source);
+}
+
+function spawnWorker() {
+  worker = new Worker('worker.js', { type: 'module' });
+  worker.onmessage = onWorkerMessage;
+  worker.onerror = (e) => {
+    e.preventDefault();
+    engineCrashed(`its worker failed: ${e.message || 'unknown error'}`);
+  };
 }
 ui.modelFile.addEventListener('change', () => loadFile(ui.modelFile.files[0]));
 window.addEventListener('dragover', (e) => { e.preventDefault(); ui.dropOverlay.hidden = false; });
@@ -505,7 +541,7 @@ function renderAll() {
 }
 
 // ---- worker messages -----------------------------------------------------------------
-worker.onmessage = ({ data: msg }) => {
+function onWorkerMessage({ data: msg }) {
   switch (msg.type) {
     case 'progress': {
       const labels = { download: 'Downloading model', cache: 'Reading model from browser cache', parse: 'Preparing weights' };
@@ -515,6 +551,8 @@ worker.onmessage = ({ data: msg }) => {
     }
     case 'loaded': {
       state.loaded = true;
+      state.lastGood = state.lastSource;
+      recoveries = 0;
       state.model = msg.info;
       state.modelLabel = msg.name;
       ui.progress.value = 1;
@@ -543,6 +581,7 @@ worker.onmessage = ({ data: msg }) => {
       b.steps.push(ev);
       b.finish = null;
       state.lastStats = msg.stats;
+      document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
       ui.text.querySelector('.placeholder')?.remove();
       if (ev.step === 0 && !ui.text.childNodes.length) renderText();
       else ui.text.append(tokenSpan(ev));
@@ -606,7 +645,16 @@ worker.onmessage = ({ data: msg }) => {
       showImported(msg.record);
       break;
     case 'error':
+      document.body.dataset.errorName = msg.name;
+      if (msg.name === 'EngineCrashed') { engineCrashed(msg.message); break; }
       showError(msg.message);
+      // Auto falls back to the CPU after a GPU error (never after a bad file or bad input).
+      if ((msg.name === 'GpuLost' || msg.name === 'NoGpu') && ui.backend.value === 'auto' && msg.during !== 'load' && document.body.dataset.backend === 'webgpu') {
+        showError(`${msg.message} Auto is switching to the CPU backend and reloading the model.`);
+        if (state.run && !state.run.imported) state.run.frozen = true;
+        load(state.lastGood || DEFAULT_SOURCE, 'cpu');
+        break;
+      }
       if (msg.during === 'load') {
         state.loaded = msg.modelLoaded;
         ui.progress.value = msg.modelLoaded ? 1 : 0;
@@ -621,8 +669,10 @@ worker.onmessage = ({ data: msg }) => {
     default:
       break;
   }
-};
-worker.onerror = (e) => { showError(`The engine stopped: ${e.message}. Reload the page.`); setActive(false); };
+}
 
+spawnWorker();
+// For the crash-recovery test: makes the engine panic as an unforeseen bug would.
+window.tokenscopeTestHooks = { crashEngine: () => worker.postMessage({ type: 'crash-for-testing' }) };
 renderAll();
 loadDefault();

@@ -8,15 +8,23 @@
 //               started {promptTokens}, step {event, stats}, paused {stats}, finished {finish, stats},
 //               forked {branch, step}, switched {branch, stats}, reshaped {step, dist, params},
 //               drawn {step, counts, n, params}, lesson {dist, counts, n, params},
-//               exported {json}, imported {record}, error {message, during}
-import init, { Engine, distributionOf, drawManyOf, parseRun } from './pkg/tokenscope.js';
+//               exported {json}, imported {record}, error {name, message, during, modelLoaded}
+// Every error carries a name the page acts on: the engine's own (BadModel, InvalidParams,
+// PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady), NetworkError for a download, and
+// EngineCrashed when the wasm engine trapped (a panic): this worker is then unusable and the
+// page replaces it. 'crash-for-testing' makes the engine panic on purpose (the recovery test).
+import init, { Engine, distributionOf, drawManyOf, parseRun, panicForTesting } from './pkg/tokenscope.js';
 
 const MODEL_CACHE = 'tokenscope-models-v1';
 let engine = null;
 // The wasm module is initialized once, before the first call that needs it (the lesson
 // example and an imported run need no model).
 let ready = null;
-const initOnce = () => (ready ??= init());
+// Its exports give the wasm memory's size for the stats (the soak watches it).
+let wasmExports = null;
+const initOnce = () => (ready ??= init().then((exports) => { wasmExports = exports; }));
+// The engine's stats plus the wasm memory's size in bytes.
+const statsOf = (e) => ({ ...e.stats(), wasm_memory_bytes: wasmExports ? wasmExports.memory.buffer.byteLength : 0 });
 // Calls into the engine are serialized: a step in flight holds the engine.
 let queue = Promise.resolve();
 const withEngine = (fn) => (queue = queue.then(fn, fn));
@@ -30,7 +38,32 @@ let quiet = false;
 let hasRun = false;
 
 const post = (msg) => self.postMessage(msg);
-const fail = (during, e) => post({ type: 'error', during, modelLoaded: engine !== null, message: e && e.message ? e.message : String(e) });
+
+// The names the engine gives its errors (Error::name in src/error.rs), and ours.
+const ENGINE_ERRORS = new Set(['BadModel', 'InvalidParams', 'PromptTooLong', 'NoGpu', 'GpuLost', 'BackendFailed', 'NotReady', 'IoError']);
+const GPU_ERRORS = new Set(['NoGpu', 'GpuLost', 'BackendFailed']);
+
+/// An error with a name the page acts on.
+const named = (name, message) => Object.assign(new Error(message), { name });
+
+// A wasm trap (a panic ends in `unreachable`, or memory gone wrong) leaves the engine's state
+// unknown: the engine has crashed. Anything else unnamed is reported as it is.
+function errorName(e) {
+  if (e && ENGINE_ERRORS.has(e.name)) return e.name;
+  if (e && (e.name === 'NetworkError' || e.name === 'EngineCrashed')) return e.name;
+  if (e instanceof WebAssembly.RuntimeError || /unreachable|RuntimeError|recursive use of an object|null pointer passed to rust/i.test(String(e && (e.message || e)))) {
+    return 'EngineCrashed';
+  }
+  return 'Error';
+}
+
+let crashed = false;
+function fail(during, e) {
+  const name = errorName(e);
+  const message = e && e.message ? e.message : String(e);
+  if (name === 'EngineCrashed') crashed = true;
+  post({ type: 'error', name, during, modelLoaded: engine !== null && !crashed, message });
+}
 
 async function readWithProgress(response, phase) {
   const total = Number(response.headers.get('content-length')) || 0;
@@ -60,10 +93,10 @@ async function fetchModel(url) {
   try {
     response = await fetch(url);
   } catch (e) {
-    throw new Error(`Could not download the model from ${url}: is the tokenscope server still running?`);
+    throw named('NetworkError', `Could not download the model from ${url}: is the tokenscope server still running?`);
   }
   if (!response.ok) {
-    throw new Error(`Could not download the model (${response.status} ${response.statusText}): run "make model" and reload.`);
+    throw named('NetworkError', `Could not download the model (${response.status} ${response.statusText}): run "make model" and reload.`);
   }
   const bytes = await readWithProgress(response, 'download');
   if (cache) {
@@ -96,7 +129,7 @@ async function chooseBackend(requested) {
   const adapter = await findAdapter();
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
-    if (!adapter) throw new Error('This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
+    if (!adapter) throw named('NoGpu', 'This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
     return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
   }
   if (!adapter) return { backend: 'cpu', adapter, note: 'Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.' };
@@ -125,8 +158,9 @@ async function load(msg) {
   try {
     info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software));
   } catch (e) {
-    // Auto falls back to the CPU when the GPU cannot take the model; a forced choice reports.
-    if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto') throw e;
+    // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
+    // reports.
+    if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
     choice.backend = 'cpu';
     choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
     info = await fresh.loadModel(bytes, progress, context, 'cpu', false);
@@ -145,7 +179,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // One step of the current branch; returns false when the run has finished.
 async function stepOnce() {
   const event = await withEngine(() => engine.step());
-  const stats = engine.stats();
+  const stats = statsOf(engine);
   if (event.type === 'finished') {
     post({ type: 'finished', finish: event, stats });
     return false;
@@ -165,7 +199,7 @@ async function loop(mode) {
     alive = await stepOnce();
   }
   streaming = false;
-  if (alive && !quiet) post({ type: 'paused', stats: engine.stats() });
+  if (alive && !quiet) post({ type: 'paused', stats: statsOf(engine) });
 }
 
 function startLoop(mode) {
@@ -192,12 +226,17 @@ function lesson(msg) {
 const randomSeed = () => BigInt(crypto.getRandomValues(new Uint32Array(1))[0]);
 
 function needEngine() {
-  if (!engine) throw new Error('No model is loaded yet.');
+  if (!engine) throw named('NotReady', 'No model is loaded yet.');
 }
 
 self.onmessage = async ({ data: msg }) => {
+  if (crashed) { fail(msg.type, named('EngineCrashed', 'The engine crashed earlier; the page is starting a fresh one.')); return; }
   try {
     switch (msg.type) {
+      case 'crash-for-testing':
+        await initOnce();
+        await withEngine(() => panicForTesting());
+        break;
       case 'load':
         await withEngine(() => load(msg));
         break;
@@ -237,7 +276,7 @@ self.onmessage = async ({ data: msg }) => {
         needEngine();
         await stopLoop();
         const branch = await withEngine(() => engine.switchBranch(msg.branch));
-        post({ type: 'switched', branch, stats: engine.stats() });
+        post({ type: 'switched', branch, stats: statsOf(engine) });
         break;
       }
       case 'params':

@@ -48,9 +48,9 @@ pub trait Backend {
     fn info(&self) -> BackendInfo;
 }
 
-/// Largest KV cache a backend allocates, in bytes: a larger request is refused in words rather
-/// than left to abort the process.
-pub const MAX_KV_CACHE_BYTES: usize = 4 << 30;
+/// Largest KV cache a backend allocates, in bytes (4 GiB natively, 1 GiB in wasm32's 4 GiB
+/// address space): a larger request is refused in words rather than left to abort the process.
+pub const MAX_KV_CACHE_BYTES: u64 = if cfg!(target_arch = "wasm32") { 1 << 30 } else { 4 << 30 };
 
 /// The KV cache's capacity in tokens for a requested context: `requested` (the user's choice) or
 /// `default`, within the model's window. A request of 0 tokens, one beyond the window, or one
@@ -71,9 +71,10 @@ pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize) -> Re
         Some(n) => n,
         None => default.min(window),
     };
-    let bytes = capacity.saturating_mul(cfg.kv_bytes_per_token());
+    let per_token = cfg.kv_bytes_per_token() as u64;
+    let bytes = (capacity as u64).saturating_mul(per_token);
     if bytes > MAX_KV_CACHE_BYTES {
-        let most = MAX_KV_CACHE_BYTES / cfg.kv_bytes_per_token().max(1);
+        let most = MAX_KV_CACHE_BYTES / per_token.max(1);
         return Err(Error::InvalidParams(format!(
             "a KV cache for {capacity} tokens needs {} MiB, more than the {} MiB allowed: choose a context of at most {most} tokens",
             bytes >> 20,

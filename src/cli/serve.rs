@@ -1,12 +1,25 @@
-//! `tokenscope serve`: a small static server for the page and the model, on localhost.
+//! `tokenscope serve`: the page and the models over HTTP on localhost.
 //!
-//! Serves `www/` at `/` and the model folder at `/models/`, nothing else: no directory
-//! listings, no paths outside those folders, correct MIME types (including
-//! `application/wasm`), and a Content-Security-Policy that allows only this origin.
+//! hyper serves each connection on its own task (a stalled download blocks no one), with a
+//! header size limit and a header read timeout; tower-http's `ServeDir` answers files with
+//! Content-Length, Range (206) and Last-Modified, and refuses paths that leave their folder in
+//! any encoding. On top: an ETag with If-None-Match (304) for every file, a Host check against
+//! DNS rebinding (only the loopback names, or the `--host` given, with the bound port), GET and
+//! HEAD only, and the headers that keep the page to itself and cross-origin isolated (so it may
+//! use threads): CSP, nosniff, COOP, COEP and CORP.
 
-use std::path::{Component, Path, PathBuf};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use tiny_http::{Header, Method, Response, Server, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tower_http::services::ServeDir;
 
 use tokenscope::{Error, Result};
 
@@ -14,9 +27,18 @@ use tokenscope::{Error, Result};
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; \
 style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
+/// Most bytes of request line and headers a client may send (hyper's minimum is 8 KiB).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// How long a client may take to send its request headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Port on 127.0.0.1.
+    /// Address to listen on. Anything but a loopback address exposes the page and the models
+    /// to the network (a warning says so).
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    host: IpAddr,
+    /// Port (0 picks a free one; the real port is printed).
     #[arg(long, default_value_t = 8080)]
     port: u16,
     /// Folder with the page.
@@ -31,113 +53,141 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let io = |context: String| move |source| Error::Io { context, source };
     let www = a.www.canonicalize().map_err(io(format!("page folder {}", a.www.display())))?;
     let models = a.models.canonicalize().map_err(io(format!("model folder {}", a.models.display())))?;
-    let addr = format!("127.0.0.1:{}", a.port);
-    let server = Server::http(&addr).map_err(|e| Error::Io {
-        context: format!("cannot listen on {addr} (is another server using the port? try --port)"),
-        source: std::io::Error::other(e.to_string()),
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(io("cannot start the server's runtime".into()))?;
+    runtime.block_on(serve(SocketAddr::new(a.host, a.port), www, models))
+}
+
+async fn serve(addr: SocketAddr, www: PathBuf, models: PathBuf) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| Error::Io {
+        context: format!("cannot listen on {addr} (is another server using the port? try --port, or --port 0 for any free one)"),
+        source,
     })?;
-    println!("tokenscope: serving http://{addr}/ (page from {}, models from {})", www.display(), models.display());
-    for request in server.incoming_requests() {
-        let url = request.url().to_string();
-        let response = match request.method() {
-            Method::Get | Method::Head => resolve(&www, &models, &url),
-            _ => Err(StatusCode(405)),
+    let bound = listener.local_addr().map_err(|source| Error::Io { context: "cannot read the bound address".into(), source })?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {} makes the page and the models reachable from other machines; the default, 127.0.0.1, does not",
+            addr.ip()
+        );
+    }
+    let hosts = AllowedHosts { bind: addr.ip(), port: bound.port() };
+    let app = Router::new()
+        .nest_service("/models", ServeDir::new(&models).append_index_html_on_directories(false))
+        .fallback_service(ServeDir::new(&www))
+        .layer(middleware::from_fn(etag))
+        .layer(middleware::from_fn_with_state(hosts, guard));
+    println!("tokenscope: serving http://{}/ (page from {}, models from {})", display_addr(bound), www.display(), models.display());
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: wait a moment rather than spin.
+                eprintln!("tokenscope: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
-        let result = match response {
-            Ok(path) => match std::fs::File::open(&path) {
-                Ok(file) => {
-                    let mut r = Response::from_file(file).with_header(header("Content-Type", mime(&path)));
-                    for (k, v) in common_headers() {
-                        r.add_header(header(k, v));
-                    }
-                    request.respond(r)
-                }
-                Err(_) => request.respond(error_page(404)),
-            },
-            Err(code) => request.respond(error_page(code.0)),
-        };
-        if let Err(e) = result {
-            eprintln!("tokenscope: {url}: {e}");
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_HEADER_BYTES)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// `127.0.0.1:8080`, or `[::1]:8080`, as a browser's address bar wants it.
+fn display_addr(addr: SocketAddr) -> String {
+    let ip = if addr.ip().is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { addr.ip() };
+    SocketAddr::new(ip, addr.port()).to_string()
+}
+
+/// The Host headers this server answers: the loopback names with the bound port, the `--host`
+/// address itself, or any name when listening on every address (0.0.0.0, ::).
+#[derive(Clone, Copy)]
+struct AllowedHosts {
+    bind: IpAddr,
+    port: u16,
+}
+
+impl AllowedHosts {
+    fn allows(&self, host: &str) -> bool {
+        let Some((name, port)) = host.rsplit_once(':') else { return false };
+        if port.parse() != Ok(self.port) {
+            return false;
         }
-    }
-    Ok(())
-}
-
-/// Maps a URL path to a file inside one of the two folders, or an HTTP status.
-fn resolve(www: &Path, models: &Path, url: &str) -> std::result::Result<PathBuf, StatusCode> {
-    let path = url.split(['?', '#']).next().unwrap_or("/");
-    let path = percent_decode(path).ok_or(StatusCode(400))?;
-    let (root, rest) = match path.strip_prefix("/models/") {
-        Some(rest) => (models, rest.to_string()),
-        None if path == "/" => (www, "index.html".to_string()),
-        None => (www, path.trim_start_matches('/').to_string()),
-    };
-    let rel = Path::new(&rest);
-    if rest.is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(StatusCode(404));
-    }
-    let full = root.join(rel).canonicalize().map_err(|_| StatusCode(404))?;
-    if !full.starts_with(root) || !full.is_file() {
-        return Err(StatusCode(404));
-    }
-    Ok(full)
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if self.bind.is_unspecified() {
+            return true;
         }
-    }
-    String::from_utf8(out).ok()
-}
-
-fn mime(path: &Path) -> &'static str {
-    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
-        "html" => "text/html; charset=utf-8",
-        "js" | "mjs" => "text/javascript; charset=utf-8",
-        "css" => "text/css; charset=utf-8",
-        "wasm" => "application/wasm",
-        "json" => "application/json",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        "ico" => "image/x-icon",
-        "txt" | "md" | "wgsl" => "text/plain; charset=utf-8",
-        _ => "application/octet-stream",
+        matches!(name.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "::1") || name.parse() == Ok(self.bind)
     }
 }
 
-fn common_headers() -> [(&'static str, &'static str); 4] {
-    [
-        ("Content-Security-Policy", CSP),
-        ("X-Content-Type-Options", "nosniff"),
-        ("Cache-Control", "no-cache"),
-        ("Cross-Origin-Opener-Policy", "same-origin"),
-    ]
-}
-
-fn header(k: &str, v: &str) -> Header {
-    Header::from_bytes(k.as_bytes(), v.as_bytes())
-        .unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("static header"))
-}
-
-fn error_page(code: u16) -> Response<std::io::Cursor<Vec<u8>>> {
-    let text = match code {
-        400 => "400 bad request",
-        405 => "405 method not allowed",
-        _ => "404 not found",
+/// Refuses foreign Host headers and methods other than GET and HEAD; adds the security and
+/// isolation headers to every answer.
+async fn guard(State(hosts): State<AllowedHosts>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let mut response = if !hosts.allows(host) {
+        (StatusCode::FORBIDDEN, "403 forbidden: this server answers only to its own address (localhost)\n").into_response()
+    } else if request.method() != Method::GET && request.method() != Method::HEAD {
+        (StatusCode::METHOD_NOT_ALLOWED, "405 method not allowed: GET and HEAD only\n").into_response()
+    } else {
+        next.run(request).await
     };
-    let mut r = Response::from_string(text).with_status_code(code).with_header(header("Content-Type", "text/plain; charset=utf-8"));
-    for (k, v) in common_headers() {
-        r.add_header(header(k, v));
+    if response.status() == StatusCode::NOT_FOUND && response.headers().get(header::CONTENT_TYPE).is_none() {
+        response = (StatusCode::NOT_FOUND, "404 not found\n").into_response();
     }
-    r
+    let h = response.headers_mut();
+    for (name, value) in [
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("cache-control", "no-cache"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-embedder-policy", "require-corp"),
+        ("cross-origin-resource-policy", "same-origin"),
+    ] {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Gives every file an ETag (its size and modification time, from the headers `ServeDir`
+/// set) and answers a matching If-None-Match with 304 Not Modified.
+async fn etag(request: Request, next: Next) -> Response {
+    let if_none_match = request.headers().get(header::IF_NONE_MATCH).cloned();
+    let mut response = next.run(request).await;
+    let Some(tag) = tag_of(response.headers()) else { return response };
+    let matches = if_none_match
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == tag));
+    if matches && response.status().is_success() {
+        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+        if let Some(lm) = response.headers().get(header::LAST_MODIFIED).cloned() {
+            not_modified.headers_mut().insert(header::LAST_MODIFIED, lm);
+        }
+        response = not_modified;
+    }
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+/// `"<size hex>-<mtime hex>"` from Last-Modified and the full size (Content-Range's total
+/// for a 206, Content-Length otherwise).
+fn tag_of(headers: &HeaderMap) -> Option<String> {
+    let modified = headers.get(header::LAST_MODIFIED)?.to_str().ok()?;
+    let secs = httpdate::parse_http_date(modified).ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    let size: u64 = match headers.get(header::CONTENT_RANGE) {
+        Some(range) => range.to_str().ok()?.rsplit('/').next()?.parse().ok()?,
+        None => headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()?,
+    };
+    Some(format!("\"{size:x}-{secs:x}\""))
 }

@@ -29,7 +29,7 @@ async function freshRun(prompt, maxTokens) {
 }
 
 before(async () => {
-  env = await start(20000);
+  env = await start();
   const context = await env.browser.newContext({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
   page = await context.newPage();
   page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });

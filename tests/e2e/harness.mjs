@@ -10,19 +10,21 @@ const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'];
 
-// Starts the server (ports `base` + pid % 1000, so test files and parallel runs differ)
-// and Chromium; returns {base, browser, close()}.
-export async function start(base) {
+// Starts the server on a free port (`--port 0`; it prints the address it got) and Chromium;
+// returns {base, browser, close()}.
+export async function start() {
   mkdirSync(SHOTS, { recursive: true });
-  const port = base + (process.pid % 1000);
-  const url = `http://127.0.0.1:${port}/`;
-  const server = spawn(BIN, ['serve', '--port', String(port), '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: 'inherit' });
-  let up = false;
-  for (let i = 0; i < 100 && !up; i++) {
-    try { up = (await fetch(url)).ok; } catch { /* not up yet */ }
-    if (!up) await new Promise((r) => setTimeout(r, 100));
-  }
-  if (!up) { server.kill(); throw new Error('tokenscope serve did not start'); }
+  const server = spawn(BIN, ['serve', '--port', '0', '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('tokenscope serve did not start')), 20_000);
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      const m = out.match(/http:\/\/[^/\s]+\//);
+      if (m) { clearTimeout(timer); resolve(m[0]); }
+    });
+    server.on('exit', (code) => reject(new Error(`tokenscope serve exited with ${code}`)));
+  });
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
   return { base: url, browser, close: async () => { await browser.close(); server.kill(); } };
 }

@@ -26,7 +26,7 @@ async function barPercents(p) {
 }
 
 before(async () => {
-  env = await start(18000);
+  env = await start();
   BASE = env.base;
   context = await env.browser.newContext({ viewport: { width: 1400, height: 900 } });
   page = await context.newPage();

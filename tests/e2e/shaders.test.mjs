@@ -14,7 +14,7 @@ let env;
 let page;
 
 before(async () => {
-  env = await start(19000);
+  env = await start();
   page = await env.browser.newPage();
   await page.goto(`${env.base}shaders/${SHADERS[0]}`);
 });

@@ -1,0 +1,86 @@
+// The page survives what goes wrong: an engine crash (a panic in wasm) is recovered with a
+// fresh worker and engine and the model reloaded from Cache Storage; a bad file is refused by
+// name without Auto falling back; errors carry names; the download progress moves on a first
+// visit over a slow connection (the server sends Content-Length).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { ROOT, SHOTS, start, waitLoaded, setSlider, fixSeed } from './harness.mjs';
+
+let env;
+let context;
+let page;
+const errors = [];
+
+async function generate(p, maxTokens = 3) {
+  await p.evaluate(() => { delete document.body.dataset.finish; });
+  await fixSeed(p);
+  await setSlider(p, 'Max tokens', maxTokens);
+  await p.getByRole('button', { name: 'Generate', exact: true }).click();
+  await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
+}
+
+before(async () => {
+  env = await start();
+  context = await env.browser.newContext({ viewport: { width: 1400, height: 900 } });
+  page = await context.newPage();
+  page.on('pageerror', (e) => errors.push(e.message));
+});
+
+after(async () => { await env?.close(); });
+
+test('the download progress moves on a first visit over a slow connection', async () => {
+  const fresh = await env.browser.newContext();
+  const p = await fresh.newPage();
+  const cdp = await fresh.newCDPSession(p);
+  await cdp.send('Network.enable');
+  // About 40 MB/s: the 100 MB model takes a few seconds to arrive.
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 20, downloadThroughput: 40 * 1024 * 1024, uploadThroughput: -1 });
+  await p.goto(env.base);
+  const seen = [];
+  for (let i = 0; i < 600 && seen.length < 3; i++) {
+    const { value, status } = await p.evaluate(() => ({ value: document.getElementById('load-progress').value, status: document.getElementById('load-status').textContent }));
+    if (status.startsWith('Downloading model') && value > 0 && value < 1 && !seen.includes(value)) seen.push(value);
+    await p.waitForTimeout(50);
+  }
+  assert.ok(seen.length >= 2, `the bar moved during the download: ${JSON.stringify(seen)}`);
+  assert.match(await p.locator('#load-status').textContent(), /Downloading model|Preparing weights|Ready/);
+  await fresh.close();
+});
+
+test('an engine crash is said in words, and a fresh engine reloads the model from the cache', async () => {
+  await page.goto(env.base);
+  await waitLoaded(page);
+  await generate(page);
+  const textBefore = await page.locator('#text').textContent();
+  await page.evaluate(() => window.tokenscopeTestHooks.crashEngine());
+  await page.waitForFunction(() => document.body.dataset.crashes === '1', null, { timeout: 30_000 });
+  assert.equal(await page.evaluate(() => document.body.dataset.errorName), 'EngineCrashed');
+  assert.match(await page.getByRole('alert').textContent(), /The engine crashed .*A fresh engine is starting and reloading SmolLM2/);
+  assert.equal(await page.locator('#text').textContent(), textBefore, 'the text so far stays');
+  const { fromCache } = await waitLoaded(page);
+  assert.ok(fromCache, 'the model comes back from Cache Storage');
+  await page.screenshot({ path: `${SHOTS}/hardening-recovered.png` });
+  await generate(page);
+  assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, 'the fresh engine generates');
+  assert.ok(!errors.some((e) => /unreachable/.test(e)), `no uncaught page error: ${errors}`);
+});
+
+test('a hostile model file is refused by name, and Auto does not fall back or lose the model', async () => {
+  const bytes = readFileSync(`${ROOT}tests/fixtures/gguf_hostile/alignment-zero.gguf`);
+  await page.locator('#model-file').setInputFiles({ name: 'alignment-zero.gguf', mimeType: 'application/octet-stream', buffer: bytes });
+  await page.waitForFunction(() => document.body.dataset.errorName === 'BadModel', null, { timeout: 30_000 });
+  assert.match(await page.getByRole('alert').textContent(), /general\.alignment/);
+  assert.match(await page.locator('#load-status').textContent(), /previous model is still in use/);
+  assert.equal(await page.evaluate(() => document.body.dataset.crashes), '1', 'no second crash');
+  await generate(page);
+});
+
+test('a prompt longer than the context is refused with its name', async () => {
+  await page.locator('#prompt').fill('word '.repeat(2100));
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
+  await page.waitForFunction(() => document.body.dataset.errorName === 'PromptTooLong', null, { timeout: 30_000 });
+  assert.match(await page.getByRole('alert').textContent(), /shorten the prompt/);
+  await page.locator('#prompt').fill('The capital of France is');
+  await generate(page);
+});

@@ -35,6 +35,7 @@ fn fixture(name: &str) -> PathBuf {
     std::fs::write(dir.join("www/index.html"), "<!doctype html><title>t</title>").expect("write");
     std::fs::write(dir.join("www/pkg/engine.wasm"), b"\0asm\x01\0\0\0").expect("write");
     std::fs::write(dir.join("www/main.js"), "export {}").expect("write");
+    std::fs::write(dir.join("www/k.wgsl"), "@compute @workgroup_size(1) fn main() {}").expect("write");
     let model: Vec<u8> = (0..MODEL_BYTES).map(|i| (i % 251) as u8).collect();
     std::fs::write(dir.join("models/m.gguf"), model).expect("write");
     std::fs::write(dir.join("secret.txt"), "outside").expect("write");
@@ -125,6 +126,8 @@ fn serves_the_page_and_the_models_with_types_and_isolation_headers() {
     assert_eq!(header(&head, "content-type"), Some("application/wasm"));
     let (_, head, _) = get(port, "/main.js?v=1", "");
     assert!(header(&head, "content-type").is_some_and(|t| t.starts_with("text/javascript")), "{head}");
+    let (_, head, _) = get(port, "/k.wgsl", "");
+    assert_eq!(header(&head, "content-type"), Some("text/plain; charset=utf-8"), "a shader is shown, not downloaded");
     let (status, head, body) = get(port, "/models/m.gguf", "");
     assert_eq!(status, 200);
     assert_eq!(header(&head, "content-length"), Some(MODEL_BYTES.to_string().as_str()), "the progress bar needs the size");

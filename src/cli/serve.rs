@@ -133,6 +133,8 @@ impl AllowedHosts {
 /// isolation headers to every answer.
 async fn guard(State(hosts): State<AllowedHosts>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    // mime_guess knows no WGSL: shaders are text, shown in a browser rather than downloaded.
+    let text = request.uri().path().ends_with(".wgsl");
     let mut response = if !hosts.allows(host) {
         (StatusCode::FORBIDDEN, "403 forbidden: this server answers only to its own address (localhost)\n").into_response()
     } else if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -144,6 +146,9 @@ async fn guard(State(hosts): State<AllowedHosts>, request: Request, next: Next) 
         response = (StatusCode::NOT_FOUND, "404 not found\n").into_response();
     }
     let h = response.headers_mut();
+    if text && h.contains_key(header::CONTENT_TYPE) {
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    }
     for (name, value) in [
         ("content-security-policy", CSP),
         ("x-content-type-options", "nosniff"),

@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test sampler --test tokenizer --test generate --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-e2e bench fuzz fuzz-crafted soak clean
+.PHONY: setup model build www run test lint test-native test-wasm test-types test-e2e bench fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -31,7 +31,7 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model lint test-native test-wasm test-e2e
+test: setup model lint test-native test-wasm test-types test-e2e
 	@echo "make test: all tests passed"
 
 # Formatting and clippy, natively and for wasm32, with warnings as errors.
@@ -45,6 +45,10 @@ test-native: model
 
 test-wasm: model $(TOKENIZER_FIXTURE)
 	cargo test --target $(WASM_TARGET) $(WASM_TESTS)
+
+# The fields the page reads, type-checked against the declarations derived from the Rust types.
+test-types: www
+	node_modules/.bin/tsc -p tests/types
 
 # The page in headless Chromium (Playwright), against `tokenscope serve`.
 test-e2e: model www build

@@ -22,6 +22,7 @@ use crate::tokenizer::{Tokenizer, Utf8Stream};
 
 /// Everything that shapes one generation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(default)]
 pub struct GenerateParams {
     /// How each token is drawn.
@@ -65,6 +66,7 @@ impl GenerateParams {
 
 /// Why generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "lowercase")]
 pub enum FinishReason {
     /// The model produced an end-of-sequence token.
@@ -79,6 +81,7 @@ pub enum FinishReason {
 
 /// One generated token and how it was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct StepEvent {
     /// 0-based index of the generated token.
     pub step: usize,
@@ -104,6 +107,7 @@ pub struct StepEvent {
 
 /// The summary after the last step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Finish {
     /// Why it ended.
     pub finish_reason: FinishReason,
@@ -125,6 +129,7 @@ pub struct Finish {
 
 /// What one call to [`Generation::step`] produced.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Event {
     /// A token was generated.

@@ -23,6 +23,7 @@ pub const MAX_KEPT_LOGITS: usize = 1024;
 
 /// The model a run was made with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct RecordedModel {
     /// File name or label.
     pub name: String,
@@ -36,6 +37,7 @@ pub struct RecordedModel {
 
 /// One branch of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Branch {
     /// Index in [`RunRecord::branches`].
     pub id: usize,
@@ -59,6 +61,7 @@ impl Branch {
 /// An exported run: prompt, model, parameters and every branch with every step's top
 /// candidates (token ids, texts, logits and probabilities).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct RunRecord {
     /// Always [`RUN_FORMAT`].
     pub format: String,

@@ -43,6 +43,7 @@ pub const MAX_TOP_N: usize = 100;
 
 /// Sampling parameters, with OpenAI-style names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(default)]
 pub struct SamplingParams {
     /// Softmax temperature, 0 to 100; below 1e-5 means greedy.
@@ -61,6 +62,7 @@ pub struct SamplingParams {
 
 /// Where the temperature stands in the chain (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "kebab-case")]
 pub enum SamplerOrder {
     /// Temperature, then top-k, top-p and min-p on the tempered distribution.
@@ -122,6 +124,7 @@ impl SamplingParams {
 
 /// The filter that removed a token from the candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(rename_all = "snake_case")]
 pub enum Filter {
     /// Outside the k highest-ranked tokens.
@@ -136,6 +139,7 @@ pub enum Filter {
 
 /// One candidate token of a step, for the chart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Candidate {
     /// Token id.
     pub token_id: u32,
@@ -157,6 +161,7 @@ pub struct Candidate {
 
 /// Everything about one step's distribution that a chart or a log needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Distribution {
     /// The top candidates by effective logit (the raw logit when the penalty is off).
     pub candidates: Vec<Candidate>,
@@ -174,6 +179,7 @@ pub struct Distribution {
 
 /// A sampled token with its distribution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Sample {
     /// The chosen token.
     pub token_id: u32,

@@ -4,11 +4,13 @@
 //! (every step's logits are kept), and export or import a run. The lessons' worked example
 //! runs through the same sampler without a model.
 //!
-//! Errors reach JavaScript as `Error` objects whose message says what to do.
+//! Errors reach JavaScript as `Error` objects whose message says what to do. The TypeScript
+//! declarations of everything that crosses the edge are derived from the Rust types (tsify).
 
 use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
+use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::backend::cpu::{CpuBackend, CpuPrecision};
@@ -21,61 +23,8 @@ use crate::run::{RecordedModel, Run, RunRecord};
 use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
 
-#[wasm_bindgen(typescript_custom_section)]
-const TS_TYPES: &'static str = r#"
-/** Sampling parameters (OpenAI-style names). */
-export interface SamplingParams {
-  temperature?: number; top_k?: number; top_p?: number; min_p?: number; repetition_penalty?: number;
-  order?: "temperature-first" | "temperature-last";
-}
-/** Everything that shapes one generation. */
-export interface GenerateParams extends SamplingParams {
-  max_tokens?: number; stop?: string[]; seed?: number; top_n?: number; kv_cache?: boolean;
-}
-export type PromptFormat = { mode: "completion" } | { mode: "chat"; system?: string | null };
-export interface StartOptions { prompt: string; format?: PromptFormat; params?: GenerateParams; }
-export interface Candidate {
-  token_id: number; text: string; logit: number; p: number; p_t1: number; p_filtered: number;
-  cut_by: "top_k" | "top_p" | "min_p" | "greedy" | null;
-}
-export interface Distribution {
-  candidates: Candidate[]; entropy_bits: number; after_top_k: number; after_top_p: number;
-  after_min_p: number; vocab_size: number;
-}
-export interface Sample {
-  token_id: number; rank: number; p: number; p_filtered: number; surprisal_bits: number | null;
-  forced: boolean; distribution: Distribution;
-}
-export interface StepEvent {
-  type: "step"; step: number; token_id: number; text: string; token_text: string; sample: Sample;
-  forward_ms: number; forward_tokens: number; sample_ms: number; position: number;
-}
-export interface Finish {
-  finish_reason: "eos" | "stop" | "length" | "cancelled"; prompt_tokens: number;
-  completion_tokens: number; prefill_ms: number; decode_ms: number; prefill_tok_s: number;
-  decode_tok_s: number; text: string;
-}
-export interface FinishEvent extends Finish { type: "finished"; }
-export interface Branch { id: number; parent: number | null; fork_step: number; steps: StepEvent[]; finish: Finish | null; }
-export interface RunRecord {
-  format: "tokenscope-run"; version: number; prompt: string; prompt_format: PromptFormat; prompt_ids: number[];
-  model: { name: string; backend: string; n_layers: number; vocab_size: number };
-  params: GenerateParams; branches: Branch[]; current: number;
-}
-export interface ModelInfo {
-  config: { n_layers: number; dim: number; ffn_dim: number; n_heads: number; n_kv_heads: number;
-    head_dim: number; vocab_size: number; context_len: number; rope_base: number; rms_eps: number };
-  file_bytes: number; backend: string; device: string; context_len: number;
-}
-export interface EngineStats {
-  position: number; context_len: number; kv_cache_bytes: number; kv_bytes_per_value: number;
-  backend: string; device: string;
-}
-export interface DrawCount { token_id: number; count: number; }
-"#;
-
 /// What `loadModel` reports.
-#[derive(Serialize)]
+#[derive(Serialize, Tsify)]
 struct ModelInfo {
     config: Config,
     file_bytes: u64,
@@ -85,7 +34,7 @@ struct ModelInfo {
 }
 
 /// Options of `start`.
-#[derive(Deserialize)]
+#[derive(Deserialize, Tsify)]
 struct StartOptions {
     prompt: String,
     #[serde(default)]
@@ -95,7 +44,8 @@ struct StartOptions {
 }
 
 /// Statistics for the page.
-#[derive(Serialize)]
+#[derive(Serialize, Tsify)]
+#[tsify(rename = "EngineStats")]
 struct Stats {
     position: usize,
     context_len: usize,
@@ -106,7 +56,7 @@ struct Stats {
 }
 
 /// How often a token came up in repeated draws.
-#[derive(Serialize)]
+#[derive(Serialize, Tsify)]
 struct DrawCount {
     token_id: u32,
     count: usize,
@@ -272,7 +222,7 @@ impl Engine {
 
     /// Runs one step of the current branch; returns `{type: "step", ...}` or
     /// `{type: "finished", ...}`.
-    #[wasm_bindgen(unchecked_return_type = "StepEvent | FinishEvent")]
+    #[wasm_bindgen(unchecked_return_type = "Event")]
     pub async fn step(&mut self) -> Result<JsValue, JsValue> {
         let (Some(backend), Some(tokenizer), Some(generation), Some(run)) =
             (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut())

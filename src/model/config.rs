@@ -18,6 +18,7 @@ const TENSORS_PER_BLOCK: usize = 9;
 
 /// Shape and numerics of a llama-family model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Config {
     /// Transformer blocks.
     pub n_layers: usize,

@@ -7,13 +7,15 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful AI assistant named Sm
 
 /// How the user's text becomes the model's prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(tag = "mode", rename_all = "lowercase")]
 pub enum PromptFormat {
     /// The text is continued as it is.
     Completion,
     /// The text is the user's turn of a ChatML conversation; the model writes the assistant turn.
     Chat {
-        /// System turn; `None` uses [`DEFAULT_SYSTEM_PROMPT`], `Some("")` leaves it out.
+        /// System turn; `None` (or missing) uses [`DEFAULT_SYSTEM_PROMPT`], `Some("")` leaves it out.
+        #[cfg_attr(target_arch = "wasm32", tsify(optional))]
         system: Option<String>,
     },
 }

@@ -47,6 +47,7 @@ const state = {
   lesson: null, // {labels, logits} while the lesson example is shown
   draws: null, // {key, counts: Map, n} for the shown step
   previousTiming: null,
+  recovery: null, // {message, name} while a fresh engine reloads the model after a crash
 };
 
 const sampling = () => {
@@ -123,6 +124,7 @@ function engineCrashed(message) {
     return;
   }
   const source = state.lastGood || DEFAULT_SOURCE;
+  state.recovery = { message, name: source.name };
   showError(`The engine crashed (${message}). A fresh engine is starting and reloading ${source.name}; the text so far stays on the page.`);
   load(source);
 }
@@ -509,7 +511,7 @@ function renderStats() {
     ['Generated tokens', evs.length],
     ['KV cache', state.run && !state.run.kvCache ? `off: each step recomputes the sequence (${formula})` : formula],
     ['Without grouped-query attention', noGqa],
-    ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
+    ['Context used', !s ? '–' : state.run?.frozen ? `– (the cut-off run's cache went with the crashed engine; ${s.context_len} free)` : `${s.position} / ${s.context_len}`],
     ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
     ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
   ];
@@ -553,6 +555,11 @@ function onWorkerMessage({ data: msg }) {
       state.loaded = true;
       state.lastGood = state.lastSource;
       recoveries = 0;
+      if (state.recovery) {
+        // The alert that announced the crash now says how it ended.
+        showError(`The engine crashed (${state.recovery.message}). A fresh engine has reloaded ${state.recovery.name} and is ready; the text so far stays on the page, and Generate starts a new run.`);
+        state.recovery = null;
+      }
       state.model = msg.info;
       state.modelLabel = msg.name;
       ui.progress.value = 1;

@@ -153,19 +153,30 @@ async function load(msg) {
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
   const context = msg.context || 2048;
+  // The old engine keeps its model until the new one has loaded (a bad file loses nothing);
+  // then it is freed at once rather than whenever the garbage collector gets to it: wasm
+  // memory never shrinks, so every model left waiting raises the high-water mark for good.
   const fresh = new Engine();
   let info;
   try {
-    info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software));
+    try {
+      info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software));
+    } catch (e) {
+      // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
+      // reports.
+      if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
+      choice.backend = 'cpu';
+      choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
+      info = await fresh.loadModel(bytes, progress, context, 'cpu', false);
+    }
   } catch (e) {
-    // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
-    // reports.
-    if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
-    choice.backend = 'cpu';
-    choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
-    info = await fresh.loadModel(bytes, progress, context, 'cpu', false);
+    fresh.free();
+    throw e;
   }
+  bytes = null;
+  const old = engine;
   engine = fresh;
+  old?.free();
   post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, ...choice });
 }
 

@@ -56,10 +56,12 @@ test('an engine crash is said in words, and a fresh engine reloads the model fro
   await page.evaluate(() => window.tokenscopeTestHooks.crashEngine());
   await page.waitForFunction(() => document.body.dataset.crashes === '1', null, { timeout: 30_000 });
   assert.equal(await page.evaluate(() => document.body.dataset.errorName), 'EngineCrashed');
-  assert.match(await page.getByRole('alert').textContent(), /The engine crashed .*A fresh engine is starting and reloading SmolLM2/);
+  assert.match(await page.getByRole('alert').textContent(), /The engine crashed .*A fresh engine (is starting and reloading|has reloaded) SmolLM2/);
   assert.equal(await page.locator('#text').textContent(), textBefore, 'the text so far stays');
   const { fromCache } = await waitLoaded(page);
   assert.ok(fromCache, 'the model comes back from Cache Storage');
+  assert.match(await page.getByRole('alert').textContent(), /A fresh engine has reloaded SmolLM2.* is ready/, 'the alert says the recovery is over');
+  assert.match(await page.locator('#stats').textContent(), /Context used– \(the cut-off run's cache went with the crashed engine/);
   await page.screenshot({ path: `${SHOTS}/hardening-recovered.png` });
   await generate(page);
   assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, 'the fresh engine generates');

@@ -18,7 +18,7 @@ use crate::backend::gpu::{GpuBackend, GpuContext};
 use crate::backend::{AnyBackend, Backend};
 use crate::error::Error;
 use crate::generate::{Event, GenerateParams, Generation};
-use crate::model::{Config, Model};
+use crate::model::{Config, HeaderCheck, Model};
 use crate::run::{RecordedModel, Run, RunRecord};
 use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
@@ -128,6 +128,23 @@ pub fn draw_many_of(
     seed: u64,
 ) -> Result<JsValue, JsValue> {
     counted_draws(&logits, &[], params, n, seed)
+}
+
+/// Checks a model file from its first bytes (`start`, a few MiB) and its full length
+/// `file_len`, without its tensor data: `true` when only the data could still fail a load,
+/// `false` when the header runs past `start` (no verdict), a `BadModel` error otherwise. The
+/// worker calls it before it frees the model in use: a bad file is refused while the old
+/// model stays, and a good one loads without two models in wasm memory at once (which never
+/// shrinks).
+#[wasm_bindgen(js_name = checkModel)]
+pub fn check_model(start: &[u8], file_len: f64) -> Result<bool, JsValue> {
+    if !(file_len.is_finite() && file_len >= 0.0) {
+        return Err(js_err(Error::InvalidParams(format!("file length {file_len} is not a byte count"))));
+    }
+    match Model::check_header(start, file_len as u64).map_err(js_err)? {
+        HeaderCheck::Sound => Ok(true),
+        HeaderCheck::Inconclusive => Ok(false),
+    }
 }
 
 /// Reads an exported run (JSON text), checking its format and version.

@@ -614,6 +614,9 @@ function onWorkerMessage({ data: msg }) {
       setActive(false);
       renderStats();
       renderBranches();
+      // For black-box checks and `make bench`: the engine's own rates for this run.
+      document.body.dataset.prefillTokS = String(msg.finish.prefill_tok_s);
+      document.body.dataset.decodeTokS = String(msg.finish.decode_tok_s);
       document.body.dataset.finish = msg.finish.finish_reason;
       break;
     }
@@ -660,6 +663,13 @@ function onWorkerMessage({ data: msg }) {
         showError(`${msg.message} Auto is switching to the CPU backend and reloading the model.`);
         if (state.run && !state.run.imported) state.run.frozen = true;
         load(state.lastGood || DEFAULT_SOURCE, 'cpu');
+        break;
+      }
+      if (msg.during === 'load' && !msg.modelLoaded && state.lastGood && state.lastSource !== state.lastGood) {
+        // The file's header was sound, so the old model had been freed, but the load failed
+        // later (its data, or the device): bring back the model that was in use.
+        showError(`${msg.message} Reloading ${state.lastGood.name}, the model that was in use.`);
+        load(state.lastGood);
         break;
       }
       if (msg.during === 'load') {

@@ -13,7 +13,11 @@
 // PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady), NetworkError for a download, and
 // EngineCrashed when the wasm engine trapped (a panic): this worker is then unusable and the
 // page replaces it. 'crash-for-testing' makes the engine panic on purpose (the recovery test).
-import init, { Engine, distributionOf, drawManyOf, parseRun, panicForTesting } from './pkg/tokenscope.js';
+import init, { Engine, checkModel, distributionOf, drawManyOf, parseRun, panicForTesting } from './pkg/tokenscope.js';
+
+// How much of a model file's start the header check sees (SmolLM2's header is 1.7 MB; a
+// 128k-token vocabulary takes about 7).
+const HEADER_CHECK_BYTES = 16 << 20;
 
 const MODEL_CACHE = 'tokenscope-models-v1';
 let engine = null;
@@ -153,9 +157,15 @@ async function load(msg) {
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
   const context = msg.context || 2048;
-  // The old engine keeps its model until the new one has loaded (a bad file loses nothing);
-  // then it is freed at once rather than whenever the garbage collector gets to it: wasm
-  // memory never shrinks, so every model left waiting raises the high-water mark for good.
+  // Wasm memory never shrinks: two models alive at once would raise its high-water mark for
+  // good. So the file's header is checked first (a bad file is refused while the old model
+  // stays), then the old engine is freed before the new one loads. When the header is too
+  // long to check from its start, the old engine stays until the new one has loaded. An
+  // engine is freed at once, never left to the garbage collector.
+  if (engine && checkModel(bytes.subarray(0, HEADER_CHECK_BYTES), bytes.length)) {
+    engine.free();
+    engine = null;
+  }
   const fresh = new Engine();
   let info;
   try {

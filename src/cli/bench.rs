@@ -29,6 +29,10 @@ pub struct BenchArgs {
     /// adapter is slow).
     #[arg(long, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     prompt_tokens: Option<usize>,
+    /// Prefill this file's text instead of the fixed prompt (`make bench` uses a short
+    /// prompt and one of about 256 tokens).
+    #[arg(long, value_name = "PATH")]
+    prompt_file: Option<std::path::PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -39,7 +43,15 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     let (mut backend, tokenizer) = a.model.load()?;
-    let mut prompt = tokenizer.encode(BENCH_PROMPT)?;
+    let text = match &a.prompt_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|source| tokenscope::Error::Io { context: format!("cannot read the prompt file {}", path.display()), source })?,
+        None => BENCH_PROMPT.to_string(),
+    };
+    let mut prompt = tokenizer.encode(&text)?;
+    if prompt.is_empty() {
+        return Err(tokenscope::Error::InvalidParams("the prompt is empty: give it some text".into()));
+    }
     prompt.truncate(a.prompt_tokens.unwrap_or(usize::MAX).max(1));
     let runs = a.runs.max(1);
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());

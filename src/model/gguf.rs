@@ -48,7 +48,11 @@ impl Gguf {
     }
 
     fn check_extents(&self) -> Result<(), ModelError> {
-        for (name, info) in &self.content.tensor_infos {
+        // In file order, so the message names the first tensor that runs past the end (the
+        // directory is a hash map: its own order changes from one read to the next).
+        let mut infos: Vec<_> = self.content.tensor_infos.iter().collect();
+        infos.sort_by_key(|(name, info)| (info.offset, name.as_str()));
+        for (name, info) in infos {
             let elems = info.shape.elem_count();
             let block = info.ggml_dtype.block_size();
             if elems % block != 0 {
@@ -157,12 +161,18 @@ impl Gguf {
         self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
     }
 
-    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`].
-    pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
+    /// Refuses a missing tensor or one whose type is outside [`SUPPORTED_TYPES`].
+    pub fn check_type(&self, name: &str) -> Result<(), ModelError> {
         let (_, dtype) = self.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         if !SUPPORTED_TYPES.contains(&dtype) {
             return Err(ModelError::UnsupportedTensorType { name: name.to_string(), dtype: format!("{dtype:?}") });
         }
+        Ok(())
+    }
+
+    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`].
+    pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
+        self.check_type(name)?;
         self.content.tensor(reader, name, &Device::Cpu).map_err(|e| classify_read_error(&e))
     }
 

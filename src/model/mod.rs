@@ -3,6 +3,7 @@
 pub mod config;
 pub mod gguf;
 pub mod gguf_scan;
+mod prefix;
 pub mod synthetic;
 pub mod weights;
 
@@ -27,9 +28,26 @@ pub struct Model {
     pub file_bytes: u64,
 }
 
+/// What [`Model::check_header`] concluded from the start of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// Everything but the tensor data checks out: reading the file can only fail on the data.
+    Sound,
+    /// The header runs past the bytes given, so nothing can be said yet.
+    Inconclusive,
+}
+
 impl Model {
     /// Reads a GGUF model from any seekable reader (a file natively, bytes in the browser).
     pub fn read<R: Read + Seek>(reader: &mut R, progress: &mut dyn FnMut(u64, u64)) -> Result<Self> {
+        let (gguf, config, tokenizer) = Self::read_header(reader)?;
+        let weights = Weights::read(&gguf, reader, &config, progress)?;
+        Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len() })
+    }
+
+    /// Header, configuration and tokenizer, with every tensor the model needs checked for
+    /// presence, shape and type: all of a load's checks but the tensor data's.
+    fn read_header<R: Read + Seek>(reader: &mut R) -> Result<(Gguf, Config, Tokenizer)> {
         let gguf = Gguf::read(reader)?;
         let config = Config::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
@@ -40,8 +58,21 @@ impl Model {
             }
             .into());
         }
-        let weights = Weights::read(&gguf, reader, &config, progress)?;
-        Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len() })
+        Weights::check(&gguf, &config)?;
+        Ok((gguf, config, tokenizer))
+    }
+
+    /// Checks a model file from its first bytes (`start`) and its full length, without its
+    /// tensor data: the page calls it before it frees the model in use, so that a bad file
+    /// is refused while the old model is still there, and a good one loads without two
+    /// models in memory at once.
+    pub fn check_header(start: &[u8], file_len: u64) -> Result<HeaderCheck> {
+        let mut reader = prefix::PrefixReader::new(start, file_len);
+        match Self::read_header(&mut reader) {
+            Ok(_) => Ok(HeaderCheck::Sound),
+            Err(_) if reader.ran_out() => Ok(HeaderCheck::Inconclusive),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads a GGUF model from a file on disk.

@@ -44,39 +44,66 @@ pub struct Weights {
     pub layers: Vec<LayerWeights>,
 }
 
+/// The tensors of one transformer block, in the order [`Weights::read`] takes them.
+const LAYER_TENSORS: [&str; 9] = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"];
+
+/// Every tensor the configuration needs, with its expected shape, in reading order:
+/// the embedding, the final norm, the LM head if the file has its own, then each block.
+fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
+    let (d, f, v, q, kv) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim());
+    let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
+    if gguf.tensor_info("output.weight").is_some() {
+        out.push(("output.weight".to_string(), vec![v, d]));
+    }
+    for i in 0..cfg.n_layers {
+        let shapes = [vec![d], vec![q, d], vec![kv, d], vec![kv, d], vec![d, q], vec![d], vec![f, d], vec![f, d], vec![d, f]];
+        out.extend(LAYER_TENSORS.iter().zip(shapes).map(|(t, shape)| (format!("blk.{i}.{t}.weight"), shape)));
+    }
+    out
+}
+
 impl Weights {
-    /// Reads every tensor the configuration needs, checking names, types and shapes.
+    /// Checks, from the header alone, that every tensor the configuration needs is present
+    /// with its shape and a type the engine computes with: what [`Weights::read`] would
+    /// refuse, found before a byte of tensor data is read.
+    pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
+        for (name, shape) in plan(gguf, cfg) {
+            check_shape(gguf, &name, &shape)?;
+            gguf.check_type(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Reads every tensor the configuration needs, checking names, types and shapes first.
     /// `progress(done_bytes, total_bytes)` is called after each tensor.
     pub fn read<R: Read + Seek>(gguf: &Gguf, reader: &mut R, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, ModelError> {
+        Self::check(gguf, cfg)?;
         let total = gguf.file_len();
         let mut done = 0u64;
-        let mut load = |name: &str, expected: &[usize]| -> Result<QTensor, ModelError> {
-            check_shape(gguf, name, expected)?;
+        let plan = plan(gguf, cfg);
+        let mut tensors = plan.iter().map(|(name, _)| {
             let t = gguf.tensor(reader, name)?;
             done += gguf.tensor_bytes(name);
             progress(done, total);
-            Ok(t)
-        };
-        let (d, f, v, q, kv) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim());
-        let token_embd = load("token_embd.weight", &[v, d])?;
-        let output_norm = to_vec(&load("output_norm.weight", &[d])?)?;
-        let output = match gguf.tensor_info("output.weight") {
-            Some(_) => Some(load("output.weight", &[v, d])?),
-            None => None,
-        };
+            Ok::<_, ModelError>(t)
+        });
+        let mut next = || tensors.next().unwrap_or_else(|| Err(ModelError::Malformed("fewer tensors than planned".into())));
+        let token_embd = next()?;
+        let output_norm = to_vec(&next()?)?;
+        let output = if plan.len() > 2 + cfg.n_layers * LAYER_TENSORS.len() { Some(next()?) } else { None };
         let mut layers = Vec::with_capacity(cfg.n_layers);
-        for i in 0..cfg.n_layers {
-            let n = |s: &str| format!("blk.{i}.{s}.weight");
+        for _ in 0..cfg.n_layers {
+            // The fields in LAYER_TENSORS order.
             layers.push(LayerWeights {
-                attn_norm: to_vec(&load(&n("attn_norm"), &[d])?)?,
-                wq: load(&n("attn_q"), &[q, d])?,
-                wk: load(&n("attn_k"), &[kv, d])?,
-                wv: load(&n("attn_v"), &[kv, d])?,
-                wo: load(&n("attn_output"), &[d, q])?,
-                ffn_norm: to_vec(&load(&n("ffn_norm"), &[d])?)?,
-                w_gate: load(&n("ffn_gate"), &[f, d])?,
-                w_up: load(&n("ffn_up"), &[f, d])?,
-                w_down: load(&n("ffn_down"), &[d, f])?,
+                attn_norm: to_vec(&next()?)?,
+                wq: next()?,
+                wk: next()?,
+                wv: next()?,
+                wo: next()?,
+                ffn_norm: to_vec(&next()?)?,
+                w_gate: next()?,
+                w_up: next()?,
+                w_down: next()?,
             });
         }
         Ok(Weights { token_embd, output_norm, output, layers })

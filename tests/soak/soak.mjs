@@ -59,7 +59,8 @@ try {
   console.log(`soak: after ${WARMUP} warm-up cycles, JS heap ${mb(start0.heap)}, wasm ${mb(start0.wasm)}`);
   for (let i = WARMUP; i < WARMUP + CYCLES; i++) {
     await cycle(i);
-    if (i % EVERY === 0) console.log(`soak: ${i}/${CYCLES} cycles, JS heap ${mb(await heap())}, wasm ${mb(await wasm())}`);
+    const done = i + 1 - WARMUP;
+    if (done % EVERY === 0) console.log(`soak: ${done}/${CYCLES} cycles after the warm-up, JS heap ${mb(await heap())}, wasm ${mb(await wasm())}`);
   }
   const end = { heap: await heap(), wasm: await wasm() };
   const growth = (a, b) => (b - a) / a;

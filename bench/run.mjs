@@ -1,0 +1,149 @@
+// make bench: tokenscope against its peers in one run on this machine, on the same model file
+// and the same prompts (bench/prompt-short.txt, bench/prompt-long.txt: 256 tokens), greedy,
+// 64 generated tokens, prefill and decode tok/s (median of RUNS):
+//   - CPU natively: `tokenscope bench` against llama.cpp (node-llama-cpp's prebuilt binary),
+//     both on THREADS threads;
+//   - CPU in headless Chromium: our page driven as a user would (CPU backend) against wllama
+//     on 1 and 2 threads in the same Chromium, its page cross-origin isolated;
+//   - GPU: `tokenscope bench --backend gpu` natively and the page's WebGPU backend in Chromium
+//     (whatever adapters this machine has: lavapipe and SwiftShader without a GPU; one timed
+//     run each, as a software adapter is slow).
+// Prints one table with the ratio to each peer and writes bench/results.json. The peers are
+// installed by bench/setup-peers.sh (make bench runs it), never by make test.
+import { execFileSync } from 'node:child_process';
+import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { cpus } from 'node:os';
+import { extname } from 'node:path';
+import { start, waitLoaded, setSlider, ROOT } from '../tests/e2e/harness.mjs';
+
+const MODEL = `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`;
+const BIN = `${ROOT}target/release/tokenscope`;
+const RUNS = Number(process.env.BENCH_RUNS || 3);
+const TOKENS = 64;
+const THREADS = Number(process.env.BENCH_THREADS || Math.min(2, cpus().length));
+const PROMPTS = { short: readFileSync(`${ROOT}bench/prompt-short.txt`, 'utf8'), long: readFileSync(`${ROOT}bench/prompt-long.txt`, 'utf8') };
+const SKIP = new Set((process.env.BENCH_SKIP || '').split(',').filter(Boolean));
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+const rows = [];
+const add = (row) => { rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
+
+// tokenscope natively, through its own bench command.
+function oursNative(backend, runs) {
+  for (const name of Object.keys(PROMPTS)) {
+    const out = JSON.parse(execFileSync(BIN, ['bench', '--json', '--backend', backend, '--runs', String(runs), '--decode-tokens', String(TOKENS), '--prompt-file', `${ROOT}bench/prompt-${name}.txt`], { encoding: 'utf8' }));
+    add({ engine: 'tokenscope', where: `native ${backend}`, device: out.device, prompt: name, prompt_tokens: out.prompt_tokens, prefill_tok_s: out.prefill_tok_s, decode_tok_s: out.decode_tok_s });
+  }
+}
+
+// llama.cpp natively: prefill all but the last prompt token, then 64 greedy single-token steps.
+async function llamaCpp() {
+  const { getLlama } = await import('node-llama-cpp');
+  const llama = await getLlama({ gpu: false, build: 'never' });
+  const model = await llama.loadModel({ modelPath: MODEL });
+  const context = await model.createContext({ contextSize: 1024, threads: THREADS, batchSize: 512 });
+  const seq = context.getSequence();
+  const version = JSON.parse(readFileSync(new URL('./node_modules/node-llama-cpp/package.json', import.meta.url), 'utf8')).version;
+  for (const [name, text] of Object.entries(PROMPTS)) {
+    const tokens = model.tokenize(text);
+    const prefill = [], decode = [];
+    for (let r = 0; r < RUNS + 1; r++) {
+      await seq.clearHistory();
+      let t = performance.now();
+      await seq.evaluateWithoutGeneratingNewTokens(tokens.slice(0, -1));
+      const p = (tokens.length - 1) / ((performance.now() - t) / 1000);
+      t = performance.now();
+      let n = 0;
+      for await (const _ of seq.evaluate(tokens.slice(-1), { temperature: 0 })) if (++n >= TOKENS) break;
+      const d = n / ((performance.now() - t) / 1000);
+      if (r > 0) { prefill.push(p); decode.push(d); } // the first run warms up
+    }
+    add({ engine: `llama.cpp (node-llama-cpp ${version})`, where: `native cpu, ${THREADS} threads`, device: 'cpu', prompt: name, prompt_tokens: tokens.length, prefill_tok_s: median(prefill), decode_tok_s: median(decode) });
+  }
+  await context.dispose();
+  await model.dispose();
+}
+
+// Our page, as a user drives it: completion mode, temperature 0, 64 tokens, Generate.
+async function oursInChromium(env, backend, runs) {
+  const page = await (await env.browser.newContext()).newPage();
+  await page.goto(env.base);
+  await waitLoaded(page);
+  await page.locator('details.more').evaluate((d) => { d.open = true; });
+  const select = page.getByRole('combobox', { name: 'Backend' });
+  if ((await select.inputValue()) !== backend) {
+    await page.evaluate(() => { delete document.body.dataset.loadMs; });
+    await select.selectOption(backend);
+    await waitLoaded(page);
+  }
+  const device = await page.evaluate(() => document.body.dataset.backend);
+  await page.getByRole('radio', { name: 'Completion' }).check();
+  await setSlider(page, 'Temperature', 0);
+  await setSlider(page, 'Max tokens', TOKENS);
+  for (const [name, text] of Object.entries(PROMPTS)) {
+    const prefill = [], decode = [], seen = [];
+    for (let r = 0; r < runs + 1; r++) {
+      await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
+      await page.evaluate(() => { delete document.body.dataset.finish; });
+      await page.getByRole('button', { name: 'Generate', exact: true }).click();
+      await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS) }));
+      const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
+      if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); }
+    }
+    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? 'cpu (wasm, 1 thread)' : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen) });
+  }
+  await page.close();
+}
+
+// wllama's page, served cross-origin isolated (threads) by a small static server.
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.gguf': 'application/octet-stream' };
+function peerServer() {
+  const server = createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    const file = path === '/model.gguf' ? MODEL : `${ROOT}bench/web${path.replace(/\.\.+/g, '')}`;
+    let size;
+    try { size = statSync(file).size; } catch { res.writeHead(404).end(); return; }
+    res.writeHead(200, { 'Content-Type': TYPES[extname(file)] || 'application/octet-stream', 'Content-Length': size, 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' });
+    if (req.method === 'HEAD') res.end(); else createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+async function wllama(env, threads) {
+  const server = await peerServer();
+  const page = await (await env.browser.newContext()).newPage();
+  await page.goto(`http://127.0.0.1:${server.address().port}/wllama.html`);
+  await page.waitForFunction(() => document.body.dataset.ready === 'true');
+  const version = JSON.parse(readFileSync(new URL('./node_modules/@wllama/wllama/package.json', import.meta.url), 'utf8')).version;
+  const out = await page.evaluate((args) => window.runWllama(args), { threads, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
+  for (const [name, runs] of Object.entries(out.prompts)) {
+    const timed = runs.slice(1);
+    add({ engine: `wllama ${version}`, where: `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
+  }
+  await page.close();
+  server.close();
+}
+
+const env = await start();
+try {
+  if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
+  if (!SKIP.has('browser')) { await oursInChromium(env, 'cpu', RUNS); for (const t of [1, 2]) await wllama(env, t); }
+  if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
+} finally {
+  await env.close();
+}
+
+// One table: each of our rows against the best peer in the same place.
+const best = (where, prompt, key) => Math.max(0, ...rows.filter((r) => r.engine !== 'tokenscope' && r.where.startsWith(where) && r.prompt === prompt).map((r) => r[key]));
+const ratio = (r, key) => {
+  if (r.engine !== 'tokenscope') return '';
+  const peer = best(r.where.startsWith('native cpu') ? 'native cpu' : r.where.startsWith('Chromium cpu') ? 'Chromium cpu' : 'none', r.prompt, key);
+  return peer ? `${(r[key] / peer).toFixed(2)}x` : '';
+};
+const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores`;
+console.log(`\nmake bench on ${machine}; greedy, ${TOKENS} tokens, median of ${RUNS}; ratio: tokenscope / best peer in the same place`);
+console.log(['engine', 'where', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
+for (const r of rows) console.log([r.engine, r.where, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
+writeFileSync(`${ROOT}bench/results.json`, JSON.stringify({ machine, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows }, null, 2) + '\n');
+console.log('bench: wrote bench/results.json');

@@ -1,0 +1,21 @@
+// make bench: wllama's prefill and decode speed with llama.cpp's own timers (its `timings`),
+// greedy, on the model at /model.gguf. Called by bench/run.mjs through window.runWllama.
+import { Wllama } from './wllama/index.js';
+
+window.runWllama = async ({ threads, prompts, maxTokens, runs }) => {
+  const wllama = new Wllama({ default: './wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
+  await wllama.loadModelFromUrl(new URL('/model.gguf', location.href).href, { n_threads: threads, n_ctx: 1024, n_batch: 512 });
+  const out = { multithread: wllama.isMultithread(), threads: wllama.getNumThreads(), prompts: {} };
+  for (const [name, prompt] of Object.entries(prompts)) {
+    const rows = [];
+    for (let r = 0; r < runs; r++) {
+      const t0 = performance.now();
+      const res = await wllama.createCompletion({ prompt, max_tokens: maxTokens, temperature: 0, cache_prompt: false });
+      rows.push({ ...res.timings, wall_ms: performance.now() - t0, text: res.choices[0].text });
+    }
+    out.prompts[name] = rows;
+  }
+  await wllama.exit();
+  return out;
+};
+document.body.dataset.ready = 'true';

@@ -54,8 +54,11 @@ test-types: www
 test-e2e: model www build
 	node --test --test-concurrency=1 tests/e2e/
 
-bench: model build
-	./target/release/tokenscope bench
+# tokenscope against llama.cpp natively and wllama in Chromium, CPU and GPU, in one run
+# (bench/run.mjs; bench/setup-peers.sh installs the pinned peers, make test never does).
+bench: model www build
+	bench/setup-peers.sh
+	node bench/run.mjs
 
 # 300 cycles of generate, stop, sliders, step switches and reloads in Chromium; memory must stay flat.
 soak: model www build

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the page's engine: the library for wasm32 (release), its JS bindings and TypeScript
 # types (wasm-bindgen --target web) into www/pkg/, optimized with npm binaryen's wasm-opt when
-# present; copies d3 from node_modules into www/vendor/ (served locally, no CDN) and the
-# WGSL kernels into www/shaders/.
+# present; copies d3 from node_modules into www/vendor/ (served locally, no CDN) and writes
+# every WGSL kernel variant into www/shaders/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +30,9 @@ else
 fi
 mkdir -p www/vendor www/shaders
 cp node_modules/d3/dist/d3.min.js www/vendor/d3.min.js
-# The WGSL kernels, served so the browser tests compile each one with Chromium's compiler.
+# The WGSL kernels as the engine compiles them (templates expanded into their variants, by
+# the engine's own expander in the wasm just built), served so the browser tests compile
+# each one with Chromium's compiler.
 rm -f www/shaders/*.wgsl  # a kernel renamed or removed must not linger
-cp shaders/*.wgsl www/shaders/
+node scripts/export-shaders.mjs www/shaders
 ls -l www/pkg/tokenscope_bg.wasm | awk '{printf "build-www: www/pkg/tokenscope_bg.wasm is %.1f MB\n", $5/1e6}'

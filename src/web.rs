@@ -147,6 +147,25 @@ pub fn check_model(start: &[u8], file_len: f64) -> Result<bool, JsValue> {
     }
 }
 
+/// A kernel's WGSL as the engine compiles it.
+#[derive(Serialize, Tsify)]
+struct KernelSource {
+    name: &'static str,
+    code: String,
+}
+
+/// Every GPU kernel's WGSL as the engine compiles it (templates expanded into their
+/// variants): `make www` writes them out for the test that compiles each one in Chromium.
+#[wasm_bindgen(js_name = shaderSources, unchecked_return_type = "KernelSource[]")]
+pub fn shader_sources() -> Result<JsValue, JsValue> {
+    let sources = crate::backend::gpu::kernels::SHADERS
+        .iter()
+        .map(|s| Ok(KernelSource { name: s.name, code: s.code()? }))
+        .collect::<crate::error::Result<Vec<_>>>()
+        .map_err(js_err)?;
+    to_js(&sources)
+}
+
 /// Reads an exported run (JSON text), checking its format and version.
 #[wasm_bindgen(js_name = parseRun, unchecked_return_type = "RunRecord")]
 pub fn parse_run(text: &str) -> Result<JsValue, JsValue> {

@@ -69,7 +69,7 @@ fn rmsnorm_matches_its_cpu_twin() {
         let out = guarded(&ctx, rows * n);
         let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
         let params = ctx.uniform("p", &[n as u32, rows as u32, 1e-5f32.to_bits(), 0]);
-        let k = Kernels::new(&ctx);
+        let k = Kernels::new(&ctx).expect("every kernel compiles");
         let d = kernels::prepare(
             &ctx,
             &k.rmsnorm,
@@ -95,7 +95,7 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row.
     for threads_per_row in [1, 8, 64] {
-        let k = Kernels::with_threads_per_row(&ctx, threads_per_row);
+        let k = Kernels::with_threads_per_row(&ctx, threads_per_row).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // (rows, cols, position, tokens, accumulate): the position must not matter.
         let cases = [
@@ -159,7 +159,7 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
 #[test]
 fn matvec_reads_the_last_token_row_for_the_lm_head() {
     let ctx = context();
-    let k = Kernels::new(&ctx);
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     let (rows, cols, n) = (101usize, 96usize, 7usize);
     let t = Tensor::from_vec(random(&mut rng, rows * cols, 0.5), (rows, cols), &Device::Cpu).expect("tensor");
@@ -207,7 +207,7 @@ fn matvec_and_matmul_f32_match_their_cpu_twin() {
 #[test]
 fn embedding_lookup_matches_the_dequantized_row_exactly() {
     let ctx = context();
-    let k = Kernels::new(&ctx);
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let (vocab, dim) = (301usize, 608usize);
     let table = random(&mut rng, vocab * dim, 1.0);
@@ -233,7 +233,7 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
 #[test]
 fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let ctx = context();
-    let k = Kernels::new(&ctx);
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
     let (qd, kv) = (heads * hd, kv_heads * hd);
@@ -288,7 +288,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
 #[test]
 fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     let ctx = context();
-    let k = Kernels::new(&ctx);
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let (heads, kv_heads, hd) = (9usize, 3usize, 64usize);
     let kv = kv_heads * hd;
@@ -396,7 +396,7 @@ fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
 #[test]
 fn swiglu_matches_its_cpu_twin() {
     let ctx = context();
-    let k = Kernels::new(&ctx);
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(6);
     for (n, rows) in [(1usize, 1usize), (63, 1), (1537, 1), (65, 3)] {
         // Rows of [gate | up], as the fused projection leaves them.

@@ -1,4 +1,5 @@
-// Every WGSL kernel compiled by Chromium's own shader compiler (Tint), which accepts
+// Every WGSL kernel, as the engine compiles it (www/shaders/: the templates expanded into
+// their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
 // constants. The norm, SwiGLU, RoPE/KV write, F32 matvec/matmul, embedding and attention kernels also run
@@ -8,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { ROOT, start } from './harness.mjs';
 
-const SHADERS = readdirSync(`${ROOT}shaders`).filter((f) => f.endsWith('.wgsl')).sort();
+const SHADERS = readdirSync(`${ROOT}www/shaders`).filter((f) => f.endsWith('.wgsl')).sort();
 
 let env;
 let page;

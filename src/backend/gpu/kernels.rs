@@ -5,22 +5,50 @@ use super::device::GpuContext;
 use super::repack::Repacked;
 use crate::error::{Error, Result};
 
-/// Every kernel's source, by file name; compiled natively by naga and in Chromium by Tint.
-pub const SHADERS: [(&str, &str); 14] = [
-    ("embedding.wgsl", include_str!("../../../shaders/embedding.wgsl")),
-    ("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
-    ("matvec_q4_1.wgsl", include_str!("../../../shaders/matvec_q4_1.wgsl")),
-    ("matvec_q8_0.wgsl", include_str!("../../../shaders/matvec_q8_0.wgsl")),
-    ("matvec_f16.wgsl", include_str!("../../../shaders/matvec_f16.wgsl")),
-    ("matvec_f32.wgsl", include_str!("../../../shaders/matvec_f32.wgsl")),
-    ("matmul_q4_1.wgsl", include_str!("../../../shaders/matmul_q4_1.wgsl")),
-    ("matmul_q8_0.wgsl", include_str!("../../../shaders/matmul_q8_0.wgsl")),
-    ("matmul_f16.wgsl", include_str!("../../../shaders/matmul_f16.wgsl")),
-    ("matmul_f32.wgsl", include_str!("../../../shaders/matmul_f32.wgsl")),
-    ("rope_kv.wgsl", include_str!("../../../shaders/rope_kv.wgsl")),
-    ("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
-    ("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
-    ("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
+/// One kernel's WGSL: a file of `shaders/`, or a template of it with the defines that pick
+/// the variant (see [`wgsl_defs`](super::wgsl_defs)).
+pub struct ShaderSource {
+    /// The kernel's name (the variant's, for a template), as profiles and tests know it.
+    pub name: &'static str,
+    template: &'static str,
+    defines: &'static [&'static str],
+}
+
+impl ShaderSource {
+    /// The WGSL the device compiles: the template expanded with the variant's defines.
+    pub fn code(&self) -> Result<String> {
+        super::wgsl_defs::expand(self.template, self.defines).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
+    }
+}
+
+const fn file(name: &'static str, template: &'static str) -> ShaderSource {
+    ShaderSource { name, template, defines: &[] }
+}
+
+/// Every matrix kernel (decode and prefill, every weight format) comes from this template.
+const MATRIX: &str = include_str!("../../../shaders/matrix.wgsl");
+
+const fn matrix(name: &'static str, defines: &'static [&'static str]) -> ShaderSource {
+    ShaderSource { name, template: MATRIX, defines }
+}
+
+/// Every kernel; compiled natively by naga and in Chromium by Tint (`make www` writes the
+/// expanded variants to www/shaders/ for that test).
+pub const SHADERS: [ShaderSource; 14] = [
+    file("embedding.wgsl", include_str!("../../../shaders/embedding.wgsl")),
+    file("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
+    matrix("matvec_q4_1.wgsl", &["MATVEC", "Q4_1"]),
+    matrix("matvec_q8_0.wgsl", &["MATVEC", "Q8_0"]),
+    matrix("matvec_f16.wgsl", &["MATVEC", "F16"]),
+    matrix("matvec_f32.wgsl", &["MATVEC", "F32"]),
+    matrix("matmul_q4_1.wgsl", &["MATMUL", "Q4_1"]),
+    matrix("matmul_q8_0.wgsl", &["MATMUL", "Q8_0"]),
+    matrix("matmul_f16.wgsl", &["MATMUL", "F16"]),
+    matrix("matmul_f32.wgsl", &["MATMUL", "F32"]),
+    file("rope_kv.wgsl", include_str!("../../../shaders/rope_kv.wgsl")),
+    file("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
+    file("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
+    file("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
 ];
 
 /// Threads per workgroup (the shaders' `WG` override).
@@ -78,10 +106,11 @@ pub struct Kernels {
     pub threads_per_row: u32,
 }
 
-fn pipeline(ctx: &GpuContext, name: &'static str, source: &str, constants: &[(&str, f64)]) -> Kernel {
+fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) -> Result<Kernel> {
+    let name = shader.name;
     let module = ctx
         .device
-        .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) });
+        .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(shader.code()?.into()) });
     let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
         layout: None,
@@ -90,7 +119,7 @@ fn pipeline(ctx: &GpuContext, name: &'static str, source: &str, constants: &[(&s
         compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
         cache: None,
     });
-    Kernel { name, pipeline }
+    Ok(Kernel { name, pipeline })
 }
 
 impl Kernels {
@@ -99,27 +128,27 @@ impl Kernels {
     /// workgroup reductions cost more than they save, so one thread takes a whole row there
     /// (measured on lavapipe, decode: 3.0 tok/s with 1 thread per row, 2.6 with 4, 2.1 with
     /// 16, 1.1 with 64). Hardware GPUs get 8 threads per row, 8 rows per workgroup.
-    pub fn new(ctx: &GpuContext) -> Self {
+    pub fn new(ctx: &GpuContext) -> Result<Self> {
         Self::with_threads_per_row(ctx, if ctx.info.software { 1 } else { 8 })
     }
 
     /// Compiles every kernel with `threads_per_row` threads (a power of two <= 64) per
     /// matvec row.
-    pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Self {
+    pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Result<Self> {
         let wg = ("WG", WORKGROUP as f64);
-        let p = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1, &[wg]);
-        let mv = |i: usize| pipeline(ctx, SHADERS[i].0, SHADERS[i].1, &[wg, ("TPR", threads_per_row as f64)]);
-        Kernels {
-            embedding: p(0),
-            rmsnorm: p(1),
-            matvec: [mv(2), mv(3), mv(4), mv(5)],
-            matmul: [mv(6), mv(7), mv(8), mv(9)],
-            rope_kv: p(10),
-            attention_partial: p(11),
-            attention_combine: p(12),
-            swiglu: p(13),
+        let p = |i: usize| pipeline(ctx, &SHADERS[i], &[wg]);
+        let mv = |i: usize| pipeline(ctx, &SHADERS[i], &[wg, ("TPR", threads_per_row as f64)]);
+        Ok(Kernels {
+            embedding: p(0)?,
+            rmsnorm: p(1)?,
+            matvec: [mv(2)?, mv(3)?, mv(4)?, mv(5)?],
+            matmul: [mv(6)?, mv(7)?, mv(8)?, mv(9)?],
+            rope_kv: p(10)?,
+            attention_partial: p(11)?,
+            attention_combine: p(12)?,
+            swiglu: p(13)?,
             threads_per_row,
-        }
+        })
     }
 
     /// Decode: `y (+)= W x` for one input row (row 0, or the step's last row with

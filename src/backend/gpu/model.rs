@@ -106,7 +106,7 @@ impl GpuBackend {
     /// As [`GpuBackend::new`], on a device already opened.
     pub async fn on(ctx: GpuContext, cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
         let scopes = ctx.error_scopes();
-        let k = Kernels::new(&ctx);
+        let k = Kernels::new(&ctx)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let (d, hd, kv, qd, f) =
             (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);

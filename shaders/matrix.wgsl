@@ -1,0 +1,190 @@
+// matrix.wgsl: the template of every weight-matrix kernel, expanded by
+// src/backend/gpu/wgsl_defs.rs into the variants kernels.rs declares. Defines:
+//   MATVEC (decode): y = W x for one input row;
+//   MATMUL (prefill): Y = X W^T for the step's n_tokens rows, 4 tokens per thread at once
+//     (a vec4 accumulator, so every weight dequantized is used 4 times);
+//   and one weight format, W [rows, cols] dequantized on the fly from its layout (repacked
+//   at load, 4-byte aligned):
+//   Q4_1: a block of 32 weights is dm[b]: u32 = f16 d (low half) | f16 m (high half)
+//     -> array<u32> [rows * cols / 32], and qs[4b .. 4b+4]: its 16 nibble bytes as 4 u32
+//     -> array<u32> [rows * cols / 8]. Byte k holds weight k (low nibble) and k + 16 (high);
+//     w = q d + m, so word j of a block holds weights 4j..4j+3 and 4j+16..4j+19. Q4_0
+//     (w = (q - 8) d) is repacked into this layout exactly, with m = -8 d.
+//   Q8_0: a block of 32 weights is d[b]: f32 (the file's f16, widened) -> array<f32>
+//     [rows * cols / 32], and qs[8b .. 8b+8]: its 32 signed bytes as 8 u32 -> array<u32>
+//     [rows * cols / 4]; w = q d with q the sign-extended byte.
+//   F16: w[i]: u32 = weights 2i (low half) and 2i + 1 (high half), widened with
+//     unpack2x16float (no shader-f16 feature needed) -> array<u32> [rows * cols / 2].
+//   F32: w: array<f32> [rows * cols].
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token}; 1 qs or w
+//   (read); 2 dm or d (read; Q4_1 and Q8_0 only); 3 x: array<f32> [n_tokens, cols] (read);
+//   4 y: array<f32> (read_write); 5 uniform Step {pos, n_tokens}.
+// MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
+//   prefill), and writes y[r] = (W x)[r].
+// MATMUL writes y[b * rows + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused).
+// Either adds to y instead when accumulate != 0 (the residual add fused into the output
+// projections).
+// Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
+// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG). TPR threads
+// share a row, each taking every TPR-th word of it, then add up their sums in workgroup
+// memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
+// Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
+// reads the last valid row in their place).
+
+override WG: u32 = 64u;
+override TPR: u32 = 8u;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    accumulate: u32,
+    last_token: u32,
+}
+
+struct Step {
+    pos: u32,
+    n_tokens: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+#ifdef MATVEC
+// The accumulator: one token.
+alias Acc = f32;
+#endif
+#ifdef MATMUL
+// The accumulator: 4 tokens.
+alias Acc = vec4<f32>;
+#endif
+
+@group(0) @binding(0) var<uniform> params: Params;
+#ifdef Q4_1
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> dm: array<u32>;
+#endif
+#ifdef Q8_0
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> d: array<f32>;
+#endif
+#ifdef F16
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+#endif
+#ifdef F32
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+#endif
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> step: Step;
+
+var<workgroup> partial: array<Acc, 256>;
+// Offsets of the thread's input row(s) in x.
+var<private> x_rows: vec4<u32>;
+
+// Column `col` of the input row(s).
+fn X(col: u32) -> Acc {
+#ifdef MATVEC
+    return x[x_rows.x + col];
+#endif
+#ifdef MATMUL
+    return vec4<f32>(x[x_rows.x + col], x[x_rows.y + col], x[x_rows.z + col], x[x_rows.w + col]);
+#endif
+}
+
+// This thread's share (every TPR-th word from `lane`) of row `row` times the input.
+fn row_dot(row: u32, lane: u32) -> Acc {
+    var sum = Acc(0.0);
+#ifdef Q4_1
+    let words = params.cols / 8u;
+    let blocks = params.cols / 32u;
+    for (var w = lane; w < words; w = w + TPR) {
+        let b = w / 4u;
+        let s = unpack2x16float(dm[row * blocks + b]);
+        let word = qs[row * words + w];
+        let base = b * 32u + (w % 4u) * 4u;
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let q = (word >> (8u * k)) & 0xffu;
+            let lo = f32(q & 0xfu) * s.x + s.y;
+            let hi = f32(q >> 4u) * s.x + s.y;
+            sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
+        }
+    }
+#endif
+#ifdef Q8_0
+    let words = params.cols / 4u;
+    let blocks = params.cols / 32u;
+    for (var w = lane; w < words; w = w + TPR) {
+        let word = qs[row * words + w];
+        let base = w * 4u;
+        var dot = Acc(0.0);
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
+            dot = dot + f32(q) * X(base + k);
+        }
+        sum = sum + dot * d[row * blocks + w / 8u];
+    }
+#endif
+#ifdef F16
+    let words = params.cols / 2u;
+    for (var i = lane; i < words; i = i + TPR) {
+        let pair = unpack2x16float(w[row * words + i]);
+        sum = sum + pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
+    }
+#endif
+#ifdef F32
+    for (var i = lane; i < params.cols; i = i + TPR) {
+        sum = sum + w[row * params.cols + i] * X(i);
+    }
+#endif
+    return sum;
+}
+
+// y[i] = v, or y[i] += v.
+fn store(i: u32, v: f32) {
+    if (params.accumulate != 0u) {
+        y[i] = y[i] + v;
+    } else {
+        y[i] = v;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = lid.x;
+    let lane = t % TPR;
+    let row = wg.x * (WG / TPR) + t / TPR;
+#ifdef MATVEC
+    x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+    let live = row < params.rows;
+#endif
+#ifdef MATMUL
+    let b0 = wg.y * 4u;
+    let last = step.n_tokens - 1u;
+    x_rows = vec4<u32>(min(b0, last), min(b0 + 1u, last), min(b0 + 2u, last), min(b0 + 3u, last)) * params.cols;
+    let live = row < params.rows && b0 < step.n_tokens;
+#endif
+    var sum = Acc(0.0);
+    if (live) {
+        sum = row_dot(row, lane);
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var stride = TPR / 2u; stride > 0u; stride = stride / 2u) {
+        if (lane < stride) {
+            partial[t] = partial[t] + partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < params.rows) {
+#ifdef MATVEC
+        store(row, partial[t]);
+#endif
+#ifdef MATMUL
+        let total = partial[t];
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            if (b0 + j < step.n_tokens) {
+                store((b0 + j) * params.rows + row, total[j]);
+            }
+        }
+#endif
+    }
+}

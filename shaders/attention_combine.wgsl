@@ -9,21 +9,10 @@
 // dimensions d = t, t + WG, ... and walks the chunks itself (no barriers).
 
 override WG: u32 = 64u;
-const CHUNK: u32 = 256u; // as in attention_partial.wgsl
 
-struct Params {
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-    n_chunks: u32,
-}
+#include attention_params.wgsl
 
-struct Step {
-    pos: u32,
-    n_tokens: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+#include step.wgsl
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> parts: array<f32>;

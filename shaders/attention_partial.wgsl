@@ -16,22 +16,11 @@
 // (the combine reads only chunks 0..=p / CHUNK).
 
 override WG: u32 = 64u;
-const CHUNK: u32 = 256u;
 const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at the f32 limit
 
-struct Params {
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-    n_chunks: u32,
-}
+#include attention_params.wgsl
 
-struct Step {
-    pos: u32,
-    n_tokens: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+#include step.wgsl
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;

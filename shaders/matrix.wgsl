@@ -41,12 +41,7 @@ struct Params {
     last_token: u32,
 }
 
-struct Step {
-    pos: u32,
-    n_tokens: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+#include step.wgsl
 
 #ifdef MATVEC
 // The accumulator: one token.

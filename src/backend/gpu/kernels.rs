@@ -17,9 +17,15 @@ pub struct ShaderSource {
 impl ShaderSource {
     /// The WGSL the device compiles: the template expanded with the variant's defines.
     pub fn code(&self) -> Result<String> {
-        super::wgsl_defs::expand(self.template, self.defines).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
+        super::wgsl_defs::expand(self.template, self.defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
     }
 }
+
+/// Declarations kernels share, for their `#include` lines.
+const INCLUDES: [(&str, &str); 2] = [
+    ("step.wgsl", include_str!("../../../shaders/step.wgsl")),
+    ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
+];
 
 const fn file(name: &'static str, template: &'static str) -> ShaderSource {
     ShaderSource { name, template, defines: &[] }

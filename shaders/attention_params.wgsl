@@ -1,0 +1,11 @@
+// attention_params.wgsl: what both halves of split-K attention share (included by
+// attention_partial.wgsl and attention_combine.wgsl): the chunk length and the head shape.
+// CHUNK: positions per chunk (ATTENTION_CHUNK in kernels.rs).
+const CHUNK: u32 = 256u;
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    n_chunks: u32,
+}

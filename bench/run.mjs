@@ -65,9 +65,10 @@ async function llamaCpp() {
 }
 
 // Our page, as a user drives it: completion mode, temperature 0, 64 tokens, Generate.
-async function oursInChromium(env, backend, runs) {
+// `threads` caps the CPU engine's threads (the page's ?threads=N; 1 is the one-thread engine).
+async function oursInChromium(env, backend, runs, threads = THREADS) {
   const page = await (await env.browser.newContext()).newPage();
-  await page.goto(env.base);
+  await page.goto(`${env.base}?threads=${threads}`);
   await waitLoaded(page);
   await page.locator('details.more').evaluate((d) => { d.open = true; });
   const select = page.getByRole('combobox', { name: 'Backend' });
@@ -77,6 +78,7 @@ async function oursInChromium(env, backend, runs) {
     await waitLoaded(page);
   }
   const device = await page.evaluate(() => document.body.dataset.backend);
+  const used = Number(await page.evaluate(() => document.body.dataset.threads));
   await page.getByRole('radio', { name: 'Completion' }).check();
   await setSlider(page, 'Temperature', 0);
   await setSlider(page, 'Max tokens', TOKENS);
@@ -91,7 +93,7 @@ async function oursInChromium(env, backend, runs) {
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); }
     }
-    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? 'cpu (wasm, 1 thread)' : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen) });
+    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen) });
   }
   await page.close();
 }
@@ -128,7 +130,10 @@ async function wllama(env, threads) {
 const env = await start();
 try {
   if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
-  if (!SKIP.has('browser')) { await oursInChromium(env, 'cpu', RUNS); for (const t of [1, 2]) await wllama(env, t); }
+  if (!SKIP.has('browser')) {
+    for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
+    if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t);
+  }
   if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
 } finally {
   await env.close();

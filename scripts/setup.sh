@@ -36,7 +36,8 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
-for component in rustfmt clippy; do
+# rust-src: the threaded wasm engine rebuilds the standard library with atomics (build-www.sh).
+for component in rustfmt clippy rust-src; do
   if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
     echo "setup: adding the Rust component $component"
     rustup component add "$component"

@@ -130,7 +130,9 @@ function engineCrashed(message) {
 }
 
 function spawnWorker() {
-  worker = new Worker('worker.js', { type: 'module' });
+  // The page's ?threads=N (1: the one-thread engine) caps the engine's threads.
+  const threads = new URLSearchParams(location.search).get('threads');
+  worker = new Worker(threads ? `worker.js?threads=${encodeURIComponent(threads)}` : 'worker.js', { type: 'module' });
   worker.onmessage = onWorkerMessage;
   worker.onerror = (e) => {
     e.preventDefault();
@@ -564,7 +566,11 @@ function onWorkerMessage({ data: msg }) {
       state.modelLabel = msg.name;
       ui.progress.value = 1;
       ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
-      ui.backendNote.textContent = msg.note;
+      // Why the CPU backend runs on one thread when the machine has more (not isolated, or
+      // the threaded engine failed to start).
+      const threadsNote = msg.backend === 'cpu' && msg.threadsNote ? ` ${msg.threadsNote}` : '';
+      ui.backendNote.textContent = `${msg.note || ''}${threadsNote}`.trim();
+      document.body.dataset.threads = String(msg.threads);
       document.body.dataset.loadMs = String(Math.round(msg.ms));
       document.body.dataset.fromCache = String(!!msg.fromCache);
       document.body.dataset.backend = msg.backend;

@@ -4,7 +4,8 @@
 //               switch {branch}, params {params}, stop, reset, reshape {step, params, topN},
 //               draw {step, params, n}, lesson {logits, labels, params, topN, n?}, export {name},
 //               import {text}
-// Messages out: progress {phase, done, total}, loaded {info, ms, fromCache, backend, note},
+// Messages out: progress {phase, done, total}, loaded {info, ms, fromCache, backend, note,
+//               threads, threadsNote},
 //               started {promptTokens}, step {event, stats}, paused {stats}, finished {finish, stats},
 //               forked {branch, step}, switched {branch, stats}, reshaped {step, dist, params},
 //               drawn {step, counts, n, params}, lesson {dist, counts, n, params},
@@ -13,7 +14,16 @@
 // PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady), NetworkError for a download, and
 // EngineCrashed when the wasm engine trapped (a panic): this worker is then unusable and the
 // page replaces it. 'crash-for-testing' makes the engine panic on purpose (the recovery test).
-import init, { Engine, checkModel, distributionOf, drawManyOf, parseRun, panicForTesting } from './pkg/tokenscope.js';
+// Two builds of the engine: www/pkg-threads runs the CPU backend's matrix products on every
+// core (rayon on Web Workers sharing the wasm memory), which needs SharedArrayBuffer, so a
+// cross-origin-isolated page (tokenscope serve sends COOP/COEP); www/pkg runs on one thread
+// anywhere. By default the engine leaves one core to the page's main thread, which draws the
+// chart at every step: on 2 cores a second engine thread contended with it and decoded no
+// faster (README, make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks
+// for N threads, at most one per core; 1 picks the one-thread engine.
+const ASKED_THREADS = Number(new URL(self.location.href).searchParams.get('threads')) || 0;
+const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
+const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
 // How much of a model file's start the header check sees (SmolLM2's header is 1.7 MB; a
 // 128k-token vocabulary takes about 7).
@@ -24,9 +34,34 @@ let engine = null;
 // The wasm module is initialized once, before the first call that needs it (the lesson
 // example and an imported run need no model).
 let ready = null;
+// The engine's JS module (Engine, checkModel, ...) once initialized.
+let wasm = null;
 // Its exports give the wasm memory's size for the stats (the soak watches it).
 let wasmExports = null;
-const initOnce = () => (ready ??= init().then((exports) => { wasmExports = exports; }));
+// The threads the engine runs on, and why it runs on one when it could use more.
+let threads = 1;
+let threadsNote = '';
+
+async function initEngineModule() {
+  if (THREADS > 1) {
+    try {
+      const pkg = await import('./pkg-threads/tokenscope.js');
+      wasmExports = await pkg.default();
+      // The engine's own thread works too: THREADS - 1 more.
+      await pkg.initThreadPool(THREADS - 1);
+      threads = THREADS;
+      return pkg;
+    } catch (e) {
+      threadsNote = `The threaded engine failed to start (${e && e.message ? e.message : e}), so the CPU backend runs on one thread.`;
+    }
+  } else if (!self.crossOriginIsolated && CORES > 2) {
+    threadsNote = 'The page is not cross-origin isolated, so the CPU backend runs on one thread.';
+  }
+  const pkg = await import('./pkg/tokenscope.js');
+  wasmExports = await pkg.default();
+  return pkg;
+}
+const initOnce = () => (ready ??= initEngineModule().then((pkg) => { wasm = pkg; }));
 // The engine's stats plus the wasm memory's size in bytes.
 const statsOf = (e) => ({ ...e.stats(), wasm_memory_bytes: wasmExports ? wasmExports.memory.buffer.byteLength : 0 });
 // Calls into the engine are serialized: a step in flight holds the engine.
@@ -162,11 +197,11 @@ async function load(msg) {
   // stays), then the old engine is freed before the new one loads. When the header is too
   // long to check from its start, the old engine stays until the new one has loaded. An
   // engine is freed at once, never left to the garbage collector.
-  if (engine && checkModel(bytes.subarray(0, HEADER_CHECK_BYTES), bytes.length)) {
+  if (engine && wasm.checkModel(bytes.subarray(0, HEADER_CHECK_BYTES), bytes.length)) {
     engine.free();
     engine = null;
   }
-  const fresh = new Engine();
+  const fresh = new wasm.Engine();
   let info;
   try {
     try {
@@ -187,7 +222,7 @@ async function load(msg) {
   const old = engine;
   engine = fresh;
   old?.free();
-  post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, ...choice });
+  post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, threads, threadsNote, ...choice });
 }
 
 // Yields to pending messages (Stop, sliders, a fork) without setTimeout's 4 ms clamp.
@@ -238,9 +273,9 @@ async function stopLoop(silent = false) {
 // The lessons' worked example: labelled logits through the same sampler as a model step.
 function lesson(msg) {
   const logits = Float32Array.from(msg.logits);
-  const dist = distributionOf(logits, msg.params, msg.topN);
+  const dist = wasm.distributionOf(logits, msg.params, msg.topN);
   for (const c of dist.candidates) c.text = msg.labels[c.token_id];
-  const counts = msg.n ? drawManyOf(logits, msg.params, msg.n, randomSeed()) : null;
+  const counts = msg.n ? wasm.drawManyOf(logits, msg.params, msg.n, randomSeed()) : null;
   post({ type: 'lesson', dist, counts, n: msg.n || 0, params: msg.params });
 }
 
@@ -256,7 +291,7 @@ self.onmessage = async ({ data: msg }) => {
     switch (msg.type) {
       case 'crash-for-testing':
         await initOnce();
-        await withEngine(() => panicForTesting());
+        await withEngine(() => wasm.panicForTesting());
         break;
       case 'load':
         await withEngine(() => load(msg));
@@ -344,7 +379,7 @@ self.onmessage = async ({ data: msg }) => {
       }
       case 'import':
         await initOnce();
-        post({ type: 'imported', record: parseRun(msg.text) });
+        post({ type: 'imported', record: wasm.parseRun(msg.text) });
         break;
       default:
         throw new Error(`unknown message ${msg.type}`);

@@ -23,8 +23,10 @@ use tower_http::services::ServeDir;
 
 use tokenscope::{Error, Result};
 
-/// Only this origin; wasm compilation allowed; workers from this origin.
-const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; \
+/// Only this origin; wasm compilation allowed; workers from this origin, and from blob: URLs
+/// made on it (the threaded engine's helper starts its Web Workers from a blob of its own,
+/// same-origin script).
+const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self' blob:; \
 style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 /// Most bytes of request line and headers a client may send (hyper's minimum is 8 KiB).

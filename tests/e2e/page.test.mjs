@@ -172,3 +172,32 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   assert.equal(cpuText[0], gpuText[0], `CPU ${cpuText.join('|')} vs WebGPU ${gpuText.join('|')}`);
   await setSlider(page, 'Top-k', 40);
 });
+
+test('the threaded CPU engine runs on every core asked for, and writes what the one-thread engine writes', async () => {
+  // tokenscope serve sends COOP/COEP, so ?threads=N loads the threaded engine
+  // (www/pkg-threads) on N threads; ?threads=1 loads the one-thread engine (www/pkg); with no
+  // ?threads the engine leaves one core to the page. Greedy decoding must give the same
+  // tokens: the threaded matmul runs the same dot products, only split across threads.
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  const texts = {};
+  for (const [threads, want] of [['1', 1], [String(cores), cores], ['', Math.max(1, cores - 1)]]) {
+    const p = await context.newPage();
+    await p.goto(threads ? `${BASE}?threads=${threads}` : BASE);
+    await waitLoaded(p);
+    const { isolated, used } = await p.evaluate(() => ({ isolated: self.crossOriginIsolated, used: Number(document.body.dataset.threads) }));
+    assert.equal(isolated, true, 'tokenscope serve makes the page cross-origin isolated');
+    assert.equal(used, want, `?threads=${threads}: ${used} threads on ${cores} cores`);
+    await p.getByRole('radio', { name: 'Completion' }).check();
+    await setSlider(p, 'Temperature', 0);
+    await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
+    await generate(p, { maxTokens: 8 });
+    const stats = await p.locator('#stats').textContent();
+    assert.match(stats, new RegExp(`CPU, ${used} threads?`), stats);
+    texts[threads || 'default'] = await p.locator('#text').textContent();
+    figures[`cpu_decode_tok_s_threads_${used}`] = Number(stats.match(/Tokens\/s([\d.]+)/)?.[1] || 0);
+    await p.close();
+  }
+  assert.ok(texts['1'].length > 'The capital of France is'.length, texts['1']);
+  assert.equal(texts[String(cores)], texts['1'], `${cores} threads against 1`);
+  assert.equal(texts.default, texts['1']);
+});

@@ -1,9 +1,11 @@
 //! The CPU backend: the forward pass in plain Rust over slices, llama2.c style, with the
 //! matrix products in one of two precisions ([`CpuPrecision`]).
 
+pub mod band_pool;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
+pub mod q8_matmul;
 
 use std::sync::Arc;
 
@@ -220,6 +222,8 @@ impl Backend for CpuBackend {
             CpuPrecision::Exact => "cpu-exact",
             CpuPrecision::Fast => "cpu-fast",
         };
-        BackendInfo { name: name.into(), device: "CPU".into(), software: false, kv_bytes_per_value: 4 }
+        let threads = linear::matmul_threads();
+        let device = format!("CPU, {threads} thread{}", if threads == 1 { "" } else { "s" });
+        BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: 4 }
     }
 }

@@ -1,0 +1,183 @@
+//! A pool of spinning worker threads for the CPU backend's matrix products.
+//!
+//! A decode step is about 210 matrix products of a few hundred microseconds each. A pool that
+//! puts its threads to sleep between them (rayon's) pays a wake-up per product, and in a
+//! browser a Web Worker's wake-up (`Atomics.notify`) costs tens of microseconds: the page's
+//! 2-thread engine decoded slower than its 1-thread one. Here the workers spin between jobs
+//! and only sleep after about a millisecond with nothing to do (between tokens), so a job
+//! reaches them at once. The calling thread works too: `threads() = workers + 1`.
+//!
+//! The workers are started on rayon's pool, which in the page's threaded engine is
+//! wasm-bindgen-rayon's Web Workers sharing the wasm memory (each worker keeps one rayon
+//! thread for good); the one-thread wasm engine has no workers and runs every task itself.
+//!
+//! Protocol: a job is a task count and a `Fn(task)`; `claim` packs the job's generation (high
+//! 32 bits) and the next task index (low 32 bits) so a worker can only claim a task of the job
+//! it read. The caller returns only when every claimed task is done, so the job's closure
+//! (borrowed from the caller's stack) outlives every call to it.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+/// Checks of the job counter before a worker sleeps: about a millisecond of spinning.
+const SPIN_CHECKS: u32 = 1 << 20;
+
+/// The job being run: a trampoline that knows the closure's type, and the closure.
+struct Job {
+    call: AtomicUsize,
+    data: AtomicUsize,
+    tasks: AtomicUsize,
+}
+
+/// The pool's shared state.
+struct Shared {
+    job: Job,
+    /// Generation (high 32 bits) and next unclaimed task (low 32 bits).
+    claim: AtomicU64,
+    /// Tasks of the current job finished.
+    done: AtomicUsize,
+    /// Workers asleep (or about to be), and where they sleep.
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+/// Spinning workers plus the calling thread; see the module comment.
+pub struct BandPool {
+    shared: &'static Shared,
+    workers: usize,
+    /// One job at a time (the engine calls from one thread; this keeps it sound if not).
+    calls: Mutex<()>,
+}
+
+/// Calls the closure behind `data` (a `&F`) on `task`.
+unsafe fn trampoline<F: Fn(usize) + Sync>(data: usize, task: usize) {
+    // SAFETY: `data` is the address of an `F` the caller of `run` keeps alive until all its
+    // tasks are done.
+    let f = unsafe { &*(data as *const F) };
+    f(task);
+}
+
+impl Shared {
+    /// Claims and runs tasks of generation `gen` until none are left.
+    fn work(&self, gen: u32) {
+        loop {
+            let v = self.claim.load(Ordering::Acquire);
+            if (v >> 32) as u32 != gen {
+                return;
+            }
+            // Read before the claim: the job cannot change while a task of it is unclaimed.
+            let tasks = self.job.tasks.load(Ordering::Relaxed);
+            let index = (v & 0xffff_ffff) as usize;
+            if index >= tasks {
+                return;
+            }
+            let call = self.job.call.load(Ordering::Relaxed);
+            let data = self.job.data.load(Ordering::Relaxed);
+            if self.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            // SAFETY: `call` was stored from `trampoline::<F>` for the closure at `data`, and
+            // the job's caller waits for this task (`done`) before the closure goes away.
+            let call: unsafe fn(usize, usize) = unsafe { std::mem::transmute::<usize, unsafe fn(usize, usize)>(call) };
+            unsafe { call(data, index) };
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// A worker's life: wait for a new generation (spinning, then asleep), work on it.
+    fn worker_loop(&self) {
+        let mut seen = (self.claim.load(Ordering::Acquire) >> 32) as u32;
+        loop {
+            let mut checks = 0;
+            let gen = loop {
+                let gen = (self.claim.load(Ordering::Acquire) >> 32) as u32;
+                if gen != seen {
+                    break gen;
+                }
+                checks += 1;
+                if checks < SPIN_CHECKS {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                // Asleep until a job is published; re-checked under the lock so a publish
+                // between the check and the wait is not missed.
+                let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.sleepers.fetch_add(1, Ordering::SeqCst);
+                while (self.claim.load(Ordering::SeqCst) >> 32) as u32 == seen {
+                    guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+                }
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                checks = 0;
+            };
+            seen = gen;
+            self.work(gen);
+        }
+    }
+}
+
+impl BandPool {
+    fn start(workers: usize) -> BandPool {
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            job: Job { call: AtomicUsize::new(0), data: AtomicUsize::new(0), tasks: AtomicUsize::new(0) },
+            claim: AtomicU64::new(0),
+            done: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+        }));
+        for _ in 0..workers {
+            rayon::spawn(move || shared.worker_loop());
+        }
+        BandPool { shared, workers, calls: Mutex::new(()) }
+    }
+
+    /// Threads that run a job's tasks: the workers and the caller.
+    pub fn threads(&self) -> usize {
+        self.workers + 1
+    }
+
+    /// Runs `f(0) .. f(tasks - 1)` across the pool and returns when all are done.
+    pub fn run<F: Fn(usize) + Sync>(&self, tasks: usize, f: F) {
+        if self.workers == 0 || tasks <= 1 {
+            (0..tasks).for_each(f);
+            return;
+        }
+        let _one_job = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.shared;
+        let gen = ((s.claim.load(Ordering::Relaxed) >> 32) as u32).wrapping_add(1);
+        s.job.call.store(trampoline::<F> as unsafe fn(usize, usize) as usize, Ordering::Relaxed);
+        s.job.data.store(&f as *const F as usize, Ordering::Relaxed);
+        s.job.tasks.store(tasks, Ordering::Relaxed);
+        s.done.store(0, Ordering::Relaxed);
+        // Publishes the job (and everything written before it) to the workers.
+        s.claim.store(u64::from(gen) << 32, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
+        }
+        s.work(gen);
+        while s.done.load(Ordering::Acquire) < tasks {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The process's pool, started on first use: in wasm after the page's `initThreadPool`.
+pub fn pool() -> &'static BandPool {
+    static POOL: OnceLock<BandPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let workers = if cfg!(target_arch = "wasm32") {
+            // The threaded engine's rayon threads (the page starts one fewer than it wants
+            // threads: the engine's own thread is the last); none without atomics.
+            if cfg!(target_feature = "atomics") {
+                rayon::current_num_threads()
+            } else {
+                0
+            }
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_sub(1).max(1)
+        };
+        BandPool::start(workers)
+    })
+}

@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::q8_matmul::{Q8Matrix, Q8_BLOCK};
+use super::quant_matmul::{Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -16,24 +16,24 @@ use crate::model::weights::to_vec;
 pub enum CpuPrecision {
     /// Weights dequantized exactly to f32, f32 activations: the reference for every other path.
     Exact,
-    /// Q8_0 weights and activations rounded to 8 bits (like llama.cpp) through candle-core's
-    /// SIMD dot products: candle's quantized matmul natively, [`Q8Matrix`] on several threads
-    /// in wasm. Q4_1 is requantized to Q8_0 at load, because candle has SIMD dot products for
-    /// Q8_0 only.
+    /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
+    /// products: candle's quantized matmul natively (Q4_1 requantized to Q8_0 at load, since
+    /// candle has SIMD dot products for Q8_0 only), [`QuantMatrix`] in wasm (Q4_1 and Q8_0
+    /// read as stored, on the band pool's threads).
     Fast,
 }
 
-/// Whether the fast path multiplies Q8_0 weights with [`Q8Matrix`] (the band pool's threads)
-/// rather than candle's quantized matmul. In wasm candle has no threads, while the band pool
-/// runs on Web Workers in the page's threaded engine. Natively candle's own x86 kernels (weights
-/// repacked for AVX2, its own thread pool) are faster: 35 against 21 tok/s decoding on one
-/// thread here, so they stay.
-const OWN_Q8_MATMUL: bool = cfg!(target_arch = "wasm32");
+/// Whether the fast path multiplies Q4_1 and Q8_0 weights with [`QuantMatrix`] (its own SIMD128
+/// kernels, the band pool's threads) rather than candle's quantized matmul. In wasm candle has
+/// no threads and converts two f16 scales per block in software; the band pool runs on Web
+/// Workers in the page's threaded engine. Natively candle's own x86 kernels (weights repacked
+/// for AVX2, its own thread pool) stay: there `QuantMatrix` has only its portable loops.
+const OWN_QUANT_MATMUL: bool = cfg!(target_arch = "wasm32");
 
 /// Threads the fast path's matrix products run on: the band pool in wasm (one without the
 /// page's threaded engine), candle's natively.
 pub fn matmul_threads() -> usize {
-    if OWN_Q8_MATMUL {
+    if OWN_QUANT_MATMUL {
         super::band_pool::pool().threads()
     } else {
         candle_core::utils::get_num_threads()
@@ -44,8 +44,8 @@ pub fn matmul_threads() -> usize {
 pub enum Linear {
     /// Exact f32 weights, row-major.
     Dense { w: Vec<f32>, rows: usize, cols: usize },
-    /// Q8_0 weights (Q4_1 and Q8_0 tensors) multiplied on every thread (in wasm).
-    Q8(Q8Matrix),
+    /// Q4_1 or Q8_0 weights as stored, multiplied on every thread (in wasm).
+    Packed(QuantMatrix),
     /// candle's quantized matmul (natively, and F16/F32 weights everywhere); Q4_1 is
     /// requantized to Q8_0.
     Quantized { m: QMatMul, rows: usize, cols: usize },
@@ -57,10 +57,12 @@ impl Linear {
         let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
         Ok(match precision {
             CpuPrecision::Exact => Linear::Dense { w: to_vec(&t)?, rows, cols },
-            CpuPrecision::Fast
-                if OWN_Q8_MATMUL && matches!(t.dtype(), GgmlDType::Q4_1 | GgmlDType::Q8_0) && cols.is_multiple_of(Q8_BLOCK) =>
-            {
-                Linear::Q8(Q8Matrix::quantize(&to_vec(&t)?, rows, cols)?)
+            CpuPrecision::Fast if OWN_QUANT_MATMUL && t.dtype() == GgmlDType::Q4_1 && cols.is_multiple_of(BLOCK) => {
+                let blocks = t.data().map_err(Error::backend)?;
+                Linear::Packed(QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?))
+            }
+            CpuPrecision::Fast if OWN_QUANT_MATMUL && t.dtype() == GgmlDType::Q8_0 && cols.is_multiple_of(BLOCK) => {
+                Linear::Packed(QuantMatrix::Q8_0(Q8_0Rows::quantize(&to_vec(&t)?, rows, cols)?))
             }
             CpuPrecision::Fast => {
                 let q = if t.dtype() == GgmlDType::Q4_1 {
@@ -78,7 +80,7 @@ impl Linear {
     pub fn rows(&self) -> usize {
         match self {
             Linear::Dense { rows, .. } | Linear::Quantized { rows, .. } => *rows,
-            Linear::Q8(m) => m.rows(),
+            Linear::Packed(m) => m.rows(),
         }
     }
 
@@ -94,7 +96,7 @@ impl Linear {
                 }
                 Ok(())
             }
-            Linear::Q8(m) => m.forward(x, n, out),
+            Linear::Packed(m) => m.forward(x, n, out),
             Linear::Quantized { m, rows, cols } => {
                 let xt = Tensor::from_slice(&x[..n * cols], (n, *cols), &Device::Cpu).map_err(Error::backend)?;
                 let y = m.forward(&xt).map_err(Error::backend)?;
@@ -109,7 +111,7 @@ impl Linear {
     pub fn bytes(&self) -> usize {
         match self {
             Linear::Dense { w, .. } => w.len() * 4,
-            Linear::Q8(m) => m.bytes(),
+            Linear::Packed(m) => m.bytes(),
             Linear::Quantized { m, rows, cols } => match m {
                 QMatMul::QTensor(q) => q.storage_size_in_bytes(),
                 _ => rows * cols * 4,

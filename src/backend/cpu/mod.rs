@@ -5,7 +5,9 @@ pub mod band_pool;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
-pub mod q8_matmul;
+pub mod q4_1_rows;
+pub mod q8_0_rows;
+pub mod quant_matmul;
 
 use std::sync::Arc;
 

@@ -1,0 +1,233 @@
+//! `y = W x` on quantized weights, split across the CPU backend's thread pool.
+//!
+//! The CPU backend's fast path in wasm. Activations are rounded to 8-bit blocks of 32 exactly
+//! as candle and llama.cpp round them ([`Activations`]); weights stay in their own block
+//! format, repacked so the inner loop converts no f16 (wasm has no instruction for it):
+//! [`Q8_0Rows`] (Q8_0 tensors) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
+//! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0). Each
+//! format computes the dot products of a few weight rows with a few activation rows at once
+//! ([`RowDot`]: four rows and one token when decoding, one row and four tokens in a prefill),
+//! on SIMD128 in wasm and in plain Rust elsewhere. [`QuantMatrix`] cuts the
+//! rows into bands, one task each, run on [`band_pool`](super::band_pool): in the page's
+//! threaded engine on Web Workers sharing the wasm memory, on the calling thread alone in the
+//! one-thread engine.
+//!
+//! Same integers and scales as candle's quantized matmul, so the results agree with it to float
+//! summation order (tests/cpu_quant_matmul.rs checks this on odd sizes, natively and in wasm).
+
+use half::f16;
+
+use super::band_pool::pool;
+pub use super::q4_1_rows::Q4_1Rows;
+pub use super::q8_0_rows::Q8_0Rows;
+use crate::error::{Error, Result};
+
+/// Elements per quantization block (Q8_0, Q8_1, Q4_1).
+pub const BLOCK: usize = 32;
+
+/// Weight rows whose dot products with one activation row are computed together when
+/// decoding (one token), sharing the activation's loads.
+pub const ROW_GROUP: usize = 4;
+
+/// Activation rows whose dot products with one weight row are computed together in a
+/// prefill (several tokens), sharing the weight's loads and unpacking.
+pub const TOKEN_GROUP: usize = 4;
+
+/// Bands per thread: a few, so a thread that starts late or runs slow is evened out by the
+/// others taking its share, and few enough that a task's scheduling cost is noise.
+const BANDS_PER_THREAD: usize = 4;
+
+/// Tokens whose quantized activations are walked together against one band, so a band's
+/// weights are read once per tile from memory instead of once per token.
+const TOKEN_TILE: usize = 8;
+
+/// Products smaller than this (multiply-adds) run on the calling thread alone: handing a
+/// job to the workers and waiting for them costs more than it saves. Measured in headless
+/// Chromium on 2 cores (the page's main thread drawing the chart beside the engine's two):
+/// threading every decode product brought decode from 21 down to 14-21 tok/s, while the
+/// 49152 x 576 output product and prefill products (several tokens) do gain. With this bound a
+/// decode step threads only its output product; a prefill of 3 or more tokens threads all.
+const MIN_THREADED_MACS: usize = 2 << 20;
+
+/// Activation rows rounded to 8-bit blocks as ggml's reference does (and candle's
+/// `BlockQ8_0`/`BlockQ8_1::from_float`): per block `d = max |v| / 127`, stored as f16, and
+/// `q = round(v / d)` with the unrounded `d`; `s` is Q8_1's `d * sum(q)` in f16, for
+/// formats with an offset (Q4_1).
+pub struct Activations {
+    /// `[rows, cols]` integers.
+    pub q: Vec<i8>,
+    /// `[rows, cols / 32]` scales.
+    pub d: Vec<f32>,
+    /// `[rows, cols / 32]` scaled sums.
+    pub s: Vec<f32>,
+    cols: usize,
+}
+
+impl Activations {
+    /// Rounds row-major `values` `[rows, cols]`; `cols` is a multiple of 32.
+    pub fn quantize(values: &[f32], cols: usize) -> Self {
+        let blocks = values.len() / BLOCK;
+        let (mut q, mut d, mut s) = (Vec::with_capacity(values.len()), Vec::with_capacity(blocks), Vec::with_capacity(blocks));
+        for block in values.chunks_exact(BLOCK) {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let scale = amax / 127.0;
+            let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
+            let start = q.len();
+            q.extend(block.iter().map(|v| (v * inverse).round() as i8));
+            let sum: i32 = q[start..].iter().map(|&v| i32::from(v)).sum();
+            let scale16 = f16::from_f32(scale);
+            d.push(scale16.to_f32());
+            s.push((f16::from_f32(sum as f32) * scale16).to_f32());
+        }
+        Activations { q, d, s, cols }
+    }
+
+    /// Row `t`: integers, scales, scaled sums.
+    pub fn row(&self, t: usize) -> (&[i8], &[f32], &[f32]) {
+        let blocks = self.cols / BLOCK;
+        let b = t * blocks..(t + 1) * blocks;
+        (&self.q[t * self.cols..(t + 1) * self.cols], &self.d[b.clone()], &self.s[b])
+    }
+}
+
+/// One quantized activation row: integers, scales, scaled sums.
+pub type ActivationRow<'a> = (&'a [i8], &'a [f32], &'a [f32]);
+
+/// A weight format's dot products: `R` consecutive weight rows starting at `first` with `T`
+/// activation rows, one f32 per (token, row).
+pub trait RowDot: Sync {
+    /// Output features.
+    fn rows(&self) -> usize;
+    /// Input features.
+    fn cols(&self) -> usize;
+    /// Bytes read per use of the whole matrix.
+    fn bytes(&self) -> usize;
+    /// `out[t][i] = w[first + i] . x[t]`; `first + R <= rows`.
+    fn dot<const R: usize, const T: usize>(&self, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
+}
+
+/// The output, written by several tasks at once, each to its own elements.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+// SAFETY: tasks write disjoint elements (each (token, row) belongs to one band), and `run`
+// returns only when every task is done, while `out` is still borrowed.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// Writes element `i`.
+    ///
+    /// # Safety
+    /// `i` is inside the output, and no other task writes element `i`.
+    unsafe fn write(&self, i: usize, y: f32) {
+        unsafe { *self.0.add(i) = y };
+    }
+}
+
+/// A `[rows, cols]` weight matrix in one of the repacked block formats.
+pub enum QuantMatrix {
+    /// Q8_0 blocks.
+    Q8_0(Q8_0Rows),
+    /// Q4_1 blocks.
+    Q4_1(Q4_1Rows),
+}
+
+impl QuantMatrix {
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        match self {
+            QuantMatrix::Q8_0(w) => w.rows(),
+            QuantMatrix::Q4_1(w) => w.rows(),
+        }
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        match self {
+            QuantMatrix::Q8_0(w) => w.cols(),
+            QuantMatrix::Q4_1(w) => w.cols(),
+        }
+    }
+
+    /// Bytes of weight data read per use.
+    pub fn bytes(&self) -> usize {
+        match self {
+            QuantMatrix::Q8_0(w) => w.bytes(),
+            QuantMatrix::Q4_1(w) => w.bytes(),
+        }
+    }
+
+    /// `out[t] = W x[t]` for `n` rows. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
+    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        match self {
+            QuantMatrix::Q8_0(w) => forward(w, x, n, out),
+            QuantMatrix::Q4_1(w) => forward(w, x, n, out),
+        }
+    }
+}
+
+/// Checks that `cols` is a whole number of blocks and `len` is what `[rows, cols]` in the
+/// format `what` takes.
+pub(super) fn check_shape(what: &str, rows: usize, cols: usize, len: usize, want: usize) -> Result<()> {
+    if !cols.is_multiple_of(BLOCK) || len != want {
+        return Err(Error::Backend(format!("a {what} matrix needs rows of whole 32-element blocks: [{rows}, {cols}] from {len} values")));
+    }
+    Ok(())
+}
+
+/// `out[t] = W x[t]` for `n` rows on the band pool. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
+fn forward<W: RowDot>(w: &W, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+    let (rows, cols) = (w.rows(), w.cols());
+    if x.len() < n * cols || out.len() < n * rows {
+        return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows: x holds {}, out {}", x.len(), out.len())));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let xq = Activations::quantize(&x[..n * cols], cols);
+    let pool = pool();
+    let threads = if rows * cols * n >= MIN_THREADED_MACS { pool.threads() } else { 1 };
+    let band = rows.div_ceil(threads * BANDS_PER_THREAD).next_multiple_of(ROW_GROUP);
+    let dst = Out(out.as_mut_ptr());
+    let run_band = |b: usize| {
+        let r0 = b * band;
+        let r1 = rows.min(r0 + band);
+        // SAFETY (both writes): t < n and r < rows, inside `out[..n * rows]` (checked above);
+        // this task is the only writer of row r.
+        let write = |t: usize, r: usize, y: f32| unsafe { dst.write(t * rows + r, y) };
+        if n == 1 {
+            // Decode: groups of rows share the token's loads.
+            for g in (r0..r1).step_by(ROW_GROUP) {
+                if g + ROW_GROUP <= r1 {
+                    let [ys] = w.dot::<ROW_GROUP, 1>(g, [xq.row(0)]);
+                    ys.iter().enumerate().for_each(|(i, &y)| write(0, g + i, y));
+                } else {
+                    (g..r1).for_each(|r| write(0, r, w.dot::<1, 1>(r, [xq.row(0)])[0][0]));
+                }
+            }
+            return;
+        }
+        // Prefill: tiles of tokens against the band's rows (the rows stay in cache across a
+        // tile), each row's blocks loaded once for a group of tokens.
+        for t0 in (0..n).step_by(TOKEN_TILE) {
+            let t1 = n.min(t0 + TOKEN_TILE);
+            for r in r0..r1 {
+                for g in (t0..t1).step_by(TOKEN_GROUP) {
+                    if g + TOKEN_GROUP <= t1 {
+                        let ys = w.dot::<1, TOKEN_GROUP>(r, std::array::from_fn(|i| xq.row(g + i)));
+                        ys.iter().enumerate().for_each(|(i, y)| write(g + i, r, y[0]));
+                    } else {
+                        (g..t1).for_each(|t| write(t, r, w.dot::<1, 1>(r, [xq.row(t)])[0][0]));
+                    }
+                }
+            }
+        }
+    };
+    let bands = rows.div_ceil(band);
+    if threads > 1 {
+        pool.run(bands, run_band);
+    } else {
+        (0..bands).for_each(run_band);
+    }
+    Ok(())
+}

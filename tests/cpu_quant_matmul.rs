@@ -1,0 +1,125 @@
+//! The page's threaded CPU matmul (`QuantMatrix` on the band pool, Q8_0 and Q4_1 weights)
+//! against candle's quantized matmul on the same weights: odd sizes (row counts that are no multiple of a band, token
+//! counts that are no multiple of a tile), decode and prefill, products small enough to run on
+//! the calling thread and large enough to be threaded, and sentinels past the output's end.
+//! Both round the activations to 8 bits the same way and sum the same integer products per
+//! block, so they agree to float summation order: within 1e-5 of sum |w x| per output. Runs
+//! natively and in wasm (where `QuantMatrix` is the CPU backend's matmul, on SIMD128).
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokenscope::backend::cpu::quant_matmul::{Q4_1Rows, Q8_0Rows, QuantMatrix};
+
+const SENTINEL: f32 = -12345.5;
+
+fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// Weights `[rows, cols]` in `dtype` as candle stores them.
+fn candle_weights(w: &[f32], rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
+    let wt = Tensor::from_slice(w, (rows, cols), &Device::Cpu).expect("weights");
+    QTensor::quantize(&wt, dtype).expect("quantize")
+}
+
+/// candle's answer: `[n, rows]`.
+fn candle_matmul(q: QTensor, cols: usize, x: &[f32], n: usize) -> Vec<f32> {
+    let m = QMatMul::from_qtensor(q).expect("qmatmul");
+    let xt = Tensor::from_slice(x, (n, cols), &Device::Cpu).expect("x");
+    m.forward(&xt).and_then(|y| y.flatten_all()).and_then(|y| y.to_vec1::<f32>()).expect("forward")
+}
+
+/// `QuantMatrix` in `dtype` against candle on random weights and activations of each shape
+/// `(rows, cols, tokens)`, with sentinels past the output.
+fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], bytes_per_block: usize) {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for &(rows, cols, n) in shapes {
+        let w = random(&mut rng, rows * cols);
+        let x = random(&mut rng, n * cols);
+        let q = candle_weights(&w, rows, cols, dtype);
+        let m = match dtype {
+            GgmlDType::Q8_0 => QuantMatrix::Q8_0(Q8_0Rows::quantize(&w, rows, cols).expect("quantize")),
+            GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&q.data().expect("blocks"), rows, cols).expect("repack")),
+            other => panic!("no QuantMatrix for {other:?}"),
+        };
+        assert_eq!((m.rows(), m.cols()), (rows, cols));
+        assert_eq!(m.bytes(), rows * cols / 32 * bytes_per_block);
+        let mut out = vec![SENTINEL; n * rows + 9];
+        m.forward(&x, n, &mut out).expect("forward");
+        assert!(out[n * rows..].iter().all(|&v| v == SENTINEL), "{dtype:?} [{rows}, {cols}] x {n}: written past the output");
+        let want = candle_matmul(q, cols, &x, n);
+        let mut worst = 0f32;
+        for t in 0..n {
+            for r in 0..rows {
+                let scale: f32 = (0..cols).map(|c| (w[r * cols + c] * x[t * cols + c]).abs()).sum();
+                let err = (out[t * rows + r] - want[t * rows + r]).abs() / scale;
+                worst = worst.max(err);
+            }
+        }
+        assert!(worst <= 1e-5, "{dtype:?} [{rows}, {cols}] x {n}: worst error {worst:e} of sum |w x|");
+    }
+}
+
+#[test]
+fn the_threaded_q8_0_matmul_matches_candle_on_odd_sizes() {
+    let shapes =
+        [(37, 96, 1), (37, 96, 3), (53, 160, 11), (7, 32, 9), (101, 576, 17), (1, 64, 1), (579, 192, 1), (331, 416, 19), (4099, 512, 1)];
+    check_against_candle(GgmlDType::Q8_0, &shapes, 36);
+}
+
+/// Q4_1 read from candle's blocks as a GGUF file stores them (candle's Q4_1 product needs an
+/// even number of blocks per row).
+#[test]
+fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
+    let shapes =
+        [(37, 64, 1), (37, 64, 3), (53, 128, 11), (7, 64, 9), (101, 576, 17), (1, 64, 1), (579, 192, 1), (331, 448, 19), (4099, 512, 1)];
+    check_against_candle(GgmlDType::Q4_1, &shapes, 24);
+}
+
+#[test]
+fn no_tokens_write_nothing_and_bad_shapes_are_refused() {
+    let m = QuantMatrix::Q8_0(Q8_0Rows::quantize(&[0.5; 64], 2, 32).expect("quantize"));
+    let mut out = [SENTINEL; 4];
+    m.forward(&[], 0, &mut out).expect("no tokens");
+    assert!(out.iter().all(|&v| v == SENTINEL));
+    // Too short an input or output is an error, not a panic or a write out of bounds.
+    assert!(m.forward(&[1.0; 31], 1, &mut out).is_err());
+    assert!(m.forward(&[1.0; 64], 2, &mut out[..3]).is_err());
+    // Rows that are no whole number of 32-element blocks, or too few blocks, are refused.
+    let err = Q8_0Rows::quantize(&[0.0; 40], 1, 40).err().expect("40 columns refused");
+    assert!(err.to_string().contains("32-element blocks"), "{err}");
+    let err = Q4_1Rows::from_ggml(&[0; 20], 1, 40).err().expect("40 columns refused");
+    assert!(err.to_string().contains("32-element blocks"), "{err}");
+    assert!(Q4_1Rows::from_ggml(&[0; 39], 2, 32).is_err(), "a truncated block refused");
+}
+
+/// Every task of every job runs exactly once: back to back (workers spinning) and after the
+/// workers have gone to sleep (natively; the one-thread wasm engine has no workers).
+#[test]
+fn the_band_pool_runs_every_task_of_every_job_once() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let pool = tokenscope::backend::cpu::band_pool::pool();
+    let check = |job: usize| {
+        let tasks = 1 + job % 37;
+        let hits: Vec<AtomicU32> = (0..tasks).map(|_| AtomicU32::new(0)).collect();
+        pool.run(tasks, |i| {
+            hits[i].fetch_add(1, Ordering::Relaxed);
+        });
+        let counts: Vec<u32> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
+        assert!(counts.iter().all(|&c| c == 1), "job {job}: task run counts {counts:?}");
+    };
+    for job in 0..20_000 {
+        check(job);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    for job in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        check(job + 3);
+    }
+    assert!(pool.threads() >= 1);
+}

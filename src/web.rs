@@ -172,14 +172,14 @@ pub fn parse_run(text: &str) -> Result<JsValue, JsValue> {
     to_js(&RunRecord::from_json(text).map_err(js_err)?)
 }
 
-/// Panics inside the engine on purpose, as an unforeseen bug would: the page's crash-recovery
-/// test uses it to check that a trap leaves the page usable (a fresh worker and engine, the
-/// last good model reloaded). Nothing else calls it.
 /// The threaded engine's `initThreadPool(n)`: starts rayon's pool on `n` Web Workers sharing
 /// the wasm memory (only in the build with atomics, served cross-origin isolated).
 #[cfg(target_feature = "atomics")]
 pub use wasm_bindgen_rayon::init_thread_pool;
 
+/// Panics inside the engine on purpose, as an unforeseen bug would: the page's crash-recovery
+/// test uses it to check that a trap leaves the page usable (a fresh worker and engine, the
+/// last good model reloaded). Nothing else calls it.
 #[wasm_bindgen(js_name = panicForTesting)]
 pub fn panic_for_testing() {
     console_error_panic_hook::set_once();

@@ -43,7 +43,7 @@ fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], byte
         let x = random(&mut rng, n * cols);
         let q = candle_weights(&w, rows, cols, dtype);
         let m = match dtype {
-            GgmlDType::Q8_0 => QuantMatrix::Q8_0(Q8_0Rows::quantize(&w, rows, cols).expect("quantize")),
+            GgmlDType::Q8_0 => QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&q.data().expect("blocks"), rows, cols).expect("repack")),
             GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&q.data().expect("blocks"), rows, cols).expect("repack")),
             other => panic!("no QuantMatrix for {other:?}"),
         };
@@ -72,8 +72,8 @@ fn the_threaded_q8_0_matmul_matches_candle_on_odd_sizes() {
     check_against_candle(GgmlDType::Q8_0, &shapes, 36);
 }
 
-/// Q4_1 read from candle's blocks as a GGUF file stores them (candle's Q4_1 product needs an
-/// even number of blocks per row).
+/// Q4_1 read from candle's blocks as a GGUF file stores them, like Q8_0 above (candle's Q4_1
+/// product needs an even number of blocks per row).
 #[test]
 fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
     let shapes =
@@ -83,7 +83,8 @@ fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
 
 #[test]
 fn no_tokens_write_nothing_and_bad_shapes_are_refused() {
-    let m = QuantMatrix::Q8_0(Q8_0Rows::quantize(&[0.5; 64], 2, 32).expect("quantize"));
+    let blocks = candle_weights(&[0.5; 64], 2, 32, GgmlDType::Q8_0).data().expect("blocks").to_vec();
+    let m = QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, 2, 32).expect("repack"));
     let mut out = [SENTINEL; 4];
     m.forward(&[], 0, &mut out).expect("no tokens");
     assert!(out.iter().all(|&v| v == SENTINEL));
@@ -91,11 +92,12 @@ fn no_tokens_write_nothing_and_bad_shapes_are_refused() {
     assert!(m.forward(&[1.0; 31], 1, &mut out).is_err());
     assert!(m.forward(&[1.0; 64], 2, &mut out[..3]).is_err());
     // Rows that are no whole number of 32-element blocks, or too few blocks, are refused.
-    let err = Q8_0Rows::quantize(&[0.0; 40], 1, 40).err().expect("40 columns refused");
+    let err = Q8_0Rows::from_ggml(&[0; 34], 1, 40).err().expect("40 columns refused");
     assert!(err.to_string().contains("32-element blocks"), "{err}");
     let err = Q4_1Rows::from_ggml(&[0; 20], 1, 40).err().expect("40 columns refused");
     assert!(err.to_string().contains("32-element blocks"), "{err}");
     assert!(Q4_1Rows::from_ggml(&[0; 39], 2, 32).is_err(), "a truncated block refused");
+    assert!(Q8_0Rows::from_ggml(&[0; 67], 2, 32).is_err(), "a truncated block refused");
 }
 
 /// Every task of every job runs exactly once: back to back (workers spinning) and after the

@@ -62,7 +62,8 @@ impl Linear {
                 Linear::Packed(QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?))
             }
             CpuPrecision::Fast if OWN_QUANT_MATMUL && t.dtype() == GgmlDType::Q8_0 && cols.is_multiple_of(BLOCK) => {
-                Linear::Packed(QuantMatrix::Q8_0(Q8_0Rows::quantize(&to_vec(&t)?, rows, cols)?))
+                let blocks = t.data().map_err(Error::backend)?;
+                Linear::Packed(QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?))
             }
             CpuPrecision::Fast => {
                 let q = if t.dtype() == GgmlDType::Q4_1 {

@@ -1,9 +1,12 @@
-//! Q8_0 weights repacked for [`QuantMatrix`](super::quant_matmul::QuantMatrix): per block of
-//! 32 weights, 32 signed bytes in one array and the scale, widened from f16 to f32, in another.
+//! Q8_0 weights repacked for [`QuantMatrix`](super::quant_matmul::QuantMatrix), read straight
+//! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale, widened from f16 to f32, in another.
 //! `w = d * q`, so a block's dot product with an activation block is `d_w * d_x * sum(q_w q_x)`.
 
-use super::quant_matmul::{check_shape, ActivationRow, Activations, RowDot, BLOCK};
+use super::quant_matmul::{check_shape, ActivationRow, RowDot, BLOCK};
 use crate::error::Result;
+
+/// Bytes of one Q8_0 block in a GGUF file: f16 `d`, 32 signed bytes.
+pub const GGML_BLOCK_BYTES: usize = 34;
 
 /// A `[rows, cols]` matrix in Q8_0 blocks: `q` `[rows, cols]`, `d` `[rows, cols / 32]`.
 pub struct Q8_0Rows {
@@ -14,12 +17,16 @@ pub struct Q8_0Rows {
 }
 
 impl Q8_0Rows {
-    /// Rounds row-major f32 weights `[rows, cols]` to Q8_0 (ggml's rounding); `cols` must be
-    /// a multiple of 32. Rounding Q8_0 weights that were dequantized to f32 gives back the same
-    /// blocks.
-    pub fn quantize(dense: &[f32], rows: usize, cols: usize) -> Result<Self> {
-        check_shape("Q8_0", rows, cols, dense.len(), rows * cols)?;
-        let Activations { q, d, .. } = Activations::quantize(dense, cols);
+    /// Repacks a row-major `[rows, cols]` tensor's Q8_0 blocks as a GGUF file stores them;
+    /// `cols` must be a multiple of 32.
+    pub fn from_ggml(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        check_shape("Q8_0", rows, cols, blocks.len(), rows * cols / BLOCK * GGML_BLOCK_BYTES)?;
+        let count = blocks.len() / GGML_BLOCK_BYTES;
+        let (mut q, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count));
+        for block in blocks.chunks_exact(GGML_BLOCK_BYTES) {
+            d.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
+            q.extend(block[2..].iter().map(|&v| v as i8));
+        }
         Ok(Q8_0Rows { q, d, rows, cols })
     }
 

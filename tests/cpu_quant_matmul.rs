@@ -104,8 +104,22 @@ fn no_tokens_write_nothing_and_bad_shapes_are_refused() {
 /// workers have gone to sleep (natively; the one-thread wasm engine has no workers).
 #[test]
 fn the_band_pool_runs_every_task_of_every_job_once() {
+    check_band_pool(tokenscope::backend::cpu::band_pool::pool(), 20_000);
+}
+
+/// The same with more workers than cores: workers are preempted between reading a job and
+/// claiming a task of it, which is where a worker could once claim a task of the next job
+/// (seen as one task run twice and another not at all).
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn an_oversubscribed_band_pool_runs_every_task_of_every_job_once() {
+    let workers = 4 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 1;
+    let pool = tokenscope::backend::cpu::band_pool::BandPool::start(workers);
+    check_band_pool(&pool, 400_000);
+}
+
+fn check_band_pool(pool: &tokenscope::backend::cpu::band_pool::BandPool, jobs: usize) {
     use std::sync::atomic::{AtomicU32, Ordering};
-    let pool = tokenscope::backend::cpu::band_pool::pool();
     let check = |job: usize| {
         let tasks = 1 + job % 37;
         let hits: Vec<AtomicU32> = (0..tasks).map(|_| AtomicU32::new(0)).collect();
@@ -115,7 +129,7 @@ fn the_band_pool_runs_every_task_of_every_job_once() {
         let counts: Vec<u32> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
         assert!(counts.iter().all(|&c| c == 1), "job {job}: task run counts {counts:?}");
     };
-    for job in 0..20_000 {
+    for job in 0..jobs {
         check(job);
     }
     #[cfg(not(target_arch = "wasm32"))]

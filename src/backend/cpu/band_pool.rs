@@ -7,14 +7,19 @@
 //! and only sleep after about a millisecond with nothing to do (between tokens), so a job
 //! reaches them at once. The calling thread works too: `threads() = workers + 1`.
 //!
-//! The workers are started on rayon's pool, which in the page's threaded engine is
+//! In wasm the workers are started on rayon's pool, which in the page's threaded engine is
 //! wasm-bindgen-rayon's Web Workers sharing the wasm memory (each worker keeps one rayon
 //! thread for good); the one-thread wasm engine has no workers and runs every task itself.
+//! Natively each worker is a thread of its own.
 //!
-//! Protocol: a job is a task count and a `Fn(task)`; `claim` packs the job's generation (high
-//! 32 bits) and the next task index (low 32 bits) so a worker can only claim a task of the job
-//! it read. The caller returns only when every claimed task is done, so the job's closure
-//! (borrowed from the caller's stack) outlives every call to it.
+//! Protocol: a job is a task count and a `Fn(task)`; `claim` packs a generation (high 32 bits)
+//! and the next task index (low 32 bits). Each job takes two generations: an odd one while the
+//! caller rewrites the job's fields (no task can be claimed), then an even one that publishes
+//! the job. A worker reads the fields after loading the claim word and claims with a CAS on
+//! that word, so a worker that read a later job's fields (written after the odd generation)
+//! finds the word changed and claims nothing: it can only run a task of the job it read. The
+//! caller returns only when every claimed task is done, so the job's closure (borrowed from the
+//! caller's stack) outlives every call to it.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -66,14 +71,15 @@ impl Shared {
             if (v >> 32) as u32 != gen {
                 return;
             }
-            // Read before the claim: the job cannot change while a task of it is unclaimed.
-            let tasks = self.job.tasks.load(Ordering::Relaxed);
+            // Acquire: if these are a later job's fields, that job's odd (closing) generation
+            // is visible to the CAS below, which then fails.
+            let tasks = self.job.tasks.load(Ordering::Acquire);
             let index = (v & 0xffff_ffff) as usize;
             if index >= tasks {
                 return;
             }
-            let call = self.job.call.load(Ordering::Relaxed);
-            let data = self.job.data.load(Ordering::Relaxed);
+            let call = self.job.call.load(Ordering::Acquire);
+            let data = self.job.data.load(Ordering::Acquire);
             if self.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 continue;
             }
@@ -85,14 +91,16 @@ impl Shared {
         }
     }
 
-    /// A worker's life: wait for a new generation (spinning, then asleep), work on it.
+    /// A worker's life: wait for a newly published (even) generation, spinning and then
+    /// asleep, and work on it.
     fn worker_loop(&self) {
+        let waiting = |seen: u32, gen: u32| gen == seen || gen % 2 == 1;
         let mut seen = (self.claim.load(Ordering::Acquire) >> 32) as u32;
         loop {
             let mut checks = 0;
             let gen = loop {
                 let gen = (self.claim.load(Ordering::Acquire) >> 32) as u32;
-                if gen != seen {
+                if !waiting(seen, gen) {
                     break gen;
                 }
                 checks += 1;
@@ -104,7 +112,7 @@ impl Shared {
                 // between the check and the wait is not missed.
                 let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.sleepers.fetch_add(1, Ordering::SeqCst);
-                while (self.claim.load(Ordering::SeqCst) >> 32) as u32 == seen {
+                while waiting(seen, (self.claim.load(Ordering::SeqCst) >> 32) as u32) {
                     guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
                 }
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
@@ -117,7 +125,9 @@ impl Shared {
 }
 
 impl BandPool {
-    fn start(workers: usize) -> BandPool {
+    /// A pool of `workers` spinning threads plus the caller. Its threads live as long as the
+    /// process: the engine uses the one [`pool`]; tests make more (to oversubscribe the cores).
+    pub fn start(workers: usize) -> BandPool {
         let shared: &'static Shared = Box::leak(Box::new(Shared {
             job: Job { call: AtomicUsize::new(0), data: AtomicUsize::new(0), tasks: AtomicUsize::new(0) },
             claim: AtomicU64::new(0),
@@ -127,7 +137,7 @@ impl BandPool {
             wake: Condvar::new(),
         }));
         for _ in 0..workers {
-            rayon::spawn(move || shared.worker_loop());
+            spawn_worker(move || shared.worker_loop());
         }
         BandPool { shared, workers, calls: Mutex::new(()) }
     }
@@ -145,10 +155,14 @@ impl BandPool {
         }
         let _one_job = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         let s = self.shared;
-        let gen = ((s.claim.load(Ordering::Relaxed) >> 32) as u32).wrapping_add(1);
-        s.job.call.store(trampoline::<F> as unsafe fn(usize, usize) as usize, Ordering::Relaxed);
-        s.job.data.store(&f as *const F as usize, Ordering::Relaxed);
-        s.job.tasks.store(tasks, Ordering::Relaxed);
+        let published = (s.claim.load(Ordering::Relaxed) >> 32) as u32;
+        // Closes the last job: from here no task can be claimed until the new one is published.
+        s.claim.store(u64::from(published.wrapping_add(1)) << 32, Ordering::SeqCst);
+        let gen = published.wrapping_add(2);
+        // Release: a worker that reads any of these also sees the closing store above.
+        s.job.call.store(trampoline::<F> as unsafe fn(usize, usize) as usize, Ordering::Release);
+        s.job.data.store(&f as *const F as usize, Ordering::Release);
+        s.job.tasks.store(tasks, Ordering::Release);
         s.done.store(0, Ordering::Relaxed);
         // Publishes the job (and everything written before it) to the workers.
         s.claim.store(u64::from(gen) << 32, Ordering::SeqCst);
@@ -160,6 +174,19 @@ impl BandPool {
         while s.done.load(Ordering::Acquire) < tasks {
             std::hint::spin_loop();
         }
+    }
+}
+
+/// Starts a worker: in wasm on one of rayon's threads (the page's Web Workers), natively on a
+/// thread of its own, so it never takes a thread from the rayon pool candle's kernels use.
+fn spawn_worker(work: impl FnOnce() + Send + 'static) {
+    #[cfg(target_arch = "wasm32")]
+    rayon::spawn(work);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        // A thread that fails to start leaves a pool that still finishes every job: the
+        // caller claims whatever tasks no worker takes.
+        let _ = std::thread::Builder::new().name("band-pool".into()).spawn(work);
     }
 }
 

@@ -27,14 +27,19 @@
 //! Every step also reports what a chart needs: the top candidates with their raw logit,
 //! `p` (after temperature), `p_t1` (the same softmax at `T = 1`), `p_filtered` and the
 //! filter that cut them; the chosen token's rank and probability; the entropy of `p`;
-//! and how many tokens survive each filter. Exponentials use the `libm` crate so the
-//! numbers are bit-identical natively and in wasm.
+//! and how many tokens survive each filter. The softmax (`softmax.rs`) uses only basic
+//! IEEE-754 arithmetic in a fixed order, so the numbers are bit-identical natively and in
+//! wasm; the ranking (`ranking.rs`) is one integer key per token.
+
+mod ranking;
+mod softmax;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use softmax::{softmax, Softmax};
 
 /// Below this temperature a step is greedy.
 pub const GREEDY_TEMPERATURE: f32 = 1e-5;
@@ -262,14 +267,12 @@ pub fn choose(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: u
                 return Err(Error::InvalidParams(format!("token {id} is outside the vocabulary of {} tokens", logits.len())));
             }
             let effective = penalize(logits, context, params.repetition_penalty);
-            let above = rank_cmp(&effective);
-            let rank = (0..logits.len() as u32).filter(|j| above(j, &id).is_lt()).count();
-            (id, rank, true)
+            (id, ranking::rank_of(&effective, id), true)
         }
     };
     let p = shaped.p[token_id as usize];
     let p_filtered = if rank < shaped.kept_min_p { (p as f64 / total) as f32 } else { 0.0 };
-    let surprisal_bits = (p > 0.0).then(|| -(p as f64).log2() as f32);
+    let surprisal_bits = (p > 0.0).then(|| -libm::log2(p as f64) as f32);
     Ok(Sample { token_id, rank, p, p_filtered, surprisal_bits, forced, distribution })
 }
 
@@ -316,8 +319,9 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
     }
     let top_n = top_n.min(MAX_TOP_N).min(logits.len());
     let effective = penalize(logits, context, params.repetition_penalty);
-    let p_t1 = softmax(&effective, 1.0);
-    let shaped = shape(&effective, &p_t1, params, top_n);
+    let t1 = softmax(&effective, 1.0);
+    let shaped = shape(&effective, &t1, params, top_n);
+    let p_t1 = t1.p;
     let total = survivor_mass(&shaped);
     let candidates = shaped.order[..top_n]
         .iter()
@@ -372,60 +376,41 @@ fn penalize(logits: &[f32], context: &[u32], penalty: f32) -> Vec<f32> {
     e
 }
 
-/// Softmax of `e / temperature` over the whole vocabulary.
-fn softmax(e: &[f32], temperature: f32) -> Vec<f32> {
-    let max = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut p: Vec<f32> = e.iter().map(|&x| libm::expf((x - max) / temperature)).collect();
-    let z: f64 = p.iter().map(|&x| x as f64).sum();
-    for x in &mut p {
-        *x = (*x as f64 / z) as f32;
-    }
-    p
-}
-
-/// Ranks tokens by effective logit (ties: lower id first).
-fn rank_cmp(e: &[f32]) -> impl Fn(&u32, &u32) -> std::cmp::Ordering + '_ {
-    move |&a, &b| e[b as usize].total_cmp(&e[a as usize]).then(a.cmp(&b))
-}
-
-/// The `m` highest-ranked token ids, sorted; all of them when `m >= len`.
-fn ranked_prefix(e: &[f32], m: usize) -> Vec<u32> {
-    let mut ids: Vec<u32> = (0..e.len() as u32).collect();
-    let cmp = rank_cmp(e);
-    if m < ids.len() {
-        ids.select_nth_unstable_by(m, &cmp);
-        ids.truncate(m);
-    }
-    ids.sort_unstable_by(&cmp);
-    ids
-}
-
-/// Steps 2-7 without the draw. `p_t1` is the softmax of `e` at temperature 1.
-fn shape(e: &[f32], p_t1: &[f32], params: &SamplingParams, top_n: usize) -> Shaped {
+/// Steps 2-7 without the draw. `t1` is the softmax of `e` at temperature 1.
+fn shape(e: &[f32], t1: &Softmax, params: &SamplingParams, top_n: usize) -> Shaped {
     let vocab = e.len();
     if params.is_greedy() {
-        let order = ranked_prefix(e, top_n.max(1));
+        let order = ranking::top(e, top_n.max(1));
         let mut p = vec![0.0; vocab];
         p[order[0] as usize] = 1.0;
         return Shaped { order, p, kept_k: 1, kept_p: 1, kept_min_p: 1, entropy_bits: 0.0 };
     }
-    let p = softmax(e, params.temperature);
-    let entropy_bits = -p.iter().filter(|&&x| x > 0.0).map(|&x| x as f64 * (x as f64).log2()).sum::<f64>() as f32;
+    let Softmax { p, entropy_bits } =
+        if params.temperature == 1.0 { Softmax { p: t1.p.clone(), entropy_bits: t1.entropy_bits } } else { softmax(e, params.temperature) };
+    let entropy_bits = entropy_bits as f32;
     // The distribution top-p and min-p measure (the ranking is the same for both).
     let seen: &[f32] = match params.order {
         SamplerOrder::TemperatureFirst => &p,
-        SamplerOrder::TemperatureLast => p_t1,
+        SamplerOrder::TemperatureLast => &t1.p,
     };
     let top_k_on = params.top_k > 0 && params.top_k < vocab;
     let kept_k = if top_k_on { params.top_k } else { vocab };
     let mass = |ids: &[u32]| ids.iter().map(|&i| seen[i as usize] as f64).sum::<f64>();
-    let min_p_floor = params.min_p * seen[ranked_prefix(e, 1)[0] as usize];
+    let min_p_floor = if params.min_p > 0.0 { params.min_p * seen[ranking::top(e, 1)[0] as usize] } else { 0.0 };
 
     // Rank only as far as the survivors reach: the top-k, or (top-k off) a prefix that
     // grows until the nucleus or the min-p floor is inside it.
-    let mut want = if top_k_on { kept_k.max(top_n) } else { top_n.max(256) };
+    // With no filter at all every token survives: the whole ranking at once.
+    let unfiltered = !top_k_on && params.top_p >= 1.0 && params.min_p <= 0.0;
+    let mut want = if top_k_on {
+        kept_k.max(top_n)
+    } else if unfiltered {
+        vocab
+    } else {
+        top_n.max(256)
+    };
     let order = loop {
-        let order = ranked_prefix(e, want.min(vocab));
+        let order = ranking::top(e, want.min(vocab));
         let complete = order.len() == vocab
             || top_k_on
             || (params.top_p < 1.0 && mass(&order) >= params.top_p as f64)
@@ -455,6 +440,6 @@ fn shape(e: &[f32], p_t1: &[f32], params: &SamplingParams, top_n: usize) -> Shap
         order.iter().take(kept_p).take_while(|&&i| seen[i as usize] >= min_p_floor).count().max(1)
     };
     // Every token survives: the draw walks the full ranking.
-    let order = if kept_min_p > order.len() { ranked_prefix(e, vocab) } else { order };
+    let order = if kept_min_p > order.len() { ranking::top(e, vocab) } else { order };
     Shaped { order, p, kept_k, kept_p, kept_min_p, entropy_bits }
 }

@@ -83,17 +83,17 @@ async function oursInChromium(env, backend, runs, threads = THREADS) {
   await setSlider(page, 'Temperature', 0);
   await setSlider(page, 'Max tokens', TOKENS);
   for (const [name, text] of Object.entries(PROMPTS)) {
-    const prefill = [], decode = [], seen = [];
+    const prefill = [], decode = [], seen = [], outside = [];
     for (let r = 0; r < runs + 1; r++) {
       await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
       await page.evaluate(() => { delete document.body.dataset.finish; });
       await page.getByRole('button', { name: 'Generate', exact: true }).click();
       await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
-      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS) }));
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs) }));
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
-      if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); }
+      if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
-    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen) });
+    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside) });
   }
   await page.close();
 }
@@ -150,5 +150,7 @@ const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores`;
 console.log(`\nmake bench on ${machine}; greedy, ${TOKENS} tokens, median of ${RUNS}; ratio: tokenscope / best peer in the same place`);
 console.log(['engine', 'where', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
 for (const r of rows) console.log([r.engine, r.where, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
+console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
+for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 writeFileSync(`${ROOT}bench/results.json`, JSON.stringify({ machine, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows }, null, 2) + '\n');
 console.log('bench: wrote bench/results.json');

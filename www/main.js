@@ -509,6 +509,7 @@ function renderStats() {
     ['Time to first token', evs[0] ? `${evs[0].forward_ms.toFixed(0)} ms (prefill of ${evs[0].forward_tokens} tokens)` : '–'],
     ['Per-token decode', decodeAvg ? `${decodeAvg.toFixed(1)} ms` : '–'],
     ['Tokens/s', decodeAvg ? (1000 / decodeAvg).toFixed(1) : '–'],
+    ['Outside the engine', branch()?.outsideMs != null ? `${branch().outsideMs.toFixed(2)} ms per token (passing each step to the page)` : '–'],
     ['Prompt tokens', state.run?.promptTokens || '–'],
     ['Generated tokens', evs.length],
     ['KV cache', state.run && !state.run.kvCache ? `off: each step recomputes the sequence (${formula})` : formula],
@@ -615,6 +616,7 @@ function onWorkerMessage({ data: msg }) {
     case 'finished': {
       if (!branch()) break;
       branch().finish = msg.finish;
+      branch().outsideMs = msg.outsideMs;
       state.lastStats = msg.stats;
       if (msg.finish.text) ui.text.append(document.createTextNode(msg.finish.text));
       setActive(false);
@@ -623,6 +625,7 @@ function onWorkerMessage({ data: msg }) {
       // For black-box checks and `make bench`: the engine's own rates for this run.
       document.body.dataset.prefillTokS = String(msg.finish.prefill_tok_s);
       document.body.dataset.decodeTokS = String(msg.finish.decode_tok_s);
+      document.body.dataset.outsideMs = msg.outsideMs == null ? '' : String(msg.outsideMs);
       document.body.dataset.finish = msg.finish.finish_reason;
       break;
     }

@@ -232,14 +232,26 @@ channel.port1.onmessage = () => waiting.shift()?.();
 const yieldToMessages = () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// A streaming loop's decode steps without a delay: when each started and the engine's time
+// in it (forward and sample). From them, the time each token spends outside the engine
+// (crossing to the page, yielding to messages); null when not measured.
+let pace = null;
+const outsideMs = (end) => {
+  if (!pace?.length) return null;
+  const engineMs = pace.reduce((sum, [, ms]) => sum + ms, 0);
+  return (end - pace[0][0] - engineMs) / pace.length;
+};
+
 // One step of the current branch; returns false when the run has finished.
 async function stepOnce() {
+  const t0 = performance.now();
   const event = await withEngine(() => engine.step());
   const stats = statsOf(engine);
   if (event.type === 'finished') {
-    post({ type: 'finished', finish: event, stats });
+    post({ type: 'finished', finish: event, stats, outsideMs: outsideMs(t0) });
     return false;
   }
+  if (pace && event.step > 0) pace.push([t0, event.forward_ms + event.sample_ms]);
   post({ type: 'step', event, stats });
   return true;
 }
@@ -248,6 +260,7 @@ async function stepOnce() {
 async function loop(mode) {
   streaming = mode === 'stream';
   quiet = false;
+  pace = streaming && delayMs === 0 ? [] : null;
   let alive = await stepOnce();
   while (alive && streaming) {
     if (delayMs > 0) await sleep(delayMs); else await yieldToMessages();
@@ -317,6 +330,7 @@ self.onmessage = async ({ data: msg }) => {
         break;
       case 'delay':
         delayMs = msg.ms;
+        if (delayMs > 0) pace = null;
         break;
       case 'fork': {
         needEngine();

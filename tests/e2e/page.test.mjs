@@ -71,7 +71,15 @@ test('generating streams text and fills the chart with sane percentages', async 
   assert.ok(pcts.every((x) => x >= 0 && x <= 100), pcts.join(','));
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5, `sum ${pcts.reduce((a, b) => a + b, 0)}`);
   assert.equal(await page.locator('#chart .row.picked').count(), 1, 'the sampled token is marked');
-  assert.match(await page.locator('#stats').textContent(), /Finish reason/);
+  const stats = await page.locator('#stats').textContent();
+  assert.match(stats, /Finish reason/);
+  // A streamed run with decode steps says how long each token spent outside the engine.
+  if (tokens >= 2) {
+    const outside = Number(await page.evaluate(() => document.body.dataset.outsideMs));
+    assert.ok(Number.isFinite(outside) && outside > -1 && outside < 1000, `outside the engine: ${outside} ms`);
+    assert.match(stats, /Outside the engine-?\d+\.\d\d ms per token/, stats);
+    figures.cpu_outside_engine_ms_per_token = outside;
+  }
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-after-generation.png`, fullPage: true });
 });

@@ -95,7 +95,7 @@ async function load(source, backend = ui.backend.value) {
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
   const bytes = source.file ? await source.file.arrayBuffer() : undefined;
-  worker.postMessage({ type: 'load', backend, context: 2048, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
+  send({ type: 'load', backend, context: 2048, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
 }
 const DEFAULT_SOURCE = { url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' };
 const loadDefault = () => load(DEFAULT_SOURCE);
@@ -129,11 +129,21 @@ function engineCrashed(message) {
   load(source);
 }
 
+// A counter in shared memory (when the page is cross-origin isolated) that `send` bumps after
+// every message to the worker: between streamed steps the worker yields to its messages
+// only when it has moved (see worker.js), which saves a task switch per token.
+const mail = self.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
+function send(msg, transfer = []) {
+  worker.postMessage(msg, transfer);
+  if (mail) Atomics.add(mail, 0, 1);
+}
+
 function spawnWorker() {
   // The page's ?threads=N (1: the one-thread engine) caps the engine's threads.
   const threads = new URLSearchParams(location.search).get('threads');
   worker = new Worker(threads ? `worker.js?threads=${encodeURIComponent(threads)}` : 'worker.js', { type: 'module' });
   worker.onmessage = onWorkerMessage;
+  if (mail) worker.postMessage({ type: 'mailbox', counter: mail.buffer });
   worker.onerror = (e) => {
     e.preventDefault();
     engineCrashed(`its worker failed: ${e.message || 'unknown error'}`);
@@ -171,14 +181,14 @@ function newRun(mode) {
   chart.clear();
   renderAll();
   const params = { ...sampling(), max_tokens: Number(sliders.max_tokens.el.value), stop, seed, top_n: TOP_N, kv_cache: ui.kvCache.checked };
-  worker.postMessage({ type: 'start', prompt: ui.prompt.value, format: { mode: promptMode }, params });
+  send({ type: 'start', prompt: ui.prompt.value, format: { mode: promptMode }, params });
   run(mode);
 }
 
 function run(mode) {
   state.mode = mode;
   setActive(true, mode === 'stream');
-  worker.postMessage({ type: 'run', mode, delay: stepDelay() });
+  send({ type: 'run', mode, delay: stepDelay() });
 }
 
 ui.generate.addEventListener('click', () => {
@@ -186,7 +196,7 @@ ui.generate.addEventListener('click', () => {
   else newRun('stream');
 });
 function step() {
-  if (state.streaming) { state.mode = 'step'; worker.postMessage({ type: 'run', mode: 'step' }); return; } // pause
+  if (state.streaming) { state.mode = 'step'; send({ type: 'run', mode: 'step' }); return; } // pause
   if (state.active) return;
   if (liveRun() && !finished()) run('step');
   else newRun('step');
@@ -200,9 +210,9 @@ document.addEventListener('keydown', (e) => {
   e.preventDefault();
   step();
 });
-ui.stop.addEventListener('click', () => worker.postMessage({ type: 'stop' }));
+ui.stop.addEventListener('click', () => send({ type: 'stop' }));
 ui.reset.addEventListener('click', () => {
-  worker.postMessage({ type: 'reset' });
+  send({ type: 'reset' });
   state.run = null;
   state.selected = null;
   state.draws = null;
@@ -221,7 +231,7 @@ function fork(candidate) {
     return;
   }
   setActive(true, state.mode === 'stream');
-  worker.postMessage({ type: 'fork', step: index, tokenId: candidate.token_id, mode: state.mode, delay: stepDelay() });
+  send({ type: 'fork', step: index, tokenId: candidate.token_id, mode: state.mode, delay: stepDelay() });
 }
 
 function switchBranch(id) {
@@ -231,7 +241,7 @@ function switchBranch(id) {
     state.selected = null;
     renderAll();
   } else {
-    worker.postMessage({ type: 'switch', branch: id });
+    send({ type: 'switch', branch: id });
   }
 }
 
@@ -320,12 +330,12 @@ function requestReshape() {
   if (state.lesson) { reshapeTimer = setTimeout(() => postLesson(0), 15); return; }
   const index = displayedStep();
   if (!liveRun() || index < 0 || !steps()[index]) return;
-  reshapeTimer = setTimeout(() => worker.postMessage({ type: 'reshape', step: index, params: sampling(), topN: TOP_N }), 15);
+  reshapeTimer = setTimeout(() => send({ type: 'reshape', step: index, params: sampling(), topN: TOP_N }), 15);
 }
 
 function paramsChanged() {
   state.draws = null;
-  worker.postMessage({ type: 'params', params: sampling() });
+  send({ type: 'params', params: sampling() });
   requestReshape();
 }
 
@@ -336,7 +346,7 @@ for (const [key, s] of Object.entries(sliders)) {
   s.el.addEventListener('input', () => {
     update();
     if (key === 'max_tokens') return;
-    if (key === 'step_delay') { worker.postMessage({ type: 'delay', ms: stepDelay() }); return; }
+    if (key === 'step_delay') { send({ type: 'delay', ms: stepDelay() }); return; }
     paramsChanged();
   });
 }
@@ -346,7 +356,7 @@ ui.order.addEventListener('change', paramsChanged);
 ui.sampleMany.addEventListener('click', () => {
   if (state.lesson) { postLesson(DRAWS); return; }
   const index = displayedStep();
-  if (liveRun() && steps()[index]) worker.postMessage({ type: 'draw', step: index, params: sampling(), n: DRAWS });
+  if (liveRun() && steps()[index]) send({ type: 'draw', step: index, params: sampling(), n: DRAWS });
 });
 
 // "the=4.0, a=3.0, ..." -> {labels, logits}, or an error in words.
@@ -372,7 +382,7 @@ function postLesson(n) {
   let parsed;
   try { parsed = parseLessonLogits(ui.lessonLogits.value); } catch (e) { showError(e.message); return; }
   state.lesson = parsed;
-  worker.postMessage({ type: 'lesson', ...parsed, params: sampling(), topN: TOP_N, n });
+  send({ type: 'lesson', ...parsed, params: sampling(), topN: TOP_N, n });
 }
 
 // The lesson's figures are for the plain softmax: temperature 1 and no filters.
@@ -385,7 +395,7 @@ ui.lesson.addEventListener('click', () => {
   setSlider('top_k', 0);
   setSlider('top_p', 1);
   setSlider('min_p', 0);
-  worker.postMessage({ type: 'params', params: sampling() });
+  send({ type: 'params', params: sampling() });
   state.draws = null;
   postLesson(0);
 });
@@ -418,16 +428,16 @@ function download(json) {
 ui.exportRun.addEventListener('click', () => {
   if (!state.run) return;
   if (state.run.imported) download(JSON.stringify(state.run.record, null, 2));
-  else worker.postMessage({ type: 'export', name: state.modelLabel });
+  else send({ type: 'export', name: state.modelLabel });
 });
 ui.importRun.addEventListener('change', async () => {
   const file = ui.importRun.files[0];
-  if (file) worker.postMessage({ type: 'import', text: await file.text() });
+  if (file) send({ type: 'import', text: await file.text() });
   ui.importRun.value = '';
 });
 
 function showImported(record) {
-  if (liveRun()) worker.postMessage({ type: 'reset' });
+  if (liveRun()) send({ type: 'reset' });
   state.run = {
     prompt: record.prompt, promptFormat: record.prompt_format, promptTokens: record.prompt_ids.length, imported: true,
     kvCache: record.params.kv_cache, branches: record.branches, current: record.current, record,
@@ -652,7 +662,7 @@ function onWorkerMessage({ data: msg }) {
     case 'drawn':
       if (msg.step !== displayedStep() || state.lesson) break;
       state.draws = { key: `step:${state.run.current}:${msg.step}`, counts: new Map(msg.counts.map((c) => [c.token_id, c.count])), n: msg.n };
-      worker.postMessage({ type: 'reshape', step: msg.step, params: msg.params, topN: TOP_N });
+      send({ type: 'reshape', step: msg.step, params: msg.params, topN: TOP_N });
       break;
     case 'lesson':
       if (state.lesson) showLesson(msg);
@@ -699,6 +709,6 @@ function onWorkerMessage({ data: msg }) {
 
 spawnWorker();
 // For the crash-recovery test: makes the engine panic as an unforeseen bug would.
-window.tokenscopeTestHooks = { crashEngine: () => worker.postMessage({ type: 'crash-for-testing' }) };
+window.tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }) };
 renderAll();
 loadDefault();

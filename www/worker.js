@@ -232,6 +232,22 @@ channel.port1.onmessage = () => waiting.shift()?.();
 const yieldToMessages = () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// The page's message counter (main.js `send`), null when the page is not isolated: a
+// streaming loop yields between steps only when it has moved since the last yield, and at
+// least every MAX_UNYIELDED_MS (a message can land just after the counter is read).
+let mail = null;
+let mailSeen = -1;
+let lastYield = 0;
+const MAX_UNYIELDED_MS = 100;
+async function yieldIfAsked() {
+  const count = mail ? Atomics.load(mail, 0) : -1;
+  const now = performance.now();
+  if (mail && count === mailSeen && now - lastYield < MAX_UNYIELDED_MS) return;
+  mailSeen = count;
+  lastYield = now;
+  await yieldToMessages();
+}
+
 // A streaming loop's decode steps without a delay: when each started and the engine's time
 // in it (forward and sample). From them, the time each token spends outside the engine
 // (crossing to the page, yielding to messages); null when not measured.
@@ -263,7 +279,7 @@ async function loop(mode) {
   pace = streaming && delayMs === 0 ? [] : null;
   let alive = await stepOnce();
   while (alive && streaming) {
-    if (delayMs > 0) await sleep(delayMs); else await yieldToMessages();
+    if (delayMs > 0) await sleep(delayMs); else await yieldIfAsked();
     if (!streaming) break;
     alive = await stepOnce();
   }
@@ -299,6 +315,7 @@ function needEngine() {
 }
 
 self.onmessage = async ({ data: msg }) => {
+  if (msg.type === 'mailbox') { mail = new Int32Array(msg.counter); return; }
   if (crashed) { fail(msg.type, named('EngineCrashed', 'The engine crashed earlier; the page is starting a fresh one.')); return; }
   try {
     switch (msg.type) {

@@ -135,24 +135,20 @@ fn generate_on_the_gpu_gives_the_same_lines_as_on_the_cpu() {
     }
 }
 
+/// `tokenscope bench --backend gpu --json` on a short prompt, with `extra` arguments: its
+/// one JSON object.
+fn gpu_bench_json(extra: &[&str]) -> Value {
+    let m = model();
+    let mut args = vec!["bench", "--model", &m, "--backend", "gpu", "--json", "--runs", "1", "--prompt-tokens", "8"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = tokenscope(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(out.trim()).expect("one JSON object")
+}
+
 #[test]
 fn bench_on_the_gpu_reports_its_step_shape() {
-    let (code, out, err) = tokenscope(&[
-        "bench",
-        "--model",
-        &model(),
-        "--backend",
-        "gpu",
-        "--json",
-        "--runs",
-        "1",
-        "--decode-tokens",
-        "2",
-        "--prompt-tokens",
-        "8",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let v = gpu_bench_json(&["--decode-tokens", "2"]);
     for key in [
         "prefill_tok_s",
         "decode_tok_s",
@@ -168,6 +164,26 @@ fn bench_on_the_gpu_reports_its_step_shape() {
     assert_eq!(v["submits_per_step"], 1);
     assert_eq!(v["readback_bytes_per_step"], 49_152 * 4);
     assert_eq!(v["prompt_tokens"], 8);
+}
+
+/// `--profile` times every kernel of a decode step and gives each matrix kernel's achieved
+/// weight bandwidth: its dispatches are the step's, and its weight bytes are the weights a
+/// decoded token reads (within 2%: the GPU copies are padded; the embedding reads one row).
+#[test]
+fn bench_profile_gives_each_matrix_kernels_bandwidth() {
+    let v = gpu_bench_json(&["--profile", "--decode-tokens", "1"]);
+    let profile = v["profile"].as_array().expect("a profile");
+    let dispatches: u64 = profile.iter().map(|k| k["dispatches"].as_u64().expect("dispatches")).sum();
+    assert_eq!(Some(dispatches), v["dispatches_per_step"].as_u64(), "{v}");
+    let bytes: u64 = profile.iter().map(|k| k["weight_bytes"].as_u64().expect("weight_bytes")).sum();
+    let per_token = v["weight_bytes_per_token"].as_f64().expect("weight_bytes_per_token");
+    assert!((bytes as f64 - per_token).abs() <= 0.02 * per_token, "{bytes} bytes profiled, {per_token} read per token");
+    let matrix: Vec<&Value> = profile.iter().filter(|k| k["kernel"].as_str().is_some_and(|n| n.starts_with("matvec"))).collect();
+    assert!(!matrix.is_empty(), "{v}");
+    for k in matrix {
+        let gb_s = k["weight_gb_per_s"].as_f64().expect("weight_gb_per_s");
+        assert!(gb_s.is_finite() && gb_s > 0.0, "{k}");
+    }
 }
 
 /// The steps of a `--jsonl` run (the summary line dropped).

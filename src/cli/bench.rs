@@ -126,8 +126,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let total: f64 = p.iter().map(|k| k.seconds).sum();
             println!("one decode step by kernel (each dispatch submitted alone, empty-submit time taken off):");
             for k in p {
+                let bandwidth = if k.weight_bytes > 0 {
+                    format!("  {:>7.1} MB of weights at {:>7.1} GB/s", k.weight_bytes as f64 / 1e6, k.weight_gb_per_s)
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  {:<24} {:>4} dispatches {:>9.2} ms {:>5.1}%",
+                    "  {:<24} {:>4} dispatches {:>9.2} ms {:>5.1}%{bandwidth}",
                     k.kernel,
                     k.dispatches,
                     k.seconds * 1e3,

@@ -212,7 +212,9 @@ impl Kernels {
             binds.push((2, Bind(b, 0, None)));
         }
         binds.extend([(3, Bind(x, 0, None)), (4, y), (5, Bind(step, 0, None))]);
-        Ok(prepare_at(ctx, kernel, &binds, groups))
+        let mut d = prepare_at(ctx, kernel, &binds, groups);
+        d.weight_bytes = w.a.size() + w.b.as_ref().map_or(0, |b| b.size());
+        Ok(d)
     }
 
     /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
@@ -329,6 +331,9 @@ pub struct Dispatch {
     /// The axis that grows with the step's tokens, and tokens per workgroup along it: that
     /// axis gets `ceil(n_tokens / per)` workgroups.
     pub per_token: Option<(usize, u32)>,
+    /// Bytes of weights it reads (a matrix kernel's whole matrix; 0 for the others): for the
+    /// profile's achieved GB/s.
+    pub weight_bytes: u64,
 }
 
 impl Dispatch {
@@ -373,7 +378,7 @@ pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], grou
         })
         .collect();
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    Dispatch { kernel: kernel.name, pipeline: kernel.pipeline.clone(), group, groups: [groups, 1, 1], per_token: None }
+    Dispatch { kernel: kernel.name, pipeline: kernel.pipeline.clone(), group, groups: [groups, 1, 1], per_token: None, weight_bytes: 0 }
 }
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.

@@ -40,6 +40,10 @@ pub struct KernelTime {
     pub dispatches: usize,
     /// Seconds they took, each submitted and awaited alone, less an empty submit's time.
     pub seconds: f64,
+    /// Bytes of weights they read (matrix kernels; 0 for the others).
+    pub weight_bytes: u64,
+    /// Achieved weight bandwidth, `weight_bytes / seconds` in GB/s (0 without weights).
+    pub weight_gb_per_s: f64,
 }
 
 /// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
@@ -305,8 +309,16 @@ impl GpuBackend {
                 Some(k) => {
                     k.dispatches += 1;
                     k.seconds += seconds;
+                    k.weight_bytes += d.weight_bytes;
                 }
-                None => times.push(KernelTime { kernel: d.kernel, dispatches: 1, seconds }),
+                None => {
+                    times.push(KernelTime { kernel: d.kernel, dispatches: 1, seconds, weight_bytes: d.weight_bytes, weight_gb_per_s: 0.0 })
+                }
+            }
+        }
+        for k in &mut times {
+            if k.weight_bytes > 0 && k.seconds > 0.0 {
+                k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
         self.pos += 1;

@@ -56,4 +56,11 @@ if ! npm install --no-audit --no-fund --loglevel=error; then
   echo "setup: npm install failed: check the network or the npm registry settings" >&2
   exit 1
 fi
+# A first build of everything `make test` runs (native debug and release, wasm, the threaded
+# wasm engine) fills about 6 GB of target/. A full disk shows up later as a linker "Bus error".
+free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+if [ "${free_kb:-0}" -lt $((6 * 1024 * 1024)) ]; then
+  echo "setup: warning: only $((free_kb / 1024)) MB free on the disk that holds target/;" \
+    "a first build needs about 6 GB (a linker 'Bus error' means the disk filled up)" >&2
+fi
 echo "setup: ready (wasm-bindgen $(wasm-bindgen --version | awk '{print $2}'), node $(node --version))"

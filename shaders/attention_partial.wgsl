@@ -14,6 +14,10 @@
 // Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override). n_chunks =
 // ceil(capacity / CHUNK) is fixed at load; a chunk past p returns at once and writes nothing
 // (the combine reads only chunks 0..=p / CHUNK).
+// SINGLE (define): the whole attention in one dispatch while every token of the step sees
+// at most CHUNK positions (the host picks it then: step.pos + n_tokens <= CHUNK): one chunk,
+// and binding 4 is out: array<f32> [n_tokens, n_heads * head_dim] (read_write), written
+// o[d] / l. Dispatch (n_heads, 1, n_tokens).
 
 override WG: u32 = 64u;
 const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at the f32 limit
@@ -26,7 +30,11 @@ const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at th
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> keys: array<f32>;
 @group(0) @binding(3) var<storage, read> values: array<f32>;
+#ifdef SINGLE
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+#else
 @group(0) @binding(4) var<storage, read_write> parts: array<f32>;
+#endif
 @group(0) @binding(5) var<uniform> step: Step;
 
 var<workgroup> scores: array<f32, CHUNK>;
@@ -39,7 +47,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let b = wg.z;
     let t = lid.x;
     let hd = params.head_dim;
-    let out = ((b * params.n_heads + h) * params.n_chunks + c) * (2u + hd);
+    let at = ((b * params.n_heads + h) * params.n_chunks + c) * (2u + hd);
     let start = c * CHUNK;
     let n_pos = step.pos + b + 1u;
     if (h >= params.n_heads || c >= params.n_chunks || b >= step.n_tokens) {
@@ -90,15 +98,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
         workgroupBarrier();
     }
+#ifndef SINGLE
     if (t == 0u) {
-        parts[out] = m;
-        parts[out + 1u] = partial[0];
+        parts[at] = m;
+        parts[at + 1u] = partial[0];
     }
+#endif
     for (var d = t; d < hd; d = d + WG) {
         var acc = 0.0;
         for (var j = 0u; j < n; j = j + 1u) {
             acc = acc + scores[j] * values[(start + j) * stride + kv_off + d];
         }
-        parts[out + 2u + d] = acc;
+#ifdef SINGLE
+        out[q_off + d] = acc / partial[0];
+#else
+        parts[at + 2u + d] = acc;
+#endif
     }
 }

@@ -16,9 +16,18 @@
 //   F16: w[i]: u32 = weights 2i (low half) and 2i + 1 (high half), widened with
 //     unpack2x16float (no shader-f16 feature needed) -> array<u32> [rows * cols / 2].
 //   F32: w: array<f32> [rows * cols].
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token}; 1 qs or w
+//   and optionally, fused around the product:
+//   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
+//     eps) * gain, each workgroup reducing the sums of squares of its rows itself (so the
+//     norm before a projection needs no dispatch of its own);
+//   GLU (epilogue): rows 2i and 2i + 1 are the gate and up rows of output i (stacked
+//     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g):
+//     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
+//     even: TPR <= WG / 2). Not with accumulate.
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps}; 1 qs or w
 //   (read); 2 dm or d (read; Q4_1 and Q8_0 only); 3 x: array<f32> [n_tokens, cols] (read);
-//   4 y: array<f32> (read_write); 5 uniform Step {pos, n_tokens}.
+//   4 y: array<f32> (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols]
+//   (read; NORM only).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = (W x)[r].
 // MATMUL writes y[b * rows + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused).
@@ -39,6 +48,10 @@ struct Params {
     cols: u32,
     accumulate: u32,
     last_token: u32,
+    eps: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 #include step.wgsl
@@ -70,13 +83,20 @@ alias Acc = vec4<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> step: Step;
+#ifdef NORM
+@group(0) @binding(6) var<storage, read> gain: array<f32>;
+#endif
 
 var<workgroup> partial: array<Acc, 256>;
 // Offsets of the thread's input row(s) in x.
 var<private> x_rows: vec4<u32>;
+#ifdef NORM
+// 1 / rms of the input row(s) (the prologue's result).
+var<private> inv_rms: Acc;
+#endif
 
-// Column `col` of the input row(s).
-fn X(col: u32) -> Acc {
+// Column `col` of the input row(s), as stored.
+fn X_raw(col: u32) -> Acc {
 #ifdef MATVEC
     return x[x_rows.x + col];
 #endif
@@ -84,6 +104,45 @@ fn X(col: u32) -> Acc {
     return vec4<f32>(x[x_rows.x + col], x[x_rows.y + col], x[x_rows.z + col], x[x_rows.w + col]);
 #endif
 }
+
+// Column `col` of the input row(s) the product reads: with NORM, times the gain (the
+// 1 / rms factor is the same for the whole row, so it multiplies the row's sum instead).
+fn X(col: u32) -> Acc {
+#ifdef NORM
+    return X_raw(col) * gain[col];
+#else
+    return X_raw(col);
+#endif
+}
+
+// Adds up `partial` in groups of `width` consecutive slots (a power of two), into the
+// first slot of each group: a tree in workgroup memory. Every thread calls it (barriers);
+// each writes its own slot first.
+fn tree_sum(t: u32, width: u32) {
+    workgroupBarrier();
+    for (var stride = width / 2u; stride > 0u; stride = stride / 2u) {
+        if (t % width < stride) {
+            partial[t] = partial[t] + partial[t + stride];
+        }
+        workgroupBarrier();
+    }
+}
+
+#ifdef NORM
+// Every thread of the workgroup sums the squares of a strided slice of the input row(s);
+// their sum over the workgroup gives 1 / rms. Called by all threads (barriers).
+fn norm_prologue(t: u32) {
+    var squares = Acc(0.0);
+    for (var col = t; col < params.cols; col = col + WG) {
+        let v = X_raw(col);
+        squares = squares + v * v;
+    }
+    partial[t] = squares;
+    tree_sum(t, WG);
+    inv_rms = inverseSqrt(partial[0] / f32(params.cols) + params.eps);
+    workgroupBarrier();
+}
+#endif
 
 // This thread's share (every TPR-th word from `lane`) of row `row` times the input.
 fn row_dot(row: u32, lane: u32) -> Acc {
@@ -157,18 +216,38 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     x_rows = vec4<u32>(min(b0, last), min(b0 + 1u, last), min(b0 + 2u, last), min(b0 + 3u, last)) * params.cols;
     let live = row < params.rows && b0 < step.n_tokens;
 #endif
+#ifdef NORM
+    norm_prologue(t);
+#endif
     var sum = Acc(0.0);
     if (live) {
         sum = row_dot(row, lane);
     }
+#ifdef NORM
+    sum = sum * inv_rms;
+#endif
     partial[t] = sum;
-    workgroupBarrier();
-    for (var stride = TPR / 2u; stride > 0u; stride = stride / 2u) {
-        if (lane < stride) {
-            partial[t] = partial[t] + partial[t + stride];
+    tree_sum(t, TPR);
+#ifdef GLU
+    // Lane 0 of gate row 2i reads up row 2i + 1's sum, TPR slots further on (tree_sum ended
+    // on a barrier).
+    if (lane == 0u && row % 2u == 0u && row + 1u < params.rows) {
+        let g = partial[t];
+        let u = partial[t + TPR];
+        let v = g / (1.0 + exp(-g)) * u;
+        let outputs = params.rows / 2u;
+#ifdef MATVEC
+        y[row / 2u] = v;
+#endif
+#ifdef MATMUL
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            if (b0 + j < step.n_tokens) {
+                y[(b0 + j) * outputs + row / 2u] = v[j];
+            }
         }
-        workgroupBarrier();
+#endif
     }
+#else
     if (lane == 0u && row < params.rows) {
 #ifdef MATVEC
         store(row, partial[t]);
@@ -182,4 +261,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
 #endif
     }
+#endif
 }

@@ -150,7 +150,7 @@ pub fn check_model(start: &[u8], file_len: f64) -> Result<bool, JsValue> {
 /// A kernel's WGSL as the engine compiles it.
 #[derive(Serialize, Tsify)]
 struct KernelSource {
-    name: &'static str,
+    name: String,
     code: String,
 }
 
@@ -158,9 +158,9 @@ struct KernelSource {
 /// variants): `make www` writes them out for the test that compiles each one in Chromium.
 #[wasm_bindgen(js_name = shaderSources, unchecked_return_type = "KernelSource[]")]
 pub fn shader_sources() -> Result<JsValue, JsValue> {
-    let sources = crate::backend::gpu::kernels::SHADERS
-        .iter()
-        .map(|s| Ok(KernelSource { name: s.name, code: s.code()? }))
+    let sources = crate::backend::gpu::kernels::all_shaders()
+        .into_iter()
+        .map(|s| Ok(KernelSource { code: s.code()?, name: s.name }))
         .collect::<crate::error::Result<Vec<_>>>()
         .map_err(js_err)?;
     to_js(&sources)

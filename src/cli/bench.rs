@@ -96,6 +96,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         });
         if let Some(s) = &gpu {
             out["dispatches_per_step"] = json!(s.dispatches);
+            out["dispatches_per_step_long_context"] = json!(s.dispatches_long_context);
             out["passes_per_step"] = json!(s.passes);
             out["submits_per_step"] = json!(s.submits);
             out["readback_bytes_per_step"] = json!(s.readback_bytes);
@@ -113,8 +114,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("weights read per decoded token: {:.1} MB", weight_bytes as f64 / 1e6);
         if let Some(s) = &gpu {
             println!(
-                "per decode step: {} dispatches, {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
+                "per decode step: {} dispatches ({} past {} positions), {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
                 s.dispatches,
+                s.dispatches_long_context,
+                tokenscope::backend::gpu::kernels::ATTENTION_CHUNK,
                 s.passes,
                 s.submits,
                 s.readback_bytes,

@@ -2,8 +2,9 @@
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
-// constants. The norm, SwiGLU, RoPE/KV write, F32 matvec/matmul, embedding and attention kernels also run
-// small cases checked in JS (the quantized kernels run in the page test's WebGPU generation).
+// constants. The RoPE/KV write, the F32 matvec/matmul (plain, and with the fused RMSNorm and
+// SwiGLU), embedding and attention kernels also run small cases checked in JS (the quantized
+// kernels run in the page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
@@ -91,34 +92,6 @@ const close = (got, want, tol, what) => {
   for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= tol * (1 + Math.abs(want[i])), `${what}[${i}]: ${got[i]} vs ${want[i]}`);
 };
 
-test('rmsnorm.wgsl runs a small case in Chromium', async () => {
-  const n = 70;
-  const x = Array.from({ length: n }, (_, i) => Math.sin(i) * 100);
-  const gain = Array.from({ length: n }, (_, i) => 1 + i / n);
-  const eps = new Float32Array([1e-5]);
-  const got = await runKernel('rmsnorm.wgsl', [
-    { u32: [n, 1, new Uint32Array(eps.buffer)[0], 0], uniform: true }, { f32: x }, { f32: gain }, { f32: new Array(n).fill(0) },
-  ], 3, [1, 1, 1]);
-  const rms = Math.sqrt(x.reduce((a, v) => a + v * v, 0) / n + 1e-5);
-  for (let i = 0; i < n; i++) assert.ok(Math.abs(got[i] - (x[i] / rms) * gain[i]) < 1e-4, `${i}: ${got[i]}`);
-});
-
-test('swiglu.wgsl runs a small case in Chromium', async () => {
-  const n = 77;
-  const rows = 2;
-  // Rows of [gate | up], as the fused gate/up projection leaves them.
-  const gateUp = Array.from({ length: rows * 2 * n }, (_, i) => (i % (2 * n) < n ? (i % n - 38) / 5 : Math.cos(i)));
-  const step = { u32: [0, rows, 0, 0], uniform: true };
-  const got = await runKernel('swiglu.wgsl', [{ u32: [n, 0, 0, 0], uniform: true }, { f32: gateUp }, { f32: new Array(rows * n).fill(0) }, step], 2, [Math.ceil(n / 64), rows, 1]);
-  for (let r = 0; r < rows; r++) {
-    for (let i = 0; i < n; i++) {
-      const g = gateUp[r * 2 * n + i];
-      const want = (g / (1 + Math.exp(-g))) * gateUp[r * 2 * n + n + i];
-      assert.ok(Math.abs(got[r * n + i] - want) < 1e-5 * (1 + Math.abs(want)), `${r},${i}: ${got[r * n + i]} vs ${want}`);
-    }
-  }
-});
-
 // A small F32 matrix: the weight kernels' plumbing (rows shared by threads, tokens per
 // workgroup, cache rows, the residual add) without quantization in the way.
 const ROWS = 19;
@@ -126,11 +99,20 @@ const COLS = 40;
 const W = Array.from({ length: ROWS * COLS }, (_, i) => Math.sin(i * 0.37));
 const X = (tokens) => Array.from({ length: tokens * COLS }, (_, i) => Math.cos(i * 0.11));
 const dot = (r, x, b) => W.slice(r * COLS, (r + 1) * COLS).reduce((a, w, c) => a + w * x[b * COLS + c], 0);
+// The matrix kernels' uniform: rows, cols, accumulate, last_token, eps (as f32 bits), padding.
+const matrixParams = (rows, accumulate, eps = 0) => ({ u32: [rows, COLS, accumulate, 0, new Uint32Array(new Float32Array([eps]).buffer)[0], 0, 0, 0], uniform: true });
+const GAIN = Array.from({ length: COLS }, (_, i) => 0.5 + i / COLS);
+// Each token's input row RMSNorm-ed (eps 1e-5) with GAIN.
+const normed = (x, tokens) => Array.from({ length: tokens }, (_, b) => {
+  const row = x.slice(b * COLS, (b + 1) * COLS);
+  const rms = Math.sqrt(row.reduce((a, v) => a + v * v, 0) / COLS + 1e-5);
+  return row.map((v, c) => (v / rms) * GAIN[c]);
+}).flat();
 
 test('matvec_f32.wgsl runs a small case in Chromium (the residual add, 8 threads per row)', async () => {
   const x = X(1);
   const prior = new Array(ROWS).fill(0.5);
-  const params = { u32: [ROWS, COLS, 1, 0], uniform: true }; // accumulate into y
+  const params = matrixParams(ROWS, 1); // accumulate into y
   const got = await runKernel('matvec_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, { u32: [2, 1, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
   close(got, Array.from({ length: ROWS }, (_, r) => 0.5 + dot(r, x, 0)), 1e-5, 'matvec');
 });
@@ -138,11 +120,34 @@ test('matvec_f32.wgsl runs a small case in Chromium (the residual add, 8 threads
 test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per row)', async () => {
   const n = 5;
   const x = X(n);
-  const params = { u32: [ROWS, COLS, 0, 0], uniform: true };
+  const params = matrixParams(ROWS, 0);
   const got = await runKernel('matmul_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: new Array(n * ROWS).fill(0), binding: 4 }, { u32: [0, n, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
   const want = [];
   for (let b = 0; b < n; b++) for (let r = 0; r < ROWS; r++) want.push(dot(r, x, b));
   close(got, want, 1e-5, 'matmul');
+});
+
+test('matvec_f32_norm.wgsl runs a small case in Chromium (the RMSNorm prologue, 8 threads per row)', async () => {
+  const x = X(1).map((v) => v * 300);
+  const got = await runKernel('matvec_f32_norm.wgsl', [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, { u32: [0, 1, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const xn = normed(x, 1);
+  close(got, Array.from({ length: ROWS }, (_, r) => dot(r, xn, 0)), 1e-5, 'normed matvec');
+});
+
+test('matmul_f32_norm_glu.wgsl runs a small case in Chromium (the RMSNorm prologue and the SwiGLU epilogue, 5 tokens)', async () => {
+  const n = 5;
+  const rows = ROWS - 1; // 9 gate/up row pairs
+  const x = X(n).map((v) => v * 300);
+  const got = await runKernel('matmul_f32_norm_glu.wgsl', [matrixParams(rows, 0, 1e-5), { f32: W.slice(0, rows * COLS) }, { f32: x, binding: 3 }, { f32: new Array(n * rows / 2).fill(0), binding: 4 }, { u32: [0, n, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(rows / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
+  const xn = normed(x, n);
+  const want = [];
+  for (let b = 0; b < n; b++) {
+    for (let i = 0; i < rows / 2; i++) {
+      const g = dot(2 * i, xn, b);
+      want.push((g / (1 + Math.exp(-g))) * dot(2 * i + 1, xn, b));
+    }
+  }
+  close(got.slice(0, want.length), want, 1e-5, 'gate/up with SwiGLU');
 });
 
 test('embedding.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
@@ -152,7 +157,7 @@ test('embedding.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async
   close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map(Math.fround), 0, 'embedding');
 });
 
-test('attention_partial.wgsl and attention_combine.wgsl run a small causal case in Chromium', async () => {
+test('attention_partial.wgsl and attention_combine.wgsl, and attention_single.wgsl within one chunk, run small causal cases in Chromium', async () => {
   const [heads, kvHeads, hd, capacity, pos, n] = [4, 2, 8, 300, 255, 3]; // tokens at 255..257 cross a chunk edge
   const chunks = Math.ceil(capacity / 256);
   const q = Array.from({ length: n * heads * hd }, (_, i) => Math.sin(i * 0.7));
@@ -162,23 +167,26 @@ test('attention_partial.wgsl and attention_combine.wgsl run a small causal case 
   const step = { u32: [pos, n, 0, 0], uniform: true };
   const parts = await runKernel('attention_partial.wgsl', [params, { f32: q }, { f32: keys }, { f32: values }, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, step], 4, [heads, chunks, n]);
   const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, step], 2, [heads, n, 1]);
-  const want = [];
-  for (let b = 0; b < n; b++) {
-    for (let h = 0; h < heads; h++) {
-      const kv = Math.floor(h / (heads / kvHeads)) * hd;
-      const scores = [];
-      for (let j = 0; j <= pos + b; j++) {
-        let s = 0;
-        for (let d = 0; d < hd; d++) s += q[(b * heads + h) * hd + d] * keys[j * kvHeads * hd + kv + d];
-        scores.push(s / Math.sqrt(hd));
-      }
-      const m = Math.max(...scores);
-      const e = scores.map((s) => Math.exp(s - m));
-      const sum = e.reduce((a, v) => a + v, 0);
-      for (let d = 0; d < hd; d++) want.push(e.reduce((a, w, j) => a + w * values[j * kvHeads * hd + kv + d], 0) / sum);
+  // Token b's output for every head: softmax(q . k_j / sqrt(hd)) over positions 0..=p, times V.
+  const reference = (b, p) => Array.from({ length: heads }, (_, h) => {
+    const kv = Math.floor(h / (heads / kvHeads)) * hd;
+    const scores = [];
+    for (let j = 0; j <= p; j++) {
+      let s = 0;
+      for (let d = 0; d < hd; d++) s += q[(b * heads + h) * hd + d] * keys[j * kvHeads * hd + kv + d];
+      scores.push(s / Math.sqrt(hd));
     }
-  }
+    const m = Math.max(...scores);
+    const e = scores.map((s) => Math.exp(s - m));
+    const sum = e.reduce((a, v) => a + v, 0);
+    return Array.from({ length: hd }, (_, d) => e.reduce((a, w, j) => a + w * values[j * kvHeads * hd + kv + d], 0) / sum);
+  }).flat();
+  const want = Array.from({ length: n }, (_, b) => reference(b, pos + b)).flat();
   close(out, want, 1e-5, 'attention');
+  // The one-dispatch form, for the first of those tokens alone at position 200 (one chunk).
+  const single = await runKernel('attention_single.wgsl', [params, { f32: q.slice(0, heads * hd) }, { f32: keys }, { f32: values }, { f32: new Array(heads * hd).fill(0) }, { u32: [200, 1, 0, 0], uniform: true }], 4, [heads, 1, 1]);
+  const wantSingle = reference(0, 200);
+  close(single, wantSingle, 1e-5, 'one-dispatch attention');
 });
 
 test('rope_kv.wgsl runs a small case in Chromium (2 tokens: q rotated, K rotated and V copied into the cache)', async () => {

@@ -9,15 +9,15 @@ use crate::error::{Error, Result};
 /// the variant (see [`wgsl_defs`](super::wgsl_defs)).
 pub struct ShaderSource {
     /// The kernel's name (the variant's, for a template), as profiles and tests know it.
-    pub name: &'static str,
+    pub name: String,
     template: &'static str,
-    defines: &'static [&'static str],
+    defines: Vec<&'static str>,
 }
 
 impl ShaderSource {
     /// The WGSL the device compiles: the template expanded with the variant's defines.
     pub fn code(&self) -> Result<String> {
-        super::wgsl_defs::expand(self.template, self.defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
+        super::wgsl_defs::expand(self.template, &self.defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
     }
 }
 
@@ -27,35 +27,31 @@ const INCLUDES: [(&str, &str); 2] = [
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
 ];
 
-const fn file(name: &'static str, template: &'static str) -> ShaderSource {
-    ShaderSource { name, template, defines: &[] }
+fn source(name: &str, template: &'static str, defines: &[&'static str]) -> ShaderSource {
+    ShaderSource { name: name.into(), template, defines: defines.to_vec() }
 }
 
-/// Every matrix kernel (decode and prefill, every weight format) comes from this template.
+/// Every matrix kernel (decode and prefill, every weight format, with or without the fused
+/// norm and SwiGLU) comes from this template.
 const MATRIX: &str = include_str!("../../../shaders/matrix.wgsl");
+const EMBEDDING: &str = include_str!("../../../shaders/embedding.wgsl");
+const ROPE_KV: &str = include_str!("../../../shaders/rope_kv.wgsl");
+const ATTENTION_PARTIAL: &str = include_str!("../../../shaders/attention_partial.wgsl");
+const ATTENTION_COMBINE: &str = include_str!("../../../shaders/attention_combine.wgsl");
 
-const fn matrix(name: &'static str, defines: &'static [&'static str]) -> ShaderSource {
-    ShaderSource { name, template: MATRIX, defines }
+/// Every kernel the engine can compile, each matrix variant included; compiled natively by
+/// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
+pub fn all_shaders() -> Vec<ShaderSource> {
+    let mut all = vec![
+        source("embedding.wgsl", EMBEDDING, &[]),
+        source("rope_kv.wgsl", ROPE_KV, &[]),
+        source("attention_partial.wgsl", ATTENTION_PARTIAL, &[]),
+        source("attention_single.wgsl", ATTENTION_PARTIAL, &["SINGLE"]),
+        source("attention_combine.wgsl", ATTENTION_COMBINE, &[]),
+    ];
+    all.extend(MatrixKernel::all().map(|m| m.source()));
+    all
 }
-
-/// Every kernel; compiled natively by naga and in Chromium by Tint (`make www` writes the
-/// expanded variants to www/shaders/ for that test).
-pub const SHADERS: [ShaderSource; 14] = [
-    file("embedding.wgsl", include_str!("../../../shaders/embedding.wgsl")),
-    file("rmsnorm.wgsl", include_str!("../../../shaders/rmsnorm.wgsl")),
-    matrix("matvec_q4_1.wgsl", &["MATVEC", "Q4_1"]),
-    matrix("matvec_q8_0.wgsl", &["MATVEC", "Q8_0"]),
-    matrix("matvec_f16.wgsl", &["MATVEC", "F16"]),
-    matrix("matvec_f32.wgsl", &["MATVEC", "F32"]),
-    matrix("matmul_q4_1.wgsl", &["MATMUL", "Q4_1"]),
-    matrix("matmul_q8_0.wgsl", &["MATMUL", "Q8_0"]),
-    matrix("matmul_f16.wgsl", &["MATMUL", "F16"]),
-    matrix("matmul_f32.wgsl", &["MATMUL", "F32"]),
-    file("rope_kv.wgsl", include_str!("../../../shaders/rope_kv.wgsl")),
-    file("attention_partial.wgsl", include_str!("../../../shaders/attention_partial.wgsl")),
-    file("attention_combine.wgsl", include_str!("../../../shaders/attention_combine.wgsl")),
-    file("swiglu.wgsl", include_str!("../../../shaders/swiglu.wgsl")),
-];
 
 /// Threads per workgroup (the shaders' `WG` override).
 pub const WORKGROUP: u32 = 64;
@@ -70,7 +66,7 @@ pub const MATMUL_TOKENS: u32 = 4;
 pub const MAX_GROUPS: u32 = 65_535;
 
 /// How a weight matrix is stored on the GPU (one matvec kernel each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WeightFormat {
     /// Q4_1 blocks (Q4_0 is repacked into them exactly).
     Q4_1,
@@ -82,38 +78,111 @@ pub enum WeightFormat {
     F32,
 }
 
-/// One compiled kernel: its shader file's name and its pipeline.
+impl WeightFormat {
+    const ALL: [WeightFormat; 4] = [WeightFormat::Q4_1, WeightFormat::Q8_0, WeightFormat::F16, WeightFormat::F32];
+
+    /// The template's define (and the kernel name's part) for it.
+    fn define(self) -> &'static str {
+        match self {
+            WeightFormat::Q4_1 => "Q4_1",
+            WeightFormat::Q8_0 => "Q8_0",
+            WeightFormat::F16 => "F16",
+            WeightFormat::F32 => "F32",
+        }
+    }
+}
+
+/// One variant of matrix.wgsl: decode or prefill, the weight format, and what is fused
+/// around the product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatrixKernel {
+    /// Prefill (matrix-matrix, many tokens) rather than decode (matrix-vector).
+    pub prefill: bool,
+    /// The weight format it dequantizes.
+    pub format: WeightFormat,
+    /// RMSNorm of the input row(s) as a prologue.
+    pub norm: bool,
+    /// SwiGLU of interleaved gate/up rows as the epilogue.
+    pub glu: bool,
+}
+
+impl MatrixKernel {
+    /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU (the
+    /// three the forward pass uses).
+    pub fn all() -> impl Iterator<Item = MatrixKernel> {
+        [false, true].into_iter().flat_map(|prefill| {
+            WeightFormat::ALL.into_iter().flat_map(move |format| {
+                [(false, false), (true, false), (true, true)].map(|(norm, glu)| MatrixKernel { prefill, format, norm, glu })
+            })
+        })
+    }
+
+    /// The variant's name, e.g. `matvec_q4_1_norm_glu.wgsl`.
+    pub fn name(&self) -> String {
+        format!(
+            "{}_{}{}{}.wgsl",
+            if self.prefill { "matmul" } else { "matvec" },
+            self.format.define().to_lowercase(),
+            if self.norm { "_norm" } else { "" },
+            if self.glu { "_glu" } else { "" }
+        )
+    }
+
+    /// Its source: matrix.wgsl with its defines.
+    pub fn source(&self) -> ShaderSource {
+        let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }, self.format.define()];
+        defines.extend(self.norm.then_some("NORM"));
+        defines.extend(self.glu.then_some("GLU"));
+        ShaderSource { name: self.name(), template: MATRIX, defines }
+    }
+}
+
+/// The matrix kernels' uniform (`Params` in matrix.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MatrixParams {
+    /// Output features of the matrix.
+    pub rows: u32,
+    /// Input features.
+    pub cols: u32,
+    /// 1: add to y (the residual add), 0: overwrite it.
+    pub accumulate: u32,
+    /// 1: read the step's last input row (the LM head after a prefill), 0: row 0.
+    pub last_token: u32,
+    /// RMSNorm epsilon (NORM variants).
+    pub eps: f32,
+    /// Padding to 16-byte alignment.
+    pub pad: [u32; 3],
+}
+
+/// One compiled kernel: its shader's name and its pipeline.
+#[derive(Clone)]
 pub struct Kernel {
-    /// The WGSL file it came from.
-    pub name: &'static str,
+    /// The WGSL file (or template variant) it came from.
+    pub name: String,
     /// The compute pipeline.
     pub pipeline: wgpu::ComputePipeline,
 }
 
-/// The compiled pipelines.
+/// The compiled pipelines: the fixed kernels at once, each matrix variant on first use.
 pub struct Kernels {
     /// Token embedding row lookup.
     pub embedding: Kernel,
-    /// RMSNorm of rows.
-    pub rmsnorm: Kernel,
-    /// Matrix-vector (decode), one pipeline per [`WeightFormat`] (in its order).
-    pub matvec: [Kernel; 4],
-    /// Matrix-matrix (prefill), one pipeline per [`WeightFormat`] (in its order).
-    pub matmul: [Kernel; 4],
     /// Rotary embedding of the queries and keys, and the KV cache write.
     pub rope_kv: Kernel,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
     pub attention_partial: Kernel,
+    /// Attention in one dispatch while the context fits one chunk.
+    pub attention_single: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
     pub attention_combine: Kernel,
-    /// SwiGLU of the fused gate/up output.
-    pub swiglu: Kernel,
     /// Threads that share one matrix row in the matvec kernels (their `TPR` override).
     pub threads_per_row: u32,
+    matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
 }
 
 fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) -> Result<Kernel> {
-    let name = shader.name;
+    let name = &shader.name;
     let module = ctx
         .device
         .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(shader.code()?.into()) });
@@ -125,11 +194,37 @@ fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) 
         compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
         cache: None,
     });
-    Ok(Kernel { name, pipeline })
+    Ok(Kernel { name: name.clone(), pipeline })
+}
+
+/// One linear layer's operands for [`Kernels::linear`]: `y (+)= W x`, optionally with the
+/// input RMSNorm-ed first and/or SwiGLU of interleaved gate/up rows after.
+pub struct LinearOp<'a> {
+    /// The weights.
+    pub w: &'a GpuMatrix,
+    /// The input rows, `[n_tokens, cols]`.
+    pub x: &'a wgpu::Buffer,
+    /// The output: `[n_tokens, rows]`, or `[n_tokens, rows / 2]` with `glu`.
+    pub y: Bind<'a>,
+    /// Add to y (the residual add) instead of overwriting it.
+    pub accumulate: bool,
+    /// Decode only: read the step's last input row (the LM head after a prefill).
+    pub last_token: bool,
+    /// RMSNorm the input first with this gain (`[cols]`) and epsilon.
+    pub norm: Option<(&'a wgpu::Buffer, f32)>,
+    /// Write silu(row 2i) * row 2i+1 for output i.
+    pub glu: bool,
+}
+
+impl<'a> LinearOp<'a> {
+    /// A plain `y = W x`.
+    pub fn new(w: &'a GpuMatrix, x: &'a wgpu::Buffer, y: Bind<'a>) -> Self {
+        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false }
+    }
 }
 
 impl Kernels {
-    /// Compiles every kernel, with the matvec row sharing suited to the adapter: software
+    /// Compiles the fixed kernels, with the matvec row sharing suited to the adapter: software
     /// adapters (lavapipe, SwiftShader) run a workgroup as SIMD loops on a CPU core, where
     /// workgroup reductions cost more than they save, so one thread takes a whole row there
     /// (measured on lavapipe, decode: 3.0 tok/s with 1 thread per row, 2.6 with 4, 2.1 with
@@ -138,68 +233,71 @@ impl Kernels {
         Self::with_threads_per_row(ctx, if ctx.info.software { 1 } else { 8 })
     }
 
-    /// Compiles every kernel with `threads_per_row` threads (a power of two <= 64) per
-    /// matvec row.
+    /// Compiles the fixed kernels; matrix kernels will use `threads_per_row` threads (a power
+    /// of two <= 64) per row.
     pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Result<Self> {
-        let wg = ("WG", WORKGROUP as f64);
-        let p = |i: usize| pipeline(ctx, &SHADERS[i], &[wg]);
-        let mv = |i: usize| pipeline(ctx, &SHADERS[i], &[wg, ("TPR", threads_per_row as f64)]);
+        if !threads_per_row.is_power_of_two() || threads_per_row > WORKGROUP {
+            return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {WORKGROUP} is needed")));
+        }
+        let p =
+            |template, defines: &[&'static str], name: &str| pipeline(ctx, &source(name, template, defines), &[("WG", WORKGROUP as f64)]);
         Ok(Kernels {
-            embedding: p(0)?,
-            rmsnorm: p(1)?,
-            matvec: [mv(2)?, mv(3)?, mv(4)?, mv(5)?],
-            matmul: [mv(6)?, mv(7)?, mv(8)?, mv(9)?],
-            rope_kv: p(10)?,
-            attention_partial: p(11)?,
-            attention_combine: p(12)?,
-            swiglu: p(13)?,
+            embedding: p(EMBEDDING, &[], "embedding.wgsl")?,
+            rope_kv: p(ROPE_KV, &[], "rope_kv.wgsl")?,
+            attention_partial: p(ATTENTION_PARTIAL, &[], "attention_partial.wgsl")?,
+            attention_single: p(ATTENTION_PARTIAL, &["SINGLE"], "attention_single.wgsl")?,
+            attention_combine: p(ATTENTION_COMBINE, &[], "attention_combine.wgsl")?,
             threads_per_row,
+            matrix: Default::default(),
         })
+    }
+
+    /// The pipeline of a matrix variant, compiled the first time it is asked for.
+    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
+        let mut cache = self.matrix.lock().map_err(|_| Error::Backend("the kernel cache was poisoned".into()))?;
+        if let Some(k) = cache.get(&variant) {
+            return Ok(k.clone());
+        }
+        let k = pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64), ("TPR", self.threads_per_row as f64)])?;
+        cache.insert(variant, k.clone());
+        Ok(k)
     }
 
     /// Decode: `y (+)= W x` for one input row (row 0, or the step's last row with
     /// `last_token`, as the LM head after a prefill).
-    #[allow(clippy::too_many_arguments)]
-    pub fn matvec(
-        &self,
-        ctx: &GpuContext,
-        w: &GpuMatrix,
-        x: &wgpu::Buffer,
-        y: Bind,
-        accumulate: bool,
-        last_token: bool,
-        step: &wgpu::Buffer,
-    ) -> Result<Dispatch> {
-        self.linear(ctx, &self.matvec[w.format as usize], w, x, y, [accumulate as u32, last_token as u32], step)
+    pub fn matvec(&self, ctx: &GpuContext, op: &LinearOp, step: &wgpu::Buffer) -> Result<Dispatch> {
+        self.linear(ctx, op, false, step)
     }
 
     /// Prefill: `Y (+)= X W^T` for the step's `n_tokens` input rows (4 per workgroup row),
-    /// into `y[n_tokens, rows]`.
-    pub fn matmul(
-        &self,
-        ctx: &GpuContext,
-        w: &GpuMatrix,
-        x: &wgpu::Buffer,
-        y: Bind,
-        accumulate: bool,
-        step: &wgpu::Buffer,
-    ) -> Result<Dispatch> {
-        Ok(self.linear(ctx, &self.matmul[w.format as usize], w, x, y, [accumulate as u32, 0], step)?.per_token(1, MATMUL_TOKENS))
+    /// into `y[n_tokens, rows]` (`[n_tokens, rows / 2]` with `glu`).
+    pub fn matmul(&self, ctx: &GpuContext, op: &LinearOp, step: &wgpu::Buffer) -> Result<Dispatch> {
+        if op.last_token {
+            return Err(Error::Backend("last_token is a decode (matvec) option".into()));
+        }
+        Ok(self.linear(ctx, op, true, step)?.per_token(1, MATMUL_TOKENS))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn linear(
-        &self,
-        ctx: &GpuContext,
-        kernel: &Kernel,
-        w: &GpuMatrix,
-        x: &wgpu::Buffer,
-        y: Bind,
-        flags: [u32; 2],
-        step: &wgpu::Buffer,
-    ) -> Result<Dispatch> {
-        let [accumulate, last_token] = flags;
-        let params = ctx.uniform("linear", &[w.rows, w.cols, accumulate, last_token]);
+    fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
+        let w = op.w;
+        if op.glu && (!w.rows.is_multiple_of(2) || op.accumulate || self.threads_per_row > WORKGROUP / 2) {
+            return Err(Error::Backend(format!(
+                "the SwiGLU epilogue needs an even row count ({}), no accumulate, and at most {} threads per row ({})",
+                w.rows,
+                WORKGROUP / 2,
+                self.threads_per_row
+            )));
+        }
+        let kernel = self.matrix(ctx, MatrixKernel { prefill, format: w.format, norm: op.norm.is_some(), glu: op.glu })?;
+        let params = MatrixParams {
+            rows: w.rows,
+            cols: w.cols,
+            accumulate: op.accumulate as u32,
+            last_token: op.last_token as u32,
+            eps: op.norm.map_or(0.0, |(_, eps)| eps),
+            pad: [0; 3],
+        };
+        let params = ctx.uniform("linear", &[params]);
         let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!(
@@ -211,9 +309,12 @@ impl Kernels {
         if let Some(b) = &w.b {
             binds.push((2, Bind(b, 0, None)));
         }
-        binds.extend([(3, Bind(x, 0, None)), (4, y), (5, Bind(step, 0, None))]);
-        let mut d = prepare_at(ctx, kernel, &binds, groups);
-        d.weight_bytes = w.a.size() + w.b.as_ref().map_or(0, |b| b.size());
+        binds.extend([(3, Bind(op.x, 0, None)), (4, Bind(op.y.0, op.y.1, op.y.2)), (5, Bind(step, 0, None))]);
+        if let Some((gain, _)) = op.norm {
+            binds.push((6, Bind(gain, 0, None)));
+        }
+        let mut d = prepare_at(ctx, &kernel, &binds, groups);
+        d.weight_bytes = w.bytes();
         Ok(d)
     }
 
@@ -238,12 +339,15 @@ pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize) -> u
     tokens * shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
 }
 
-/// Split-K decode attention for one layer: the two dispatches of
-/// `out = attention(q, cache[0..n_pos])` for every head.
+/// Attention for one layer, `out = attention(q, cache[0..n_pos])` for every head: one
+/// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`] positions, split-K's two
+/// after.
 pub struct Attention {
-    /// Part 1 (all chunks up to the capacity; empty ones return at once).
+    /// The whole attention in one dispatch (only while `pos + n_tokens <= ATTENTION_CHUNK`).
+    pub single: Dispatch,
+    /// Split-K part 1 (all chunks up to the capacity; empty ones return at once).
     pub partial: Dispatch,
-    /// Part 2.
+    /// Split-K part 2.
     pub combine: Dispatch,
 }
 
@@ -268,6 +372,14 @@ impl Kernels {
         let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
         let params = ctx.uniform("attention", &[n_heads, n_kv_heads, head_dim, n_chunks]);
         let parts_again = Bind(parts.0, parts.1, parts.2);
+        let out_again = Bind(out.0, out.1, out.2);
+        let single = prepare(
+            ctx,
+            &self.attention_single,
+            &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), out_again, Bind(step, 0, None)],
+            n_heads,
+        )
+        .per_token(2, 1);
         let mut partial = prepare(
             ctx,
             &self.attention_partial,
@@ -278,7 +390,7 @@ impl Kernels {
         partial.groups[1] = n_chunks;
         let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads)
             .per_token(1, 1);
-        Attention { partial, combine }
+        Attention { single, partial, combine }
     }
 }
 
@@ -320,8 +432,8 @@ impl GpuMatrix {
 /// One dispatch ready to encode: pipeline, bind group, workgroup count.
 #[derive(Clone)]
 pub struct Dispatch {
-    /// The kernel's shader file name (for profiles).
-    pub kernel: &'static str,
+    /// The kernel's shader name (for profiles).
+    pub kernel: String,
     /// Its pipeline.
     pub pipeline: wgpu::ComputePipeline,
     /// Bindings.
@@ -377,8 +489,15 @@ pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], grou
             }),
         })
         .collect();
-    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &entries });
-    Dispatch { kernel: kernel.name, pipeline: kernel.pipeline.clone(), group, groups: [groups, 1, 1], per_token: None, weight_bytes: 0 }
+    let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&kernel.name), layout: &layout, entries: &entries });
+    Dispatch {
+        kernel: kernel.name.clone(),
+        pipeline: kernel.pipeline.clone(),
+        group,
+        groups: [groups, 1, 1],
+        per_token: None,
+        weight_bytes: 0,
+    }
 }
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.

@@ -4,12 +4,18 @@
 //! submit, one readback of the logits; a prefill pass runs up to 64 prompt tokens the same
 //! way with matrix-matrix kernels and causal attention. Pipelines, bind groups and buffers
 //! are made at load.
+//!
+//! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
+//! lowered into four command lists: decode or prefill, and attention in one dispatch (while
+//! the context fits one chunk) or split-K. Each layer is 6 dispatches, 7 past the first
+//! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions: the RMSNorms run inside the
+//! projections after them and SwiGLU inside the gate/up projection.
 
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels};
-use super::repack::{repack, stack};
+use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels, LinearOp};
+use super::repack::{interleave_rows, repack, stack};
 use crate::backend::{Backend, BackendInfo};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
@@ -17,8 +23,10 @@ use crate::model::{Config, Weights};
 /// Counts of what one decode step does on the GPU.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StepShape {
-    /// Kernel dispatches per decode step.
+    /// Kernel dispatches per decode step while the context fits one attention chunk.
     pub dispatches: usize,
+    /// Kernel dispatches per decode step past it (split-K attention).
+    pub dispatches_long_context: usize,
     /// Compute passes per decode step.
     pub passes: usize,
     /// Queue submits per decode step.
@@ -34,8 +42,8 @@ pub struct StepShape {
 /// Where one decode step's time goes, by kernel.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KernelTime {
-    /// Shader file.
-    pub kernel: &'static str,
+    /// Shader (template variant) name.
+    pub kernel: String,
     /// Dispatches of it per decode step.
     pub dispatches: usize,
     /// Seconds they took, each submitted and awaited alone, less an empty submit's time.
@@ -63,14 +71,60 @@ pub struct GpuBackend {
     logits: wgpu::Buffer,
     staging: wgpu::Buffer,
     /// One token: matvec kernels.
-    decode: Vec<Dispatch>,
+    decode: Lowered,
     /// Up to [`PREFILL_BATCH`] tokens at once: matmul kernels, causal attention.
-    prefill: Vec<Dispatch>,
+    prefill: Lowered,
     capacity: usize,
     pos: usize,
     gpu_bytes: u64,
     weight_bytes: u64,
     kv_bytes_per_token: usize,
+}
+
+/// One op of the forward pass with the dispatches it lowers to.
+enum Op {
+    /// The same dispatch for one token and for many.
+    Same(Dispatch),
+    /// A linear layer: matvec for one token (decode), matmul for many (prefill).
+    Linear { one: Dispatch, many: Dispatch },
+    /// Attention: one dispatch or split-K's two.
+    Attention(kernels::Attention),
+}
+
+/// One kind of step's command lists, by the attention form its context allows.
+struct Lowered {
+    /// While every token of the step sees at most one chunk of positions.
+    short: Vec<Dispatch>,
+    /// Past that.
+    long: Vec<Dispatch>,
+}
+
+impl Lowered {
+    /// Lowers the op list for one token (`many == false`) or many.
+    fn new(ops: &[Op], many: bool) -> Self {
+        let lower = |short: bool| {
+            let mut list = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Same(d) => list.push(d.clone()),
+                    Op::Linear { one, many: m } => list.push(if many { m.clone() } else { one.clone() }),
+                    Op::Attention(a) if short => list.push(a.single.clone()),
+                    Op::Attention(a) => list.extend([a.partial.clone(), a.combine.clone()]),
+                }
+            }
+            list
+        };
+        Lowered { short: lower(true), long: lower(false) }
+    }
+
+    /// The list for a step of `n_tokens` from position `pos`.
+    fn pick(&self, pos: usize, n_tokens: usize) -> &[Dispatch] {
+        if pos + n_tokens <= kernels::ATTENTION_CHUNK {
+            &self.short
+        } else {
+            &self.long
+        }
+    }
 }
 
 fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatrix> {
@@ -99,6 +153,17 @@ fn stacked(ctx: &GpuContext, parts: &[&QTensor], gpu_bytes: &mut u64) -> Result<
     Ok(m)
 }
 
+/// Gate and up projections interleaved row by row (gate i, up i), for the SwiGLU epilogue.
+fn gate_up(ctx: &GpuContext, gate: &QTensor, up: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatrix> {
+    let (rows, cols) = gate.shape().dims2().map_err(Error::backend)?;
+    if up.shape().dims2().map_err(Error::backend)? != (rows, cols) {
+        return Err(Error::Backend(format!("the gate projection is {:?} but the up projection {:?}", gate.shape(), up.shape())));
+    }
+    let m = GpuMatrix::upload(ctx, &interleave_rows(repack(gate)?, repack(up)?, rows)?, 2 * rows as u32, cols as u32)?;
+    *gpu_bytes += m.bytes();
+    Ok(m)
+}
+
 impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
     /// pass. `context_len` sizes the KV cache (default [`DEFAULT_CONTEXT`], at most the model's
@@ -112,8 +177,7 @@ impl GpuBackend {
         let scopes = ctx.error_scopes();
         let k = Kernels::new(&ctx)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
-        let (d, hd, kv, qd, f) =
-            (cfg.dim as u32, cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32, cfg.ffn_dim as u32);
+        let (hd, kv, qd) = (cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32);
         let b = PREFILL_BATCH;
         let mut gpu_bytes = 0u64;
         let mut weight_bytes = 0u64;
@@ -124,11 +188,9 @@ impl GpuBackend {
         // Activations: row i belongs to the step's token i (decode uses row 0).
         let qkv_width = qd as usize + 2 * kv as usize;
         let x = buf("x", b * cfg.dim); //                   residual stream [B, dim]
-        let xb = buf("xb", b * cfg.dim); //                 normed input    [B, dim]
         let qkv = buf("qkv", b * qkv_width); //             projections     [B, n_heads * hd + 2 kv]
         let q = buf("q", b * qd as usize); //               rotated queries [B, n_heads * hd]
         let att = buf("att", b * qd as usize); //           attention out   [B, n_heads * hd]
-        let gate_up = buf("gate_up", b * 2 * cfg.ffn_dim); // SwiGLU in      [B, 2 ffn]
         let hidden = buf("hidden", b * cfg.ffn_dim); //     SwiGLU out      [B, ffn]
         let logits = buf("logits", cfg.vocab_size); //      logits          [vocab], last token only
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
@@ -144,48 +206,32 @@ impl GpuBackend {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let norm_params = ctx.uniform("rmsnorm", &[d, b as u32, cfg.rms_eps.to_bits(), 0]);
         let rope_params = ctx.uniform("rope_kv", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
-        let swiglu_params = ctx.uniform("swiglu", &[f, 0, 0, 0]);
-        let rmsnorm = |input: &wgpu::Buffer, gain: &wgpu::Buffer, out: &wgpu::Buffer| {
-            kernels::prepare(
-                &ctx,
-                &k.rmsnorm,
-                &[Bind(&norm_params, 0, None), Bind(input, 0, None), Bind(gain, 0, None), Bind(out, 0, None)],
-                1,
-            )
-            .per_token(0, 1)
-        };
+        let eps = cfg.rms_eps;
+        // A linear layer, as matvec (decode) and matmul (prefill).
+        let linear =
+            |op: LinearOp| -> Result<Op> { Ok(Op::Linear { one: k.matvec(&ctx, &op, &step)?, many: k.matmul(&ctx, &op, &step)? }) };
 
-        // Every op of the forward pass, in order: shared by both paths, or a linear layer
-        // (decode: matvec, prefill: matmul). Buffers made below live on through the bind
-        // groups that reference them.
-        let mut decode = Vec::new();
-        let mut prefill = Vec::new();
-        let mut shared = |dispatch: Dispatch| {
-            decode.push(dispatch.clone());
-            prefill.push(dispatch);
-        };
+        // Every op of the forward pass, in order. Buffers made below live on through the
+        // bind groups that reference them.
+        let mut ops = Vec::new();
         let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
-        shared(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens)); // x = E[tokens]
-        let mut linear = Vec::new(); // (index in the op list, matrix, input, output, accumulate)
-        let mut ops = 1;
+        ops.push(Op::Same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens))); // x = E[tokens]
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
-            // Q, K and V stacked into one matrix, gate and up into another: one dispatch each.
+            // Q, K and V stacked into one matrix, gate and up interleaved into another: one
+            // dispatch each.
             let wqkv = stacked(&ctx, &[&l.wq, &l.wk, &l.wv], &mut weight_bytes)?;
             let wo = matrix(&ctx, &l.wo, &mut weight_bytes)?;
-            let w_gate_up = stacked(&ctx, &[&l.w_gate, &l.w_up], &mut weight_bytes)?;
+            let w_gate_up = gate_up(&ctx, &l.w_gate, &l.w_up, &mut weight_bytes)?;
             let w_down = matrix(&ctx, &l.w_down, &mut weight_bytes)?;
             let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
             gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
-            // Attention: xb = norm(x); qkv = Wqkv xb; q, K/V cache[pos..] = rope(q), rope(k), v;
+            // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v;
             // att = attention(q, cache); x += Wo att.
-            shared(rmsnorm(&x, &attn_norm, &xb));
-            linear.push((ops + 1, wqkv, xb.clone(), qkv.clone(), false));
-            ops += 2;
+            ops.push(linear(LinearOp { norm: Some((&attn_norm, eps)), ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) })?);
             let rope_binds = [
                 Bind(&rope_params, 0, None),
                 Bind(&qkv, 0, None),
@@ -195,42 +241,42 @@ impl GpuBackend {
                 Bind(&table, 0, None),
                 Bind(&step, 0, None),
             ];
-            shared(kernels::prepare(&ctx, &k.rope_kv, &rope_binds, kernels::groups_for(qkv_width as u32 / 2)).per_token(1, 1));
-            let attention =
-                k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
-            shared(attention.partial);
-            shared(attention.combine);
-            linear.push((ops + 3, wo, att.clone(), x.clone(), true));
-            ops += 4;
-            // Feed-forward: xb = norm(x); [gate | up] = Wgu xb; hidden = silu(gate) * up; x += Wd hidden.
-            shared(rmsnorm(&x, &ffn_norm, &xb));
-            linear.push((ops + 1, w_gate_up, xb.clone(), gate_up.clone(), false));
-            shared(
-                kernels::prepare(
-                    &ctx,
-                    &k.swiglu,
-                    &[Bind(&swiglu_params, 0, None), Bind(&gate_up, 0, None), Bind(&hidden, 0, None), Bind(&step, 0, None)],
-                    kernels::groups_for(f),
-                )
-                .per_token(1, 1),
-            );
-            linear.push((ops + 3, w_down, hidden.clone(), x.clone(), true));
-            ops += 4;
+            ops.push(Op::Same(kernels::prepare(&ctx, &k.rope_kv, &rope_binds, kernels::groups_for(qkv_width as u32 / 2)).per_token(1, 1)));
+            ops.push(Op::Attention(k.attention(
+                &ctx,
+                att_shape,
+                capacity,
+                &q,
+                &k_cache,
+                &v_cache,
+                Bind(&att_parts, 0, None),
+                Bind(&att, 0, None),
+                &step,
+            )));
+            ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) })?);
+            // Feed-forward: hidden = silu(gate) * up, [gate | up] = Wgu norm(x); x += Wd hidden.
+            ops.push(linear(LinearOp {
+                norm: Some((&ffn_norm, eps)),
+                glu: true,
+                ..LinearOp::new(&w_gate_up, &x, Bind(&hidden, 0, None))
+            })?);
+            ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&w_down, &hidden, Bind(&x, 0, None)) })?);
         }
-        // Final norm (every row; cheap) and the LM head on the step's last token only.
+        // The LM head on the step's last token only, its final norm inside. Tied embeddings
+        // (no output.weight): one table serves the lookup and the LM head.
         let out_norm = ctx.storage("output_norm", &weights.output_norm);
-        shared(rmsnorm(&x, &out_norm, &xb));
-        // Tied embeddings (no output.weight): one table serves the lookup and the LM head.
         let head = match &weights.output {
             Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
             None => None,
         };
-        shared(k.matvec(&ctx, head.as_ref().unwrap_or(&embd), &xb, Bind(&logits, 0, None), false, true, &step)?);
+        let head_op = LinearOp {
+            last_token: true,
+            norm: Some((&out_norm, eps)),
+            ..LinearOp::new(head.as_ref().unwrap_or(&embd), &x, Bind(&logits, 0, None))
+        };
+        ops.push(Op::Same(k.matvec(&ctx, &head_op, &step)?));
         gpu_bytes += weight_bytes;
-        for (at, w, input, out, acc) in &linear {
-            decode.insert(*at, k.matvec(&ctx, w, input, Bind(out, 0, None), *acc, false, &step)?);
-            prefill.insert(*at, k.matmul(&ctx, w, input, Bind(out, 0, None), *acc, &step)?);
-        }
+        let (decode, prefill) = (Lowered::new(&ops, false), Lowered::new(&ops, true));
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
@@ -253,7 +299,8 @@ impl GpuBackend {
     /// What one decode step costs in GPU work and traffic.
     pub fn step_shape(&self) -> StepShape {
         StepShape {
-            dispatches: self.decode.len(),
+            dispatches: self.decode.short.len(),
+            dispatches_long_context: self.decode.long.len(),
             passes: 1,
             submits: 1,
             readback_bytes: self.cfg.vocab_size * 4,
@@ -301,7 +348,7 @@ impl GpuBackend {
             empty = empty.min(wait(&self.ctx, new_encoder(&self.ctx))?);
         }
         let mut times: Vec<KernelTime> = Vec::new();
-        for d in &self.decode {
+        for d in self.decode.pick(self.pos, 1) {
             let mut encoder = new_encoder(&self.ctx);
             kernels::encode(&mut encoder, std::slice::from_ref(d), 1);
             let seconds = (wait(&self.ctx, encoder)? - empty).max(0.0);
@@ -311,9 +358,13 @@ impl GpuBackend {
                     k.seconds += seconds;
                     k.weight_bytes += d.weight_bytes;
                 }
-                None => {
-                    times.push(KernelTime { kernel: d.kernel, dispatches: 1, seconds, weight_bytes: d.weight_bytes, weight_gb_per_s: 0.0 })
-                }
+                None => times.push(KernelTime {
+                    kernel: d.kernel.clone(),
+                    dispatches: 1,
+                    seconds,
+                    weight_bytes: d.weight_bytes,
+                    weight_gb_per_s: 0.0,
+                }),
             }
         }
         for k in &mut times {
@@ -347,7 +398,8 @@ impl GpuBackend {
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, n)));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
-        kernels::encode(&mut encoder, if n == 1 { &self.decode } else { &self.prefill }, n);
+        let lists = if n == 1 { &self.decode } else { &self.prefill };
+        kernels::encode(&mut encoder, lists.pick(self.pos, tokens.len()), n);
         if read {
             encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, self.staging.size());
         }

@@ -96,3 +96,32 @@ pub fn stack(parts: Vec<Repacked>) -> Result<Repacked> {
     }
     Ok(out)
 }
+
+/// Interleaves the rows of two matrices of the same shape and layout, `[a0; b0; a1; b1;
+/// ...]`: the gate and up projections stacked so that gate row i and up row i are rows 2i and
+/// 2i + 1 of one matrix, for the matrix kernels' SwiGLU epilogue (`GLU` in matrix.wgsl).
+pub fn interleave_rows(a: Repacked, b: Repacked, rows: usize) -> Result<Repacked> {
+    fn zip<T: Copy>(a: &[T], b: &[T], rows: usize) -> Result<Vec<T>> {
+        if rows == 0 || a.len() != b.len() || !a.len().is_multiple_of(rows) {
+            return Err(Error::Backend(format!("cannot interleave {rows} rows of {} and {} values", a.len(), b.len())));
+        }
+        let per_row = a.len() / rows;
+        Ok(a.chunks_exact(per_row).zip(b.chunks_exact(per_row)).flat_map(|(x, y)| x.iter().chain(y).copied()).collect())
+    }
+    Ok(match (a, b) {
+        (Repacked::Q4_1 { dm, qs }, Repacked::Q4_1 { dm: dm2, qs: qs2 }) => {
+            Repacked::Q4_1 { dm: zip(&dm, &dm2, rows)?, qs: zip(&qs, &qs2, rows)? }
+        }
+        (Repacked::Q8_0 { d, qs }, Repacked::Q8_0 { d: d2, qs: qs2 }) => {
+            Repacked::Q8_0 { d: zip(&d, &d2, rows)?, qs: zip(&qs, &qs2, rows)? }
+        }
+        (Repacked::F16 { w }, Repacked::F16 { w: w2 }) => Repacked::F16 { w: zip(&w, &w2, rows)? },
+        (Repacked::F32 { w }, Repacked::F32 { w: w2 }) => Repacked::F32 { w: zip(&w, &w2, rows)? },
+        _ => {
+            return Err(Error::Backend(
+                "this model's gate and up projections have different weight types, which the GPU backend cannot fuse: use the CPU backend"
+                    .into(),
+            ))
+        }
+    })
+}

@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test generate --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-types test-e2e bench fuzz fuzz-crafted soak clean
+.PHONY: setup model build www run test lint test-native test-wasm test-types test-e2e bench bench-web fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -59,6 +59,11 @@ test-e2e: model www build
 bench: model www build
 	bench/setup-peers.sh
 	node bench/run.mjs
+
+# The page's WebGPU backend alone in headless Chromium (whatever adapter it gets: SwiftShader
+# without a GPU): prefill and decode tok/s and the kernel dispatches per step the page reports.
+bench-web: model www build
+	node bench/run.mjs --web
 
 # 300 cycles of generate, stop, sliders, step switches and reloads in Chromium; memory must stay flat.
 soak: model www build

@@ -10,6 +10,9 @@
 //     run each, as a software adapter is slow).
 // Prints one table with the ratio to each peer and writes bench/results.json. The peers are
 // installed by bench/setup-peers.sh (make bench runs it), never by make test.
+// With --web (make bench-web): only the page's WebGPU backend in headless Chromium, RUNS
+// timed runs per prompt, with the kernel dispatches per decode step the page reports; writes
+// bench/results-web.json.
 import { execFileSync } from 'node:child_process';
 import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -24,6 +27,7 @@ const TOKENS = 64;
 const THREADS = Number(process.env.BENCH_THREADS || Math.min(2, cpus().length));
 const PROMPTS = { short: readFileSync(`${ROOT}bench/prompt-short.txt`, 'utf8'), long: readFileSync(`${ROOT}bench/prompt-long.txt`, 'utf8') };
 const SKIP = new Set((process.env.BENCH_SKIP || '').split(',').filter(Boolean));
+const WEB_ONLY = process.argv.includes('--web');
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const rows = [];
 const add = (row) => { rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
@@ -84,16 +88,18 @@ async function oursInChromium(env, backend, runs, threads = THREADS) {
   await setSlider(page, 'Max tokens', TOKENS);
   for (const [name, text] of Object.entries(PROMPTS)) {
     const prefill = [], decode = [], seen = [], outside = [];
+    let dispatches;
     for (let r = 0; r < runs + 1; r++) {
       await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
       await page.evaluate(() => { delete document.body.dataset.finish; });
       await page.getByRole('button', { name: 'Generate', exact: true }).click();
       await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
-      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs) }));
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches }));
+      dispatches = f.k === undefined ? undefined : Number(f.k);
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
-    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside) });
+    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
   }
   await page.close();
 }
@@ -129,14 +135,22 @@ async function wllama(env, threads) {
 
 const env = await start();
 try {
+  if (WEB_ONLY) {
+    await oursInChromium(env, 'webgpu', RUNS);
+  } else {
+    await everything();
+  }
+} finally {
+  await env.close();
+}
+
+async function everything() {
   if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
   if (!SKIP.has('browser')) {
     for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
     if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t);
   }
   if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
-} finally {
-  await env.close();
 }
 
 // One table: each of our rows against the best peer in the same place.
@@ -152,5 +166,7 @@ console.log(['engine', 'where', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/
 for (const r of rows) console.log([r.engine, r.where, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
-writeFileSync(`${ROOT}bench/results.json`, JSON.stringify({ machine, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows }, null, 2) + '\n');
-console.log('bench: wrote bench/results.json');
+for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);
+const results = WEB_ONLY ? 'results-web.json' : 'results.json';
+writeFileSync(`${ROOT}bench/${results}`, JSON.stringify({ machine, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows }, null, 2) + '\n');
+console.log(`bench: wrote bench/${results}`);

@@ -53,6 +53,8 @@ struct Stats {
     kv_bytes_per_value: usize,
     backend: String,
     device: String,
+    /// GPU only: kernel dispatches of the next decode step (one compute pass, one submit).
+    gpu_dispatches_per_step: Option<usize>,
 }
 
 /// How often a token came up in repeated draws.
@@ -399,6 +401,10 @@ impl Engine {
             kv_bytes_per_value: info.kv_bytes_per_value,
             backend: info.name,
             device: info.device,
+            gpu_dispatches_per_step: match b {
+                AnyBackend::Gpu(g) => Some(g.dispatches_per_step()),
+                AnyBackend::Cpu(_) => None,
+            },
         })
     }
 

@@ -297,7 +297,6 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let (qd, kv) = (heads * hd, kv_heads * hd);
     let width = qd + 2 * kv;
     let table = ctx.storage("table", &kernels::rope_table(context_len, hd, 100_000.0));
-    let params = ctx.uniform("p", &[heads as u32, kv_heads as u32, hd as u32, 0]);
     // (first position, tokens): decode near and far, and prefill batches.
     for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
         let qkv = random(&mut rng, n * width, 5.0);
@@ -308,16 +307,9 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         let (kc, vc) = (with_guards(&k_prior), with_guards(&v_prior));
         let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
         let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((context_len * kv * 4) as u64));
-        let binds = [
-            Bind(&params, 0, None),
-            Bind(&ctx.storage("qkv", &qkv), 0, None),
-            Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64)),
-            cache(&kc),
-            cache(&vc),
-            Bind(&table, 0, None),
-            Bind(&step, 0, None),
-        ];
-        let d = kernels::prepare(&ctx, &k.rope_kv, &binds, kernels::groups_for((width / 2) as u32)).per_token(1, 1);
+        let qkv_buf = ctx.storage("qkv", &qkv);
+        let q_bind = Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64));
+        let d = k.rope_kv(&ctx, [heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table, &step);
         kernels::run_once(&ctx, d, n as u32);
         let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
         for b in 0..n {

@@ -528,6 +528,12 @@ function renderStats() {
     ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
     ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
   ];
+  if (s?.gpu_dispatches_per_step) {
+    rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);
+    document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);
+  } else {
+    delete document.body.dataset.gpuDispatches;
+  }
   ui.stats.replaceChildren(...rows.map(([k, v]) => {
     const div = document.createElement('div');
     const dt = document.createElement('dt');

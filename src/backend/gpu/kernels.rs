@@ -155,6 +155,65 @@ pub struct MatrixParams {
     pub pad: [u32; 3],
 }
 
+/// The embedding kernel's uniform (`Params` in embedding.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct EmbeddingParams {
+    /// Columns of the table (the model's dim).
+    pub dim: u32,
+    /// The table's [`WeightFormat`], as its index.
+    pub format: u32,
+    /// Padding to 16 bytes.
+    pub pad: [u32; 2],
+}
+
+/// The RoPE/KV-write kernel's uniform (`Params` in rope_kv.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RopeParams {
+    /// Query heads.
+    pub n_heads: u32,
+    /// Key/value heads.
+    pub n_kv_heads: u32,
+    /// Dimensions per head.
+    pub head_dim: u32,
+    /// Padding to 16 bytes.
+    pub pad: u32,
+}
+
+/// The attention kernels' uniform (`Params` in attention_params.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct AttentionParams {
+    /// Query heads.
+    pub n_heads: u32,
+    /// Key/value heads.
+    pub n_kv_heads: u32,
+    /// Dimensions per head.
+    pub head_dim: u32,
+    /// Chunks of [`ATTENTION_CHUNK`] positions the capacity spans.
+    pub n_chunks: u32,
+}
+
+/// The per-step uniform every step-dependent kernel reads (`Step` in step.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct StepParams {
+    /// KV-cache position of the step's first token.
+    pub pos: u32,
+    /// Tokens in the step (1 for decode).
+    pub n_tokens: u32,
+    /// Padding to 16 bytes.
+    pub pad: [u32; 2],
+}
+
+impl StepParams {
+    /// The step of `n_tokens` tokens from position `pos`.
+    pub fn new(pos: u32, n_tokens: u32) -> Self {
+        StepParams { pos, n_tokens, pad: [0; 2] }
+    }
+}
+
 /// One compiled kernel: its shader's name and its pipeline.
 #[derive(Clone)]
 pub struct Kernel {
@@ -321,7 +380,7 @@ impl Kernels {
     /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
     /// from a matvec-layout table.
     pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Dispatch {
-        let params = ctx.uniform("embedding", &[table.cols, table.format as u32, 0, 0]);
+        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, format: table.format as u32, pad: [0; 2] }]);
         let b = table.b.as_ref().unwrap_or(&table.a);
         prepare(
             ctx,
@@ -370,7 +429,7 @@ impl Kernels {
     ) -> Attention {
         let [n_heads, n_kv_heads, head_dim] = shape;
         let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
-        let params = ctx.uniform("attention", &[n_heads, n_kv_heads, head_dim, n_chunks]);
+        let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
         let parts_again = Bind(parts.0, parts.1, parts.2);
         let out_again = Bind(out.0, out.1, out.2);
         let single = prepare(
@@ -391,6 +450,35 @@ impl Kernels {
         let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads)
             .per_token(1, 1);
         Attention { single, partial, combine }
+    }
+}
+
+impl Kernels {
+    /// Rotary embedding of the step's queries and keys, and the KV-cache write: from `qkv`
+    /// (`[n_tokens, n_heads * head_dim + 2 kv]`) into `q` and rows `pos..` of the caches,
+    /// with cos/sin from `table` ([`rope_table`]); `shape` is `[n_heads, n_kv_heads, head_dim]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv(
+        &self,
+        ctx: &GpuContext,
+        shape: [u32; 3],
+        qkv: &wgpu::Buffer,
+        q: Bind,
+        keys: Bind,
+        values: Bind,
+        table: &wgpu::Buffer,
+        step: &wgpu::Buffer,
+    ) -> Dispatch {
+        let [n_heads, n_kv_heads, head_dim] = shape;
+        let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, pad: 0 }]);
+        let width = (n_heads + 2 * n_kv_heads) * head_dim;
+        prepare(
+            ctx,
+            &self.rope_kv,
+            &[Bind(&params, 0, None), Bind(qkv, 0, None), q, keys, values, Bind(table, 0, None), Bind(step, 0, None)],
+            groups_for(width / 2),
+        )
+        .per_token(1, 1)
     }
 }
 
@@ -518,15 +606,10 @@ pub fn run_once(ctx: &GpuContext, d: Dispatch, n_tokens: u32) {
     ctx.queue.submit([encoder.finish()]);
 }
 
-/// The per-step uniform the kernels read: `[pos, n_tokens, 0, 0]`, the step's first position
-/// and how many tokens it runs (1 for decode).
+/// The per-step uniform the kernels read: the step's first position and how many tokens it
+/// runs (1 for decode).
 pub fn step_uniform(ctx: &GpuContext, pos: u32, n_tokens: u32) -> wgpu::Buffer {
-    ctx.uniform("step", &step_words(pos, n_tokens))
-}
-
-/// The step uniform's contents.
-pub fn step_words(pos: u32, n_tokens: u32) -> [u32; 4] {
-    [pos, n_tokens, 0, 0]
+    ctx.uniform("step", &[StepParams::new(pos, n_tokens)])
 }
 
 /// cos/sin of every RoPE angle, `[context, head_dim / 2, 2]`, computed in f64.

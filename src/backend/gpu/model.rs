@@ -206,7 +206,6 @@ impl GpuBackend {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let rope_params = ctx.uniform("rope_kv", &[cfg.n_heads as u32, cfg.n_kv_heads as u32, hd, 0]);
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
         let linear =
@@ -232,16 +231,8 @@ impl GpuBackend {
             // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v;
             // att = attention(q, cache); x += Wo att.
             ops.push(linear(LinearOp { norm: Some((&attn_norm, eps)), ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) })?);
-            let rope_binds = [
-                Bind(&rope_params, 0, None),
-                Bind(&qkv, 0, None),
-                Bind(&q, 0, None),
-                Bind(&k_cache, 0, None),
-                Bind(&v_cache, 0, None),
-                Bind(&table, 0, None),
-                Bind(&step, 0, None),
-            ];
-            ops.push(Op::Same(kernels::prepare(&ctx, &k.rope_kv, &rope_binds, kernels::groups_for(qkv_width as u32 / 2)).per_token(1, 1)));
+            let cache = |c| Bind(c, 0, None);
+            ops.push(Op::Same(k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step)));
             ops.push(Op::Attention(k.attention(
                 &ctx,
                 att_shape,
@@ -296,6 +287,12 @@ impl GpuBackend {
         })
     }
 
+    /// Kernel dispatches the next decode step runs (fewer while the context fits one
+    /// attention chunk).
+    pub fn dispatches_per_step(&self) -> usize {
+        self.decode.pick(self.pos, 1).len()
+    }
+
     /// What one decode step costs in GPU work and traffic.
     pub fn step_shape(&self) -> StepShape {
         StepShape {
@@ -334,7 +331,7 @@ impl GpuBackend {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, 1)));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
         let wait = |ctx: &GpuContext, encoder: wgpu::CommandEncoder| -> Result<f64> {
             let t = Instant::now();
             ctx.queue.submit([encoder.finish()]);
@@ -396,7 +393,7 @@ impl GpuBackend {
         }
         let n = tokens.len() as u32;
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::cast_slice(&kernels::step_words(self.pos as u32, n)));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
         let lists = if n == 1 { &self.decode } else { &self.prefill };
         kernels::encode(&mut encoder, lists.pick(self.pos, tokens.len()), n);

@@ -81,7 +81,8 @@ async function oursInChromium(env, backend, runs, threads = THREADS) {
     await select.selectOption(backend);
     await waitLoaded(page);
   }
-  const device = await page.evaluate(() => document.body.dataset.backend);
+  // The WebGPU adapter's name, or the CPU engine's backend.
+  const device = await page.evaluate(() => (document.body.dataset.backend === 'webgpu' && document.body.dataset.adapter) || document.body.dataset.backend);
   const used = Number(await page.evaluate(() => document.body.dataset.threads));
   await page.getByRole('radio', { name: 'Completion' }).check();
   await setSlider(page, 'Temperature', 0);

@@ -162,12 +162,7 @@ impl Generation {
     /// Prepares a generation over `prompt` for a backend whose context holds `context_len`.
     pub fn new(prompt: Vec<u32>, params: GenerateParams, tokenizer: &Tokenizer, context_len: usize) -> Result<Self> {
         params.validate()?;
-        if prompt.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        if prompt.len() >= context_len {
-            return Err(Error::PromptTooLong { prompt_tokens: prompt.len(), context: context_len });
-        }
+        check_prompt(&prompt, context_len)?;
         Ok(Generation {
             prompt_len: prompt.len(),
             context: prompt,
@@ -352,6 +347,18 @@ impl Generation {
             text,
         }
     }
+}
+
+/// A prompt a backend with `context_len` positions can continue: not empty, and leaving room
+/// for at least one generated token.
+pub(crate) fn check_prompt(prompt: &[u32], context_len: usize) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::EmptyPrompt);
+    }
+    if prompt.len() >= context_len {
+        return Err(Error::PromptTooLong { prompt_tokens: prompt.len(), context: context_len });
+    }
+    Ok(())
 }
 
 fn ms_since(t: Instant) -> f64 {

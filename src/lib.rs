@@ -5,6 +5,7 @@
 //! all driven by the one loop in [`generate`]; [`run`] keeps a run's branches and steps.
 
 pub mod backend;
+pub mod beam;
 pub mod error;
 pub mod generate;
 pub mod model;

@@ -328,3 +328,50 @@ fn a_model_that_computes_nan_exits_2_saying_its_weights_are_broken() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("produced NaN") && err.contains("choose another model file"), "{err}");
 }
+
+/// `generate --beams N --jsonl`: one line per step with the live beams (at most N, each one
+/// token longer than the step before), and a last line with every finished beam, best first;
+/// `--beams 1` writes what greedy sampling writes; a width past 8 is refused in words.
+#[test]
+fn generate_with_beams_lists_the_live_beams_and_ranks_the_finished_ones() {
+    let m = model();
+    let prompt = "The capital of France is";
+    let (code, out, err) = tokenscope(&["generate", "--model", &m, "--beams", "3", "--max-tokens", "4", "--jsonl", prompt]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let (last, steps) = lines.split_last().expect("lines");
+    assert!(!steps.is_empty());
+    for (i, s) in steps.iter().enumerate() {
+        assert_eq!(s["step"], i, "{s}");
+        let live = s["beams"].as_array().expect("beams");
+        assert!(live.len() <= 3, "{s}");
+        for b in live {
+            assert_eq!(b["token_ids"].as_array().map(Vec::len), Some(i + 1), "{b}");
+            assert!(b["text"].is_string() && b["score"].is_f64(), "{b}");
+        }
+    }
+    let beams = last["beams"].as_array().expect("finished beams");
+    assert!(!beams.is_empty(), "{last}");
+    for b in beams {
+        for key in ["text", "token_ids", "logprob", "score", "finish_reason"] {
+            assert!(!b[key].is_null(), "{key} in {b}");
+        }
+        assert!(b["logprob"].as_f64().is_some_and(|lp| lp < 0.0), "{b}");
+    }
+    let scores: Vec<f64> = beams.iter().map(|b| b["score"].as_f64().expect("score")).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+    assert_eq!(last["text"], beams[0]["text"]);
+
+    let text = |extra: &[&str]| {
+        let mut args = vec!["generate", "--model", &m, "--max-tokens", "8"];
+        args.extend_from_slice(extra);
+        args.push(prompt);
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    assert_eq!(text(&["--beams", "1"]), text(&["--temperature", "0"]), "one beam is greedy decoding");
+    let (code, _, err) = tokenscope(&["generate", "--model", &m, "--beams", "9", prompt]);
+    assert_ne!(code, 0);
+    assert!(err.contains("beams must be between 1 and 8"), "{err}");
+}

@@ -5,6 +5,7 @@ use std::io::Write;
 use serde_json::json;
 
 use tokenscope::backend::Backend;
+use tokenscope::beam::{BeamEvent, BeamParams, BeamSearch};
 use tokenscope::generate::{Event, GenerateParams, Generation};
 use tokenscope::sampler::{SamplerOrder, SamplingParams};
 use tokenscope::tokenizer::PromptFormat;
@@ -62,6 +63,14 @@ pub struct GenerateArgs {
     /// tokens, more work per step).
     #[arg(long)]
     no_kv_cache: bool,
+    /// Beam search with N beams (1-8) instead of sampling: the N most likely sequences are
+    /// kept at each step and the best finished one is the answer (the sampling options do
+    /// not apply).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::count::<usize>)]
+    beams: Option<usize>,
+    /// With --beams: a finished beam's score is its log-probability / length^A (A from 0 to 2).
+    #[arg(long, value_name = "A", default_value_t = 1.0, allow_negative_numbers = true)]
+    length_penalty: f32,
     /// Whether top-k, top-p and min-p see the distribution before or after the temperature.
     #[arg(long, value_enum, default_value_t = OrderArg::TemperatureFirst)]
     sampler_order: OrderArg,
@@ -85,6 +94,9 @@ fn parse_force(s: &str) -> std::result::Result<(usize, u32), String> {
 }
 
 pub fn run(a: GenerateArgs) -> Result<()> {
+    if let Some(width) = a.beams {
+        return run_beams(&a, width);
+    }
     let params = GenerateParams {
         sampling: SamplingParams {
             temperature: a.temperature,
@@ -108,8 +120,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     if let Some((_, bad)) = a.force.iter().find(|(_, t)| *t as usize >= tokenizer.vocab_size()) {
         return Err(Error::InvalidParams(format!("--force token id {bad} is outside the vocabulary of {} tokens", tokenizer.vocab_size())));
     }
-    let format = if a.chat { PromptFormat::Chat { system: a.system.clone() } } else { PromptFormat::Completion };
-    let prompt = tokenizer.encode_prompt(&format, &a.prompt)?;
+    let prompt = prompt_tokens(&a, &tokenizer)?;
     let context = backend.context_len();
     let mut generation = Generation::new(prompt, params, &tokenizer, context)?;
     let stdout = std::io::stdout();
@@ -178,6 +189,54 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     writeln!(out, "{line}").map_err(io_err)?;
                 } else {
                     writeln!(out, "{}", f.text).map_err(io_err)?;
+                }
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The prompt's tokens: the text itself, or with --chat the model's chat template around it.
+fn prompt_tokens(a: &GenerateArgs, tokenizer: &tokenscope::tokenizer::Tokenizer) -> Result<Vec<u32>> {
+    let format = if a.chat { PromptFormat::Chat { system: a.system.clone() } } else { PromptFormat::Completion };
+    tokenizer.encode_prompt(&format, &a.prompt)
+}
+
+/// `generate --beams N`: the best finished beam's text, or with --jsonl one line per step
+/// (the live beams) and a last line with every finished beam, best first.
+fn run_beams(a: &GenerateArgs, width: usize) -> Result<()> {
+    if !a.force.is_empty() || a.no_kv_cache {
+        return Err(Error::InvalidParams("--force and --no-kv-cache apply to sampling, not to --beams".into()));
+    }
+    let params = BeamParams { width, length_penalty: a.length_penalty, max_tokens: a.max_tokens, stop: a.stop.clone() };
+    params.validate()?;
+    let (mut backend, tokenizer) = a.model.load()?;
+    let prompt = prompt_tokens(a, &tokenizer)?;
+    let mut search = BeamSearch::new(prompt, params, &tokenizer, backend.context_len())?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    loop {
+        match pollster::block_on(search.step(&mut backend, &tokenizer))? {
+            BeamEvent::Step(s) => {
+                if a.jsonl {
+                    writeln!(out, "{}", json!(s)).map_err(io_err)?;
+                }
+            }
+            BeamEvent::Finished(f) => {
+                let best = f.beams.first().ok_or_else(|| Error::Backend("the beam search finished no beam".into()))?;
+                if a.jsonl {
+                    let line = json!({
+                        "finish_reason": best.finish_reason,
+                        "text": best.text,
+                        "prompt_tokens": f.prompt_tokens,
+                        "completion_tokens": best.token_ids.len(),
+                        "forward_tokens": f.forward_tokens,
+                        "forward_ms": f.forward_ms,
+                        "beams": f.beams,
+                    });
+                    writeln!(out, "{line}").map_err(io_err)?;
+                } else {
+                    writeln!(out, "{}", best.text).map_err(io_err)?;
                 }
                 return Ok(());
             }

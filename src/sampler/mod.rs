@@ -31,7 +31,7 @@
 //! IEEE-754 arithmetic in a fixed order, so the numbers are bit-identical natively and in
 //! wasm; the ranking (`ranking.rs`) is one integer key per token.
 
-mod ranking;
+pub(crate) mod ranking;
 mod softmax;
 
 use rand::{Rng, SeedableRng};

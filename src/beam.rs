@@ -173,6 +173,9 @@ impl BeamSearch {
         for i in 0..self.live.len() {
             let context: Vec<u32> = self.prompt.iter().chain(&self.live[i].token_ids).copied().collect();
             let logits = self.logits(backend, &context).await?;
+            if let Some(bad) = logits.iter().position(|x| x.is_nan()) {
+                return Err(Error::NanLogits { index: bad });
+            }
             let log_z = log_sum_exp(&logits);
             for token in ranking::top(&logits, width) {
                 candidates.push((self.live[i].logprob + (logits[token as usize] as f64 - log_z), i, token));

@@ -291,3 +291,22 @@ fn a_wider_search_finds_the_sequence_greedy_decoding_misses() {
     assert!((wide.logprob - (0.4f64.ln() + 0.999f64.ln())).abs() < 1e-6, "{wide:?}");
     assert!(wide.score > greedy.score);
 }
+
+#[test]
+fn nan_logits_are_an_error_in_words_not_a_ranking() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let vocab = tok.vocab_size();
+    let mut backend = Toy {
+        logits: move |_: &[u32]| {
+            let mut l = vec![0.0f32; vocab];
+            l[7] = f32::NAN;
+            l
+        },
+        context: Vec::new(),
+    };
+    let mut s = BeamSearch::new(tok.encode("x").expect("encode"), params(2, 1.0, 4), tok, 256).expect("search");
+    let err = pollster::block_on(s.step(&mut backend, tok)).expect_err("an error");
+    assert!(matches!(err, tokenscope::Error::NanLogits { index: 7 }), "{err}");
+    assert!(err.to_string().contains("its weights are broken"), "{err}");
+}

@@ -15,7 +15,7 @@
 //! the tokens it has had since it parted from the beam run before it
 //! ([`BeamFinish::forward_tokens`] counts them all).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
 use crate::backend::Backend;
@@ -32,7 +32,9 @@ pub const MAX_BEAMS: usize = 8;
 pub const MAX_LENGTH_PENALTY: f32 = 2.0;
 
 /// What shapes one beam search.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(default)]
 pub struct BeamParams {
     /// Beams kept (1 to [`MAX_BEAMS`]).
     pub width: usize,
@@ -43,6 +45,13 @@ pub struct BeamParams {
     pub max_tokens: usize,
     /// Strings that end a beam (never included in its text).
     pub stop: Vec<String>,
+}
+
+impl Default for BeamParams {
+    /// Three beams ranked by mean log-probability per token, 128 tokens, no stop strings.
+    fn default() -> Self {
+        BeamParams { width: 3, length_penalty: 1.0, max_tokens: 128, stop: Vec::new() }
+    }
 }
 
 impl BeamParams {
@@ -75,6 +84,8 @@ pub struct Beam {
     pub token_ids: Vec<u32>,
     /// Their text (a stop string and what follows it cut off, EOS not shown).
     pub text: String,
+    /// The last token's own text, for display (a control token such as EOS by its name).
+    pub token_text: String,
     /// Sum of the model's log-probabilities (natural log, temperature 1) of the tokens.
     pub logprob: f64,
     /// `logprob / length^length_penalty`.
@@ -85,6 +96,7 @@ pub struct Beam {
 
 /// What one step of the search did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct BeamStep {
     /// 0-based step (the live beams have `step + 1` tokens).
     pub step: usize,
@@ -100,6 +112,7 @@ pub struct BeamStep {
 
 /// The end of a search.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct BeamFinish {
     /// Every finished beam, best score first: the first is the answer.
     pub beams: Vec<Beam>,
@@ -112,8 +125,11 @@ pub struct BeamFinish {
     pub forward_ms: f64,
 }
 
-/// What one call to [`BeamSearch::step`] produced.
+/// What one call to [`BeamSearch::step`] produced (tagged `type: "step" | "finished"`, as
+/// the generation loop's [`Event`](crate::generate::Event)).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(tag = "type", rename_all = "lowercase")]
 pub enum BeamEvent {
     /// The beams grew by one token.
     Step(BeamStep),
@@ -141,7 +157,8 @@ impl BeamSearch {
     pub fn new(prompt: Vec<u32>, params: BeamParams, tokenizer: &Tokenizer, context_len: usize) -> Result<Self> {
         params.validate()?;
         crate::generate::check_prompt(&prompt, context_len)?;
-        let root = Beam { token_ids: Vec::new(), text: String::new(), logprob: 0.0, score: 0.0, finish_reason: None };
+        let root =
+            Beam { token_ids: Vec::new(), text: String::new(), token_text: String::new(), logprob: 0.0, score: 0.0, finish_reason: None };
         Ok(BeamSearch {
             params,
             prompt,
@@ -159,6 +176,17 @@ impl BeamSearch {
     /// Whether no beam is live.
     pub fn is_finished(&self) -> bool {
         self.live.is_empty()
+    }
+
+    /// Ends the search now: every live beam finishes as it stands (`Cancelled`), and the next
+    /// [`step`](Self::step) reports the end with them ranked among the finished ones.
+    pub fn cancel(&mut self) {
+        for mut beam in self.live.drain(..) {
+            beam.finish_reason = Some(FinishReason::Cancelled);
+            if !beam.token_ids.is_empty() {
+                self.finished.push(beam);
+            }
+        }
     }
 
     /// Grows every live beam by one token (or reports the end).
@@ -255,7 +283,8 @@ impl BeamSearch {
             None
         };
         let score = logprob / (token_ids.len() as f64).powf(self.params.length_penalty as f64);
-        Beam { token_ids, text, logprob, score, finish_reason }
+        let token_text = token_ids.last().map(|&t| tokenizer.token_text(t)).unwrap_or_default();
+        Beam { token_ids, text, token_text, logprob, score, finish_reason }
     }
 
     fn finish(&self) -> BeamFinish {

@@ -16,6 +16,7 @@ use wasm_bindgen::prelude::*;
 use crate::backend::cpu::{CpuBackend, CpuPrecision};
 use crate::backend::gpu::{GpuBackend, GpuContext};
 use crate::backend::{AnyBackend, Backend};
+use crate::beam::{BeamParams, BeamSearch};
 use crate::error::Error;
 use crate::generate::{Event, GenerateParams, Generation};
 use crate::model::{Config, HeaderCheck, Model};
@@ -41,6 +42,16 @@ struct StartOptions {
     format: Option<PromptFormat>,
     #[serde(default)]
     params: GenerateParams,
+}
+
+/// Options of `startBeams`.
+#[derive(Deserialize, Tsify)]
+struct BeamStartOptions {
+    prompt: String,
+    #[serde(default)]
+    format: Option<PromptFormat>,
+    #[serde(default)]
+    params: BeamParams,
 }
 
 /// Statistics for the page.
@@ -72,6 +83,8 @@ pub struct Engine {
     n_layers: usize,
     generation: Option<Generation>,
     run: Option<Run>,
+    /// A beam search in progress (instead of a run).
+    beams: Option<BeamSearch>,
 }
 
 /// An `Error` for JavaScript: its `name` is [`Error::name`] (`BadModel`, `NoGpu`, `GpuLost`,
@@ -194,7 +207,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { backend: None, tokenizer: None, n_layers: 0, generation: None, run: None }
+        Engine { backend: None, tokenizer: None, n_layers: 0, generation: None, run: None, beams: None }
     }
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -215,6 +228,7 @@ impl Engine {
         self.tokenizer = None;
         self.generation = None;
         self.run = None;
+        self.beams = None;
         let mut report = |done: u64, total: u64| {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
@@ -260,7 +274,34 @@ impl Engine {
         let generation = Generation::new(prompt.clone(), opts.params.clone(), tokenizer, backend.context_len()).map_err(js_err)?;
         self.run = Some(Run::new(opts.prompt, format, prompt, model, opts.params));
         self.generation = Some(generation);
+        self.beams = None;
         to_js(&serde_json::json!({ "prompt_tokens": n }))
+    }
+
+    /// Starts a beam search instead of a run: `{prompt, format, params: {width,
+    /// length_penalty, max_tokens, stop}}`. Returns `{prompt_tokens}`; `beamStep` grows it.
+    #[wasm_bindgen(js_name = startBeams, unchecked_return_type = "{ prompt_tokens: number }")]
+    pub fn start_beams(&mut self, #[wasm_bindgen(unchecked_param_type = "BeamStartOptions")] options: JsValue) -> Result<JsValue, JsValue> {
+        let opts: BeamStartOptions = serde_wasm_bindgen::from_value(options).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
+        let (backend, tokenizer) = self.loaded()?;
+        let prompt = tokenizer.encode_prompt(&opts.format.unwrap_or(PromptFormat::Completion), &opts.prompt).map_err(js_err)?;
+        let n = prompt.len();
+        let search = BeamSearch::new(prompt, opts.params, tokenizer, backend.context_len()).map_err(js_err)?;
+        self.generation = None;
+        self.run = None;
+        self.beams = Some(search);
+        to_js(&serde_json::json!({ "prompt_tokens": n }))
+    }
+
+    /// Grows the beam search by one token: `{type: "step", beams, finished, ...}` or
+    /// `{type: "finished", beams, ...}` (best first).
+    #[wasm_bindgen(js_name = beamStep, unchecked_return_type = "BeamEvent")]
+    pub async fn beam_step(&mut self) -> Result<JsValue, JsValue> {
+        let (Some(backend), Some(tokenizer), Some(search)) = (self.backend.as_mut(), self.tokenizer.as_ref(), self.beams.as_mut()) else {
+            return Err(not_ready("no beam search is running: press Generate"));
+        };
+        let event = search.step(backend, tokenizer).await.map_err(js_err)?;
+        to_js(&event)
     }
 
     /// Runs one step of the current branch; returns `{type: "step", ...}` or
@@ -371,10 +412,14 @@ impl Engine {
         self.tokenizer.as_ref().map(|t| t.token_text(id)).unwrap_or_default()
     }
 
-    /// Stops the running generation; the next step reports `cancelled`.
+    /// Stops the running generation (the next step reports `cancelled`) or beam search (the
+    /// next beam step reports its end, the live beams finished where they stood).
     pub fn stop(&mut self) {
         if let Some(g) = self.generation.as_mut() {
             g.cancel();
+        }
+        if let Some(b) = self.beams.as_mut() {
+            b.cancel();
         }
     }
 
@@ -382,6 +427,7 @@ impl Engine {
     pub fn reset(&mut self) {
         self.generation = None;
         self.run = None;
+        self.beams = None;
         if let Some(b) = self.backend.as_mut() {
             b.truncate(0);
         }

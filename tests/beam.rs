@@ -241,6 +241,35 @@ fn a_stop_string_ends_a_beam_and_is_cut_from_its_text() {
 }
 
 #[test]
+fn a_cancelled_search_ends_with_its_live_beams_ranked_as_they_stood() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let allowed: Vec<u32> = ["a", "b", "c"].iter().map(|s| tok.encode(s).expect("encode")[0]).collect();
+    let mut backend = Tiny::backend(tok.vocab_size(), allowed);
+    let mut s = BeamSearch::new(tok.encode("x").expect("encode"), params(3, 1.0, 20), tok, 256).expect("search");
+    let mut live = Vec::new();
+    for _ in 0..2 {
+        match pollster::block_on(s.step(&mut backend, tok)).expect("step") {
+            BeamEvent::Step(step) => live = step.beams,
+            BeamEvent::Finished(_) => panic!("a 20-token search ended after a step"),
+        }
+    }
+    assert_eq!(live.len(), 3);
+    s.cancel();
+    assert!(s.is_finished());
+    let BeamEvent::Finished(finish) = pollster::block_on(s.step(&mut backend, tok)).expect("step") else {
+        panic!("a cancelled search reports its end");
+    };
+    assert_eq!(finish.beams.len(), 3, "the three live beams, finished where they stood");
+    assert!(finish.beams.iter().all(|b| b.token_ids.len() == 2 && b.finish_reason == Some(FinishReason::Cancelled)));
+    assert!(finish.beams.windows(2).all(|w| w[0].score >= w[1].score), "best score first");
+    for b in &finish.beams {
+        assert!(live.iter().any(|l| l.token_ids == b.token_ids && l.logprob == b.logprob), "{b:?}");
+        assert_eq!(b.token_text, tok.token_text(b.token_ids[1]), "the last token's text");
+    }
+}
+
+#[test]
 fn bad_beam_parameters_are_refused_in_words() {
     let m = synthetic_model();
     let tok = &m.tokenizer;

@@ -1,8 +1,10 @@
 // The page: controls, streaming text, stats, the step chart, the branches and the run's
 // timelines, talking to the engine in a worker. A run is a prompt with branches; each
-// branch is a list of steps (the engine's step events); the chart shows one step.
+// branch is a list of steps (the engine's step events); the chart shows one step. With
+// Decoding set to Beam search, a run is a beam search instead, drawn in the Beam tree.
 import { ProbabilityChart, visibleToken, pct } from './chart.js';
 import { TimingChart, EntropyChart } from './timeline.js';
+import { BeamTree } from './beam_tree.js';
 
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
@@ -18,6 +20,7 @@ const ui = {
   modelFile: $('model-file'), dropOverlay: $('drop-overlay'), order: $('sampler-order'), kvCache: $('kv-cache'),
   sampleMany: $('sample-many'), lesson: $('lesson'), lessonLogits: $('lesson-logits'), drawsSummary: $('draws-summary'),
   exportRun: $('export'), importRun: $('import-run'), branches: $('branches'), timingNote: $('timing-note'),
+  decoding: $('decoding'), beamSettings: $('beam-settings'), beamPanel: $('beam-panel'), chartPanel: $('chart-panel'),
 };
 const sliders = {
   temperature: { el: $('temperature'), fmt: (v) => v.toFixed(2) },
@@ -27,7 +30,13 @@ const sliders = {
   repetition_penalty: { el: $('repetition-penalty'), fmt: (v) => (v === 1 ? 'off' : v.toFixed(2)) },
   max_tokens: { el: $('max-tokens'), fmt: (v) => String(v) },
   step_delay: { el: $('step-delay'), fmt: (v) => `${v} ms` },
+  beams: { el: $('beams'), fmt: (v) => String(v) },
+  length_penalty: { el: $('length-penalty'), fmt: (v) => v.toFixed(1) },
 };
+// Sliders read when a run starts, not between steps.
+const START_ONLY = new Set(['max_tokens', 'beams', 'length_penalty']);
+// The sliders and fields that shape sampling, which a beam search does not use.
+const SAMPLING_ONLY = ['temperature', 'top-k', 'top-p', 'min-p', 'repetition-penalty', 'sampler-order', 'seed', 'seed-fixed'];
 
 // The engine's worker; replaced by a fresh one when the engine crashes.
 let worker = null;
@@ -36,6 +45,7 @@ let recoveries = 0;
 const chart = new ProbabilityChart($('chart'));
 const timing = new TimingChart($('timing-chart'));
 const entropy = new EntropyChart($('entropy-chart'), (step) => selectStep(step));
+const beamTree = new BeamTree($('beam-tree'), $('beam-summary'), $('beam-results'));
 const state = {
   loaded: false, model: null, modelLabel: '', adapterName: '', lastSource: null, lastGood: null, lastStats: null,
   // {prompt, promptFormat, promptTokens, branches: [{id, parent, fork_step, steps, finish}], current, imported, kvCache}
@@ -48,6 +58,9 @@ const state = {
   draws: null, // {key, counts: Map, n} for the shown step
   previousTiming: null,
   recovery: null, // {message, name} while a fresh engine reloads the model after a crash
+  // {prompt, promptFormat, promptTokens, width, lengthPenalty, steps, best, finish} while the
+  // run is a beam search (state.run is then null)
+  beam: null,
 };
 
 const sampling = () => {
@@ -61,6 +74,9 @@ const liveRun = () => state.run && !state.run.imported && !state.run.frozen;
 const finished = () => !branch() || branch().finish !== null;
 const displayedStep = () => (state.selected !== null ? state.selected : steps().length - 1);
 const stepDelay = () => Number(sliders.step_delay.el.value);
+const beamDecoding = () => ui.decoding.value === 'beam';
+// Whether Generate or Step goes on with the run that stands (else they start a new one).
+const canContinue = () => (beamDecoding() ? !!(state.beam && !state.beam.finish) : liveRun() && !finished());
 
 function showError(message) {
   ui.errorText.textContent = message;
@@ -78,7 +94,7 @@ function renderButtons() {
   const a = state.active;
   ui.generate.disabled = !state.loaded || a;
   ui.step.disabled = !state.loaded || (a && !state.streaming);
-  ui.stop.disabled = !(a || (liveRun() && !finished()));
+  ui.stop.disabled = !(a || canContinue());
   ui.reset.disabled = !state.loaded || a;
   ui.exportRun.disabled = !state.run || state.run.frozen || a || !steps().length;
   ui.sampleMany.disabled = !(state.lesson || (liveRun() && steps()[displayedStep()]));
@@ -170,6 +186,8 @@ function newRun(mode) {
   if (!Number.isSafeInteger(seed) || seed < 0) { showError('The seed must be a whole number of 0 or more.'); return; }
   const promptMode = document.querySelector('input[name=mode]:checked').value;
   ui.error.hidden = true;
+  if (beamDecoding()) { newBeamSearch(mode, promptMode, stop); return; }
+  state.beam = null;
   if (liveRun() && steps().length) state.previousTiming = timingSeries(state.run);
   state.run = {
     prompt: ui.prompt.value, promptFormat: { mode: promptMode }, promptTokens: 0, imported: false, kvCache: ui.kvCache.checked,
@@ -185,6 +203,34 @@ function newRun(mode) {
   run(mode);
 }
 
+// A beam search from the prompt: the Beams, Length penalty, Max tokens and Stop sequences.
+function newBeamSearch(mode, promptMode, stop) {
+  const width = Number(sliders.beams.el.value);
+  const lengthPenalty = Number(sliders.length_penalty.el.value);
+  state.run = null;
+  state.selected = null;
+  state.lesson = null;
+  state.beam = { prompt: ui.prompt.value, promptFormat: { mode: promptMode }, promptTokens: 0, width, lengthPenalty, steps: 0, best: null, finish: null };
+  beamTree.clear(promptMode === 'chat' ? 'your message' : 'prompt');
+  renderAll();
+  const beams = { width, length_penalty: lengthPenalty, max_tokens: Number(sliders.max_tokens.el.value), stop };
+  send({ type: 'start', prompt: ui.prompt.value, format: { mode: promptMode }, beams });
+  run(mode);
+}
+
+// Decoding: the beam settings and the Beam tree in beam search, the sampling controls and the
+// chart otherwise. A run that stands stays on the page; the next one uses the new choice.
+function showDecoding() {
+  const beam = beamDecoding();
+  ui.beamSettings.hidden = !beam;
+  ui.beamPanel.hidden = !beam;
+  ui.chartPanel.hidden = beam;
+  for (const id of SAMPLING_ONLY) $(id).disabled = beam;
+  document.body.dataset.decoding = ui.decoding.value;
+  renderButtons();
+}
+ui.decoding.addEventListener('change', showDecoding);
+
 function run(mode) {
   state.mode = mode;
   setActive(true, mode === 'stream');
@@ -192,13 +238,13 @@ function run(mode) {
 }
 
 ui.generate.addEventListener('click', () => {
-  if (liveRun() && !finished() && !state.active) run('stream');
+  if (canContinue() && !state.active) run('stream');
   else newRun('stream');
 });
 function step() {
   if (state.streaming) { state.mode = 'step'; send({ type: 'run', mode: 'step' }); return; } // pause
   if (state.active) return;
-  if (liveRun() && !finished()) run('step');
+  if (canContinue()) run('step');
   else newRun('step');
 }
 ui.step.addEventListener('click', step);
@@ -214,6 +260,8 @@ ui.stop.addEventListener('click', () => send({ type: 'stop' }));
 ui.reset.addEventListener('click', () => {
   send({ type: 'reset' });
   state.run = null;
+  state.beam = null;
+  beamTree.clear();
   state.selected = null;
   state.draws = null;
   chart.clear();
@@ -281,6 +329,23 @@ function renderText() {
   markSelected();
 }
 
+// In a beam search the text is the most likely live beam's, then the winner's.
+function renderBeamText() {
+  const b = state.beam;
+  const parts = [];
+  if (b.promptFormat.mode === 'completion') {
+    const p = document.createElement('span');
+    p.className = 'prompt-text';
+    p.textContent = b.prompt;
+    parts.push(p);
+  }
+  const best = document.createElement('span');
+  best.className = 'beam-text';
+  best.textContent = b.best ? b.best.text : '';
+  parts.push(best);
+  ui.text.replaceChildren(...parts);
+}
+
 function markSelected() {
   for (const el of ui.text.querySelectorAll('.tok.selected')) el.classList.remove('selected');
   if (state.selected !== null) ui.text.querySelector(`.tok[data-step="${state.selected}"]`)?.classList.add('selected');
@@ -345,7 +410,7 @@ for (const [key, s] of Object.entries(sliders)) {
   update();
   s.el.addEventListener('input', () => {
     update();
-    if (key === 'max_tokens') return;
+    if (START_ONLY.has(key)) return;
     if (key === 'step_delay') { send({ type: 'delay', ms: stepDelay() }); return; }
     paramsChanged();
   });
@@ -507,8 +572,27 @@ function kvFormula(s) {
   return [formula, noGqa];
 }
 
+// The stats of a beam search: its shape, its progress, and what its forward passes cost.
+function beamStatsRows(s) {
+  const b = state.beam;
+  const forward = beamTree.forwardTokens;
+  const reasons = { eos: 'end of sequence (EOS)', stop: 'stop sequence', length: 'max tokens / context full', cancelled: 'stopped by you' };
+  return [
+    ['Decoding', `Beam search: ${b.width} beam${b.width === 1 ? '' : 's'}, length penalty ${b.lengthPenalty.toFixed(1)}`],
+    ['Prompt tokens', b.promptTokens || '–'],
+    ['Steps', b.steps],
+    ['Beams alive', beamTree.live.size],
+    ['Finished beams', beamTree.finished.length],
+    ['Forward tokens', b.steps ? `${forward} (greedy decoding runs ${b.promptTokens + b.steps} for as many steps)` : '–'],
+    ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
+    ['Finish reason', b.finish ? `${reasons[b.finish.beams[0]?.finish_reason] || 'no beam finished'} (the winner's)` : state.active ? 'searching…' : b.steps ? 'paused' : '–'],
+    ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
+  ];
+}
+
 function renderStats() {
   const s = state.lastStats;
+  if (state.beam) { fillStats(beamStatsRows(s)); return; }
   const evs = steps();
   const decode = evs.slice(1).map((e) => e.forward_ms + e.sample_ms);
   const decodeAvg = decode.length ? decode.reduce((a, b) => a + b, 0) / decode.length : null;
@@ -534,6 +618,10 @@ function renderStats() {
   } else {
     delete document.body.dataset.gpuDispatches;
   }
+  fillStats(rows);
+}
+
+function fillStats(rows) {
   ui.stats.replaceChildren(...rows.map(([k, v]) => {
     const div = document.createElement('div');
     const dt = document.createElement('dt');
@@ -547,6 +635,7 @@ function renderStats() {
 
 function renderAll() {
   if (state.run) renderText();
+  else if (state.beam) renderBeamText();
   const index = displayedStep();
   if (state.run && steps()[index]) showStep(index);
   else if (!state.lesson) {
@@ -596,13 +685,35 @@ function onWorkerMessage({ data: msg }) {
       document.body.dataset.adapter = state.adapterName;
       state.lastStats = { position: 0, context_len: msg.info.context_len, kv_cache_bytes: 0, kv_bytes_per_value: 4, backend: msg.info.backend, device: msg.info.device };
       // A run made with the previous model cannot go on with this one.
-      if (liveRun()) { state.run = null; ui.text.replaceChildren(); }
+      if (liveRun() || state.beam) { state.run = null; state.beam = null; ui.text.replaceChildren(); beamTree.clear(); }
       setActive(false);
       renderAll();
       break;
     }
     case 'started':
-      state.run.promptTokens = msg.promptTokens;
+      (state.beam || state.run).promptTokens = msg.promptTokens;
+      break;
+    case 'beamstep': {
+      if (!state.beam) break;
+      state.beam.steps = msg.event.step + 1;
+      state.beam.best = msg.event.beams[0] || msg.event.finished[0] || state.beam.best;
+      state.lastStats = msg.stats;
+      beamTree.step(msg.event);
+      renderBeamText();
+      renderStats();
+      document.body.dataset.beamSteps = String(state.beam.steps);
+      break;
+    }
+    case 'beamfinished':
+      if (!state.beam) break;
+      state.beam.finish = msg.finish;
+      state.beam.best = msg.finish.beams[0] || state.beam.best;
+      state.lastStats = msg.stats;
+      beamTree.finish(msg.finish);
+      setActive(false);
+      renderBeamText();
+      renderStats();
+      document.body.dataset.finish = msg.finish.beams[0]?.finish_reason || 'none';
       break;
     case 'step': {
       const ev = msg.event;
@@ -628,7 +739,7 @@ function onWorkerMessage({ data: msg }) {
       state.lastStats = msg.stats;
       setActive(false);
       renderStats();
-      document.body.dataset.paused = String(steps().length);
+      document.body.dataset.paused = String(state.beam ? state.beam.steps : steps().length);
       break;
     case 'finished': {
       if (!branch()) break;
@@ -707,7 +818,7 @@ function onWorkerMessage({ data: msg }) {
         ui.modelName.textContent = msg.modelLoaded ? state.modelLabel : 'No model loaded';
       }
       if (['start', 'run', 'step', 'fork', 'switch', 'load'].includes(msg.during)) setActive(false);
-      if (msg.during === 'start') { state.run = null; renderAll(); }
+      if (msg.during === 'start') { state.run = null; state.beam = null; renderAll(); }
       break;
     default:
       break;
@@ -717,5 +828,6 @@ function onWorkerMessage({ data: msg }) {
 spawnWorker();
 // For the crash-recovery test: makes the engine panic as an unforeseen bug would.
 window.tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }) };
+showDecoding();
 renderAll();
 loadDefault();

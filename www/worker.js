@@ -1,5 +1,5 @@
 // The engine runs here, off the page's main thread, so the page never freezes.
-// Messages in:  load {url | bytes, name, backend, context}, start {prompt, format, params},
+// Messages in:  load {url | bytes, name, backend, context}, start {prompt, format, params | beams},
 //               run {mode: 'stream' | 'step', delay}, delay {ms}, fork {step, tokenId, mode, delay},
 //               switch {branch}, params {params}, stop, reset, reshape {step, params, topN},
 //               draw {step, params, n}, lesson {logits, labels, params, topN, n?}, export {name},
@@ -7,6 +7,7 @@
 // Messages out: progress {phase, done, total}, loaded {info, ms, fromCache, backend, note,
 //               threads, threadsNote},
 //               started {promptTokens}, step {event, stats}, paused {stats}, finished {finish, stats},
+//               beamstep {event, stats}, beamfinished {finish, stats},
 //               forked {branch, step}, switched {branch, stats}, reshaped {step, dist, params},
 //               drawn {step, counts, n, params}, lesson {dist, counts, n, params},
 //               exported {json}, imported {record}, error {name, message, during, modelLoaded}
@@ -75,6 +76,9 @@ let loopDone = Promise.resolve();
 let quiet = false;
 // Whether the engine holds a run that steps can continue (a failed start leaves none).
 let hasRun = false;
+// Whether that run is a beam search (start with `beams`): the same loop, Step, Stop and step
+// delay drive it, one token per beam a step.
+let beamMode = false;
 
 const post = (msg) => self.postMessage(msg);
 
@@ -258,8 +262,14 @@ const outsideMs = (end) => {
   return (end - pace[0][0] - engineMs) / pace.length;
 };
 
-// One step of the current branch; returns false when the run has finished.
+// One step of the current branch (or of the beam search); returns false when it has finished.
 async function stepOnce() {
+  if (beamMode) {
+    const event = await withEngine(() => engine.beamStep());
+    const stats = statsOf(engine);
+    post(event.type === 'finished' ? { type: 'beamfinished', finish: event, stats } : { type: 'beamstep', event, stats });
+    return event.type !== 'finished';
+  }
   const t0 = performance.now();
   const event = await withEngine(() => engine.step());
   const stats = statsOf(engine);
@@ -331,7 +341,9 @@ self.onmessage = async ({ data: msg }) => {
         await stopLoop(true);
         hasRun = false;
         await withEngine(() => {
-          const started = engine.start({ prompt: msg.prompt, format: msg.format, params: msg.params });
+          beamMode = !!msg.beams;
+          const options = { prompt: msg.prompt, format: msg.format };
+          const started = beamMode ? engine.startBeams({ ...options, params: msg.beams }) : engine.start({ ...options, params: msg.params });
           hasRun = true;
           post({ type: 'started', promptTokens: started.prompt_tokens });
         });

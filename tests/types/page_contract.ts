@@ -2,7 +2,7 @@
 // declarations derived from the Rust types (tsify + wasm-bindgen, in www/pkg/). If a Rust type
 // loses or renames a field the page uses, or changes its type, `make test-types` fails here.
 import type {
-  Branch, Candidate, Config, Distribution, DrawCount, EngineStats, Engine, Event, Filter, Finish,
+  Beam, BeamEvent, BeamParams, BeamStartOptions, Branch, Candidate, Config, Distribution, DrawCount, EngineStats, Engine, Event, Filter, Finish,
   FinishReason, GenerateParams, ModelInfo, PromptFormat, RunRecord, Sample, SamplingParams,
   StartOptions, StepEvent,
 } from '../../www/pkg/tokenscope';
@@ -63,4 +63,21 @@ export async function oneStep(engine: Engine): Promise<string> {
   const ev: Event = await engine.step();
   const again: Distribution = engine.reshape(0, sliders, 20);
   return describe(ev) + caption(again) + engine.tokenText(ev.type === 'step' ? ev.token_id : 0);
+}
+
+// Beam search: what the page sends, and what the Beam tree, its list and the stats read.
+export const beamSettings: BeamParams = { width: 3, length_penalty: 1, max_tokens: 64, stop: ['\n'] };
+export const startBeams: BeamStartOptions = { prompt: 'Hi', format: { mode: 'chat' }, params: beamSettings };
+export function beamNode(b: Beam): { key: string; own: string; text: string; logprob: number; score: number; finish: FinishReason | null } {
+  return { key: b.token_ids.join(','), own: b.token_text, text: b.text, logprob: b.logprob, score: b.score, finish: b.finish_reason ?? null };
+}
+export function describeBeams(e: BeamEvent): string {
+  if (e.type === 'step') {
+    return `${e.step}: ${e.beams.map((b) => beamNode(b).key).join(' | ')}; ${e.finished.length} finished; ${e.forward_tokens} tokens in ${e.forward_ms} ms`;
+  }
+  return `${e.beams.length} beams, ${e.prompt_tokens} prompt tokens, ${e.forward_tokens} forward tokens in ${e.forward_ms} ms`;
+}
+export async function oneBeamStep(engine: Engine): Promise<string> {
+  const started: { prompt_tokens: number } = engine.startBeams(startBeams);
+  return `${started.prompt_tokens} ${describeBeams(await engine.beamStep())}`;
 }

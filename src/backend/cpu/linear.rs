@@ -23,17 +23,22 @@ pub enum CpuPrecision {
     Fast,
 }
 
-/// Whether the fast path multiplies Q4_1 and Q8_0 weights with [`QuantMatrix`] (its own SIMD128
-/// kernels, the band pool's threads) rather than candle's quantized matmul. In wasm candle has
-/// no threads and converts two f16 scales per block in software; the band pool runs on Web
-/// Workers in the page's threaded engine. Natively candle's own x86 kernels (weights repacked
-/// for AVX2, its own thread pool) stay: there `QuantMatrix` has only its portable loops.
-const OWN_QUANT_MATMUL: bool = cfg!(target_arch = "wasm32");
+/// Whether the fast path multiplies Q4_1 and Q8_0 weights with [`QuantMatrix`] (its own SIMD
+/// kernels, the band pool's threads) rather than candle's quantized matmul: in wasm (SIMD128;
+/// candle has no threads there and converts two f16 scales per block in software) and on
+/// x86-64 with AVX2 (Q4_1 read as stored rather than requantized to Q8_0, and a prefill that
+/// loads each weight block once for several tokens). Elsewhere candle's kernels stay.
+fn own_quant_matmul() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::avx2_dot::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    return cfg!(target_arch = "wasm32");
+}
 
 /// Threads the fast path's matrix products run on: the band pool in wasm (one without the
 /// page's threaded engine), candle's natively.
 pub fn matmul_threads() -> usize {
-    if OWN_QUANT_MATMUL {
+    if own_quant_matmul() {
         super::band_pool::pool().threads()
     } else {
         candle_core::utils::get_num_threads()
@@ -57,11 +62,11 @@ impl Linear {
         let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
         Ok(match precision {
             CpuPrecision::Exact => Linear::Dense { w: to_vec(&t)?, rows, cols },
-            CpuPrecision::Fast if OWN_QUANT_MATMUL && t.dtype() == GgmlDType::Q4_1 && cols.is_multiple_of(BLOCK) => {
+            CpuPrecision::Fast if own_quant_matmul() && t.dtype() == GgmlDType::Q4_1 && cols.is_multiple_of(BLOCK) => {
                 let blocks = t.data().map_err(Error::backend)?;
                 Linear::Packed(QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?))
             }
-            CpuPrecision::Fast if OWN_QUANT_MATMUL && t.dtype() == GgmlDType::Q8_0 && cols.is_multiple_of(BLOCK) => {
+            CpuPrecision::Fast if own_quant_matmul() && t.dtype() == GgmlDType::Q8_0 && cols.is_multiple_of(BLOCK) => {
                 let blocks = t.data().map_err(Error::backend)?;
                 Linear::Packed(QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?))
             }

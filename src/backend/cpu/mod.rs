@@ -1,6 +1,8 @@
 //! The CPU backend: the forward pass in plain Rust over slices, llama2.c style, with the
 //! matrix products in one of two precisions ([`CpuPrecision`]).
 
+#[cfg(target_arch = "x86_64")]
+mod avx2_dot;
 pub mod band_pool;
 pub mod kv_cache;
 pub mod linear;

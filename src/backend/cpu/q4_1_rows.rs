@@ -114,9 +114,27 @@ fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRo
 }
 
 /// `out[t][r] = sum_b (w[r].d[b] * x[t].d[b] * sum_i w[r].q[b, i] * x[t].q[32 b + i] +
-/// w[r].m[b] * x[t].s[b])`.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+/// w[r].m[b] * x[t].s[b])`, with AVX2 where the CPU has it.
+#[cfg(target_arch = "x86_64")]
 fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    if super::avx2_dot::available() {
+        // SAFETY: the CPU has AVX2 and FMA (checked just above).
+        unsafe { super::avx2_dot::q4_1(w, x) }
+    } else {
+        portable_dot(w, x)
+    }
+}
+
+/// The same on other CPUs.
+#[cfg(not(any(all(target_arch = "wasm32", target_feature = "simd128"), target_arch = "x86_64")))]
+fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    portable_dot(w, x)
+}
+
+/// The same in plain Rust, one block at a time (x86-64 without AVX2, and any other CPU; the
+/// reference the x86-64 kernels are tested against).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+pub(super) fn portable_dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     x.map(|(xq, xd, xs)| {
         w.map(|(q, dm)| {
             q.chunks_exact(BLOCK / 2)

@@ -29,9 +29,14 @@ pub const BLOCK: usize = 32;
 /// decoding (one token), sharing the activation's loads.
 pub const ROW_GROUP: usize = 4;
 
-/// Activation rows whose dot products with one weight row are computed together in a
-/// prefill (several tokens), sharing the weight's loads and unpacking.
+/// Activation rows whose dot products with `PREFILL_ROWS` weight rows are computed together
+/// in a prefill (several tokens), sharing the weights' loads and unpacking.
 pub const TOKEN_GROUP: usize = 4;
+
+/// Weight rows computed together in a prefill, sharing the tokens' loads: with
+/// `TOKEN_GROUP` that is 8 accumulators, which with the loaded blocks fit in AVX2's (and
+/// SIMD128's, as V8 maps them) 16 vector registers.
+pub const PREFILL_ROWS: usize = 2;
 
 /// Bands per thread: a few, so a thread that starts late or runs slow is evened out by the
 /// others taking its share, and few enough that a task's scheduling cost is noise.
@@ -211,13 +216,27 @@ fn forward<W: RowDot>(w: &W, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>
         // tile), each row's blocks loaded once for a group of tokens.
         for t0 in (0..n).step_by(TOKEN_TILE) {
             let t1 = n.min(t0 + TOKEN_TILE);
-            for r in r0..r1 {
+            for r in (r0..r1).step_by(PREFILL_ROWS) {
+                if r + PREFILL_ROWS > r1 {
+                    // The band's last rows, one at a time.
+                    for r in r..r1 {
+                        for t in t0..t1 {
+                            write(t, r, w.dot::<1, 1>(r, [xq.row(t)])[0][0]);
+                        }
+                    }
+                    continue;
+                }
                 for g in (t0..t1).step_by(TOKEN_GROUP) {
                     if g + TOKEN_GROUP <= t1 {
-                        let ys = w.dot::<1, TOKEN_GROUP>(r, std::array::from_fn(|i| xq.row(g + i)));
-                        ys.iter().enumerate().for_each(|(i, y)| write(g + i, r, y[0]));
+                        let ys = w.dot::<PREFILL_ROWS, TOKEN_GROUP>(r, std::array::from_fn(|i| xq.row(g + i)));
+                        for (i, y) in ys.iter().enumerate() {
+                            y.iter().enumerate().for_each(|(j, &y)| write(g + i, r + j, y));
+                        }
                     } else {
-                        (g..t1).for_each(|t| write(t, r, w.dot::<1, 1>(r, [xq.row(t)])[0][0]));
+                        for t in g..t1 {
+                            let [y] = w.dot::<PREFILL_ROWS, 1>(r, [xq.row(t)]);
+                            y.iter().enumerate().for_each(|(j, &y)| write(t, r + j, y));
+                        }
                     }
                 }
             }

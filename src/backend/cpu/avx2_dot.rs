@@ -1,0 +1,224 @@
+//! The block dot products of [`QuantMatrix`](super::quant_matmul::QuantMatrix) on x86-64
+//! with AVX2 and FMA (checked at run time; without them the portable loops run).
+//!
+//! Per block of 32: the weights' integers (Q8_0: 32 signed bytes; Q4_1: 16 bytes of nibble
+//! pairs split into 32 unsigned values, low nibbles first, matching the activations' order)
+//! are multiplied with the activation's 32 signed bytes by `vpmaddubsw` (unsigned x signed
+//! byte pairs summed to 16 bits; Q8_0 moves the weights' signs onto the activations first),
+//! widened and summed to eight 32-bit lanes by `vpmaddwd`, converted to f32 and accumulated
+//! with the block's scale product by one FMA. No pair sum can saturate 16 bits: activations
+//! lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 15] (Q4_1). Each loaded
+//! weight block is used for all `T` tokens and each token's block for all `R` rows.
+
+use std::arch::x86_64::*;
+
+use super::quant_matmul::{ActivationRow, BLOCK};
+
+/// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
+pub fn available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// Q8_0 weight rows `(integers, scales)` against activation rows: `out[t][r] = sum_b
+/// d_w[b] d_x[b] sum_i q_w[32 b + i] q_x[32 b + i]`.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA ([`available`]).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
+    assert!(
+        x.iter().all(|(q, d, _)| q.len() == blocks * BLOCK && d.len() == blocks)
+            && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
+    );
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let mut xv = [_mm256_setzero_si256(); T];
+    for b in 0..blocks {
+        // SAFETY: every row holds `blocks` whole blocks (asserted above), so the 32-byte
+        // loads at 32 b and the scales at b stay inside them.
+        unsafe {
+            for t in 0..T {
+                xv[t] = _mm256_loadu_si256(x[t].0.as_ptr().add(b * BLOCK) as *const __m256i);
+            }
+            for r in 0..R {
+                let wv = _mm256_loadu_si256(w[r].0.as_ptr().add(b * BLOCK) as *const __m256i);
+                let magnitude = _mm256_sign_epi8(wv, wv);
+                let dw = *w[r].1.get_unchecked(b);
+                for t in 0..T {
+                    let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv[t], wv));
+                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                    acc[t][r] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * *x[t].1.get_unchecked(b)), acc[t][r]);
+                }
+            }
+        }
+    }
+    let mut out = [[0f32; R]; T];
+    for t in 0..T {
+        for r in 0..R {
+            out[t][r] = horizontal_sum(acc[t][r]);
+        }
+    }
+    out
+}
+
+/// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
+/// `out[t][r] = sum_b (d_w[b] d_x[b] sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA ([`available`]).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
+    assert!(
+        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
+            && w.iter().all(|(q, dm)| q.len() * 2 == blocks * BLOCK && dm.len() == blocks * 2)
+    );
+    let ones = _mm256_set1_epi16(1);
+    let low = _mm_set1_epi8(0x0F);
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let mut offsets = [[0f32; R]; T];
+    let mut xv = [_mm256_setzero_si256(); T];
+    for b in 0..blocks {
+        // SAFETY: every row holds `blocks` whole blocks (asserted above): the 16-byte loads
+        // at 16 b, the 32-byte loads at 32 b, the scales at b and the pairs at 2 b stay
+        // inside them.
+        unsafe {
+            for t in 0..T {
+                xv[t] = _mm256_loadu_si256(x[t].0.as_ptr().add(b * BLOCK) as *const __m256i);
+            }
+            for r in 0..R {
+                let packed = _mm_loadu_si128(w[r].0.as_ptr().add(b * 16) as *const __m128i);
+                let lo = _mm_and_si128(packed, low);
+                let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
+                let wv = _mm256_set_m128i(hi, lo);
+                let (dw, mw) = (*w[r].1.get_unchecked(2 * b), *w[r].1.get_unchecked(2 * b + 1));
+                for t in 0..T {
+                    let pairs = _mm256_maddubs_epi16(wv, xv[t]);
+                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                    acc[t][r] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * *x[t].1.get_unchecked(b)), acc[t][r]);
+                    offsets[t][r] += mw * *x[t].2.get_unchecked(b);
+                }
+            }
+        }
+    }
+    let mut out = [[0f32; R]; T];
+    for t in 0..T {
+        for r in 0..R {
+            out[t][r] = horizontal_sum(acc[t][r]) + offsets[t][r];
+        }
+    }
+    out
+}
+
+/// The sum of a vector's eight lanes.
+#[target_feature(enable = "avx2,fma")]
+fn horizontal_sum(v: __m256) -> f32 {
+    let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each kernel against the portable loops on pseudo-random blocks: every row and token
+    //! count the matrix product uses, block counts that are not powers of two, the extreme
+    //! integers. Tolerance: 1e-5 of the sum of |products| (only the f32 summation order
+    //! differs; the integer dot products are exact).
+    use super::super::{q4_1_rows, q8_0_rows};
+    use super::*;
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) as u32
+        }
+        fn int(&mut self, lo: i32, hi: i32) -> i32 {
+            lo + (self.next() % (hi - lo + 1) as u32) as i32
+        }
+        fn float(&mut self) -> f32 {
+            self.next() as f32 / (1u64 << 31) as f32 - 0.5
+        }
+    }
+
+    /// `T` activation rows of `blocks` blocks: integers in [-127, 127] (the ends included),
+    /// scales and scaled sums.
+    fn activations(rng: &mut Lcg, t: usize, blocks: usize) -> Vec<(Vec<i8>, Vec<f32>, Vec<f32>)> {
+        (0..t)
+            .map(|_| {
+                let q: Vec<i8> = (0..blocks * BLOCK).map(|i| if i % 37 == 0 { -127 } else { rng.int(-127, 127) as i8 }).collect();
+                let d: Vec<f32> = (0..blocks).map(|_| rng.float().abs() + 0.01).collect();
+                let s: Vec<f32> =
+                    (0..blocks).map(|b| d[b] * q[b * BLOCK..(b + 1) * BLOCK].iter().map(|&v| f32::from(v)).sum::<f32>()).collect();
+                (q, d, s)
+            })
+            .collect()
+    }
+
+    fn close(got: f32, want: f32, scale: f32) -> bool {
+        (got - want).abs() <= 1e-5 * scale.max(1.0)
+    }
+
+    fn check<const R: usize, const T: usize>(rng: &mut Lcg, blocks: usize) {
+        let xs = activations(rng, T, blocks);
+        let x: [ActivationRow; T] = std::array::from_fn(|t| (&xs[t].0[..], &xs[t].1[..], &xs[t].2[..]));
+        let bound = |ws: &[f32]| ws.iter().map(|w| w.abs()).sum::<f32>() * 127.0 * 128.0 * BLOCK as f32;
+
+        let q8: Vec<(Vec<i8>, Vec<f32>)> = (0..R)
+            .map(|_| {
+                (
+                    (0..blocks * BLOCK).map(|i| if i % 41 == 0 { -128 } else { rng.int(-128, 127) as i8 }).collect(),
+                    (0..blocks).map(|_| rng.float()).collect(),
+                )
+            })
+            .collect();
+        let w: [(&[i8], &[f32]); R] = std::array::from_fn(|r| (&q8[r].0[..], &q8[r].1[..]));
+        let bounds: [f32; R] = std::array::from_fn(|r| bound(&q8[r].1));
+        agree("Q8_0", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
+
+        let q4: Vec<(Vec<u8>, Vec<f32>)> = (0..R)
+            .map(|_| {
+                (
+                    (0..blocks * 16).map(|i| if i % 29 == 0 { 0xFF } else { rng.next() as u8 }).collect(),
+                    (0..blocks * 2).map(|_| rng.float()).collect(),
+                )
+            })
+            .collect();
+        let w: [(&[u8], &[f32]); R] = std::array::from_fn(|r| (&q4[r].0[..], &q4[r].1[..]));
+        let bounds: [f32; R] = std::array::from_fn(|r| bound(&q4[r].1));
+        agree("Q4_1", blocks, unsafe { q4_1(w, x) }, q4_1_rows::portable_dot(w, x), bounds);
+    }
+
+    /// Every output of a kernel within the tolerance of the portable loops' (`bounds`: each
+    /// row's bound on the sum of |products|).
+    fn agree<const R: usize, const T: usize>(format: &str, blocks: usize, got: [[f32; R]; T], want: [[f32; R]; T], bounds: [f32; R]) {
+        for t in 0..T {
+            for r in 0..R {
+                assert!(
+                    close(got[t][r], want[t][r], bounds[r]),
+                    "{format} {R}x{T}, {blocks} blocks, [{t}][{r}]: {} vs {}",
+                    got[t][r],
+                    want[t][r]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_kernels_match_the_portable_loops() {
+        if !available() {
+            // The kernels never run on this CPU (the portable loops do), so there is nothing
+            // of theirs to check here.
+            eprintln!("this x86-64 CPU lacks AVX2 or FMA: the AVX2 kernels do not run on it");
+            return;
+        }
+        let mut rng = Lcg(0x5eed);
+        for blocks in [1, 3, 7, 18, 49] {
+            check::<1, 1>(&mut rng, blocks);
+            check::<4, 1>(&mut rng, blocks);
+            check::<1, 4>(&mut rng, blocks);
+            check::<3, 2>(&mut rng, blocks);
+        }
+    }
+}

@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test generate --test beam --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-types test-e2e bench bench-web fuzz fuzz-crafted soak clean
+.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -31,20 +31,28 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model lint test-native test-wasm test-types test-e2e
+test: setup model lint test-native test-wasm test-wasm-relaxed test-types test-e2e
 	@echo "make test: all tests passed"
 
-# Formatting and clippy, natively and for wasm32, with warnings as errors.
+# Formatting and clippy, natively and for wasm32 (with and without relaxed SIMD), with warnings
+# as errors.
 lint: setup $(TOKENIZER_FIXTURE)
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --target $(WASM_TARGET) -- -D warnings
+	. scripts/wasm-features.sh && RUSTFLAGS="-C target-feature=$$WASM_RELAXED_FEATURES" \
+	  cargo clippy --lib --target $(WASM_TARGET) --target-dir target/wasm-relaxed -- -D warnings
 
 test-native: model
 	cargo test -- --nocapture --test-threads 1
 
 test-wasm: model $(TOKENIZER_FIXTURE)
 	cargo test --target $(WASM_TARGET) $(WASM_TESTS)
+
+# The matrix kernels built with relaxed SIMD (the page's default engines) in headless Chromium:
+# Node.js 20 computes relaxed dot products wrong.
+test-wasm-relaxed: setup
+	scripts/test-wasm-relaxed.sh
 
 # The fields the page reads, type-checked against the declarations derived from the Rust types.
 test-types: www

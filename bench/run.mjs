@@ -70,9 +70,10 @@ async function llamaCpp() {
 
 // Our page, as a user drives it: completion mode, temperature 0, 64 tokens, Generate.
 // `threads` caps the CPU engine's threads (the page's ?threads=N; 1 is the one-thread engine).
-async function oursInChromium(env, backend, runs, threads = THREADS) {
+// `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
+async function oursInChromium(env, backend, runs, threads = THREADS, simd = '') {
   const page = await (await env.browser.newContext()).newPage();
-  await page.goto(`${env.base}?threads=${threads}`);
+  await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}`);
   await waitLoaded(page);
   await page.locator('details.more').evaluate((d) => { d.open = true; });
   const select = page.getByRole('combobox', { name: 'Backend' });
@@ -84,6 +85,8 @@ async function oursInChromium(env, backend, runs, threads = THREADS) {
   // The WebGPU adapter's name, or the CPU engine's backend.
   const device = await page.evaluate(() => (document.body.dataset.backend === 'webgpu' && document.body.dataset.adapter) || document.body.dataset.backend);
   const used = Number(await page.evaluate(() => document.body.dataset.threads));
+  // The CPU engine's dot-product kernels, as the Backend row names them.
+  const kernels = backend === 'cpu' ? (await page.locator('#stats').textContent()).match(/([\w-]+) kernels/)?.[1] : undefined;
   await page.getByRole('radio', { name: 'Completion' }).check();
   await setSlider(page, 'Temperature', 0);
   await setSlider(page, 'Max tokens', TOKENS);
@@ -100,7 +103,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS) {
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
-    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
+    add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
   }
   await page.close();
 }
@@ -149,6 +152,7 @@ async function everything() {
   if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
   if (!SKIP.has('browser')) {
     for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
+    await oursInChromium(env, 'cpu', RUNS, 1, 'baseline');
     if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t);
   }
   if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenscope needs, skipping whatever is already there:
 # Debian packages (python3-pip for the model download, Node.js and npm for the wasm tests and
-# the page's packages, Chromium for the browser tests, lavapipe for the GPU tests), the wasm32 Rust target,
+# the page's packages, Chromium and chromedriver for the browser tests, lavapipe for the GPU tests), the wasm32 Rust target,
 # wasm-bindgen-cli at exactly the wasm-bindgen crate's version, and the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,9 @@ python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3-pip)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# chromedriver (Debian's, at Chromium's own version): wasm-bindgen-test-runner drives Chromium
+# with it for the relaxed-SIMD kernel tests (scripts/test-wasm-relaxed.sh).
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # lavapipe: a CPU Vulkan driver, so the GPU kernels are tested on machines without a GPU.

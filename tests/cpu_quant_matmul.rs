@@ -3,8 +3,9 @@
 //! counts that are no multiple of a tile), decode and prefill, products small enough to run on
 //! the calling thread and large enough to be threaded, and sentinels past the output's end.
 //! Both round the activations to 8 bits the same way and sum the same integer products per
-//! block, so they agree to float summation order: within 1e-5 of sum |w x| per output. Runs
-//! natively and in wasm (where `QuantMatrix` is the CPU backend's matmul, on SIMD128).
+//! block, so they agree to float summation order: within 1e-5 of sum |w x| per output. Every
+//! dot-product kernel the build has is checked (natively AVX2 and the portable loops; in wasm
+//! relaxed SIMD, SIMD128 and the portable loops).
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -13,7 +14,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokenscope::backend::cpu::quant_matmul::{Q4_1Rows, Q8_0Rows, QuantMatrix};
+use tokenscope::backend::cpu::quant_matmul::{DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix};
 
 const SENTINEL: f32 = -12345.5;
 
@@ -49,20 +50,54 @@ fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], byte
         };
         assert_eq!((m.rows(), m.cols()), (rows, cols));
         assert_eq!(m.bytes(), rows * cols / 32 * bytes_per_block);
-        let mut out = vec![SENTINEL; n * rows + 9];
-        m.forward(&x, n, &mut out).expect("forward");
-        assert!(out[n * rows..].iter().all(|&v| v == SENTINEL), "{dtype:?} [{rows}, {cols}] x {n}: written past the output");
         let want = candle_matmul(q, cols, &x, n);
-        let mut worst = 0f32;
-        for t in 0..n {
-            for r in 0..rows {
-                let scale: f32 = (0..cols).map(|c| (w[r * cols + c] * x[t * cols + c]).abs()).sum();
-                let err = (out[t * rows + r] - want[t * rows + r]).abs() / scale;
-                worst = worst.max(err);
+        for kernel in DotKernel::available() {
+            let mut out = vec![SENTINEL; n * rows + 9];
+            m.forward_with(kernel, &x, n, &mut out).expect("forward");
+            let at = format!("{dtype:?} [{rows}, {cols}] x {n} on {}", kernel.name());
+            assert!(out[n * rows..].iter().all(|&v| v == SENTINEL), "{at}: written past the output");
+            let mut worst = 0f32;
+            for t in 0..n {
+                for r in 0..rows {
+                    let scale: f32 = (0..cols).map(|c| (w[r * cols + c] * x[t * cols + c]).abs()).sum();
+                    let err = (out[t * rows + r] - want[t * rows + r]).abs() / scale;
+                    worst = worst.max(err);
+                }
             }
+            assert!(worst <= 1e-5, "{at}: worst error {worst:e} of sum |w x|");
         }
-        assert!(worst <= 1e-5, "{dtype:?} [{rows}, {cols}] x {n}: worst error {worst:e} of sum |w x|");
     }
+}
+
+/// The kernels each build promises: the portable loops everywhere, SIMD128 in wasm (in Node.js,
+/// `make test-wasm`), relaxed SIMD too in the build with it (in Chromium, `make
+/// test-wasm-relaxed`, as the page's `www/pkg-relaxed` is built), AVX2 on x86-64 CPUs that
+/// have it; the default is the first listed. A kernel the build lacks is refused, not
+/// silently replaced.
+#[test]
+fn each_build_runs_the_kernels_it_promises() {
+    let kernels = DotKernel::available();
+    assert_eq!(kernels.last(), Some(&DotKernel::Portable), "{kernels:?}");
+    assert_eq!(DotKernel::best(), kernels[0]);
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    assert_eq!(kernels, [DotKernel::RelaxedSimd, DotKernel::Simd128, DotKernel::Portable]);
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "relaxed-simd")))]
+    assert_eq!(kernels, [DotKernel::Simd128, DotKernel::Portable]);
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        kernels.contains(&DotKernel::Avx2),
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    );
+    let blocks = candle_weights(&[0.5; 64], 2, 32, GgmlDType::Q4_1).data().expect("blocks").to_vec();
+    let m = QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, 2, 32).expect("repack"));
+    let missing = [DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128]
+        .into_iter()
+        .find(|k| !kernels.contains(k))
+        .expect("one kernel this build lacks");
+    let mut out = [SENTINEL; 2];
+    let err = m.forward_with(missing, &[1.0; 32], 1, &mut out).expect_err("a missing kernel refused");
+    assert!(err.to_string().contains(missing.name()), "{err}");
+    assert!(out.iter().all(|&v| v == SENTINEL));
 }
 
 #[test]

@@ -155,9 +155,12 @@ function send(msg, transfer = []) {
 }
 
 function spawnWorker() {
-  // The page's ?threads=N (1: the one-thread engine) caps the engine's threads.
-  const threads = new URLSearchParams(location.search).get('threads');
-  worker = new Worker(threads ? `worker.js?threads=${encodeURIComponent(threads)}` : 'worker.js', { type: 'module' });
+  // The page's ?threads=N (1: the one-thread engine) caps the engine's threads, and
+  // ?simd=baseline picks the engine without relaxed SIMD (to compare the two); the worker
+  // reads both from its own URL.
+  const page = new URLSearchParams(location.search);
+  const asks = new URLSearchParams([...page].filter(([k]) => k === 'threads' || k === 'simd'));
+  worker = new Worker(String(asks) ? `worker.js?${asks}` : 'worker.js', { type: 'module' });
   worker.onmessage = onWorkerMessage;
   if (mail) worker.postMessage({ type: 'mailbox', counter: mail.buffer });
   worker.onerror = (e) => {
@@ -298,6 +301,7 @@ function tokenSpan(ev) {
   const span = document.createElement('span');
   span.className = ev.sample.forced ? 'tok forced' : 'tok';
   span.dataset.step = String(ev.step);
+  span.dataset.tokenId = String(ev.token_id);
   span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
   const alpha = 0.08 + 0.55 * (1 - ev.sample.p_filtered);
   span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;

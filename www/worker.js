@@ -15,14 +15,22 @@
 // PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady), NetworkError for a download, and
 // EngineCrashed when the wasm engine trapped (a panic): this worker is then unusable and the
 // page replaces it. 'crash-for-testing' makes the engine panic on purpose (the recovery test).
-// Two builds of the engine: www/pkg-threads runs the CPU backend's matrix products on every
-// core (rayon on Web Workers sharing the wasm memory), which needs SharedArrayBuffer, so a
-// cross-origin-isolated page (tokenscope serve sends COOP/COEP); www/pkg runs on one thread
-// anywhere. By default the engine leaves one core to the page's main thread, which draws the
-// chart at every step: on 2 cores a second engine thread contended with it and decoded no
-// faster (README, make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks
-// for N threads, at most one per core; 1 picks the one-thread engine.
-const ASKED_THREADS = Number(new URL(self.location.href).searchParams.get('threads')) || 0;
+// Three builds of the engine (scripts/build-www.sh). www/pkg runs on one thread in any browser
+// with wasm SIMD. www/pkg-relaxed is the same with relaxed SIMD, whose dot products take 16
+// byte pairs an instruction (Q4_1 matrix products about 1.3x faster decoding, 2.5x in a
+// prefill, in Chromium here); it is loaded where the browser validates relaxed SIMD
+// (wasm-feature-detect). www/pkg-threads (relaxed SIMD too) runs the CPU backend's matrix
+// products on every core (rayon on Web Workers sharing the wasm memory), which needs
+// SharedArrayBuffer, so a cross-origin-isolated page (tokenscope serve sends COOP/COEP). By
+// default the engine leaves one core to the page's main thread, which draws the chart at every
+// step: on 2 cores a second engine thread contended with it and decoded no faster (README,
+// make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks for N threads, at
+// most one per core; 1 picks a one-thread engine. `?simd=baseline` picks www/pkg.
+import { relaxedSimd } from './vendor/wasm-feature-detect.js';
+
+const ASKS = new URL(self.location.href).searchParams;
+const ASKED_THREADS = Number(ASKS.get('threads')) || 0;
+const BASELINE_ASKED = ASKS.get('simd') === 'baseline';
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -44,7 +52,8 @@ let threads = 1;
 let threadsNote = '';
 
 async function initEngineModule() {
-  if (THREADS > 1) {
+  const relaxed = !BASELINE_ASKED && (await relaxedSimd());
+  if (THREADS > 1 && relaxed) {
     try {
       const pkg = await import('./pkg-threads/tokenscope.js');
       wasmExports = await pkg.default();
@@ -55,10 +64,14 @@ async function initEngineModule() {
     } catch (e) {
       threadsNote = `The threaded engine failed to start (${e && e.message ? e.message : e}), so the CPU backend runs on one thread.`;
     }
+  } else if (THREADS > 1) {
+    threadsNote = BASELINE_ASKED
+      ? 'The engine without relaxed SIMD (?simd=baseline) runs on one thread.'
+      : 'This browser lacks WebAssembly relaxed SIMD, which the threaded engine is built with, so the CPU backend runs on one thread.';
   } else if (!self.crossOriginIsolated && CORES > 2) {
     threadsNote = 'The page is not cross-origin isolated, so the CPU backend runs on one thread.';
   }
-  const pkg = await import('./pkg/tokenscope.js');
+  const pkg = await import(relaxed ? './pkg-relaxed/tokenscope.js' : './pkg/tokenscope.js');
   wasmExports = await pkg.default();
   return pkg;
 }

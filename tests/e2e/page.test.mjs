@@ -3,8 +3,8 @@
 // Screenshots go to test-results/ for a person to look at.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { SHOTS, start, waitLoaded, setSlider, fixSeed, settle } from './harness.mjs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { SHOTS, ROOT, start, waitLoaded, setSlider, fixSeed, settle } from './harness.mjs';
 
 const figures = {};
 
@@ -188,7 +188,8 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
 
 test('the threaded CPU engine runs on every core asked for, and writes what the one-thread engine writes', async () => {
   // tokenscope serve sends COOP/COEP, so ?threads=N loads the threaded engine
-  // (www/pkg-threads) on N threads; ?threads=1 loads the one-thread engine (www/pkg); with no
+  // (www/pkg-threads) on N threads; ?threads=1 loads a one-thread engine (www/pkg-relaxed in
+  // Chromium, which has relaxed SIMD); with no
   // ?threads the engine leaves one core to the page. Greedy decoding must give the same
   // tokens: the threaded matmul runs the same dot products, only split across threads.
   const cores = await page.evaluate(() => navigator.hardwareConcurrency);
@@ -213,4 +214,40 @@ test('the threaded CPU engine runs on every core asked for, and writes what the 
   assert.ok(texts['1'].length > 'The capital of France is'.length, texts['1']);
   assert.equal(texts[String(cores)], texts['1'], `${cores} threads against 1`);
   assert.equal(texts.default, texts['1']);
+});
+
+test('the engines with and without relaxed SIMD both follow llama.cpp\'s greedy tokens, and the stats name their kernels', async () => {
+  // Chromium validates relaxed SIMD, so the page loads www/pkg-relaxed; ?simd=baseline loads
+  // www/pkg, the engine for browsers without it. Same integer dot products summed in another
+  // order, and the activations' 8-bit rounding can turn that into logit differences of ~0.1
+  // (measured natively between two of our kernels), so each engine's greedy tokens must equal
+  // llama.cpp's (tests/fixtures/oracle/greedy.json) up to the first step where llama.cpp's
+  // own top-1 margin is under 0.5 (as in tests/oracle_cpu.rs), and may part from there.
+  const SMALL_MARGIN = 0.5;
+  const oracle = JSON.parse(readFileSync(`${ROOT}tests/fixtures/oracle/greedy.json`, 'utf8'));
+  const ref = oracle.cases.find((c) => c.kind === 'raw' && c.prompt_text === 'The capital of France is');
+  const sure = ref.per_step_top1.findIndex((s) => s.margin_to_2nd < SMALL_MARGIN);
+  assert.ok(sure >= 3, `llama.cpp is sure of ${sure} tokens`);
+  for (const [query, kernels] of [['threads=1', 'relaxed-simd'], ['threads=1&simd=baseline', 'simd128'], ['threads=2&simd=baseline', 'simd128']]) {
+    const p = await context.newPage();
+    await p.goto(`${BASE}?${query}`);
+    await waitLoaded(p);
+    await p.getByRole('radio', { name: 'Completion' }).check();
+    await setSlider(p, 'Temperature', 0);
+    await p.getByRole('textbox', { name: 'Prompt' }).fill(ref.prompt_text);
+    await generate(p, { maxTokens: sure + 3 });
+    const stats = await p.locator('#stats').textContent();
+    assert.match(stats, new RegExp(`CPU, 1 thread, ${kernels} kernels`), `?${query}: ${stats}`);
+    if (query.startsWith('threads=2')) {
+      // The threaded engine is built with relaxed SIMD, so the baseline runs on one thread and says why.
+      assert.match(await p.locator('#backend-note').textContent(), /without relaxed SIMD/);
+    }
+    const ids = (await p.locator('#text .tok').evaluateAll((spans) => spans.map((s) => Number(s.dataset.tokenId))));
+    assert.equal(ids.length, sure + 3, `?${query}: ${ids}`);
+    const parted = ids.findIndex((id, i) => id !== ref.generated_ids[i]);
+    assert.ok(parted === -1 || ref.per_step_top1[parted].margin_to_2nd < SMALL_MARGIN,
+      `?${query}: step ${parted} differs from llama.cpp (${ids} vs ${ref.generated_ids.slice(0, ids.length)}) where its margin is ${ref.per_step_top1[parted]?.margin_to_2nd}`);
+    figures[`cpu_decode_tok_s_${kernels}`] = Number(stats.match(/Tokens\/s([\d.]+)/)?.[1] || 0);
+    await p.close();
+  }
 });

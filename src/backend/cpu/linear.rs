@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::quant_matmul::{Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
+use super::quant_matmul::{DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -17,9 +17,9 @@ pub enum CpuPrecision {
     /// Weights dequantized exactly to f32, f32 activations: the reference for every other path.
     Exact,
     /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
-    /// products: candle's quantized matmul natively (Q4_1 requantized to Q8_0 at load, since
-    /// candle has SIMD dot products for Q8_0 only), [`QuantMatrix`] in wasm (Q4_1 and Q8_0
-    /// read as stored, on the band pool's threads).
+    /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_1 and Q8_0 read as
+    /// stored, on the band pool's threads), candle's quantized matmul on other CPUs (Q4_1
+    /// requantized to Q8_0 at load, since candle has SIMD dot products for Q8_0 only).
     Fast,
 }
 
@@ -29,10 +29,16 @@ pub enum CpuPrecision {
 /// x86-64 with AVX2 (Q4_1 read as stored rather than requantized to Q8_0, and a prefill that
 /// loads each weight block once for several tokens). Elsewhere candle's kernels stay.
 fn own_quant_matmul() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return super::avx2_dot::available();
-    #[cfg(not(target_arch = "x86_64"))]
-    return cfg!(target_arch = "wasm32");
+    cfg!(target_arch = "wasm32") || DotKernel::Avx2.is_available()
+}
+
+/// The kernels behind the fast path's matrix products: a [`DotKernel`]'s name, or `candle`.
+pub fn matmul_kernel() -> &'static str {
+    if own_quant_matmul() {
+        DotKernel::best().name()
+    } else {
+        "candle"
+    }
 }
 
 /// Threads the fast path's matrix products run on: the band pool in wasm (one without the

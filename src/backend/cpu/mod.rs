@@ -4,12 +4,15 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2_dot;
 pub mod band_pool;
+pub mod dot_kernel;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
 pub mod quant_matmul;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_dot;
 
 use std::sync::Arc;
 
@@ -227,7 +230,7 @@ impl Backend for CpuBackend {
             CpuPrecision::Fast => "cpu-fast",
         };
         let threads = linear::matmul_threads();
-        let device = format!("CPU, {threads} thread{}", if threads == 1 { "" } else { "s" });
+        let device = format!("CPU, {threads} thread{}, {} kernels", if threads == 1 { "" } else { "s" }, linear::matmul_kernel());
         BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: 4 }
     }
 }

@@ -6,6 +6,7 @@
 //! `d_w * d_x * sum(q_w q_x) + m_w * s_x`, with `s_x = d_x * sum(q_x)` (ggml's
 //! `vec_dot_q4_1_q8_1`).
 
+use super::dot_kernel::DotKernel;
 use super::quant_matmul::{check_shape, ActivationRow, RowDot, BLOCK};
 use crate::error::Result;
 
@@ -58,82 +59,28 @@ impl RowDot for Q4_1Rows {
         self.q.len() + self.dm.len() * 4
     }
 
-    fn dot<const R: usize, const T: usize>(&self, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
-        dot(std::array::from_fn(|i| self.row(first + i)), x)
+    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
+        dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
     }
 }
 
 /// `out[t][r] = sum_b (w[r].d[b] * x[t].d[b] * sum_i w[r].q[b, i] * x[t].q[32 b + i] +
-/// w[r].m[b] * x[t].s[b])`, on SIMD128: a block's 16 bytes are split into low and high
-/// nibbles and widened to 16 bits once, then multiplied with each token's four 8-lane groups,
-/// which are loaded once for all the rows.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    use core::arch::wasm32::*;
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
-            && w.iter().all(|(q, dm)| q.len() * 2 == blocks * BLOCK && dm.len() == blocks * 2)
-    );
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    let mut offsets = [[0f32; R]; T];
-    let low = u8x16_splat(0x0F);
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted above): the 16-byte load at
-        // 16 b, the 8-byte loads at 32 b + 0, 8, 16, 24, the scales at b and the pairs at 2 b
-        // stay inside them.
-        unsafe {
-            let xv: [[v128; 4]; T] = x.map(|(q, _, _)| {
-                let xb = q.as_ptr().add(b * BLOCK);
-                [0, 8, 16, 24].map(|o| i16x8_load_extend_i8x8(xb.add(o)))
-            });
-            for (r, (q, dm)) in w.iter().enumerate() {
-                let v = v128_load(q.as_ptr().add(b * 16) as *const v128);
-                let (lo, hi) = (v128_and(v, low), u8x16_shr(v, 4));
-                let wv = [u16x8_extend_low_u8x16(lo), u16x8_extend_high_u8x16(lo), u16x8_extend_low_u8x16(hi), u16x8_extend_high_u8x16(hi)];
-                let (dw, mw) = (*dm.get_unchecked(2 * b), *dm.get_unchecked(2 * b + 1));
-                for (((a, o), xs), (_, xd, xsum)) in acc.iter_mut().zip(offsets.iter_mut()).zip(&xv).zip(&x) {
-                    let s = i32x4_add(
-                        i32x4_add(i32x4_dot_i16x8(wv[0], xs[0]), i32x4_dot_i16x8(wv[1], xs[1])),
-                        i32x4_add(i32x4_dot_i16x8(wv[2], xs[2]), i32x4_dot_i16x8(wv[3], xs[3])),
-                    );
-                    a[r] = f32x4_add(a[r], f32x4_mul(f32x4_convert_i32x4(s), f32x4_splat(dw * *xd.get_unchecked(b))));
-                    o[r] += mw * *xsum.get_unchecked(b);
-                }
-            }
-        }
-    }
-    std::array::from_fn(|t| {
-        std::array::from_fn(|r| {
-            let a = acc[t][r];
-            (f32x4_extract_lane::<0>(a) + f32x4_extract_lane::<1>(a))
-                + (f32x4_extract_lane::<2>(a) + f32x4_extract_lane::<3>(a))
-                + offsets[t][r]
-        })
-    })
-}
-
-/// `out[t][r] = sum_b (w[r].d[b] * x[t].d[b] * sum_i w[r].q[b, i] * x[t].q[32 b + i] +
-/// w[r].m[b] * x[t].s[b])`, with AVX2 where the CPU has it.
-#[cfg(target_arch = "x86_64")]
-fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    if super::avx2_dot::available() {
-        // SAFETY: the CPU has AVX2 and FMA (checked just above).
-        unsafe { super::avx2_dot::q4_1(w, x) }
-    } else {
-        portable_dot(w, x)
+/// w[r].m[b] * x[t].s[b])` on `kernel` (the portable loops where this build lacks it).
+fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
+        DotKernel::Avx2 if super::avx2_dot::available() => unsafe { super::avx2_dot::q4_1(w, x) },
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        DotKernel::RelaxedSimd => super::wasm_dot::q4_1_relaxed(w, x),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        DotKernel::Simd128 => super::wasm_dot::q4_1(w, x),
+        _ => portable_dot(w, x),
     }
 }
 
-/// The same on other CPUs.
-#[cfg(not(any(all(target_arch = "wasm32", target_feature = "simd128"), target_arch = "x86_64")))]
-fn dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    portable_dot(w, x)
-}
-
-/// The same in plain Rust, one block at a time (x86-64 without AVX2, and any other CPU; the
-/// reference the x86-64 kernels are tested against).
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+/// The same in plain Rust, one block at a time: [`DotKernel::Portable`], the reference the
+/// other kernels are tested against.
 pub(super) fn portable_dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     x.map(|(xq, xd, xs)| {
         w.map(|(q, dm)| {

@@ -2,6 +2,7 @@
 //! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale, widened from f16 to f32, in another.
 //! `w = d * q`, so a block's dot product with an activation block is `d_w * d_x * sum(q_w q_x)`.
 
+use super::dot_kernel::DotKernel;
 use super::quant_matmul::{check_shape, ActivationRow, RowDot, BLOCK};
 use crate::error::Result;
 
@@ -51,71 +52,27 @@ impl RowDot for Q8_0Rows {
         self.q.len() + self.d.len() * 4
     }
 
-    fn dot<const R: usize, const T: usize>(&self, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
-        dot(std::array::from_fn(|i| self.row(first + i)), x)
+    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
+        dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
     }
 }
 
-/// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]`, on
-/// SIMD128: each block's 8-lane integer dot products reuse the loaded activations across the
-/// rows and the loaded weights across the tokens.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-fn dot<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    use core::arch::wasm32::*;
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, _)| q.len() == blocks * BLOCK && d.len() == blocks)
-            && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
-    );
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted above), so the 8-byte loads
-        // at 32 b + 0, 8, 16, 24 and the scales at b stay inside them.
-        unsafe {
-            let xv: [[v128; 4]; T] = x.map(|(q, _, _)| {
-                let xb = q.as_ptr().add(b * BLOCK);
-                [0, 8, 16, 24].map(|o| i16x8_load_extend_i8x8(xb.add(o)))
-            });
-            for (r, (q, d)) in w.iter().enumerate() {
-                let wb = q.as_ptr().add(b * BLOCK);
-                let wv = [0, 8, 16, 24].map(|o| i16x8_load_extend_i8x8(wb.add(o)));
-                let dw = *d.get_unchecked(b);
-                for ((a, xs), (_, xd, _)) in acc.iter_mut().zip(&xv).zip(&x) {
-                    let s = i32x4_add(
-                        i32x4_add(i32x4_dot_i16x8(wv[0], xs[0]), i32x4_dot_i16x8(wv[1], xs[1])),
-                        i32x4_add(i32x4_dot_i16x8(wv[2], xs[2]), i32x4_dot_i16x8(wv[3], xs[3])),
-                    );
-                    a[r] = f32x4_add(a[r], f32x4_mul(f32x4_convert_i32x4(s), f32x4_splat(dw * *xd.get_unchecked(b))));
-                }
-            }
-        }
-    }
-    acc.map(|a| {
-        a.map(|a| (f32x4_extract_lane::<0>(a) + f32x4_extract_lane::<1>(a)) + (f32x4_extract_lane::<2>(a) + f32x4_extract_lane::<3>(a)))
-    })
-}
-
-/// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]`,
-/// with AVX2 where the CPU has it.
-#[cfg(target_arch = "x86_64")]
-fn dot<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    if super::avx2_dot::available() {
-        // SAFETY: the CPU has AVX2 and FMA (checked just above).
-        unsafe { super::avx2_dot::q8_0(w, x) }
-    } else {
-        portable_dot(w, x)
+/// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]` on
+/// `kernel` (relaxed SIMD runs SIMD128's loops: Q8_0's signed weights fit no 7-bit operand;
+/// the portable loops where this build lacks the kernel).
+fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
+        DotKernel::Avx2 if super::avx2_dot::available() => unsafe { super::avx2_dot::q8_0(w, x) },
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        DotKernel::Simd128 | DotKernel::RelaxedSimd => super::wasm_dot::q8_0(w, x),
+        _ => portable_dot(w, x),
     }
 }
 
-/// The same on other CPUs.
-#[cfg(not(any(all(target_arch = "wasm32", target_feature = "simd128"), target_arch = "x86_64")))]
-fn dot<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    portable_dot(w, x)
-}
-
-/// The same in plain Rust, one block at a time (x86-64 without AVX2, and any other CPU; the
-/// reference the x86-64 kernels are tested against).
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+/// The same in plain Rust, one block at a time: [`DotKernel::Portable`], the reference the
+/// other kernels are tested against.
 pub(super) fn portable_dot<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     x.map(|(xq, xd, _)| {
         w.map(|(q, d)| {

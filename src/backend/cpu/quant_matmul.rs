@@ -6,8 +6,9 @@
 //! [`Q8_0Rows`] (Q8_0 tensors) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
 //! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0). Each
 //! format computes the dot products of a few weight rows with a few activation rows at once
-//! ([`RowDot`]: four rows and one token when decoding, one row and four tokens in a prefill),
-//! on SIMD128 in wasm and in plain Rust elsewhere. [`QuantMatrix`] cuts the
+//! ([`RowDot`]: four rows and one token when decoding, two rows and four tokens in a
+//! prefill), on the fastest [`DotKernel`] the build and CPU have (relaxed SIMD or SIMD128 in
+//! wasm, AVX2 on x86-64, plain Rust elsewhere). [`QuantMatrix`] cuts the
 //! rows into bands, one task each, run on [`band_pool`](super::band_pool): in the page's
 //! threaded engine on Web Workers sharing the wasm memory, on the calling thread alone in the
 //! one-thread engine.
@@ -18,6 +19,7 @@
 use half::f16;
 
 use super::band_pool::pool;
+pub use super::dot_kernel::DotKernel;
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
 use crate::error::{Error, Result};
@@ -107,8 +109,8 @@ pub trait RowDot: Sync {
     fn cols(&self) -> usize;
     /// Bytes read per use of the whole matrix.
     fn bytes(&self) -> usize;
-    /// `out[t][i] = w[first + i] . x[t]`; `first + R <= rows`.
-    fn dot<const R: usize, const T: usize>(&self, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
+    /// `out[t][i] = w[first + i] . x[t]` on `kernel`; `first + R <= rows`.
+    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
 }
 
 /// The output, written by several tasks at once, each to its own elements.
@@ -162,11 +164,21 @@ impl QuantMatrix {
         }
     }
 
-    /// `out[t] = W x[t]` for `n` rows. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
+    /// `out[t] = W x[t]` for `n` rows on the fastest kernel ([`DotKernel::best`]). Shapes:
+    /// `x`: `[n, cols]`, `out`: `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        self.forward_with(DotKernel::best(), x, n, out)
+    }
+
+    /// The same on a chosen kernel (the tests run each one); an error if this build or CPU
+    /// lacks it.
+    pub fn forward_with(&self, kernel: DotKernel, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        if !kernel.is_available() {
+            return Err(Error::Backend(format!("the {} dot-product kernel does not run on this build or CPU", kernel.name())));
+        }
         match self {
-            QuantMatrix::Q8_0(w) => forward(w, x, n, out),
-            QuantMatrix::Q4_1(w) => forward(w, x, n, out),
+            QuantMatrix::Q8_0(w) => forward(w, kernel, x, n, out),
+            QuantMatrix::Q4_1(w) => forward(w, kernel, x, n, out),
         }
     }
 }
@@ -180,8 +192,9 @@ pub(super) fn check_shape(what: &str, rows: usize, cols: usize, len: usize, want
     Ok(())
 }
 
-/// `out[t] = W x[t]` for `n` rows on the band pool. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
-fn forward<W: RowDot>(w: &W, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+/// `out[t] = W x[t]` for `n` rows on the band pool, with `kernel`'s dot products. Shapes:
+/// `x`: `[n, cols]`, `out`: `[n, rows]`.
+fn forward<W: RowDot>(w: &W, kernel: DotKernel, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
     if x.len() < n * cols || out.len() < n * rows {
         return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows: x holds {}, out {}", x.len(), out.len())));
@@ -204,10 +217,10 @@ fn forward<W: RowDot>(w: &W, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>
             // Decode: groups of rows share the token's loads.
             for g in (r0..r1).step_by(ROW_GROUP) {
                 if g + ROW_GROUP <= r1 {
-                    let [ys] = w.dot::<ROW_GROUP, 1>(g, [xq.row(0)]);
+                    let [ys] = w.dot::<ROW_GROUP, 1>(kernel, g, [xq.row(0)]);
                     ys.iter().enumerate().for_each(|(i, &y)| write(0, g + i, y));
                 } else {
-                    (g..r1).for_each(|r| write(0, r, w.dot::<1, 1>(r, [xq.row(0)])[0][0]));
+                    (g..r1).for_each(|r| write(0, r, w.dot::<1, 1>(kernel, r, [xq.row(0)])[0][0]));
                 }
             }
             return;
@@ -221,20 +234,20 @@ fn forward<W: RowDot>(w: &W, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>
                     // The band's last rows, one at a time.
                     for r in r..r1 {
                         for t in t0..t1 {
-                            write(t, r, w.dot::<1, 1>(r, [xq.row(t)])[0][0]);
+                            write(t, r, w.dot::<1, 1>(kernel, r, [xq.row(t)])[0][0]);
                         }
                     }
                     continue;
                 }
                 for g in (t0..t1).step_by(TOKEN_GROUP) {
                     if g + TOKEN_GROUP <= t1 {
-                        let ys = w.dot::<PREFILL_ROWS, TOKEN_GROUP>(r, std::array::from_fn(|i| xq.row(g + i)));
+                        let ys = w.dot::<PREFILL_ROWS, TOKEN_GROUP>(kernel, r, std::array::from_fn(|i| xq.row(g + i)));
                         for (i, y) in ys.iter().enumerate() {
                             y.iter().enumerate().for_each(|(j, &y)| write(g + i, r + j, y));
                         }
                     } else {
                         for t in g..t1 {
-                            let [y] = w.dot::<PREFILL_ROWS, 1>(r, [xq.row(t)]);
+                            let [y] = w.dot::<PREFILL_ROWS, 1>(kernel, r, [xq.row(t)]);
                             y.iter().enumerate().for_each(|(j, &y)| write(t, r + j, y));
                         }
                     }

@@ -1,0 +1,60 @@
+//! Which inner loops compute [`QuantMatrix`](super::quant_matmul::QuantMatrix)'s block dot
+//! products: one set per instruction set, the fastest this build and CPU can run chosen by
+//! default, every one of them checked against the portable loops by the tests
+//! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]).
+
+/// A set of block dot-product loops (Q8_0 and Q4_1 weights against 8-bit activations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DotKernel {
+    /// x86-64 AVX2 and FMA (`vpmaddubsw`/`vpmaddwd`), detected at run time.
+    Avx2,
+    /// wasm relaxed SIMD: Q4_1 blocks through `i32x4.relaxed_dot_i8x16_i7x16_add_s` (the
+    /// nibbles are the 7-bit operand), 16 products per instruction; Q8_0 as [`Self::Simd128`],
+    /// since its signed weights fit no 7-bit operand. Built into the page's engine for browsers
+    /// that validate relaxed SIMD (`www/pkg-relaxed`, `www/pkg-threads`).
+    RelaxedSimd,
+    /// wasm SIMD128: bytes widened to 16 bits and summed by `i32x4.dot_i16x8_s`, 8 products per
+    /// instruction. Any browser with wasm SIMD (`www/pkg`).
+    Simd128,
+    /// Plain Rust, one block at a time: any CPU, and the reference the others are tested
+    /// against.
+    Portable,
+}
+
+/// Every kernel, fastest first.
+const ALL: [DotKernel; 4] = [DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128, DotKernel::Portable];
+
+impl DotKernel {
+    /// Whether this build runs the kernel on this CPU.
+    pub fn is_available(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            DotKernel::Avx2 => super::avx2_dot::available(),
+            DotKernel::RelaxedSimd => cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")),
+            DotKernel::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
+            DotKernel::Portable => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The kernels this build runs on this CPU, fastest first.
+    pub fn available() -> Vec<DotKernel> {
+        ALL.into_iter().filter(|k| k.is_available()).collect()
+    }
+
+    /// The fastest available kernel: what [`QuantMatrix::forward`](super::quant_matmul::QuantMatrix::forward) uses.
+    pub fn best() -> DotKernel {
+        ALL.into_iter().find(|k| k.is_available()).unwrap_or(DotKernel::Portable)
+    }
+
+    /// A short name for stats and benchmarks: `avx2`, `relaxed-simd`, `simd128`, `portable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DotKernel::Avx2 => "avx2",
+            DotKernel::RelaxedSimd => "relaxed-simd",
+            DotKernel::Simd128 => "simd128",
+            DotKernel::Portable => "portable",
+        }
+    }
+}

@@ -11,12 +11,15 @@
 //! (the naive loop); after a rewind or a branch switch only the tokens past the common
 //! prefix run again.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::sampler::{self, Choice, Sample, SamplerRng, SamplingParams, MAX_TOP_N};
+use crate::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
 use crate::stop::{StopMatcher, MAX_STOP_STRINGS};
 use crate::tokenizer::{Tokenizer, Utf8Stream};
 
@@ -39,11 +42,22 @@ pub struct GenerateParams {
     /// Keep the keys and values of past tokens between steps (true), or recompute the whole
     /// sequence at every step (false: same tokens, more work per step).
     pub kv_cache: bool,
+    /// Draft several tokens and check them in one pass (same distribution, fewer passes);
+    /// `None`: one token per pass.
+    pub speculative: Option<SpeculativeParams>,
 }
 
 impl Default for GenerateParams {
     fn default() -> Self {
-        GenerateParams { sampling: SamplingParams::default(), max_tokens: 128, stop: Vec::new(), seed: 0, top_n: 20, kv_cache: true }
+        GenerateParams {
+            sampling: SamplingParams::default(),
+            max_tokens: 128,
+            stop: Vec::new(),
+            seed: 0,
+            top_n: 20,
+            kv_cache: true,
+            speculative: None,
+        }
     }
 }
 
@@ -59,6 +73,14 @@ impl GenerateParams {
         }
         if self.top_n > MAX_TOP_N {
             return Err(Error::InvalidParams(format!("top_n must be at most {MAX_TOP_N}, got {}", self.top_n)));
+        }
+        if let Some(spec) = &self.speculative {
+            spec.validate()?;
+            if !self.kv_cache {
+                return Err(Error::InvalidParams(
+                    "speculative decoding rolls the KV cache back past a rejected token: it needs the KV cache on".into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -103,6 +125,10 @@ pub struct StepEvent {
     pub sample_ms: f64,
     /// Tokens in the KV cache after this step's forward pass.
     pub position: usize,
+    /// Speculative decoding: what the draft proposed here and whether it was kept. The
+    /// round's forward passes are counted at its first token; its other tokens ran none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftStep>,
 }
 
 /// The summary after the last step.
@@ -125,6 +151,9 @@ pub struct Finish {
     pub decode_tok_s: f64,
     /// Text released at the end (held back while it could begin a stop string).
     pub text: String,
+    /// Speculative decoding's counts, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeStats>,
 }
 
 /// What one call to [`Generation::step`] produced.
@@ -156,6 +185,12 @@ pub struct Generation {
     forced: Option<u32>,
     /// Forward-pass milliseconds of every step so far.
     forward_ms: Vec<f64>,
+    /// Tokens a speculative round decided, not yet handed out as steps.
+    pending: VecDeque<Decided>,
+    /// Leading tokens of the context plus `pending` the backend holds after that round.
+    pending_cached: usize,
+    /// Speculative decoding's counts so far.
+    stats: SpeculativeStats,
 }
 
 impl Generation {
@@ -174,6 +209,9 @@ impl Generation {
             done: None,
             forced: None,
             forward_ms: Vec::new(),
+            pending: VecDeque::new(),
+            pending_cached: 0,
+            stats: SpeculativeStats::default(),
             params,
         })
     }
@@ -181,6 +219,8 @@ impl Generation {
     /// Changes the sampling parameters; they apply from the next step.
     pub fn set_sampling(&mut self, sampling: SamplingParams) -> Result<()> {
         sampling.validate()?;
+        // Tokens a round decided under the old parameters are dropped.
+        self.drop_pending();
         self.params.sampling = sampling;
         Ok(())
     }
@@ -221,6 +261,7 @@ impl Generation {
     /// Makes the next step take `token` instead of drawing one (its distribution is still
     /// computed and reported, with `forced` set).
     pub fn force_next(&mut self, token: u32) {
+        self.drop_pending();
         self.forced = Some(token);
     }
 
@@ -246,6 +287,7 @@ impl Generation {
         // At least the last token must run again to give the next step's logits.
         self.cached = self.cached.min(self.prompt_len + common).min(self.context.len() - 1);
         self.forward_ms.truncate(common);
+        self.pending.clear();
         self.forced = None;
         self.done = None;
         // The text state after these tokens (none of them completed a stop string, or the
@@ -269,28 +311,26 @@ impl Generation {
         if let Some((reason, tail)) = &self.done {
             return Ok((Event::Finished(self.finish(*reason, tail.clone())), None));
         }
-        if !self.params.kv_cache {
-            self.cached = 0;
-        }
-        let start = Instant::now();
-        backend.truncate(self.cached);
-        let fresh = &self.context[self.cached..];
-        let logits = if fresh.len() == 1 { backend.decode(fresh[0]).await? } else { backend.prefill(fresh).await? };
-        let forward_tokens = fresh.len();
-        self.cached = self.context.len();
-        let forward_ms = ms_since(start);
-        self.forward_ms.push(forward_ms);
-
-        let sample_start = Instant::now();
-        let choice = match self.forced.take() {
-            Some(token) => Choice::Forced(token),
-            None => Choice::Draw(&mut self.rng),
+        let next = match self.pending.pop_front() {
+            Some(decided) => Next::from_round(decided, 0.0, 0, 0.0),
+            None => self.forward(backend).await?,
         };
-        let mut sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
+        let Next { mut sample, logits, forward_ms, forward_tokens, sample_ms, mut draft } = next;
+        self.forward_ms.push(forward_ms);
         tokenizer.label(&mut sample.distribution);
-        let sample_ms = ms_since(sample_start);
+        if let Some(d) = &mut draft {
+            d.proposed_text = d.proposed.map(|t| tokenizer.token_text(t)).unwrap_or_default();
+            if let Some(q) = &mut d.draft_distribution {
+                tokenizer.label(q);
+            }
+        }
         let token_id = sample.token_id;
         self.context.push(token_id);
+        if draft.is_some() {
+            // The round's kept tokens are in the backend already; the next forward pass
+            // starts after them.
+            self.cached = self.pending_cached.min(self.context.len() - 1);
+        }
 
         let mut text;
         if self.eos_ids.contains(&token_id) {
@@ -301,10 +341,13 @@ impl Generation {
             text = check.emit;
             if check.stopped {
                 self.done = Some((FinishReason::Stop, String::new()));
-            } else if self.completion_len() >= self.params.max_tokens || backend.position() >= backend.context_len() {
+            } else if self.completion_len() >= self.params.max_tokens || self.context.len() > backend.context_len() {
                 text.push_str(&self.release_all());
                 self.done = Some((FinishReason::Length, String::new()));
             }
+        }
+        if self.done.is_some() {
+            self.pending.clear();
         }
         let event = Event::Step(StepEvent {
             step: self.completion_len() - 1,
@@ -315,9 +358,68 @@ impl Generation {
             forward_ms,
             forward_tokens,
             sample_ms,
-            position: backend.position(),
+            position: self.cached,
+            draft,
         });
         Ok((event, Some(logits)))
+    }
+
+    /// Runs the forward pass over the tokens the KV cache lacks and chooses the next token:
+    /// a plain step, or a speculative round whose first token it returns (the others wait
+    /// in `pending`).
+    async fn forward<B: Backend>(&mut self, backend: &mut B) -> Result<Next> {
+        if !self.params.kv_cache {
+            self.cached = 0;
+        }
+        backend.truncate(self.cached);
+        let fresh_len = self.context.len() - self.cached;
+        if let (Some(spec), 1, None) = (&self.params.speculative, fresh_len, self.forced) {
+            let input = RoundInput {
+                context: &self.context,
+                sampling: &self.params.sampling,
+                speculative: spec,
+                max_new: self.params.max_tokens - self.completion_len(),
+                top_n: self.params.top_n,
+                n_layers: backend.layers(),
+            };
+            if let Some(round) = speculative::round(backend, input, &mut self.rng).await? {
+                self.stats.rounds += 1;
+                self.stats.target_forward_passes += 1;
+                self.stats.draft_forward_passes += round.draft_passes;
+                self.stats.draft_tokens += round.proposed;
+                self.stats.accepted_tokens += round.decided.iter().filter(|d| d.draft.accepted).count();
+                self.cached = self.context.len();
+                self.pending_cached = round.cached;
+                let round_index = self.stats.rounds - 1;
+                let verified = round.proposed + 1;
+                self.pending.extend(round.decided.into_iter().map(|mut d| {
+                    d.draft.round = round_index;
+                    d
+                }));
+                let first = self.pending.pop_front().ok_or_else(|| Error::Backend("a speculative round decided no token".into()))?;
+                return Ok(Next::from_round(first, round.forward_ms, verified, round.sample_ms));
+            }
+        }
+        let start = Instant::now();
+        let fresh = &self.context[self.cached..];
+        let logits = if fresh.len() == 1 { backend.decode(fresh[0]).await? } else { backend.prefill(fresh).await? };
+        let forward_tokens = fresh.len();
+        self.cached = self.context.len();
+        self.stats.target_forward_passes += 1;
+        let forward_ms = ms_since(start);
+
+        let sample_start = Instant::now();
+        let choice = match self.forced.take() {
+            Some(token) => Choice::Forced(token),
+            None => Choice::Draw(&mut self.rng),
+        };
+        let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
+        Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None })
+    }
+
+    /// Forgets the tokens a speculative round decided but has not handed out.
+    fn drop_pending(&mut self) {
+        self.pending.clear();
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that
@@ -345,7 +447,29 @@ impl Generation {
             prefill_tok_s: rate(self.prompt_len, prefill_ms),
             decode_tok_s: rate(decoded, decode_ms),
             text,
+            speculative: self.params.speculative.as_ref().map(|_| {
+                let mut stats = self.stats.clone();
+                stats.acceptance_rate = if stats.draft_tokens > 0 { stats.accepted_tokens as f64 / stats.draft_tokens as f64 } else { 0.0 };
+                stats
+            }),
         }
+    }
+}
+
+/// The next step's token before it is appended: its sample, the logits it came from, and
+/// what producing it cost.
+struct Next {
+    sample: Sample,
+    logits: Vec<f32>,
+    forward_ms: f64,
+    forward_tokens: usize,
+    sample_ms: f64,
+    draft: Option<DraftStep>,
+}
+
+impl Next {
+    fn from_round(d: Decided, forward_ms: f64, forward_tokens: usize, sample_ms: f64) -> Self {
+        Next { sample: d.sample, logits: d.logits, forward_ms, forward_tokens, sample_ms, draft: Some(d.draft) }
     }
 }
 

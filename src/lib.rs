@@ -2,7 +2,8 @@
 //!
 //! Data flow: GGUF bytes ([`model`]) -> weights -> forward pass ([`backend`]: prefill,
 //! decode, KV cache) -> logits -> [`sampler`] -> token -> text ([`tokenizer`], [`stop`]),
-//! all driven by the one loop in [`generate`]; [`run`] keeps a run's branches and steps.
+//! all driven by the one loop in [`generate`] (one token per step, or a
+//! [`speculative`] round of several); [`run`] keeps a run's branches and steps.
 
 pub mod backend;
 pub mod beam;
@@ -11,6 +12,7 @@ pub mod generate;
 pub mod model;
 pub mod run;
 pub mod sampler;
+pub mod speculative;
 pub mod stop;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]

@@ -7,13 +7,16 @@
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::{Backend, BackendInfo};
+use tokenscope::backend::Backend;
 use tokenscope::beam::{Beam, BeamEvent, BeamFinish, BeamParams, BeamSearch};
 use tokenscope::generate::{Event, FinishReason, GenerateParams, Generation};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
 use tokenscope::sampler::SamplingParams;
 use tokenscope::tokenizer::Tokenizer;
+
+mod toy;
+use toy::Toy;
 
 fn synthetic_model() -> Model {
     let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
@@ -35,38 +38,6 @@ fn search<B: Backend>(s: &mut BeamSearch, b: &mut B, tok: &Tokenizer) -> (Vec<Ve
     }
 }
 
-/// A model given as a function of the whole context (prompt and generated tokens) to the
-/// next token's logits.
-struct Toy<F: Fn(&[u32]) -> Vec<f32>> {
-    logits: F,
-    context: Vec<u32>,
-}
-
-impl<F: Fn(&[u32]) -> Vec<f32>> Backend for Toy<F> {
-    async fn prefill(&mut self, tokens: &[u32]) -> tokenscope::Result<Vec<f32>> {
-        self.context.extend_from_slice(tokens);
-        Ok((self.logits)(&self.context))
-    }
-    async fn decode(&mut self, token: u32) -> tokenscope::Result<Vec<f32>> {
-        self.prefill(&[token]).await
-    }
-    fn truncate(&mut self, len: usize) {
-        self.context.truncate(len);
-    }
-    fn position(&self) -> usize {
-        self.context.len()
-    }
-    fn context_len(&self) -> usize {
-        256
-    }
-    fn kv_cache_bytes(&self) -> usize {
-        0
-    }
-    fn info(&self) -> BackendInfo {
-        BackendInfo { name: "toy".into(), device: "test".into(), software: true, kv_bytes_per_value: 4 }
-    }
-}
-
 /// A model over a few allowed tokens (every other token has probability 0): its logits are
 /// a fixed pseudo-random function of the whole context, so the best sequence can be found by
 /// trying them all.
@@ -85,7 +56,7 @@ impl Tiny {
 
     /// The tiny model as a backend.
     fn backend(vocab: usize, allowed: Vec<u32>) -> impl Backend {
-        Toy { logits: move |c: &[u32]| Tiny::logits_after(vocab, &allowed, c), context: Vec::new() }
+        Toy::new(move |c: &[u32]| Tiny::logits_after(vocab, &allowed, c), None)
     }
 }
 
@@ -309,7 +280,7 @@ fn a_wider_search_finds_the_sequence_greedy_decoding_misses() {
         l
     };
     let run = |width| {
-        let mut backend = Toy { logits: garden_path, context: Vec::new() };
+        let mut backend = Toy::new(garden_path, None);
         let mut s = BeamSearch::new(prompt.clone(), params(width, 0.0, 2), tok, 256).expect("search");
         search(&mut s, &mut backend, tok).1.beams[0].clone()
     };
@@ -326,14 +297,14 @@ fn nan_logits_are_an_error_in_words_not_a_ranking() {
     let m = synthetic_model();
     let tok = &m.tokenizer;
     let vocab = tok.vocab_size();
-    let mut backend = Toy {
-        logits: move |_: &[u32]| {
+    let mut backend = Toy::new(
+        move |_: &[u32]| {
             let mut l = vec![0.0f32; vocab];
             l[7] = f32::NAN;
             l
         },
-        context: Vec::new(),
-    };
+        None,
+    );
     let mut s = BeamSearch::new(tok.encode("x").expect("encode"), params(2, 1.0, 4), tok, 256).expect("search");
     let err = pollster::block_on(s.step(&mut backend, tok)).expect_err("an error");
     assert!(matches!(err, tokenscope::Error::NanLogits { index: 7 }), "{err}");

@@ -43,6 +43,12 @@ impl Backend for Scripted {
         self.pos += 1;
         Ok(self.logits())
     }
+    async fn verify(&mut self, _tokens: &[u32]) -> tokenscope::Result<Vec<f32>> {
+        Err(tokenscope::Error::Backend("the scripted backend plays one token at a time".into()))
+    }
+    async fn draft(&mut self, _token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {
+        Err(tokenscope::Error::Backend("the scripted backend has no draft".into()))
+    }
     fn truncate(&mut self, len: usize) {
         self.pos = self.pos.min(len);
     }
@@ -51,6 +57,9 @@ impl Backend for Scripted {
     }
     fn context_len(&self) -> usize {
         self.context
+    }
+    fn layers(&self) -> usize {
+        1
     }
     fn kv_cache_bytes(&self) -> usize {
         0

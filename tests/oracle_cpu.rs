@@ -159,3 +159,54 @@ fn teacher_forced_greedy_agrees_with_llama_cpp() {
         }
     }
 }
+
+/// Greedy tokens of a generation on the real model, and its speculative counts.
+fn greedy<B: Backend>(
+    b: &mut B,
+    tok: &tokenscope::tokenizer::Tokenizer,
+    prompt: &[u32],
+    speculative: Option<tokenscope::speculative::SpeculativeParams>,
+) -> (Vec<u32>, Option<tokenscope::speculative::SpeculativeStats>) {
+    use tokenscope::generate::{Event, GenerateParams, Generation};
+    b.truncate(0);
+    let p = GenerateParams {
+        sampling: tokenscope::sampler::SamplingParams::greedy(),
+        max_tokens: 40,
+        speculative,
+        ..GenerateParams::default()
+    };
+    let mut g = Generation::new(prompt.to_vec(), p, tok, b.context_len()).expect("generation");
+    let mut ids = Vec::new();
+    loop {
+        match pollster::block_on(g.step(b, tok)).expect("step") {
+            Event::Step(s) => ids.push(s.token_id),
+            Event::Finished(f) => return (ids, f.speculative),
+        }
+    }
+}
+
+#[test]
+fn speculative_greedy_decoding_is_plain_greedy_on_the_real_model() {
+    use tokenscope::speculative::{Drafter, SpeculativeParams};
+    let (mut b, tok) = load(CpuPrecision::Fast);
+    let prompts =
+        ["The capital of France is", "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\ndef fact(n):\n"];
+    for text in prompts {
+        let prompt = tok.encode(text).expect("encode");
+        let (plain, _) = greedy(&mut b, &tok, &prompt, None);
+        for drafter in [Drafter::SelfDraft, Drafter::Lookup] {
+            let spec = SpeculativeParams { drafter, draft_tokens: 4, draft_layers: None };
+            let (ids, stats) = greedy(&mut b, &tok, &prompt, Some(spec));
+            let stats = stats.expect("stats");
+            eprintln!(
+                "{drafter:?} on {:?}: {} of {} drafted tokens kept, {} model passes for {} tokens",
+                &text[..12],
+                stats.accepted_tokens,
+                stats.draft_tokens,
+                stats.target_forward_passes,
+                ids.len()
+            );
+            assert_eq!(ids, plain, "{drafter:?} on {text:?}");
+        }
+    }
+}

@@ -8,6 +8,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use tokenscope::generate::{FinishReason, GenerateParams, StepEvent};
 use tokenscope::run::{RecordedModel, Run, RunRecord, RUN_FORMAT, RUN_VERSION};
 use tokenscope::sampler::{sample, SamplerRng, SamplingParams};
+use tokenscope::speculative::DraftStep;
 use tokenscope::tokenizer::PromptFormat;
 
 fn step_event(step: usize, logits: &[f32], rng: &mut SamplerRng) -> StepEvent {
@@ -22,6 +23,16 @@ fn step_event(step: usize, logits: &[f32], rng: &mut SamplerRng) -> StepEvent {
         forward_tokens: if step == 0 { 4 } else { 1 },
         sample_ms: 0.1,
         position: 4 + step,
+        // A drafted step (speculative decoding) round-trips too.
+        draft: (step == 2).then(|| DraftStep {
+            round: 0,
+            proposed: Some(3),
+            accepted: false,
+            proposed_text: "t3".into(),
+            p: 0.1,
+            q: 0.6,
+            draft_distribution: None,
+        }),
     }
 }
 
@@ -66,6 +77,7 @@ fn an_exported_run_reads_back_the_same() {
         prefill_tok_s: 4000.0,
         decode_tok_s: 500.0,
         text: String::new(),
+        speculative: None,
     };
     run.finish(finish);
     let json = run.record().to_json().expect("writes");

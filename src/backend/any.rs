@@ -29,6 +29,12 @@ impl Backend for AnyBackend {
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
         each!(self, b => b.decode(token).await)
     }
+    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        each!(self, b => b.verify(tokens).await)
+    }
+    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
+        each!(self, b => b.draft(token, layers).await)
+    }
     fn truncate(&mut self, len: usize) {
         each!(self, b => b.truncate(len))
     }
@@ -37,6 +43,9 @@ impl Backend for AnyBackend {
     }
     fn context_len(&self) -> usize {
         each!(self, b => b.context_len())
+    }
+    fn layers(&self) -> usize {
+        each!(self, b => b.layers())
     }
     fn kv_cache_bytes(&self) -> usize {
         each!(self, b => b.kv_cache_bytes())

@@ -35,6 +35,15 @@ pub trait Backend {
     async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
     /// Appends one token and returns its logits.
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>>;
+    /// Appends `tokens` (2 to [`MAX_VERIFY_TOKENS`]) in one pass and returns the logits of
+    /// every one of them, `[n, vocab]` row-major: speculative decoding checks a whole draft
+    /// with this one pass.
+    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
+    /// Appends one token through the first `layers` blocks only (1 to the model's layers),
+    /// then the final norm and the LM head, and returns those logits: the model's own early
+    /// layers as a draft model (self-draft). The keys and values it appends are those of
+    /// the layers it ran; truncate the position before the full model runs there.
+    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>>;
     /// Forgets every position from `len` on (regenerate, branch); `len` beyond the current
     /// position is clamped.
     fn truncate(&mut self, len: usize);
@@ -42,10 +51,31 @@ pub trait Backend {
     fn position(&self) -> usize;
     /// Capacity of the KV cache in tokens.
     fn context_len(&self) -> usize;
+    /// Transformer blocks of the model (what [`Backend::draft`] may run).
+    fn layers(&self) -> usize;
     /// Bytes the KV cache holds now.
     fn kv_cache_bytes(&self) -> usize;
     /// Name and device.
     fn info(&self) -> BackendInfo;
+}
+
+/// Most tokens one [`Backend::verify`] pass takes: a full draft and the token before it.
+pub const MAX_VERIFY_TOKENS: usize = crate::speculative::MAX_DRAFT_TOKENS + 1;
+
+/// Refuses a verify pass of fewer than 2 or more than [`MAX_VERIFY_TOKENS`] tokens.
+pub(crate) fn check_verify(tokens: &[u32]) -> Result<()> {
+    if !(2..=MAX_VERIFY_TOKENS).contains(&tokens.len()) {
+        return Err(Error::Backend(format!("a verify pass takes 2 to {MAX_VERIFY_TOKENS} tokens, got {}", tokens.len())));
+    }
+    Ok(())
+}
+
+/// Refuses a draft through 0 layers or more than the model has.
+pub(crate) fn check_draft_layers(layers: usize, n_layers: usize) -> Result<()> {
+    if !(1..=n_layers).contains(&layers) {
+        return Err(Error::InvalidParams(format!("a self-draft runs 1 to {n_layers} layers, got {layers}")));
+    }
+    Ok(())
 }
 
 /// Largest KV cache a backend allocates, in bytes (4 GiB natively, 1 GiB in wasm32's 4 GiB

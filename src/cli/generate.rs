@@ -8,6 +8,7 @@ use tokenscope::backend::Backend;
 use tokenscope::beam::{BeamEvent, BeamParams, BeamSearch};
 use tokenscope::generate::{Event, GenerateParams, Generation};
 use tokenscope::sampler::{SamplerOrder, SamplingParams};
+use tokenscope::speculative::{Drafter, SpeculativeParams};
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};
 
@@ -71,6 +72,17 @@ pub struct GenerateArgs {
     /// With --beams: a finished beam's score is its log-probability / length^A (A from 0 to 2).
     #[arg(long, value_name = "A", default_value_t = 1.0, allow_negative_numbers = true)]
     length_penalty: f32,
+    /// Speculative decoding: draft tokens with the model's own first layers (self) or by
+    /// looking the text's ending up earlier in the context (lookup), and check each draft
+    /// in one pass (the same distribution as plain sampling).
+    #[arg(long, value_enum, value_name = "DRAFTER")]
+    speculative: Option<DrafterArg>,
+    /// With --speculative: tokens drafted per round (1-8).
+    #[arg(long, value_name = "K", default_value_t = 4, allow_negative_numbers = true, value_parser = super::count::<usize>)]
+    draft_tokens: usize,
+    /// With --speculative self: layers the draft runs (default: a third of the model's).
+    #[arg(long, value_name = "L", allow_negative_numbers = true, value_parser = super::count::<usize>)]
+    draft_layers: Option<usize>,
     /// Whether top-k, top-p and min-p see the distribution before or after the temperature.
     #[arg(long, value_enum, default_value_t = OrderArg::TemperatureFirst)]
     sampler_order: OrderArg,
@@ -83,6 +95,26 @@ enum OrderArg {
     TemperatureFirst,
     /// The filters at temperature 1, then temperature (llama.cpp).
     TemperatureLast,
+}
+
+/// `--speculative` values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum DrafterArg {
+    /// The model's first layers, then its LM head.
+    #[value(name = "self")]
+    SelfDraft,
+    /// The continuation of the text's ending's last earlier occurrence.
+    Lookup,
+}
+
+impl DrafterArg {
+    /// The engine's drafter.
+    pub fn drafter(self) -> Drafter {
+        match self {
+            DrafterArg::SelfDraft => Drafter::SelfDraft,
+            DrafterArg::Lookup => Drafter::Lookup,
+        }
+    }
 }
 
 /// Parses `STEP:TOKEN_ID`.
@@ -114,9 +146,17 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         seed: a.seed.unwrap_or_else(random_seed),
         top_n: a.top_n,
         kv_cache: !a.no_kv_cache,
+        speculative: a.speculative.map(|d| SpeculativeParams {
+            drafter: d.drafter(),
+            draft_tokens: a.draft_tokens,
+            draft_layers: a.draft_layers,
+        }),
     };
     params.validate()?;
     let (mut backend, tokenizer) = a.model.load()?;
+    if let Some(spec) = &params.speculative {
+        spec.layers(backend.layers())?;
+    }
     if let Some((_, bad)) = a.force.iter().find(|(_, t)| *t as usize >= tokenizer.vocab_size()) {
         return Err(Error::InvalidParams(format!("--force token id {bad} is outside the vocabulary of {} tokens", tokenizer.vocab_size())));
     }
@@ -150,7 +190,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         })
                         .collect();
                     let d = &s.sample.distribution;
-                    let line = json!({
+                    let mut line = json!({
                         "step": s.step,
                         "token_id": s.token_id,
                         "text": s.text,
@@ -168,6 +208,16 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "forward_tokens": s.forward_tokens,
                         "candidates": candidates,
                     });
+                    if let Some(d) = &s.draft {
+                        line["draft"] = json!({
+                            "round": d.round,
+                            "proposed": d.proposed,
+                            "proposed_text": d.proposed_text,
+                            "accepted": d.accepted,
+                            "p": d.p,
+                            "q": d.q,
+                        });
+                    }
                     writeln!(out, "{line}").map_err(io_err)?;
                 } else {
                     write!(out, "{}", s.text).map_err(io_err)?;
@@ -176,7 +226,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             }
             Event::Finished(f) => {
                 if a.jsonl {
-                    let line = json!({
+                    let mut line = json!({
                         "finish_reason": f.finish_reason,
                         "prompt_tokens": f.prompt_tokens,
                         "completion_tokens": f.completion_tokens,
@@ -186,6 +236,14 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "decode_ms": f.decode_ms,
                         "text": f.text,
                     });
+                    if let Some(st) = &f.speculative {
+                        line["draft_tokens"] = json!(st.draft_tokens);
+                        line["accepted_tokens"] = json!(st.accepted_tokens);
+                        line["acceptance_rate"] = json!(st.acceptance_rate);
+                        line["target_forward_passes"] = json!(st.target_forward_passes);
+                        line["draft_forward_passes"] = json!(st.draft_forward_passes);
+                        line["tokens_per_forward_pass"] = json!(st.tokens_per_forward_pass(f.completion_tokens));
+                    }
                     writeln!(out, "{line}").map_err(io_err)?;
                 } else {
                     writeln!(out, "{}", f.text).map_err(io_err)?;
@@ -205,8 +263,8 @@ fn prompt_tokens(a: &GenerateArgs, tokenizer: &tokenscope::tokenizer::Tokenizer)
 /// `generate --beams N`: the best finished beam's text, or with --jsonl one line per step
 /// (the live beams) and a last line with every finished beam, best first.
 fn run_beams(a: &GenerateArgs, width: usize) -> Result<()> {
-    if !a.force.is_empty() || a.no_kv_cache {
-        return Err(Error::InvalidParams("--force and --no-kv-cache apply to sampling, not to --beams".into()));
+    if !a.force.is_empty() || a.no_kv_cache || a.speculative.is_some() {
+        return Err(Error::InvalidParams("--force, --no-kv-cache and --speculative apply to sampling, not to --beams".into()));
     }
     let params = BeamParams { width, length_penalty: a.length_penalty, max_tokens: a.max_tokens, stop: a.stop.clone() };
     params.validate()?;

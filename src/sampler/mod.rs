@@ -255,25 +255,75 @@ pub fn sample(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: u
 /// [`distribution`] and the step's token: drawn, or forced by the caller (any id in the
 /// vocabulary, even one the filters cut; it is reported with its own rank and probability).
 pub fn choose(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize, choice: Choice) -> Result<Sample> {
-    let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
-    let total = survivor_mass(&shaped);
-    let (token_id, rank, forced) = match choice {
+    let step = StepDistribution::new(logits, context, params, top_n)?;
+    match choice {
         Choice::Draw(rng) => {
-            let rank = if params.is_greedy() { 0 } else { draw_rank(&shaped, total, rng) };
-            (shaped.order[rank], rank, false)
+            let token = step.draw(rng);
+            Ok(step.into_sample(token, false))
         }
         Choice::Forced(id) => {
             if id as usize >= logits.len() {
                 return Err(Error::InvalidParams(format!("token {id} is outside the vocabulary of {} tokens", logits.len())));
             }
-            let effective = penalize(logits, context, params.repetition_penalty);
-            (id, ranking::rank_of(&effective, id), true)
+            Ok(step.into_sample(id, true))
         }
-    };
-    let p = shaped.p[token_id as usize];
-    let p_filtered = if rank < shaped.kept_min_p { (p as f64 / total) as f32 } else { 0.0 };
-    let surprisal_bits = (p > 0.0).then(|| -libm::log2(p as f64) as f32);
-    Ok(Sample { token_id, rank, p, p_filtered, surprisal_bits, forced, distribution })
+    }
+}
+
+/// One step's distribution, shaped once: drawn from, read token by token (speculative
+/// decoding's acceptance rule compares two of them), and reported as a [`Sample`].
+pub struct StepDistribution {
+    shaped: Shaped,
+    distribution: Distribution,
+    /// The logits after the repetition penalty.
+    effective: Vec<f32>,
+    /// Sum of the survivors' `p`.
+    total: f64,
+    greedy: bool,
+}
+
+impl StepDistribution {
+    /// Shapes a step's logits (steps 1-7 of the specification); `top_n` candidates are
+    /// reported.
+    pub fn new(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<Self> {
+        let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
+        let total = survivor_mass(&shaped);
+        let effective = penalize(logits, context, params.repetition_penalty);
+        Ok(StepDistribution { shaped, distribution, effective, total, greedy: params.is_greedy() })
+    }
+
+    /// Step 8: a token drawn with `rng` (the argmax on a greedy step, which draws nothing).
+    pub fn draw(&self, rng: &mut SamplerRng) -> u32 {
+        let rank = if self.greedy { 0 } else { draw_rank(&self.shaped, self.total, rng) };
+        self.shaped.order[rank]
+    }
+
+    /// `p_filtered` of every token, `[vocab]` (0 where a filter cut it).
+    pub fn probabilities(&self) -> Vec<f32> {
+        let mut out = vec![0f32; self.shaped.p.len()];
+        for &i in &self.shaped.order[..self.shaped.kept_min_p] {
+            out[i as usize] = (self.shaped.p[i as usize] as f64 / self.total) as f32;
+        }
+        out
+    }
+
+    /// The reported candidates and counts.
+    pub fn distribution(&self) -> &Distribution {
+        &self.distribution
+    }
+
+    /// The step reported with `token` as its choice (`forced`: given by the caller).
+    pub fn into_sample(self, token_id: u32, forced: bool) -> Sample {
+        let kept = &self.shaped.order[..self.shaped.kept_min_p];
+        let rank = match self.shaped.order.iter().position(|&t| t == token_id) {
+            Some(r) => r,
+            None => ranking::rank_of(&self.effective, token_id),
+        };
+        let p = self.shaped.p[token_id as usize];
+        let p_filtered = if kept.contains(&token_id) { (p as f64 / self.total) as f32 } else { 0.0 };
+        let surprisal_bits = (p > 0.0).then(|| -libm::log2(p as f64) as f32);
+        Sample { token_id, rank, p, p_filtered, surprisal_bits, forced, distribution: self.distribution }
+    }
 }
 
 /// Draws `n` tokens from one step's filtered distribution with `rng` (shaped once); returns

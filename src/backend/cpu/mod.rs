@@ -40,6 +40,15 @@ struct Block {
     w_down: Linear,
 }
 
+/// Which positions of a pass get logits.
+#[derive(Clone, Copy)]
+enum Logits {
+    /// The last one (prefill, decode, draft).
+    Last,
+    /// Every one (verify).
+    All,
+}
+
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
 pub const DEFAULT_CONTEXT: usize = 8192;
 
@@ -103,15 +112,22 @@ impl CpuBackend {
     /// values to the cache, and returns the logits of the last one, `[vocab]`. On error the
     /// cache is left as it was.
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.forward_pass(tokens, self.blocks.len(), Logits::Last)
+    }
+
+    /// [`CpuBackend::forward`] through the first `layers` blocks only, returning the logits
+    /// of the last token or of every token (`[n, vocab]`). Skipped layers get zeros in the
+    /// cache at these positions.
+    fn forward_pass(&mut self, tokens: &[u32], layers: usize, logits: Logits) -> Result<Vec<f32>> {
         let start = self.cache.len();
-        let result = self.forward_inner(tokens);
+        let result = self.forward_inner(tokens, layers, logits);
         if result.is_err() {
             self.cache.truncate(start);
         }
         result
     }
 
-    fn forward_inner(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+    fn forward_inner(&mut self, tokens: &[u32], layers: usize, logits_for: Logits) -> Result<Vec<f32>> {
         let n = tokens.len();
         let start = self.cache.len();
         if n == 0 {
@@ -138,7 +154,7 @@ impl CpuBackend {
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
         let mut scores = vec![0.0f32; start + n]; //  attention weights [positions]
 
-        for (layer, b) in self.blocks.iter().enumerate() {
+        for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += Wo . attention(rope(Wq xb), rope(Wk xb), Wv xb)
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
@@ -178,13 +194,23 @@ impl CpuBackend {
             b.w_down.forward(&gate, n, &mut proj)?;
             ops::add(&mut x, &proj);
         }
+        k.fill(0.0);
+        for layer in layers..self.blocks.len() {
+            self.cache.append(layer, &k, &k);
+        }
         self.cache.commit(n);
 
-        // Final norm and LM head on the last position only.
-        let last = &x[(n - 1) * d..][..d];
-        ops::rmsnorm(last, &self.output_norm, c.rms_eps, &mut xb[..d]);
-        let mut logits = vec![0.0f32; self.lm_head.rows()];
-        self.lm_head.forward(&xb[..d], 1, &mut logits)?;
+        // Final norm and LM head on the last position, or on every position.
+        let first = match logits_for {
+            Logits::Last => n - 1,
+            Logits::All => 0,
+        };
+        let rows = n - first;
+        for t in first..n {
+            ops::rmsnorm(&x[t * d..][..d], &self.output_norm, c.rms_eps, &mut xb[(t - first) * d..][..d]);
+        }
+        let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
+        self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
         Ok(logits)
     }
 
@@ -208,6 +234,16 @@ impl Backend for CpuBackend {
         self.forward(&[token])
     }
 
+    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        super::check_verify(tokens)?;
+        self.forward_pass(tokens, self.blocks.len(), Logits::All)
+    }
+
+    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
+        super::check_draft_layers(layers, self.blocks.len())?;
+        self.forward_pass(&[token], layers, Logits::Last)
+    }
+
     fn truncate(&mut self, len: usize) {
         self.cache.truncate(len);
     }
@@ -218,6 +254,10 @@ impl Backend for CpuBackend {
 
     fn context_len(&self) -> usize {
         self.cache.capacity()
+    }
+
+    fn layers(&self) -> usize {
+        self.blocks.len()
     }
 
     fn kv_cache_bytes(&self) -> usize {

@@ -144,13 +144,18 @@ impl GpuContext {
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
-        self.map_f32(&staging).await
+        self.map_f32(&staging, len).await
     }
 
-    /// Maps a MAP_READ buffer after the work submitted so far and returns its f32 contents.
-    pub async fn map_f32(&self, staging: &wgpu::Buffer) -> Result<Vec<f32>> {
+    /// Maps a MAP_READ buffer after the work submitted so far and returns its first `floats`
+    /// f32 values.
+    pub async fn map_f32(&self, staging: &wgpu::Buffer, floats: usize) -> Result<Vec<f32>> {
+        let bytes = (floats * 4) as u64;
+        if bytes == 0 || bytes > staging.size() {
+            return Err(Error::Backend(format!("cannot read {floats} floats from a buffer of {} bytes", staging.size())));
+        }
         let (tx, rx) = futures_channel::oneshot::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        staging.slice(..bytes).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
@@ -161,7 +166,7 @@ impl GpuContext {
         mapped
             .map_err(|_| Error::GpuLost("the readback was dropped".into()))?
             .map_err(|e| Error::GpuLost(format!("cannot map the result buffer: {e}")))?;
-        let view = staging.slice(..).get_mapped_range().map_err(|e| Error::GpuLost(format!("cannot read the result buffer: {e}")))?;
+        let view = staging.slice(..bytes).get_mapped_range().map_err(|e| Error::GpuLost(format!("cannot read the result buffer: {e}")))?;
         let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
         drop(view);
         staging.unmap();

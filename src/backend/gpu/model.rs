@@ -16,7 +16,7 @@ use candle_core::quantized::QTensor;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels, LinearOp};
 use super::repack::{interleave_rows, repack, stack};
-use crate::backend::{Backend, BackendInfo};
+use crate::backend::{check_draft_layers, check_verify, Backend, BackendInfo, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 
@@ -74,6 +74,15 @@ pub struct GpuBackend {
     decode: Lowered,
     /// Up to [`PREFILL_BATCH`] tokens at once: matmul kernels, causal attention.
     prefill: Lowered,
+    /// Up to [`MAX_VERIFY_TOKENS`] tokens with logits for each: prefill with the LM head on
+    /// every token.
+    verify: Lowered,
+    /// Every op of the pass, in order (the self-draft's lists are cut from it).
+    ops: Vec<Op>,
+    /// The index in `ops` after each layer's last op.
+    layer_ends: Vec<usize>,
+    /// The self-draft's decode lists, for the number of layers they run.
+    draft: Option<(usize, Lowered)>,
     capacity: usize,
     pos: usize,
     gpu_bytes: u64,
@@ -101,10 +110,10 @@ struct Lowered {
 
 impl Lowered {
     /// Lowers the op list for one token (`many == false`) or many.
-    fn new(ops: &[Op], many: bool) -> Self {
+    fn new(ops: &[&Op], many: bool) -> Self {
         let lower = |short: bool| {
             let mut list = Vec::new();
-            for op in ops {
+            for &op in ops {
                 match op {
                     Op::Same(d) => list.push(d.clone()),
                     Op::Linear { one, many: m } => list.push(if many { m.clone() } else { one.clone() }),
@@ -192,7 +201,7 @@ impl GpuBackend {
         let q = buf("q", b * qd as usize); //               rotated queries [B, n_heads * hd]
         let att = buf("att", b * qd as usize); //           attention out   [B, n_heads * hd]
         let hidden = buf("hidden", b * cfg.ffn_dim); //     SwiGLU out      [B, ffn]
-        let logits = buf("logits", cfg.vocab_size); //      logits          [vocab], last token only
+        let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size); // logits [verify tokens, vocab]; decode row 0
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
         // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
         let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity, b));
@@ -202,7 +211,7 @@ impl GpuBackend {
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("logits readback"),
-            size: (cfg.vocab_size * 4) as u64,
+            size: (MAX_VERIFY_TOKENS * cfg.vocab_size * 4) as u64,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
@@ -214,6 +223,7 @@ impl GpuBackend {
         // Every op of the forward pass, in order. Buffers made below live on through the
         // bind groups that reference them.
         let mut ops = Vec::new();
+        let mut layer_ends = Vec::new();
         let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
         ops.push(Op::Same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens))); // x = E[tokens]
         for l in weights.layers {
@@ -252,6 +262,7 @@ impl GpuBackend {
                 ..LinearOp::new(&w_gate_up, &x, Bind(&hidden, 0, None))
             })?);
             ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&w_down, &hidden, Bind(&x, 0, None)) })?);
+            layer_ends.push(ops.len());
         }
         // The LM head on the step's last token only, its final norm inside. Tied embeddings
         // (no output.weight): one table serves the lookup and the LM head.
@@ -260,14 +271,19 @@ impl GpuBackend {
             Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
             None => None,
         };
-        let head_op = LinearOp {
-            last_token: true,
+        let head_op = |last_token| LinearOp {
+            last_token,
             norm: Some((&out_norm, eps)),
             ..LinearOp::new(head.as_ref().unwrap_or(&embd), &x, Bind(&logits, 0, None))
         };
-        ops.push(Op::Same(k.matvec(&ctx, &head_op, &step)?));
+        // Verify: the LM head on every token of the step, into logits rows 0.. .
+        let verify_head = Op::Same(k.matmul(&ctx, &head_op(false), &step)?);
+        ops.push(Op::Same(k.matvec(&ctx, &head_op(true), &step)?));
         gpu_bytes += weight_bytes;
-        let (decode, prefill) = (Lowered::new(&ops, false), Lowered::new(&ops, true));
+        let all: Vec<&Op> = ops.iter().collect();
+        let (decode, prefill) = (Lowered::new(&all, false), Lowered::new(&all, true));
+        let body = &all[..all.len() - 1];
+        let verify = Lowered::new(&[body, &[&verify_head]].concat(), true);
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
@@ -280,6 +296,10 @@ impl GpuBackend {
             staging,
             decode,
             prefill,
+            verify,
+            ops,
+            layer_ends,
+            draft: None,
             capacity,
             pos: 0,
             gpu_bytes,
@@ -376,9 +396,9 @@ impl GpuBackend {
     }
 
     /// Runs `tokens` (at most [`PREFILL_BATCH`]) at the current position in one pass and one
-    /// submit: the decode kernels for one token, the prefill kernels for more. Reads the last
-    /// token's logits back when `read` is set.
-    async fn run(&mut self, tokens: &[u32], read: bool) -> Result<Option<Vec<f32>>> {
+    /// submit, with the command lists of `pass`, and reads back the first `read` rows of
+    /// logits (0: no readback).
+    async fn run(&mut self, tokens: &[u32], pass: Pass, read: usize) -> Result<Option<Vec<f32>>> {
         self.ctx.check()?;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
@@ -392,21 +412,38 @@ impl GpuBackend {
             )));
         }
         let n = tokens.len() as u32;
+        let lists = match pass {
+            Pass::Forward if n == 1 => &self.decode,
+            Pass::Forward => &self.prefill,
+            Pass::Verify => &self.verify,
+            Pass::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
+        };
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
-        let lists = if n == 1 { &self.decode } else { &self.prefill };
         kernels::encode(&mut encoder, lists.pick(self.pos, tokens.len()), n);
-        if read {
-            encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, self.staging.size());
+        let floats = read * self.cfg.vocab_size;
+        if read > 0 {
+            encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
         }
         self.ctx.queue.submit([encoder.finish()]);
         self.pos += tokens.len();
-        if !read {
+        if read == 0 {
             return Ok(None);
         }
-        Ok(Some(self.ctx.map_f32(&self.staging).await?))
+        Ok(Some(self.ctx.map_f32(&self.staging, floats).await?))
     }
+}
+
+/// Which command lists a step runs.
+#[derive(Clone, Copy)]
+enum Pass {
+    /// The whole model, the last token's logits (decode for one token, prefill for more).
+    Forward,
+    /// The whole model, every token's logits.
+    Verify,
+    /// The self-draft's first layers, then the LM head.
+    Draft,
 }
 
 impl Backend for GpuBackend {
@@ -425,13 +462,28 @@ impl Backend for GpuBackend {
         let batches = tokens.len().div_ceil(PREFILL_BATCH);
         let mut logits = None;
         for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
-            logits = self.run(batch, i + 1 == batches).await?;
+            logits = self.run(batch, Pass::Forward, usize::from(i + 1 == batches)).await?;
         }
         logits.ok_or_else(|| Error::Backend("no logits".into()))
     }
 
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.run(&[token], true).await?.ok_or_else(|| Error::Backend("no logits".into()))
+        self.run(&[token], Pass::Forward, 1).await?.ok_or_else(|| Error::Backend("no logits".into()))
+    }
+
+    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        check_verify(tokens)?;
+        self.run(tokens, Pass::Verify, tokens.len()).await?.ok_or_else(|| Error::Backend("no logits".into()))
+    }
+
+    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
+        check_draft_layers(layers, self.layer_ends.len())?;
+        if self.draft.as_ref().is_none_or(|(l, _)| *l != layers) {
+            let mut ops: Vec<&Op> = self.ops[..self.layer_ends[layers - 1]].iter().collect();
+            ops.extend(self.ops.last());
+            self.draft = Some((layers, Lowered::new(&ops, false)));
+        }
+        self.run(&[token], Pass::Draft, 1).await?.ok_or_else(|| Error::Backend("no logits".into()))
     }
 
     fn truncate(&mut self, len: usize) {
@@ -445,6 +497,10 @@ impl Backend for GpuBackend {
 
     fn context_len(&self) -> usize {
         self.capacity
+    }
+
+    fn layers(&self) -> usize {
+        self.layer_ends.len()
     }
 
     fn kv_cache_bytes(&self) -> usize {

@@ -4,10 +4,10 @@ MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 TOKENIZER_FIXTURE := models/SmolLM2-135M-Instruct.tokenizer.gguf
 WASM_TARGET := wasm32-unknown-unknown
 # Tests that run in wasm (Node.js) as well as natively.
-WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test generate --test beam --test run_record --test wasm_tokenizer_oracle
+WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web fuzz fuzz-crafted soak clean
+.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -67,6 +67,11 @@ test-e2e: model www build
 bench: model www build
 	bench/setup-peers.sh
 	node bench/run.mjs
+
+# Plain against speculative decoding (both drafters, three kinds of prompt), CPU and GPU
+# natively, greedy, in one run (bench/speculative.mjs).
+bench-speculative: model build
+	node bench/speculative.mjs
 
 # The page's WebGPU backend alone in headless Chromium (whatever adapter it gets: SwiftShader
 # without a GPU): prefill and decode tok/s and the kernel dispatches per step the page reports.

@@ -271,6 +271,9 @@ impl Engine {
             n_layers: self.n_layers,
             vocab_size: tokenizer.vocab_size(),
         };
+        if let Some(spec) = &opts.params.speculative {
+            spec.layers(backend.layers()).map_err(js_err)?;
+        }
         let generation = Generation::new(prompt.clone(), opts.params.clone(), tokenizer, backend.context_len()).map_err(js_err)?;
         self.run = Some(Run::new(opts.prompt, format, prompt, model, opts.params));
         self.generation = Some(generation);
@@ -374,7 +377,14 @@ impl Engine {
         let p = sampling_from(params)?;
         let run = self.run.as_ref().ok_or_else(|| not_ready("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
-        let mut d = sampler::distribution(logits, &context, &p, top_n).map_err(js_err)?;
+        let mut shaped = sampler::StepDistribution::new(logits, &context, &p, top_n).map_err(js_err)?;
+        // A drafted step keeps the token its draft proposed among the candidates.
+        let record = run.record();
+        let proposed = record.branches.get(record.current).and_then(|b| b.steps.get(step)).and_then(|s| s.draft.as_ref()?.proposed);
+        if let Some(token) = proposed {
+            shaped.report_also(token);
+        }
+        let mut d = shaped.distribution().clone();
         if let Some(t) = self.tokenizer.as_ref() {
             t.label(&mut d);
         }

@@ -375,3 +375,61 @@ fn generate_with_beams_lists_the_live_beams_and_ranks_the_finished_ones() {
     assert_ne!(code, 0);
     assert!(err.contains("beams must be between 1 and 8"), "{err}");
 }
+
+/// `generate --speculative self|lookup --jsonl`: each step line says what the draft proposed
+/// and whether it was kept, the last line adds the draft counts; at temperature 0 the text is
+/// plain greedy decoding's; `bench --speculative` reports both speeds; bad sizes are refused.
+#[test]
+fn generate_with_speculative_decoding_reports_drafts_and_keeps_greedy_text() {
+    let m = model();
+    let prompt = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,";
+    let greedy = |extra: &[&str]| {
+        let mut args = vec!["generate", "--model", &m, "--temperature", "0", "--max-tokens", "16", "--jsonl"];
+        args.extend_from_slice(extra);
+        args.push(prompt);
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{err}");
+        out.lines().map(|l| serde_json::from_str::<Value>(l).expect("JSON line")).collect::<Vec<_>>()
+    };
+    let plain = greedy(&[]);
+    let ids = |lines: &[Value]| lines.iter().filter_map(|l| l["token_id"].as_u64()).collect::<Vec<_>>();
+    for drafter in ["self", "lookup"] {
+        let lines = greedy(&["--speculative", drafter, "--draft-tokens", "3", "--draft-layers", "12"]);
+        assert_eq!(ids(&lines), ids(&plain), "{drafter}");
+        let (last, steps) = lines.split_last().expect("lines");
+        assert!(steps.iter().any(|s| s["draft"]["round"].is_u64()), "{drafter}: no step came from a round");
+        for key in ["draft_tokens", "accepted_tokens", "acceptance_rate", "target_forward_passes"] {
+            assert!(last[key].is_number(), "{key} in {last}");
+        }
+        let kept = steps.iter().filter(|s| s["draft"]["accepted"] == true).count() as u64;
+        assert_eq!(last["accepted_tokens"].as_u64(), Some(kept), "{last}");
+        assert!(last["draft_tokens"].as_u64().is_some_and(|d| d >= kept), "{last}");
+    }
+    // Counting repeats itself: the lookup keeps most drafts and needs fewer model passes.
+    let lookup = greedy(&["--speculative", "lookup", "--draft-tokens", "4"]);
+    let last = lookup.last().expect("summary");
+    assert!(last["target_forward_passes"].as_u64().is_some_and(|p| p < 16), "{last}");
+
+    let (code, out, err) =
+        tokenscope(&["bench", "--json", "--model", &m, "--runs", "1", "--decode-tokens", "8", "--speculative", "lookup"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    for key in ["plain_decode_tok_s", "speculative_decode_tok_s", "speed_up", "acceptance_rate", "tokens_per_forward_pass"] {
+        assert!(v["speculative"][key].is_number(), "{key} in {v}");
+    }
+    assert_eq!(v["speculative"]["same_tokens"], true, "{v}");
+
+    for (args, words) in [
+        (vec!["--speculative", "self", "--draft-tokens", "9"], "draft_tokens must be between 1 and 8"),
+        (vec!["--speculative", "self", "--draft-layers", "31"], "at most the model's 30 layers"),
+        (vec!["--speculative", "lookup", "--no-kv-cache"], "needs the KV cache"),
+        (vec!["--speculative", "lookup", "--beams", "2"], "not to --beams"),
+    ] {
+        let mut all = vec!["generate", "--model", &m];
+        all.extend(args);
+        all.push(prompt);
+        let (code, _, err) = tokenscope(&all);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(words), "{err}");
+    }
+}

@@ -26,6 +26,7 @@ fn step_event(step: usize, logits: &[f32], rng: &mut SamplerRng) -> StepEvent {
         // A drafted step (speculative decoding) round-trips too.
         draft: (step == 2).then(|| DraftStep {
             round: 0,
+            round_drafted: 4,
             proposed: Some(3),
             accepted: false,
             proposed_text: "t3".into(),

@@ -3,7 +3,8 @@
 // grey bars were cut by top-k, top-p or min-p; the sampled token is outlined; dashed lines
 // mark the top-k and nucleus (top-p) boundaries. With `onChoose`, every row is a button
 // (named by its token's visible text) that branches the run there; `counts` adds how often
-// each token came up in repeated draws.
+// each token came up in repeated draws; `q` (speculative decoding) draws the draft's
+// probability of each token as a thin violet bar under the model's.
 
 const ROW = 22;
 const LABEL_W = 120;
@@ -29,7 +30,7 @@ export class ProbabilityChart {
   // sampledId: the token drawn at this step (or null). options: {onChoose(candidate), counts:
   // Map token_id -> draws, draws: total draws}.
   render(dist, sampledId, params, options = {}) {
-    const { onChoose = null, counts = null, draws = 0 } = options;
+    const { onChoose = null, counts = null, draws = 0, q = null } = options;
     this.svg.attr('role', onChoose ? 'group' : 'list');
     const data = dist.candidates.map((c, rank) => ({ ...c, rank }));
     const width = Math.max(320, this.container.clientWidth || 480);
@@ -37,7 +38,8 @@ export class ProbabilityChart {
     const barW = Math.max(60, innerW - LABEL_W - PCT_W);
     const height = data.length * ROW + MARGIN.top + MARGIN.bottom;
     this.svg.attr('viewBox', `0 0 ${width} ${height}`).attr('height', height);
-    const maxP = d3.max(data, (d) => Math.max(d.p, d.p_t1)) || 1;
+    const qOf = (d) => (q ? q.get(d.token_id) || 0 : 0);
+    const maxP = d3.max(data, (d) => Math.max(d.p, d.p_t1, qOf(d))) || 1;
     const x = d3.scaleLinear().domain([0, maxP]).range([0, barW]);
     const t = this.svg.transition().duration(180).ease(d3.easeCubicOut);
 
@@ -54,6 +56,7 @@ export class ProbabilityChart {
           g.append('text').attr('class', 'bar-label').attr('x', LABEL_W - 8).attr('y', ROW / 2).attr('dy', '0.35em').attr('text-anchor', 'end');
           g.append('rect').attr('class', 'bar').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
           g.append('rect').attr('class', 'bar-t1').attr('x', LABEL_W).attr('y', 3).attr('height', ROW - 6).attr('rx', 2).attr('width', 0);
+          g.append('rect').attr('class', 'bar-q').attr('x', LABEL_W).attr('y', ROW - 6).attr('height', 4).attr('width', 0);
           // Figures start at the bar's start and ride its end as it grows (not from x = 0,
           // across the labels).
           g.append('text').attr('class', 'bar-pct').attr('x', LABEL_W + 6).attr('y', ROW / 2).attr('dy', '0.35em');
@@ -68,7 +71,7 @@ export class ProbabilityChart {
       );
 
     row.classed('picked', (d) => d.token_id === sampledId);
-    const fateOf = (d) => (d.cut_by ? `cut by ${cutName[d.cut_by]}` : `kept: ${pct(d.p_filtered)} after filters`);
+    const fateOf = (d) => (d.cut_by ? `cut by ${cutName[d.cut_by]}` : `kept: ${pct(d.p_filtered)} after filters`) + (q ? `, draft q ${pct(qOf(d))}` : '');
     if (onChoose) {
       row.attr('role', 'button').attr('tabindex', 0)
         .attr('aria-label', (d) => `${visibleToken(d.text)}: branch here with this token (p ${pct(d.p)}, ${fateOf(d)})`)
@@ -96,8 +99,9 @@ export class ProbabilityChart {
     row.transition(t).attr('opacity', 1).attr('transform', (d) => `translate(0,${d.rank * ROW})`);
     row.select('.bar').transition(t).attr('width', (d) => Math.max(1, x(d.p)));
     row.select('.bar-t1').transition(t).attr('width', (d) => x(d.p_t1));
-    row.select('.bar-pct').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1)) + 6);
-    row.select('.bar-pf').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1)) + 50);
+    row.select('.bar-q').transition(t).attr('width', (d) => x(qOf(d)));
+    row.select('.bar-pct').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1), x(qOf(d))) + 6);
+    row.select('.bar-pf').transition(t).attr('x', (d) => LABEL_W + Math.max(x(d.p), x(d.p_t1), x(qOf(d))) + 50);
 
     // Boundaries inside the visible rows: after top-k and after the nucleus.
     const lines = [];

@@ -21,6 +21,7 @@ const ui = {
   sampleMany: $('sample-many'), lesson: $('lesson'), lessonLogits: $('lesson-logits'), drawsSummary: $('draws-summary'),
   exportRun: $('export'), importRun: $('import-run'), branches: $('branches'), timingNote: $('timing-note'),
   decoding: $('decoding'), beamSettings: $('beam-settings'), beamPanel: $('beam-panel'), chartPanel: $('chart-panel'),
+  speculative: $('speculative'), speculativeSettings: $('speculative-settings'), drafter: $('drafter'),
 };
 const sliders = {
   temperature: { el: $('temperature'), fmt: (v) => v.toFixed(2) },
@@ -32,9 +33,10 @@ const sliders = {
   step_delay: { el: $('step-delay'), fmt: (v) => `${v} ms` },
   beams: { el: $('beams'), fmt: (v) => String(v) },
   length_penalty: { el: $('length-penalty'), fmt: (v) => v.toFixed(1) },
+  draft_tokens: { el: $('draft-tokens'), fmt: (v) => String(v) },
 };
 // Sliders read when a run starts, not between steps.
-const START_ONLY = new Set(['max_tokens', 'beams', 'length_penalty']);
+const START_ONLY = new Set(['max_tokens', 'beams', 'length_penalty', 'draft_tokens']);
 // The sliders and fields that shape sampling, which a beam search does not use.
 const SAMPLING_ONLY = ['temperature', 'top-k', 'top-p', 'min-p', 'repetition-penalty', 'sampler-order', 'seed', 'seed-fixed'];
 
@@ -194,6 +196,7 @@ function newRun(mode) {
   if (liveRun() && steps().length) state.previousTiming = timingSeries(state.run);
   state.run = {
     prompt: ui.prompt.value, promptFormat: { mode: promptMode }, promptTokens: 0, imported: false, kvCache: ui.kvCache.checked,
+    speculative: speculativeParams(),
     branches: [{ id: 0, parent: null, fork_step: 0, steps: [], finish: null }], current: 0,
   };
   state.selected = null;
@@ -201,10 +204,20 @@ function newRun(mode) {
   state.draws = null;
   chart.clear();
   renderAll();
-  const params = { ...sampling(), max_tokens: Number(sliders.max_tokens.el.value), stop, seed, top_n: TOP_N, kv_cache: ui.kvCache.checked };
+  const params = {
+    ...sampling(), max_tokens: Number(sliders.max_tokens.el.value), stop, seed, top_n: TOP_N, kv_cache: ui.kvCache.checked,
+    speculative: state.run.speculative,
+  };
   send({ type: 'start', prompt: ui.prompt.value, format: { mode: promptMode }, params });
   run(mode);
 }
+
+// Speculative decoding's drafter and draft length, or null when it is off.
+function speculativeParams() {
+  if (!ui.speculative.checked) return null;
+  return { drafter: ui.drafter.value, draft_tokens: Number(sliders.draft_tokens.el.value), draft_layers: null };
+}
+ui.speculative.addEventListener('change', () => { ui.speculativeSettings.hidden = !ui.speculative.checked; });
 
 // A beam search from the prompt: the Beams, Length penalty, Max tokens and Stop sequences.
 function newBeamSearch(mode, promptMode, stop) {
@@ -297,9 +310,23 @@ function switchBranch(id) {
 }
 
 // ---- the text ------------------------------------------------------------------------
+// A step's token in the text; with speculative decoding a rejected draft token comes first,
+// struck through.
+function tokenNodes(ev) {
+  const span = tokenSpan(ev);
+  const d = ev.draft;
+  if (!d || d.proposed == null || d.accepted) return [span];
+  const del = document.createElement('del');
+  del.className = 'draft-rejected';
+  del.textContent = d.proposed_text;
+  del.title = `step ${ev.step + 1}: the draft proposed ${JSON.stringify(d.proposed_text)} (q = ${pct(d.q)}); the model gives it p = ${pct(d.p)}, so it was rejected`;
+  return [del, span];
+}
+
 function tokenSpan(ev) {
   const span = document.createElement('span');
-  span.className = ev.sample.forced ? 'tok forced' : 'tok';
+  const draftClass = !ev.draft ? '' : ev.draft.accepted ? ' draft-kept' : ev.draft.proposed == null ? ' draft-bonus' : ' draft-replacement';
+  span.className = (ev.sample.forced ? 'tok forced' : 'tok') + draftClass;
   span.dataset.step = String(ev.step);
   span.dataset.tokenId = String(ev.token_id);
   span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
@@ -326,7 +353,7 @@ function renderText() {
     p.textContent = state.run.prompt;
     parts.push(p);
   }
-  for (const ev of steps()) parts.push(tokenSpan(ev));
+  for (const ev of steps()) parts.push(...tokenNodes(ev));
   const tail = branch().finish?.text;
   if (tail) parts.push(document.createTextNode(tail));
   ui.text.replaceChildren(...parts);
@@ -372,7 +399,8 @@ function showStep(index, dist, params) {
   if (!ev) return;
   const d = dist || ev.sample.distribution;
   const counts = state.draws && state.draws.key === `step:${state.run.current}:${index}` ? state.draws : null;
-  chart.render(d, ev.token_id, params || ev.params, { onChoose: liveRun() ? fork : null, counts: counts?.counts, draws: counts?.n });
+  const q = ev.draft?.proposed != null ? draftQ(ev.draft) : null;
+  chart.render(d, ev.token_id, params || ev.params, { onChoose: liveRun() ? fork : null, counts: counts?.counts, draws: counts?.n, q });
   const where = state.selected === null ? ' (latest)' : '';
   ui.chartTitle.textContent = `Next-token probabilities: step ${index + 1}${ev.sample.forced ? ' (forced)' : ''}${where}`;
   const kept = d.after_min_p;
@@ -382,8 +410,25 @@ function showStep(index, dist, params) {
   ui.chartSummary.textContent = `${how} Entropy ${d.entropy_bits.toFixed(2)} bits; ` +
     `${kept.toLocaleString()} of ${d.vocab_size.toLocaleString()} tokens could be drawn ` +
     `(top-k left ${d.after_top_k.toLocaleString()}, top-p ${d.after_top_p.toLocaleString()}, min-p ${d.after_min_p.toLocaleString()}).` +
-    (state.run.imported ? ' Imported run: the recorded distribution is shown.' : '');
+    (state.run.imported ? ' Imported run: the recorded distribution is shown.' : '') + draftSentence(ev);
   renderDrawsSummary(d, counts);
+}
+
+// The draft's q of each token at a drafted step: its filtered distribution (self-draft), or
+// certainty on the proposed token (lookup).
+function draftQ(draft) {
+  if (draft.draft_distribution) return new Map(draft.draft_distribution.candidates.map((c) => [c.token_id, c.p_filtered]));
+  return new Map([[draft.proposed, 1]]);
+}
+
+// What speculative decoding did at a step, in words.
+function draftSentence(ev) {
+  const d = ev.draft;
+  if (!d) return '';
+  if (d.proposed == null) return ` Speculative round ${d.round + 1}: the model kept all ${d.round_drafted} drafted tokens, and drew this bonus token from its own distribution at the next position.`;
+  const who = `Speculative round ${d.round + 1}: the draft proposed ${JSON.stringify(visibleToken(d.proposed_text))} with q = ${pct(d.q)} (violet bars: the draft's q), the model gives it p = ${pct(d.p)}`;
+  if (d.accepted) return ` ${who}: kept (probability min(1, p/q) = ${pct(Math.min(1, d.p / d.q))}).`;
+  return ` ${who}: rejected (it was kept with probability ${pct(Math.min(1, d.p / d.q))}), so this token was drawn from max(0, p − q) and the rest of the draft dropped.`;
 }
 
 function renderDrawsSummary(d, counts) {
@@ -509,7 +554,7 @@ function showImported(record) {
   if (liveRun()) send({ type: 'reset' });
   state.run = {
     prompt: record.prompt, promptFormat: record.prompt_format, promptTokens: record.prompt_ids.length, imported: true,
-    kvCache: record.params.kv_cache, branches: record.branches, current: record.current, record,
+    kvCache: record.params.kv_cache, speculative: record.params.speculative ?? null, branches: record.branches, current: record.current, record,
   };
   const params = { ...record.params };
   for (const b of record.branches) for (const ev of b.steps) ev.params = params;
@@ -616,6 +661,8 @@ function renderStats() {
     ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
     ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
   ];
+  if (state.run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s)]);
+  else if (liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };
   if (s?.gpu_dispatches_per_step) {
     rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);
     document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);
@@ -623,6 +670,21 @@ function renderStats() {
     delete document.body.dataset.gpuDispatches;
   }
   fillStats(rows);
+}
+
+// Drafted and kept tokens, tokens per model pass, and the speed against the last plain run.
+function speculativeSummary(evs, decodeAvg, s) {
+  const rounds = new Map();
+  for (const ev of evs) if (ev.draft) rounds.set(ev.draft.round, ev.draft.round_drafted);
+  const drafted = [...rounds.values()].reduce((a, b) => a + b, 0);
+  const kept = evs.filter((ev) => ev.draft?.accepted).length;
+  const passes = rounds.size + evs.filter((ev) => !ev.draft).length;
+  if (!passes) return state.run.speculative.drafter === 'self' ? 'self-draft' : 'prompt lookup';
+  const plain = state.plainDecode && state.plainDecode.backend === s?.backend ? state.plainDecode : null;
+  const speed = !decodeAvg ? '' : plain
+    ? `; ${(plain.ms / decodeAvg).toFixed(2)}x the speed of plain decoding (${plain.ms.toFixed(1)} ms per token in your last run without it)`
+    : '; run once without it to compare speeds';
+  return `${kept} of ${drafted} drafted tokens kept (${drafted ? pct(kept / drafted) : '–'}); ${(evs.length / passes).toFixed(2)} tokens per model forward pass${speed}`;
 }
 
 function fillStats(rows) {
@@ -730,7 +792,7 @@ function onWorkerMessage({ data: msg }) {
       document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
       ui.text.querySelector('.placeholder')?.remove();
       if (ev.step === 0 && !ui.text.childNodes.length) renderText();
-      else ui.text.append(tokenSpan(ev));
+      else ui.text.append(...tokenNodes(ev));
       ui.text.scrollTop = ui.text.scrollHeight;
       if (state.selected === null && !state.lesson) { state.draws = null; showStep(b.steps.length - 1); }
       renderTimelines();

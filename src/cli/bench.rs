@@ -4,8 +4,13 @@ use serde_json::json;
 use web_time::Instant;
 
 use tokenscope::backend::{AnyBackend, Backend};
+use tokenscope::generate::{Event, Finish, GenerateParams, Generation};
+use tokenscope::sampler::SamplingParams;
+use tokenscope::speculative::{Drafter, SpeculativeParams};
+use tokenscope::tokenizer::{PromptFormat, Tokenizer};
 use tokenscope::Result;
 
+use super::speculative_args::SpeculativeArgs;
 use super::ModelArgs;
 
 /// A fixed prompt of ordinary English prose, so runs are comparable.
@@ -39,6 +44,14 @@ pub struct BenchArgs {
     /// GPU only: also time each kernel of one decode step (every dispatch submitted alone).
     #[arg(long)]
     profile: bool,
+    /// Wrap the prompt in the model's chat template (as a user message).
+    #[arg(long)]
+    chat: bool,
+    /// With --speculative: also decode with speculative decoding (greedy, through the
+    /// generation loop) and report both speeds, the acceptance rate and the model passes per
+    /// token.
+    #[command(flatten)]
+    speculative: SpeculativeArgs,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -48,7 +61,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .map_err(|source| tokenscope::Error::Io { context: format!("cannot read the prompt file {}", path.display()), source })?,
         None => BENCH_PROMPT.to_string(),
     };
-    let mut prompt = tokenizer.encode(&text)?;
+    let format = if a.chat { PromptFormat::Chat { system: None } } else { PromptFormat::Completion };
+    let mut prompt = tokenizer.encode_prompt(&format, &text)?;
     if prompt.is_empty() {
         return Err(tokenscope::Error::InvalidParams("the prompt is empty: give it some text".into()));
     }
@@ -68,6 +82,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
+    let speculative = match a.speculative.params() {
+        Some(spec) => {
+            spec.validate()?;
+            spec.layers(backend.layers())?;
+            Some(compare_speculative(&mut backend, &tokenizer, &prompt, spec, a.decode_tokens, runs)?)
+        }
+        None => None,
+    };
     let profile = match (&mut backend, a.profile) {
         (AnyBackend::Gpu(g), true) => Some(g.profile_decode(prompt[0])?),
         (_, true) => return Err(tokenscope::Error::InvalidParams("--profile times GPU kernels: use it with --backend gpu".into())),
@@ -106,6 +128,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(p) = &profile {
             out["profile"] = json!(p);
         }
+        if let Some(s) = &speculative {
+            out["speculative"] = json!(s);
+        }
         println!("{out}");
     } else {
         println!("backend {} on {}", info.name, info.device);
@@ -124,6 +149,23 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 s.gpu_bytes as f64 / 1e6
             );
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
+        }
+        if let Some(s) = &speculative {
+            println!(
+                "speculative ({}, {} drafted per round{}), greedy through the generation loop, median of {runs}:",
+                s.drafter,
+                s.draft_tokens,
+                s.draft_layers.map(|l| format!(", {l} layers")).unwrap_or_default()
+            );
+            println!("  plain       {:.1} tok/s", s.plain_decode_tok_s);
+            println!(
+                "  speculative {:.1} tok/s ({:.2}x), {:.0}% of drafted tokens kept, {:.2} tokens per model pass, same tokens: {}",
+                s.speculative_decode_tok_s,
+                s.speed_up,
+                100.0 * s.acceptance_rate,
+                s.tokens_per_forward_pass,
+                s.same_tokens
+            );
         }
         if let Some(p) = &profile {
             let total: f64 = p.iter().map(|k| k.seconds).sum();
@@ -145,6 +187,75 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Plain against speculative decoding on one prompt.
+#[derive(serde::Serialize)]
+struct SpeculativeBench {
+    drafter: &'static str,
+    draft_tokens: usize,
+    draft_layers: Option<usize>,
+    /// Tokens generated per run (EOS may end a run early).
+    completion_tokens: usize,
+    plain_decode_tok_s: f64,
+    speculative_decode_tok_s: f64,
+    speed_up: f64,
+    acceptance_rate: f64,
+    tokens_per_forward_pass: f64,
+    /// Whether both produced the same tokens (they must, at temperature 0).
+    same_tokens: bool,
+}
+
+/// Greedy generations of `max_tokens` with and without `spec`, `runs` times each, in turn.
+fn compare_speculative(
+    backend: &mut AnyBackend,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    spec: SpeculativeParams,
+    max_tokens: usize,
+    runs: usize,
+) -> Result<SpeculativeBench> {
+    let params = |speculative| GenerateParams { sampling: SamplingParams::greedy(), max_tokens, speculative, ..GenerateParams::default() };
+    let (mut plain, mut fast) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..runs {
+        let (plain_ids, plain_finish) = generate(backend, tokenizer, prompt, params(None))?;
+        let (ids, finish) = generate(backend, tokenizer, prompt, params(Some(spec.clone())))?;
+        plain.push(plain_finish.decode_tok_s);
+        fast.push(finish.decode_tok_s);
+        last = Some((plain_ids == ids, finish));
+    }
+    let (same_tokens, finish) = last.ok_or_else(|| tokenscope::Error::InvalidParams("no run".into()))?;
+    let stats = finish.speculative.unwrap_or_default();
+    let (p, s) = (median(&mut plain), median(&mut fast));
+    Ok(SpeculativeBench {
+        drafter: match spec.drafter {
+            Drafter::SelfDraft => "self",
+            Drafter::Lookup => "lookup",
+        },
+        draft_tokens: spec.draft_tokens,
+        draft_layers: (spec.drafter == Drafter::SelfDraft).then(|| spec.layers(backend.layers())).transpose()?,
+        completion_tokens: finish.completion_tokens,
+        plain_decode_tok_s: p,
+        speculative_decode_tok_s: s,
+        speed_up: if p > 0.0 { s / p } else { 0.0 },
+        acceptance_rate: stats.acceptance_rate,
+        tokens_per_forward_pass: stats.tokens_per_forward_pass(finish.completion_tokens),
+        same_tokens,
+    })
+}
+
+/// One generation to the end: its tokens and summary.
+fn generate(backend: &mut AnyBackend, tokenizer: &Tokenizer, prompt: &[u32], params: GenerateParams) -> Result<(Vec<u32>, Finish)> {
+    backend.truncate(0);
+    let mut g = Generation::new(prompt.to_vec(), params, tokenizer, backend.context_len())?;
+    let mut ids = Vec::new();
+    loop {
+        match pollster::block_on(g.step(backend, tokenizer))? {
+            Event::Step(s) => ids.push(s.token_id),
+            Event::Finished(f) => return Ok((ids, f)),
+        }
+    }
 }
 
 fn argmax(x: &[f32]) -> u32 {

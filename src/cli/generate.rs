@@ -8,10 +8,10 @@ use tokenscope::backend::Backend;
 use tokenscope::beam::{BeamEvent, BeamParams, BeamSearch};
 use tokenscope::generate::{Event, GenerateParams, Generation};
 use tokenscope::sampler::{SamplerOrder, SamplingParams};
-use tokenscope::speculative::{Drafter, SpeculativeParams};
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};
 
+use super::speculative_args::SpeculativeArgs;
 use super::ModelArgs;
 
 #[derive(clap::Args, Debug)]
@@ -72,17 +72,8 @@ pub struct GenerateArgs {
     /// With --beams: a finished beam's score is its log-probability / length^A (A from 0 to 2).
     #[arg(long, value_name = "A", default_value_t = 1.0, allow_negative_numbers = true)]
     length_penalty: f32,
-    /// Speculative decoding: draft tokens with the model's own first layers (self) or by
-    /// looking the text's ending up earlier in the context (lookup), and check each draft
-    /// in one pass (the same distribution as plain sampling).
-    #[arg(long, value_enum, value_name = "DRAFTER")]
-    speculative: Option<DrafterArg>,
-    /// With --speculative: tokens drafted per round (1-8).
-    #[arg(long, value_name = "K", default_value_t = 4, allow_negative_numbers = true, value_parser = super::count::<usize>)]
-    draft_tokens: usize,
-    /// With --speculative self: layers the draft runs (default: a third of the model's).
-    #[arg(long, value_name = "L", allow_negative_numbers = true, value_parser = super::count::<usize>)]
-    draft_layers: Option<usize>,
+    #[command(flatten)]
+    speculative: SpeculativeArgs,
     /// Whether top-k, top-p and min-p see the distribution before or after the temperature.
     #[arg(long, value_enum, default_value_t = OrderArg::TemperatureFirst)]
     sampler_order: OrderArg,
@@ -95,26 +86,6 @@ enum OrderArg {
     TemperatureFirst,
     /// The filters at temperature 1, then temperature (llama.cpp).
     TemperatureLast,
-}
-
-/// `--speculative` values.
-#[derive(clap::ValueEnum, Debug, Clone, Copy)]
-pub enum DrafterArg {
-    /// The model's first layers, then its LM head.
-    #[value(name = "self")]
-    SelfDraft,
-    /// The continuation of the text's ending's last earlier occurrence.
-    Lookup,
-}
-
-impl DrafterArg {
-    /// The engine's drafter.
-    pub fn drafter(self) -> Drafter {
-        match self {
-            DrafterArg::SelfDraft => Drafter::SelfDraft,
-            DrafterArg::Lookup => Drafter::Lookup,
-        }
-    }
 }
 
 /// Parses `STEP:TOKEN_ID`.
@@ -146,11 +117,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         seed: a.seed.unwrap_or_else(random_seed),
         top_n: a.top_n,
         kv_cache: !a.no_kv_cache,
-        speculative: a.speculative.map(|d| SpeculativeParams {
-            drafter: d.drafter(),
-            draft_tokens: a.draft_tokens,
-            draft_layers: a.draft_layers,
-        }),
+        speculative: a.speculative.params(),
     };
     params.validate()?;
     let (mut backend, tokenizer) = a.model.load()?;
@@ -211,6 +178,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                     if let Some(d) = &s.draft {
                         line["draft"] = json!({
                             "round": d.round,
+                            "round_drafted": d.round_drafted,
                             "proposed": d.proposed,
                             "proposed_text": d.proposed_text,
                             "accepted": d.accepted,
@@ -263,7 +231,7 @@ fn prompt_tokens(a: &GenerateArgs, tokenizer: &tokenscope::tokenizer::Tokenizer)
 /// `generate --beams N`: the best finished beam's text, or with --jsonl one line per step
 /// (the live beams) and a last line with every finished beam, best first.
 fn run_beams(a: &GenerateArgs, width: usize) -> Result<()> {
-    if !a.force.is_empty() || a.no_kv_cache || a.speculative.is_some() {
+    if !a.force.is_empty() || a.no_kv_cache || a.speculative.params().is_some() {
         return Err(Error::InvalidParams("--force, --no-kv-cache and --speculative apply to sampling, not to --beams".into()));
     }
     let params = BeamParams { width, length_penalty: a.length_penalty, max_tokens: a.max_tokens, stop: a.stop.clone() };

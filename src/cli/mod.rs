@@ -3,6 +3,7 @@
 mod bench;
 mod generate;
 mod serve;
+mod speculative_args;
 
 use std::path::PathBuf;
 

@@ -275,6 +275,10 @@ pub fn choose(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: u
 pub struct StepDistribution {
     shaped: Shaped,
     distribution: Distribution,
+    /// The raw logits and the softmax at temperature 1, for candidates past the top ones.
+    logits: Vec<f32>,
+    p_t1: Vec<f32>,
+    params: SamplingParams,
     /// The logits after the repetition penalty.
     effective: Vec<f32>,
     /// Sum of the survivors' `p`.
@@ -286,10 +290,19 @@ impl StepDistribution {
     /// Shapes a step's logits (steps 1-7 of the specification); `top_n` candidates are
     /// reported.
     pub fn new(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<Self> {
-        let (shaped, distribution) = shape_and_report(logits, context, params, top_n)?;
+        let (shaped, distribution, p_t1) = shape_and_report(logits, context, params, top_n)?;
         let total = survivor_mass(&shaped);
         let effective = penalize(logits, context, params.repetition_penalty);
-        Ok(StepDistribution { shaped, distribution, effective, total, greedy: params.is_greedy() })
+        Ok(StepDistribution {
+            shaped,
+            distribution,
+            logits: logits.to_vec(),
+            p_t1,
+            params: params.clone(),
+            effective,
+            total,
+            greedy: params.is_greedy(),
+        })
     }
 
     /// Step 8: a token drawn with `rng` (the argmax on a greedy step, which draws nothing).
@@ -312,13 +325,28 @@ impl StepDistribution {
         &self.distribution
     }
 
+    /// Reports `token_id` too when it is not among the top candidates (appended after them,
+    /// with its own rank's filter): speculative decoding shows the token a draft proposed.
+    pub fn report_also(&mut self, token_id: u32) {
+        if token_id as usize >= self.logits.len() || self.distribution.candidates.iter().any(|c| c.token_id == token_id) {
+            return;
+        }
+        let rank = self.rank_of(token_id);
+        let c = candidate(token_id, rank, &self.logits, &self.shaped, &self.p_t1, self.total, &self.params);
+        self.distribution.candidates.push(c);
+    }
+
+    fn rank_of(&self, token_id: u32) -> usize {
+        match self.shaped.order.iter().position(|&t| t == token_id) {
+            Some(r) => r,
+            None => ranking::rank_of(&self.effective, token_id),
+        }
+    }
+
     /// The step reported with `token` as its choice (`forced`: given by the caller).
     pub fn into_sample(self, token_id: u32, forced: bool) -> Sample {
         let kept = &self.shaped.order[..self.shaped.kept_min_p];
-        let rank = match self.shaped.order.iter().position(|&t| t == token_id) {
-            Some(r) => r,
-            None => ranking::rank_of(&self.effective, token_id),
-        };
+        let rank = self.rank_of(token_id);
         let p = self.shaped.p[token_id as usize];
         let p_filtered = if kept.contains(&token_id) { (p as f64 / self.total) as f32 } else { 0.0 };
         let surprisal_bits = (p > 0.0).then(|| -libm::log2(p as f64) as f32);
@@ -330,7 +358,7 @@ impl StepDistribution {
 /// `(token_id, count)` for every token drawn at least once, most drawn first. Shows that
 /// sampling is a draw: a 30% token wins about 30% of the draws.
 pub fn draw_many(logits: &[f32], context: &[u32], params: &SamplingParams, n: usize, rng: &mut SamplerRng) -> Result<Vec<(u32, usize)>> {
-    let (shaped, _) = shape_and_report(logits, context, params, 1)?;
+    let (shaped, _, _) = shape_and_report(logits, context, params, 1)?;
     let total = survivor_mass(&shaped);
     let mut counts = vec![0usize; shaped.kept_min_p];
     for _ in 0..n {
@@ -359,7 +387,8 @@ fn draw_rank(shaped: &Shaped, total: f64, rng: &mut SamplerRng) -> usize {
     shaped.kept_min_p - 1
 }
 
-fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<(Shaped, Distribution)> {
+/// Steps 1-7 and the report of the top `top_n` candidates; also `p_t1` of every token.
+fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<(Shaped, Distribution, Vec<f32>)> {
     params.validate()?;
     if logits.is_empty() {
         return Err(Error::InvalidParams("no logits to sample from".into()));
@@ -373,33 +402,8 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
     let shaped = shape(&effective, &t1, params, top_n);
     let p_t1 = t1.p;
     let total = survivor_mass(&shaped);
-    let candidates = shaped.order[..top_n]
-        .iter()
-        .enumerate()
-        .map(|(rank, &id)| {
-            let i = id as usize;
-            let cut_by = if rank < shaped.kept_min_p {
-                None
-            } else if params.is_greedy() {
-                Some(Filter::Greedy)
-            } else if rank >= shaped.kept_k {
-                Some(Filter::TopK)
-            } else if rank >= shaped.kept_p {
-                Some(Filter::TopP)
-            } else {
-                Some(Filter::MinP)
-            };
-            Candidate {
-                token_id: id,
-                text: String::new(),
-                logit: logits[i],
-                p: shaped.p[i],
-                p_t1: p_t1[i],
-                p_filtered: if cut_by.is_none() { (shaped.p[i] as f64 / total) as f32 } else { 0.0 },
-                cut_by,
-            }
-        })
-        .collect();
+    let candidates =
+        shaped.order[..top_n].iter().enumerate().map(|(rank, &id)| candidate(id, rank, logits, &shaped, &p_t1, total, params)).collect();
     let distribution = Distribution {
         candidates,
         entropy_bits: shaped.entropy_bits,
@@ -408,7 +412,33 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
         after_min_p: shaped.kept_min_p,
         vocab_size: logits.len(),
     };
-    Ok((shaped, distribution))
+    Ok((shaped, distribution, p_t1))
+}
+
+/// The chart's view of token `id` at `rank`: its logit, `p`, `p_t1`, `p_filtered` and the
+/// filter that cut it.
+fn candidate(id: u32, rank: usize, logits: &[f32], shaped: &Shaped, p_t1: &[f32], total: f64, params: &SamplingParams) -> Candidate {
+    let i = id as usize;
+    let cut_by = if rank < shaped.kept_min_p {
+        None
+    } else if params.is_greedy() {
+        Some(Filter::Greedy)
+    } else if rank >= shaped.kept_k {
+        Some(Filter::TopK)
+    } else if rank >= shaped.kept_p {
+        Some(Filter::TopP)
+    } else {
+        Some(Filter::MinP)
+    };
+    Candidate {
+        token_id: id,
+        text: String::new(),
+        logit: logits[i],
+        p: shaped.p[i],
+        p_t1: p_t1[i],
+        p_filtered: if cut_by.is_none() { (shaped.p[i] as f64 / total) as f32 } else { 0.0 },
+        cut_by,
+    }
 }
 
 /// Step 1: the repetition penalty on every distinct token of the context.

@@ -91,6 +91,8 @@ impl SpeculativeParams {
 pub struct DraftStep {
     /// Which round (0-based) the token came from.
     pub round: usize,
+    /// Tokens that round's draft proposed (the ones after a rejection were never judged).
+    pub round_drafted: usize,
     /// The drafted token at this position; `None` for the bonus token after a draft kept
     /// whole.
     pub proposed: Option<u32>,
@@ -210,8 +212,9 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
                 forward_ms += ms_since(t);
                 draft_passes += 1;
                 let t = Instant::now();
-                let q = StepDistribution::new(&logits, &ctx, sampling, top_n)?;
+                let mut q = StepDistribution::new(&logits, &ctx, sampling, top_n)?;
                 token = q.draw(rng);
+                q.report_also(token);
                 qs.push(Some((q.probabilities(), q.distribution().clone())));
                 drafts.push(token);
                 ctx.push(token);
@@ -243,7 +246,8 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
     let mut ctx = context.to_vec();
     let mut decided = Vec::with_capacity(tokens.len());
     for (i, (&d, q)) in drafts.iter().zip(qs).enumerate() {
-        let p = StepDistribution::new(row(i), &ctx, sampling, top_n)?;
+        let mut p = StepDistribution::new(row(i), &ctx, sampling, top_n)?;
+        p.report_also(d);
         let probs = p.probabilities();
         let (q, q_distribution) = match q {
             Some((q, distribution)) => (q, Some(distribution)),
@@ -260,6 +264,7 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
         };
         let draft = DraftStep {
             round: 0,
+            round_drafted: drafts.len(),
             proposed: Some(d),
             accepted: verdict == Verdict::Accepted,
             proposed_text: String::new(),
@@ -279,8 +284,16 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
         let last = drafts.len();
         let p = StepDistribution::new(row(last), &ctx, sampling, top_n)?;
         let token = p.draw(rng);
-        let draft =
-            DraftStep { round: 0, proposed: None, accepted: false, proposed_text: String::new(), p: 0.0, q: 0.0, draft_distribution: None };
+        let draft = DraftStep {
+            round: 0,
+            round_drafted: drafts.len(),
+            proposed: None,
+            accepted: false,
+            proposed_text: String::new(),
+            p: 0.0,
+            q: 0.0,
+            draft_distribution: None,
+        };
         decided.push(Decided { sample: p.into_sample(token, false), logits: row(last).to_vec(), draft });
     }
     sample_ms += ms_since(t);

@@ -5,7 +5,7 @@
 // Screenshots go to test-results/beams-*.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { SHOTS, start, waitLoaded, setSlider, settle } from './harness.mjs';
+import { SHOTS, openPage, setSlider, settle } from './harness.mjs';
 
 let env;
 let page;
@@ -30,13 +30,7 @@ async function prompt(text, maxTokens) {
 }
 
 before(async () => {
-  env = await start();
-  const context = await env.browser.newContext({ viewport: { width: 1400, height: 1000 } });
-  page = await context.newPage();
-  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
-  await page.goto(env.base);
-  await waitLoaded(page);
-  await page.locator('details.more').evaluate((d) => { d.open = true; });
+  ({ env, page } = await openPage());
 });
 
 after(async () => {

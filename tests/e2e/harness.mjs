@@ -29,6 +29,19 @@ export async function start() {
   return { base: url, browser, close: async () => { await browser.close(); server.kill(); } };
 }
 
+// The page in a 1400 x 1000 window, loaded, with More settings open; a page error fails the
+// test. Returns {env, page}.
+export async function openPage() {
+  const env = await start();
+  const context = await env.browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
+  await page.goto(env.base);
+  await waitLoaded(page);
+  await page.locator('details.more').evaluate((d) => { d.open = true; });
+  return { env, page };
+}
+
 // Waits until the model is loaded and Generate is enabled.
 export async function waitLoaded(p) {
   await p.waitForFunction(() => document.body.dataset.loadMs !== undefined && !document.getElementById('generate').disabled, null, { timeout: 120_000 });

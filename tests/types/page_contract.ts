@@ -4,7 +4,7 @@
 import type {
   Beam, BeamEvent, BeamParams, BeamStartOptions, Branch, Candidate, Config, Distribution, DrawCount, EngineStats, Engine, Event, Filter, Finish,
   FinishReason, GenerateParams, ModelInfo, PromptFormat, RunRecord, Sample, SamplingParams,
-  StartOptions, StepEvent,
+  StartOptions, StepEvent, DraftStep, Drafter, SpeculativeParams,
 } from '../../www/pkg/tokenscope';
 
 // The chart's bars: one per candidate, labelled by the token's text (optional in the type:
@@ -25,6 +25,19 @@ export function tokenChip(s: StepEvent): { text: string; own: string; step: numb
     text: s.text, own: s.token_text, step: s.step, id: s.token_id, surprisal: sample.surprisal_bits,
     rank: sample.rank, forced: sample.forced, ms: s.forward_ms + s.sample_ms, position: s.position,
   };
+}
+
+// Speculative decoding: the parameters the page sends, and what the text, the chart and the
+// stats read from a drafted step.
+export function speculative(p: GenerateParams): SpeculativeParams | null | undefined {
+  const drafter: Drafter | undefined = p.speculative?.drafter;
+  return drafter === 'self' || drafter === 'lookup' ? { drafter, draft_tokens: p.speculative!.draft_tokens, draft_layers: null } : p.speculative;
+}
+export function draftMark(s: StepEvent): string {
+  const d: DraftStep | undefined = s.draft;
+  if (!d) return '';
+  const q: Distribution | null | undefined = d.draft_distribution;
+  return `${d.round}/${d.round_drafted}: ${d.proposed ?? 'bonus'} ${d.proposed_text} ${d.accepted} p=${d.p} q=${d.q} ${q?.candidates.length ?? 0}`;
 }
 
 // What `Engine.step` resolves to, told apart by its `type` tag.

@@ -10,6 +10,11 @@
 //! with the KV cache off `cached` is always 0, so every step recomputes the whole sequence
 //! (the naive loop); after a rewind or a branch switch only the tokens past the common
 //! prefix run again.
+//!
+//! With speculative decoding on, a step whose only fresh token is the last one runs a
+//! [`speculative`] round instead: it decides one to K + 1 tokens, which the next steps hand
+//! out one at a time without a forward pass; the KV cache then holds everything but the last
+//! of them, as after a plain step.
 
 use std::collections::VecDeque;
 

@@ -382,7 +382,7 @@ impl Engine {
         let record = run.record();
         let proposed = record.branches.get(record.current).and_then(|b| b.steps.get(step)).and_then(|s| s.draft.as_ref()?.proposed);
         if let Some(token) = proposed {
-            shaped.report_also(token);
+            shaped.report_also(logits, token);
         }
         let mut d = shaped.distribution().clone();
         if let Some(t) = self.tokenizer.as_ref() {

@@ -275,8 +275,7 @@ pub fn choose(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: u
 pub struct StepDistribution {
     shaped: Shaped,
     distribution: Distribution,
-    /// The raw logits and the softmax at temperature 1, for candidates past the top ones.
-    logits: Vec<f32>,
+    /// The softmax at temperature 1, for candidates past the top ones.
     p_t1: Vec<f32>,
     params: SamplingParams,
     /// The logits after the repetition penalty.
@@ -290,19 +289,9 @@ impl StepDistribution {
     /// Shapes a step's logits (steps 1-7 of the specification); `top_n` candidates are
     /// reported.
     pub fn new(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<Self> {
-        let (shaped, distribution, p_t1) = shape_and_report(logits, context, params, top_n)?;
+        let (shaped, distribution, p_t1, effective) = shape_and_report(logits, context, params, top_n)?;
         let total = survivor_mass(&shaped);
-        let effective = penalize(logits, context, params.repetition_penalty);
-        Ok(StepDistribution {
-            shaped,
-            distribution,
-            logits: logits.to_vec(),
-            p_t1,
-            params: params.clone(),
-            effective,
-            total,
-            greedy: params.is_greedy(),
-        })
+        Ok(StepDistribution { shaped, distribution, p_t1, params: params.clone(), effective, total, greedy: params.is_greedy() })
     }
 
     /// Step 8: a token drawn with `rng` (the argmax on a greedy step, which draws nothing).
@@ -327,12 +316,13 @@ impl StepDistribution {
 
     /// Reports `token_id` too when it is not among the top candidates (appended after them,
     /// with its own rank's filter): speculative decoding shows the token a draft proposed.
-    pub fn report_also(&mut self, token_id: u32) {
-        if token_id as usize >= self.logits.len() || self.distribution.candidates.iter().any(|c| c.token_id == token_id) {
+    /// `logits` are the ones this step was shaped from.
+    pub fn report_also(&mut self, logits: &[f32], token_id: u32) {
+        if token_id as usize >= self.p_t1.len() || self.distribution.candidates.iter().any(|c| c.token_id == token_id) {
             return;
         }
         let rank = self.rank_of(token_id);
-        let c = candidate(token_id, rank, &self.logits, &self.shaped, &self.p_t1, self.total, &self.params);
+        let c = candidate(token_id, rank, logits, &self.shaped, &self.p_t1, self.total, &self.params);
         self.distribution.candidates.push(c);
     }
 
@@ -358,7 +348,7 @@ impl StepDistribution {
 /// `(token_id, count)` for every token drawn at least once, most drawn first. Shows that
 /// sampling is a draw: a 30% token wins about 30% of the draws.
 pub fn draw_many(logits: &[f32], context: &[u32], params: &SamplingParams, n: usize, rng: &mut SamplerRng) -> Result<Vec<(u32, usize)>> {
-    let (shaped, _, _) = shape_and_report(logits, context, params, 1)?;
+    let (shaped, ..) = shape_and_report(logits, context, params, 1)?;
     let total = survivor_mass(&shaped);
     let mut counts = vec![0usize; shaped.kept_min_p];
     for _ in 0..n {
@@ -387,8 +377,14 @@ fn draw_rank(shaped: &Shaped, total: f64, rng: &mut SamplerRng) -> usize {
     shaped.kept_min_p - 1
 }
 
-/// Steps 1-7 and the report of the top `top_n` candidates; also `p_t1` of every token.
-fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, top_n: usize) -> Result<(Shaped, Distribution, Vec<f32>)> {
+/// Steps 1-7 and the report of the top `top_n` candidates; also `p_t1` of every token and
+/// the effective (penalized) logits.
+fn shape_and_report(
+    logits: &[f32],
+    context: &[u32],
+    params: &SamplingParams,
+    top_n: usize,
+) -> Result<(Shaped, Distribution, Vec<f32>, Vec<f32>)> {
     params.validate()?;
     if logits.is_empty() {
         return Err(Error::InvalidParams("no logits to sample from".into()));
@@ -412,7 +408,7 @@ fn shape_and_report(logits: &[f32], context: &[u32], params: &SamplingParams, to
         after_min_p: shaped.kept_min_p,
         vocab_size: logits.len(),
     };
-    Ok((shaped, distribution, p_t1))
+    Ok((shaped, distribution, p_t1, effective))
 }
 
 /// The chart's view of token `id` at `rank`: its logit, `p`, `p_t1`, `p_filtered` and the

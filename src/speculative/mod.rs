@@ -214,7 +214,7 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
                 let t = Instant::now();
                 let mut q = StepDistribution::new(&logits, &ctx, sampling, top_n)?;
                 token = q.draw(rng);
-                q.report_also(token);
+                q.report_also(&logits, token);
                 qs.push(Some((q.probabilities(), q.distribution().clone())));
                 drafts.push(token);
                 ctx.push(token);
@@ -247,7 +247,7 @@ pub async fn round<B: Backend>(backend: &mut B, input: RoundInput<'_>, rng: &mut
     let mut decided = Vec::with_capacity(tokens.len());
     for (i, (&d, q)) in drafts.iter().zip(qs).enumerate() {
         let mut p = StepDistribution::new(row(i), &ctx, sampling, top_n)?;
-        p.report_also(d);
+        p.report_also(row(i), d);
         let probs = p.probabilities();
         let (q, q_distribution) = match q {
             Some((q, distribution)) => (q, Some(distribution)),

@@ -33,12 +33,24 @@
 // MATMUL writes y[b * rows + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused).
 // Either adds to y instead when accumulate != 0 (the residual add fused into the output
 // projections).
+// SUBGROUP (MATVEC only; the adapter's subgroups feature): the same dispatch and the same
+//   WG / TPR rows per workgroup, but a whole subgroup shares a row, its lanes taking every
+//   subgroup_size-th word and adding up with subgroupAdd: no workgroup memory and no
+//   barriers (the NORM prologue too: each subgroup sums the squares of the whole row). Rows
+//   go to subgroups round-robin (row i of the workgroup to subgroup i % num_subgroups), so
+//   any subgroup size and any subgroup layout of the workgroup gives the same rows.
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG). TPR threads
 // share a row, each taking every TPR-th word of it, then add up their sums in workgroup
 // memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
 // reads the last valid row in their place).
+
+#ifdef SUBGROUP
+#ifdef BROWSER
+enable subgroups;
+#endif
+#endif
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
@@ -144,13 +156,13 @@ fn norm_prologue(t: u32) {
 }
 #endif
 
-// This thread's share (every TPR-th word from `lane`) of row `row` times the input.
-fn row_dot(row: u32, lane: u32) -> Acc {
+// This thread's share (every `lanes`-th word from `lane`) of row `row` times the input.
+fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     var sum = Acc(0.0);
 #ifdef Q4_1
     let words = params.cols / 8u;
     let blocks = params.cols / 32u;
-    for (var w = lane; w < words; w = w + TPR) {
+    for (var w = lane; w < words; w = w + lanes) {
         let b = w / 4u;
         let s = unpack2x16float(dm[row * blocks + b]);
         let word = qs[row * words + w];
@@ -166,7 +178,7 @@ fn row_dot(row: u32, lane: u32) -> Acc {
 #ifdef Q8_0
     let words = params.cols / 4u;
     let blocks = params.cols / 32u;
-    for (var w = lane; w < words; w = w + TPR) {
+    for (var w = lane; w < words; w = w + lanes) {
         let word = qs[row * words + w];
         let base = w * 4u;
         var dot = Acc(0.0);
@@ -179,17 +191,22 @@ fn row_dot(row: u32, lane: u32) -> Acc {
 #endif
 #ifdef F16
     let words = params.cols / 2u;
-    for (var i = lane; i < words; i = i + TPR) {
+    for (var i = lane; i < words; i = i + lanes) {
         let pair = unpack2x16float(w[row * words + i]);
         sum = sum + pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
     }
 #endif
 #ifdef F32
-    for (var i = lane; i < params.cols; i = i + TPR) {
+    for (var i = lane; i < params.cols; i = i + lanes) {
         sum = sum + w[row * params.cols + i] * X(i);
     }
 #endif
     return sum;
+}
+
+// silu(g) * u, SwiGLU's output for gate g and up u.
+fn swiglu(g: Acc, u: Acc) -> Acc {
+    return g / (1.0 + exp(-g)) * u;
 }
 
 // y[i] = v, or y[i] += v.
@@ -201,6 +218,61 @@ fn store(i: u32, v: f32) {
     }
 }
 
+#ifdef SUBGROUP
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) lanes: u32,
+        @builtin(subgroup_id) sg: u32, @builtin(num_subgroups) n_sg: u32) {
+    x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+#ifdef NORM
+    var squares = 0.0;
+    for (var col = lane; col < params.cols; col = col + lanes) {
+        let v = X_raw(col);
+        squares = squares + v * v;
+    }
+    inv_rms = inverseSqrt(subgroupAdd(squares) / f32(params.cols) + params.eps);
+#else
+    let inv_rms = 1.0;
+#endif
+    let first = wg.x * (WG / TPR);
+#ifdef GLU
+    // Units of work: gate/up row pairs.
+    let units = WG / TPR / 2u;
+#else
+    let units = WG / TPR;
+#endif
+    // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
+    let rounds = (units + n_sg - 1u) / n_sg;
+    for (var k = 0u; k < rounds; k = k + 1u) {
+        let i = sg + k * n_sg;
+#ifdef GLU
+        let row = first + 2u * i;
+        let live = i < units && row + 1u < params.rows;
+        var g = 0.0;
+        var u = 0.0;
+        if (live) {
+            g = row_dot(row, lane, lanes);
+            u = row_dot(row + 1u, lane, lanes);
+        }
+        g = subgroupAdd(g) * inv_rms;
+        u = subgroupAdd(u) * inv_rms;
+        if (live && lane == 0u) {
+            y[row / 2u] = swiglu(g, u);
+        }
+#else
+        let row = first + i;
+        let live = i < units && row < params.rows;
+        var sum = 0.0;
+        if (live) {
+            sum = row_dot(row, lane, lanes);
+        }
+        sum = subgroupAdd(sum) * inv_rms;
+        if (live && lane == 0u) {
+            store(row, sum);
+        }
+#endif
+    }
+}
+#else
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = lid.x;
@@ -221,7 +293,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #endif
     var sum = Acc(0.0);
     if (live) {
-        sum = row_dot(row, lane);
+        sum = row_dot(row, lane, TPR);
     }
 #ifdef NORM
     sum = sum * inv_rms;
@@ -234,7 +306,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     if (lane == 0u && row % 2u == 0u && row + 1u < params.rows) {
         let g = partial[t];
         let u = partial[t + TPR];
-        let v = g / (1.0 + exp(-g)) * u;
+        let v = swiglu(g, u);
         let outputs = params.rows / 2u;
 #ifdef MATVEC
         y[row / 2u] = v;
@@ -263,3 +335,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
 #endif
 }
+#endif

@@ -14,6 +14,8 @@
 //   n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos, n_tokens}.
 // Dispatch: (ceil((n_heads * hd + 2 * kv) / 2 / WG), n_tokens, 1) workgroups of WG threads
 // (override); thread (j, b) handles pair j of row qkv[b]: a q pair, a k pair or two v values.
+// KV_F16 (define): the caches are array<u32> [context, kv / 2] holding the pair as two halves
+//   (pack2x16float: low half the even element), half the memory of f32; no shader-f16 needed.
 
 override WG: u32 = 64u;
 
@@ -29,10 +31,35 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
 @group(0) @binding(2) var<storage, read_write> q: array<f32>;
+#ifdef KV_F16
+@group(0) @binding(3) var<storage, read_write> k_cache: array<u32>;
+@group(0) @binding(4) var<storage, read_write> v_cache: array<u32>;
+#else
 @group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
+#endif
 @group(0) @binding(5) var<storage, read> table: array<f32>;
 @group(0) @binding(6) var<uniform> step: Step;
+
+// Writes elements at, at + 1 (at even) of the K cache (is_key) or the V cache.
+fn store_pair(is_key: bool, at: u32, a: f32, b: f32) {
+#ifdef KV_F16
+    let word = pack2x16float(vec2<f32>(a, b));
+    if (is_key) {
+        k_cache[at / 2u] = word;
+    } else {
+        v_cache[at / 2u] = word;
+    }
+#else
+    if (is_key) {
+        k_cache[at] = a;
+        k_cache[at + 1u] = b;
+    } else {
+        v_cache[at] = a;
+        v_cache[at + 1u] = b;
+    }
+#endif
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -49,9 +76,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let a = qkv[row + 2u * j];
     let b = qkv[row + 2u * j + 1u];
     if (2u * j >= qd + kv) {
-        let at = pos * kv + (2u * j - qd - kv);
-        v_cache[at] = a;
-        v_cache[at + 1u] = b;
+        store_pair(false, pos * kv + (2u * j - qd - kv), a, b);
         return;
     }
     let i = j % (hd / 2u); // pair index within the head
@@ -65,8 +90,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         q[at] = ra;
         q[at + 1u] = rb;
     } else {
-        let at = pos * kv + (2u * j - qd);
-        k_cache[at] = ra;
-        k_cache[at + 1u] = rb;
+        store_pair(true, pos * kv + (2u * j - qd), ra, rb);
     }
 }

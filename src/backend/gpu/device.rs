@@ -19,6 +19,11 @@ pub struct GpuInfo {
     pub max_storage_buffer_binding_size: u64,
     /// Most storage buffers one shader stage may bind.
     pub max_storage_buffers_per_shader_stage: u32,
+    /// Whether the device was opened with subgroup operations (the adapter offers them and
+    /// wgpu can ask for them: natively, not yet through a browser's WebGPU).
+    pub subgroups: bool,
+    /// The adapter's smallest and largest subgroup size (0 when it has none).
+    pub subgroup_sizes: [u32; 2],
 }
 
 /// A device and its queue, ready for the kernels.
@@ -36,8 +41,8 @@ pub struct GpuContext {
 impl GpuContext {
     /// Finds an adapter (a hardware one when there is one) and opens a device on it. The
     /// storage binding limit is raised to what the adapter offers, up to 1 GiB; nothing else
-    /// beyond WebGPU's defaults is required, and no optional feature (no shader-f16, no
-    /// subgroups).
+    /// beyond WebGPU's defaults is required. The one optional feature asked for is
+    /// subgroups, where the adapter offers it (the kernels have plain variants without).
     pub async fn new() -> Result<Self> {
         Self::with_hint(false).await
     }
@@ -57,6 +62,8 @@ impl GpuContext {
             .map_err(|e| Error::NoGpu(format!("no adapter ({e})")))?;
         let ai = adapter.get_info();
         let offered = adapter.limits();
+        let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP);
+        let required_features = if subgroups { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
             max_buffer_size: offered.max_buffer_size.min(1 << 30),
@@ -65,7 +72,7 @@ impl GpuContext {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("tokenscope"),
-                required_features: wgpu::Features::empty(),
+                required_features,
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -92,6 +99,8 @@ impl GpuContext {
             software: software || ai.device_type == wgpu::DeviceType::Cpu,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+            subgroups,
+            subgroup_sizes: if subgroups { [ai.subgroup_min_size, ai.subgroup_max_size] } else { [0, 0] },
         };
         Ok(GpuContext { device, queue, info, fault })
     }

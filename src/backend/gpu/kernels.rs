@@ -15,9 +15,14 @@ pub struct ShaderSource {
 }
 
 impl ShaderSource {
-    /// The WGSL the device compiles: the template expanded with the variant's defines.
+    /// The WGSL the device compiles: the template expanded with the variant's defines, and
+    /// `BROWSER` in wasm, where the browser's compiler reads it: Tint wants `enable
+    /// subgroups;` before subgroup operations, naga (natively) refuses the directive and
+    /// takes them on the device's feature alone.
     pub fn code(&self) -> Result<String> {
-        super::wgsl_defs::expand(self.template, &self.defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
+        let mut defines = self.defines.clone();
+        defines.extend(cfg!(target_arch = "wasm32").then_some("BROWSER"));
+        super::wgsl_defs::expand(self.template, &defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
     }
 }
 
@@ -42,15 +47,87 @@ const ATTENTION_COMBINE: &str = include_str!("../../../shaders/attention_combine
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![
-        source("embedding.wgsl", EMBEDDING, &[]),
-        source("rope_kv.wgsl", ROPE_KV, &[]),
-        source("attention_partial.wgsl", ATTENTION_PARTIAL, &[]),
-        source("attention_single.wgsl", ATTENTION_PARTIAL, &["SINGLE"]),
-        source("attention_combine.wgsl", ATTENTION_COMBINE, &[]),
-    ];
+    let mut all = vec![source("embedding.wgsl", EMBEDDING, &[]), source("attention_combine.wgsl", ATTENTION_COMBINE, &[])];
+    all.extend([false, true].map(rope_kv_source));
+    all.extend(AttentionKernel::all().map(|a| a.source()));
     all.extend(MatrixKernel::all().map(|m| m.source()));
     all
+}
+
+/// The RoPE/KV-write kernel, writing an f32 or (`kv_f16`) a half-float cache.
+fn rope_kv_source(kv_f16: bool) -> ShaderSource {
+    if kv_f16 {
+        source("rope_kv_kv_f16.wgsl", ROPE_KV, &["KV_F16"])
+    } else {
+        source("rope_kv.wgsl", ROPE_KV, &[])
+    }
+}
+
+/// Which kernel variants a device runs, chosen at load (see [`KernelOptions::for_device`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Threads that share one matrix row in the plain matvec kernels (a power of two up to
+    /// [`WORKGROUP`]); with subgroups, WORKGROUP / threads_per_row is still the rows per
+    /// workgroup.
+    pub threads_per_row: u32,
+    /// Matvec and attention reduce with subgroup operations (the device must have the
+    /// subgroups feature).
+    pub subgroups: bool,
+    /// The KV cache holds half floats (half the memory; packed two per word, so any adapter
+    /// can).
+    pub kv_f16: bool,
+}
+
+impl KernelOptions {
+    /// What suits the device: software adapters (lavapipe, SwiftShader) run a workgroup as
+    /// SIMD loops on a CPU core, where workgroup reductions cost more than they save, so one
+    /// thread takes a whole row there (measured on lavapipe, decode: 3.0 tok/s with 1 thread
+    /// per row, 2.6 with 4, 2.1 with 16, 1.1 with 64), and they keep the plain reductions.
+    /// Hardware GPUs get 8 threads per row, 8 rows per workgroup, and subgroup reductions
+    /// when the device has them. The KV cache stays f32 unless asked.
+    pub fn for_device(ctx: &GpuContext) -> Self {
+        let software = ctx.info.software;
+        KernelOptions { threads_per_row: if software { 1 } else { 8 }, subgroups: ctx.info.subgroups && !software, kv_f16: false }
+    }
+
+    /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row.
+    pub fn plain(threads_per_row: u32) -> Self {
+        KernelOptions { threads_per_row, subgroups: false, kv_f16: false }
+    }
+}
+
+/// One variant of attention_partial.wgsl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionKernel {
+    /// The whole attention in one dispatch (one chunk), rather than split-K's part 1.
+    pub single: bool,
+    /// Subgroup reductions.
+    pub subgroup: bool,
+    /// Reads a half-float KV cache.
+    pub kv_f16: bool,
+}
+
+impl AttentionKernel {
+    /// Every variant.
+    pub fn all() -> impl Iterator<Item = AttentionKernel> {
+        (0..8u8).map(|b| AttentionKernel { single: b & 1 != 0, subgroup: b & 2 != 0, kv_f16: b & 4 != 0 })
+    }
+
+    /// Its name, e.g. `attention_single_subgroup_kv_f16.wgsl`.
+    pub fn name(&self) -> String {
+        format!(
+            "attention_{}{}{}.wgsl",
+            if self.single { "single" } else { "partial" },
+            if self.subgroup { "_subgroup" } else { "" },
+            if self.kv_f16 { "_kv_f16" } else { "" }
+        )
+    }
+
+    /// Its source: attention_partial.wgsl with its defines.
+    pub fn source(&self) -> ShaderSource {
+        let defines = [(self.single, "SINGLE"), (self.subgroup, "SUBGROUP"), (self.kv_f16, "KV_F16")];
+        ShaderSource { name: self.name(), template: ATTENTION_PARTIAL, defines: defines.iter().filter(|d| d.0).map(|d| d.1).collect() }
+    }
 }
 
 /// Threads per workgroup (the shaders' `WG` override).
@@ -104,27 +181,30 @@ pub struct MatrixKernel {
     pub norm: bool,
     /// SwiGLU of interleaved gate/up rows as the epilogue.
     pub glu: bool,
+    /// Decode only: a subgroup per row, reduced with subgroupAdd.
+    pub subgroup: bool,
 }
 
 impl MatrixKernel {
     /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU (the
-    /// three the forward pass uses).
+    /// three the forward pass uses), and each decode one with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
-        [false, true].into_iter().flat_map(|prefill| {
+        [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
-                [(false, false), (true, false), (true, true)].map(|(norm, glu)| MatrixKernel { prefill, format, norm, glu })
+                [(false, false), (true, false), (true, true)].map(|(norm, glu)| MatrixKernel { prefill, format, norm, glu, subgroup })
             })
         })
     }
 
-    /// The variant's name, e.g. `matvec_q4_1_norm_glu.wgsl`.
+    /// The variant's name, e.g. `matvec_q4_1_norm_glu_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}.wgsl",
+            "{}_{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.norm { "_norm" } else { "" },
-            if self.glu { "_glu" } else { "" }
+            if self.glu { "_glu" } else { "" },
+            if self.subgroup { "_subgroup" } else { "" }
         )
     }
 
@@ -133,6 +213,7 @@ impl MatrixKernel {
         let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }, self.format.define()];
         defines.extend(self.norm.then_some("NORM"));
         defines.extend(self.glu.then_some("GLU"));
+        defines.extend(self.subgroup.then_some("SUBGROUP"));
         ShaderSource { name: self.name(), template: MATRIX, defines }
     }
 }
@@ -235,8 +316,8 @@ pub struct Kernels {
     pub attention_single: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
     pub attention_combine: Kernel,
-    /// Threads that share one matrix row in the matvec kernels (their `TPR` override).
-    pub threads_per_row: u32,
+    /// The variants chosen.
+    pub options: KernelOptions,
     matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
 }
 
@@ -283,30 +364,37 @@ impl<'a> LinearOp<'a> {
 }
 
 impl Kernels {
-    /// Compiles the fixed kernels, with the matvec row sharing suited to the adapter: software
-    /// adapters (lavapipe, SwiftShader) run a workgroup as SIMD loops on a CPU core, where
-    /// workgroup reductions cost more than they save, so one thread takes a whole row there
-    /// (measured on lavapipe, decode: 3.0 tok/s with 1 thread per row, 2.6 with 4, 2.1 with
-    /// 16, 1.1 with 64). Hardware GPUs get 8 threads per row, 8 rows per workgroup.
+    /// Compiles the fixed kernels with the variants [`KernelOptions::for_device`] picks.
     pub fn new(ctx: &GpuContext) -> Result<Self> {
-        Self::with_threads_per_row(ctx, if ctx.info.software { 1 } else { 8 })
+        Self::with_options(ctx, KernelOptions::for_device(ctx))
     }
 
     /// Compiles the fixed kernels; matrix kernels will use `threads_per_row` threads (a power
-    /// of two <= 64) per row.
+    /// of two <= 64) per row, plain reductions and an f32 cache.
     pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Result<Self> {
+        Self::with_options(ctx, KernelOptions::plain(threads_per_row))
+    }
+
+    /// Compiles the fixed kernels of the variants `options` names. Subgroups on a device
+    /// without them are an error.
+    pub fn with_options(ctx: &GpuContext, options: KernelOptions) -> Result<Self> {
+        let threads_per_row = options.threads_per_row;
         if !threads_per_row.is_power_of_two() || threads_per_row > WORKGROUP {
             return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {WORKGROUP} is needed")));
         }
-        let p =
-            |template, defines: &[&'static str], name: &str| pipeline(ctx, &source(name, template, defines), &[("WG", WORKGROUP as f64)]);
+        if options.subgroups && !ctx.info.subgroups {
+            return Err(Error::Backend(format!("{} has no subgroup operations", ctx.info.name)));
+        }
+        let wg = [("WG", WORKGROUP as f64)];
+        let attention =
+            |single| pipeline(ctx, &AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 }.source(), &wg);
         Ok(Kernels {
-            embedding: p(EMBEDDING, &[], "embedding.wgsl")?,
-            rope_kv: p(ROPE_KV, &[], "rope_kv.wgsl")?,
-            attention_partial: p(ATTENTION_PARTIAL, &[], "attention_partial.wgsl")?,
-            attention_single: p(ATTENTION_PARTIAL, &["SINGLE"], "attention_single.wgsl")?,
-            attention_combine: p(ATTENTION_COMBINE, &[], "attention_combine.wgsl")?,
-            threads_per_row,
+            embedding: pipeline(ctx, &source("embedding.wgsl", EMBEDDING, &[]), &wg)?,
+            rope_kv: pipeline(ctx, &rope_kv_source(options.kv_f16), &wg)?,
+            attention_partial: attention(false)?,
+            attention_single: attention(true)?,
+            attention_combine: pipeline(ctx, &source("attention_combine.wgsl", ATTENTION_COMBINE, &[]), &wg)?,
+            options,
             matrix: Default::default(),
         })
     }
@@ -317,7 +405,7 @@ impl Kernels {
         if let Some(k) = cache.get(&variant) {
             return Ok(k.clone());
         }
-        let k = pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64), ("TPR", self.threads_per_row as f64)])?;
+        let k = pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64), ("TPR", self.options.threads_per_row as f64)])?;
         cache.insert(variant, k.clone());
         Ok(k)
     }
@@ -339,15 +427,16 @@ impl Kernels {
 
     fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
         let w = op.w;
-        if op.glu && (!w.rows.is_multiple_of(2) || op.accumulate || self.threads_per_row > WORKGROUP / 2) {
+        let threads_per_row = self.options.threads_per_row;
+        if op.glu && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > WORKGROUP / 2) {
             return Err(Error::Backend(format!(
-                "the SwiGLU epilogue needs an even row count ({}), no accumulate, and at most {} threads per row ({})",
+                "the SwiGLU epilogue needs an even row count ({}), no accumulate, and at most {} threads per row ({threads_per_row})",
                 w.rows,
                 WORKGROUP / 2,
-                self.threads_per_row
             )));
         }
-        let kernel = self.matrix(ctx, MatrixKernel { prefill, format: w.format, norm: op.norm.is_some(), glu: op.glu })?;
+        let subgroup = self.options.subgroups && !prefill;
+        let kernel = self.matrix(ctx, MatrixKernel { prefill, format: w.format, norm: op.norm.is_some(), glu: op.glu, subgroup })?;
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
@@ -357,7 +446,7 @@ impl Kernels {
             pad: [0; 3],
         };
         let params = ctx.uniform("linear", &[params]);
-        let groups = w.rows.div_ceil(WORKGROUP / self.threads_per_row);
+        let groups = w.rows.div_ceil(WORKGROUP / threads_per_row);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!(
                 "a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})",

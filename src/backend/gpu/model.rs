@@ -14,7 +14,7 @@
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::kernels::{self, Bind, Dispatch, GpuMatrix, Kernels, LinearOp};
+use super::kernels::{self, Bind, Dispatch, GpuMatrix, KernelOptions, Kernels, LinearOp};
 use super::repack::{interleave_rows, repack, stack};
 use crate::backend::{check_draft_layers, check_verify, Backend, BackendInfo, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -88,6 +88,8 @@ pub struct GpuBackend {
     gpu_bytes: u64,
     weight_bytes: u64,
     kv_bytes_per_token: usize,
+    /// The kernel variants it runs.
+    options: KernelOptions,
 }
 
 /// One op of the forward pass with the dispatches it lowers to.
@@ -181,12 +183,29 @@ impl GpuBackend {
         Self::on(GpuContext::new().await?, cfg, weights, context_len).await
     }
 
-    /// As [`GpuBackend::new`], on a device already opened.
+    /// As [`GpuBackend::new`], on a device already opened, with the kernel variants that suit
+    /// it ([`KernelOptions::for_device`]).
     pub async fn on(ctx: GpuContext, cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
+        let options = KernelOptions::for_device(&ctx);
+        Self::with_options(ctx, cfg, weights, context_len, options).await
+    }
+
+    /// As [`GpuBackend::on`], with the kernel variants `options` names (subgroups, a
+    /// half-float KV cache).
+    pub async fn with_options(
+        ctx: GpuContext,
+        cfg: &Config,
+        weights: Weights,
+        context_len: Option<usize>,
+        options: KernelOptions,
+    ) -> Result<Self> {
         let scopes = ctx.error_scopes();
-        let k = Kernels::new(&ctx)?;
+        let k = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let (hd, kv, qd) = (cfg.head_dim as u32, cfg.kv_dim() as u32, (cfg.n_heads * cfg.head_dim) as u32);
+        if !hd.is_multiple_of(2) {
+            return Err(Error::Backend(format!("heads of {hd} dimensions cannot run on the GPU (RoPE and the cache need pairs)")));
+        }
         let b = PREFILL_BATCH;
         let mut gpu_bytes = 0u64;
         let mut weight_bytes = 0u64;
@@ -235,9 +254,11 @@ impl GpuBackend {
             let wo = matrix(&ctx, &l.wo, &mut weight_bytes)?;
             let w_gate_up = gate_up(&ctx, &l.w_gate, &l.w_up, &mut weight_bytes)?;
             let w_down = matrix(&ctx, &l.w_down, &mut weight_bytes)?;
-            let k_cache = ctx.storage("k cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
-            let v_cache = ctx.storage("v cache", &vec![0f32; capacity * kv as usize]); // [ctx, kv]
-            gpu_bytes += 2 * (capacity * kv as usize * 4) as u64;
+            // [ctx, kv] f32, or with kv_f16 [ctx, kv / 2] u32 of two halves each.
+            let cache_words = if options.kv_f16 { capacity * kv as usize / 2 } else { capacity * kv as usize };
+            let k_cache = ctx.storage("k cache", &vec![0u32; cache_words]);
+            let v_cache = ctx.storage("v cache", &vec![0u32; cache_words]);
+            gpu_bytes += 2 * (cache_words * 4) as u64;
             // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v;
             // att = attention(q, cache); x += Wo att.
             ops.push(linear(LinearOp { norm: Some((&attn_norm, eps)), ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) })?);
@@ -287,7 +308,8 @@ impl GpuBackend {
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
-            kv_bytes_per_token: cfg.kv_bytes_per_token(),
+            kv_bytes_per_token: cfg.kv_bytes_per_token() / if options.kv_f16 { 2 } else { 1 },
+            options,
             ctx,
             cfg: cfg.clone(),
             step,
@@ -329,6 +351,11 @@ impl GpuBackend {
     /// Bytes of weights the kernels read per decode step.
     pub fn weight_bytes(&self) -> u64 {
         self.weight_bytes
+    }
+
+    /// The kernel variants it runs (subgroups, the KV cache's precision).
+    pub fn kernel_options(&self) -> KernelOptions {
+        self.options
     }
 
     /// Adapter details.
@@ -512,7 +539,7 @@ impl Backend for GpuBackend {
             name: "gpu".into(),
             device: format!("{} ({})", self.ctx.info.name, self.ctx.info.backend),
             software: self.ctx.info.software,
-            kv_bytes_per_value: 4,
+            kv_bytes_per_value: if self.options.kv_f16 { 2 } else { 4 },
         }
     }
 }

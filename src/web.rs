@@ -66,6 +66,8 @@ struct Stats {
     device: String,
     /// GPU only: kernel dispatches of the next decode step (one compute pass, one submit).
     gpu_dispatches_per_step: Option<usize>,
+    /// GPU only: the kernel variants it runs, in words.
+    gpu_kernels: Option<String>,
 }
 
 /// How often a token came up in repeated draws.
@@ -457,6 +459,7 @@ impl Engine {
             kv_bytes_per_value: info.kv_bytes_per_value,
             backend: info.name,
             device: info.device,
+            gpu_kernels: info.gpu_kernels,
             gpu_dispatches_per_step: match b {
                 AnyBackend::Gpu(g) => Some(g.dispatches_per_step()),
                 AnyBackend::Cpu(_) => None,

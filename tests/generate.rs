@@ -65,7 +65,7 @@ impl Backend for Scripted {
         0
     }
     fn info(&self) -> BackendInfo {
-        BackendInfo { name: "scripted".into(), device: "test".into(), software: true, kv_bytes_per_value: 4 }
+        BackendInfo { name: "scripted".into(), device: "test".into(), software: true, kv_bytes_per_value: 4, gpu_kernels: None }
     }
 }
 

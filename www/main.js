@@ -609,6 +609,13 @@ function renderTimelines() {
 const fmtBytes = (b) => (b >= 1e6 ? `${(b / 1e6).toFixed(1)} MB` : `${(b / 1e3).toFixed(1)} KB`);
 const BACKEND_LABELS = { gpu: 'WebGPU (our WGSL kernels)', 'cpu-fast': 'CPU (wasm)', 'cpu-exact': 'CPU (wasm, exact)' };
 
+// The stats row "Backend": which engine, on what device, and (GPU) which kernel variants.
+function backendLabel(s) {
+  if (!s) return '–';
+  const device = s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device;
+  return `${BACKEND_LABELS[s.backend] || s.backend} on ${device}${s.gpu_kernels ? ` (${s.gpu_kernels})` : ''}`;
+}
+
 // 2 x layers x KV heads x head dim x bytes x tokens, in the model's own numbers.
 function kvFormula(s) {
   const c = state.model?.config;
@@ -635,7 +642,7 @@ function beamStatsRows(s) {
     ['Forward tokens', b.steps ? `${forward} (greedy decoding runs ${b.promptTokens + b.steps} for as many steps)` : '–'],
     ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
     ['Finish reason', b.finish ? `${reasons[b.finish.beams[0]?.finish_reason] || 'no beam finished'} (the winner's)` : state.active ? 'searching…' : b.steps ? 'paused' : '–'],
-    ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
+    ['Backend', backendLabel(s)],
   ];
 }
 
@@ -659,7 +666,7 @@ function renderStats() {
     ['Without grouped-query attention', noGqa],
     ['Context used', !s ? '–' : state.run?.frozen ? `– (the cut-off run's cache went with the crashed engine; ${s.context_len} free)` : `${s.position} / ${s.context_len}`],
     ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
-    ['Backend', s ? `${BACKEND_LABELS[s.backend] || s.backend} on ${s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device}` : '–'],
+    ['Backend', backendLabel(s)],
   ];
   if (state.run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s)]);
   else if (liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };

@@ -22,6 +22,10 @@ pub struct BackendInfo {
     pub software: bool,
     /// Bytes of one cached key or value element (4 for f32).
     pub kv_bytes_per_value: usize,
+    /// GPU only: the kernel variants it runs, in words (e.g. "subgroup reductions, f16 KV
+    /// cache").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_kernels: Option<String>,
 }
 
 /// A model bound to a device, with its KV cache.

@@ -116,6 +116,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "kv_cache_bytes": backend.kv_cache_bytes(),
             "weight_bytes_per_token": weight_bytes,
         });
+        if let Some(k) = &info.gpu_kernels {
+            out["gpu_kernels"] = json!(k);
+        }
         if let Some(s) = &gpu {
             out["dispatches_per_step"] = json!(s.dispatches);
             out["dispatches_per_step_long_context"] = json!(s.dispatches_long_context);
@@ -149,6 +152,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 s.gpu_bytes as f64 / 1e6
             );
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
+        }
+        if let Some(k) = &info.gpu_kernels {
+            println!("GPU kernels: {k}");
         }
         if let Some(s) = &speculative {
             println!(

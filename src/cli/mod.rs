@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::gpu::GpuBackend;
+use tokenscope::backend::gpu::kernels::KernelOptions;
+use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -64,6 +65,13 @@ pub struct ModelArgs {
     /// most the model's window).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>)]
     context: Option<usize>,
+    /// GPU: keep the KV cache in half floats (half its memory; the logits move by up to about
+    /// 1e-2 from exact math).
+    #[arg(long)]
+    kv_cache_f16: bool,
+    /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
+    #[arg(long)]
+    no_subgroups: bool,
 }
 
 /// The backends the CLI offers.
@@ -103,12 +111,21 @@ impl ModelArgs {
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
     fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
+        if self.backend != BackendKind::Gpu && (self.kv_cache_f16 || self.no_subgroups) {
+            return Err(Error::InvalidParams("--kv-cache-f16 and --no-subgroups choose GPU kernels: use them with --backend gpu".into()));
+        }
         let model = self.open()?;
         let (cfg, weights) = (&model.config, model.weights);
         let backend = match self.backend {
             BackendKind::Cpu => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Fast, self.context)?)),
             BackendKind::CpuExact => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Exact, self.context)?)),
-            BackendKind::Gpu => AnyBackend::Gpu(Box::new(pollster::block_on(GpuBackend::new(cfg, weights, self.context))?)),
+            BackendKind::Gpu => {
+                let ctx = pollster::block_on(GpuContext::new())?;
+                let mut options = KernelOptions::for_device(&ctx);
+                options.kv_f16 = self.kv_cache_f16;
+                options.subgroups &= !self.no_subgroups;
+                AnyBackend::Gpu(Box::new(pollster::block_on(GpuBackend::with_options(ctx, cfg, weights, self.context, options))?))
+            }
         };
         Ok((backend, model.tokenizer))
     }

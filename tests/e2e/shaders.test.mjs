@@ -2,9 +2,11 @@
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
-// constants. The RoPE/KV write, the F32 matvec/matmul (plain, and with the fused RMSNorm and
-// SwiGLU), embedding and attention kernels also run small cases checked in JS (the quantized
-// kernels run in the page test's WebGPU generation).
+// constants (subgroup variants on a device with the subgroups feature). The RoPE/KV write,
+// the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
+// subgroup reductions too), embedding and attention kernels (with subgroup reductions and a
+// half-float cache too) also run small cases checked in JS (the quantized kernels run in the
+// page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
@@ -37,8 +39,11 @@ test('Chromium has a WebGPU adapter', async () => {
 for (const name of SHADERS) {
   test(`${name} compiles in Chromium and makes a pipeline`, async () => {
     const result = await page.evaluate(async (file) => {
-      const device = await (await navigator.gpu.requestAdapter()).requestDevice();
       const code = await (await fetch(`/shaders/${file}`)).text();
+      // Subgroup variants need the device feature (SwiftShader offers it; an adapter
+      // without it fails here, as it should: the variant would go uncompiled).
+      const requiredFeatures = code.includes('enable subgroups;') ? ['subgroups'] : [];
+      const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
       const module = device.createShaderModule({ code });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
@@ -61,8 +66,9 @@ for (const name of SHADERS) {
 // floats. `groups` is [x, y, z].
 async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
   return page.evaluate(async ({ file, bindings, out, groups, constants }) => {
-    const device = await (await navigator.gpu.requestAdapter()).requestDevice();
     const code = await (await fetch(`/shaders/${file}`)).text();
+    const requiredFeatures = code.includes('enable subgroups;') ? ['subgroups'] : [];
+    const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
     const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants } });
     const buffers = bindings.map((b) => {
       const data = b.u32 ? new Uint32Array(b.u32) : new Float32Array(b.f32);
@@ -109,11 +115,11 @@ const normed = (x, tokens) => Array.from({ length: tokens }, (_, b) => {
   return row.map((v, c) => (v / rms) * GAIN[c]);
 }).flat();
 
-test('matvec_f32.wgsl runs a small case in Chromium (the residual add, 8 threads per row)', async () => {
+for (const file of ['matvec_f32.wgsl', 'matvec_f32_subgroup.wgsl']) test(`${file} runs a small case in Chromium (the residual add, 8 rows per workgroup)`, async () => {
   const x = X(1);
   const prior = new Array(ROWS).fill(0.5);
   const params = matrixParams(ROWS, 1); // accumulate into y
-  const got = await runKernel('matvec_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, { u32: [2, 1, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const got = await runKernel(file, [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, { u32: [2, 1, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
   close(got, Array.from({ length: ROWS }, (_, r) => 0.5 + dot(r, x, 0)), 1e-5, 'matvec');
 });
 
@@ -127,9 +133,9 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
   close(got, want, 1e-5, 'matmul');
 });
 
-test('matvec_f32_norm.wgsl runs a small case in Chromium (the RMSNorm prologue, 8 threads per row)', async () => {
+for (const file of ['matvec_f32_norm.wgsl', 'matvec_f32_norm_subgroup.wgsl']) test(`${file} runs a small case in Chromium (the RMSNorm prologue, 8 rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
-  const got = await runKernel('matvec_f32_norm.wgsl', [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, { u32: [0, 1, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, { u32: [0, 1, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
   const xn = normed(x, 1);
   close(got, Array.from({ length: ROWS }, (_, r) => dot(r, xn, 0)), 1e-5, 'normed matvec');
 });
@@ -157,15 +163,29 @@ test('embedding.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async
   close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map(Math.fround), 0, 'embedding');
 });
 
-test('attention_partial.wgsl and attention_combine.wgsl, and attention_single.wgsl within one chunk, run small causal cases in Chromium', async () => {
+// The half-float bits of v, which must be a normal half exactly (sign, exponent, 10 bits).
+const halfBits = (v) => {
+  if (v === 0) return 0;
+  const e = Math.floor(Math.log2(Math.abs(v)));
+  const mantissa = (Math.abs(v) / 2 ** e - 1) * 1024;
+  assert.ok(Number.isInteger(mantissa) && e >= -14 && e <= 15, `${v} is not a normal half`);
+  return ((v < 0 ? 1 : 0) << 15) | ((e + 15) << 10) | mantissa;
+};
+// A cache as a variant reads it: f32, or (`_kv_f16`) two halves per word, the low one first.
+const cacheBinding = (v, f16) => (f16 ? { u32: Array.from({ length: v.length / 2 }, (_, i) => (halfBits(v[2 * i]) | (halfBits(v[2 * i + 1]) << 16)) >>> 0) } : { f32: v });
+
+for (const variant of ['', '_subgroup', '_kv_f16', '_subgroup_kv_f16']) test(`attention_partial${variant}.wgsl and attention_combine.wgsl, and attention_single${variant}.wgsl within one chunk, run small causal cases in Chromium`, async () => {
+  const f16 = variant.endsWith('_kv_f16');
   const [heads, kvHeads, hd, capacity, pos, n] = [4, 2, 8, 300, 255, 3]; // tokens at 255..257 cross a chunk edge
   const chunks = Math.ceil(capacity / 256);
   const q = Array.from({ length: n * heads * hd }, (_, i) => Math.sin(i * 0.7));
-  const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.cos(i * 0.13));
-  const values = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.sin(i * 0.29));
+  // Multiples of 1/64: a half-float cache holds them exactly, so one reference serves all.
+  const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.cos(i * 0.13)) / 64);
+  const values = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.sin(i * 0.29)) / 64);
+  const [k, v] = [cacheBinding(keys, f16), cacheBinding(values, f16)];
   const params = { u32: [heads, kvHeads, hd, chunks], uniform: true };
   const step = { u32: [pos, n, 0, 0], uniform: true };
-  const parts = await runKernel('attention_partial.wgsl', [params, { f32: q }, { f32: keys }, { f32: values }, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, step], 4, [heads, chunks, n]);
+  const parts = await runKernel(`attention_partial${variant}.wgsl`, [params, { f32: q }, k, v, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, step], 4, [heads, chunks, n]);
   const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, step], 2, [heads, n, 1]);
   // Token b's output for every head: softmax(q . k_j / sqrt(hd)) over positions 0..=p, times V.
   const reference = (b, p) => Array.from({ length: heads }, (_, h) => {
@@ -184,7 +204,7 @@ test('attention_partial.wgsl and attention_combine.wgsl, and attention_single.wg
   const want = Array.from({ length: n }, (_, b) => reference(b, pos + b)).flat();
   close(out, want, 1e-5, 'attention');
   // The one-dispatch form, for the first of those tokens alone at position 200 (one chunk).
-  const single = await runKernel('attention_single.wgsl', [params, { f32: q.slice(0, heads * hd) }, { f32: keys }, { f32: values }, { f32: new Array(heads * hd).fill(0) }, { u32: [200, 1, 0, 0], uniform: true }], 4, [heads, 1, 1]);
+  const single = await runKernel(`attention_single${variant}.wgsl`, [params, { f32: q.slice(0, heads * hd) }, k, v, { f32: new Array(heads * hd).fill(0) }, { u32: [200, 1, 0, 0], uniform: true }], 4, [heads, 1, 1]);
   const wantSingle = reference(0, 200);
   close(single, wantSingle, 1e-5, 'one-dispatch attention');
 });

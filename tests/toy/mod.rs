@@ -67,6 +67,6 @@ impl Backend for Toy {
         0
     }
     fn info(&self) -> BackendInfo {
-        BackendInfo { name: "toy".into(), device: "test".into(), software: true, kv_bytes_per_value: 4 }
+        BackendInfo { name: "toy".into(), device: "test".into(), software: true, kv_bytes_per_value: 4, gpu_kernels: None }
     }
 }

@@ -271,6 +271,6 @@ impl Backend for CpuBackend {
         };
         let threads = linear::matmul_threads();
         let device = format!("CPU, {threads} thread{}, {} kernels", if threads == 1 { "" } else { "s" }, linear::matmul_kernel());
-        BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: 4 }
+        BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: 4, gpu_kernels: None }
     }
 }

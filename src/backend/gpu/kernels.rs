@@ -90,6 +90,15 @@ impl KernelOptions {
         KernelOptions { threads_per_row: if software { 1 } else { 8 }, subgroups: ctx.info.subgroups && !software, kv_f16: false }
     }
 
+    /// The choice in words, as the CLI and the page report it.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} reductions, {} KV cache",
+            if self.subgroups { "subgroup" } else { "workgroup" },
+            if self.kv_f16 { "f16" } else { "f32" }
+        )
+    }
+
     /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row.
     pub fn plain(threads_per_row: u32) -> Self {
         KernelOptions { threads_per_row, subgroups: false, kv_f16: false }

@@ -540,6 +540,7 @@ impl Backend for GpuBackend {
             device: format!("{} ({})", self.ctx.info.name, self.ctx.info.backend),
             software: self.ctx.info.software,
             kv_bytes_per_value: if self.options.kv_f16 { 2 } else { 4 },
+            gpu_kernels: Some(self.options.describe()),
         }
     }
 }

@@ -168,6 +168,19 @@ fn bench_on_the_gpu_reports_its_step_shape() {
     assert!(v["dispatches_per_step_long_context"].as_u64().is_some_and(|n| n <= 7 * 30 + 2), "{v}");
     assert_eq!(v["readback_bytes_per_step"], 49_152 * 4);
     assert_eq!(v["prompt_tokens"], 8);
+    assert_eq!(v["gpu_kernels"], "subgroup reductions, f32 KV cache", "lavapipe offers subgroups");
+}
+
+#[test]
+fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
+    let plain = gpu_bench_json(&["--decode-tokens", "1", "--context", "512"]);
+    let half = gpu_bench_json(&["--decode-tokens", "1", "--context", "512", "--kv-cache-f16"]);
+    assert_eq!(half["gpu_kernels"], "subgroup reductions, f16 KV cache", "{half}");
+    let plain_kernels = gpu_bench_json(&["--decode-tokens", "1", "--no-subgroups"]);
+    assert_eq!(plain_kernels["gpu_kernels"], "workgroup reductions, f32 KV cache", "{plain_kernels}");
+    // 30 layers x K and V x 512 positions x 192 values: 4 bytes each, then 2.
+    let saved = plain["gpu_bytes"].as_u64().expect("bytes") - half["gpu_bytes"].as_u64().expect("bytes");
+    assert_eq!(saved, 30 * 2 * 512 * 192 * 2, "{plain} vs {half}");
 }
 
 /// `--profile` times every kernel of a decode step and gives each matrix kernel's achieved
@@ -286,6 +299,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--top-k", "-5", "hi"], "\"-5\" is not a whole number of 0 or more"),
         (vec!["generate", "--model", &m, "--max-tokens", "-1", "hi"], "not a whole number"),
         (vec!["bench", "--model", &m, "--runs", "-2"], "not a whole number"),
+        (vec!["generate", "--model", &m, "--kv-cache-f16", "hi"], "use them with --backend gpu"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = tokenscope(&args);

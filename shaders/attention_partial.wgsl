@@ -24,11 +24,7 @@
 //   reduce in each subgroup first (subgroupMax, subgroupAdd), then across the subgroups'
 //   results in workgroup memory: one barrier each instead of a tree of log2(WG).
 
-#ifdef SUBGROUP
-#ifdef BROWSER
-enable subgroups;
-#endif
-#endif
+#include enable_subgroups.wgsl
 
 override WG: u32 = 64u;
 const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at the f32 limit

@@ -46,11 +46,7 @@
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
 // reads the last valid row in their place).
 
-#ifdef SUBGROUP
-#ifdef BROWSER
-enable subgroups;
-#endif
-#endif
+#include enable_subgroups.wgsl
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;

@@ -14,6 +14,7 @@ use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::backend::cpu::{CpuBackend, CpuPrecision};
+use crate::backend::gpu::kernels::KernelOptions;
 use crate::backend::gpu::{GpuBackend, GpuContext};
 use crate::backend::{AnyBackend, Backend};
 use crate::beam::{BeamParams, BeamSearch};
@@ -215,7 +216,8 @@ impl Engine {
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
     /// the browser's WebGPU, tuned for a software adapter when `software_adapter` is set;
     /// `"cpu"`: candle in wasm). `progress(done, total)` is called while
-    /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window).
+    /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window);
+    /// `kv_cache_f16` keeps it in half floats on WebGPU (the CPU's is f32 always).
     /// A failure leaves no model loaded.
     #[wasm_bindgen(js_name = loadModel, unchecked_return_type = "ModelInfo")]
     pub async fn load_model(
@@ -225,6 +227,7 @@ impl Engine {
         context: usize,
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
         software_adapter: bool,
+        kv_cache_f16: bool,
     ) -> Result<JsValue, JsValue> {
         self.backend = None;
         self.tokenizer = None;
@@ -240,7 +243,10 @@ impl Engine {
             "cpu" => AnyBackend::Cpu(Box::new(CpuBackend::new(&model.config, model.weights, CpuPrecision::Fast, ctx).map_err(js_err)?)),
             "webgpu" => {
                 let device = GpuContext::with_hint(software_adapter).await.map_err(js_err)?;
-                AnyBackend::Gpu(Box::new(GpuBackend::on(device, &model.config, model.weights, ctx).await.map_err(js_err)?))
+                let options = KernelOptions { kv_f16: kv_cache_f16, ..KernelOptions::for_device(&device) };
+                AnyBackend::Gpu(Box::new(
+                    GpuBackend::with_options(device, &model.config, model.weights, ctx, options).await.map_err(js_err)?,
+                ))
             }
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };

@@ -16,7 +16,7 @@ const ui = {
   text: $('text'), stats: $('stats'), error: $('error'), errorText: $('error-text'),
   progress: $('load-progress'), loadStatus: $('load-status'), modelName: $('model-name'),
   chartTitle: $('chart-title'), chartSummary: $('chart-summary'), backend: $('backend'),
-  backendNote: $('backend-note'), seed: $('seed'), seedFixed: $('seed-fixed'), stops: $('stops'),
+  backendNote: $('backend-note'), kvCacheF16: $('kv-cache-f16'), seed: $('seed'), seedFixed: $('seed-fixed'), stops: $('stops'),
   modelFile: $('model-file'), dropOverlay: $('drop-overlay'), order: $('sampler-order'), kvCache: $('kv-cache'),
   sampleMany: $('sample-many'), lesson: $('lesson'), lessonLogits: $('lesson-logits'), drawsSummary: $('draws-summary'),
   exportRun: $('export'), importRun: $('import-run'), branches: $('branches'), timingNote: $('timing-note'),
@@ -113,12 +113,13 @@ async function load(source, backend = ui.backend.value) {
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
   const bytes = source.file ? await source.file.arrayBuffer() : undefined;
-  send({ type: 'load', backend, context: 2048, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
+  send({ type: 'load', backend, context: 2048, kvCacheF16: ui.kvCacheF16.checked, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
 }
 const DEFAULT_SOURCE = { url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' };
 const loadDefault = () => load(DEFAULT_SOURCE);
 
 ui.backend.addEventListener('change', () => load(state.lastGood || DEFAULT_SOURCE));
+ui.kvCacheF16.addEventListener('change', () => load(state.lastGood || DEFAULT_SOURCE));
 async function loadFile(file) {
   if (!file) return;
   load({ file, name: file.name });

@@ -222,14 +222,14 @@ async function load(msg) {
   let info;
   try {
     try {
-      info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software));
+      info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software), !!msg.kvCacheF16);
     } catch (e) {
       // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
       // reports.
       if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
       choice.backend = 'cpu';
       choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
-      info = await fresh.loadModel(bytes, progress, context, 'cpu', false);
+      info = await fresh.loadModel(bytes, progress, context, 'cpu', false, false);
     }
   } catch (e) {
     fresh.free();

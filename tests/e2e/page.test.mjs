@@ -172,8 +172,26 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
+  // wgpu cannot ask the browser for subgroups, so the page runs the workgroup reductions.
+  assert.match(stats, /\(workgroup reductions, f32 KV cache\)/);
+  assert.match(stats, / × 4 B × /);
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-webgpu.png`, fullPage: true });
+
+  // The half-float KV cache: the model reloads with it, the stats say so and count 2 bytes
+  // per cached value, and greedy decoding starts with the same token.
+  await page.evaluate(() => { delete document.body.dataset.loadMs; });
+  await page.getByRole('checkbox', { name: 'Half-float KV cache' }).check();
+  await waitLoaded(page);
+  await generate(page, { maxTokens: 3 });
+  const halfStats = await page.locator('#stats').textContent();
+  assert.match(halfStats, /\(workgroup reductions, f16 KV cache\)/);
+  assert.match(halfStats, / × 2 B × /);
+  const halfText = await page.locator('#text .tok').allTextContents();
+  assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
+  await page.evaluate(() => { delete document.body.dataset.loadMs; });
+  await page.getByRole('checkbox', { name: 'Half-float KV cache' }).uncheck();
+  await waitLoaded(page);
 
   // Greedy on the CPU backend gives the same first token (the GPU path follows the exact math).
   await page.evaluate(() => { delete document.body.dataset.loadMs; });

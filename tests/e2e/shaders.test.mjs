@@ -42,7 +42,7 @@ for (const name of SHADERS) {
       const code = await (await fetch(`/shaders/${file}`)).text();
       // Subgroup variants need the device feature (SwiftShader offers it; an adapter
       // without it fails here, as it should: the variant would go uncompiled).
-      const requiredFeatures = code.includes('enable subgroups;') ? ['subgroups'] : [];
+      const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
       const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
       const module = device.createShaderModule({ code });
       const info = await module.getCompilationInfo();
@@ -54,8 +54,10 @@ for (const name of SHADERS) {
       } catch (e) {
         pipeline = String(e.message || e);
       }
-      return { errors, pipeline };
+      return { errors, pipeline, subgroups: requiredFeatures.length > 0 };
     }, name);
+    // The engine's wasm writes the directive Tint needs into exactly the subgroup variants.
+    assert.equal(result.subgroups, name.includes('_subgroup'), `${name}: enable subgroups;`);
     assert.deepEqual(result.errors, [], `${name}: ${result.errors.join('; ')}`);
     assert.equal(result.pipeline, 'ok', `${name}: ${result.pipeline}`);
   });
@@ -67,7 +69,7 @@ for (const name of SHADERS) {
 async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
   return page.evaluate(async ({ file, bindings, out, groups, constants }) => {
     const code = await (await fetch(`/shaders/${file}`)).text();
-    const requiredFeatures = code.includes('enable subgroups;') ? ['subgroups'] : [];
+    const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
     const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
     const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants } });
     const buffers = bindings.map((b) => {

@@ -16,9 +16,8 @@ pub struct ShaderSource {
 
 impl ShaderSource {
     /// The WGSL the device compiles: the template expanded with the variant's defines, and
-    /// `BROWSER` in wasm, where the browser's compiler reads it: Tint wants `enable
-    /// subgroups;` before subgroup operations, naga (natively) refuses the directive and
-    /// takes them on the device's feature alone.
+    /// `BROWSER` in wasm, where the browser's compiler reads it (see
+    /// `shaders/enable_subgroups.wgsl`).
     pub fn code(&self) -> Result<String> {
         let mut defines = self.defines.clone();
         defines.extend(cfg!(target_arch = "wasm32").then_some("BROWSER"));
@@ -27,7 +26,8 @@ impl ShaderSource {
 }
 
 /// Declarations kernels share, for their `#include` lines.
-const INCLUDES: [(&str, &str); 2] = [
+const INCLUDES: [(&str, &str); 3] = [
+    ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("step.wgsl", include_str!("../../../shaders/step.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
 ];

@@ -38,7 +38,8 @@
 //   subgroup_size-th word and adding up with subgroupAdd: no workgroup memory and no
 //   barriers (the NORM prologue too: each subgroup sums the squares of the whole row). Rows
 //   go to subgroups round-robin (row i of the workgroup to subgroup i % num_subgroups), so
-//   any subgroup size and any subgroup layout of the workgroup gives the same rows.
+//   any subgroup size up to WG and any subgroup layout of the workgroup gives the same rows
+//   (the host takes no wider subgroups: lanes = subgroup_size would skip unfilled lanes).
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG). TPR threads
 // share a row, each taking every TPR-th word of it, then add up their sums in workgroup

@@ -181,7 +181,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   // The half-float KV cache: the model reloads with it, the stats say so and count 2 bytes
   // per cached value, and greedy decoding starts with the same token.
   await page.evaluate(() => { delete document.body.dataset.loadMs; });
-  await page.getByRole('checkbox', { name: 'Half-float KV cache' }).check();
+  await page.getByRole('checkbox', { name: 'Half-float keys and values' }).check();
   await waitLoaded(page);
   await generate(page, { maxTokens: 3 });
   const halfStats = await page.locator('#stats').textContent();
@@ -190,7 +190,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   const halfText = await page.locator('#text .tok').allTextContents();
   assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
   await page.evaluate(() => { delete document.body.dataset.loadMs; });
-  await page.getByRole('checkbox', { name: 'Half-float KV cache' }).uncheck();
+  await page.getByRole('checkbox', { name: 'Half-float keys and values' }).uncheck();
   await waitLoaded(page);
 
   // Greedy on the CPU backend gives the same first token (the GPU path follows the exact math).

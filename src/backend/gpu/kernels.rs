@@ -87,10 +87,12 @@ impl KernelOptions {
     /// workgroup; with subgroups those 64 rows go to the subgroups in turn (measured on
     /// lavapipe, 12 decode steps, twice: 4.28 and 4.37 tok/s, against 3.69 and 3.76 plain and
     /// 2.73 and 2.91 with subgroups on 8 rows per workgroup). Hardware GPUs get 8 rows per
-    /// workgroup (8 threads per row in the plain kernels). The KV cache stays f32 unless
-    /// asked.
+    /// workgroup (8 threads per row in the plain kernels). Subgroups wider than a workgroup
+    /// are left alone: a subgroup matvec strides by the subgroup size, which would skip the
+    /// lanes the workgroup does not fill. The KV cache stays f32 unless asked.
     pub fn for_device(ctx: &GpuContext) -> Self {
-        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 8 }, subgroups: ctx.info.subgroups, kv_f16: false }
+        let subgroups = ctx.info.subgroups && ctx.info.subgroup_sizes[1] <= WORKGROUP;
+        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 8 }, subgroups, kv_f16: false }
     }
 
     /// The choice in words, as the CLI and the page report it.
@@ -394,8 +396,11 @@ impl Kernels {
         if !threads_per_row.is_power_of_two() || threads_per_row > WORKGROUP {
             return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {WORKGROUP} is needed")));
         }
-        if options.subgroups && !ctx.info.subgroups {
-            return Err(Error::Backend(format!("{} has no subgroup operations", ctx.info.name)));
+        if options.subgroups && !(ctx.info.subgroups && ctx.info.subgroup_sizes[1] <= WORKGROUP) {
+            return Err(Error::Backend(format!(
+                "{} has no subgroup operations the kernels can use (subgroups of {:?} lanes; at most {WORKGROUP} are needed)",
+                ctx.info.name, ctx.info.subgroup_sizes
+            )));
         }
         let wg = [("WG", WORKGROUP as f64)];
         let attention =

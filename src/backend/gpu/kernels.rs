@@ -91,8 +91,13 @@ impl KernelOptions {
     /// are left alone: a subgroup matvec strides by the subgroup size, which would skip the
     /// lanes the workgroup does not fill. The KV cache stays f32 unless asked.
     pub fn for_device(ctx: &GpuContext) -> Self {
-        let subgroups = ctx.info.subgroups && ctx.info.subgroup_sizes[1] <= WORKGROUP;
-        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 8 }, subgroups, kv_f16: false }
+        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 8 }, subgroups: Self::subgroups_usable(ctx), kv_f16: false }
+    }
+
+    /// Whether the device's subgroups suit the kernels: it has them, at most a workgroup
+    /// wide.
+    pub fn subgroups_usable(ctx: &GpuContext) -> bool {
+        ctx.info.subgroups && ctx.info.subgroup_sizes[1] <= WORKGROUP
     }
 
     /// The choice in words, as the CLI and the page report it.
@@ -335,7 +340,9 @@ pub struct Kernels {
     matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
 }
 
-fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) -> Result<Kernel> {
+/// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
+/// device rejects shows in the caller's error scopes).
+pub fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) -> Result<Kernel> {
     let name = &shader.name;
     let module = ctx
         .device
@@ -396,7 +403,7 @@ impl Kernels {
         if !threads_per_row.is_power_of_two() || threads_per_row > WORKGROUP {
             return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {WORKGROUP} is needed")));
         }
-        if options.subgroups && !(ctx.info.subgroups && ctx.info.subgroup_sizes[1] <= WORKGROUP) {
+        if options.subgroups && !KernelOptions::subgroups_usable(ctx) {
             return Err(Error::Backend(format!(
                 "{} has no subgroup operations the kernels can use (subgroups of {:?} lanes; at most {WORKGROUP} are needed)",
                 ctx.info.name, ctx.info.subgroup_sizes

@@ -174,3 +174,29 @@ fn check_band_pool(pool: &tokenscope::backend::cpu::band_pool::BandPool, jobs: u
     }
     assert!(pool.threads() >= 1);
 }
+
+/// Activations round to 8 bits halves away from zero, as ggml's `roundf` does, through the
+/// `trunc`-based rounding the wasm build vectorizes: exact halves, the floats just below them,
+/// and random values, against `f32::round`.
+#[test]
+fn activations_round_halves_away_from_zero() {
+    use tokenscope::backend::cpu::quant_matmul::Activations;
+    // amax 127 makes the scale 1, so each value is rounded as it stands.
+    let mut block = vec![127.0, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 126.5, -126.5, 0.499_999_97, -0.499_999_97, 3.499_999_8, -0.0, 0.0];
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    block.extend((block.len()..32).map(|_| rng.random_range(-127.0f32..127.0)));
+    let rounded = Activations::quantize(&block, 32);
+    let want: Vec<i8> = block.iter().map(|v| v.round() as i8).collect();
+    assert_eq!(rounded.q, want);
+    assert_eq!(&rounded.q[..12], &[127, 3, -3, 1, -1, 2, -2, 127, -127, 0, 0, 3]);
+    // Random blocks at other scales, several rows.
+    let values = random(&mut rng, 5 * 96);
+    let rounded = Activations::quantize(&values, 96);
+    assert_eq!((rounded.rows(), rounded.cols()), (5, 96));
+    for (b, block) in values.chunks_exact(32).enumerate() {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let inverse = 1.0 / (amax / 127.0);
+        let want: Vec<i8> = block.iter().map(|v| (v * inverse).round() as i8).collect();
+        assert_eq!(&rounded.q[b * 32..][..32], &want[..], "block {b}");
+    }
+}

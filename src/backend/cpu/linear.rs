@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::quant_matmul::{DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
+use super::quant_matmul::{Activations, DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -48,6 +48,22 @@ pub fn matmul_threads() -> usize {
         super::band_pool::pool().threads()
     } else {
         candle_core::utils::get_num_threads()
+    }
+}
+
+/// A batch of input rows `[n, cols]` that several matrices multiply (Wq, Wk and Wv share the
+/// normed input, and so do W_gate and W_up): the packed matrices round it to 8-bit blocks once,
+/// on first use, instead of once per matrix.
+pub struct SharedInput<'a> {
+    x: &'a [f32],
+    n: usize,
+    rounded: std::cell::OnceCell<Activations>,
+}
+
+impl<'a> SharedInput<'a> {
+    /// `n` rows of `x`.
+    pub fn new(x: &'a [f32], n: usize) -> Self {
+        SharedInput { x, n, rounded: std::cell::OnceCell::new() }
     }
 }
 
@@ -98,6 +114,31 @@ impl Linear {
 
     /// `out[t] = W x[t]` for `n` rows. Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
     pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        self.forward_shared(&SharedInput::new(x, n), out)
+    }
+
+    /// The same for an input that other matrices multiply too: a packed matrix rounds it to
+    /// 8 bits only if no matrix before it did.
+    pub fn forward_shared(&self, input: &SharedInput, out: &mut [f32]) -> Result<()> {
+        let (x, n) = (input.x, input.n);
+        match self {
+            Linear::Packed(m) => {
+                let cols = m.cols();
+                if x.len() < n * cols {
+                    return Err(Error::Backend(format!("matmul [{}, {cols}] on {n} rows: x holds {}", m.rows(), x.len())));
+                }
+                let rounded = input.rounded.get_or_init(|| Activations::quantize(&x[..n * cols], cols));
+                if rounded.cols() != cols {
+                    return Err(Error::Backend(format!("a shared input of {} columns meets a matrix of {cols}", rounded.cols())));
+                }
+                m.forward_quantized(DotKernel::best(), rounded, out)
+            }
+            _ => self.forward_unshared(x, n, out),
+        }
+    }
+
+    /// The products that round nothing: exact f32, and candle's (which rounds inside).
+    fn forward_unshared(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
         match self {
             Linear::Dense { w, rows, cols } => {
                 // Row-outer so each weight row is read once from memory for the whole batch.

@@ -20,6 +20,7 @@ use candle_core::quantized::QTensor;
 use candle_core::{Device, Tensor};
 
 pub use kv_cache::KvCache;
+use linear::SharedInput;
 pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo};
@@ -159,12 +160,14 @@ impl CpuBackend {
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
-            b.wq.forward(&xb, n, &mut q)?;
-            b.wk.forward(&xb, n, &mut k)?;
-            b.wv.forward(&xb, n, &mut v)?;
+            let normed = SharedInput::new(&xb, n);
+            b.wq.forward_shared(&normed, &mut q)?;
+            b.wk.forward_shared(&normed, &mut k)?;
+            b.wv.forward_shared(&normed, &mut v)?;
             for t in 0..n {
-                ops::rope(&mut q[t * qd..][..qd], hd, start + t, c.rope_base);
-                ops::rope(&mut k[t * kv..][..kv], hd, start + t, c.rope_base);
+                let turn = ops::RopeAngles::new(hd, start + t, c.rope_base);
+                turn.apply(&mut q[t * qd..][..qd]);
+                turn.apply(&mut k[t * kv..][..kv]);
             }
             self.cache.append(layer, &k, &v);
             let (keys, values) = self.cache.layer(layer);
@@ -188,8 +191,9 @@ impl CpuBackend {
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.ffn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
-            b.w_gate.forward(&xb, n, &mut gate)?;
-            b.w_up.forward(&xb, n, &mut up)?;
+            let normed = SharedInput::new(&xb, n);
+            b.w_gate.forward_shared(&normed, &mut gate)?;
+            b.w_up.forward_shared(&normed, &mut up)?;
             ops::swiglu(&mut gate, &up);
             b.w_down.forward(&gate, n, &mut proj)?;
             ops::add(&mut x, &proj);

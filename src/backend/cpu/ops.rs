@@ -15,13 +15,33 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
 /// Shape: `x`: `[n_heads * head_dim]`; pair `(x[2i], x[2i+1])` of each head turns by
 /// `pos * base^(-2i / head_dim)`. Angles are computed in f64.
 pub fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
-    for head in x.chunks_exact_mut(head_dim) {
-        for i in 0..head_dim / 2 {
-            let theta = pos as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64);
-            let (sin, cos) = theta.sin_cos();
-            let (a, b) = (head[2 * i] as f64, head[2 * i + 1] as f64);
-            head[2 * i] = (a * cos - b * sin) as f32;
-            head[2 * i + 1] = (a * sin + b * cos) as f32;
+    RopeAngles::new(head_dim, pos, base).apply(x);
+}
+
+/// The sines and cosines of one position's RoPE angles, `[head_dim / 2]` pairs, computed once
+/// (in f64) for every head of the queries and keys at that position.
+pub struct RopeAngles {
+    sin_cos: Vec<(f64, f64)>,
+}
+
+impl RopeAngles {
+    /// Pair `i` turns by `pos * base^(-2i / head_dim)`.
+    pub fn new(head_dim: usize, pos: usize, base: f32) -> Self {
+        let sin_cos = (0..head_dim / 2).map(|i| (pos as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64)).sin_cos()).collect();
+        RopeAngles { sin_cos }
+    }
+
+    /// Turns every head of `x` (`[n_heads * head_dim]`) in place.
+    pub fn apply(&self, x: &mut [f32]) {
+        if self.sin_cos.is_empty() {
+            return;
+        }
+        for head in x.chunks_exact_mut(self.sin_cos.len() * 2) {
+            for (pair, &(sin, cos)) in head.chunks_exact_mut(2).zip(&self.sin_cos) {
+                let (a, b) = (pair[0] as f64, pair[1] as f64);
+                pair[0] = (a * cos - b * sin) as f32;
+                pair[1] = (a * sin + b * cos) as f32;
+            }
         }
     }
 }

@@ -76,11 +76,13 @@ impl Activations {
         let blocks = values.len() / BLOCK;
         let (mut q, mut d, mut s) = (Vec::with_capacity(values.len()), Vec::with_capacity(blocks), Vec::with_capacity(blocks));
         for block in values.chunks_exact(BLOCK) {
-            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            // `if a > m` rather than `f32::max`, which is a libm call per element in wasm; the
+            // same result here (a NaN is skipped either way).
+            let amax = block.iter().fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
             let scale = amax / 127.0;
             let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
             let start = q.len();
-            q.extend(block.iter().map(|v| (v * inverse).round() as i8));
+            q.extend(block.iter().map(|v| round_half_away(v * inverse) as i8));
             let sum: i32 = q[start..].iter().map(|&v| i32::from(v)).sum();
             let scale16 = f16::from_f32(scale);
             d.push(scale16.to_f32());
@@ -89,11 +91,33 @@ impl Activations {
         Activations { q, d, s, cols }
     }
 
+    /// Input features per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Rows rounded.
+    pub fn rows(&self) -> usize {
+        self.q.len().checked_div(self.cols).unwrap_or(0)
+    }
+
     /// Row `t`: integers, scales, scaled sums.
     pub fn row(&self, t: usize) -> (&[i8], &[f32], &[f32]) {
         let blocks = self.cols / BLOCK;
         let b = t * blocks..(t + 1) * blocks;
         (&self.q[t * self.cols..(t + 1) * self.cols], &self.d[b.clone()], &self.s[b])
+    }
+}
+
+/// `x.round()` (halves away from zero), from `trunc`, which wasm has as an instruction
+/// (`f32x4.trunc` when vectorized) where `round` is a libm call per element. Exact: `x - t` is
+/// the fraction of `x`, with no rounding.
+fn round_half_away(x: f32) -> f32 {
+    let t = x.trunc();
+    if (x - t).abs() >= 0.5 {
+        t + 1f32.copysign(x)
+    } else {
+        t
     }
 }
 
@@ -173,12 +197,22 @@ impl QuantMatrix {
     /// The same on a chosen kernel (the tests run each one); an error if this build or CPU
     /// lacks it.
     pub fn forward_with(&self, kernel: DotKernel, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        let (rows, cols) = (self.rows(), self.cols());
+        if x.len() < n * cols || out.len() < n * rows {
+            return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows: x holds {}, out {}", x.len(), out.len())));
+        }
+        self.forward_quantized(kernel, &Activations::quantize(&x[..n * cols], cols), out)
+    }
+
+    /// `out[t] = W x[t]` for activations already rounded (several matrices that share an
+    /// input round it once). Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
+    pub fn forward_quantized(&self, kernel: DotKernel, x: &Activations, out: &mut [f32]) -> Result<()> {
         if !kernel.is_available() {
             return Err(Error::Backend(format!("the {} dot-product kernel does not run on this build or CPU", kernel.name())));
         }
         match self {
-            QuantMatrix::Q8_0(w) => forward(w, kernel, x, n, out),
-            QuantMatrix::Q4_1(w) => forward(w, kernel, x, n, out),
+            QuantMatrix::Q8_0(w) => forward(w, kernel, x, out),
+            QuantMatrix::Q4_1(w) => forward(w, kernel, x, out),
         }
     }
 }
@@ -192,17 +226,17 @@ pub(super) fn check_shape(what: &str, rows: usize, cols: usize, len: usize, want
     Ok(())
 }
 
-/// `out[t] = W x[t]` for `n` rows on the band pool, with `kernel`'s dot products. Shapes:
-/// `x`: `[n, cols]`, `out`: `[n, rows]`.
-fn forward<W: RowDot>(w: &W, kernel: DotKernel, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+/// `out[t] = W x[t]` for the `n` rows of `xq` on the band pool, with `kernel`'s dot products.
+/// Shapes: `xq`: `[n, cols]`, `out`: `[n, rows]`.
+fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &Activations, out: &mut [f32]) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
-    if x.len() < n * cols || out.len() < n * rows {
-        return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows: x holds {}, out {}", x.len(), out.len())));
+    let n = xq.rows();
+    if xq.cols != cols || out.len() < n * rows {
+        return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows of {}: out holds {}", xq.cols, out.len())));
     }
     if n == 0 {
         return Ok(());
     }
-    let xq = Activations::quantize(&x[..n * cols], cols);
     let pool = pool();
     let threads = if rows * cols * n >= MIN_THREADED_MACS { pool.threads() } else { 1 };
     let band = rows.div_ceil(threads * BANDS_PER_THREAD).next_multiple_of(ROW_GROUP);

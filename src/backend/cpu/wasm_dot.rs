@@ -9,8 +9,11 @@
 //! its one implementation-defined case, a 7-bit operand above 127, cannot occur with
 //! nibbles, and no pair sum (at most 2 x 15 x 127) can saturate 16 bits.
 //!
-//! In every kernel each loaded weight block serves all `T` tokens and each token's block all
-//! `R` rows.
+//! Blocks go four at a time through [`by_fours`]: the four blocks' integer sums of a (row,
+//! token) pair are folded into one vector (a lane per block) and scaled by four blocks' scales
+//! in one multiply-add, and Q4_1's offsets by one more, instead of a scalar product, a splat
+//! and a scalar offset per block. The scales are read as vectors, the weights' `(d, m)` pairs
+//! split apart by two shuffles.
 
 use core::arch::wasm32::*;
 
@@ -33,34 +36,140 @@ unsafe fn widened_block(q: &[i8], b: usize) -> [v128; 4] {
     }
 }
 
+/// Four lanes of partial sums of a weight block widened to 16 bits (`wv`) against block `b`
+/// of `q`, widened alike: 8 products per `i32x4.dot_i16x8_s`.
+///
+/// # Safety
+/// `q` holds block `b`.
+#[inline(always)]
+unsafe fn widened_dot(wv: [v128; 4], q: &[i8], b: usize) -> v128 {
+    let xs = unsafe { widened_block(q, b) };
+    i32x4_add(
+        i32x4_add(i32x4_dot_i16x8(wv[0], xs[0]), i32x4_dot_i16x8(wv[1], xs[1])),
+        i32x4_add(i32x4_dot_i16x8(wv[2], xs[2]), i32x4_dot_i16x8(wv[3], xs[3])),
+    )
+}
+
+/// `a * b + c`: fused where `relaxed` (relaxed SIMD, on a CPU with FMA), else a multiply and
+/// an add.
+#[inline(always)]
+fn madd(relaxed: bool, a: v128, b: v128, c: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    if relaxed {
+        return f32x4_relaxed_madd(a, b, c);
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    let _ = relaxed;
+    f32x4_add(f32x4_mul(a, b), c)
+}
+
+/// Four vectors of integer partial sums folded into one: `[sum(a), sum(b), sum(c), sum(d)]`.
+#[inline(always)]
+fn lane_totals(a: v128, b: v128, c: v128, d: v128) -> v128 {
+    // [a0 + a2, b0 + b2, a1 + a3, b1 + b3], and the same of c and d.
+    let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
+    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
+}
+
+/// Four floats from `v[i..i + 4]`.
+///
+/// # Safety
+/// `i + 4 <= v.len()`.
+#[inline(always)]
+unsafe fn load4(v: &[f32], i: usize) -> v128 {
+    unsafe { v128_load(v.as_ptr().add(i) as *const v128) }
+}
+
+/// The weight side of one format for [`by_fours`].
+trait WasmRows<const T: usize> {
+    /// Whether the kernel is the relaxed-SIMD one (fused multiply-adds too).
+    const RELAXED: bool;
+    /// Row `r`'s scales `d` and offsets `m` of blocks `b..b + 4` (offsets zero for formats
+    /// without them).
+    ///
+    /// # Safety
+    /// Row `r` holds blocks `b..b + 4`.
+    unsafe fn scales4(&self, r: usize, b: usize) -> (v128, v128);
+    /// Row `r`'s scale and offset of block `b`.
+    ///
+    /// # Safety
+    /// Row `r` holds block `b`.
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32);
+    /// Per token, four lanes of integer partial sums of row `r`'s block `b` against the token's.
+    ///
+    /// # Safety
+    /// Row `r` and every activation row hold block `b`.
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T];
+}
+
+/// `out[t][r] = sum_b (d_w[r][b] d_x[t][b] sum_i q_w q_x + m_w[r][b] s_x[t][b])` over
+/// `blocks` blocks, whose count every row of `w` and `x` holds (the callers assert it).
+#[inline(always)]
+fn by_fours<const R: usize, const T: usize, W: WasmRows<T>>(w: &W, blocks: usize, x: &[ActivationRow; T]) -> [[f32; R]; T] {
+    let mut acc = [[f32x4_splat(0.0); R]; T];
+    let whole = blocks - blocks % 4;
+    for b in (0..whole).step_by(4) {
+        // SAFETY: blocks b..b + 4 lie in every row (b + 4 <= blocks).
+        unsafe {
+            let xs: [(v128, v128); T] = x.map(|(_, d, s)| (load4(d, b), load4(s, b)));
+            for r in 0..R {
+                let (dw, mw) = w.scales4(r, b);
+                let s: [[v128; T]; 4] = std::array::from_fn(|k| w.sums(r, b + k, x));
+                for (t, (a, (dx, sx))) in acc.iter_mut().zip(&xs).enumerate() {
+                    let totals = f32x4_convert_i32x4(lane_totals(s[0][t], s[1][t], s[2][t], s[3][t]));
+                    a[r] = madd(W::RELAXED, mw, *sx, madd(W::RELAXED, totals, f32x4_mul(dw, *dx), a[r]));
+                }
+            }
+        }
+    }
+    let mut rest = [[0f32; R]; T];
+    for b in whole..blocks {
+        // SAFETY: b < blocks.
+        unsafe {
+            for r in 0..R {
+                let (dw, mw) = w.scale(r, b);
+                let s = w.sums(r, b, x);
+                for (t, (o, (_, dx, sx))) in rest.iter_mut().zip(x).enumerate() {
+                    o[r] += lane_sum(f32x4_convert_i32x4(s[t])) * (dw * *dx.get_unchecked(b)) + mw * *sx.get_unchecked(b);
+                }
+            }
+        }
+    }
+    std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + rest[t][r]))
+}
+
+/// Q8_0 rows `(integers, scales)`, widened to 16 bits.
+struct Q8_0Wasm<'a, const R: usize>([(&'a [i8], &'a [f32]); R]);
+
+impl<const R: usize, const T: usize> WasmRows<T> for Q8_0Wasm<'_, R> {
+    const RELAXED: bool = false;
+
+    unsafe fn scales4(&self, r: usize, b: usize) -> (v128, v128) {
+        (unsafe { load4(self.0[r].1, b) }, f32x4_splat(0.0))
+    }
+
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        (unsafe { *self.0[r].1.get_unchecked(b) }, 0.0)
+    }
+
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T] {
+        unsafe {
+            let wv = widened_block(self.0[r].0, b);
+            x.map(|(q, _, _)| widened_dot(wv, q, b))
+        }
+    }
+}
+
 /// Q8_0 weight rows `(integers, scales)` against activation rows: `out[t][r] = sum_b
 /// d_w[b] d_x[b] sum_i q_w[32 b + i] q_x[32 b + i]`, on SIMD128.
 pub fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     let blocks = x.first().map_or(0, |(_, d, _)| d.len());
     assert!(
-        x.iter().all(|(q, d, _)| q.len() == blocks * BLOCK && d.len() == blocks)
+        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
             && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
     );
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted above), so block b and the
-        // scales at b lie inside them.
-        unsafe {
-            let xv: [[v128; 4]; T] = x.map(|(q, _, _)| widened_block(q, b));
-            for (r, (q, d)) in w.iter().enumerate() {
-                let wv = widened_block(q, b);
-                let dw = *d.get_unchecked(b);
-                for ((a, xs), (_, xd, _)) in acc.iter_mut().zip(&xv).zip(&x) {
-                    let s = i32x4_add(
-                        i32x4_add(i32x4_dot_i16x8(wv[0], xs[0]), i32x4_dot_i16x8(wv[1], xs[1])),
-                        i32x4_add(i32x4_dot_i16x8(wv[2], xs[2]), i32x4_dot_i16x8(wv[3], xs[3])),
-                    );
-                    a[r] = f32x4_add(a[r], f32x4_mul(f32x4_convert_i32x4(s), f32x4_splat(dw * *xd.get_unchecked(b))));
-                }
-            }
-        }
-    }
-    acc.map(|a| a.map(lane_sum))
+    by_fours(&Q8_0Wasm(w), blocks, &x)
 }
 
 /// Asserts that Q4_1 rows and activation rows hold the same whole number of blocks, and
@@ -74,68 +183,70 @@ fn q4_1_blocks<const R: usize, const T: usize>(w: &[(&[u8], &[f32]); R], x: &[Ac
     blocks
 }
 
-/// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
-/// `out[t][r] = sum_b (d_w[b] d_x[b] sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, on
-/// SIMD128: a block's 16 bytes are split into low and high nibbles and widened once, then
-/// multiplied with each token's four 8-lane groups.
-pub fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = q4_1_blocks(&w, &x);
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    let mut offsets = [[0f32; R]; T];
-    let low = u8x16_splat(0x0F);
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted in q4_1_blocks): the 16-byte
-        // load at 16 b, the activations' block b, the scales at b and the pairs at 2 b stay
-        // inside them.
-        unsafe {
-            let xv: [[v128; 4]; T] = x.map(|(q, _, _)| widened_block(q, b));
-            for (r, (q, dm)) in w.iter().enumerate() {
-                let v = v128_load(q.as_ptr().add(b * 16) as *const v128);
-                let (lo, hi) = (v128_and(v, low), u8x16_shr(v, 4));
-                let wv = [u16x8_extend_low_u8x16(lo), u16x8_extend_high_u8x16(lo), u16x8_extend_low_u8x16(hi), u16x8_extend_high_u8x16(hi)];
-                let (dw, mw) = (*dm.get_unchecked(2 * b), *dm.get_unchecked(2 * b + 1));
-                for (((a, o), xs), (_, xd, xsum)) in acc.iter_mut().zip(offsets.iter_mut()).zip(&xv).zip(&x) {
-                    let s = i32x4_add(
-                        i32x4_add(i32x4_dot_i16x8(wv[0], xs[0]), i32x4_dot_i16x8(wv[1], xs[1])),
-                        i32x4_add(i32x4_dot_i16x8(wv[2], xs[2]), i32x4_dot_i16x8(wv[3], xs[3])),
-                    );
-                    a[r] = f32x4_add(a[r], f32x4_mul(f32x4_convert_i32x4(s), f32x4_splat(dw * *xd.get_unchecked(b))));
-                    o[r] += mw * *xsum.get_unchecked(b);
-                }
-            }
-        }
+/// Q4_1 rows `(nibble pairs, (scale, offset) pairs)`: on SIMD128 the nibbles are widened to
+/// 16 bits; on relaxed SIMD (`RELAXED`) they meet the activations' bytes as they are.
+struct Q4_1Wasm<'a, const R: usize, const RELAXED: bool>([(&'a [u8], &'a [f32]); R]);
+
+impl<const R: usize, const RELAXED: bool> Q4_1Wasm<'_, R, RELAXED> {
+    /// Row `r`'s block `b`: the low nibbles (values 0..16) and the high ones (16..32), a byte
+    /// each.
+    ///
+    /// # Safety
+    /// Row `r` holds block `b`.
+    #[inline(always)]
+    unsafe fn nibbles(&self, r: usize, b: usize) -> (v128, v128) {
+        let low = u8x16_splat(0x0F);
+        let v = unsafe { v128_load(self.0[r].0.as_ptr().add(b * 16) as *const v128) };
+        (v128_and(v, low), v128_and(u16x8_shr(v, 4), low))
     }
-    std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + offsets[t][r]))
 }
 
-/// The same as [`q4_1`] on relaxed SIMD: the low nibbles meet the block's first 16
-/// activations and the high nibbles its last 16, each in one 16-lane relaxed dot product.
+impl<const R: usize, const T: usize, const RELAXED: bool> WasmRows<T> for Q4_1Wasm<'_, R, RELAXED> {
+    const RELAXED: bool = RELAXED;
+
+    unsafe fn scales4(&self, r: usize, b: usize) -> (v128, v128) {
+        let (lo, hi) = unsafe { (load4(self.0[r].1, 2 * b), load4(self.0[r].1, 2 * b + 4)) };
+        (i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
+    }
+
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        unsafe { (*self.0[r].1.get_unchecked(2 * b), *self.0[r].1.get_unchecked(2 * b + 1)) }
+    }
+
+    /// SIMD128: the nibbles widened to 16 bits, 8 products per instruction. Relaxed SIMD: the
+    /// low nibbles meet the block's first 16 activations and the high nibbles its last 16, each
+    /// in one 16-lane relaxed dot product.
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T] {
+        unsafe {
+            let (lo, hi) = self.nibbles(r, b);
+            #[cfg(target_feature = "relaxed-simd")]
+            if RELAXED {
+                return x.map(|(q, _, _)| {
+                    let xb = q.as_ptr().add(b * BLOCK) as *const v128;
+                    i32x4_relaxed_dot_i8x16_i7x16_add(
+                        v128_load(xb.add(1)),
+                        hi,
+                        i32x4_relaxed_dot_i8x16_i7x16_add(v128_load(xb), lo, i32x4_splat(0)),
+                    )
+                });
+            }
+            let wv = [u16x8_extend_low_u8x16(lo), u16x8_extend_high_u8x16(lo), u16x8_extend_low_u8x16(hi), u16x8_extend_high_u8x16(hi)];
+            x.map(|(q, _, _)| widened_dot(wv, q, b))
+        }
+    }
+}
+
+/// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
+/// `out[t][r] = sum_b (d_w[b] d_x[b] sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, on
+/// SIMD128: the nibbles widened to 16 bits, 8 products per instruction.
+pub fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let blocks = q4_1_blocks(&w, &x);
+    by_fours(&Q4_1Wasm::<R, false>(w), blocks, &x)
+}
+
+/// The same as [`q4_1`] on relaxed SIMD: 16 products per instruction, the nibbles unwidened.
 #[cfg(target_feature = "relaxed-simd")]
 pub fn q4_1_relaxed<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     let blocks = q4_1_blocks(&w, &x);
-    let mut acc = [[f32x4_splat(0.0); R]; T];
-    let mut offsets = [[0f32; R]; T];
-    let (low, zero) = (u8x16_splat(0x0F), i32x4_splat(0));
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted in q4_1_blocks): the 16-byte
-        // loads at 16 b (weights) and 32 b, 32 b + 16 (activations), the scales at b and the
-        // pairs at 2 b stay inside them.
-        unsafe {
-            let xv: [[v128; 2]; T] = x.map(|(q, _, _)| {
-                let xb = q.as_ptr().add(b * BLOCK) as *const v128;
-                [v128_load(xb), v128_load(xb.add(1))]
-            });
-            for (r, (q, dm)) in w.iter().enumerate() {
-                let v = v128_load(q.as_ptr().add(b * 16) as *const v128);
-                let (lo, hi) = (v128_and(v, low), u8x16_shr(v, 4));
-                let (dw, mw) = (*dm.get_unchecked(2 * b), *dm.get_unchecked(2 * b + 1));
-                for (((a, o), xs), (_, xd, xsum)) in acc.iter_mut().zip(offsets.iter_mut()).zip(&xv).zip(&x) {
-                    let s = i32x4_relaxed_dot_i8x16_i7x16_add(xs[1], hi, i32x4_relaxed_dot_i8x16_i7x16_add(xs[0], lo, zero));
-                    a[r] = f32x4_relaxed_madd(f32x4_convert_i32x4(s), f32x4_splat(dw * *xd.get_unchecked(b)), a[r]);
-                    o[r] += mw * *xsum.get_unchecked(b);
-                }
-            }
-        }
-    }
-    std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + offsets[t][r]))
+    by_fours(&Q4_1Wasm::<R, true>(w), blocks, &x)
 }

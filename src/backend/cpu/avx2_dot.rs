@@ -5,10 +5,14 @@
 //! pairs split into 32 unsigned values, low nibbles first, matching the activations' order)
 //! are multiplied with the activation's 32 signed bytes by `vpmaddubsw` (unsigned x signed
 //! byte pairs summed to 16 bits; Q8_0 moves the weights' signs onto the activations first),
-//! widened and summed to eight 32-bit lanes by `vpmaddwd`, converted to f32 and accumulated
-//! with the block's scale product by one FMA. No pair sum can saturate 16 bits: activations
-//! lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 15] (Q4_1). Each loaded
-//! weight block is used for all `T` tokens and each token's block for all `R` rows.
+//! widened and summed to eight 32-bit lanes by `vpmaddwd`. No pair sum can saturate 16 bits:
+//! activations lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 15] (Q4_1).
+//!
+//! Blocks go four at a time through [`by_fours`]: three `vphaddd` fold four blocks' eight
+//! lanes into one vector (each half holds a partial sum of every block), which is converted
+//! to f32 once and scaled by the four blocks' scale products, read as vectors, in one FMA,
+//! and Q4_1's offsets in one more; a block at a time, that was a conversion, a broadcast, a
+//! scalar product and an FMA per block, and a scalar offset.
 
 use std::arch::x86_64::*;
 
@@ -17,6 +21,112 @@ use super::quant_matmul::{ActivationRow, BLOCK};
 /// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
 pub fn available() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// The weight side of one format for [`by_fours`].
+trait Avx2Rows<const T: usize> {
+    /// Row `r`'s scales `d` and offsets `m` of blocks `b..b + 4` (offsets zero for formats
+    /// without them).
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; row `r` holds blocks `b..b + 4`.
+    unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128);
+    /// Row `r`'s scale and offset of block `b`.
+    ///
+    /// # Safety
+    /// Row `r` holds block `b`.
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32);
+    /// Per token, eight lanes of integer partial sums of row `r`'s block `b` against the
+    /// token's.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; row `r` and every activation row hold block `b`.
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T];
+}
+
+/// Four floats in both halves of a vector.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn both_halves(v: __m128) -> __m256 {
+    _mm256_set_m128(v, v)
+}
+
+/// `out[t][r] = sum_b (d_w[r][b] d_x[t][b] sum_i q_w q_x + m_w[r][b] s_x[t][b])` over
+/// `blocks` blocks, whose count every row of `w` and `x` holds (the callers assert it).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks: usize, x: &[ActivationRow; T]) -> [[f32; R]; T] {
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let whole = blocks - blocks % 4;
+    for b in (0..whole).step_by(4) {
+        // SAFETY: blocks b..b + 4 lie in every row (b + 4 <= blocks); the CPU has AVX2 and
+        // FMA (the caller's promise).
+        unsafe {
+            let xs: [(__m128, __m256); T] =
+                x.map(|(_, d, s)| (_mm_loadu_ps(d.as_ptr().add(b)), both_halves(_mm_loadu_ps(s.as_ptr().add(b)))));
+            for r in 0..R {
+                let (dw, mw) = w.scales4(r, b);
+                let mw = _mm256_castps128_ps256(mw);
+                let mw = _mm256_insertf128_ps(mw, _mm_setzero_ps(), 1);
+                let s: [[__m256i; T]; 4] = std::array::from_fn(|k| w.sums(r, b + k, x));
+                for (t, (a, (dx, sx))) in acc.iter_mut().zip(&xs).enumerate() {
+                    // Lanes [b0, b1, b2, b3 | b0, b1, b2, b3], each half a partial sum.
+                    let folded = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0][t], s[1][t]), _mm256_hadd_epi32(s[2][t], s[3][t]));
+                    let scales = both_halves(_mm_mul_ps(dw, *dx));
+                    a[r] = _mm256_fmadd_ps(mw, *sx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(folded), scales, a[r]));
+                }
+            }
+        }
+    }
+    let mut rest = [[0f32; R]; T];
+    for b in whole..blocks {
+        // SAFETY: b < blocks; the CPU has AVX2 and FMA.
+        unsafe {
+            for r in 0..R {
+                let (dw, mw) = w.scale(r, b);
+                let s = w.sums(r, b, x);
+                for (t, (o, (_, dx, sx))) in rest.iter_mut().zip(x).enumerate() {
+                    let scale = _mm256_set1_ps(dw * *dx.get_unchecked(b));
+                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), scale, acc[t][r]);
+                    o[r] += mw * *sx.get_unchecked(b);
+                }
+            }
+        }
+    }
+    std::array::from_fn(|t| std::array::from_fn(|r| horizontal_sum(acc[t][r]) + rest[t][r]))
+}
+
+/// Q8_0 rows `(integers, scales)`.
+struct Q8_0Avx2<'a, const R: usize>([(&'a [i8], &'a [f32]); R]);
+
+impl<const R: usize, const T: usize> Avx2Rows<T> for Q8_0Avx2<'_, R> {
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
+        (unsafe { _mm_loadu_ps(self.0[r].1.as_ptr().add(b)) }, _mm_setzero_ps())
+    }
+
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        (unsafe { *self.0[r].1.get_unchecked(b) }, 0.0)
+    }
+
+    /// The weights' signs move onto the activations, so `vpmaddubsw` gets the magnitudes as
+    /// its unsigned operand.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
+        unsafe {
+            let wv = _mm256_loadu_si256(self.0[r].0.as_ptr().add(b * BLOCK) as *const __m256i);
+            let magnitude = _mm256_sign_epi8(wv, wv);
+            x.map(|(q, _, _)| {
+                let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, wv)), _mm256_set1_epi16(1))
+            })
+        }
+    }
 }
 
 /// Q8_0 weight rows `(integers, scales)` against activation rows: `out[t][r] = sum_b
@@ -28,38 +138,45 @@ pub fn available() -> bool {
 pub unsafe fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     let blocks = x.first().map_or(0, |(_, d, _)| d.len());
     assert!(
-        x.iter().all(|(q, d, _)| q.len() == blocks * BLOCK && d.len() == blocks)
+        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
             && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
     );
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut xv = [_mm256_setzero_si256(); T];
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted above), so the 32-byte
-        // loads at 32 b and the scales at b stay inside them.
+    // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
+    unsafe { by_fours(&Q8_0Avx2(w), blocks, &x) }
+}
+
+/// Q4_1 rows `(nibble pairs, (scale, offset) pairs)`.
+struct Q4_1Avx2<'a, const R: usize>([(&'a [u8], &'a [f32]); R]);
+
+impl<const R: usize, const T: usize> Avx2Rows<T> for Q4_1Avx2<'_, R> {
+    /// Four `(d, m)` pairs split apart by one permute.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
+        let pairs = unsafe { _mm256_loadu_ps(self.0[r].1.as_ptr().add(2 * b)) };
+        let split = _mm256_permutevar8x32_ps(pairs, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+        (_mm256_castps256_ps128(split), _mm256_extractf128_ps(split, 1))
+    }
+
+    unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        unsafe { (*self.0[r].1.get_unchecked(2 * b), *self.0[r].1.get_unchecked(2 * b + 1)) }
+    }
+
+    /// The 16 bytes of nibble pairs become 32 unsigned values, low nibbles first, matching
+    /// the activations' order.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
         unsafe {
-            for t in 0..T {
-                xv[t] = _mm256_loadu_si256(x[t].0.as_ptr().add(b * BLOCK) as *const __m256i);
-            }
-            for r in 0..R {
-                let wv = _mm256_loadu_si256(w[r].0.as_ptr().add(b * BLOCK) as *const __m256i);
-                let magnitude = _mm256_sign_epi8(wv, wv);
-                let dw = *w[r].1.get_unchecked(b);
-                for t in 0..T {
-                    let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv[t], wv));
-                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    acc[t][r] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * *x[t].1.get_unchecked(b)), acc[t][r]);
-                }
-            }
+            let low = _mm_set1_epi8(0x0F);
+            let packed = _mm_loadu_si128(self.0[r].0.as_ptr().add(b * 16) as *const __m128i);
+            let wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+            x.map(|(q, _, _)| {
+                let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1))
+            })
         }
     }
-    let mut out = [[0f32; R]; T];
-    for t in 0..T {
-        for r in 0..R {
-            out[t][r] = horizontal_sum(acc[t][r]);
-        }
-    }
-    out
 }
 
 /// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
@@ -74,41 +191,8 @@ pub unsafe fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [
         x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
             && w.iter().all(|(q, dm)| q.len() * 2 == blocks * BLOCK && dm.len() == blocks * 2)
     );
-    let ones = _mm256_set1_epi16(1);
-    let low = _mm_set1_epi8(0x0F);
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let mut offsets = [[0f32; R]; T];
-    let mut xv = [_mm256_setzero_si256(); T];
-    for b in 0..blocks {
-        // SAFETY: every row holds `blocks` whole blocks (asserted above): the 16-byte loads
-        // at 16 b, the 32-byte loads at 32 b, the scales at b and the pairs at 2 b stay
-        // inside them.
-        unsafe {
-            for t in 0..T {
-                xv[t] = _mm256_loadu_si256(x[t].0.as_ptr().add(b * BLOCK) as *const __m256i);
-            }
-            for r in 0..R {
-                let packed = _mm_loadu_si128(w[r].0.as_ptr().add(b * 16) as *const __m128i);
-                let lo = _mm_and_si128(packed, low);
-                let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
-                let wv = _mm256_set_m128i(hi, lo);
-                let (dw, mw) = (*w[r].1.get_unchecked(2 * b), *w[r].1.get_unchecked(2 * b + 1));
-                for t in 0..T {
-                    let pairs = _mm256_maddubs_epi16(wv, xv[t]);
-                    let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    acc[t][r] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * *x[t].1.get_unchecked(b)), acc[t][r]);
-                    offsets[t][r] += mw * *x[t].2.get_unchecked(b);
-                }
-            }
-        }
-    }
-    let mut out = [[0f32; R]; T];
-    for t in 0..T {
-        for r in 0..R {
-            out[t][r] = horizontal_sum(acc[t][r]) + offsets[t][r];
-        }
-    }
-    out
+    // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
+    unsafe { by_fours(&Q4_1Avx2(w), blocks, &x) }
 }
 
 /// The sum of a vector's eight lanes.

@@ -200,3 +200,30 @@ fn activations_round_halves_away_from_zero() {
         assert_eq!(&rounded.q[b * 32..][..32], &want[..], "block {b}");
     }
 }
+
+/// `for_each_piece` hands every piece to exactly one call, with its index, and writes
+/// nothing outside the slice: odd piece counts, more tasks than pieces, one task, and an
+/// oversubscribed pool (natively).
+#[test]
+fn the_band_pool_hands_out_every_piece_once() {
+    use tokenscope::backend::cpu::band_pool::{pool, BandPool};
+    let check = |pool: &BandPool| {
+        for (pieces, len, tasks) in [(257, 5, 8), (3, 7, 16), (1, 1, 4), (40, 3, 1), (0, 4, 3), (19, 64, 2)] {
+            let mut out = vec![SENTINEL; pieces * len + 3];
+            pool.for_each_piece(&mut out[..pieces * len], len, tasks, |i, piece| {
+                assert_eq!(piece.len(), len);
+                for v in piece.iter_mut() {
+                    assert_eq!(*v, SENTINEL, "piece {i} handed out twice");
+                    *v = i as f32;
+                }
+            });
+            for (i, piece) in out[..pieces * len].chunks_exact(len).enumerate() {
+                assert!(piece.iter().all(|&v| v == i as f32), "{pieces} pieces on {tasks} tasks: piece {i} is {piece:?}");
+            }
+            assert!(out[pieces * len..].iter().all(|&v| v == SENTINEL), "written past the slice");
+        }
+    };
+    check(pool());
+    #[cfg(not(target_arch = "wasm32"))]
+    check(&BandPool::start(5));
+}

@@ -177,6 +177,43 @@ impl BandPool {
     }
 }
 
+/// The start of a slice that several tasks write, each to its own pieces.
+#[derive(Clone, Copy)]
+struct Pieces(*mut f32);
+// SAFETY: tasks write disjoint pieces (each piece belongs to one task), and `run` returns only
+// when every task is done, while the slice is still borrowed.
+unsafe impl Send for Pieces {}
+unsafe impl Sync for Pieces {}
+
+impl Pieces {
+    /// Piece `i`, `len` long.
+    ///
+    /// # Safety
+    /// The piece lies inside the slice, and no one else touches it while it is borrowed.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn piece(&self, i: usize, len: usize) -> &mut [f32] {
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(i * len), len) }
+    }
+}
+
+impl BandPool {
+    /// Runs `f(i, piece)` for every `len`-long piece `i` of `out` on `tasks` tasks, piece `i`
+    /// on task `i % tasks`: work that grows with `i` (causal attention, token by token) is
+    /// shared evenly. With `tasks` 1 the calling thread runs every piece in order.
+    pub fn for_each_piece<F: Fn(usize, &mut [f32]) + Sync>(&self, out: &mut [f32], len: usize, tasks: usize, f: F) {
+        let pieces = out.len().checked_div(len).unwrap_or(0);
+        let tasks = tasks.clamp(1, pieces.max(1));
+        let start = Pieces(out.as_mut_ptr());
+        self.run(tasks, |task| {
+            for i in (task..pieces).step_by(tasks) {
+                // SAFETY: piece i lies inside `out` (i < pieces), and only task i % tasks
+                // touches it.
+                f(i, unsafe { start.piece(i, len) });
+            }
+        });
+    }
+}
+
 /// Starts a worker: in wasm on one of rayon's threads (the page's Web Workers), natively on a
 /// thread of its own, so it never takes a thread from the rayon pool candle's kernels use.
 fn spawn_worker(work: impl FnOnce() + Send + 'static) {

@@ -153,7 +153,6 @@ impl CpuBackend {
         let mut proj = vec![0.0f32; n * d]; //        block output    [n, d]
         let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
-        let mut scores = vec![0.0f32; start + n]; //  attention weights [positions]
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += Wo . attention(rope(Wq xb), rope(Wk xb), Wv xb)
@@ -171,8 +170,11 @@ impl CpuBackend {
             }
             self.cache.append(layer, &k, &v);
             let (keys, values) = self.cache.layer(layer);
-            for t in 0..n {
-                for h in 0..c.n_heads {
+            // Each token's heads, tokens spread over the band pool's threads when the work
+            // is worth handing over (a prefill's; a decode step's stays on this thread).
+            let attend = |t: usize, out: &mut [f32]| {
+                let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
+                for (h, out) in out.chunks_exact_mut(hd).enumerate() {
                     let input = AttentionInput {
                         q: &q[t * qd + h * hd..][..hd],
                         keys,
@@ -181,9 +183,13 @@ impl CpuBackend {
                         kv_offset: (h / group) * hd,
                         n_pos: start + t + 1,
                     };
-                    ops::attention(&input, &mut scores, &mut att[t * qd + h * hd..][..hd]);
+                    ops::attention(&input, &mut scores, out);
                 }
-            }
+            };
+            let work = n * (start + n) * qd * 2;
+            let pool = band_pool::pool();
+            let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
+            pool.for_each_piece(&mut att[..n * qd], qd, tasks, attend);
             b.wo.forward(&att, n, &mut proj)?;
             ops::add(&mut x, &proj);
 

@@ -54,7 +54,7 @@ const TOKEN_TILE: usize = 8;
 /// threading every decode product brought decode from 21 down to 14-21 tok/s, while the
 /// 49152 x 576 output product and prefill products (several tokens) do gain. With this bound a
 /// decode step threads only its output product; a prefill of 3 or more tokens threads all.
-const MIN_THREADED_MACS: usize = 2 << 20;
+pub const MIN_THREADED_MACS: usize = 2 << 20;
 
 /// Activation rows rounded to 8-bit blocks as ggml's reference does (and candle's
 /// `BlockQ8_0`/`BlockQ8_1::from_float`): per block `d = max |v| / 127`, stored as f16, and

@@ -153,6 +153,8 @@ impl CpuBackend {
         let mut proj = vec![0.0f32; n * d]; //        block output    [n, d]
         let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
+                                                  // RoPE's sines and cosines per position, the same in every layer.
+        let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(hd, start + t, c.rope_base)).collect();
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += Wo . attention(rope(Wq xb), rope(Wk xb), Wv xb)
@@ -163,8 +165,7 @@ impl CpuBackend {
             b.wq.forward_shared(&normed, &mut q)?;
             b.wk.forward_shared(&normed, &mut k)?;
             b.wv.forward_shared(&normed, &mut v)?;
-            for t in 0..n {
-                let turn = ops::RopeAngles::new(hd, start + t, c.rope_base);
+            for (t, turn) in turns.iter().enumerate() {
                 turn.apply(&mut q[t * qd..][..qd]);
                 turn.apply(&mut k[t * kv..][..kv]);
             }

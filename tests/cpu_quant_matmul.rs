@@ -153,9 +153,40 @@ fn an_oversubscribed_band_pool_runs_every_task_of_every_job_once() {
     check_band_pool(&pool, 400_000);
 }
 
+/// `rest` puts the workers to sleep at once, where these would otherwise spin for a minute or
+/// more, and the next job wakes them and still runs every task once; over and over, as the
+/// engine rests the pool after every forward pass.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn a_resting_band_pool_sleeps_at_once_and_wakes_for_the_next_job() {
+    let workers = 3;
+    let pool = tokenscope::backend::cpu::band_pool::BandPool::start_spinning(workers, u32::MAX);
+    for cycle in 0..20 {
+        check_band_pool_jobs(&pool, 0..50);
+        pool.rest();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while pool.asleep() < workers {
+            assert!(std::time::Instant::now() < deadline, "cycle {cycle}: {} of {workers} workers asleep 20 s after rest", pool.asleep());
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    check_band_pool_jobs(&pool, 0..50);
+}
+
 fn check_band_pool(pool: &tokenscope::backend::cpu::band_pool::BandPool, jobs: usize) {
+    check_band_pool_jobs(pool, 0..jobs);
+    #[cfg(not(target_arch = "wasm32"))]
+    for job in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        check_band_pool_jobs(pool, job + 3..job + 4);
+    }
+    assert!(pool.threads() >= 1);
+}
+
+/// Runs jobs of 1 to 37 tasks (by job number) and checks that each task ran exactly once.
+fn check_band_pool_jobs(pool: &tokenscope::backend::cpu::band_pool::BandPool, jobs: std::ops::Range<usize>) {
     use std::sync::atomic::{AtomicU32, Ordering};
-    let check = |job: usize| {
+    for job in jobs {
         let tasks = 1 + job % 37;
         let hits: Vec<AtomicU32> = (0..tasks).map(|_| AtomicU32::new(0)).collect();
         pool.run(tasks, |i| {
@@ -163,16 +194,7 @@ fn check_band_pool(pool: &tokenscope::backend::cpu::band_pool::BandPool, jobs: u
         });
         let counts: Vec<u32> = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
         assert!(counts.iter().all(|&c| c == 1), "job {job}: task run counts {counts:?}");
-    };
-    for job in 0..jobs {
-        check(job);
     }
-    #[cfg(not(target_arch = "wasm32"))]
-    for job in 0..5 {
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        check(job + 3);
-    }
-    assert!(pool.threads() >= 1);
 }
 
 /// Activations round to 8 bits halves away from zero, as ggml's `roundf` does, through the

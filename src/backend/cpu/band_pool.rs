@@ -4,8 +4,11 @@
 //! puts its threads to sleep between them (rayon's) pays a wake-up per product, and in a
 //! browser a Web Worker's wake-up (`Atomics.notify`) costs tens of microseconds: the page's
 //! 2-thread engine decoded slower than its 1-thread one. Here the workers spin between jobs
-//! and only sleep after about a millisecond with nothing to do (between tokens), so a job
-//! reaches them at once. The calling thread works too: `threads() = workers + 1`.
+//! and only sleep after about a millisecond with nothing to do, so a job reaches them at once.
+//! Between tokens there is nothing for them to do: the engine calls [`BandPool::rest`] after
+//! each forward pass, and they go to sleep at once instead of spinning on a core the page
+//! needs then (to sample, hand the token over and draw it). The calling thread works too:
+//! `threads() = workers + 1`.
 //!
 //! In wasm the workers are started on rayon's pool, which in the page's threaded engine is
 //! wasm-bindgen-rayon's Web Workers sharing the wasm memory (each worker keeps one rayon
@@ -21,7 +24,7 @@
 //! caller returns only when every claimed task is done, so the job's closure (borrowed from the
 //! caller's stack) outlives every call to it.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 /// Checks of the job counter before a worker sleeps: about a millisecond of spinning.
@@ -41,6 +44,10 @@ struct Shared {
     claim: AtomicU64,
     /// Tasks of the current job finished.
     done: AtomicUsize,
+    /// Set by [`BandPool::rest`]: spinning workers go to sleep now. Cleared by the next job.
+    resting: AtomicBool,
+    /// Checks of `claim` a worker makes before it sleeps.
+    spin_checks: u32,
     /// Workers asleep (or about to be), and where they sleep.
     sleepers: AtomicUsize,
     lock: Mutex<()>,
@@ -104,7 +111,7 @@ impl Shared {
                     break gen;
                 }
                 checks += 1;
-                if checks < SPIN_CHECKS {
+                if checks < self.spin_checks && !self.resting.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                     continue;
                 }
@@ -128,10 +135,18 @@ impl BandPool {
     /// A pool of `workers` spinning threads plus the caller. Its threads live as long as the
     /// process: the engine uses the one [`pool`]; tests make more (to oversubscribe the cores).
     pub fn start(workers: usize) -> BandPool {
+        Self::start_spinning(workers, SPIN_CHECKS)
+    }
+
+    /// [`BandPool::start`] with workers that check for a job `spin_checks` times before they
+    /// sleep (tests use a very long spin to see [`BandPool::rest`] put them to sleep).
+    pub fn start_spinning(workers: usize, spin_checks: u32) -> BandPool {
         let shared: &'static Shared = Box::leak(Box::new(Shared {
             job: Job { call: AtomicUsize::new(0), data: AtomicUsize::new(0), tasks: AtomicUsize::new(0) },
             claim: AtomicU64::new(0),
             done: AtomicUsize::new(0),
+            resting: AtomicBool::new(false),
+            spin_checks,
             sleepers: AtomicUsize::new(0),
             lock: Mutex::new(()),
             wake: Condvar::new(),
@@ -145,6 +160,19 @@ impl BandPool {
     /// Threads that run a job's tasks: the workers and the caller.
     pub fn threads(&self) -> usize {
         self.workers + 1
+    }
+
+    /// Tells the workers no job is coming soon: they sleep now rather than spin. The next
+    /// job wakes them (the caller starts on its tasks meanwhile).
+    pub fn rest(&self) {
+        if self.workers > 0 {
+            self.shared.resting.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Workers asleep now (or about to be).
+    pub fn asleep(&self) -> usize {
+        self.shared.sleepers.load(Ordering::SeqCst)
     }
 
     /// Runs `f(0) .. f(tasks - 1)` across the pool and returns when all are done.
@@ -164,6 +192,7 @@ impl BandPool {
         s.job.data.store(&f as *const F as usize, Ordering::Release);
         s.job.tasks.store(tasks, Ordering::Release);
         s.done.store(0, Ordering::Relaxed);
+        s.resting.store(false, Ordering::Relaxed);
         // Publishes the job (and everything written before it) to the workers.
         s.claim.store(u64::from(gen) << 32, Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {

@@ -122,6 +122,8 @@ impl CpuBackend {
     fn forward_pass(&mut self, tokens: &[u32], layers: usize, logits: Logits) -> Result<Vec<f32>> {
         let start = self.cache.len();
         let result = self.forward_inner(tokens, layers, logits);
+        // Sampling and handing the token over come next, on this thread alone.
+        band_pool::pool().rest();
         if result.is_err() {
             self.cache.truncate(start);
         }
@@ -153,7 +155,8 @@ impl CpuBackend {
         let mut proj = vec![0.0f32; n * d]; //        block output    [n, d]
         let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
-                                                  // RoPE's sines and cosines per position, the same in every layer.
+
+        // RoPE's sines and cosines per position, the same in every layer.
         let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(hd, start + t, c.rope_base)).collect();
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {

@@ -206,21 +206,35 @@ impl BandPool {
     }
 }
 
-/// The start of a slice that several tasks write, each to its own pieces.
+/// A slice that a job's tasks write at once, each to its own elements or pieces (the matrix
+/// products' bands, attention's tokens).
 #[derive(Clone, Copy)]
-struct Pieces(*mut f32);
-// SAFETY: tasks write disjoint pieces (each piece belongs to one task), and `run` returns only
+pub(crate) struct SharedOut(*mut f32);
+// SAFETY: tasks write disjoint elements (each belongs to one task), and `run` returns only
 // when every task is done, while the slice is still borrowed.
-unsafe impl Send for Pieces {}
-unsafe impl Sync for Pieces {}
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
 
-impl Pieces {
+impl SharedOut {
+    /// The start of `out`, which stays borrowed while the job's tasks write it.
+    pub(crate) fn new(out: &mut [f32]) -> Self {
+        SharedOut(out.as_mut_ptr())
+    }
+
+    /// Writes element `i`.
+    ///
+    /// # Safety
+    /// `i` is inside the slice, and no other task touches element `i`.
+    pub(crate) unsafe fn write(&self, i: usize, y: f32) {
+        unsafe { *self.0.add(i) = y };
+    }
+
     /// Piece `i`, `len` long.
     ///
     /// # Safety
-    /// The piece lies inside the slice, and no one else touches it while it is borrowed.
+    /// The piece lies inside the slice, and no other task touches it while it is borrowed.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn piece(&self, i: usize, len: usize) -> &mut [f32] {
+    pub(crate) unsafe fn piece(&self, i: usize, len: usize) -> &mut [f32] {
         unsafe { std::slice::from_raw_parts_mut(self.0.add(i * len), len) }
     }
 }
@@ -232,7 +246,7 @@ impl BandPool {
     pub fn for_each_piece<F: Fn(usize, &mut [f32]) + Sync>(&self, out: &mut [f32], len: usize, tasks: usize, f: F) {
         let pieces = out.len().checked_div(len).unwrap_or(0);
         let tasks = tasks.clamp(1, pieces.max(1));
-        let start = Pieces(out.as_mut_ptr());
+        let start = SharedOut::new(out);
         self.run(tasks, |task| {
             for i in (task..pieces).step_by(tasks) {
                 // SAFETY: piece i lies inside `out` (i < pieces), and only task i % tasks

@@ -18,7 +18,7 @@
 
 use half::f16;
 
-use super::band_pool::pool;
+use super::band_pool::{pool, SharedOut};
 pub use super::dot_kernel::DotKernel;
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
@@ -137,24 +137,6 @@ pub trait RowDot: Sync {
     fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
 }
 
-/// The output, written by several tasks at once, each to its own elements.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: tasks write disjoint elements (each (token, row) belongs to one band), and `run`
-// returns only when every task is done, while `out` is still borrowed.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// Writes element `i`.
-    ///
-    /// # Safety
-    /// `i` is inside the output, and no other task writes element `i`.
-    unsafe fn write(&self, i: usize, y: f32) {
-        unsafe { *self.0.add(i) = y };
-    }
-}
-
 /// A `[rows, cols]` weight matrix in one of the repacked block formats.
 pub enum QuantMatrix {
     /// Q8_0 blocks.
@@ -240,7 +222,7 @@ fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &Activations, out: &mut [f32
     let pool = pool();
     let threads = if rows * cols * n >= MIN_THREADED_MACS { pool.threads() } else { 1 };
     let band = rows.div_ceil(threads * BANDS_PER_THREAD).next_multiple_of(ROW_GROUP);
-    let dst = Out(out.as_mut_ptr());
+    let dst = SharedOut::new(out);
     let run_band = |b: usize| {
         let r0 = b * band;
         let r1 = rows.min(r0 + band);

@@ -1,7 +1,7 @@
 // attention_params.wgsl: what both halves of split-K attention share (included by
-// attention_partial.wgsl and attention_combine.wgsl): the chunk length and the head shape.
-// CHUNK: positions per chunk (ATTENTION_CHUNK in kernels.rs).
-const CHUNK: u32 = 256u;
+// attention_partial.wgsl and attention_combine.wgsl): the chunk length (CHUNK, from
+// constants.wgsl) and the head shape.
+#include constants.wgsl
 
 struct Params {
     n_heads: u32,

@@ -24,10 +24,27 @@
 //     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g):
 //     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
 //     even: TPR <= WG / 2). Not with accumulate.
-// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps}; 1 qs or w
-//   (read); 2 dm or d (read; Q4_1 and Q8_0 only); 3 x: array<f32> [n_tokens, cols] (read);
-//   4 y: array<f32> (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols]
-//   (read; NORM only).
+//   ROPE_KV (MATVEC epilogue; with NORM, the Q/K/V projection of a decode step): the rows are
+//     one token's [q (n_heads * hd) | k (kv) | v (kv)], kv = n_kv_heads * hd, and the kernel
+//     writes what rope_kv.wgsl would from them (rope_pair.wgsl): the turned queries into y
+//     [n_heads * hd], the turned keys and the values into row step.pos of the caches. Rows
+//     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate.
+//   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
+//     fits one chunk, pos < CHUNK): the input row is the attention output of every head for
+//     the step's token over cache positions 0 ..= step.pos (attention_head.wgsl), which each
+//     workgroup computes into workgroup memory (cols = n_heads * hd <= ATT_MAX) before its
+//     rows' products: no dispatch of its own, and no trip through device memory.
+//   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
+//   ROPE_KV and ATTENTION (the cache bindings).
+//   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
+// Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
+//   n_kv_heads, head_dim (the last three: ROPE_KV and ATTENTION)}; 1 qs or w (read); 2 dm
+//   or d (read; Q4_1 and Q8_0 only); 3 x: array<f32> [n_tokens, cols] (read), with
+//   ATTENTION q: array<f32> [n_heads * hd], the step's rotated queries; 4 y: array<f32>
+//   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
+//   only); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
+//   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = (W x)[r].
 // MATMUL writes y[b * rows + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused).
@@ -58,12 +75,14 @@ struct Params {
     accumulate: u32,
     last_token: u32,
     eps: f32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
 }
 
 #include step.wgsl
+
+#include constants.wgsl
 
 #ifdef MATVEC
 // The accumulator: one token.
@@ -89,14 +108,62 @@ alias Acc = vec4<f32>;
 #ifdef F32
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 #endif
+#ifdef ATTENTION
+@group(0) @binding(3) var<storage, read> q: array<f32>;
+#else
 @group(0) @binding(3) var<storage, read> x: array<f32>;
+#endif
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> step: Step;
 #ifdef NORM
 @group(0) @binding(6) var<storage, read> gain: array<f32>;
 #endif
+#ifdef KV_CACHE
+#ifdef KV_F16
+@group(0) @binding(7) var<storage, read_write> k_cache: array<u32>;
+@group(0) @binding(8) var<storage, read_write> v_cache: array<u32>;
+#else
+@group(0) @binding(7) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(8) var<storage, read_write> v_cache: array<f32>;
+#endif
+#endif
+#ifdef ROPE_KV
+@group(0) @binding(9) var<storage, read> table: array<f32>;
+#endif
 
 var<workgroup> partial: array<Acc, 256>;
+#ifdef ATTENTION
+var<workgroup> scores: array<f32, CHUNK>;
+// The attention output: the input row of the product.
+var<workgroup> att_in: array<f32, ATT_MAX>;
+
+#include attention_head.wgsl
+
+// Every head's attention for the step's one token over positions 0 ..= step.pos into
+// att_in, head after head. Called by all threads (barriers).
+fn attention_prologue(t: u32) {
+    let hd = params.head_dim;
+    let n = min(step.pos + 1u, CHUNK);
+    let stride = params.n_kv_heads * hd;
+    let group = params.n_heads / params.n_kv_heads;
+    for (var h = 0u; h < params.n_heads; h = h + 1u) {
+        let kv_off = (h / group) * hd;
+        let ml = head_softmax(h * hd, kv_off, stride, 0u, n, t);
+        for (var dim = t; dim < hd; dim = dim + WG) {
+            att_in[h * hd + dim] = head_value(dim, kv_off, stride, 0u, n) / ml.y;
+        }
+        workgroupBarrier();
+    }
+}
+#endif
+#ifdef ROPE_KV
+fn store_query(at: u32, a: f32, b: f32) {
+    y[at] = a;
+    y[at + 1u] = b;
+}
+
+#include rope_pair.wgsl
+#endif
 // Offsets of the thread's input row(s) in x.
 var<private> x_rows: vec4<u32>;
 #ifdef NORM
@@ -106,8 +173,12 @@ var<private> inv_rms: Acc;
 
 // Column `col` of the input row(s), as stored.
 fn X_raw(col: u32) -> Acc {
+#ifdef ATTENTION
+    return att_in[col];
+#else
 #ifdef MATVEC
     return x[x_rows.x + col];
+#endif
 #endif
 #ifdef MATMUL
     return vec4<f32>(x[x_rows.x + col], x[x_rows.y + col], x[x_rows.z + col], x[x_rows.w + col]);
@@ -206,6 +277,18 @@ fn swiglu(g: Acc, u: Acc) -> Acc {
     return g / (1.0 + exp(-g)) * u;
 }
 
+#ifdef MATVEC
+// The pair epilogue: rows `row` (even) and row + 1 came to a and b.
+fn pair_out(row: u32, a: f32, b: f32) {
+#ifdef GLU
+    y[row / 2u] = swiglu(a, b);
+#endif
+#ifdef ROPE_KV
+    rope_and_store(row, 0u, step.pos, a, b);
+#endif
+}
+#endif
+
 // y[i] = v, or y[i] += v.
 fn store(i: u32, v: f32) {
     if (params.accumulate != 0u) {
@@ -217,9 +300,16 @@ fn store(i: u32, v: f32) {
 
 #ifdef SUBGROUP
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) lanes: u32,
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) lanes: u32,
         @builtin(subgroup_id) sg: u32, @builtin(num_subgroups) n_sg: u32) {
     x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+#ifdef ATTENTION
+    sg_id = sg;
+    sg_lane = lane;
+    sg_count = n_sg;
+    attention_prologue(lid.x);
+#endif
 #ifdef NORM
     var squares = 0.0;
     for (var col = lane; col < params.cols; col = col + lanes) {
@@ -231,8 +321,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
     let inv_rms = 1.0;
 #endif
     let first = wg.x * (WG / TPR);
-#ifdef GLU
-    // Units of work: gate/up row pairs.
+#ifdef PAIRS
+    // Units of work: row pairs.
     let units = WG / TPR / 2u;
 #else
     let units = WG / TPR;
@@ -241,7 +331,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
     let rounds = (units + n_sg - 1u) / n_sg;
     for (var k = 0u; k < rounds; k = k + 1u) {
         let i = sg + k * n_sg;
-#ifdef GLU
+#ifdef PAIRS
         let row = first + 2u * i;
         let live = i < units && row + 1u < params.rows;
         var g = 0.0;
@@ -253,7 +343,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
         g = subgroupAdd(g) * inv_rms;
         u = subgroupAdd(u) * inv_rms;
         if (live && lane == 0u) {
-            y[row / 2u] = swiglu(g, u);
+            pair_out(row, g, u);
         }
 #else
         let row = first + i;
@@ -288,6 +378,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #ifdef NORM
     norm_prologue(t);
 #endif
+#ifdef ATTENTION
+    attention_prologue(t);
+#endif
     var sum = Acc(0.0);
     if (live) {
         sum = row_dot(row, lane, TPR);
@@ -297,18 +390,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #endif
     partial[t] = sum;
     tree_sum(t, TPR);
-#ifdef GLU
-    // Lane 0 of gate row 2i reads up row 2i + 1's sum, TPR slots further on (tree_sum ended
-    // on a barrier).
+#ifdef PAIRS
+    // Lane 0 of row 2i reads row 2i + 1's sum, TPR slots further on (tree_sum ended on a
+    // barrier).
     if (lane == 0u && row % 2u == 0u && row + 1u < params.rows) {
         let g = partial[t];
         let u = partial[t + TPR];
-        let v = swiglu(g, u);
-        let outputs = params.rows / 2u;
 #ifdef MATVEC
-        y[row / 2u] = v;
+        pair_out(row, g, u);
 #endif
 #ifdef MATMUL
+        let v = swiglu(g, u);
+        let outputs = params.rows / 2u;
         for (var j = 0u; j < 4u; j = j + 1u) {
             if (b0 + j < step.n_tokens) {
                 y[(b0 + j) * outputs + row / 2u] = v[j];

@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
-use tokenscope::backend::gpu::kernels::{self, Bind, GpuMatrix, KernelOptions, Kernels, LinearOp};
+use tokenscope::backend::gpu::kernels::{self, AttentionInput, Bind, GpuMatrix, KernelOptions, Kernels, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
 
@@ -555,4 +555,205 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             );
         }
     }
+}
+
+/// A random `rows x cols` matrix in `dtype`: its dequantized values (the CPU twin's) and the
+/// GPU's copy.
+fn random_matrix(ctx: &GpuContext, rng: &mut ChaCha8Rng, rows: usize, cols: usize, dtype: GgmlDType) -> (Vec<f32>, GpuMatrix) {
+    let t = Tensor::from_vec(random(rng, rows * cols, 0.5), (rows, cols), &Device::Cpu).expect("tensor");
+    let q = QTensor::quantize(&t, dtype).expect("quantize");
+    let m = GpuMatrix::upload(ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
+    (to_vec(&q).expect("dequantize"), m)
+}
+
+/// A guarded cache buffer (sentinels around it) holding `v` as the kernels store it, and its
+/// binding.
+fn guarded_cache(ctx: &GpuContext, v: &[f32], kv_f16: bool) -> wgpu::Buffer {
+    ctx.storage("cache", &[vec![SENTINEL; PAD], cache_words(v, kv_f16), vec![SENTINEL; PAD]].concat())
+}
+
+/// The decode Q/K/V projection with RoPE and the KV-cache write in its epilogue (ROPE_KV)
+/// against its twins: `ops::rmsnorm`, the dequantized matrix times the row, `ops::rope` of
+/// the q and k parts; the q part comes out in `y` and the k and v parts land in cache row
+/// `pos`, every other cache row untouched. Every weight format, every row sharing that pairs
+/// rows (at most 32 threads per row), subgroups, both cache precisions.
+#[test]
+fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
+    let ctx = context_with_subgroups();
+    let base = 10_000.0;
+    for options in all_options().into_iter().filter(|o| o.threads_per_row <= 32) {
+        let kv_f16 = options.kv_f16;
+        let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
+        let mut rng = ChaCha8Rng::seed_from_u64(21);
+        for dtype in [GgmlDType::Q4_1, GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+            // (query heads, KV heads, head_dim, cols, position, capacity): odd row counts
+            // (50, 60) and this model's shape at a far position.
+            for (heads, kv_heads, hd, cols, pos, capacity) in
+                [(3usize, 1usize, 10usize, 64usize, 0usize, 5usize), (6, 2, 6, 96, 4, 9), (9, 3, 64, 576, 4999, 5000)]
+            {
+                let (qd, kv) = (heads * hd, kv_heads * hd);
+                let rows = qd + 2 * kv;
+                let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
+                let x = random(&mut rng, cols, 3_000.0);
+                let gain = random(&mut rng, cols, 2.0);
+                let mut xn = vec![0.0; cols];
+                ops::rmsnorm(&x, &gain, 1e-5, &mut xn);
+                let (product, bound): (Vec<f32>, Vec<f32>) = dense
+                    .chunks_exact(cols)
+                    .map(|r| (ops::dot(r, &xn), 1e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5))
+                    .unzip();
+                // A pair turns by an angle: each output mixes both products' errors.
+                let pair_bound: Vec<f32> = bound.chunks_exact(2).flat_map(|p| [p[0] + p[1]; 2]).collect();
+                let mut want_q = product[..qd].to_vec();
+                ops::rope(&mut want_q, hd, pos, base);
+                let mut k_row = product[qd..qd + kv].to_vec();
+                ops::rope(&mut k_row, hd, pos, base);
+                let (mut k_prior, mut v_prior) = (random(&mut rng, capacity * kv, 1.0), random(&mut rng, capacity * kv, 1.0));
+                if kv_f16 {
+                    (k_prior, v_prior) = (to_f16_and_back(&k_prior), to_f16_and_back(&v_prior));
+                }
+                let (mut want_k, mut want_v) = (k_prior.clone(), v_prior.clone());
+                want_k[pos * kv..][..kv].copy_from_slice(&k_row);
+                want_v[pos * kv..][..kv].copy_from_slice(&product[qd + kv..]);
+
+                let words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
+                let (kc, vc) = (guarded_cache(&ctx, &k_prior, kv_f16), guarded_cache(&ctx, &v_prior, kv_f16));
+                let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
+                let q_out = guarded(&ctx, qd);
+                let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
+                let table = ctx.storage("table", &kernels::rope_table(capacity, hd, base));
+                let step = kernels::step_uniform(&ctx, pos as u32, 1);
+                let rope_kv =
+                    RopeKv { shape: [heads as u32, kv_heads as u32, hd as u32], keys: cache(&kc), values: cache(&vc), table: &table };
+                let op = LinearOp {
+                    norm: Some((&gb, 1e-5)),
+                    rope_kv: Some(rope_kv),
+                    ..LinearOp::new(&m, &xb, Bind(&q_out, (PAD * 4) as u64, Some((qd * 4) as u64)))
+                };
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+
+                let what = |part: &str| format!("{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, {options:?}");
+                let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
+                let got_q = read_guarded(&ctx, &q_out, qd);
+                assert_close(&got_q, &want_q, |i| pair_bound[i] + 1e-5 * want_q[i].abs(), &what("queries"));
+                let in_row = |i: usize| i / kv == pos;
+                let got_k = cache_values(&read_guarded(&ctx, &kc, words), kv_f16);
+                let k_tol = |i: usize| {
+                    let written = if in_row(i) { pair_bound[qd + i % kv] + 1e-5 * want_k[i].abs() } else { 0.0 };
+                    written + rounding(want_k[i])
+                };
+                assert_close(&got_k, &want_k, k_tol, &what("K cache"));
+                let got_v = cache_values(&read_guarded(&ctx, &vc, words), kv_f16);
+                let v_tol = |i: usize| if in_row(i) { bound[qd + kv + i % kv] } else { 0.0 } + rounding(want_v[i]);
+                assert_close(&got_v, &want_v, v_tol, &what("V cache"));
+            }
+        }
+    }
+}
+
+/// The decode output projection with every head's attention in its prologue (ATTENTION)
+/// against its twins: `ops::attention` of each query head over cache positions 0..=pos of
+/// its KV head, then the dequantized matrix times the heads' outputs, added to y. Odd row
+/// counts, head shapes other than this model's, positions up to the chunk's last, every row
+/// sharing, subgroups, both cache precisions.
+#[test]
+fn the_attention_prologue_matches_attention_then_the_projection() {
+    let ctx = context_with_subgroups();
+    for options in all_options() {
+        let kv_f16 = options.kv_f16;
+        let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
+        let mut rng = ChaCha8Rng::seed_from_u64(22);
+        // (query heads, KV heads, head_dim, rows, weight type, position, capacity).
+        let cases = [
+            (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
+            (9, 3, 64, 37, GgmlDType::Q8_0, 254, 256),
+            (4, 2, 8, 37, GgmlDType::F32, 5, 7),
+            (6, 3, 16, 70, GgmlDType::F16, 255, 300),
+            (2, 2, 16, 1, GgmlDType::Q4_0, 130, 131),
+        ];
+        for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
+            let (cols, kv) = (heads * hd, kv_heads * hd);
+            let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
+            let q = random(&mut rng, cols, 1.0);
+            let (mut keys, mut values) = (random(&mut rng, capacity * kv, 3.0), random(&mut rng, capacity * kv, 2.0));
+            if kv_f16 {
+                (keys, values) = (to_f16_and_back(&keys), to_f16_and_back(&values));
+            }
+            // Positions past `pos` hold garbage that must not be read.
+            for v in keys[(pos + 1) * kv..].iter_mut().chain(&mut values[(pos + 1) * kv..]) {
+                *v = 1e4;
+            }
+            let mut att = vec![0.0; cols];
+            for h in 0..heads {
+                let input = ops::AttentionInput {
+                    q: &q[h * hd..][..hd],
+                    keys: &keys,
+                    values: &values,
+                    kv_stride: kv,
+                    kv_offset: (h / (heads / kv_heads)) * hd,
+                    n_pos: pos + 1,
+                };
+                ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
+            }
+            let prior = random(&mut rng, rows, 1.0);
+            let (want, tol): (Vec<f32>, Vec<f32>) = dense
+                .chunks_exact(cols)
+                .zip(&prior)
+                .map(|(r, y)| {
+                    let bound = r.iter().zip(&att).map(|(a, b)| 1e-5 * (a * b).abs() + 2e-5 * a.abs()).sum::<f32>() + 1e-5;
+                    (y + ops::dot(r, &att), bound)
+                })
+                .unzip();
+            let mut init = vec![SENTINEL; 2 * PAD];
+            init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+            let out = ctx.storage("out", &init);
+            let (qb, kb, vb) =
+                (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
+            let step = kernels::step_uniform(&ctx, pos as u32, 1);
+            let input = AttentionInput { shape: [heads as u32, kv_heads as u32, hd as u32], keys: &kb, values: &vb };
+            let op = LinearOp {
+                accumulate: true,
+                attention: Some(input),
+                ..LinearOp::new(&m, &qb, Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64)))
+            };
+            kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+            let got = read_guarded(&ctx, &out, rows);
+            assert_close(
+                &got,
+                &want,
+                |i| tol[i],
+                &format!("attention + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, {options:?}"),
+            );
+        }
+    }
+}
+
+/// The fusions refuse the shapes and combinations they cannot run.
+#[test]
+fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let (_, m) = random_matrix(&ctx, &mut rng, 50, 64, GgmlDType::Q8_0);
+    let (x, y, table) = (ctx.storage("x", &[1.0f32; 64]), ctx.storage("y", &[0.0f32; 64]), ctx.storage("t", &[0.0f32; 64]));
+    let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
+    let step = kernels::step_uniform(&ctx, 0, 1);
+    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table };
+    let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
+    assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
+    assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");
+    assert!(k.matvec(&ctx, &with_rope([3, 2, 10]), &step).is_err(), "3 query heads cannot share 2 KV heads");
+    assert!(k.matmul(&ctx, &with_rope([3, 1, 10]), &step).is_err(), "the epilogue is decode-only");
+    assert!(k.matvec(&ctx, &LinearOp { accumulate: true, ..with_rope([3, 1, 10]) }, &step).is_err(), "queries are not added to");
+    let attention =
+        |shape| LinearOp { attention: Some(AttentionInput { shape, keys: &kc, values: &vc }), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
+    assert!(k.matvec(&ctx, &attention([4, 2, 16]), &step).is_ok(), "64 columns are 4 heads of 16");
+    assert!(k.matvec(&ctx, &attention([4, 2, 8]), &step).is_err(), "64 columns are not 4 heads of 8");
+    assert!(k.matmul(&ctx, &attention([4, 2, 16]), &step).is_err(), "the prologue is decode-only");
+    let (_, wide) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
+    let too_wide = LinearOp {
+        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc }),
+        ..LinearOp::new(&wide, &x, Bind(&y, 0, None))
+    };
+    assert!(k.matvec(&ctx, &too_wide, &step).is_err(), "4096 columns exceed the prologue's workgroup memory");
 }

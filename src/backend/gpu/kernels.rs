@@ -21,16 +21,29 @@ impl ShaderSource {
     pub fn code(&self) -> Result<String> {
         let mut defines = self.defines.clone();
         defines.extend(cfg!(target_arch = "wasm32").then_some("BROWSER"));
-        super::wgsl_defs::expand(self.template, &defines, &INCLUDES).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
+        let constants = wgsl_constants();
+        let mut includes = INCLUDES.to_vec();
+        includes.push(("constants.wgsl", &constants));
+        super::wgsl_defs::expand(self.template, &defines, &includes).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
     }
 }
 
-/// Declarations kernels share, for their `#include` lines.
-const INCLUDES: [(&str, &str); 3] = [
+/// Declarations and functions kernels share, for their `#include` lines.
+const INCLUDES: [(&str, &str); 5] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("step.wgsl", include_str!("../../../shaders/step.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
+    ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
+    ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
 ];
+
+/// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
+/// one source: CHUNK ([`ATTENTION_CHUNK`]) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
+fn wgsl_constants() -> String {
+    format!(
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
+    )
+}
 
 fn source(name: &str, template: &'static str, defines: &[&'static str]) -> ShaderSource {
     ShaderSource { name: name.into(), template, defines: defines.to_vec() }
@@ -152,8 +165,13 @@ impl AttentionKernel {
 /// Threads per workgroup (the shaders' `WG` override).
 pub const WORKGROUP: u32 = 64;
 
-/// Positions per chunk of split-K decode attention (`CHUNK` in attention_partial.wgsl).
+/// Positions per chunk of split-K decode attention (`CHUNK` in the shaders).
 pub const ATTENTION_CHUNK: usize = 256;
+
+/// Widest attention output (n_heads * head_dim) the output projection can compute in its
+/// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 2 KB the rest
+/// takes, within WebGPU's 16 KB default); wider models run attention as its own dispatch.
+pub const FUSED_ATTENTION_MAX_WIDTH: usize = 2048;
 
 /// Tokens one matmul workgroup row takes (the vec4 accumulator).
 pub const MATMUL_TOKENS: u32 = 4;
@@ -200,29 +218,53 @@ pub struct MatrixKernel {
     pub norm: bool,
     /// SwiGLU of interleaved gate/up rows as the epilogue.
     pub glu: bool,
+    /// Decode only: RoPE and the KV-cache write as the epilogue (the Q/K/V projection).
+    pub rope_kv: bool,
+    /// Decode only: every head's attention over the cache as the prologue (the output
+    /// projection, while the context fits one chunk).
+    pub attention: bool,
+    /// With `rope_kv` or `attention`: the cache holds half floats.
+    pub kv_f16: bool,
     /// Decode only: a subgroup per row, reduced with subgroupAdd.
     pub subgroup: bool,
 }
 
 impl MatrixKernel {
-    /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU (the
-    /// three the forward pass uses), and each decode one with subgroups too.
+    /// A variant with nothing fused (the fusions are set by field).
+    pub fn plain(prefill: bool, format: WeightFormat, subgroup: bool) -> Self {
+        MatrixKernel { prefill, format, norm: false, glu: false, rope_kv: false, attention: false, kv_f16: false, subgroup }
+    }
+
+    /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
+    /// decode also normed with RoPE/KV write and with the attention prologue, over both cache
+    /// precisions (the forms the forward pass uses); and each decode one with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
-                [(false, false), (true, false), (true, true)].map(|(norm, glu)| MatrixKernel { prefill, format, norm, glu, subgroup })
+                let plain = MatrixKernel::plain(prefill, format, subgroup);
+                let mut all = vec![plain, MatrixKernel { norm: true, ..plain }, MatrixKernel { norm: true, glu: true, ..plain }];
+                if !prefill {
+                    for kv_f16 in [false, true] {
+                        all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { attention: true, kv_f16, ..plain });
+                    }
+                }
+                all
             })
         })
     }
 
-    /// The variant's name, e.g. `matvec_q4_1_norm_glu_subgroup.wgsl`.
+    /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
+            if self.attention { "_attention" } else { "" },
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
+            if self.rope_kv { "_rope_kv" } else { "" },
+            if self.kv_f16 { "_kv_f16" } else { "" },
             if self.subgroup { "_subgroup" } else { "" }
         )
     }
@@ -230,9 +272,17 @@ impl MatrixKernel {
     /// Its source: matrix.wgsl with its defines.
     pub fn source(&self) -> ShaderSource {
         let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }, self.format.define()];
-        defines.extend(self.norm.then_some("NORM"));
-        defines.extend(self.glu.then_some("GLU"));
-        defines.extend(self.subgroup.then_some("SUBGROUP"));
+        let flags = [
+            (self.norm, "NORM"),
+            (self.glu, "GLU"),
+            (self.rope_kv, "ROPE_KV"),
+            (self.attention, "ATTENTION"),
+            (self.glu || self.rope_kv, "PAIRS"),
+            (self.rope_kv || self.attention, "KV_CACHE"),
+            (self.kv_f16, "KV_F16"),
+            (self.subgroup, "SUBGROUP"),
+        ];
+        defines.extend(flags.iter().filter(|f| f.0).map(|f| f.1));
         ShaderSource { name: self.name(), template: MATRIX, defines }
     }
 }
@@ -251,8 +301,12 @@ pub struct MatrixParams {
     pub last_token: u32,
     /// RMSNorm epsilon (NORM variants).
     pub eps: f32,
-    /// Padding to 16-byte alignment.
-    pub pad: [u32; 3],
+    /// Query heads (ROPE_KV and ATTENTION variants; 0 otherwise).
+    pub n_heads: u32,
+    /// Key/value heads (likewise).
+    pub n_kv_heads: u32,
+    /// Dimensions per head (likewise).
+    pub head_dim: u32,
 }
 
 /// The embedding kernel's uniform (`Params` in embedding.wgsl).
@@ -375,12 +429,40 @@ pub struct LinearOp<'a> {
     pub norm: Option<(&'a wgpu::Buffer, f32)>,
     /// Write silu(row 2i) * row 2i+1 for output i.
     pub glu: bool,
+    /// Decode only: the rows are one token's `[q | k | v]`; turn q and k by RoPE, write q to
+    /// `y` and k, v into the caches at the step's position.
+    pub rope_kv: Option<RopeKv<'a>>,
+    /// Decode only: the input is every head's attention for the queries in `x` over the cache
+    /// (positions 0 ..= the step's, at most [`ATTENTION_CHUNK`]), computed in the kernel.
+    pub attention: Option<AttentionInput<'a>>,
+}
+
+/// The ROPE_KV epilogue's operands (see [`LinearOp::rope_kv`]).
+pub struct RopeKv<'a> {
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub shape: [u32; 3],
+    /// The layer's K cache, `[context, kv]` f32 (or half pairs).
+    pub keys: Bind<'a>,
+    /// The layer's V cache.
+    pub values: Bind<'a>,
+    /// RoPE's cos/sin, [`rope_table`].
+    pub table: &'a wgpu::Buffer,
+}
+
+/// The ATTENTION prologue's operands (see [`LinearOp::attention`]); the queries are the op's `x`.
+pub struct AttentionInput<'a> {
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub shape: [u32; 3],
+    /// The layer's K cache, already holding the step's row.
+    pub keys: &'a wgpu::Buffer,
+    /// The layer's V cache.
+    pub values: &'a wgpu::Buffer,
 }
 
 impl<'a> LinearOp<'a> {
     /// A plain `y = W x`.
     pub fn new(w: &'a GpuMatrix, x: &'a wgpu::Buffer, y: Bind<'a>) -> Self {
-        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false }
+        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false, rope_kv: None, attention: None }
     }
 }
 
@@ -452,22 +534,35 @@ impl Kernels {
     fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
         let w = op.w;
         let threads_per_row = self.options.threads_per_row;
-        if op.glu && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > WORKGROUP / 2) {
+        let pairs = op.glu || op.rope_kv.is_some();
+        if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > WORKGROUP / 2) {
             return Err(Error::Backend(format!(
-                "the SwiGLU epilogue needs an even row count ({}), no accumulate, and at most {} threads per row ({threads_per_row})",
+                "the SwiGLU and RoPE epilogues need an even row count ({}), no accumulate, and at most {} threads per row ({threads_per_row})",
                 w.rows,
                 WORKGROUP / 2,
             )));
         }
+        let shape = check_fusions(op, prefill)?;
         let subgroup = self.options.subgroups && !prefill;
-        let kernel = self.matrix(ctx, MatrixKernel { prefill, format: w.format, norm: op.norm.is_some(), glu: op.glu, subgroup })?;
+        let variant = MatrixKernel {
+            norm: op.norm.is_some(),
+            glu: op.glu,
+            rope_kv: op.rope_kv.is_some(),
+            attention: op.attention.is_some(),
+            kv_f16: shape.is_some() && self.options.kv_f16,
+            ..MatrixKernel::plain(prefill, w.format, subgroup)
+        };
+        let kernel = self.matrix(ctx, variant)?;
+        let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or_default();
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
             accumulate: op.accumulate as u32,
             last_token: op.last_token as u32,
             eps: op.norm.map_or(0.0, |(_, eps)| eps),
-            pad: [0; 3],
+            n_heads,
+            n_kv_heads,
+            head_dim,
         };
         let params = ctx.uniform("linear", &[params]);
         let groups = w.rows.div_ceil(WORKGROUP / threads_per_row);
@@ -484,6 +579,12 @@ impl Kernels {
         binds.extend([(3, Bind(op.x, 0, None)), (4, Bind(op.y.0, op.y.1, op.y.2)), (5, Bind(step, 0, None))]);
         if let Some((gain, _)) = op.norm {
             binds.push((6, Bind(gain, 0, None)));
+        }
+        if let Some(r) = &op.rope_kv {
+            binds.extend([(7, r.keys.again()), (8, r.values.again()), (9, Bind(r.table, 0, None))]);
+        }
+        if let Some(a) = &op.attention {
+            binds.extend([(7, Bind(a.keys, 0, None)), (8, Bind(a.values, 0, None))]);
         }
         let mut d = prepare_at(ctx, &kernel, &binds, groups);
         d.weight_bytes = w.bytes();
@@ -668,6 +769,51 @@ impl Dispatch {
 
 /// A binding: a whole buffer, or `size` bytes from `offset`.
 pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
+
+impl Bind<'_> {
+    /// The same binding again (for a second bind group).
+    pub fn again(&self) -> Self {
+        Bind(self.0, self.1, self.2)
+    }
+}
+
+/// Checks the RoPE/KV and attention fusions of `op` (decode only, one at a time, shapes that
+/// fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`, if any.
+fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
+    let (w, fused) = (op.w, op.rope_kv.is_some() || op.attention.is_some());
+    if fused && (prefill || op.glu || op.last_token || (op.rope_kv.is_some() && op.attention.is_some())) {
+        return Err(Error::Backend(
+            "the RoPE/KV epilogue and the attention prologue are decode-only, one at a time, without SwiGLU".into(),
+        ));
+    }
+    let shape = match (&op.rope_kv, &op.attention) {
+        (Some(r), _) => r.shape,
+        (_, Some(a)) => a.shape,
+        _ => return Ok(None),
+    };
+    let [n_heads, n_kv_heads, head_dim] = shape;
+    if n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) || !head_dim.is_multiple_of(2) {
+        return Err(Error::Backend(format!("{n_heads} query heads over {n_kv_heads} KV heads of {head_dim} dimensions cannot run fused")));
+    }
+    if op.rope_kv.is_some() && w.rows != (n_heads + 2 * n_kv_heads) * head_dim {
+        return Err(Error::Backend(format!(
+            "the RoPE/KV epilogue needs [q | k | v] rows, {} for {shape:?}, not {}",
+            (n_heads + 2 * n_kv_heads) * head_dim,
+            w.rows
+        )));
+    }
+    if op.rope_kv.is_some() && op.accumulate {
+        return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
+    }
+    if op.attention.is_some() && (w.cols != n_heads * head_dim || w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {
+        return Err(Error::Backend(format!(
+            "the attention prologue needs n_heads * head_dim = {} columns, at most {FUSED_ATTENTION_MAX_WIDTH} (the matrix has {})",
+            n_heads * head_dim,
+            w.cols
+        )));
+    }
+    Ok(Some(shape))
+}
 
 /// Builds a dispatch whose bindings are numbered 0, 1, 2, ... (its bind group is made here,
 /// once).

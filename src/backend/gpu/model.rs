@@ -7,14 +7,17 @@
 //!
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
-//! the context fits one chunk) or split-K. Each layer is 6 dispatches, 7 past the first
-//! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions: the RMSNorms run inside the
-//! projections after them and SwiGLU inside the gate/up projection.
+//! the context fits one chunk) or split-K. A decode step's layer is 4 dispatches while the
+//! context fits the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions, 6 past
+//! them: the RMSNorms run inside the projections after them, RoPE and the KV-cache write in
+//! the Q/K/V projection's epilogue, attention (short contexts) in the output projection's
+//! prologue, and SwiGLU in the gate/up projection's epilogue. A prefill pass runs RoPE and
+//! attention as dispatches of their own (7 a layer, 8 past the first chunk).
 
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::kernels::{self, Bind, Dispatch, GpuMatrix, KernelOptions, Kernels, LinearOp};
+use super::kernels::{self, AttentionInput, Bind, Dispatch, GpuMatrix, KernelOptions, Kernels, LinearOp, RopeKv};
 use super::repack::{interleave_rows, repack, stack};
 use crate::backend::{check_draft_layers, check_verify, Backend, BackendInfo, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -92,14 +95,35 @@ pub struct GpuBackend {
     options: KernelOptions,
 }
 
-/// One op of the forward pass with the dispatches it lowers to.
-enum Op {
-    /// The same dispatch for one token and for many.
-    Same(Dispatch),
+/// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
+/// token (decode) or many (prefill), while every token sees at most one attention chunk of
+/// positions (short) or past that (long).
+struct Op {
+    /// One token, short context.
+    one_short: Vec<Dispatch>,
+    /// One token, long context.
+    one_long: Vec<Dispatch>,
+    /// Many tokens, short context.
+    many_short: Vec<Dispatch>,
+    /// Many tokens, long context.
+    many_long: Vec<Dispatch>,
+}
+
+impl Op {
+    /// The same dispatch for every kind of step.
+    fn same(d: Dispatch) -> Op {
+        Op::by_tokens(vec![d.clone()], vec![d])
+    }
+
     /// A linear layer: matvec for one token (decode), matmul for many (prefill).
-    Linear { one: Dispatch, many: Dispatch },
-    /// Attention: one dispatch or split-K's two.
-    Attention(kernels::Attention),
+    fn linear(one: Dispatch, many: Dispatch) -> Op {
+        Op::by_tokens(vec![one], vec![many])
+    }
+
+    /// `one` for one token, `many` for many, whatever the context.
+    fn by_tokens(one: Vec<Dispatch>, many: Vec<Dispatch>) -> Op {
+        Op { one_short: one.clone(), one_long: one, many_short: many.clone(), many_long: many }
+    }
 }
 
 /// One kind of step's command lists, by the attention form its context allows.
@@ -113,19 +137,12 @@ struct Lowered {
 impl Lowered {
     /// Lowers the op list for one token (`many == false`) or many.
     fn new(ops: &[&Op], many: bool) -> Self {
-        let lower = |short: bool| {
-            let mut list = Vec::new();
-            for &op in ops {
-                match op {
-                    Op::Same(d) => list.push(d.clone()),
-                    Op::Linear { one, many: m } => list.push(if many { m.clone() } else { one.clone() }),
-                    Op::Attention(a) if short => list.push(a.single.clone()),
-                    Op::Attention(a) => list.extend([a.partial.clone(), a.combine.clone()]),
-                }
-            }
-            list
-        };
-        Lowered { short: lower(true), long: lower(false) }
+        let lower = |pick: fn(&Op) -> &Vec<Dispatch>| ops.iter().flat_map(|&op| pick(op).iter().cloned()).collect();
+        if many {
+            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long) }
+        } else {
+            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long) }
+        }
     }
 
     /// The list for a step of `n_tokens` from position `pos`.
@@ -236,15 +253,16 @@ impl GpuBackend {
         });
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
-        let linear =
-            |op: LinearOp| -> Result<Op> { Ok(Op::Linear { one: k.matvec(&ctx, &op, &step)?, many: k.matmul(&ctx, &op, &step)? }) };
+        let linear = |op: LinearOp| -> Result<Op> { Ok(Op::linear(k.matvec(&ctx, &op, &step)?, k.matmul(&ctx, &op, &step)?)) };
+        // Attention in the output projection's prologue fits models up to this width.
+        let fuse_attention = qd as usize <= kernels::FUSED_ATTENTION_MAX_WIDTH;
 
         // Every op of the forward pass, in order. Buffers made below live on through the
         // bind groups that reference them.
         let mut ops = Vec::new();
         let mut layer_ends = Vec::new();
         let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
-        ops.push(Op::Same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens))); // x = E[tokens]
+        ops.push(Op::same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens))); // x = E[tokens]
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
@@ -259,23 +277,43 @@ impl GpuBackend {
             let k_cache = ctx.storage("k cache", &vec![0u32; cache_words]);
             let v_cache = ctx.storage("v cache", &vec![0u32; cache_words]);
             gpu_bytes += 2 * (cache_words * 4) as u64;
-            // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v;
-            // att = attention(q, cache); x += Wo att.
-            ops.push(linear(LinearOp { norm: Some((&attn_norm, eps)), ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) })?);
+            // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v
+            // (decode: in one dispatch, the projection's epilogue).
             let cache = |c| Bind(c, 0, None);
-            ops.push(Op::Same(k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step)));
-            ops.push(Op::Attention(k.attention(
-                &ctx,
-                att_shape,
-                capacity,
-                &q,
-                &k_cache,
-                &v_cache,
-                Bind(&att_parts, 0, None),
-                Bind(&att, 0, None),
-                &step,
-            )));
-            ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) })?);
+            let qkv_norm = Some((&attn_norm, eps));
+            let rope_kv = RopeKv { shape: att_shape, keys: cache(&k_cache), values: cache(&v_cache), table: &table };
+            ops.push(Op::by_tokens(
+                vec![k.matvec(
+                    &ctx,
+                    &LinearOp { norm: qkv_norm, rope_kv: Some(rope_kv), ..LinearOp::new(&wqkv, &x, Bind(&q, 0, None)) },
+                    &step,
+                )?],
+                vec![
+                    k.matmul(&ctx, &LinearOp { norm: qkv_norm, ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) }, &step)?,
+                    k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step),
+                ],
+            ));
+            // att = attention(q, cache); x += Wo att (decode over a short context: one
+            // dispatch, attention in the projection's prologue).
+            let a = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
+            let wo_op = LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) };
+            let (wo_one, wo_many) = (k.matvec(&ctx, &wo_op, &step)?, k.matmul(&ctx, &wo_op, &step)?);
+            let one_short = if fuse_attention {
+                let input = AttentionInput { shape: att_shape, keys: &k_cache, values: &v_cache };
+                vec![k.matvec(
+                    &ctx,
+                    &LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) },
+                    &step,
+                )?]
+            } else {
+                vec![a.single.clone(), wo_one.clone()]
+            };
+            ops.push(Op {
+                one_short,
+                one_long: vec![a.partial.clone(), a.combine.clone(), wo_one],
+                many_short: vec![a.single, wo_many.clone()],
+                many_long: vec![a.partial, a.combine, wo_many],
+            });
             // Feed-forward: hidden = silu(gate) * up, [gate | up] = Wgu norm(x); x += Wd hidden.
             ops.push(linear(LinearOp {
                 norm: Some((&ffn_norm, eps)),
@@ -298,8 +336,8 @@ impl GpuBackend {
             ..LinearOp::new(head.as_ref().unwrap_or(&embd), &x, Bind(&logits, 0, None))
         };
         // Verify: the LM head on every token of the step, into logits rows 0.. .
-        let verify_head = Op::Same(k.matmul(&ctx, &head_op(false), &step)?);
-        ops.push(Op::Same(k.matvec(&ctx, &head_op(true), &step)?));
+        let verify_head = Op::same(k.matmul(&ctx, &head_op(false), &step)?);
+        ops.push(Op::same(k.matvec(&ctx, &head_op(true), &step)?));
         gpu_bytes += weight_bytes;
         let all: Vec<&Op> = ops.iter().collect();
         let (decode, prefill) = (Lowered::new(&all, false), Lowered::new(&all, true));

@@ -201,6 +201,13 @@ fn bench_profile_gives_each_matrix_kernels_bandwidth() {
         let gb_s = k["weight_gb_per_s"].as_f64().expect("weight_gb_per_s");
         assert!(gb_s.is_finite() && gb_s > 0.0, "{k}");
     }
+    // The step's GPU time is its kernels' (lavapipe has timestamp queries inside passes: the
+    // kernels were timed in one ordinary pass), and an ordinary step's wall time comes with it.
+    assert_eq!(v["profile_method"], "timestamps in one pass", "{v}");
+    let kernel_seconds: f64 = profile.iter().map(|k| k["seconds"].as_f64().expect("seconds")).sum();
+    let gpu = v["profile_gpu_s"].as_f64().expect("profile_gpu_s");
+    assert!(gpu > 0.0 && (gpu - kernel_seconds).abs() <= 1e-9 * gpu.max(1.0), "{gpu} vs {kernel_seconds}");
+    assert!(v["profile_step_wall_s"].as_f64().is_some_and(|w| w > 0.0), "{v}");
 }
 
 /// The steps of a `--jsonl` run (the summary line dropped).

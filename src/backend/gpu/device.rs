@@ -24,6 +24,9 @@ pub struct GpuInfo {
     pub subgroups: bool,
     /// The adapter's smallest and largest subgroup size (0 when it has none).
     pub subgroup_sizes: [u32; 2],
+    /// Whether the device was opened with timestamp queries inside compute passes (natively,
+    /// where the adapter offers them): the profile then times every kernel of one real step.
+    pub timestamps: bool,
 }
 
 /// A device and its queue, ready for the kernels.
@@ -42,7 +45,8 @@ impl GpuContext {
     /// Finds an adapter (a hardware one when there is one) and opens a device on it. The
     /// storage binding limit is raised to what the adapter offers, up to 1 GiB; nothing else
     /// beyond WebGPU's defaults is required. The one optional feature asked for is
-    /// subgroups, where the adapter offers it (the kernels have plain variants without).
+    /// subgroups, where the adapter offers it (the kernels have plain variants without), and
+    /// natively timestamp queries inside passes, for the profile.
     pub async fn new() -> Result<Self> {
         Self::with_hint(false).await
     }
@@ -63,7 +67,12 @@ impl GpuContext {
         let ai = adapter.get_info();
         let offered = adapter.limits();
         let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP);
-        let required_features = if subgroups { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        let timestamp_features = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let timestamps = !cfg!(target_arch = "wasm32") && adapter.features().contains(timestamp_features);
+        let mut required_features = if subgroups { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
+        if timestamps {
+            required_features |= timestamp_features;
+        }
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
             max_buffer_size: offered.max_buffer_size.min(1 << 30),
@@ -101,6 +110,7 @@ impl GpuContext {
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
             subgroups,
             subgroup_sizes: if subgroups { [ai.subgroup_min_size, ai.subgroup_max_size] } else { [0, 0] },
+            timestamps,
         };
         Ok(GpuContext { device, queue, info, fault })
     }

@@ -849,12 +849,25 @@ pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], grou
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.
 pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32) {
+    encode_timed(encoder, dispatches, n_tokens, None);
+}
+
+/// As [`encode`], with a timestamp written into `timestamps` (at least `dispatches.len() + 1`
+/// queries; the device needs TIMESTAMP_QUERY_INSIDE_PASSES) before the first dispatch and
+/// after each: query i + 1 minus query i is dispatch i's GPU time.
+pub fn encode_timed(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32, timestamps: Option<&wgpu::QuerySet>) {
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
-    for d in dispatches {
+    if let Some(q) = timestamps {
+        pass.write_timestamp(q, 0);
+    }
+    for (i, d) in dispatches.iter().enumerate() {
         pass.set_pipeline(&d.pipeline);
         pass.set_bind_group(0, &d.group, &[]);
         let [x, y, z] = d.groups_for_tokens(n_tokens);
         pass.dispatch_workgroups(x, y, z);
+        if let Some(q) = timestamps {
+            pass.write_timestamp(q, i as u32 + 1);
+        }
     }
 }
 

@@ -9,4 +9,4 @@ pub mod repack;
 pub mod wgsl_defs;
 
 pub use device::{GpuContext, GpuInfo};
-pub use model::{GpuBackend, StepShape};
+pub use model::{GpuBackend, KernelTime, StepProfile, StepShape};

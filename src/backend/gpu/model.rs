@@ -42,6 +42,21 @@ pub struct StepShape {
     pub prefill_batch: usize,
 }
 
+/// One decode step timed by kernel ([`GpuBackend::profile_decode`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StepProfile {
+    /// How the kernels were timed: "timestamps in one pass" or "one submit per dispatch".
+    pub method: &'static str,
+    /// Time per kernel, most first.
+    pub kernels: Vec<KernelTime>,
+    /// The kernels' GPU time, added up.
+    pub gpu_seconds: f64,
+    /// An ordinary decode step's wall time: inputs written, encoded, submitted, logits read
+    /// back. `1 - gpu_seconds / wall_seconds` is the share spent outside the GPU (with
+    /// timestamps; submitting alone times more than the GPU).
+    pub wall_seconds: f64,
+}
+
 /// Where one decode step's time goes, by kernel.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct KernelTime {
@@ -49,7 +64,7 @@ pub struct KernelTime {
     pub kernel: String,
     /// Dispatches of it per decode step.
     pub dispatches: usize,
-    /// Seconds they took, each submitted and awaited alone, less an empty submit's time.
+    /// Seconds they took (see [`StepProfile::method`]).
     pub seconds: f64,
     /// Bytes of weights they read (matrix kernels; 0 for the others).
     pub weight_bytes: u64,
@@ -406,17 +421,92 @@ impl GpuBackend {
         &self.ctx
     }
 
-    /// Runs one decode step of `token` with every dispatch submitted and awaited alone, and
-    /// returns the time per kernel, most first (natively; the browser has no blocking wait).
-    /// The step itself is real: the token is appended to the KV cache.
+    /// Times one decode step of `token` by kernel (natively; the browser has no blocking
+    /// wait). Two real steps run, each appending the token to the KV cache: an ordinary one,
+    /// timed from writing its inputs to having its logits back (the step's wall time), then
+    /// the profiled one. Where the device has timestamp queries inside passes the profiled
+    /// step is an ordinary step too, one pass and one submit, with a timestamp after every
+    /// dispatch; elsewhere each dispatch is submitted and awaited alone, less an empty
+    /// submit's time.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn profile_decode(&mut self, token: u32) -> Result<Vec<KernelTime>> {
+    pub fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
         use web_time::Instant;
-        if token as usize >= self.cfg.vocab_size || self.pos >= self.capacity {
+        if token as usize >= self.cfg.vocab_size || self.pos + 2 > self.capacity {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
+        let t = Instant::now();
+        pollster::block_on(self.run(&[token], Pass::Forward, 1))?;
+        let wall_seconds = t.elapsed().as_secs_f64();
+        let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
+        let (method, seconds) = if self.ctx.info.timestamps {
+            ("timestamps in one pass", self.dispatch_seconds_by_timestamps(&list)?)
+        } else {
+            ("one submit per dispatch", self.dispatch_seconds_alone(&list)?)
+        };
+        let gpu_seconds = seconds.iter().sum();
+        let mut kernels: Vec<KernelTime> = Vec::new();
+        for (d, seconds) in list.iter().zip(seconds) {
+            match kernels.iter_mut().find(|k| k.kernel == d.kernel) {
+                Some(k) => {
+                    k.dispatches += 1;
+                    k.seconds += seconds;
+                    k.weight_bytes += d.weight_bytes;
+                }
+                None => kernels.push(KernelTime {
+                    kernel: d.kernel.clone(),
+                    dispatches: 1,
+                    seconds,
+                    weight_bytes: d.weight_bytes,
+                    weight_gb_per_s: 0.0,
+                }),
+            }
+        }
+        for k in &mut kernels {
+            if k.weight_bytes > 0 && k.seconds > 0.0 {
+                k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
+            }
+        }
+        self.pos += 1;
+        self.ctx.check()?;
+        kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds })
+    }
+
+    /// The GPU time of each of `list`'s dispatches, encoded as a step is (one pass, one
+    /// submit, the logits read back) with a timestamp before the first and after each.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch]) -> Result<Vec<f64>> {
+        let ctx = &self.ctx;
+        let count = list.len() as u32 + 1;
+        let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
+        let queries =
+            ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count });
+        let buffer = |usage| {
+            ctx.device.create_buffer(&wgpu::BufferDescriptor { label: Some("timestamps"), size: bytes, usage, mapped_at_creation: false })
+        };
+        let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        kernels::encode_timed(&mut encoder, list, 1, Some(&queries));
+        encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
+        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (self.cfg.vocab_size * 4) as u64);
+        ctx.queue.submit([encoder.finish()]);
+        pollster::block_on(ctx.map_f32(&self.staging, self.cfg.vocab_size))?;
+        // Each timestamp is a u64 of ticks, low word first.
+        let words = pollster::block_on(ctx.map_f32(&readback, 2 * count as usize))?;
+        let ticks: Vec<u64> = words.chunks_exact(2).map(|w| u64::from(w[0].to_bits()) | (u64::from(w[1].to_bits()) << 32)).collect();
+        let period = f64::from(ctx.queue.get_timestamp_period());
+        Ok(ticks.windows(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / 1e9).collect())
+    }
+
+    /// The time of each of `list`'s dispatches, each submitted and awaited alone, less an
+    /// empty submit's time.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn dispatch_seconds_alone(&self, list: &[Dispatch]) -> Result<Vec<f64>> {
+        use web_time::Instant;
         let wait = |ctx: &GpuContext, encoder: wgpu::CommandEncoder| -> Result<f64> {
             let t = Instant::now();
             ctx.queue.submit([encoder.finish()]);
@@ -429,35 +519,13 @@ impl GpuBackend {
         for _ in 0..20 {
             empty = empty.min(wait(&self.ctx, new_encoder(&self.ctx))?);
         }
-        let mut times: Vec<KernelTime> = Vec::new();
-        for d in self.decode.pick(self.pos, 1) {
+        let mut seconds = Vec::with_capacity(list.len());
+        for d in list {
             let mut encoder = new_encoder(&self.ctx);
             kernels::encode(&mut encoder, std::slice::from_ref(d), 1);
-            let seconds = (wait(&self.ctx, encoder)? - empty).max(0.0);
-            match times.iter_mut().find(|k| k.kernel == d.kernel) {
-                Some(k) => {
-                    k.dispatches += 1;
-                    k.seconds += seconds;
-                    k.weight_bytes += d.weight_bytes;
-                }
-                None => times.push(KernelTime {
-                    kernel: d.kernel.clone(),
-                    dispatches: 1,
-                    seconds,
-                    weight_bytes: d.weight_bytes,
-                    weight_gb_per_s: 0.0,
-                }),
-            }
+            seconds.push((wait(&self.ctx, encoder)? - empty).max(0.0));
         }
-        for k in &mut times {
-            if k.weight_bytes > 0 && k.seconds > 0.0 {
-                k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
-            }
-        }
-        self.pos += 1;
-        self.ctx.check()?;
-        times.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-        Ok(times)
+        Ok(seconds)
     }
 
     /// Runs `tokens` (at most [`PREFILL_BATCH`]) at the current position in one pass and one

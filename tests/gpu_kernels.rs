@@ -66,6 +66,40 @@ fn every_kernel_variant_compiles_natively_and_makes_a_pipeline() {
     eprintln!("{} kernel variants compiled", all.len());
 }
 
+/// The host binds every kernel's buffers by name, from its own reading of the WGSL's binding
+/// declarations (`kernels::binding_numbers`): that reading equals naga's, name for name and
+/// number for number, in every variant.
+#[test]
+fn every_kernels_bindings_are_read_as_naga_reads_them() {
+    for shader in kernels::all_shaders() {
+        let code = shader.code().expect("expands");
+        let module = naga::front::wgsl::parse_str(&code).unwrap_or_else(|e| panic!("{}: {e}", shader.name));
+        let mut want: Vec<(String, u32)> =
+            module.global_variables.iter().filter_map(|(_, v)| Some((v.name.clone()?, v.binding.as_ref()?.binding))).collect();
+        let mut got = kernels::binding_numbers(&code).expect("reads");
+        want.sort();
+        got.sort();
+        assert!(!want.is_empty(), "{} declares no bindings", shader.name);
+        assert_eq!(got, want, "{}", shader.name);
+    }
+    assert!(kernels::binding_numbers("@group(0) @binding(x) var<uniform> p: P;").is_err());
+}
+
+/// A dispatch binds buffers by their WGSL names: a name the kernel lacks, or a binding left
+/// out, is an error naming it (before anything reaches the device).
+#[test]
+fn a_dispatch_refuses_a_binding_name_the_kernel_lacks_or_leaves_out() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let b = ctx.storage("b", &[0u32; 64]);
+    let named = |names: &[&'static str]| names.iter().map(|n| (*n, kernels::whole(&b))).collect::<Vec<_>>();
+    let missing = kernels::prepare(&ctx, &k.embedding, &named(&["params", "a", "b", "x", "step"]), 1).err().expect("refused");
+    assert!(missing.to_string().contains("tokens"), "{missing}");
+    let extra = named(&["params", "a", "b", "x", "step", "tokens", "gain"]);
+    let unknown = kernels::prepare(&ctx, &k.embedding, &extra, 1).err().expect("refused");
+    assert!(unknown.to_string().contains("no binding named gain"), "{unknown}");
+}
+
 /// `v` rounded to half floats (what a half-float cache can hold), back in f32.
 fn to_f16_and_back(v: &[f32]) -> Vec<f32> {
     v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()
@@ -344,7 +378,7 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
             let out = guarded(&ctx, n * dim);
             let step = kernels::step_uniform(&ctx, 5, n as u32);
             let d = k.embedding(&ctx, &m, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
-            kernels::run_once(&ctx, d, n as u32);
+            kernels::run_once(&ctx, d.expect("dispatch"), n as u32);
             let got = read_guarded(&ctx, &out, n * dim);
             let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
             // The same dequantization arithmetic as candle's: bit-exact.
@@ -385,7 +419,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
             let qkv_buf = ctx.storage("qkv", &qkv);
             let q_bind = Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64));
             let d = k.rope_kv(&ctx, [heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table, &step);
-            kernels::run_once(&ctx, d, n as u32);
+            kernels::run_once(&ctx, d.expect("dispatch"), n as u32);
             let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
             for b in 0..n {
                 let row = &qkv[b * width..][..width];
@@ -476,6 +510,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 Bind(into, (PAD * 4) as u64, Some((n * heads * hd * 4) as u64)),
                 &step,
             )
+            .expect("dispatches")
         };
         let att = attention_into(&out);
         kernels::run_once(ctx, att.partial, n as u32);

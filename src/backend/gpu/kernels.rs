@@ -375,6 +375,30 @@ pub struct Kernel {
     pub name: String,
     /// The compute pipeline.
     pub pipeline: wgpu::ComputePipeline,
+    /// Its bindings, `(variable name, @binding number)`, read from its WGSL
+    /// ([`binding_numbers`]): dispatches bind buffers by name.
+    pub bindings: Vec<(String, u32)>,
+}
+
+/// The `@group(0) @binding(N) var<...> NAME: ...;` declarations of a kernel's expanded WGSL
+/// as `(NAME, N)`: each binding is numbered once, in the WGSL, and the host binds by name
+/// ([`prepare`]). The tests check this reading against naga's for every variant.
+pub fn binding_numbers(code: &str) -> std::result::Result<Vec<(String, u32)>, String> {
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let Some(rest) = line.trim().strip_prefix("@group(0) @binding(") else { continue };
+        let bad = || format!("cannot read the binding declaration {line:?}");
+        let (number, rest) = rest.split_once(')').ok_or_else(bad)?;
+        let number: u32 = number.parse().map_err(|_| bad())?;
+        let rest = rest.trim_start().strip_prefix("var").ok_or_else(bad)?;
+        let rest = match rest.strip_prefix('<') {
+            Some(r) => r.split_once('>').ok_or_else(bad)?.1,
+            None => rest,
+        };
+        let name = rest.split(':').next().map(str::trim).filter(|n| !n.is_empty()).ok_or_else(bad)?;
+        out.push((name.to_string(), number));
+    }
+    Ok(out)
 }
 
 /// The compiled pipelines: the fixed kernels at once, each matrix variant on first use.
@@ -398,9 +422,10 @@ pub struct Kernels {
 /// device rejects shows in the caller's error scopes).
 pub fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64)]) -> Result<Kernel> {
     let name = &shader.name;
-    let module = ctx
-        .device
-        .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(shader.code()?.into()) });
+    let code = shader.code()?;
+    let bindings = binding_numbers(&code).map_err(|e| Error::Backend(format!("shader {name}: {e}")))?;
+    let module =
+        ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(code.into()) });
     let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
         layout: None,
@@ -409,7 +434,7 @@ pub fn pipeline(ctx: &GpuContext, shader: &ShaderSource, constants: &[(&str, f64
         compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
         cache: None,
     });
-    Ok(Kernel { name: name.clone(), pipeline })
+    Ok(Kernel { name: name.clone(), pipeline, bindings })
 }
 
 /// One linear layer's operands for [`Kernels::linear`]: `y (+)= W x`, optionally with the
@@ -572,37 +597,46 @@ impl Kernels {
                 w.rows
             )));
         }
-        let mut binds = vec![(0, Bind(&params, 0, None)), (1, Bind(&w.a, 0, None))];
-        if let Some(b) = &w.b {
-            binds.push((2, Bind(b, 0, None)));
+        // The weights' buffers by their names in the format's layout.
+        let (a, b) = match w.format {
+            WeightFormat::Q4_1 => ("qs", Some("dm")),
+            WeightFormat::Q8_0 => ("qs", Some("d")),
+            WeightFormat::F16 | WeightFormat::F32 => ("w", None),
+        };
+        let mut binds = vec![("params", whole(&params)), (a, whole(&w.a))];
+        if let (Some(name), Some(buffer)) = (b, &w.b) {
+            binds.push((name, whole(buffer)));
         }
-        binds.extend([(3, Bind(op.x, 0, None)), (4, Bind(op.y.0, op.y.1, op.y.2)), (5, Bind(step, 0, None))]);
+        let x = if op.attention.is_some() { "q" } else { "x" };
+        binds.extend([(x, whole(op.x)), ("y", op.y), ("step", whole(step))]);
         if let Some((gain, _)) = op.norm {
-            binds.push((6, Bind(gain, 0, None)));
+            binds.push(("gain", whole(gain)));
         }
         if let Some(r) = &op.rope_kv {
-            binds.extend([(7, r.keys.again()), (8, r.values.again()), (9, Bind(r.table, 0, None))]);
+            binds.extend([("k_cache", r.keys), ("v_cache", r.values), ("table", whole(r.table))]);
         }
         if let Some(a) = &op.attention {
-            binds.extend([(7, Bind(a.keys, 0, None)), (8, Bind(a.values, 0, None))]);
+            binds.extend([("k_cache", whole(a.keys)), ("v_cache", whole(a.values))]);
         }
-        let mut d = prepare_at(ctx, &kernel, &binds, groups);
+        let mut d = prepare(ctx, &kernel, &binds, groups)?;
         d.weight_bytes = w.bytes();
         Ok(d)
     }
 
     /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
     /// from a matvec-layout table.
-    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Dispatch {
+    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Result<Dispatch> {
         let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, format: table.format as u32, pad: [0; 2] }]);
         let b = table.b.as_ref().unwrap_or(&table.a);
-        prepare(
-            ctx,
-            &self.embedding,
-            &[Bind(&params, 0, None), Bind(&table.a, 0, None), Bind(b, 0, None), x, Bind(step, 0, None), Bind(tokens, 0, None)],
-            groups_for(table.cols),
-        )
-        .per_token(1, 1)
+        let binds = [
+            ("params", whole(&params)),
+            ("a", whole(&table.a)),
+            ("b", whole(b)),
+            ("x", x),
+            ("step", whole(step)),
+            ("tokens", whole(tokens)),
+        ];
+        Ok(prepare(ctx, &self.embedding, &binds, groups_for(table.cols))?.per_token(1, 1))
     }
 }
 
@@ -640,30 +674,18 @@ impl Kernels {
         parts: Bind,
         out: Bind,
         step: &wgpu::Buffer,
-    ) -> Attention {
+    ) -> Result<Attention> {
         let [n_heads, n_kv_heads, head_dim] = shape;
         let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
         let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
-        let parts_again = Bind(parts.0, parts.1, parts.2);
-        let out_again = Bind(out.0, out.1, out.2);
-        let single = prepare(
-            ctx,
-            &self.attention_single,
-            &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), out_again, Bind(step, 0, None)],
-            n_heads,
-        )
-        .per_token(2, 1);
-        let mut partial = prepare(
-            ctx,
-            &self.attention_partial,
-            &[Bind(&params, 0, None), Bind(q, 0, None), Bind(keys, 0, None), Bind(values, 0, None), parts, Bind(step, 0, None)],
-            n_heads,
-        )
-        .per_token(2, 1);
+        let inputs =
+            || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
+        let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);
+        let mut partial = prepare(ctx, &self.attention_partial, &[&inputs()[..], &[("parts", parts)]].concat(), n_heads)?.per_token(2, 1);
         partial.groups[1] = n_chunks;
-        let combine = prepare(ctx, &self.attention_combine, &[Bind(&params, 0, None), parts_again, out, Bind(step, 0, None)], n_heads)
-            .per_token(1, 1);
-        Attention { single, partial, combine }
+        let combine_binds = [("params", whole(&params)), ("parts", parts), ("out", out), ("step", whole(step))];
+        let combine = prepare(ctx, &self.attention_combine, &combine_binds, n_heads)?.per_token(1, 1);
+        Ok(Attention { single, partial, combine })
     }
 }
 
@@ -682,17 +704,20 @@ impl Kernels {
         values: Bind,
         table: &wgpu::Buffer,
         step: &wgpu::Buffer,
-    ) -> Dispatch {
+    ) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = shape;
         let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, pad: 0 }]);
         let width = (n_heads + 2 * n_kv_heads) * head_dim;
-        prepare(
-            ctx,
-            &self.rope_kv,
-            &[Bind(&params, 0, None), Bind(qkv, 0, None), q, keys, values, Bind(table, 0, None), Bind(step, 0, None)],
-            groups_for(width / 2),
-        )
-        .per_token(1, 1)
+        let binds = [
+            ("params", whole(&params)),
+            ("qkv", whole(qkv)),
+            ("q", q),
+            ("k_cache", keys),
+            ("v_cache", values),
+            ("table", whole(table)),
+            ("step", whole(step)),
+        ];
+        Ok(prepare(ctx, &self.rope_kv, &binds, groups_for(width / 2))?.per_token(1, 1))
     }
 }
 
@@ -768,14 +793,8 @@ impl Dispatch {
 }
 
 /// A binding: a whole buffer, or `size` bytes from `offset`.
+#[derive(Clone, Copy)]
 pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
-
-impl Bind<'_> {
-    /// The same binding again (for a second bind group).
-    pub fn again(&self) -> Self {
-        Bind(self.0, self.1, self.2)
-    }
-}
 
 /// Checks the RoPE/KV and attention fusions of `op` (decode only, one at a time, shapes that
 /// fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`, if any.
@@ -815,36 +834,44 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     Ok(Some(shape))
 }
 
-/// Builds a dispatch whose bindings are numbered 0, 1, 2, ... (its bind group is made here,
-/// once).
-pub fn prepare(ctx: &GpuContext, kernel: &Kernel, binds: &[Bind], groups: u32) -> Dispatch {
-    let numbered: Vec<(u32, Bind)> = binds.iter().enumerate().map(|(i, b)| (i as u32, Bind(b.0, b.1, b.2))).collect();
-    prepare_at(ctx, kernel, &numbered, groups)
+/// A binding of a whole buffer.
+pub fn whole(buffer: &wgpu::Buffer) -> Bind<'_> {
+    Bind(buffer, 0, None)
 }
 
-/// Builds a dispatch from `(binding, buffer)` pairs.
-pub fn prepare_at(ctx: &GpuContext, kernel: &Kernel, binds: &[(u32, Bind)], groups: u32) -> Dispatch {
-    let layout = kernel.pipeline.get_bind_group_layout(0);
-    let entries: Vec<wgpu::BindGroupEntry> = binds
-        .iter()
-        .map(|(i, b)| wgpu::BindGroupEntry {
-            binding: *i,
+/// Builds a dispatch of `kernel` (its bind group made here, once) from its buffers by their
+/// names in its WGSL; every binding the kernel declares must be given, and no other.
+pub fn prepare(ctx: &GpuContext, kernel: &Kernel, binds: &[(&str, Bind)], groups: u32) -> Result<Dispatch> {
+    let mut entries = Vec::with_capacity(binds.len());
+    for (name, b) in binds {
+        let binding = kernel
+            .bindings
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, i)| *i)
+            .ok_or_else(|| Error::Backend(format!("kernel {} has no binding named {name}", kernel.name)))?;
+        entries.push(wgpu::BindGroupEntry {
+            binding,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: b.0,
                 offset: b.1,
                 size: b.2.and_then(wgpu::BufferSize::new),
             }),
-        })
-        .collect();
+        });
+    }
+    if let Some((missing, _)) = kernel.bindings.iter().find(|(n, _)| !binds.iter().any(|(name, _)| name == n)) {
+        return Err(Error::Backend(format!("kernel {} needs its binding {missing}", kernel.name)));
+    }
+    let layout = kernel.pipeline.get_bind_group_layout(0);
     let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(&kernel.name), layout: &layout, entries: &entries });
-    Dispatch {
+    Ok(Dispatch {
         kernel: kernel.name.clone(),
         pipeline: kernel.pipeline.clone(),
         group,
         groups: [groups, 1, 1],
         per_token: None,
         weight_bytes: 0,
-    }
+    })
 }
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.

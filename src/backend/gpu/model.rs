@@ -277,7 +277,7 @@ impl GpuBackend {
         let mut ops = Vec::new();
         let mut layer_ends = Vec::new();
         let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
-        ops.push(Op::same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens))); // x = E[tokens]
+        ops.push(Op::same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens)?)); // x = E[tokens]
         for l in weights.layers {
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
@@ -305,12 +305,13 @@ impl GpuBackend {
                 )?],
                 vec![
                     k.matmul(&ctx, &LinearOp { norm: qkv_norm, ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) }, &step)?,
-                    k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step),
+                    k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step)?,
                 ],
             ));
             // att = attention(q, cache); x += Wo att (decode over a short context: one
             // dispatch, attention in the projection's prologue).
-            let a = k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step);
+            let a =
+                k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step)?;
             let wo_op = LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) };
             let (wo_one, wo_many) = (k.matvec(&ctx, &wo_op, &step)?, k.matmul(&ctx, &wo_op, &step)?);
             let one_short = if fuse_attention {

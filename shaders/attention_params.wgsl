@@ -3,9 +3,4 @@
 // constants.wgsl) and the head shape.
 #include constants.wgsl
 
-struct Params {
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-    n_chunks: u32,
-}
+#include attention_struct.wgsl

@@ -14,12 +14,7 @@
 
 override WG: u32 = 64u;
 
-struct Params {
-    dim: u32,
-    format: u32,
-    _pad0: u32,
-    _pad1: u32,
-}
+#include embedding_params.wgsl
 
 #include step.wgsl
 

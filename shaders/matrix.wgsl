@@ -69,16 +69,7 @@
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
 
-struct Params {
-    rows: u32,
-    cols: u32,
-    accumulate: u32,
-    last_token: u32,
-    eps: f32,
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-}
+#include matrix_params.wgsl
 
 #include step.wgsl
 

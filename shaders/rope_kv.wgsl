@@ -16,12 +16,7 @@
 
 override WG: u32 = 64u;
 
-struct Params {
-    n_heads: u32,
-    n_kv_heads: u32,
-    head_dim: u32,
-    _pad: u32,
-}
+#include rope_params.wgsl
 
 #include step.wgsl
 

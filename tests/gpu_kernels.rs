@@ -85,6 +85,25 @@ fn every_kernels_bindings_are_read_as_naga_reads_them() {
     assert!(kernels::binding_numbers("@group(0) @binding(x) var<uniform> p: P;").is_err());
 }
 
+/// Every uniform struct's WGSL (generated from its Rust definition) has the Rust struct's
+/// layout: the same fields at the same offsets, as naga lays them out for a uniform buffer.
+#[test]
+fn every_uniform_struct_has_one_layout_on_both_sides() {
+    for (wgsl, offsets) in tokenscope::backend::gpu::params::all_layouts() {
+        let module = naga::front::wgsl::parse_str(&wgsl).unwrap_or_else(|e| panic!("{wgsl}: {e}"));
+        let members = module
+            .types
+            .iter()
+            .find_map(|(_, t)| match &t.inner {
+                naga::TypeInner::Struct { members, .. } => Some(members.clone()),
+                _ => None,
+            })
+            .expect("a struct");
+        let wgsl_offsets: Vec<(&str, usize)> = members.iter().map(|m| (m.name.as_deref().unwrap_or(""), m.offset as usize)).collect();
+        assert_eq!(wgsl_offsets, offsets, "{wgsl}");
+    }
+}
+
 /// A dispatch binds buffers by their WGSL names: a name the kernel lacks, or a binding left
 /// out, is an error naming it (before anything reaches the device).
 #[test]

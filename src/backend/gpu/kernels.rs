@@ -22,16 +22,18 @@ impl ShaderSource {
         let mut defines = self.defines.clone();
         defines.extend(cfg!(target_arch = "wasm32").then_some("BROWSER"));
         let constants = wgsl_constants();
+        let structs = super::params::wgsl_includes();
         let mut includes = INCLUDES.to_vec();
         includes.push(("constants.wgsl", &constants));
+        includes.extend(structs.iter().map(|(name, code)| (*name, code.as_str())));
         super::wgsl_defs::expand(self.template, &defines, &includes).map_err(|e| Error::Backend(format!("shader {}: {e}", self.name)))
     }
 }
 
-/// Declarations and functions kernels share, for their `#include` lines.
-const INCLUDES: [(&str, &str); 5] = [
+/// Declarations and functions kernels share, for their `#include` lines (besides the
+/// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
+const INCLUDES: [(&str, &str); 4] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
-    ("step.wgsl", include_str!("../../../shaders/step.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
@@ -287,86 +289,7 @@ impl MatrixKernel {
     }
 }
 
-/// The matrix kernels' uniform (`Params` in matrix.wgsl).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct MatrixParams {
-    /// Output features of the matrix.
-    pub rows: u32,
-    /// Input features.
-    pub cols: u32,
-    /// 1: add to y (the residual add), 0: overwrite it.
-    pub accumulate: u32,
-    /// 1: read the step's last input row (the LM head after a prefill), 0: row 0.
-    pub last_token: u32,
-    /// RMSNorm epsilon (NORM variants).
-    pub eps: f32,
-    /// Query heads (ROPE_KV and ATTENTION variants; 0 otherwise).
-    pub n_heads: u32,
-    /// Key/value heads (likewise).
-    pub n_kv_heads: u32,
-    /// Dimensions per head (likewise).
-    pub head_dim: u32,
-}
-
-/// The embedding kernel's uniform (`Params` in embedding.wgsl).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct EmbeddingParams {
-    /// Columns of the table (the model's dim).
-    pub dim: u32,
-    /// The table's [`WeightFormat`], as its index.
-    pub format: u32,
-    /// Padding to 16 bytes.
-    pub pad: [u32; 2],
-}
-
-/// The RoPE/KV-write kernel's uniform (`Params` in rope_kv.wgsl).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct RopeParams {
-    /// Query heads.
-    pub n_heads: u32,
-    /// Key/value heads.
-    pub n_kv_heads: u32,
-    /// Dimensions per head.
-    pub head_dim: u32,
-    /// Padding to 16 bytes.
-    pub pad: u32,
-}
-
-/// The attention kernels' uniform (`Params` in attention_params.wgsl).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct AttentionParams {
-    /// Query heads.
-    pub n_heads: u32,
-    /// Key/value heads.
-    pub n_kv_heads: u32,
-    /// Dimensions per head.
-    pub head_dim: u32,
-    /// Chunks of [`ATTENTION_CHUNK`] positions the capacity spans.
-    pub n_chunks: u32,
-}
-
-/// The per-step uniform every step-dependent kernel reads (`Step` in step.wgsl).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct StepParams {
-    /// KV-cache position of the step's first token.
-    pub pos: u32,
-    /// Tokens in the step (1 for decode).
-    pub n_tokens: u32,
-    /// Padding to 16 bytes.
-    pub pad: [u32; 2],
-}
-
-impl StepParams {
-    /// The step of `n_tokens` tokens from position `pos`.
-    pub fn new(pos: u32, n_tokens: u32) -> Self {
-        StepParams { pos, n_tokens, pad: [0; 2] }
-    }
-}
+pub use super::params::{AttentionParams, EmbeddingParams, MatrixParams, RopeParams, StepParams};
 
 /// One compiled kernel: its shader's name and its pipeline.
 #[derive(Clone)]
@@ -626,7 +549,7 @@ impl Kernels {
     /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
     /// from a matvec-layout table.
     pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Result<Dispatch> {
-        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, format: table.format as u32, pad: [0; 2] }]);
+        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, format: table.format as u32, ..Default::default() }]);
         let b = table.b.as_ref().unwrap_or(&table.a);
         let binds = [
             ("params", whole(&params)),
@@ -706,7 +629,7 @@ impl Kernels {
         step: &wgpu::Buffer,
     ) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = shape;
-        let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, pad: 0 }]);
+        let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, ..Default::default() }]);
         let width = (n_heads + 2 * n_kv_heads) * head_dim;
         let binds = [
             ("params", whole(&params)),

@@ -1,0 +1,144 @@
+//! The kernels' uniform structs, each defined once: the macro below makes the `#[repr(C)]`
+//! Rust struct the host writes and the WGSL `struct` the shaders read (the generated includes
+//! [`wgsl_includes`] gives them, e.g. `#include matrix_params.wgsl`), so the two layouts
+//! cannot drift apart. Fields are u32 or f32 (4 bytes each, WGSL's uniform layout is then
+//! the C one) and every struct is a whole number of 16 bytes.
+
+/// Defines a uniform struct: the Rust struct, and `wgsl()` giving its WGSL declaration under
+/// the WGSL name.
+macro_rules! uniform_struct {
+    ($(#[$meta:meta])* $name:ident as $wgsl:literal { $($(#[$field_meta:meta])* $field:ident: $ty:ident,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// Its WGSL declaration, as the shaders include it.
+            pub fn wgsl() -> String {
+                let fields: Vec<String> = vec![$(format!("    {}: {},\n", stringify!($field), stringify!($ty))),*];
+                format!("struct {} {{\n{}}}\n", $wgsl, fields.concat())
+            }
+
+            /// Each field's name and byte offset in the Rust struct (the tests compare them
+            /// with the WGSL layout naga computes).
+            pub fn offsets() -> Vec<(&'static str, usize)> {
+                vec![$((stringify!($field), std::mem::offset_of!($name, $field))),*]
+            }
+        }
+
+        const _: () = assert!(std::mem::size_of::<$name>() % 16 == 0, "a uniform struct must be a whole number of 16 bytes");
+    };
+}
+
+uniform_struct! {
+    /// The matrix kernels' uniform (`Params` in matrix.wgsl).
+    MatrixParams as "Params" {
+        /// Output features of the matrix.
+        rows: u32,
+        /// Input features.
+        cols: u32,
+        /// 1: add to y (the residual add), 0: overwrite it.
+        accumulate: u32,
+        /// 1: read the step's last input row (the LM head after a prefill), 0: row 0.
+        last_token: u32,
+        /// RMSNorm epsilon (NORM variants).
+        eps: f32,
+        /// Query heads (ROPE_KV and ATTENTION variants; 0 otherwise).
+        n_heads: u32,
+        /// Key/value heads (likewise).
+        n_kv_heads: u32,
+        /// Dimensions per head (likewise).
+        head_dim: u32,
+    }
+}
+
+uniform_struct! {
+    /// The embedding kernel's uniform (`Params` in embedding.wgsl).
+    EmbeddingParams as "Params" {
+        /// Columns of the table (the model's dim).
+        dim: u32,
+        /// The table's [`WeightFormat`](super::kernels::WeightFormat), as its index.
+        format: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+    }
+}
+
+uniform_struct! {
+    /// The RoPE/KV-write kernel's uniform (`Params` in rope_kv.wgsl).
+    RopeParams as "Params" {
+        /// Query heads.
+        n_heads: u32,
+        /// Key/value heads.
+        n_kv_heads: u32,
+        /// Dimensions per head.
+        head_dim: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+    }
+}
+
+uniform_struct! {
+    /// The attention kernels' uniform (`Params` in attention_partial.wgsl and
+    /// attention_combine.wgsl).
+    AttentionParams as "Params" {
+        /// Query heads.
+        n_heads: u32,
+        /// Key/value heads.
+        n_kv_heads: u32,
+        /// Dimensions per head.
+        head_dim: u32,
+        /// Chunks of [`ATTENTION_CHUNK`](super::kernels::ATTENTION_CHUNK) positions the capacity spans.
+        n_chunks: u32,
+    }
+}
+
+uniform_struct! {
+    /// The per-step uniform every step-dependent kernel reads (`Step`, one buffer written
+    /// once per step).
+    StepParams as "Step" {
+        /// KV-cache position of the step's first token.
+        pos: u32,
+        /// Tokens in the step (1 for decode, up to 64 in a prefill pass).
+        n_tokens: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+    }
+}
+
+impl StepParams {
+    /// The step of `n_tokens` tokens from position `pos`.
+    pub fn new(pos: u32, n_tokens: u32) -> Self {
+        StepParams { pos, n_tokens, ..Default::default() }
+    }
+}
+
+/// Each uniform struct's WGSL declaration and its Rust fields' offsets.
+pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 5] {
+    [
+        (MatrixParams::wgsl(), MatrixParams::offsets()),
+        (EmbeddingParams::wgsl(), EmbeddingParams::offsets()),
+        (RopeParams::wgsl(), RopeParams::offsets()),
+        (AttentionParams::wgsl(), AttentionParams::offsets()),
+        (StepParams::wgsl(), StepParams::offsets()),
+    ]
+}
+
+/// The generated includes: each uniform struct's WGSL under the name the shaders
+/// `#include`.
+pub fn wgsl_includes() -> [(&'static str, String); 5] {
+    [
+        ("matrix_params.wgsl", MatrixParams::wgsl()),
+        ("embedding_params.wgsl", EmbeddingParams::wgsl()),
+        ("rope_params.wgsl", RopeParams::wgsl()),
+        ("attention_struct.wgsl", AttentionParams::wgsl()),
+        ("step.wgsl", StepParams::wgsl()),
+    ]
+}

@@ -10,7 +10,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
-use tokenscope::backend::gpu::kernels::{self, AttentionInput, Bind, GpuMatrix, KernelOptions, Kernels, LinearOp, RopeKv};
+use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels};
+use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, GpuMatrix, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
 
@@ -419,7 +420,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         let (qd, kv) = (heads * hd, kv_heads * hd);
         let width = qd + 2 * kv;
         let words = if kv_f16 { context_len * kv / 2 } else { context_len * kv };
-        let table = ctx.storage("table", &kernels::rope_table(context_len, hd, 100_000.0));
+        let table = ctx.storage("table", &gpu_ops::rope_table(context_len, hd, 100_000.0));
         let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
         // (first position, tokens): decode near and far, and prefill batches.
         for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
@@ -512,7 +513,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         let (qb, kb, vb) =
             (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
         let shape = [heads as u32, kv_heads as u32, hd as u32];
-        let parts_len = kernels::attention_parts_len(shape, capacity, n);
+        let parts_len = gpu_ops::attention_parts_len(shape, capacity, n);
         let n_chunks = capacity.div_ceil(kernels::ATTENTION_CHUNK);
         assert_eq!(parts_len, n * heads * n_chunks * (2 + hd));
         let parts_buf = guarded(ctx, parts_len);
@@ -675,7 +676,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
                 let q_out = guarded(&ctx, qd);
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
-                let table = ctx.storage("table", &kernels::rope_table(capacity, hd, base));
+                let table = ctx.storage("table", &gpu_ops::rope_table(capacity, hd, base));
                 let step = kernels::step_uniform(&ctx, pos as u32, 1);
                 let rope_kv =
                     RopeKv { shape: [heads as u32, kv_heads as u32, hd as u32], keys: cache(&kc), values: cache(&vc), table: &table };

@@ -1,11 +1,13 @@
 //! The GPU backend through wgpu (Vulkan, Metal, DX12 natively), with our own WGSL kernels
 //! from `shaders/`: device (device.rs), weight repacking (repack.rs), shader variants from
-//! templates (wgsl_defs.rs), the uniform structs shared with the WGSL (params.rs), pipelines
-//! and dispatches (kernels.rs), the forward pass and KV cache (model.rs).
+//! templates (wgsl_defs.rs), the uniform structs shared with the WGSL (params.rs), one module
+//! per op (ops/: matrix, attention, RoPE/KV write, embedding), pipelines, dispatches and the
+//! encoder (kernels.rs), the forward pass and KV cache (model.rs).
 
 pub mod device;
 pub mod kernels;
 pub mod model;
+pub mod ops;
 pub mod params;
 pub mod repack;
 pub mod wgsl_defs;

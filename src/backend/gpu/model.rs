@@ -17,7 +17,8 @@
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::kernels::{self, AttentionInput, Bind, Dispatch, GpuMatrix, KernelOptions, Kernels, LinearOp, RopeKv};
+use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
+use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv};
 use super::repack::{interleave_rows, repack, stack};
 use crate::backend::{check_draft_layers, check_verify, Backend, BackendInfo, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -255,8 +256,8 @@ impl GpuBackend {
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size); // logits [verify tokens, vocab]; decode row 0
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
         // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
-        let att_parts = buf("attention parts", kernels::attention_parts_len(att_shape, capacity, b));
-        let table = ctx.storage("rope", &kernels::rope_table(capacity, cfg.head_dim, cfg.rope_base));
+        let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b));
+        let table = ctx.storage("rope", &ops::rope_table(capacity, cfg.head_dim, cfg.rope_base));
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
         let tokens = ctx.storage("tokens", &vec![0u32; b]);

@@ -60,7 +60,7 @@ uniform_struct! {
     EmbeddingParams as "Params" {
         /// Columns of the table (the model's dim).
         dim: u32,
-        /// The table's [`WeightFormat`](super::kernels::WeightFormat), as its index.
+        /// The table's [`WeightFormat`](super::ops::WeightFormat), as its index.
         format: u32,
         /// Padding to 16 bytes.
         _pad0: u32,

@@ -1,0 +1,101 @@
+//! The attention op: one dispatch while the context fits one chunk, split-K's two after
+//! (attention_partial.wgsl, attention_combine.wgsl); its twins are `cpu::ops::attention`,
+//! `attention_chunk` and `combine_chunks` (tests/gpu_kernels.rs). A decode step over a short
+//! context runs it in the output projection's prologue instead ([`super::matrix`]).
+
+use super::super::device::GpuContext;
+use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, ATTENTION_CHUNK};
+use super::super::params::AttentionParams;
+use crate::error::Result;
+
+const ATTENTION_PARTIAL: &str = include_str!("../../../../shaders/attention_partial.wgsl");
+
+const ATTENTION_COMBINE: &str = include_str!("../../../../shaders/attention_combine.wgsl");
+
+/// Split-K's part 2, attention_combine.wgsl.
+pub fn combine_source() -> ShaderSource {
+    ShaderSource::new("attention_combine.wgsl", ATTENTION_COMBINE, Vec::new())
+}
+
+/// One variant of attention_partial.wgsl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionKernel {
+    /// The whole attention in one dispatch (one chunk), rather than split-K's part 1.
+    pub single: bool,
+    /// Subgroup reductions.
+    pub subgroup: bool,
+    /// Reads a half-float KV cache.
+    pub kv_f16: bool,
+}
+
+impl AttentionKernel {
+    /// Every variant.
+    pub fn all() -> impl Iterator<Item = AttentionKernel> {
+        (0..8u8).map(|b| AttentionKernel { single: b & 1 != 0, subgroup: b & 2 != 0, kv_f16: b & 4 != 0 })
+    }
+
+    /// Its name, e.g. `attention_single_subgroup_kv_f16.wgsl`.
+    pub fn name(&self) -> String {
+        format!(
+            "attention_{}{}{}.wgsl",
+            if self.single { "single" } else { "partial" },
+            if self.subgroup { "_subgroup" } else { "" },
+            if self.kv_f16 { "_kv_f16" } else { "" }
+        )
+    }
+
+    /// Its source: attention_partial.wgsl with its defines.
+    pub fn source(&self) -> ShaderSource {
+        let defines = [(self.single, "SINGLE"), (self.subgroup, "SUBGROUP"), (self.kv_f16, "KV_F16")];
+        ShaderSource::new(self.name(), ATTENTION_PARTIAL, defines.iter().filter(|d| d.0).map(|d| d.1).collect())
+    }
+}
+
+/// Floats of chunk statistics split-K attention needs for `tokens` tokens per step:
+/// `[tokens, n_heads, n_chunks, 2 + head_dim]`.
+pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize) -> usize {
+    tokens * shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
+}
+
+/// Attention for one layer, `out = attention(q, cache[0..n_pos])` for every head: one
+/// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`] positions, split-K's two
+/// after.
+pub struct Attention {
+    /// The whole attention in one dispatch (only while `pos + n_tokens <= ATTENTION_CHUNK`).
+    pub single: Dispatch,
+    /// Split-K part 1 (all chunks up to the capacity; empty ones return at once).
+    pub partial: Dispatch,
+    /// Split-K part 2.
+    pub combine: Dispatch,
+}
+
+impl Kernels {
+    /// Prepares decode attention over caches of up to `capacity` positions, with
+    /// `[n_heads, n_kv_heads, head_dim]` from `shape` and `parts` (at least
+    /// [`attention_parts_len`] floats) as scratch for the chunk statistics.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        ctx: &GpuContext,
+        shape: [u32; 3],
+        capacity: usize,
+        q: &wgpu::Buffer,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        parts: Bind,
+        out: Bind,
+        step: &wgpu::Buffer,
+    ) -> Result<Attention> {
+        let [n_heads, n_kv_heads, head_dim] = shape;
+        let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
+        let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
+        let inputs =
+            || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
+        let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);
+        let mut partial = prepare(ctx, &self.attention_partial, &[&inputs()[..], &[("parts", parts)]].concat(), n_heads)?.per_token(2, 1);
+        partial.groups[1] = n_chunks;
+        let combine_binds = [("params", whole(&params)), ("parts", parts), ("out", out), ("step", whole(step))];
+        let combine = prepare(ctx, &self.attention_combine, &combine_binds, n_heads)?.per_token(1, 1);
+        Ok(Attention { single, partial, combine })
+    }
+}

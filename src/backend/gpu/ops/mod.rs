@@ -1,0 +1,13 @@
+//! One module per GPU op: each owns its shader source and variant key, its dispatch (the
+//! buffers bound by their WGSL names, the workgroup count) and the checks on its operands;
+//! the uniform structs they write are in [`super::params`], the pipeline cache and the
+//! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
+
+pub mod attention;
+pub mod embedding;
+pub mod matrix;
+pub mod rope_kv;
+
+pub use attention::{attention_parts_len, Attention, AttentionKernel};
+pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
+pub use rope_kv::rope_table;

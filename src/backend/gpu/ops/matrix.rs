@@ -8,8 +8,8 @@ use super::super::params::MatrixParams;
 use super::super::repack::Repacked;
 use crate::error::{Error, Result};
 
-/// Every matrix kernel (decode and prefill, every weight format, with or without the fused
-/// norm and SwiGLU) comes from this template.
+/// Every matrix kernel (decode and prefill, every weight format, every fusion) comes from
+/// this template.
 const MATRIX: &str = include_str!("../../../../shaders/matrix.wgsl");
 
 /// Tokens one matmul workgroup row takes (the vec4 accumulator).

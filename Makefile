@@ -7,7 +7,7 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-speculative fuzz fuzz-crafted soak clean
+.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -77,6 +77,12 @@ bench-speculative: model build
 # without a GPU): prefill and decode tok/s and the kernel dispatches per step the page reports.
 bench-web: model www build
 	node bench/run.mjs --web
+
+# Everything a GPU machine with no network needs to test and bench us against llama.cpp (Vulkan)
+# and wllama (WebGPU) there, packed into target/device/pieces/<n>/ (60 MiB each):
+# scripts/pack-device.sh; bench/device/README.md says how to send and run them.
+bench-device: model www build
+	scripts/pack-device.sh
 
 # 300 cycles of generate, stop, sliders, step switches and reloads in Chromium; memory must stay flat.
 soak: model www build

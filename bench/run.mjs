@@ -1,6 +1,6 @@
 // make bench: tokenscope against its peers in one run on this machine, on the same model file
 // and the same prompts (bench/prompt-short.txt, bench/prompt-long.txt: 256 tokens), greedy,
-// 64 generated tokens, prefill and decode tok/s (median of RUNS):
+// 64 generated tokens (BENCH_TOKENS), prefill and decode tok/s (median of RUNS: BENCH_RUNS, 3):
 //   - CPU natively: `tokenscope bench` against llama.cpp (node-llama-cpp's prebuilt binary),
 //     both on THREADS threads;
 //   - CPU in headless Chromium: our page driven as a user would (CPU backend) against wllama
@@ -13,7 +13,12 @@
 // With --web (make bench-web): only the page's WebGPU backend in headless Chromium, RUNS
 // timed runs per prompt, with the kernel dispatches per decode step the page reports; writes
 // bench/results-web.json.
-import { execFileSync } from 'node:child_process';
+// With --device (bench/device/run.sh bench, on a GPU machine): the GPU alone, RUNS timed runs
+// each: `tokenscope bench --backend gpu` against llama.cpp's Vulkan build natively, and the
+// page's WebGPU backend against wllama's WebGPU backend in the same Chromium; then whether the
+// page's greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
+// Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus } from 'node:os';
@@ -23,13 +28,16 @@ import { start, waitLoaded, setSlider, ROOT } from '../tests/e2e/harness.mjs';
 const MODEL = `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`;
 const BIN = `${ROOT}target/release/tokenscope`;
 const RUNS = Number(process.env.BENCH_RUNS || 3);
-const TOKENS = 64;
+const TOKENS = Number(process.env.BENCH_TOKENS || 64);
 const THREADS = Number(process.env.BENCH_THREADS || Math.min(2, cpus().length));
 const PROMPTS = { short: readFileSync(`${ROOT}bench/prompt-short.txt`, 'utf8'), long: readFileSync(`${ROOT}bench/prompt-long.txt`, 'utf8') };
 const SKIP = new Set((process.env.BENCH_SKIP || '').split(',').filter(Boolean));
 const WEB_ONLY = process.argv.includes('--web');
+const DEVICE = process.argv.includes('--device');
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const rows = [];
+const greedy = [];
+const failures = [];
 const add = (row) => { rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
 
 // tokenscope natively, through its own bench command.
@@ -41,10 +49,13 @@ function oursNative(backend, runs) {
 }
 
 // llama.cpp natively: prefill all but the last prompt token, then 64 greedy single-token steps.
-async function llamaCpp() {
+// `gpu`: false for the CPU build, 'vulkan' for the Vulkan build with every layer on the GPU.
+async function llamaCpp(gpu = false) {
   const { getLlama } = await import('node-llama-cpp');
-  const llama = await getLlama({ gpu: false, build: 'never' });
-  const model = await llama.loadModel({ modelPath: MODEL });
+  const llama = await getLlama({ gpu, build: 'never' });
+  const model = await llama.loadModel({ modelPath: MODEL, gpuLayers: gpu ? 'max' : 0 });
+  // llama.cpp's Vulkan build skips software devices (lavapipe) and then runs on the CPU: say so.
+  const device = gpu ? (await llama.getGpuDeviceNames().catch(() => [])).join(', ') || `no ${gpu} GPU: llama.cpp ran on the CPU` : 'cpu';
   const context = await model.createContext({ contextSize: 1024, threads: THREADS, batchSize: 512 });
   const seq = context.getSequence();
   const version = JSON.parse(readFileSync(new URL('./node_modules/node-llama-cpp/package.json', import.meta.url), 'utf8')).version;
@@ -62,7 +73,7 @@ async function llamaCpp() {
       const d = n / ((performance.now() - t) / 1000);
       if (r > 0) { prefill.push(p); decode.push(d); } // the first run warms up
     }
-    add({ engine: `llama.cpp (node-llama-cpp ${version})`, where: `native cpu, ${THREADS} threads`, device: 'cpu', prompt: name, prompt_tokens: tokens.length, prefill_tok_s: median(prefill), decode_tok_s: median(decode) });
+    add({ engine: `llama.cpp (node-llama-cpp ${version})`, where: gpu ? `native gpu (${gpu})` : `native cpu, ${THREADS} threads`, device, prompt: name, prompt_tokens: tokens.length, prefill_tok_s: median(prefill), decode_tok_s: median(decode) });
   }
   await context.dispose();
   await model.dispose();
@@ -72,7 +83,9 @@ async function llamaCpp() {
 // `threads` caps the CPU engine's threads (the page's ?threads=N; 1 is the one-thread engine).
 // `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
 // With `record` false it only warms up (one untimed run per prompt, no rows).
+// Returns each prompt's generated tokens (the last run's), as the page shows them.
 async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true) {
+  const texts = {};
   const page = await (await env.browser.newContext()).newPage();
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}`);
   await waitLoaded(page);
@@ -104,9 +117,11 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
+    texts[name] = await page.locator('#text .tok').allTextContents();
     if (record) add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
   }
   await page.close();
+  return texts;
 }
 
 // wllama's page, served cross-origin isolated (threads) by a small static server.
@@ -123,16 +138,20 @@ function peerServer() {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-async function wllama(env, threads) {
+// `gpu`: every layer on WebGPU (wllama's default where the browser has it) or none.
+async function wllama(env, threads, gpu = false) {
   const server = await peerServer();
   const page = await (await env.browser.newContext()).newPage();
+  // llama.cpp's own log says where the layers went ("offloaded 31/31 layers to GPU").
+  const offload = [];
+  page.on('console', (m) => { if (/offloaded \d+\/\d+ layers/.test(m.text())) offload.push(m.text().match(/offloaded \d+\/\d+ layers to GPU/)?.[0] || m.text()); });
   await page.goto(`http://127.0.0.1:${server.address().port}/wllama.html`);
   await page.waitForFunction(() => document.body.dataset.ready === 'true');
   const version = JSON.parse(readFileSync(new URL('./node_modules/@wllama/wllama/package.json', import.meta.url), 'utf8')).version;
-  const out = await page.evaluate((args) => window.runWllama(args), { threads, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
+  const out = await page.evaluate((args) => window.runWllama(args), { threads, gpu, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
   for (const [name, runs] of Object.entries(out.prompts)) {
     const timed = runs.slice(1);
-    add({ engine: `wllama ${version}`, where: `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
+    add({ engine: `wllama ${version}`, where: gpu ? 'Chromium webgpu' : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${offload[0] || 'no layers offloaded'}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
   }
   await page.close();
   server.close();
@@ -142,6 +161,8 @@ const env = await start();
 try {
   if (WEB_ONLY) {
     await oursInChromium(env, 'webgpu', RUNS);
+  } else if (DEVICE) {
+    await onTheGpu();
   } else {
     await everything();
   }
@@ -157,25 +178,52 @@ async function everything() {
     await oursInChromium(env, 'cpu', 0, 1, '', false);
     for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
     await oursInChromium(env, 'cpu', RUNS, 1, 'baseline');
-    if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t);
+    if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t, false);
   }
   if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
 }
 
-// One table: each of our rows against the best peer in the same place.
-const best = (where, prompt, key) => Math.max(0, ...rows.filter((r) => r.engine !== 'tokenscope' && r.where.startsWith(where) && r.prompt === prompt).map((r) => r[key]));
+// --device: the GPU engines only, peers included, and greedy text on the GPU against exact math.
+// One engine failing there (no adapter, a lost device) is written down and the others still run.
+async function onTheGpu() {
+  const attempt = async (what, run) => {
+    try { return await run(); } catch (e) { failures.push(`${what}: ${String(e.message || e).split('\n')[0]}`); console.log(`bench: ${failures.at(-1)}`); }
+  };
+  await attempt('tokenscope native gpu', async () => oursNative('gpu', RUNS));
+  await attempt('llama.cpp vulkan', () => llamaCpp('vulkan'));
+  const texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
+  await attempt('wllama webgpu', () => wllama(env, THREADS, true));
+  for (const [name, text] of Object.entries(texts ? PROMPTS : {})) {
+    const run = spawnSync(BIN, ['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', String(TOKENS), '--jsonl', text], { encoding: 'utf8', maxBuffer: 1 << 28 });
+    const exact = run.stdout.split('\n').filter((l) => l.startsWith('{"after')).map((l) => JSON.parse(l).token_text);
+    const page = texts[name];
+    const first = exact.findIndex((t, i) => t !== page[i]);
+    const same = first < 0 && exact.length === page.length;
+    greedy.push({ prompt: name, same, tokens: page.length, first_difference: same ? null : (first < 0 ? Math.min(exact.length, page.length) : first), page: page.join(''), exact: exact.join('') });
+  }
+}
+
+// One table: each of our rows against the best peer in the same place ('native cpu',
+// 'native gpu', 'Chromium cpu', 'Chromium webgpu').
+const place = (where) => where.split(/[ ,(]+/).slice(0, 2).join(' ');
+const best = (where, prompt, key) => Math.max(0, ...rows.filter((r) => r.engine !== 'tokenscope' && place(r.where) === where && r.prompt === prompt).map((r) => r[key]));
 const ratio = (r, key) => {
   if (r.engine !== 'tokenscope') return '';
-  const peer = best(r.where.startsWith('native cpu') ? 'native cpu' : r.where.startsWith('Chromium cpu') ? 'Chromium cpu' : 'none', r.prompt, key);
+  const peer = best(place(r.where), r.prompt, key);
   return peer ? `${(r[key] / peer).toFixed(2)}x` : '';
 };
-const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores`;
+// The GPU and its driver, as nvidia-smi names them (absent elsewhere).
+const smi = spawnSync('nvidia-smi', ['--query-gpu=name,driver_version', '--format=csv,noheader'], { encoding: 'utf8' });
+const gpu = smi.status === 0 ? smi.stdout.trim() : undefined;
+const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores${gpu ? `; GPU ${gpu}` : ''}`;
 console.log(`\nmake bench on ${machine}; greedy, ${TOKENS} tokens, median of ${RUNS}; ratio: tokenscope / best peer in the same place`);
-console.log(['engine', 'where', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
-for (const r of rows) console.log([r.engine, r.where, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
+console.log(['engine', 'where', 'device', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
+for (const r of rows) console.log([r.engine, r.where, r.device, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);
-const results = WEB_ONLY ? 'results-web.json' : 'results.json';
-writeFileSync(`${ROOT}bench/${results}`, JSON.stringify({ machine, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows }, null, 2) + '\n');
-console.log(`bench: wrote bench/${results}`);
+for (const f of failures) console.log(`did not run: ${f}`);
+for (const g of greedy) console.log(`greedy text in Chromium (WebGPU) against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);
+const results = DEVICE ? `${process.env.BENCH_OUT || `${ROOT}bench/device`}/results-device.json` : `${ROOT}bench/${WEB_ONLY ? 'results-web.json' : 'results.json'}`;
+writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows, greedy, failures }, null, 2) + '\n');
+console.log(`bench: wrote ${results}`);

@@ -1,11 +1,15 @@
 // make bench: wllama's prefill and decode speed with llama.cpp's own timers (its `timings`),
-// greedy, on the model at /model.gguf. Called by bench/run.mjs through window.runWllama.
+// greedy, on the model at /model.gguf, on the CPU (n_gpu_layers 0) or with every layer on
+// WebGPU (`gpu`, with llama.cpp's log on, which says how many layers it offloaded). Called
+// by bench/run.mjs through window.runWllama.
 import { Wllama } from './wllama/index.js';
 
-window.runWllama = async ({ threads, prompts, maxTokens, runs }) => {
-  const wllama = new Wllama({ default: './wllama/wasm/wllama.wasm' }, { suppressNativeLog: true });
-  await wllama.loadModelFromUrl(new URL('/model.gguf', location.href).href, { n_threads: threads, n_ctx: 1024, n_batch: 512 });
-  const out = { multithread: wllama.isMultithread(), threads: wllama.getNumThreads(), prompts: {} };
+window.runWllama = async ({ threads, gpu, prompts, maxTokens, runs }) => {
+  const wllama = new Wllama({ default: './wllama/wasm/wllama.wasm' }, { suppressNativeLog: !gpu });
+  await wllama.loadModelFromUrl(new URL('/model.gguf', location.href).href, { n_threads: threads, n_ctx: 1024, n_batch: 512, n_gpu_layers: gpu ? 99999 : 0 });
+  const info = gpu ? (await navigator.gpu?.requestAdapter())?.info : undefined;
+  const adapter = info ? [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') : undefined;
+  const out = { multithread: wllama.isMultithread(), threads: wllama.getNumThreads(), adapter, prompts: {} };
   for (const [name, prompt] of Object.entries(prompts)) {
     const rows = [];
     for (let r = 0; r < runs; r++) {

@@ -8,7 +8,8 @@ export const ROOT = new URL('../../', import.meta.url).pathname;
 export const SHOTS = `${ROOT}test-results`;
 const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'];
+// CHROMIUM_FLAGS adds flags (bench/device/run.sh: WebGPU through Vulkan on a real GPU).
+const FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox', ...(process.env.CHROMIUM_FLAGS || '').split(' ').filter(Boolean)];
 
 // Starts the server on a free port (`--port 0`; it prints the address it got) and Chromium;
 // returns {base, browser, close()}.

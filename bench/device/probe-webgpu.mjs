@@ -1,0 +1,55 @@
+// bench/device/run.sh info: which Chromium flags give WebGPU a real GPU on this machine.
+// Tries each candidate set in turn (Chromium at $CHROMIUM, headless, as the bench starts it),
+// prints the adapter each one gets, and writes the first set whose adapter is not a software
+// one (SwiftShader, llvmpipe) to the file named by its argument; with none, it writes the
+// last set that gave any adapter, and says so. Exit 1 when no set gives an adapter at all.
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { chromium } from 'playwright-core';
+
+const CANDIDATES = [
+  '--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
+  '--enable-features=Vulkan,VulkanFromANGLE,DefaultANGLEVulkan --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
+  '--enable-features=Vulkan --ignore-gpu-blocklist',
+  '--ignore-gpu-blocklist',
+  '',
+];
+const BASE = ['--enable-unsafe-webgpu', '--no-first-run', '--no-sandbox', '--disable-background-networking'];
+const PAGE = `file://${tmpdir()}/probe-webgpu.html`;
+writeFileSync(new URL(PAGE), '<!doctype html><title>probe</title>');
+const software = (a) => /swiftshader|llvmpipe|lavapipe|software/i.test(JSON.stringify(a));
+
+let chosen;
+let fallback;
+for (const flags of CANDIDATES) {
+  let adapter = null;
+  let error;
+  let browser;
+  try {
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE, ...flags.split(' ').filter(Boolean)], timeout: 60_000 });
+    const page = await browser.newPage();
+    await page.goto(PAGE); // WebGPU is only offered to a secure context: a file: page is one
+    adapter = await page.evaluate(async () => {
+      const a = await navigator.gpu?.requestAdapter({ powerPreference: 'high-performance' });
+      return a ? { vendor: a.info.vendor, architecture: a.info.architecture, device: a.info.device, description: a.info.description, fallback: a.isFallbackAdapter ?? a.info.isFallbackAdapter } : null;
+    });
+  } catch (e) {
+    error = String(e.message || e).split('\n')[0];
+  } finally {
+    await browser?.close().catch(() => {});
+  }
+  console.log(`probe-webgpu: [${flags || 'no extra flags'}] -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`);
+  if (adapter && !software(adapter)) { chosen = flags; break; }
+  if (adapter) fallback = flags;
+}
+const out = process.argv[2];
+if (chosen !== undefined) {
+  console.log(`probe-webgpu: Chromium reaches the GPU with [${chosen}]`);
+  writeFileSync(out, chosen);
+} else if (fallback !== undefined) {
+  console.log(`probe-webgpu: no flag set reached the GPU; the browser rows will run on the software adapter [${fallback}]`);
+  writeFileSync(out, fallback);
+} else {
+  console.log('probe-webgpu: no flag set gave Chromium a WebGPU adapter');
+  process.exit(1);
+}

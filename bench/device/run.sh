@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/device/run.sh STEP...: on a GPU machine with no network, runs what scripts/pack-device.sh
+# packed (make bench-device), from the repository root of the tree the device tool sent. Steps,
+# in the order given:
+#   receive  moves the carried pieces (target/device/pieces/<n>/) to /tmp/tokenscope-device,
+#            which outlives the calls while the machine is up
+#   unpack   joins the pieces once all have come, checks their SHA-256 and unpacks them over the
+#            tree; keeps only the packed shared libraries the machine lacks
+#   info     the GPU, its driver, the Vulkan loader, and the Chromium flags that give WebGPU the
+#            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found)
+#   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit, so a
+#            hang is reported as one (exit 124) instead of waited out
+#   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
+#            wllama (WebGPU) in Chromium, plus greedy text in Chromium against the exact CPU path
+# Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HOLD=/tmp/tokenscope-device
+RT="$PWD/target/device-rt"
+OUT="${OUT:-$PWD/bench/device/out}"
+mkdir -p "$OUT"
+
+runtime() {
+  [ -x "$RT/bin/node" ] || { echo "run.sh: nothing unpacked yet (run the unpack step)" >&2; exit 1; }
+  export PATH="$RT/bin:$PATH"
+  export LD_LIBRARY_PATH="$RT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CHROMIUM="$RT/chromium/chromium"
+  # The flags the info step found give WebGPU the GPU (else Chromium's defaults).
+  export CHROMIUM_FLAGS="${CHROMIUM_FLAGS:-$(cat "$RT/chromium-flags" 2>/dev/null || true)}"
+  export FONTCONFIG_FILE="$RT/fonts.conf"
+  for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+    if [ -f "$icd" ]; then export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"; break; fi
+  done
+  # The test binaries find tests/fixtures and models/ at the path they were built at.
+  local built
+  built="$(cat "$RT/built-at")"
+  if [ "$built" != "$PWD" ] && [ ! -e "$built" ]; then mkdir -p "$(dirname "$built")" && ln -s "$PWD" "$built"; fi
+}
+
+receive() {
+  mkdir -p "$HOLD"
+  local got=0
+  for dir in target/device/pieces/*/; do
+    [ -d "$dir" ] || continue
+    cp "$dir"* "$HOLD/" && got=1
+  done
+  [ "$got" = 1 ] || { echo "run.sh: no piece was carried (carry target/device/pieces/<n>)" >&2; exit 1; }
+  ls -l "$HOLD"
+}
+
+unpack() {
+  local want have
+  want="$(cat "$HOLD/COUNT" 2>/dev/null || echo '?')"
+  have="$(ls "$HOLD"/tokenscope-device.tar.xz.* 2>/dev/null | wc -l)"
+  [ "$want" = "$have" ] || { echo "run.sh: $have of $want pieces here; send the rest first" >&2; exit 1; }
+  (cd "$HOLD" && cat tokenscope-device.tar.xz.* >tokenscope-device.tar.xz && sha256sum -c SHA256SUMS)
+  xz -dc "$HOLD/tokenscope-device.tar.xz" | tar -xf - -C "$PWD"
+  rm -f "$HOLD/tokenscope-device.tar.xz"
+  # A library the machine has already is its own (newer, and matched to its driver).
+  mkdir -p "$RT/lib-unused"
+  for lib in "$RT"/lib/*; do
+    if ldconfig -p | awk '{print $1}' | grep -qx "$(basename "$lib")"; then mv "$lib" "$RT/lib-unused/"; fi
+  done
+  echo "run.sh: unpacked commit $(cat "$RT/commit"); libraries brought: $(ls "$RT/lib" | tr '\n' ' ')"
+  cat >"$RT/fonts.conf" <<EOF
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>$RT/fonts</dir><cachedir>/tmp/tokenscope-fontconfig</cachedir></fontconfig>
+EOF
+}
+
+info() {
+  runtime
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
+    echo "Vulkan loader: $(ls "$RT"/lib/libvulkan.so.1 2>/dev/null || ldconfig -p | grep -m1 libvulkan.so.1)"
+    echo "Vulkan driver files: ${VK_DRIVER_FILES:-none found}"
+    "$CHROMIUM" --version
+    node bench/device/probe-webgpu.mjs "$RT/chromium-flags"
+  } 2>&1 | tee "$OUT/info.txt"
+}
+
+tests() {
+  runtime
+  local log="$OUT/tests.txt"
+  : >"$log"
+  for threads in 1 4 16; do
+    for bin in target/device-tests/*; do
+      echo "== $(basename "$bin") --test-threads $threads" | tee -a "$log"
+      local rc=0
+      timeout 240 "$bin" --test-threads "$threads" >"$OUT/last-test.txt" 2>&1 || rc=$?
+      grep -E '^test result|FAILED|panicked' "$OUT/last-test.txt" | tee -a "$log" || true
+      [ "$rc" = 124 ] && echo "HANG: $(basename "$bin") at $threads threads ran past 240 s; tests seen: $(grep -c ' \.\.\. ' "$OUT/last-test.txt")" | tee -a "$log"
+      [ "$rc" = 0 ] || echo "exit $rc" | tee -a "$log"
+    done
+  done
+  rm -f "$OUT/last-test.txt"
+}
+
+bench() {
+  runtime
+  BENCH_OUT="$OUT" node bench/run.mjs --device 2>&1 | tee "$OUT/bench.txt"
+}
+
+[ "$#" -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
+for step in "$@"; do
+  case "$step" in
+    receive | unpack | info | tests | bench) "$step" ;;
+    *) echo "run.sh: unknown step '$step' (receive, unpack, info, tests, bench)" >&2; exit 2 ;;
+  esac
+done

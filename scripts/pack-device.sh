@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# make bench-device: packs everything a GPU machine with no network needs to test and bench
+# tokenscope against its peers there, in pieces that each fit one transfer (PIECE_MIB, 60 by
+# default: the device tool takes at most 64 MiB a call, the working tree included).
+#
+# Built here (the 2-core machine), then archived with paths relative to the repository root:
+#   target/release/tokenscope                 the CLI and server
+#   target/device-tests/<name>                the GPU test binaries (gpu_kernels, gpu_weight_types,
+#                                             oracle_gpu, gpu_speculative), debug info stripped
+#   models/                                   the default model and the tokenizer fixture
+#   www/pkg*, www/vendor, www/shaders         the page's built engines, d3 and kernel variants
+#   node_modules/playwright-core              drives Chromium
+#   bench/node_modules, bench/web/wllama      the peers: node-llama-cpp with llama.cpp's CPU and
+#                                             Vulkan builds, wllama 3.8.1 (WebGPU in Chromium)
+#   target/device-rt/                         what the machine lacks: node, Debian's Chromium,
+#                                             every shared library either needs that is not
+#                                             glibc itself (the Vulkan loader included), a font,
+#                                             and the path the test binaries were built at
+# The archive is xz-packed and split into target/device/pieces/<n>/tokenscope-device.tar.xz.<n>,
+# one folder per transfer, with its SHA-256 in target/device/pieces/1/SHA256SUMS.
+# bench/device/run.sh (tracked, so it travels with the tree) receives, joins, checks, unpacks
+# and runs them there; bench/device/README.md says how, call by call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+PIECE_MIB="${PIECE_MIB:-60}"
+DEVICE="target/device"
+STAGE="$DEVICE/stage"
+RT="$STAGE/target/device-rt"
+GPU_TESTS=(gpu_kernels gpu_weight_types oracle_gpu gpu_speculative)
+VULKAN_PEER="@node-llama-cpp/linux-x64-vulkan"
+
+# The GPU test binaries, built as `make test` builds them, found through cargo's own report.
+echo "pack-device: building the GPU test binaries"
+args=()
+for t in "${GPU_TESTS[@]}"; do args+=(--test "$t"); done
+mapfile -t test_bins < <(cargo test --no-run --message-format=json "${args[@]}" \
+  | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n")){if(!l.startsWith("{"))continue;const m=JSON.parse(l);if(m.reason==="compiler-artifact"&&m.executable&&m.target.kind.includes("test"))console.log(m.target.name+" "+m.executable)}})')
+[ "${#test_bins[@]}" -eq "${#GPU_TESTS[@]}" ] || { echo "pack-device: expected ${#GPU_TESTS[@]} test binaries, cargo built ${#test_bins[@]}" >&2; exit 1; }
+
+echo "pack-device: installing the peers (bench/setup-peers.sh) and llama.cpp's Vulkan build"
+bench/setup-peers.sh
+peer_version="$(node -p "require('./bench/package.json').dependencies['node-llama-cpp']")"
+
+rm -rf "$STAGE" "$DEVICE/pieces" "$DEVICE/tokenscope-device.tar.xz"
+mkdir -p "$STAGE/target/release" "$STAGE/target/device-tests" "$STAGE/www" "$STAGE/node_modules" \
+  "$STAGE/bench/web" "$RT/bin" "$RT/lib" "$RT/fonts"
+
+cp target/release/tokenscope "$STAGE/target/release/"
+for line in "${test_bins[@]}"; do
+  name="${line%% *}"
+  strip --strip-debug -o "$STAGE/target/device-tests/$name" "${line#* }"
+done
+cp -r models "$STAGE/"
+for d in pkg pkg-relaxed pkg-threads vendor shaders; do cp -r "www/$d" "$STAGE/www/"; done
+cp -r node_modules/playwright-core "$STAGE/node_modules/"
+cp -r bench/node_modules "$STAGE/bench/"
+cp -r bench/web/wllama "$STAGE/bench/web/"
+# llama.cpp's Vulkan build for node-llama-cpp, at the same version, unpacked where npm would put it.
+(cd "$DEVICE" && rm -f node-llama-cpp-linux-x64-vulkan-*.tgz && npm pack --silent "$VULKAN_PEER@$peer_version" >/dev/null)
+mkdir -p "$STAGE/bench/node_modules/$VULKAN_PEER"
+tar -xzf "$DEVICE"/node-llama-cpp-linux-x64-vulkan-*.tgz -C "$STAGE/bench/node_modules/$VULKAN_PEER" --strip-components 1
+
+# The runtime: node, Chromium, and the shared libraries they load that are not glibc's own
+# (the machine's glibc is newer, so these older builds run on it; its GPU driver stays its own).
+cp "$(readlink -f "$(command -v node)")" "$RT/bin/node"
+cp -r /usr/lib/chromium "$RT/chromium"
+GLIBC='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64)\.so'
+{
+  for elf in "$RT/bin/node" "$RT/chromium/chromium" "$RT"/chromium/*.so \
+             "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.node \
+             "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.so; do
+    if [ -f "$elf" ]; then ldd "$elf" 2>/dev/null | awk '/=> \//{print $1" "$3}'; fi
+  done
+  # Loaded at run time, not linked: the Vulkan loader (wgpu, llama.cpp) and NSS's modules.
+  for so in libvulkan.so.1 libsoftokn3.so libfreebl3.so libfreeblpriv3.so libnssckbi.so; do
+    for p in "$(ldconfig -p | awk -v n="$so" '$1==n{print $NF; exit}')" "/usr/lib/x86_64-linux-gnu/nss/$so"; do
+      if [ -f "$p" ]; then echo "$so $p"; fi
+    done
+  done
+} | sort -u | while read -r name path; do
+  # glibc is the machine's; a peer's own libraries (beside its binding) stay where it finds them.
+  if ! [[ "$name" =~ $GLIBC ]] && [[ "$path" != "$STAGE"/* ]] && [ ! -e "$RT/lib/$name" ]; then cp -L "$path" "$RT/lib/$name"; fi
+done
+cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf "$RT/fonts/" 2>/dev/null || true
+echo "$ROOT" >"$RT/built-at"
+git rev-parse HEAD >"$RT/commit"
+
+du -sh "$STAGE" | sed 's/^/pack-device: staged /'
+echo "pack-device: compressing (xz) and splitting into ${PIECE_MIB} MiB pieces"
+tar -C "$STAGE" -cf - . | xz -T0 -6 >"$DEVICE/tokenscope-device.tar.xz"
+mkdir -p "$DEVICE/pieces"
+split -b "${PIECE_MIB}M" -d -a 2 "$DEVICE/tokenscope-device.tar.xz" "$DEVICE/pieces/tokenscope-device.tar.xz."
+n=0
+for part in "$DEVICE"/pieces/tokenscope-device.tar.xz.*; do
+  n=$((n + 1))
+  mkdir -p "$DEVICE/pieces/$n"
+  mv "$part" "$DEVICE/pieces/$n/"
+done
+(cd "$DEVICE" && sha256sum tokenscope-device.tar.xz | sed 's/  / /' >pieces/1/SHA256SUMS)
+echo "$n" >"$DEVICE/pieces/1/COUNT"
+rm -f "$DEVICE/tokenscope-device.tar.xz"
+rm -rf "$STAGE"
+du -sh "$DEVICE"/pieces/* | sed 's/^/pack-device: piece /'
+echo "pack-device: $n pieces; send each with the device tool (carry target/device/pieces/<n>), as bench/device/README.md says"

@@ -23,7 +23,7 @@
 // products on every core (rayon on Web Workers sharing the wasm memory), which needs
 // SharedArrayBuffer, so a cross-origin-isolated page (tokenscope serve sends COOP/COEP). By
 // default the engine leaves one core to the page's main thread, which draws the chart at every
-// step: on 2 cores a second engine thread contended with it and decoded no faster (README,
+// step: on 2 cores a second engine thread contended with it and decoded no faster (bench/HISTORY.md,
 // make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks for N threads, at
 // most one per core; 1 picks a one-thread engine. `?simd=baseline` picks www/pkg.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';

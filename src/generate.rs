@@ -225,7 +225,7 @@ impl Generation {
     pub fn set_sampling(&mut self, sampling: SamplingParams) -> Result<()> {
         sampling.validate()?;
         // Tokens a round decided under the old parameters are dropped.
-        self.drop_pending();
+        self.pending.clear();
         self.params.sampling = sampling;
         Ok(())
     }
@@ -266,7 +266,7 @@ impl Generation {
     /// Makes the next step take `token` instead of drawing one (its distribution is still
     /// computed and reported, with `forced` set).
     pub fn force_next(&mut self, token: u32) {
-        self.drop_pending();
+        self.pending.clear();
         self.forced = Some(token);
     }
 
@@ -420,11 +420,6 @@ impl Generation {
         };
         let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
         Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None })
-    }
-
-    /// Forgets the tokens a speculative round decided but has not handed out.
-    fn drop_pending(&mut self) {
-        self.pending.clear();
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that

@@ -83,7 +83,6 @@ struct DrawCount {
 pub struct Engine {
     backend: Option<AnyBackend>,
     tokenizer: Option<Tokenizer>,
-    n_layers: usize,
     generation: Option<Generation>,
     run: Option<Run>,
     /// A beam search in progress (instead of a run).
@@ -210,7 +209,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { backend: None, tokenizer: None, n_layers: 0, generation: None, run: None, beams: None }
+        Engine { backend: None, tokenizer: None, generation: None, run: None, beams: None }
     }
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -258,7 +257,6 @@ impl Engine {
             context_len: backend.context_len(),
             config: model.config,
         };
-        self.n_layers = out.config.n_layers;
         self.backend = Some(backend);
         self.tokenizer = Some(model.tokenizer);
         to_js(&out)
@@ -276,7 +274,7 @@ impl Engine {
         let model = RecordedModel {
             name: String::new(),
             backend: backend.info().name,
-            n_layers: self.n_layers,
+            n_layers: backend.layers(),
             vocab_size: tokenizer.vocab_size(),
         };
         if let Some(spec) = &opts.params.speculative {

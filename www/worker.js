@@ -205,7 +205,6 @@ async function load(msg) {
   } else {
     ({ bytes, fromCache } = await fetchModel(msg.url));
   }
-  const fetchedMs = performance.now() - t0;
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
   const context = msg.context || 2048;
@@ -239,7 +238,7 @@ async function load(msg) {
   const old = engine;
   engine = fresh;
   old?.free();
-  post({ type: 'loaded', info, name: msg.name, fromCache, fetchMs: fetchedMs, ms: performance.now() - t0, threads, threadsNote, ...choice });
+  post({ type: 'loaded', info, name: msg.name, fromCache, ms: performance.now() - t0, threads, threadsNote, ...choice });
 }
 
 // Yields to pending messages (Stop, sliders, a fork) without setTimeout's 4 ms clamp.

@@ -133,15 +133,8 @@ impl Linear {
                 }
                 m.forward_quantized(DotKernel::best(), rounded, out)
             }
-            _ => self.forward_unshared(x, n, out),
-        }
-    }
-
-    /// The products that round nothing: exact f32, and candle's (which rounds inside).
-    fn forward_unshared(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
-        match self {
+            // Exact f32: row-outer so each weight row is read once from memory for the whole batch.
             Linear::Dense { w, rows, cols } => {
-                // Row-outer so each weight row is read once from memory for the whole batch.
                 for (r, wr) in w.chunks_exact(*cols).enumerate() {
                     for t in 0..n {
                         out[t * rows + r] = dot(wr, &x[t * cols..(t + 1) * cols]);
@@ -149,7 +142,6 @@ impl Linear {
                 }
                 Ok(())
             }
-            Linear::Packed(m) => m.forward(x, n, out),
             Linear::Quantized { m, rows, cols } => {
                 let xt = Tensor::from_slice(&x[..n * cols], (n, *cols), &Device::Cpu).map_err(Error::backend)?;
                 let y = m.forward(&xt).map_err(Error::backend)?;

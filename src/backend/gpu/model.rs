@@ -212,18 +212,14 @@ impl GpuBackend {
     /// Uploads the weights and prepares every dispatch of a decode step and of a prefill
     /// pass. `context_len` sizes the KV cache (default [`DEFAULT_CONTEXT`], at most the model's
     /// window; see [`crate::backend::kv_capacity`]).
+    /// The kernel variants are those that suit the device ([`KernelOptions::for_device`]).
     pub async fn new(cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
-        Self::on(GpuContext::new().await?, cfg, weights, context_len).await
-    }
-
-    /// As [`GpuBackend::new`], on a device already opened, with the kernel variants that suit
-    /// it ([`KernelOptions::for_device`]).
-    pub async fn on(ctx: GpuContext, cfg: &Config, weights: Weights, context_len: Option<usize>) -> Result<Self> {
+        let ctx = GpuContext::new().await?;
         let options = KernelOptions::for_device(&ctx);
         Self::with_options(ctx, cfg, weights, context_len, options).await
     }
 
-    /// As [`GpuBackend::on`], with the kernel variants `options` names (subgroups, a
+    /// As [`GpuBackend::new`], on a device already opened, with the kernel variants `options` names (subgroups, a
     /// half-float KV cache).
     pub async fn with_options(
         ctx: GpuContext,

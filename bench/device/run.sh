@@ -12,6 +12,8 @@
 #            hang is reported as one (exit 124) instead of waited out
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
 #            wllama (WebGPU) in Chromium, plus greedy text in Chromium against the exact CPU path
+#   sweep    the matrix kernels' workgroup shape: native decode and prefill at 1 to 32 threads
+#            per row (64 to 2 rows per workgroup), with and without subgroups, both prompts
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -96,15 +98,33 @@ tests() {
   rm -f "$OUT/last-test.txt"
 }
 
+sweep() {
+  runtime
+  local log="$OUT/sweep.jsonl"
+  : >"$log"
+  for subgroups in "" --no-subgroups; do
+    for tpr in 1 2 4 8 16 32; do
+      for prompt in short long; do
+        target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 $subgroups \
+          --threads-per-row "$tpr" --prompt-file "bench/prompt-$prompt.txt" | sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
+      done
+    done
+  done
+  node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
+    const r = JSON.parse(l);
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+  }' "$log" | tee "$OUT/sweep.txt"
+}
+
 bench() {
   runtime
   BENCH_OUT="$OUT" node bench/run.mjs --device 2>&1 | tee "$OUT/bench.txt"
 }
 
-[ "$#" -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ "$#" -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
 for step in "$@"; do
   case "$step" in
-    receive | unpack | info | tests | bench) "$step" ;;
-    *) echo "run.sh: unknown step '$step' (receive, unpack, info, tests, bench)" >&2; exit 2 ;;
+    receive | unpack | info | tests | bench | sweep) "$step" ;;
+    *) echo "run.sh: unknown step '$step' (receive, unpack, info, tests, bench, sweep)" >&2; exit 2 ;;
   esac
 done

@@ -119,6 +119,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(k) = &info.gpu_kernels {
             out["gpu_kernels"] = json!(k);
         }
+        if let AnyBackend::Gpu(g) = &backend {
+            out["threads_per_row"] = json!(g.kernel_options().threads_per_row);
+        }
         if let Some(s) = &gpu {
             out["dispatches_per_step"] = json!(s.dispatches);
             out["dispatches_per_step_long_context"] = json!(s.dispatches_long_context);
@@ -156,8 +159,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
         }
-        if let Some(k) = &info.gpu_kernels {
-            println!("GPU kernels: {k}");
+        if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
+            println!("GPU kernels: {k}, {} threads per matrix row", g.kernel_options().threads_per_row);
         }
         if let Some(s) = &speculative {
             println!(

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::gpu::kernels::KernelOptions;
+use tokenscope::backend::gpu::kernels::{KernelOptions, WORKGROUP};
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
@@ -72,6 +72,11 @@ pub struct ModelArgs {
     /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
     #[arg(long)]
     no_subgroups: bool,
+    /// GPU: threads that share one row in the matrix kernels, 1, 2, 4, 8, 16 or 32 (64 / N rows
+    /// per workgroup; default by adapter: 1 on a software adapter, 8 on a GPU). For measuring
+    /// the workgroup shape on a GPU (`bench/device/run.sh sweep`).
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    threads_per_row: Option<u32>,
 }
 
 /// The backends the CLI offers.
@@ -112,8 +117,15 @@ impl ModelArgs {
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
     fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
-        if self.backend != BackendKind::Gpu && (self.kv_cache_f16 || self.no_subgroups) {
-            return Err(Error::InvalidParams("--kv-cache-f16 and --no-subgroups choose GPU kernels: use them with --backend gpu".into()));
+        if self.backend != BackendKind::Gpu && (self.kv_cache_f16 || self.no_subgroups || self.threads_per_row.is_some()) {
+            return Err(Error::InvalidParams(
+                "--kv-cache-f16, --no-subgroups and --threads-per-row choose GPU kernels: use them with --backend gpu".into(),
+            ));
+        }
+        // The fused SwiGLU and RoPE epilogues keep both rows of a pair in one workgroup.
+        let widest = WORKGROUP / 2;
+        if let Some(n) = self.threads_per_row.filter(|n| !n.is_power_of_two() || *n > widest) {
+            return Err(Error::InvalidParams(format!("--threads-per-row must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
         }
         let model = self.open()?;
         let (cfg, weights) = (&model.config, model.weights);
@@ -125,6 +137,7 @@ impl ModelArgs {
                 let mut options = KernelOptions::for_device(&ctx);
                 options.kv_f16 = self.kv_cache_f16;
                 options.subgroups &= !self.no_subgroups;
+                options.threads_per_row = self.threads_per_row.unwrap_or(options.threads_per_row);
                 AnyBackend::Gpu(Box::new(pollster::block_on(GpuBackend::with_options(ctx, cfg, weights, self.context, options))?))
             }
         };

@@ -2,12 +2,12 @@
 
 use super::cpu::CpuBackend;
 use super::gpu::GpuBackend;
-use super::{Backend, BackendInfo};
+use super::{Backend, BackendInfo, Checked};
 use crate::error::Result;
 
 /// The CPU or the GPU backend.
 pub enum AnyBackend {
-    /// candle on the CPU.
+    /// Our kernels on the CPU (candle's quantized matmul where none fits the CPU).
     Cpu(Box<CpuBackend>),
     /// Our WGSL kernels through wgpu.
     Gpu(Box<GpuBackend>),
@@ -23,17 +23,8 @@ macro_rules! each {
 }
 
 impl Backend for AnyBackend {
-    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        each!(self, b => b.prefill(tokens).await)
-    }
-    async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
-        each!(self, b => b.decode(token).await)
-    }
-    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        each!(self, b => b.verify(tokens).await)
-    }
-    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        each!(self, b => b.draft(token, layers).await)
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+        each!(self, b => b.forward_checked(input).await)
     }
     fn truncate(&mut self, len: usize) {
         each!(self, b => b.truncate(len))

@@ -28,26 +28,79 @@ pub struct BackendInfo {
     pub gpu_kernels: Option<String>,
 }
 
+/// Whose logits a forward pass returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// The last token's, `[vocab]` (prefill, decode, draft).
+    Last,
+    /// Every token's, `[n, vocab]` row-major (verify).
+    All,
+}
+
+/// What one forward pass runs: the model's first `layers` blocks (all of them, or fewer for a
+/// self-draft), then the final norm and the LM head, for the logits `logits` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Transformer blocks to run, 1 to [`Backend::layers`].
+    pub layers: usize,
+    /// Whose logits come back.
+    pub logits: Logits,
+}
+
+/// A forward pass's tokens and shape after the checks every backend shares: only
+/// [`Backend::forward`] makes one, so no backend's [`Backend::forward_checked`] is reached
+/// unchecked.
+#[derive(Debug, Clone, Copy)]
+pub struct Checked<'a> {
+    tokens: &'a [u32],
+    pass: Pass,
+}
+
+impl<'a> Checked<'a> {
+    /// Refuses no tokens, more tokens than the context has room for after `position`, a layer
+    /// count outside 1..=`n_layers`, and every token's logits for fewer than 2 or more than
+    /// [`MAX_VERIFY_TOKENS`] tokens.
+    fn new(tokens: &'a [u32], pass: Pass, position: usize, context: usize, n_layers: usize) -> Result<Self> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(Error::Backend("nothing to run: no tokens".into()));
+        }
+        if position + n > context {
+            return Err(Error::Backend(format!("the context is full: {position} + {n} tokens exceed its {context} positions")));
+        }
+        if !(1..=n_layers).contains(&pass.layers) {
+            return Err(Error::InvalidParams(format!("a self-draft runs 1 to {n_layers} layers, got {}", pass.layers)));
+        }
+        if pass.logits == Logits::All && !(2..=MAX_VERIFY_TOKENS).contains(&n) {
+            return Err(Error::Backend(format!("a verify pass takes 2 to {MAX_VERIFY_TOKENS} tokens, got {n}")));
+        }
+        Ok(Checked { tokens, pass })
+    }
+
+    /// The tokens to append, at positions [`Backend::position`]`..`.
+    pub fn tokens(&self) -> &'a [u32] {
+        self.tokens
+    }
+
+    /// The layers to run and the logits to return.
+    pub fn pass(&self) -> Pass {
+        self.pass
+    }
+}
+
 /// A model bound to a device, with its KV cache.
 ///
-/// Positions count tokens already in the cache. `prefill` and `decode` append and return the
-/// logits (`[vocab]`) of the last appended position. Async so a browser GPU backend can await
-/// its readback; CPU backends complete at once.
+/// Positions count tokens already in the cache. Every pass goes through the one entry,
+/// [`Backend::forward`], which checks it for every backend alike and hands it to the backend's
+/// [`Backend::forward_checked`]; prefill, decode, verify and draft are that entry with a
+/// [`Pass`] filled in. Async so a browser GPU backend can await its readback; CPU backends
+/// complete at once.
 #[allow(async_fn_in_trait)]
 pub trait Backend {
-    /// Appends `tokens` (one pass over all of them) and returns the last position's logits.
-    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
-    /// Appends one token and returns its logits.
-    async fn decode(&mut self, token: u32) -> Result<Vec<f32>>;
-    /// Appends `tokens` (2 to [`MAX_VERIFY_TOKENS`]) in one pass and returns the logits of
-    /// every one of them, `[n, vocab]` row-major: speculative decoding checks a whole draft
-    /// with this one pass.
-    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
-    /// Appends one token through the first `layers` blocks only (1 to the model's layers),
-    /// then the final norm and the LM head, and returns those logits: the model's own early
-    /// layers as a draft model (self-draft). The keys and values it appends are those of
-    /// the layers it ran; truncate the position before the full model runs there.
-    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>>;
+    /// Runs the checked tokens at positions `position()..` through the pass's layers, appends
+    /// their keys and values to the cache, and returns the logits the pass names. On error the
+    /// position is left as it was.
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>>;
     /// Forgets every position from `len` on (regenerate, branch); `len` beyond the current
     /// position is clamped.
     fn truncate(&mut self, len: usize);
@@ -61,26 +114,39 @@ pub trait Backend {
     fn kv_cache_bytes(&self) -> usize;
     /// Name and device.
     fn info(&self) -> BackendInfo;
+
+    /// The one forward entry: checks `tokens` and `pass` (see [`Checked`]) and runs them.
+    async fn forward(&mut self, tokens: &[u32], pass: Pass) -> Result<Vec<f32>> {
+        let input = Checked::new(tokens, pass, self.position(), self.context_len(), self.layers())?;
+        self.forward_checked(input).await
+    }
+    /// Appends `tokens` (one pass over all of them) and returns the last position's logits.
+    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let layers = self.layers();
+        self.forward(tokens, Pass { layers, logits: Logits::Last }).await
+    }
+    /// Appends one token and returns its logits.
+    async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.prefill(&[token]).await
+    }
+    /// Appends `tokens` (2 to [`MAX_VERIFY_TOKENS`]) in one pass and returns the logits of
+    /// every one of them, `[n, vocab]` row-major: speculative decoding checks a whole draft
+    /// with this one pass.
+    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let layers = self.layers();
+        self.forward(tokens, Pass { layers, logits: Logits::All }).await
+    }
+    /// Appends one token through the first `layers` blocks only (1 to the model's layers),
+    /// then the final norm and the LM head, and returns those logits: the model's own early
+    /// layers as a draft model (self-draft). The keys and values it appends are those of
+    /// the layers it ran; truncate the position before the full model runs there.
+    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
+        self.forward(&[token], Pass { layers, logits: Logits::Last }).await
+    }
 }
 
 /// Most tokens one [`Backend::verify`] pass takes: a full draft and the token before it.
 pub const MAX_VERIFY_TOKENS: usize = crate::speculative::MAX_DRAFT_TOKENS + 1;
-
-/// Refuses a verify pass of fewer than 2 or more than [`MAX_VERIFY_TOKENS`] tokens.
-pub(crate) fn check_verify(tokens: &[u32]) -> Result<()> {
-    if !(2..=MAX_VERIFY_TOKENS).contains(&tokens.len()) {
-        return Err(Error::Backend(format!("a verify pass takes 2 to {MAX_VERIFY_TOKENS} tokens, got {}", tokens.len())));
-    }
-    Ok(())
-}
-
-/// Refuses a draft through 0 layers or more than the model has.
-pub(crate) fn check_draft_layers(layers: usize, n_layers: usize) -> Result<()> {
-    if !(1..=n_layers).contains(&layers) {
-        return Err(Error::InvalidParams(format!("a self-draft runs 1 to {n_layers} layers, got {layers}")));
-    }
-    Ok(())
-}
 
 /// Largest KV cache a backend allocates, in bytes (4 GiB natively, 1 GiB in wasm32's 4 GiB
 /// address space): a larger request is refused in words rather than left to abort the process.

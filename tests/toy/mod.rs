@@ -2,7 +2,7 @@
 //! token's logits: one for the model, one for its self-draft. For engine tests that need
 //! exact control over the distributions (beam search, speculative decoding).
 
-use tokenscope::backend::{Backend, BackendInfo};
+use tokenscope::backend::{Backend, BackendInfo, Checked, Logits};
 
 /// Logits after a context.
 pub type LogitsFn = Box<dyn Fn(&[u32]) -> Vec<f32>>;
@@ -27,23 +27,23 @@ impl Toy {
 }
 
 impl Backend for Toy {
-    async fn prefill(&mut self, tokens: &[u32]) -> tokenscope::Result<Vec<f32>> {
-        self.passes += 1;
-        self.context.extend_from_slice(tokens);
-        Ok((self.logits)(&self.context))
-    }
-    async fn decode(&mut self, token: u32) -> tokenscope::Result<Vec<f32>> {
-        self.prefill(&[token]).await
-    }
-    async fn verify(&mut self, tokens: &[u32]) -> tokenscope::Result<Vec<f32>> {
+    /// A pass of the model: the last token's logits (prefill, decode) or every token's
+    /// (verify).
+    async fn forward_checked(&mut self, input: Checked<'_>) -> tokenscope::Result<Vec<f32>> {
         self.passes += 1;
         let mut out = Vec::new();
-        for &t in tokens {
+        for &t in input.tokens() {
             self.context.push(t);
-            out.extend((self.logits)(&self.context));
+            if input.pass().logits == Logits::All {
+                out.extend((self.logits)(&self.context));
+            }
+        }
+        if input.pass().logits == Logits::Last {
+            out = (self.logits)(&self.context);
         }
         Ok(out)
     }
+    /// The self-draft's own function, whatever the layer count, uncounted in `passes`.
     async fn draft(&mut self, token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {
         self.context.push(token);
         Ok(match &self.draft {

@@ -23,7 +23,7 @@ pub use kv_cache::KvCache;
 use linear::SharedInput;
 pub use linear::{CpuPrecision, Linear};
 
-use super::{Backend, BackendInfo};
+use super::{Backend, BackendInfo, Checked, Logits};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 use ops::AttentionInput;
@@ -39,15 +39,6 @@ struct Block {
     w_gate: Linear,
     w_up: Linear,
     w_down: Linear,
-}
-
-/// Which positions of a pass get logits.
-#[derive(Clone, Copy)]
-enum Logits {
-    /// The last one (prefill, decode, draft).
-    Last,
-    /// Every one (verify).
-    All,
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -109,16 +100,10 @@ impl CpuBackend {
         self.token_embd.embedding(&ids).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).map_err(Error::backend)
     }
 
-    /// Runs `tokens` at positions `position()..` through the model, appends their keys and
-    /// values to the cache, and returns the logits of the last one, `[vocab]`. On error the
-    /// cache is left as it was.
-    pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.forward_pass(tokens, self.blocks.len(), Logits::Last)
-    }
-
-    /// [`CpuBackend::forward`] through the first `layers` blocks only, returning the logits
-    /// of the last token or of every token (`[n, vocab]`). Skipped layers get zeros in the
-    /// cache at these positions.
+    /// Runs `tokens` at positions `position()..` through the first `layers` blocks, appends
+    /// their keys and values to the cache (skipped layers get zeros at these positions), and
+    /// returns the logits of the last token or of every token (`[n, vocab]`). On error the
+    /// cache is left as it was. [`Backend::forward`] has checked the shape.
     fn forward_pass(&mut self, tokens: &[u32], layers: usize, logits: Logits) -> Result<Vec<f32>> {
         let start = self.cache.len();
         let result = self.forward_inner(tokens, layers, logits);
@@ -133,15 +118,6 @@ impl CpuBackend {
     fn forward_inner(&mut self, tokens: &[u32], layers: usize, logits_for: Logits) -> Result<Vec<f32>> {
         let n = tokens.len();
         let start = self.cache.len();
-        if n == 0 {
-            return Err(Error::Backend("nothing to run: no tokens".into()));
-        }
-        if start + n > self.cache.capacity() {
-            return Err(Error::Backend(format!(
-                "the context is full: {start} + {n} tokens exceed its {} positions",
-                self.cache.capacity()
-            )));
-        }
         let c = &self.cfg;
         let (d, hd, kv, qd) = (c.dim, c.head_dim, c.kv_dim(), c.n_heads * c.head_dim);
         let group = c.n_heads / c.n_kv_heads;
@@ -240,22 +216,9 @@ impl CpuBackend {
 }
 
 impl Backend for CpuBackend {
-    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.forward(tokens)
-    }
-
-    async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.forward(&[token])
-    }
-
-    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        super::check_verify(tokens)?;
-        self.forward_pass(tokens, self.blocks.len(), Logits::All)
-    }
-
-    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        super::check_draft_layers(layers, self.blocks.len())?;
-        self.forward_pass(&[token], layers, Logits::Last)
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+        let pass = input.pass();
+        self.forward_pass(input.tokens(), pass.layers, pass.logits)
     }
 
     fn truncate(&mut self, len: usize) {

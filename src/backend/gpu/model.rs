@@ -20,7 +20,7 @@ use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv};
 use super::repack::{interleave_rows, repack, stack};
-use crate::backend::{check_draft_layers, check_verify, Backend, BackendInfo, MAX_VERIFY_TOKENS};
+use crate::backend::{Backend, BackendInfo, Checked, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 
@@ -433,7 +433,7 @@ impl GpuBackend {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         let t = Instant::now();
-        pollster::block_on(self.run(&[token], Pass::Forward, 1))?;
+        pollster::block_on(self.run(&[token], Lists::Forward, 1))?;
         let wall_seconds = t.elapsed().as_secs_f64();
         let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
@@ -526,28 +526,20 @@ impl GpuBackend {
         Ok(seconds)
     }
 
-    /// Runs `tokens` (at most [`PREFILL_BATCH`]) at the current position in one pass and one
-    /// submit, with the command lists of `pass`, and reads back the first `read` rows of
-    /// logits (0: no readback).
-    async fn run(&mut self, tokens: &[u32], pass: Pass, read: usize) -> Result<Option<Vec<f32>>> {
+    /// Runs `tokens` (at most [`PREFILL_BATCH`], within the context: [`Backend::forward`]
+    /// checked) at the current position in one pass and one submit, with the command lists
+    /// `lists` names, and reads back the first `read` rows of logits (0: no readback).
+    async fn run(&mut self, tokens: &[u32], lists: Lists, read: usize) -> Result<Option<Vec<f32>>> {
         self.ctx.check()?;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
-        if self.pos + tokens.len() > self.capacity {
-            return Err(Error::Backend(format!(
-                "the context is full: {} + {} tokens exceed its {} positions",
-                self.pos,
-                tokens.len(),
-                self.capacity
-            )));
-        }
         let n = tokens.len() as u32;
-        let lists = match pass {
-            Pass::Forward if n == 1 => &self.decode,
-            Pass::Forward => &self.prefill,
-            Pass::Verify => &self.verify,
-            Pass::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
+        let lists = match lists {
+            Lists::Forward if n == 1 => &self.decode,
+            Lists::Forward => &self.prefill,
+            Lists::Verify => &self.verify,
+            Lists::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
         };
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
@@ -568,7 +560,7 @@ impl GpuBackend {
 
 /// Which command lists a step runs.
 #[derive(Clone, Copy)]
-enum Pass {
+enum Lists {
     /// The whole model, the last token's logits (decode for one token, prefill for more).
     Forward,
     /// The whole model, every token's logits.
@@ -578,43 +570,46 @@ enum Pass {
 }
 
 impl Backend for GpuBackend {
-    async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(Error::Backend("nothing to run: no tokens".into()));
+    /// Every token's logits: the verify lists, one pass. The last token's through every
+    /// layer: the prefill lists (decode's for one token), [`PREFILL_BATCH`] tokens a pass, the
+    /// last pass read back. Through fewer layers: the self-draft's lists, built for that
+    /// layer count on first use, one token.
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+        let (tokens, pass) = (input.tokens(), input.pass());
+        let start = self.pos;
+        let logits = match pass.logits {
+            Logits::All => self.run(tokens, Lists::Verify, tokens.len()).await,
+            Logits::Last if pass.layers < self.layers() => {
+                if tokens.len() != 1 {
+                    return Err(Error::Backend(format!("a pass through {} of the model's layers takes one token", pass.layers)));
+                }
+                if self.draft.as_ref().is_none_or(|(l, _)| *l != pass.layers) {
+                    let mut ops: Vec<&Op> = self.ops[..self.layer_ends[pass.layers - 1]].iter().collect();
+                    ops.extend(self.ops.last());
+                    self.draft = Some((pass.layers, Lowered::new(&ops, false)));
+                }
+                self.run(tokens, Lists::Draft, 1).await
+            }
+            Logits::Last => {
+                let batches = tokens.len().div_ceil(PREFILL_BATCH);
+                let mut logits = Ok(None);
+                for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
+                    logits = self.run(batch, Lists::Forward, usize::from(i + 1 == batches)).await;
+                    if logits.is_err() {
+                        break;
+                    }
+                }
+                logits
+            }
+        };
+        match logits {
+            Ok(Some(logits)) => Ok(logits),
+            Ok(None) => Err(Error::Backend("no logits".into())),
+            Err(e) => {
+                self.pos = start;
+                Err(e)
+            }
         }
-        if self.pos + tokens.len() > self.capacity {
-            return Err(Error::Backend(format!(
-                "the context is full: {} + {} tokens exceed its {} positions",
-                self.pos,
-                tokens.len(),
-                self.capacity
-            )));
-        }
-        let batches = tokens.len().div_ceil(PREFILL_BATCH);
-        let mut logits = None;
-        for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
-            logits = self.run(batch, Pass::Forward, usize::from(i + 1 == batches)).await?;
-        }
-        logits.ok_or_else(|| Error::Backend("no logits".into()))
-    }
-
-    async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.run(&[token], Pass::Forward, 1).await?.ok_or_else(|| Error::Backend("no logits".into()))
-    }
-
-    async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        check_verify(tokens)?;
-        self.run(tokens, Pass::Verify, tokens.len()).await?.ok_or_else(|| Error::Backend("no logits".into()))
-    }
-
-    async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        check_draft_layers(layers, self.layer_ends.len())?;
-        if self.draft.as_ref().is_none_or(|(l, _)| *l != layers) {
-            let mut ops: Vec<&Op> = self.ops[..self.layer_ends[layers - 1]].iter().collect();
-            ops.extend(self.ops.last());
-            self.draft = Some((layers, Lowered::new(&ops, false)));
-        }
-        self.run(&[token], Pass::Draft, 1).await?.ok_or_else(|| Error::Backend("no logits".into()))
     }
 
     fn truncate(&mut self, len: usize) {

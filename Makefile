@@ -54,9 +54,11 @@ test-wasm: model $(TOKENIZER_FIXTURE)
 test-wasm-relaxed: setup
 	scripts/test-wasm-relaxed.sh
 
-# The fields the page reads, type-checked against the declarations derived from the Rust types.
+# The page's scripts (every www/*.js is // @ts-check) and the fields it reads, type-checked
+# against the declarations derived from the Rust types, the DOM's, WebGPU's and d3's.
 test-types: www
 	node_modules/.bin/tsc -p tests/types
+	node_modules/.bin/tsc -p tests/types/tsconfig.www.json
 
 # The page in headless Chromium (Playwright), against `tokenscope serve`.
 test-e2e: model www build

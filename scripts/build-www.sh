@@ -66,6 +66,7 @@ package target/wasm-threads/wasm32-unknown-unknown/release/tokenscope.wasm www/p
 mkdir -p www/vendor www/shaders
 cp node_modules/d3/dist/d3.min.js www/vendor/d3.min.js
 cp node_modules/wasm-feature-detect/dist/esm/index.js www/vendor/wasm-feature-detect.js
+cp node_modules/wasm-feature-detect/dist/index.d.ts www/vendor/wasm-feature-detect.d.ts
 # The WGSL kernels as the engine compiles them (templates expanded into their variants, by
 # the engine's own expander in the wasm just built), served so the browser tests compile
 # each one with Chromium's compiler.

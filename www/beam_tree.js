@@ -1,3 +1,4 @@
+// @ts-check
 // The beam tree: a beam search drawn as it grows, one column per step. Each node is a token a
 // beam kept, with the beam's cumulative log-probability (natural log, temperature 1) after it.
 // Live beams are drawn in the accent colour; a branch none of whose descendants survives is
@@ -15,6 +16,13 @@ const REASONS = { eos: 'end of sequence', stop: 'stop sequence', length: 'max to
 const fmtLogprob = (x) => (x === 0 ? '0' : `${x < 0 ? '−' : ''}${Math.abs(x).toFixed(2)}`);
 const short = (s, n = 10) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
+/**
+ * A token a beam kept, and the beam's figures after it; `parent` is null at the root (the
+ * prompt), `cutAt` the step a pruned branch was cut at.
+ * @typedef {{ key: string, parent: string | null, depth: number, token_text: string, logprob: number,
+ *   finish: string | null, cutAt: number | null, score?: number, text?: string }} BeamNode
+ */
+
 export class BeamTree {
   // container: the figure; summary: a paragraph; results: an <ol> of finished beams.
   constructor(container, summary, results) {
@@ -29,7 +37,7 @@ export class BeamTree {
 
   // Forgets the search; `promptLabel` names the root (the prompt).
   clear(promptLabel = 'prompt') {
-    // key (token ids joined by ",") -> {key, parent, depth, token_text, logprob, finish, cutAt}
+    /** @type {Map<string, BeamNode>} key: token ids joined by "," */
     this.nodes = new Map([['', { key: '', parent: null, depth: 0, token_text: promptLabel, logprob: 0, finish: null, cutAt: null }]]);
     this.live = new Set(['']);
     this.finished = [];
@@ -63,7 +71,7 @@ export class BeamTree {
     const key = beam.token_ids.join(',');
     let node = this.nodes.get(key);
     if (!node) {
-      node = { key, parent: beam.token_ids.slice(0, -1).join(','), depth: beam.token_ids.length, cutAt: null };
+      node = { key, parent: beam.token_ids.slice(0, -1).join(','), depth: beam.token_ids.length, token_text: '', logprob: 0, finish: null, cutAt: null };
       this.nodes.set(key, node);
     }
     Object.assign(node, { token_text: beam.token_text, logprob: beam.logprob, score: beam.score, text: beam.text, finish: beam.finish_reason });
@@ -113,16 +121,21 @@ export class BeamTree {
       if (!children.has(n.parent)) children.set(n.parent, []);
       children.get(n.parent).push(n);
     }
-    const root = d3.hierarchy(this.nodes.get(''), (n) => (children.get(n.key) || []).sort((a, b) => b.logprob - a.logprob));
-    d3.tree().nodeSize([ROW, COL])(root);
+    const hierarchy = d3.hierarchy(this.nodes.get(''), (n) => (children.get(n.key) || []).sort((a, b) => b.logprob - a.logprob));
+    /** @type {import('d3').TreeLayout<BeamNode>} */
+    const layout = d3.tree();
+    const root = layout.nodeSize([ROW, COL])(hierarchy);
     const [minX, maxX] = d3.extent(root.descendants(), (d) => d.x);
     const width = MARGIN.left + MARGIN.right + (root.height + 1) * COL;
     const height = MARGIN.top + MARGIN.bottom + (maxX - minX) + ROW;
+    /** @param {import('d3').HierarchyPointNode<BeamNode>} d @returns {[number, number]} */
     const at = (d) => [MARGIN.left + d.y, MARGIN.top + d.x - minX];
     this.svg.attr('width', width).attr('height', height).attr('viewBox', `0 0 ${width} ${height}`)
       .attr('aria-label', this.sentence());
     const t = this.svg.transition().duration(160).ease(d3.easeCubicOut);
-    const link = d3.linkHorizontal().source((d) => at(d.source)).target((d) => at(d.target));
+    const path = d3.linkHorizontal();
+    /** @param {import('d3').HierarchyPointLink<BeamNode>} d */
+    const link = (d) => path({ source: at(d.source), target: at(d.target) });
 
     this.links.selectAll('path')
       .data(root.links(), (d) => d.target.data.key)

@@ -1,3 +1,4 @@
+// @ts-check
 // The live chart of one step's distribution: a d3 data join of horizontal bars with short
 // transitions. Bars show p (after temperature); an orange outline shows p at temperature 1;
 // grey bars were cut by top-k, top-p or min-p; the sampled token is outlined; dashed lines

@@ -1,3 +1,4 @@
+// @ts-check
 // The page: controls, streaming text, stats, the step chart, the branches and the run's
 // timelines, talking to the engine in a worker. A run is a prompt with branches; each
 // branch is a list of steps (the engine's step events); the chart shows one step. With
@@ -9,31 +10,42 @@ import { BeamTree } from './beam_tree.js';
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
 const DRAWS = 1000;
-const $ = (id) => document.getElementById(id);
+// The page's elements by id, typed as index.html makes them.
+/** @param {string} id */
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+/** @param {string} id */
+const input = (id) => /** @type {HTMLInputElement} */ (document.getElementById(id));
+/** @param {string} id */
+const textarea = (id) => /** @type {HTMLTextAreaElement} */ (document.getElementById(id));
+/** @param {string} id */
+const select = (id) => /** @type {HTMLSelectElement} */ (document.getElementById(id));
+/** @param {string} id */
+const button = (id) => /** @type {HTMLButtonElement} */ (document.getElementById(id));
 
 const ui = {
-  prompt: $('prompt'), generate: $('generate'), step: $('step'), stop: $('stop'), reset: $('reset'),
+  prompt: textarea('prompt'), generate: button('generate'), step: button('step'), stop: button('stop'), reset: button('reset'),
   text: $('text'), stats: $('stats'), error: $('error'), errorText: $('error-text'),
-  progress: $('load-progress'), loadStatus: $('load-status'), modelName: $('model-name'),
-  chartTitle: $('chart-title'), chartSummary: $('chart-summary'), backend: $('backend'),
-  backendNote: $('backend-note'), kvCacheF16: $('kv-cache-f16'), seed: $('seed'), seedFixed: $('seed-fixed'), stops: $('stops'),
-  modelFile: $('model-file'), dropOverlay: $('drop-overlay'), order: $('sampler-order'), kvCache: $('kv-cache'),
-  sampleMany: $('sample-many'), lesson: $('lesson'), lessonLogits: $('lesson-logits'), drawsSummary: $('draws-summary'),
-  exportRun: $('export'), importRun: $('import-run'), branches: $('branches'), timingNote: $('timing-note'),
-  decoding: $('decoding'), beamSettings: $('beam-settings'), beamPanel: $('beam-panel'), chartPanel: $('chart-panel'),
-  speculative: $('speculative'), speculativeSettings: $('speculative-settings'), drafter: $('drafter'),
+  progress: /** @type {HTMLProgressElement} */ ($('load-progress')), loadStatus: $('load-status'), modelName: $('model-name'),
+  chartTitle: $('chart-title'), chartSummary: $('chart-summary'), backend: select('backend'),
+  backendNote: $('backend-note'), kvCacheF16: input('kv-cache-f16'), seed: input('seed'), seedFixed: input('seed-fixed'), stops: textarea('stops'),
+  modelFile: input('model-file'), dropOverlay: $('drop-overlay'), order: select('sampler-order'), kvCache: input('kv-cache'),
+  sampleMany: button('sample-many'), lesson: button('lesson'), lessonLogits: input('lesson-logits'), drawsSummary: $('draws-summary'),
+  exportRun: button('export'), importRun: input('import-run'), branches: $('branches'), timingNote: $('timing-note'),
+  decoding: select('decoding'), beamSettings: $('beam-settings'), beamPanel: $('beam-panel'), chartPanel: $('chart-panel'),
+  speculative: input('speculative'), speculativeSettings: $('speculative-settings'), drafter: select('drafter'),
 };
+/** @type {Record<string, { el: HTMLInputElement, fmt: (v: number) => string }>} */
 const sliders = {
-  temperature: { el: $('temperature'), fmt: (v) => v.toFixed(2) },
-  top_k: { el: $('top-k'), fmt: (v) => (v === 0 ? 'off' : String(v)) },
-  top_p: { el: $('top-p'), fmt: (v) => (v >= 1 ? 'off' : v.toFixed(2)) },
-  min_p: { el: $('min-p'), fmt: (v) => (v === 0 ? 'off' : v.toFixed(2)) },
-  repetition_penalty: { el: $('repetition-penalty'), fmt: (v) => (v === 1 ? 'off' : v.toFixed(2)) },
-  max_tokens: { el: $('max-tokens'), fmt: (v) => String(v) },
-  step_delay: { el: $('step-delay'), fmt: (v) => `${v} ms` },
-  beams: { el: $('beams'), fmt: (v) => String(v) },
-  length_penalty: { el: $('length-penalty'), fmt: (v) => v.toFixed(1) },
-  draft_tokens: { el: $('draft-tokens'), fmt: (v) => String(v) },
+  temperature: { el: input('temperature'), fmt: (v) => v.toFixed(2) },
+  top_k: { el: input('top-k'), fmt: (v) => (v === 0 ? 'off' : String(v)) },
+  top_p: { el: input('top-p'), fmt: (v) => (v >= 1 ? 'off' : v.toFixed(2)) },
+  min_p: { el: input('min-p'), fmt: (v) => (v === 0 ? 'off' : v.toFixed(2)) },
+  repetition_penalty: { el: input('repetition-penalty'), fmt: (v) => (v === 1 ? 'off' : v.toFixed(2)) },
+  max_tokens: { el: input('max-tokens'), fmt: (v) => String(v) },
+  step_delay: { el: input('step-delay'), fmt: (v) => `${v} ms` },
+  beams: { el: input('beams'), fmt: (v) => String(v) },
+  length_penalty: { el: input('length-penalty'), fmt: (v) => v.toFixed(1) },
+  draft_tokens: { el: input('draft-tokens'), fmt: (v) => String(v) },
 };
 // Sliders read when a run starts, not between steps.
 const START_ONLY = new Set(['max_tokens', 'beams', 'length_penalty', 'draft_tokens']);
@@ -185,12 +197,12 @@ const randomSeed = () => Math.floor(Math.random() * 2 ** 32);
 
 // Starts a new run (prompt, parameters) and its first step or stream.
 function newRun(mode) {
-  if (!ui.seedFixed.checked) ui.seed.value = randomSeed();
+  if (!ui.seedFixed.checked) ui.seed.value = String(randomSeed());
   const stop = ui.stops.value.split('\n').map((s) => s.replace(/\\n/g, '\n')).filter((s) => s.length > 0);
   if (stop.length > 4) { showError('At most 4 stop sequences: remove some lines.'); return; }
   const seed = Number(ui.seed.value);
   if (!Number.isSafeInteger(seed) || seed < 0) { showError('The seed must be a whole number of 0 or more.'); return; }
-  const promptMode = document.querySelector('input[name=mode]:checked').value;
+  const promptMode = /** @type {HTMLInputElement} */ (document.querySelector('input[name=mode]:checked')).value;
   ui.error.hidden = true;
   if (beamDecoding()) { newBeamSearch(mode, promptMode, stop); return; }
   state.beam = null;
@@ -242,7 +254,7 @@ function showDecoding() {
   ui.beamSettings.hidden = !beam;
   ui.beamPanel.hidden = !beam;
   ui.chartPanel.hidden = beam;
-  for (const id of SAMPLING_ONLY) $(id).disabled = beam;
+  for (const id of SAMPLING_ONLY) /** @type {HTMLInputElement | HTMLSelectElement} */ (document.getElementById(id)).disabled = beam;
   document.body.dataset.decoding = ui.decoding.value;
   renderButtons();
 }
@@ -268,7 +280,7 @@ ui.step.addEventListener('click', step);
 document.addEventListener('keydown', (e) => {
   if (e.key !== 'ArrowRight' || e.altKey || e.ctrlKey || e.metaKey) return;
   const t = e.target;
-  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement || t.isContentEditable) return;
+  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement || (t instanceof HTMLElement && t.isContentEditable)) return;
   if (ui.step.disabled) return;
   e.preventDefault();
   step();
@@ -901,7 +913,7 @@ function onWorkerMessage({ data: msg }) {
 
 spawnWorker();
 // For the crash-recovery test: makes the engine panic as an unforeseen bug would.
-window.tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }) };
+/** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }) };
 showDecoding();
 renderAll();
 loadDefault();

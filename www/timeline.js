@@ -1,3 +1,4 @@
+// @ts-check
 // Two small d3 line charts of a run, step by step:
 // - TimingChart ("Time per token"): forward-pass milliseconds of every step of this run,
 //   with the previous run's line beside it (so KV cache on against off shows flat against
@@ -50,7 +51,9 @@ export class TimingChart {
     const n = d3.max(series, (s) => s.ms.length) || 1;
     const maxY = d3.max(series, (s) => d3.max(s.ms)) || 1;
     const { x, y } = scales(this.f, n, maxY);
-    const line = d3.line().x((_, i) => x(i + 1)).y((d) => y(d));
+    /** @type {import('d3').Line<number>} */
+    const line = d3.line();
+    line.x((_, i) => x(i + 1)).y((d) => y(d));
     this.now.attr('d', current && current.ms.length ? line(current.ms) : null);
     this.before.attr('d', previous && previous.ms.length ? line(previous.ms) : null);
     legend(this.f, [
@@ -70,13 +73,20 @@ export class EntropyChart {
     this.sdots = this.f.plot.append('g');
   }
 
-  // steps: [{step, entropy, surprisal (null when p = 0)}]; selected: the shown step index.
+  /**
+   * @typedef {{ step: number, entropy: number, surprisal: number | null }} EntropyPoint
+   * @param {EntropyPoint[]} steps surprisal is null when p = 0
+   * @param {number} selected the shown step index
+   */
   render(steps, selected) {
     const maxY = d3.max(steps, (s) => Math.max(s.entropy, s.surprisal ?? 0)) || 1;
     const { x, y } = scales(this.f, steps.length, maxY);
-    this.entropy.attr('d', d3.line().x((s) => x(s.step + 1)).y((s) => y(s.entropy))(steps));
+    /** @type {import('d3').Line<EntropyPoint>} */
+    const line = d3.line();
+    line.x((s) => x(s.step + 1));
+    this.entropy.attr('d', line.y((s) => y(s.entropy))(steps));
     const drawn = steps.filter((s) => s.surprisal !== null);
-    this.surprisal.attr('d', d3.line().x((s) => x(s.step + 1)).y((s) => y(s.surprisal))(drawn));
+    this.surprisal.attr('d', line.y((s) => y(s.surprisal))(drawn));
     this.sdots.selectAll('circle').data(drawn, (s) => s.step).join('circle').attr('class', 'dot-surprisal').attr('r', 2.5)
       .attr('cx', (s) => x(s.step + 1)).attr('cy', (s) => y(s.surprisal));
     const fmt = (v) => (v === null ? 'none (p = 0)' : `${v.toFixed(2)} bits`);

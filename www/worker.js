@@ -1,3 +1,4 @@
+// @ts-check
 // The engine runs here, off the page's main thread, so the page never freezes.
 // Messages in:  load {url | bytes, name, backend, context}, start {prompt, format, params | beams},
 //               run {mode: 'stream' | 'step', delay}, delay {ms}, fork {step, tokenId, mode, delay},
@@ -39,11 +40,13 @@ const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math
 const HEADER_CHECK_BYTES = 16 << 20;
 
 const MODEL_CACHE = 'tokenscope-models-v1';
+/** @type {import('./pkg/tokenscope.js').Engine | null} */
 let engine = null;
 // The wasm module is initialized once, before the first call that needs it (the lesson
 // example and an imported run need no model).
 let ready = null;
 // The engine's JS module (Engine, checkModel, ...) once initialized.
+/** @type {typeof import('./pkg/tokenscope.js') | null} */
 let wasm = null;
 // Its exports give the wasm memory's size for the stats (the soak watches it).
 let wasmExports = null;
@@ -79,8 +82,14 @@ const initOnce = () => (ready ??= initEngineModule().then((pkg) => { wasm = pkg;
 // The engine's stats plus the wasm memory's size in bytes.
 const statsOf = (e) => ({ ...e.stats(), wasm_memory_bytes: wasmExports ? wasmExports.memory.buffer.byteLength : 0 });
 // Calls into the engine are serialized: a step in flight holds the engine.
+/** @type {Promise<unknown>} */
 let queue = Promise.resolve();
-const withEngine = (fn) => (queue = queue.then(fn, fn));
+/** @template T @param {() => T | Promise<T>} fn @returns {Promise<T>} */
+const withEngine = (fn) => {
+  const next = queue.then(fn, fn);
+  queue = next;
+  return next;
+};
 // The streaming loop: whether it should go on, the delay between steps, and its end.
 let streaming = false;
 let delayMs = 0;
@@ -172,7 +181,7 @@ async function findAdapter() {
   try {
     const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (!adapter) return null;
-    const info = adapter.info || {};
+    const info = adapter.info;
     const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
     return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
   } catch {
@@ -181,6 +190,11 @@ async function findAdapter() {
 }
 
 // Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
+/**
+ * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
+ * @param {string} requested
+ * @returns {Promise<BackendChoice>}
+ */
 async function chooseBackend(requested) {
   const adapter = await findAdapter();
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
@@ -251,6 +265,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // The page's message counter (main.js `send`), null when the page is not isolated: a
 // streaming loop yields between steps only when it has moved since the last yield, and at
 // least every MAX_UNYIELDED_MS (a message can land just after the counter is read).
+/** @type {Int32Array | null} */
 let mail = null;
 let mailSeen = -1;
 let lastYield = 0;

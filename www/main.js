@@ -66,7 +66,7 @@ const state = {
   run: null,
   active: false, // the worker is running steps
   streaming: false, // ... and goes on until the run ends
-  mode: 'stream', // what the person last asked for: 'stream' (Generate) or 'step' (Step)
+  mode: /** @type {import('./protocol.js').RunMode} */ ('stream'), // what the person last asked for: 'stream' (Generate) or 'step' (Step)
   selected: null, // the step shown (null: the latest)
   lesson: null, // {labels, logits} while the lesson example is shown
   draws: null, // {key, counts: Map, n} for the shown step
@@ -77,9 +77,11 @@ const state = {
   beam: null,
 };
 
+/** @returns {import('./protocol.js').SamplingParams} */
 const sampling = () => {
   const v = (k) => Number(sliders[k].el.value);
-  return { temperature: v('temperature'), top_k: v('top_k'), top_p: v('top_p'), min_p: v('min_p'), repetition_penalty: v('repetition_penalty'), order: ui.order.value };
+  const order = /** @type {import('./pkg/tokenscope.js').SamplerOrder} */ (ui.order.value);
+  return { temperature: v('temperature'), top_k: v('top_k'), top_p: v('top_p'), min_p: v('min_p'), repetition_penalty: v('repetition_penalty'), order };
 };
 const branch = () => (state.run ? state.run.branches[state.run.current] : null);
 const steps = () => branch()?.steps || [];
@@ -117,7 +119,7 @@ function renderButtons() {
 // ---- model loading -------------------------------------------------------------------
 // A source is {url, name} or {file, name}; `backend` overrides the Backend choice (Auto's
 // fallback to the CPU after a GPU error).
-async function load(source, backend = ui.backend.value) {
+async function load(source, backend = /** @type {import('./protocol.js').BackendRequest} */ (ui.backend.value)) {
   state.loaded = false;
   state.lastSource = source;
   setActive(false);
@@ -164,6 +166,7 @@ function engineCrashed(message) {
 // every message to the worker: between streamed steps the worker yields to its messages
 // only when it has moved (see worker.js), which saves a task switch per token.
 const mail = self.crossOriginIsolated ? new Int32Array(new SharedArrayBuffer(4)) : null;
+/** @param {import('./protocol.js').Request} msg @param {Transferable[]} [transfer] */
 function send(msg, transfer = []) {
   worker.postMessage(msg, transfer);
   if (mail) Atomics.add(mail, 0, 1);
@@ -177,7 +180,7 @@ function spawnWorker() {
   const asks = new URLSearchParams([...page].filter(([k]) => k === 'threads' || k === 'simd'));
   worker = new Worker(String(asks) ? `worker.js?${asks}` : 'worker.js', { type: 'module' });
   worker.onmessage = onWorkerMessage;
-  if (mail) worker.postMessage({ type: 'mailbox', counter: mail.buffer });
+  if (mail) send({ type: 'mailbox', counter: /** @type {SharedArrayBuffer} */ (mail.buffer) });
   worker.onerror = (e) => {
     e.preventDefault();
     engineCrashed(`its worker failed: ${e.message || 'unknown error'}`);
@@ -202,7 +205,7 @@ function newRun(mode) {
   if (stop.length > 4) { showError('At most 4 stop sequences: remove some lines.'); return; }
   const seed = Number(ui.seed.value);
   if (!Number.isSafeInteger(seed) || seed < 0) { showError('The seed must be a whole number of 0 or more.'); return; }
-  const promptMode = /** @type {HTMLInputElement} */ (document.querySelector('input[name=mode]:checked')).value;
+  const promptMode = /** @type {'completion' | 'chat'} */ (/** @type {HTMLInputElement} */ (document.querySelector('input[name=mode]:checked')).value);
   ui.error.hidden = true;
   if (beamDecoding()) { newBeamSearch(mode, promptMode, stop); return; }
   state.beam = null;
@@ -737,6 +740,7 @@ function renderAll() {
 }
 
 // ---- worker messages -----------------------------------------------------------------
+/** @param {MessageEvent<import('./protocol.js').Response>} message */
 function onWorkerMessage({ data: msg }) {
   switch (msg.type) {
     case 'progress': {
@@ -802,7 +806,8 @@ function onWorkerMessage({ data: msg }) {
       document.body.dataset.finish = msg.finish.beams[0]?.finish_reason || 'none';
       break;
     case 'step': {
-      const ev = msg.event;
+      // The page keeps each step with the sampling it was drawn with.
+      const ev = /** @type {typeof msg.event & { params?: import('./protocol.js').SamplingParams }} */ (msg.event);
       ev.params = sampling();
       const b = branch();
       b.steps.length = ev.step; // a fork truncated the branch there

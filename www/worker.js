@@ -1,21 +1,8 @@
 // @ts-check
 // The engine runs here, off the page's main thread, so the page never freezes.
-// Messages in:  load {url | bytes, name, backend, context}, start {prompt, format, params | beams},
-//               run {mode: 'stream' | 'step', delay}, delay {ms}, fork {step, tokenId, mode, delay},
-//               switch {branch}, params {params}, stop, reset, reshape {step, params, topN},
-//               draw {step, params, n}, lesson {logits, labels, params, topN, n?}, export {name},
-//               import {text}
-// Messages out: progress {phase, done, total}, loaded {info, ms, fromCache, backend, note,
-//               threads, threadsNote},
-//               started {promptTokens}, step {event, stats}, paused {stats}, finished {finish, stats},
-//               beamstep {event, stats}, beamfinished {finish, stats},
-//               forked {branch, step}, switched {branch, stats}, reshaped {step, dist, params},
-//               drawn {step, counts, n, params}, lesson {dist, counts, n, params},
-//               exported {json}, imported {record}, error {name, message, during, modelLoaded}
-// Every error carries a name the page acts on: the engine's own (BadModel, InvalidParams,
-// PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady), NetworkError for a download, and
-// EngineCrashed when the wasm engine trapped (a panic): this worker is then unusable and the
-// page replaces it. 'crash-for-testing' makes the engine panic on purpose (the recovery test).
+// What the page sends and what comes back, message by message, is www/protocol.js.
+// 'crash-for-testing' makes the engine panic on purpose (the recovery test); after a panic
+// this worker is unusable and the page replaces it.
 // Three builds of the engine (scripts/build-www.sh). www/pkg runs on one thread in any browser
 // with wasm SIMD. www/pkg-relaxed is the same with relaxed SIMD, whose dot products take 16
 // byte pairs an instruction (Q4_1 matrix products about 1.3x faster decoding, 2.5x in a
@@ -102,6 +89,7 @@ let hasRun = false;
 // delay drive it, one token per beam a step.
 let beamMode = false;
 
+/** @param {import('./protocol.js').Response} msg */
 const post = (msg) => self.postMessage(msg);
 
 // The names the engine gives its errors (Error::name in src/error.rs), and ours.
@@ -351,7 +339,7 @@ function needEngine() {
   if (!engine) throw named('NotReady', 'No model is loaded yet.');
 }
 
-self.onmessage = async ({ data: msg }) => {
+self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>} */ { data: msg }) => {
   if (msg.type === 'mailbox') { mail = new Int32Array(msg.counter); return; }
   if (crashed) { fail(msg.type, named('EngineCrashed', 'The engine crashed earlier; the page is starting a fresh one.')); return; }
   try {
@@ -452,7 +440,7 @@ self.onmessage = async ({ data: msg }) => {
         post({ type: 'imported', record: wasm.parseRun(msg.text) });
         break;
       default:
-        throw new Error(`unknown message ${msg.type}`);
+        throw new Error(`unknown message ${/** @type {{ type: string }} */ (msg).type}`);
     }
   } catch (e) {
     fail(msg.type, e);

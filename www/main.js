@@ -9,6 +9,9 @@ import { BeamTree } from './beam_tree.js';
 
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
+// The context the page loads every model with (tokens): the KV cache's size in the browser's
+// memory, decided here alone (the worker takes what the page asks).
+const PAGE_CONTEXT = 2048;
 const DRAWS = 1000;
 // The page's elements by id, typed as index.html makes them.
 /** @param {string} id */
@@ -127,7 +130,7 @@ async function load(source, backend = /** @type {import('./protocol.js').Backend
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
   const bytes = source.file ? await source.file.arrayBuffer() : undefined;
-  send({ type: 'load', backend, context: 2048, kvCacheF16: ui.kvCacheF16.checked, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
+  send({ type: 'load', backend, context: PAGE_CONTEXT, kvCacheF16: ui.kvCacheF16.checked, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
 }
 const DEFAULT_SOURCE = { url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' };
 const loadDefault = () => load(DEFAULT_SOURCE);

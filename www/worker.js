@@ -209,7 +209,7 @@ async function load(msg) {
   }
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
-  const context = msg.context || 2048;
+  const context = msg.context;
   // Wasm memory never shrinks: two models alive at once would raise its high-water mark for
   // good. So the file's header is checked first (a bad file is refused while the old model
   // stays), then the old engine is freed before the new one loads. When the header is too

@@ -13,9 +13,8 @@ use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
-use crate::backend::cpu::{CpuBackend, CpuPrecision};
-use crate::backend::gpu::kernels::KernelOptions;
-use crate::backend::gpu::{GpuBackend, GpuContext};
+use crate::backend::any::{BackendChoice, GpuChoice};
+use crate::backend::cpu::CpuPrecision;
 use crate::backend::{AnyBackend, Backend};
 use crate::beam::{BeamParams, BeamSearch};
 use crate::error::Error;
@@ -214,7 +213,7 @@ impl Engine {
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
     /// the browser's WebGPU, tuned for a software adapter when `software_adapter` is set;
-    /// `"cpu"`: candle in wasm). `progress(done, total)` is called while
+    /// `"cpu"`: our wasm SIMD kernels). `progress(done, total)` is called while
     /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window);
     /// `kv_cache_f16` keeps it in half floats on WebGPU (the CPU's is f32 always).
     /// A failure leaves no model loaded.
@@ -238,17 +237,12 @@ impl Engine {
         };
         let model = Model::read(&mut Cursor::new(bytes), &mut report).map_err(js_err)?;
         let ctx = if context == 0 { None } else { Some(context) };
-        let backend = match backend.as_str() {
-            "cpu" => AnyBackend::Cpu(Box::new(CpuBackend::new(&model.config, model.weights, CpuPrecision::Fast, ctx).map_err(js_err)?)),
-            "webgpu" => {
-                let device = GpuContext::with_hint(software_adapter).await.map_err(js_err)?;
-                let options = KernelOptions { kv_f16: kv_cache_f16, ..KernelOptions::for_device(&device) };
-                AnyBackend::Gpu(Box::new(
-                    GpuBackend::with_options(device, &model.config, model.weights, ctx, options).await.map_err(js_err)?,
-                ))
-            }
+        let choice = match backend.as_str() {
+            "cpu" => BackendChoice::Cpu(CpuPrecision::Fast),
+            "webgpu" => BackendChoice::Gpu(GpuChoice { software_hint: software_adapter, kv_f16: kv_cache_f16, ..GpuChoice::default() }),
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };
+        let backend = AnyBackend::load(choice, &model.config, model.weights, ctx).await.map_err(js_err)?;
         let info = backend.info();
         let out = ModelInfo {
             file_bytes: model.file_bytes,

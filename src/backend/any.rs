@@ -1,9 +1,53 @@
-//! One type over the backends a front end can choose at run time, delegating to the chosen one.
+//! One type over the backends a front end can choose at run time, delegating to the chosen one,
+//! and the one place a front end (the CLI, the page's engine) makes one from a model.
 
-use super::cpu::CpuBackend;
-use super::gpu::GpuBackend;
+use super::cpu::{CpuBackend, CpuPrecision};
+use super::gpu::kernels::KernelOptions;
+use super::gpu::{GpuBackend, GpuContext};
 use super::{Backend, BackendInfo, Checked};
 use crate::error::Result;
+use crate::model::{Config, Weights};
+
+/// Which backend a model is loaded onto, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The CPU at this precision.
+    Cpu(CpuPrecision),
+    /// The GPU, with the kernel variants that suit its device, adjusted.
+    Gpu(GpuChoice),
+}
+
+/// How the GPU backend departs from what suits its device ([`KernelOptions::for_device`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GpuChoice {
+    /// The adapter is a software one though wgpu cannot tell (a browser names its adapter to
+    /// JavaScript only).
+    pub software_hint: bool,
+    /// Keep the KV cache in half floats.
+    pub kv_f16: bool,
+    /// Reduce in workgroup memory even where the device has subgroups.
+    pub no_subgroups: bool,
+    /// Threads per matrix row in place of the device's default.
+    pub threads_per_row: Option<u32>,
+}
+
+impl AnyBackend {
+    /// Loads `weights` onto the chosen backend with a KV cache of `context` tokens (default:
+    /// the backend's own; see [`super::kv_capacity`]).
+    pub async fn load(choice: BackendChoice, cfg: &Config, weights: Weights, context: Option<usize>) -> Result<Self> {
+        Ok(match choice {
+            BackendChoice::Cpu(precision) => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, precision, context)?)),
+            BackendChoice::Gpu(gpu) => {
+                let device = GpuContext::with_hint(gpu.software_hint).await?;
+                let mut options = KernelOptions::for_device(&device);
+                options.kv_f16 = gpu.kv_f16;
+                options.subgroups &= !gpu.no_subgroups;
+                options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
+                AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
+            }
+        })
+    }
+}
 
 /// The CPU or the GPU backend.
 pub enum AnyBackend {

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::gpu::kernels::{KernelOptions, WORKGROUP};
-use tokenscope::backend::gpu::{GpuBackend, GpuContext};
+use tokenscope::backend::any::{BackendChoice, GpuChoice};
+use tokenscope::backend::cpu::CpuPrecision;
+use tokenscope::backend::gpu::kernels::WORKGROUP;
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -127,20 +127,18 @@ impl ModelArgs {
         if let Some(n) = self.threads_per_row.filter(|n| !n.is_power_of_two() || *n > widest) {
             return Err(Error::InvalidParams(format!("--threads-per-row must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
         }
-        let model = self.open()?;
-        let (cfg, weights) = (&model.config, model.weights);
-        let backend = match self.backend {
-            BackendKind::Cpu => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Fast, self.context)?)),
-            BackendKind::CpuExact => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, CpuPrecision::Exact, self.context)?)),
-            BackendKind::Gpu => {
-                let ctx = pollster::block_on(GpuContext::new())?;
-                let mut options = KernelOptions::for_device(&ctx);
-                options.kv_f16 = self.kv_cache_f16;
-                options.subgroups &= !self.no_subgroups;
-                options.threads_per_row = self.threads_per_row.unwrap_or(options.threads_per_row);
-                AnyBackend::Gpu(Box::new(pollster::block_on(GpuBackend::with_options(ctx, cfg, weights, self.context, options))?))
-            }
+        let choice = match self.backend {
+            BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
+            BackendKind::CpuExact => BackendChoice::Cpu(CpuPrecision::Exact),
+            BackendKind::Gpu => BackendChoice::Gpu(GpuChoice {
+                software_hint: false,
+                kv_f16: self.kv_cache_f16,
+                no_subgroups: self.no_subgroups,
+                threads_per_row: self.threads_per_row,
+            }),
         };
+        let model = self.open()?;
+        let backend = pollster::block_on(AnyBackend::load(choice, &model.config, model.weights, self.context))?;
         Ok((backend, model.tokenizer))
     }
 }

@@ -77,15 +77,32 @@ struct DrawCount {
     count: usize,
 }
 
-/// The engine behind the page: one model, one run (with its branches) at a time.
+/// The engine behind the page: one model, and one run (with its branches) or beam search at
+/// a time.
 #[wasm_bindgen]
 pub struct Engine {
-    backend: Option<AnyBackend>,
-    tokenizer: Option<Tokenizer>,
-    generation: Option<Generation>,
-    run: Option<Run>,
-    /// A beam search in progress (instead of a run).
-    beams: Option<BeamSearch>,
+    state: EngineState,
+}
+
+/// What the engine holds: nothing, or a model with what it is doing. (One engine lives per
+/// page, so the variants' sizes are left unboxed.)
+#[allow(clippy::large_enum_variant)]
+enum EngineState {
+    /// No model (at first, and after a load that failed).
+    Empty,
+    /// A model on its backend, its tokenizer, and its work.
+    Loaded { backend: AnyBackend, tokenizer: Tokenizer, work: Work },
+}
+
+/// What a loaded model is doing.
+#[allow(clippy::large_enum_variant)]
+enum Work {
+    /// Nothing yet, or since a reset.
+    Idle,
+    /// A run: the generation loop and the record of its branches and steps.
+    Run { generation: Generation, run: Run },
+    /// A beam search (instead of a run).
+    Beams(BeamSearch),
 }
 
 /// An `Error` for JavaScript: its `name` is [`Error::name`] (`BadModel`, `NoGpu`, `GpuLost`,
@@ -208,7 +225,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { backend: None, tokenizer: None, generation: None, run: None, beams: None }
+        Engine { state: EngineState::Empty }
     }
 
     /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -227,11 +244,7 @@ impl Engine {
         software_adapter: bool,
         kv_cache_f16: bool,
     ) -> Result<JsValue, JsValue> {
-        self.backend = None;
-        self.tokenizer = None;
-        self.generation = None;
-        self.run = None;
-        self.beams = None;
+        self.state = EngineState::Empty;
         let mut report = |done: u64, total: u64| {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
@@ -251,8 +264,7 @@ impl Engine {
             context_len: backend.context_len(),
             config: model.config,
         };
-        self.backend = Some(backend);
-        self.tokenizer = Some(model.tokenizer);
+        self.state = EngineState::Loaded { backend, tokenizer: model.tokenizer, work: Work::Idle };
         to_js(&out)
     }
 
@@ -261,7 +273,7 @@ impl Engine {
     #[wasm_bindgen(unchecked_return_type = "{ prompt_tokens: number }")]
     pub fn start(&mut self, #[wasm_bindgen(unchecked_param_type = "StartOptions")] options: JsValue) -> Result<JsValue, JsValue> {
         let opts: StartOptions = serde_wasm_bindgen::from_value(options).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
-        let (backend, tokenizer) = self.loaded()?;
+        let (backend, tokenizer, work) = self.loaded()?;
         let format = opts.format.unwrap_or(PromptFormat::Completion);
         let prompt = tokenizer.encode_prompt(&format, &opts.prompt).map_err(js_err)?;
         let n = prompt.len();
@@ -275,9 +287,7 @@ impl Engine {
             spec.layers(backend.layers()).map_err(js_err)?;
         }
         let generation = Generation::new(prompt.clone(), opts.params.clone(), tokenizer, backend.context_len()).map_err(js_err)?;
-        self.run = Some(Run::new(opts.prompt, format, prompt, model, opts.params));
-        self.generation = Some(generation);
-        self.beams = None;
+        *work = Work::Run { generation, run: Run::new(opts.prompt, format, prompt, model, opts.params) };
         to_js(&serde_json::json!({ "prompt_tokens": n }))
     }
 
@@ -286,13 +296,11 @@ impl Engine {
     #[wasm_bindgen(js_name = startBeams, unchecked_return_type = "{ prompt_tokens: number }")]
     pub fn start_beams(&mut self, #[wasm_bindgen(unchecked_param_type = "BeamStartOptions")] options: JsValue) -> Result<JsValue, JsValue> {
         let opts: BeamStartOptions = serde_wasm_bindgen::from_value(options).map_err(|e| js_err(Error::InvalidParams(e.to_string())))?;
-        let (backend, tokenizer) = self.loaded()?;
+        let (backend, tokenizer, work) = self.loaded()?;
         let prompt = tokenizer.encode_prompt(&opts.format.unwrap_or(PromptFormat::Completion), &opts.prompt).map_err(js_err)?;
         let n = prompt.len();
         let search = BeamSearch::new(prompt, opts.params, tokenizer, backend.context_len()).map_err(js_err)?;
-        self.generation = None;
-        self.run = None;
-        self.beams = Some(search);
+        *work = Work::Beams(search);
         to_js(&serde_json::json!({ "prompt_tokens": n }))
     }
 
@@ -300,7 +308,7 @@ impl Engine {
     /// `{type: "finished", beams, ...}` (best first).
     #[wasm_bindgen(js_name = beamStep, unchecked_return_type = "BeamEvent")]
     pub async fn beam_step(&mut self) -> Result<JsValue, JsValue> {
-        let (Some(backend), Some(tokenizer), Some(search)) = (self.backend.as_mut(), self.tokenizer.as_ref(), self.beams.as_mut()) else {
+        let Ok((backend, tokenizer, Work::Beams(search))) = self.loaded() else {
             return Err(not_ready("no beam search is running: press Generate"));
         };
         let event = search.step(backend, tokenizer).await.map_err(js_err)?;
@@ -311,9 +319,7 @@ impl Engine {
     /// `{type: "finished", ...}`.
     #[wasm_bindgen(unchecked_return_type = "Event")]
     pub async fn step(&mut self) -> Result<JsValue, JsValue> {
-        let (Some(backend), Some(tokenizer), Some(generation), Some(run)) =
-            (self.backend.as_mut(), self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut())
-        else {
+        let Ok((backend, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no generation is running: press Generate"));
         };
         let (event, logits) = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
@@ -329,7 +335,7 @@ impl Engine {
     /// stay in their branch), the KV cache is truncated to what stays, and the next `step()`
     /// takes `token_id` at that step. Returns the new branch's id.
     pub fn fork(&mut self, step: usize, token_id: u32) -> Result<usize, JsValue> {
-        let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
+        let Ok((_, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no run to branch: press Generate first"));
         };
         if token_id as usize >= tokenizer.vocab_size() {
@@ -344,7 +350,7 @@ impl Engine {
     /// KV cache keeps the prefix it shares with the branch before). Returns the branch.
     #[wasm_bindgen(js_name = switchBranch, unchecked_return_type = "Branch")]
     pub fn switch_branch(&mut self, id: usize) -> Result<JsValue, JsValue> {
-        let (Some(tokenizer), Some(generation), Some(run)) = (self.tokenizer.as_ref(), self.generation.as_mut(), self.run.as_mut()) else {
+        let Ok((_, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no run to switch in"));
         };
         let branch = run.switch(id).map_err(js_err)?;
@@ -359,9 +365,9 @@ impl Engine {
     #[wasm_bindgen(js_name = setParams)]
     pub fn set_params(&mut self, #[wasm_bindgen(unchecked_param_type = "SamplingParams")] params: JsValue) -> Result<(), JsValue> {
         let p = sampling_from(params)?;
-        match self.generation.as_mut() {
-            Some(g) => g.set_sampling(p).map_err(js_err),
-            None => p.validate().map_err(js_err),
+        match self.loaded() {
+            Ok((_, _, Work::Run { generation, .. })) => generation.set_sampling(p).map_err(js_err),
+            _ => p.validate().map_err(js_err),
         }
     }
 
@@ -375,7 +381,7 @@ impl Engine {
         top_n: usize,
     ) -> Result<JsValue, JsValue> {
         let p = sampling_from(params)?;
-        let run = self.run.as_ref().ok_or_else(|| not_ready("no run yet"))?;
+        let (tokenizer, run) = self.current_run().ok_or_else(|| not_ready("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
         let mut shaped = sampler::StepDistribution::new(logits, &context, &p, top_n).map_err(js_err)?;
         // A drafted step keeps the token its draft proposed among the candidates.
@@ -385,9 +391,7 @@ impl Engine {
             shaped.report_also(logits, token);
         }
         let mut d = shaped.distribution().clone();
-        if let Some(t) = self.tokenizer.as_ref() {
-            t.label(&mut d);
-        }
+        tokenizer.label(&mut d);
         to_js(&d)
     }
 
@@ -401,7 +405,7 @@ impl Engine {
         n: usize,
         seed: u64,
     ) -> Result<JsValue, JsValue> {
-        let run = self.run.as_ref().ok_or_else(|| not_ready("no run yet"))?;
+        let (_, run) = self.current_run().ok_or_else(|| not_ready("no run yet"))?;
         let (logits, context) = run.step_input(step).map_err(js_err)?;
         counted_draws(logits, &context, params, n, seed)
     }
@@ -410,7 +414,7 @@ impl Engine {
     /// model `model_name`.
     #[wasm_bindgen(js_name = exportRun)]
     pub fn export_run(&self, model_name: &str) -> Result<String, JsValue> {
-        let run = self.run.as_ref().ok_or_else(|| not_ready("nothing to export yet: generate first"))?;
+        let (_, run) = self.current_run().ok_or_else(|| not_ready("nothing to export yet: generate first"))?;
         let mut record = run.record().clone();
         record.model.name = model_name.to_string();
         record.to_json().map_err(js_err)
@@ -419,34 +423,34 @@ impl Engine {
     /// Text of a token, for labels.
     #[wasm_bindgen(js_name = tokenText)]
     pub fn token_text(&self, id: u32) -> String {
-        self.tokenizer.as_ref().map(|t| t.token_text(id)).unwrap_or_default()
+        match &self.state {
+            EngineState::Loaded { tokenizer, .. } => tokenizer.token_text(id),
+            EngineState::Empty => String::new(),
+        }
     }
 
     /// Stops the running generation (the next step reports `cancelled`) or beam search (the
     /// next beam step reports its end, the live beams finished where they stood).
     pub fn stop(&mut self) {
-        if let Some(g) = self.generation.as_mut() {
-            g.cancel();
-        }
-        if let Some(b) = self.beams.as_mut() {
-            b.cancel();
+        match self.loaded() {
+            Ok((_, _, Work::Run { generation, .. })) => generation.cancel(),
+            Ok((_, _, Work::Beams(search))) => search.cancel(),
+            _ => {}
         }
     }
 
     /// Forgets the run and empties the KV cache.
     pub fn reset(&mut self) {
-        self.generation = None;
-        self.run = None;
-        self.beams = None;
-        if let Some(b) = self.backend.as_mut() {
-            b.truncate(0);
+        if let Ok((backend, _, work)) = self.loaded() {
+            *work = Work::Idle;
+            backend.truncate(0);
         }
     }
 
     /// KV cache, context and backend figures.
     #[wasm_bindgen(unchecked_return_type = "EngineStats")]
     pub fn stats(&self) -> Result<JsValue, JsValue> {
-        let Some(b) = self.backend.as_ref() else {
+        let EngineState::Loaded { backend: b, .. } = &self.state else {
             return Err(not_ready("no model is loaded"));
         };
         let info = b.info();
@@ -465,10 +469,19 @@ impl Engine {
         })
     }
 
-    fn loaded(&self) -> Result<(&AnyBackend, &Tokenizer), JsValue> {
-        match (self.backend.as_ref(), self.tokenizer.as_ref()) {
-            (Some(b), Some(t)) => Ok((b, t)),
-            _ => Err(not_ready("no model is loaded: load one first")),
+    /// The model's backend, tokenizer and work, or `NotReady` with no model.
+    fn loaded(&mut self) -> Result<(&mut AnyBackend, &Tokenizer, &mut Work), JsValue> {
+        match &mut self.state {
+            EngineState::Loaded { backend, tokenizer, work } => Ok((backend, tokenizer, work)),
+            EngineState::Empty => Err(not_ready("no model is loaded: load one first")),
+        }
+    }
+
+    /// The tokenizer and the run, when a run is what the model is doing.
+    fn current_run(&self) -> Option<(&Tokenizer, &Run)> {
+        match &self.state {
+            EngineState::Loaded { tokenizer, work: Work::Run { run, .. }, .. } => Some((tokenizer, run)),
+            _ => None,
         }
     }
 }

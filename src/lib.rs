@@ -9,6 +9,7 @@ pub mod backend;
 pub mod beam;
 pub mod error;
 pub mod generate;
+pub mod gguf;
 pub mod model;
 pub mod run;
 pub mod sampler;

@@ -145,8 +145,10 @@ pub trait Backend {
     }
 }
 
-/// Most tokens one [`Backend::verify`] pass takes: a full draft and the token before it.
-pub const MAX_VERIFY_TOKENS: usize = crate::speculative::MAX_DRAFT_TOKENS + 1;
+/// Most tokens one [`Backend::verify`] pass takes: a full draft of speculative decoding (8
+/// tokens at most) and the token before it. Decided here, where the GPU sizes its buffers for
+/// it; speculative decoding takes its draft length from it.
+pub const MAX_VERIFY_TOKENS: usize = 9;
 
 /// Largest KV cache a backend allocates, in bytes (4 GiB natively, 1 GiB in wasm32's 4 GiB
 /// address space): a larger request is refused in words rather than left to abort the process.

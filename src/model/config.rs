@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::gguf::Gguf;
 use crate::error::ModelError;
+use crate::gguf::Gguf;
 
 /// Most transformer blocks a model may declare.
 pub const MAX_LAYERS: usize = 1024;

@@ -1,16 +1,14 @@
 //! GGUF bytes -> configuration, weights and tokenizer data.
 
 pub mod config;
-pub mod gguf;
-pub mod gguf_scan;
 mod prefix;
 pub mod synthetic;
 pub mod weights;
 
 use std::io::{Read, Seek};
 
+pub use crate::gguf::Gguf;
 pub use config::Config;
-pub use gguf::Gguf;
 pub use weights::{LayerWeights, Weights};
 
 use crate::error::Result;

@@ -6,8 +6,8 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 
 use super::config::Config;
-use super::gguf::Gguf;
 use crate::error::ModelError;
+use crate::gguf::Gguf;
 
 /// One transformer block's weights. Matrices are `[out_features, in_features]`, quantized
 /// as stored in the file; norm gains are plain `f32`.

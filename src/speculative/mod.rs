@@ -26,8 +26,9 @@ use crate::error::{Error, Result};
 use crate::sampler::{Distribution, Sample, SamplerRng, SamplingParams, StepDistribution};
 use accept::Verdict;
 
-/// Most tokens a draft proposes per round.
-pub const MAX_DRAFT_TOKENS: usize = 8;
+/// Most tokens a draft proposes per round: what one verify pass takes, less the token before
+/// the draft.
+pub const MAX_DRAFT_TOKENS: usize = crate::backend::MAX_VERIFY_TOKENS - 1;
 
 /// Where the draft comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

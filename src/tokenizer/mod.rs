@@ -19,7 +19,7 @@ pub use chat::{render as render_prompt, PromptFormat, DEFAULT_SYSTEM_PROMPT};
 pub use stream::Utf8Stream;
 
 use crate::error::{Error, ModelError, Result};
-use crate::model::Gguf;
+use crate::gguf::Gguf;
 use byte_level::ByteAlphabet;
 
 /// GGUF `token_type` of control tokens such as `<|im_start|>`.

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::quant_matmul::{ActivationRow, BLOCK};
+use super::activations::{ActivationRow, BLOCK};
 
 /// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
 pub fn available() -> bool {

@@ -1,7 +1,10 @@
 //! Which inner loops compute [`QuantMatrix`](super::quant_matmul::QuantMatrix)'s block dot
 //! products: one set per instruction set, the fastest this build and CPU can run chosen by
 //! default, every one of them checked against the portable loops by the tests
-//! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]).
+//! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]), and [`RowDot`], what each
+//! weight format computes with them.
+
+use super::activations::ActivationRow;
 
 /// A set of block dot-product loops (Q8_0 and Q4_1 weights against 8-bit activations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,4 +60,17 @@ impl DotKernel {
             DotKernel::Portable => "portable",
         }
     }
+}
+
+/// A weight format's dot products: `R` consecutive weight rows starting at `first` with `T`
+/// activation rows, one f32 per (token, row).
+pub trait RowDot: Sync {
+    /// Output features.
+    fn rows(&self) -> usize;
+    /// Input features.
+    fn cols(&self) -> usize;
+    /// Bytes read per use of the whole matrix.
+    fn bytes(&self) -> usize;
+    /// `out[t][i] = w[first + i] . x[t]` on `kernel`; `first + R <= rows`.
+    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
 }

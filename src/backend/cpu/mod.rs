@@ -1,6 +1,7 @@
 //! The CPU backend: the forward pass in plain Rust over slices, llama2.c style, with the
 //! matrix products in one of two precisions ([`CpuPrecision`]).
 
+pub mod activations;
 #[cfg(target_arch = "x86_64")]
 mod avx2_dot;
 pub mod band_pool;

@@ -6,8 +6,8 @@
 //! `d_w * d_x * sum(q_w q_x) + m_w * s_x`, with `s_x = d_x * sum(q_x)` (ggml's
 //! `vec_dot_q4_1_q8_1`).
 
-use super::dot_kernel::DotKernel;
-use super::quant_matmul::{check_shape, ActivationRow, RowDot, BLOCK};
+use super::activations::{check_shape, ActivationRow, BLOCK};
+use super::dot_kernel::{DotKernel, RowDot};
 use crate::error::Result;
 
 /// Bytes of one Q4_1 block in a GGUF file: f16 `d`, f16 `m`, 16 bytes of nibbles.

@@ -2,8 +2,8 @@
 //! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale, widened from f16 to f32, in another.
 //! `w = d * q`, so a block's dot product with an activation block is `d_w * d_x * sum(q_w q_x)`.
 
-use super::dot_kernel::DotKernel;
-use super::quant_matmul::{check_shape, ActivationRow, RowDot, BLOCK};
+use super::activations::{check_shape, ActivationRow, BLOCK};
+use super::dot_kernel::{DotKernel, RowDot};
 use crate::error::Result;
 
 /// Bytes of one Q8_0 block in a GGUF file: f16 `d`, 32 signed bytes.

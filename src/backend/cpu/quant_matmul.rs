@@ -16,16 +16,12 @@
 //! Same integers and scales as candle's quantized matmul, so the results agree with it to float
 //! summation order (tests/cpu_quant_matmul.rs checks this on odd sizes, natively and in wasm).
 
-use half::f16;
-
+pub use super::activations::{ActivationRow, Activations, BLOCK};
 use super::band_pool::{pool, SharedOut};
-pub use super::dot_kernel::DotKernel;
+pub use super::dot_kernel::{DotKernel, RowDot};
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
 use crate::error::{Error, Result};
-
-/// Elements per quantization block (Q8_0, Q8_1, Q4_1).
-pub const BLOCK: usize = 32;
 
 /// Weight rows whose dot products with one activation row are computed together when
 /// decoding (one token), sharing the activation's loads.
@@ -55,87 +51,6 @@ const TOKEN_TILE: usize = 8;
 /// 49152 x 576 output product and prefill products (several tokens) do gain. With this bound a
 /// decode step threads only its output product; a prefill of 3 or more tokens threads all.
 pub const MIN_THREADED_MACS: usize = 2 << 20;
-
-/// Activation rows rounded to 8-bit blocks as ggml's reference does (and candle's
-/// `BlockQ8_0`/`BlockQ8_1::from_float`): per block `d = max |v| / 127`, stored as f16, and
-/// `q = round(v / d)` with the unrounded `d`; `s` is Q8_1's `d * sum(q)` in f16, for
-/// formats with an offset (Q4_1).
-pub struct Activations {
-    /// `[rows, cols]` integers.
-    pub q: Vec<i8>,
-    /// `[rows, cols / 32]` scales.
-    pub d: Vec<f32>,
-    /// `[rows, cols / 32]` scaled sums.
-    pub s: Vec<f32>,
-    cols: usize,
-}
-
-impl Activations {
-    /// Rounds row-major `values` `[rows, cols]`; `cols` is a multiple of 32.
-    pub fn quantize(values: &[f32], cols: usize) -> Self {
-        let blocks = values.len() / BLOCK;
-        let (mut q, mut d, mut s) = (Vec::with_capacity(values.len()), Vec::with_capacity(blocks), Vec::with_capacity(blocks));
-        for block in values.chunks_exact(BLOCK) {
-            // `if a > m` rather than `f32::max`, which is a libm call per element in wasm; the
-            // same result here (a NaN is skipped either way).
-            let amax = block.iter().fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
-            let scale = amax / 127.0;
-            let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
-            let start = q.len();
-            q.extend(block.iter().map(|v| round_half_away(v * inverse) as i8));
-            let sum: i32 = q[start..].iter().map(|&v| i32::from(v)).sum();
-            let scale16 = f16::from_f32(scale);
-            d.push(scale16.to_f32());
-            s.push((f16::from_f32(sum as f32) * scale16).to_f32());
-        }
-        Activations { q, d, s, cols }
-    }
-
-    /// Input features per row.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Rows rounded.
-    pub fn rows(&self) -> usize {
-        self.q.len().checked_div(self.cols).unwrap_or(0)
-    }
-
-    /// Row `t`: integers, scales, scaled sums.
-    pub fn row(&self, t: usize) -> (&[i8], &[f32], &[f32]) {
-        let blocks = self.cols / BLOCK;
-        let b = t * blocks..(t + 1) * blocks;
-        (&self.q[t * self.cols..(t + 1) * self.cols], &self.d[b.clone()], &self.s[b])
-    }
-}
-
-/// `x.round()` (halves away from zero), from `trunc`, which wasm has as an instruction
-/// (`f32x4.trunc` when vectorized) where `round` is a libm call per element. Exact: `x - t` is
-/// the fraction of `x`, with no rounding.
-fn round_half_away(x: f32) -> f32 {
-    let t = x.trunc();
-    if (x - t).abs() >= 0.5 {
-        t + 1f32.copysign(x)
-    } else {
-        t
-    }
-}
-
-/// One quantized activation row: integers, scales, scaled sums.
-pub type ActivationRow<'a> = (&'a [i8], &'a [f32], &'a [f32]);
-
-/// A weight format's dot products: `R` consecutive weight rows starting at `first` with `T`
-/// activation rows, one f32 per (token, row).
-pub trait RowDot: Sync {
-    /// Output features.
-    fn rows(&self) -> usize;
-    /// Input features.
-    fn cols(&self) -> usize;
-    /// Bytes read per use of the whole matrix.
-    fn bytes(&self) -> usize;
-    /// `out[t][i] = w[first + i] . x[t]` on `kernel`; `first + R <= rows`.
-    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
-}
 
 /// A `[rows, cols]` weight matrix in one of the repacked block formats.
 pub enum QuantMatrix {
@@ -199,22 +114,13 @@ impl QuantMatrix {
     }
 }
 
-/// Checks that `cols` is a whole number of blocks and `len` is what `[rows, cols]` in the
-/// format `what` takes.
-pub(super) fn check_shape(what: &str, rows: usize, cols: usize, len: usize, want: usize) -> Result<()> {
-    if !cols.is_multiple_of(BLOCK) || len != want {
-        return Err(Error::Backend(format!("a {what} matrix needs rows of whole 32-element blocks: [{rows}, {cols}] from {len} values")));
-    }
-    Ok(())
-}
-
 /// `out[t] = W x[t]` for the `n` rows of `xq` on the band pool, with `kernel`'s dot products.
 /// Shapes: `xq`: `[n, cols]`, `out`: `[n, rows]`.
 fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &Activations, out: &mut [f32]) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
     let n = xq.rows();
-    if xq.cols != cols || out.len() < n * rows {
-        return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows of {}: out holds {}", xq.cols, out.len())));
+    if xq.cols() != cols || out.len() < n * rows {
+        return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows of {}: out holds {}", xq.cols(), out.len())));
     }
     if n == 0 {
         return Ok(());

@@ -17,7 +17,7 @@
 
 use core::arch::wasm32::*;
 
-use super::quant_matmul::{ActivationRow, BLOCK};
+use super::activations::{ActivationRow, BLOCK};
 
 /// The sum of a vector's four lanes.
 fn lane_sum(a: v128) -> f32 {

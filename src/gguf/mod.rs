@@ -1,4 +1,5 @@
-//! GGUF bytes -> header, metadata and tensors, through candle-core's GGUF reader.
+//! GGUF bytes -> header, metadata and tensors, through candle-core's GGUF reader: the bottom
+//! of the data flow, read by the model's loader and the tokenizer alike.
 //!
 //! [`check_header`] walks the header first, so nothing candle reads is trusted blindly.
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
@@ -10,8 +11,10 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
-use super::gguf_scan::{check_header, shown};
+pub mod scan;
+
 use crate::error::ModelError;
+use scan::{check_header, shown};
 
 /// Tensor types the engine computes with, on every backend.
 pub const SUPPORTED_TYPES: [GgmlDType; 5] = [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32];

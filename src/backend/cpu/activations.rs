@@ -1,0 +1,88 @@
+//! Activations rounded to 8-bit blocks, the form every quantized product multiplies, and the
+//! shape check every repacked weight format shares. The lowest layer of the CPU kernels: the
+//! weight formats ([`super::q4_1_rows`], [`super::q8_0_rows`]), their inner loops
+//! ([`super::dot_kernel`]) and the product over them ([`super::quant_matmul`]) build on it.
+
+use half::f16;
+
+use crate::error::{Error, Result};
+
+/// Elements per quantization block (Q8_0, Q8_1, Q4_1).
+pub const BLOCK: usize = 32;
+
+/// Activation rows rounded to 8-bit blocks as ggml's reference does (and candle's
+/// `BlockQ8_0`/`BlockQ8_1::from_float`): per block `d = max |v| / 127`, stored as f16, and
+/// `q = round(v / d)` with the unrounded `d`; `s` is Q8_1's `d * sum(q)` in f16, for
+/// formats with an offset (Q4_1).
+pub struct Activations {
+    /// `[rows, cols]` integers.
+    pub q: Vec<i8>,
+    /// `[rows, cols / 32]` scales.
+    pub d: Vec<f32>,
+    /// `[rows, cols / 32]` scaled sums.
+    pub s: Vec<f32>,
+    cols: usize,
+}
+
+impl Activations {
+    /// Rounds row-major `values` `[rows, cols]`; `cols` is a multiple of 32.
+    pub fn quantize(values: &[f32], cols: usize) -> Self {
+        let blocks = values.len() / BLOCK;
+        let (mut q, mut d, mut s) = (Vec::with_capacity(values.len()), Vec::with_capacity(blocks), Vec::with_capacity(blocks));
+        for block in values.chunks_exact(BLOCK) {
+            // `if a > m` rather than `f32::max`, which is a libm call per element in wasm; the
+            // same result here (a NaN is skipped either way).
+            let amax = block.iter().fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m });
+            let scale = amax / 127.0;
+            let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
+            let start = q.len();
+            q.extend(block.iter().map(|v| round_half_away(v * inverse) as i8));
+            let sum: i32 = q[start..].iter().map(|&v| i32::from(v)).sum();
+            let scale16 = f16::from_f32(scale);
+            d.push(scale16.to_f32());
+            s.push((f16::from_f32(sum as f32) * scale16).to_f32());
+        }
+        Activations { q, d, s, cols }
+    }
+
+    /// Input features per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Rows rounded.
+    pub fn rows(&self) -> usize {
+        self.q.len().checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// Row `t`: integers, scales, scaled sums.
+    pub fn row(&self, t: usize) -> (&[i8], &[f32], &[f32]) {
+        let blocks = self.cols / BLOCK;
+        let b = t * blocks..(t + 1) * blocks;
+        (&self.q[t * self.cols..(t + 1) * self.cols], &self.d[b.clone()], &self.s[b])
+    }
+}
+
+/// `x.round()` (halves away from zero), from `trunc`, which wasm has as an instruction
+/// (`f32x4.trunc` when vectorized) where `round` is a libm call per element. Exact: `x - t` is
+/// the fraction of `x`, with no rounding.
+fn round_half_away(x: f32) -> f32 {
+    let t = x.trunc();
+    if (x - t).abs() >= 0.5 {
+        t + 1f32.copysign(x)
+    } else {
+        t
+    }
+}
+
+/// One quantized activation row: integers, scales, scaled sums.
+pub type ActivationRow<'a> = (&'a [i8], &'a [f32], &'a [f32]);
+
+/// Checks that `cols` is a whole number of blocks and `len` is what `[rows, cols]` in the
+/// format `what` takes.
+pub(super) fn check_shape(what: &str, rows: usize, cols: usize, len: usize, want: usize) -> Result<()> {
+    if !cols.is_multiple_of(BLOCK) || len != want {
+        return Err(Error::Backend(format!("a {what} matrix needs rows of whole 32-element blocks: [{rows}, {cols}] from {len} values")));
+    }
+    Ok(())
+}

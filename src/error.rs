@@ -2,6 +2,57 @@
 
 use thiserror::Error;
 
+/// The stable name of each kind of error: what the page acts on (it gets them from here, as
+/// a TypeScript union and as the list [`ErrorName::ALL`]) and what scripts can match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub enum ErrorName {
+    /// The file: pick another model.
+    BadModel,
+    /// A setting or an input out of range.
+    InvalidParams,
+    /// The prompt leaves no room in the context.
+    PromptTooLong,
+    /// No GPU adapter or device: the CPU may still work.
+    NoGpu,
+    /// The GPU device was lost: the CPU may still work.
+    GpuLost,
+    /// A backend failed while computing.
+    BackendFailed,
+    /// Asked before what it needs exists (no model, no run).
+    NotReady,
+    /// A file could not be read.
+    IoError,
+}
+
+impl ErrorName {
+    /// Every name, in declaration order.
+    pub const ALL: [ErrorName; 8] = [
+        ErrorName::BadModel,
+        ErrorName::InvalidParams,
+        ErrorName::PromptTooLong,
+        ErrorName::NoGpu,
+        ErrorName::GpuLost,
+        ErrorName::BackendFailed,
+        ErrorName::NotReady,
+        ErrorName::IoError,
+    ];
+
+    /// The name as text (the variant's own name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorName::BadModel => "BadModel",
+            ErrorName::InvalidParams => "InvalidParams",
+            ErrorName::PromptTooLong => "PromptTooLong",
+            ErrorName::NoGpu => "NoGpu",
+            ErrorName::GpuLost => "GpuLost",
+            ErrorName::BackendFailed => "BackendFailed",
+            ErrorName::NotReady => "NotReady",
+            ErrorName::IoError => "IoError",
+        }
+    }
+}
+
 /// Everything that can go wrong between GGUF bytes and generated text.
 #[derive(Debug, Error)]
 pub enum Error {
@@ -112,20 +163,23 @@ pub enum ModelError {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// A stable name for the kind of error, for code that acts on it (the page, scripts):
-    /// `BadModel` (the file: pick another), `InvalidParams`, `PromptTooLong`, `NoGpu`,
-    /// `GpuLost` (the GPU: the CPU may still work), `BackendFailed`, `NotReady`, `IoError`.
-    pub fn name(&self) -> &'static str {
+    /// The kind of error, for code that acts on it (the page, scripts).
+    pub fn kind(&self) -> ErrorName {
         match self {
-            Error::Model(_) | Error::Tokenizer(_) | Error::NanLogits { .. } => "BadModel",
-            Error::InvalidParams(_) | Error::EmptyPrompt => "InvalidParams",
-            Error::PromptTooLong { .. } => "PromptTooLong",
-            Error::NoGpu(_) => "NoGpu",
-            Error::GpuLost(_) => "GpuLost",
-            Error::Backend(_) => "BackendFailed",
-            Error::NotReady(_) => "NotReady",
-            Error::Io { .. } => "IoError",
+            Error::Model(_) | Error::Tokenizer(_) | Error::NanLogits { .. } => ErrorName::BadModel,
+            Error::InvalidParams(_) | Error::EmptyPrompt => ErrorName::InvalidParams,
+            Error::PromptTooLong { .. } => ErrorName::PromptTooLong,
+            Error::NoGpu(_) => ErrorName::NoGpu,
+            Error::GpuLost(_) => ErrorName::GpuLost,
+            Error::Backend(_) => ErrorName::BackendFailed,
+            Error::NotReady(_) => ErrorName::NotReady,
+            Error::Io { .. } => ErrorName::IoError,
         }
+    }
+
+    /// [`Error::kind`]'s stable name.
+    pub fn name(&self) -> &'static str {
+        self.kind().as_str()
     }
 
     /// Wraps a candle error raised while computing.

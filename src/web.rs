@@ -17,7 +17,7 @@ use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::{AnyBackend, Backend};
 use crate::beam::{BeamParams, BeamSearch};
-use crate::error::Error;
+use crate::error::{Error, ErrorName};
 use crate::generate::{Event, GenerateParams, Generation};
 use crate::model::{Config, HeaderCheck, Model};
 use crate::run::{RecordedModel, Run, RunRecord};
@@ -169,6 +169,13 @@ pub fn draw_many_of(
 /// worker calls it before it frees the model in use: a bad file is refused while the old
 /// model stays, and a good one loads without two models in wasm memory at once (which never
 /// shrinks).
+/// The names the engine gives its errors, every [`ErrorName`]: what the page acts on, and how
+/// it tells an engine error from a crash.
+#[wasm_bindgen(js_name = errorNames, unchecked_return_type = "ErrorName[]")]
+pub fn error_names() -> Result<JsValue, JsValue> {
+    to_js(&ErrorName::ALL)
+}
+
 #[wasm_bindgen(js_name = checkModel)]
 pub fn check_model(start: &[u8], file_len: f64) -> Result<bool, JsValue> {
     if !(file_len.is_finite() && file_len >= 0.0) {

@@ -122,3 +122,20 @@ fn inconsistent_metadata_is_refused() {
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(e.to_string().contains("llama.block_count"), "{e}");
 }
+
+/// Each error kind's name, as the page gets it (the serialized `ErrorName`, the TypeScript
+/// union tsify derives from it) and as `Error::name` gives it, is one and the same, and the
+/// names are distinct; a model error is a `BadModel`.
+#[test]
+fn each_error_kind_has_one_name_on_both_sides_of_the_wasm_edge() {
+    use tokenscope::error::ErrorName;
+    let names: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    for (kind, name) in ErrorName::ALL.iter().zip(&names) {
+        assert_eq!(serde_json::to_value(kind).expect("serializes"), serde_json::json!(name));
+    }
+    let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(distinct.len(), names.len(), "{names:?}");
+    let err = read(b"GGUF".to_vec()).expect_err("a truncated file is refused");
+    assert_eq!((err.kind(), err.name()), (ErrorName::BadModel, "BadModel"));
+    assert_eq!(Error::NotReady("no model".into()).name(), "NotReady");
+}

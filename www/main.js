@@ -6,6 +6,7 @@
 import { ProbabilityChart, visibleToken, pct } from './chart.js';
 import { TimingChart, EntropyChart } from './timeline.js';
 import { BeamTree } from './beam_tree.js';
+import { fmtBytes, meanDecodeMs, runRows, beamRows, fill as fillStats } from './stats.js';
 
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
@@ -625,104 +626,17 @@ function renderTimelines() {
   entropy.render(s.map((e) => ({ step: e.step, entropy: e.sample.distribution.entropy_bits, surprisal: e.sample.surprisal_bits })), state.selected);
 }
 
-const fmtBytes = (b) => (b >= 1e6 ? `${(b / 1e6).toFixed(1)} MB` : `${(b / 1e3).toFixed(1)} KB`);
-const BACKEND_LABELS = { gpu: 'WebGPU (our WGSL kernels)', 'cpu-fast': 'CPU (wasm)', 'cpu-exact': 'CPU (wasm, exact)' };
-
-// The stats row "Backend": which engine, on what device, and (GPU) which kernel variants.
-function backendLabel(s) {
-  if (!s) return '–';
-  const device = s.backend === 'gpu' && state.adapterName ? state.adapterName : s.device;
-  return `${BACKEND_LABELS[s.backend] || s.backend} on ${device}${s.gpu_kernels ? ` (${s.gpu_kernels})` : ''}`;
-}
-
-// 2 x layers x KV heads x head dim x bytes x tokens, in the model's own numbers.
-function kvFormula(s) {
-  const c = state.model?.config;
-  if (!c || !s) return ['–', '–'];
-  const b = s.kv_bytes_per_value || 4;
-  const n = s.position;
-  const size = (heads) => 2 * c.n_layers * heads * c.head_dim * b * n;
-  const formula = `2 × ${c.n_layers} layers × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens = ${fmtBytes(size(c.n_kv_heads))}`;
-  const noGqa = `${fmtBytes(size(c.n_heads))} with ${c.n_heads} KV heads (one per query head), ${(c.n_heads / c.n_kv_heads).toFixed(0)}× this`;
-  return [formula, noGqa];
-}
-
-// The stats of a beam search: its shape, its progress, and what its forward passes cost.
-function beamStatsRows(s) {
-  const b = state.beam;
-  const forward = beamTree.forwardTokens;
-  const reasons = { eos: 'end of sequence (EOS)', stop: 'stop sequence', length: 'max tokens / context full', cancelled: 'stopped by you' };
-  return [
-    ['Decoding', `Beam search: ${b.width} beam${b.width === 1 ? '' : 's'}, length penalty ${b.lengthPenalty.toFixed(1)}`],
-    ['Prompt tokens', b.promptTokens || '–'],
-    ['Steps', b.steps],
-    ['Beams alive', beamTree.live.size],
-    ['Finished beams', beamTree.finished.length],
-    ['Forward tokens', b.steps ? `${forward} (greedy decoding runs ${b.promptTokens + b.steps} for as many steps)` : '–'],
-    ['Context used', s ? `${s.position} / ${s.context_len}` : '–'],
-    ['Finish reason', b.finish ? `${reasons[b.finish.beams[0]?.finish_reason] || 'no beam finished'} (the winner's)` : state.active ? 'searching…' : b.steps ? 'paused' : '–'],
-    ['Backend', backendLabel(s)],
-  ];
-}
-
 function renderStats() {
   const s = state.lastStats;
-  if (state.beam) { fillStats(beamStatsRows(s)); return; }
+  if (state.beam) { fillStats(ui.stats, beamRows(state.beam, beamTree, s, state.active, state.adapterName)); return; }
   const evs = steps();
-  const decode = evs.slice(1).map((e) => e.forward_ms + e.sample_ms);
-  const decodeAvg = decode.length ? decode.reduce((a, b) => a + b, 0) / decode.length : null;
-  const reasons = { eos: 'end of sequence (EOS)', stop: 'stop sequence', length: 'max tokens / context full', cancelled: 'stopped by you' };
-  const fin = branch()?.finish;
-  const [formula, noGqa] = kvFormula(s);
-  const rows = [
-    ['Time to first token', evs[0] ? `${evs[0].forward_ms.toFixed(0)} ms (prefill of ${evs[0].forward_tokens} tokens)` : '–'],
-    ['Per-token decode', decodeAvg ? `${decodeAvg.toFixed(1)} ms` : '–'],
-    ['Tokens/s', decodeAvg ? (1000 / decodeAvg).toFixed(1) : '–'],
-    ['Outside the engine', branch()?.outsideMs != null ? `${branch().outsideMs.toFixed(2)} ms per token (passing each step to the page)` : '–'],
-    ['Prompt tokens', state.run?.promptTokens || '–'],
-    ['Generated tokens', evs.length],
-    ['KV cache', state.run && !state.run.kvCache ? `off: each step recomputes the sequence (${formula})` : formula],
-    ['Without grouped-query attention', noGqa],
-    ['Context used', !s ? '–' : state.run?.frozen ? `– (the cut-off run's cache went with the crashed engine; ${s.context_len} free)` : `${s.position} / ${s.context_len}`],
-    ['Finish reason', fin ? reasons[fin.finish_reason] || fin.finish_reason : state.active ? 'generating…' : liveRun() && evs.length ? 'paused' : '–'],
-    ['Backend', backendLabel(s)],
-  ];
-  if (state.run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s)]);
-  else if (liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };
-  if (s?.gpu_dispatches_per_step) {
-    rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);
-    document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);
-  } else {
-    delete document.body.dataset.gpuDispatches;
-  }
-  fillStats(rows);
-}
-
-// Drafted and kept tokens, tokens per model pass, and the speed against the last plain run.
-function speculativeSummary(evs, decodeAvg, s) {
-  const rounds = new Map();
-  for (const ev of evs) if (ev.draft) rounds.set(ev.draft.round, ev.draft.round_drafted);
-  const drafted = [...rounds.values()].reduce((a, b) => a + b, 0);
-  const kept = evs.filter((ev) => ev.draft?.accepted).length;
-  const passes = rounds.size + evs.filter((ev) => !ev.draft).length;
-  if (!passes) return state.run.speculative.drafter === 'self' ? 'self-draft' : 'prompt lookup';
-  const plain = state.plainDecode && state.plainDecode.backend === s?.backend ? state.plainDecode : null;
-  const speed = !decodeAvg ? '' : plain
-    ? `; ${(plain.ms / decodeAvg).toFixed(2)}x the speed of plain decoding (${plain.ms.toFixed(1)} ms per token in your last run without it)`
-    : '; run once without it to compare speeds';
-  return `${kept} of ${drafted} drafted tokens kept (${drafted ? pct(kept / drafted) : '–'}); ${(evs.length / passes).toFixed(2)} tokens per model forward pass${speed}`;
-}
-
-function fillStats(rows) {
-  ui.stats.replaceChildren(...rows.map(([k, v]) => {
-    const div = document.createElement('div');
-    const dt = document.createElement('dt');
-    const dd = document.createElement('dd');
-    dt.textContent = k;
-    dd.textContent = String(v);
-    div.append(dt, dd);
-    return div;
-  }));
+  const decodeAvg = meanDecodeMs(evs);
+  const rows = runRows({ stats: s, run: state.run, branch: branch(), steps: evs, decodeAvg, active: state.active, live: liveRun(), adapterName: state.adapterName, config: state.model?.config, plainDecode: state.plainDecode });
+  // A plain run's decode speed, for the speculative runs after it to compare with.
+  if (!state.run?.speculative && liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };
+  if (s?.gpu_dispatches_per_step) document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);
+  else delete document.body.dataset.gpuDispatches;
+  fillStats(ui.stats, rows);
 }
 
 function renderAll() {

@@ -11,6 +11,9 @@
  *   The engine's stats plus the wasm memory's size (the soak watches it).
  * @typedef {'stream' | 'step'} RunMode
  * @typedef {'auto' | 'cpu' | 'webgpu'} BackendRequest
+ * @typedef {import('./pkg/tokenscope.js').ErrorName | 'NetworkError' | 'EngineCrashed' | 'Error'} ErrorName
+ *   The engine's error names, the worker's own two (a failed download, a trapped engine), and
+ *   'Error' for anything unnamed.
  */
 
 /**
@@ -34,9 +37,7 @@
  */
 
 /**
- * What the worker tells the page. Every error carries a name the page acts on: the engine's
- * own (BadModel, InvalidParams, PromptTooLong, NoGpu, GpuLost, BackendFailed, NotReady),
- * NetworkError for a download, and EngineCrashed when the wasm engine trapped.
+ * What the worker tells the page. Every error carries a name the page acts on ([ErrorName]).
  * @typedef {{ type: 'progress', phase: string, done: number, total: number }
  *   | { type: 'loaded', info: import('./pkg/tokenscope.js').ModelInfo, name: string, fromCache: boolean, ms: number, threads: number, threadsNote: string,
  *       backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }
@@ -53,7 +54,7 @@
  *   | { type: 'lesson', dist: import('./pkg/tokenscope.js').Distribution, counts: import('./pkg/tokenscope.js').DrawCount[] | null, n: number, params: SamplingParams }
  *   | { type: 'exported', json: string }
  *   | { type: 'imported', record: import('./pkg/tokenscope.js').RunRecord }
- *   | { type: 'error', name: string, message: string, during: string, modelLoaded: boolean }} Response
+ *   | { type: 'error', name: ErrorName, message: string, during: string, modelLoaded: boolean }} Response
  */
 
 export {};

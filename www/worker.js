@@ -65,7 +65,10 @@ async function initEngineModule() {
   wasmExports = await pkg.default();
   return pkg;
 }
-const initOnce = () => (ready ??= initEngineModule().then((pkg) => { wasm = pkg; }));
+const initOnce = () => (ready ??= initEngineModule().then((pkg) => {
+  wasm = pkg;
+  engineErrors = new Set(pkg.errorNames());
+}));
 // The engine's stats plus the wasm memory's size in bytes.
 const statsOf = (e) => ({ ...e.stats(), wasm_memory_bytes: wasmExports ? wasmExports.memory.buffer.byteLength : 0 });
 // Calls into the engine are serialized: a step in flight holds the engine.
@@ -92,21 +95,26 @@ let beamMode = false;
 /** @param {import('./protocol.js').Response} msg */
 const post = (msg) => self.postMessage(msg);
 
-// The names the engine gives its errors (Error::name in src/error.rs), and ours.
-const ENGINE_ERRORS = new Set(['BadModel', 'InvalidParams', 'PromptTooLong', 'NoGpu', 'GpuLost', 'BackendFailed', 'NotReady', 'IoError']);
+// The names the engine gives its errors, from the engine itself (ErrorName in src/error.rs),
+// once its module is initialized; and the GPU's among them, after which Auto tries the CPU.
+/** @type {Set<string>} */
+let engineErrors = new Set();
+/** @type {Set<import('./pkg/tokenscope.js').ErrorName>} */
 const GPU_ERRORS = new Set(['NoGpu', 'GpuLost', 'BackendFailed']);
 
 /// An error with a name the page acts on.
 const named = (name, message) => Object.assign(new Error(message), { name });
 
 // A wasm trap (a panic ends in `unreachable`, or memory gone wrong) leaves the engine's state
-// unknown: the engine has crashed. Anything else unnamed is reported as it is.
+// unknown: the engine has crashed; so has it when wasm-bindgen's glue refuses a call into an
+// engine a trap left mid-call (its two fixed messages). Anything else unnamed is reported as
+// it is.
+const GLUE_AFTER_TRAP = /^(recursive use of an object detected|null pointer passed to rust)/;
+/** @returns {import('./protocol.js').ErrorName} */
 function errorName(e) {
-  if (e && ENGINE_ERRORS.has(e.name)) return e.name;
+  if (e && engineErrors.has(e.name)) return e.name;
   if (e && (e.name === 'NetworkError' || e.name === 'EngineCrashed')) return e.name;
-  if (e instanceof WebAssembly.RuntimeError || /unreachable|RuntimeError|recursive use of an object|null pointer passed to rust/i.test(String(e && (e.message || e)))) {
-    return 'EngineCrashed';
-  }
+  if (e instanceof WebAssembly.RuntimeError || GLUE_AFTER_TRAP.test(String(e && e.message))) return 'EngineCrashed';
   return 'Error';
 }
 

@@ -99,7 +99,7 @@ const post = (msg) => self.postMessage(msg);
 // once its module is initialized; and the GPU's among them, after which Auto tries the CPU.
 /** @type {Set<string>} */
 let engineErrors = new Set();
-/** @type {Set<import('./pkg/tokenscope.js').ErrorName>} */
+/** @type {Set<import('./protocol.js').ErrorName>} */
 const GPU_ERRORS = new Set(['NoGpu', 'GpuLost', 'BackendFailed']);
 
 /// An error with a name the page acts on.

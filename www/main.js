@@ -7,6 +7,7 @@ import { ProbabilityChart, visibleToken, pct } from './chart.js';
 import { TimingChart, EntropyChart } from './timeline.js';
 import { BeamTree } from './beam_tree.js';
 import { fmtBytes, meanDecodeMs, runRows, beamRows, fill as fillStats } from './stats.js';
+import { tokenNodes, parseLessonLogits } from './text.js';
 
 const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOP_N = 20;
@@ -330,40 +331,6 @@ function switchBranch(id) {
 }
 
 // ---- the text ------------------------------------------------------------------------
-// A step's token in the text; with speculative decoding a rejected draft token comes first,
-// struck through.
-function tokenNodes(ev) {
-  const span = tokenSpan(ev);
-  const d = ev.draft;
-  if (!d || d.proposed == null || d.accepted) return [span];
-  const del = document.createElement('del');
-  del.className = 'draft-rejected';
-  del.textContent = d.proposed_text;
-  del.title = `step ${ev.step + 1}: the draft proposed ${JSON.stringify(d.proposed_text)} (q = ${pct(d.q)}); the model gives it p = ${pct(d.p)}, so it was rejected`;
-  return [del, span];
-}
-
-function tokenSpan(ev) {
-  const span = document.createElement('span');
-  const draftClass = !ev.draft ? '' : ev.draft.accepted ? ' draft-kept' : ev.draft.proposed == null ? ' draft-bonus' : ' draft-replacement';
-  span.className = (ev.sample.forced ? 'tok forced' : 'tok') + draftClass;
-  span.dataset.step = String(ev.step);
-  span.dataset.tokenId = String(ev.token_id);
-  span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
-  const alpha = 0.08 + 0.55 * (1 - ev.sample.p_filtered);
-  span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;
-  span.title = ev.sample.forced
-    ? `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} forced by you (p = ${pct(ev.sample.p)}, rank ${ev.sample.rank + 1})`
-    : `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} drawn with p = ${(100 * ev.sample.p_filtered).toFixed(1)}% (rank ${ev.sample.rank + 1})`;
-  span.tabIndex = 0;
-  span.setAttribute('role', 'button');
-  span.addEventListener('click', () => selectStep(ev.step));
-  span.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); selectStep(ev.step); }
-  });
-  return span;
-}
-
 function renderText() {
   if (!state.run) return;
   const parts = [];
@@ -373,7 +340,7 @@ function renderText() {
     p.textContent = state.run.prompt;
     parts.push(p);
   }
-  for (const ev of steps()) parts.push(...tokenNodes(ev));
+  for (const ev of steps()) parts.push(...tokenNodes(ev, selectStep));
   const tail = branch().finish?.text;
   if (tail) parts.push(document.createTextNode(tail));
   ui.text.replaceChildren(...parts);
@@ -492,25 +459,6 @@ ui.sampleMany.addEventListener('click', () => {
   const index = displayedStep();
   if (liveRun() && steps()[index]) send({ type: 'draw', step: index, params: sampling(), n: DRAWS });
 });
-
-// "the=4.0, a=3.0, ..." -> {labels, logits}, or an error in words.
-function parseLessonLogits(text) {
-  const pairs = text.split(',').map((s) => s.trim()).filter(Boolean);
-  if (pairs.length < 1 || pairs.length > 100) throw new Error('Logits: write 1 to 100 token=logit pairs separated by commas, for example "the=4.0, a=3.0".');
-  const labels = [];
-  const logits = [];
-  for (const pair of pairs) {
-    const at = pair.lastIndexOf('=');
-    const label = at > 0 ? pair.slice(0, at).trim() : '';
-    const value = at > 0 ? Number(pair.slice(at + 1)) : NaN;
-    if (!label || !Number.isFinite(value) || Math.abs(value) > 1e4) {
-      throw new Error(`Logits: "${pair}" is not token=logit with a logit between -10000 and 10000 (for example "the=4.0").`);
-    }
-    labels.push(label);
-    logits.push(value);
-  }
-  return { labels, logits };
-}
 
 function postLesson(n) {
   let parsed;
@@ -734,7 +682,7 @@ function onWorkerMessage({ data: msg }) {
       document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
       ui.text.querySelector('.placeholder')?.remove();
       if (ev.step === 0 && !ui.text.childNodes.length) renderText();
-      else ui.text.append(...tokenNodes(ev));
+      else ui.text.append(...tokenNodes(ev, selectStep));
       ui.text.scrollTop = ui.text.scrollHeight;
       if (state.selected === null && !state.lesson) { state.draws = null; showStep(b.steps.length - 1); }
       renderTimelines();

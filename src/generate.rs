@@ -435,7 +435,8 @@ impl Generation {
 
     fn finish(&self, reason: FinishReason, text: String) -> Finish {
         let prefill_ms = self.forward_ms.first().copied().unwrap_or(0.0);
-        let decode_ms: f64 = self.forward_ms.iter().skip(1).sum();
+        // A fold from +0.0: an empty f64 sum is -0.0, which would print as "-0.0".
+        let decode_ms = self.forward_ms.iter().skip(1).fold(0.0, |sum, ms| sum + ms);
         let decoded = self.forward_ms.len().saturating_sub(1);
         let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 / (ms / 1000.0) } else { 0.0 };
         Finish {

@@ -310,6 +310,11 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["bench", "--model", &m, "--runs", "-2"], "not a whole number"),
         (vec!["generate", "--model", &m, "--kv-cache-f16", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--threads-per-row", "4", "hi"], "use them with --backend gpu"),
+        (vec!["bench", "--model", &m, "--runs", "0"], "--runs 0 times nothing"),
+        (vec!["bench", "--model", &m, "--prompt-tokens", "0"], "--prompt-tokens 0 prefills nothing"),
+        (vec!["bench", "--model", &m, "--context", "16", "--decode-tokens", "4"], "more than the context of 16"),
+        (vec!["generate", "--model", &m, "--max-tokens", "3", "--force", "3:42", "hi"], "--force 3:42 is past --max-tokens 3"),
+        (vec!["generate", "--model", &m, "--force", "1:42", "--force", "1:43", "hi"], "names step 1 twice"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "3", "hi"], "1, 2, 4, 8, 16 or 32, not 3"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "64", "hi"], "not 64"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "0", "hi"], "not 0"),
@@ -349,11 +354,50 @@ fn a_model_that_computes_nan_exits_2_saying_its_weights_are_broken() {
     let path = std::env::temp_dir().join(format!("tokenscope-nan-{}.gguf", std::process::id()));
     std::fs::write(&path, m.to_bytes().expect("bytes")).expect("write");
     // The exact backend: the fast one requantizes activations to 8 bits, which turns NaN into 0.
-    let (code, _, err) =
-        tokenscope(&["generate", "--model", &path.display().to_string(), "--backend", "cpu-exact", "--max-tokens", "2", "the"]);
+    let p = path.display().to_string();
+    let (code, _, err) = tokenscope(&["generate", "--model", &p, "--backend", "cpu-exact", "--max-tokens", "2", "the"]);
+    // bench says the same, with the same status.
+    let (bench_code, _, bench_err) =
+        tokenscope(&["bench", "--model", &p, "--backend", "cpu-exact", "--runs", "1", "--decode-tokens", "1", "--prompt-tokens", "4"]);
     let _ = std::fs::remove_file(&path);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("produced NaN") && err.contains("choose another model file"), "{err}");
+    assert_eq!(bench_code, 2, "{bench_err}");
+    assert!(bench_err.contains("produced NaN"), "{bench_err}");
+}
+
+/// What is not a regular file is refused at once, in words (a FIFO used to block the read
+/// forever), and a symlink loop is named as one, not as a missing file.
+#[cfg(unix)]
+#[test]
+fn a_fifo_a_folder_or_a_symlink_loop_as_the_model_is_refused_in_words() {
+    let dir = std::env::temp_dir().join(format!("tokenscope-odd-models-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fifo = dir.join("model.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    let (a, b) = (dir.join("a.gguf"), dir.join("b.gguf"));
+    std::os::unix::fs::symlink(&b, &a).expect("symlink");
+    std::os::unix::fs::symlink(&a, &b).expect("symlink");
+    for (path, needle) in [(&fifo, "not a regular file"), (&dir, "is a folder"), (&a, "symbolic links")] {
+        let t = std::time::Instant::now();
+        let (code, _, err) = tokenscope(&["generate", "--model", &path.display().to_string(), "hi"]);
+        assert_eq!(code, 2, "{}: {err}", path.display());
+        assert!(err.contains(needle) && !err.contains("not found"), "{}: {err}", path.display());
+        assert!(t.elapsed().as_secs() < 30, "{} took {:?}", path.display(), t.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One generated token has no decode time: it is 0, never "-0.0".
+#[test]
+fn one_token_reports_no_negative_zero() {
+    let (code, out, err) = tokenscope(&["generate", "--model", &model(), "--max-tokens", "1", "--jsonl", "hi"]);
+    assert_eq!(code, 0, "{err}");
+    let last: Value = serde_json::from_str(out.lines().last().expect("a last line")).expect("JSON");
+    assert_eq!(last["completion_tokens"], 1, "{last}");
+    assert!(!out.contains("-0.0"), "{last}");
+    assert_eq!(last["decode_ms"].as_f64().map(f64::is_sign_negative), Some(false), "{last}");
 }
 
 /// `generate --beams N --jsonl`: one line per step with the live beams (at most N, each one

@@ -54,7 +54,21 @@ pub struct BenchArgs {
     speculative: SpeculativeArgs,
 }
 
+/// Refuses a logit that is NaN: broken weights, named as `generate` names them (exit 2).
+fn check_logits(logits: &[f32]) -> Result<()> {
+    match logits.iter().position(|v| v.is_nan()) {
+        Some(index) => Err(tokenscope::Error::NanLogits { index }),
+        None => Ok(()),
+    }
+}
+
 pub fn run(a: BenchArgs) -> Result<()> {
+    if a.runs == 0 {
+        return Err(tokenscope::Error::InvalidParams("--runs 0 times nothing: choose at least 1".into()));
+    }
+    if a.prompt_tokens == Some(0) {
+        return Err(tokenscope::Error::InvalidParams("--prompt-tokens 0 prefills nothing: choose at least 1".into()));
+    }
     let (mut backend, tokenizer) = a.model.load()?;
     let text = match &a.prompt_file {
         Some(path) => std::fs::read_to_string(path)
@@ -66,19 +80,29 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if prompt.is_empty() {
         return Err(tokenscope::Error::InvalidParams("the prompt is empty: give it some text".into()));
     }
-    prompt.truncate(a.prompt_tokens.unwrap_or(usize::MAX).max(1));
-    let runs = a.runs.max(1);
+    prompt.truncate(a.prompt_tokens.unwrap_or(usize::MAX));
+    let context = backend.context_len();
+    if prompt.len() + a.decode_tokens > context {
+        return Err(tokenscope::Error::InvalidParams(format!(
+            "the prompt is {} tokens and --decode-tokens {}, more than the context of {context}: shorten the prompt, lower --decode-tokens or raise --context",
+            prompt.len(),
+            a.decode_tokens
+        )));
+    }
+    let runs = a.runs;
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         backend.truncate(0);
         let t = Instant::now();
         let mut logits = pollster::block_on(backend.prefill(&prompt))?;
         prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+        check_logits(&logits)?;
         let t = Instant::now();
         for _ in 0..a.decode_tokens {
             let next = argmax(&logits);
             logits = pollster::block_on(backend.decode(next))?;
         }
+        check_logits(&logits)?;
         decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));

@@ -89,6 +89,23 @@ enum OrderArg {
 }
 
 /// Parses `STEP:TOKEN_ID`.
+/// Refuses a forced step the run never reaches (steps count from 0 to max tokens - 1) and a
+/// step forced twice, rather than dropping or overriding one in silence.
+fn check_forced_steps(force: &[(usize, u32)], max_tokens: usize) -> Result<()> {
+    if let Some((step, token)) = force.iter().find(|(step, _)| *step >= max_tokens) {
+        return Err(Error::InvalidParams(format!(
+            "--force {step}:{token} is past --max-tokens {max_tokens}: steps count from 0 to {}",
+            max_tokens.saturating_sub(1)
+        )));
+    }
+    let mut steps: Vec<usize> = force.iter().map(|(step, _)| *step).collect();
+    steps.sort_unstable();
+    if let Some(w) = steps.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::InvalidParams(format!("--force names step {} twice: give each step one token", w[0])));
+    }
+    Ok(())
+}
+
 fn parse_force(s: &str) -> std::result::Result<(usize, u32), String> {
     let (step, token) = s.split_once(':').ok_or_else(|| format!("{s:?} is not STEP:TOKEN_ID (for example 3:1234)"))?;
     let step = step.trim().parse().map_err(|_| format!("the step in {s:?} is not a whole number of 0 or more"))?;
@@ -127,6 +144,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     if let Some((_, bad)) = a.force.iter().find(|(_, t)| *t as usize >= tokenizer.vocab_size()) {
         return Err(Error::InvalidParams(format!("--force token id {bad} is outside the vocabulary of {} tokens", tokenizer.vocab_size())));
     }
+    check_forced_steps(&a.force, a.max_tokens)?;
     let prompt = prompt_tokens(&a, &tokenizer)?;
     let context = backend.context_len();
     let mut generation = Generation::new(prompt, params, &tokenizer, context)?;

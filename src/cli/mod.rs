@@ -106,7 +106,8 @@ impl ModelArgs {
 
     fn open(&self) -> Result<Model> {
         let path = self.path();
-        if !path.exists() {
+        // Missing, and only missing (a symlink loop or a refused permission says so itself).
+        if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             return Err(Error::Io {
                 context: format!("model {} not found (run `make model`, or pass --model PATH)", path.display()),
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),

@@ -75,7 +75,15 @@ impl Model {
 
     /// Reads a GGUF model from a file on disk.
     #[cfg(not(target_arch = "wasm32"))]
+    /// Refuses at once what is not a regular file (a FIFO would block the read, a device never
+    /// end), naming a symlink loop or a missing file for what it is.
     pub fn open(path: &std::path::Path) -> Result<Self> {
+        let meta = std::fs::metadata(path)
+            .map_err(|source| crate::error::Error::Io { context: format!("cannot open model {}", path.display()), source })?;
+        if !meta.is_file() {
+            let kind = if meta.is_dir() { "a folder" } else { "not a regular file (a FIFO, socket or device)" };
+            return Err(crate::error::Error::InvalidParams(format!("model {} is {kind}: pass a .gguf file", path.display())));
+        }
         let file = std::fs::File::open(path)
             .map_err(|source| crate::error::Error::Io { context: format!("cannot open model {}", path.display()), source })?;
         let mut reader = std::io::BufReader::new(file);

@@ -275,3 +275,30 @@ fn a_host_beyond_loopback_is_announced_with_a_warning() {
     assert!(stderr.contains("warning") && stderr.contains("other machines"), "{stderr}");
     assert_eq!(get(server.port, "/", "").0, 200);
 }
+
+/// The last edges of a request: a path segment no file name can have gets 404 and a path
+/// over 4 KB 414 (both were 500), a second Host header 400, a request line in absolute form
+/// naming a foreign host 403 (it was answered), and several ranges the whole file with 200
+/// (it was 416); one range still gets 206.
+#[test]
+fn long_paths_two_hosts_absolute_forms_and_multi_ranges_get_their_own_answers() {
+    let server = start("edges");
+    let port = server.port;
+    let segment = "a".repeat(300);
+    assert_eq!(get(port, &format!("/{segment}"), "").0, 404);
+    assert_eq!(get(port, &format!("/models/{segment}.gguf"), "").0, 404);
+    let long = format!("/{}", vec!["b".repeat(200); 25].join("/"));
+    assert_eq!(get(port, &long, "").0, 414);
+    let two_hosts = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n");
+    assert_eq!(send(port, &two_hosts).0, 400);
+    let absolute = format!("GET http://evil.example:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let (status, _, body) = send(port, &absolute);
+    assert_eq!(status, 403);
+    assert!(!body.starts_with(b"<!doctype"));
+    let own = format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    assert_eq!(send(port, &own).0, 200);
+    let (status, head, body) = get(port, "/models/m.gguf", "Range: bytes=0-1,5-6\r\n");
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(body, expected_model());
+    assert_eq!(get(port, "/models/m.gguf", "Range: bytes=5-6\r\n").0, 206);
+}

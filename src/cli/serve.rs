@@ -4,9 +4,12 @@
 //! header size limit and a header read timeout; tower-http's `ServeDir` answers files with
 //! Content-Length, Range (206) and Last-Modified, and refuses paths that leave their folder in
 //! any encoding. On top: an ETag with If-None-Match (304) for every file, a Host check against
-//! DNS rebinding (only the loopback names, or the `--host` given, with the bound port), GET and
-//! HEAD only, and the headers that keep the page to itself and cross-origin isolated (so it may
-//! use threads): CSP, nosniff, COOP, COEP and CORP.
+//! DNS rebinding (only the loopback names, or the `--host` given, with the bound port, in the
+//! Host header and in a request line in absolute form; one Host header only), GET and
+//! HEAD only, a path over 4 KB refused (414) and a segment no file name can have answered 404,
+//! a request for several ranges answered with the whole file, and the headers that keep the
+//! page to itself and cross-origin isolated (so it may use threads): CSP, nosniff, COOP, COEP
+//! and CORP.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -131,17 +134,37 @@ impl AllowedHosts {
     }
 }
 
-/// Refuses foreign Host headers and methods other than GET and HEAD; adds the security and
-/// isolation headers to every answer.
-async fn guard(State(hosts): State<AllowedHosts>, request: Request, next: Next) -> Response {
+/// Longest request path answered, in bytes (a longer one gets 414).
+const MAX_PATH_BYTES: usize = 4096;
+/// Longest path segment a file name can have, in bytes (a longer one names no file: 404).
+const MAX_SEGMENT_BYTES: usize = 255;
+
+/// Refuses a second Host header, foreign hosts (in the Host header or in a request line in
+/// absolute form), methods other than GET and HEAD, and paths no file can have; serves a
+/// request for several ranges the whole file; adds the security and isolation headers to
+/// every answer.
+async fn guard(State(hosts): State<AllowedHosts>, mut request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let hosts_sent = request.headers().get_all(header::HOST).iter().count();
+    let authority_allowed = request.uri().authority().is_none_or(|a| hosts.allows(a.as_str()));
+    let path = request.uri().path();
     // mime_guess knows no WGSL: shaders are text, shown in a browser rather than downloaded.
-    let text = request.uri().path().ends_with(".wgsl");
-    let mut response = if !hosts.allows(host) {
+    let text = path.ends_with(".wgsl");
+    let mut response = if hosts_sent > 1 {
+        (StatusCode::BAD_REQUEST, "400 bad request: one Host header, please\n").into_response()
+    } else if !hosts.allows(host) || !authority_allowed {
         (StatusCode::FORBIDDEN, "403 forbidden: this server answers only to its own address (localhost)\n").into_response()
     } else if request.method() != Method::GET && request.method() != Method::HEAD {
         (StatusCode::METHOD_NOT_ALLOWED, "405 method not allowed: GET and HEAD only\n").into_response()
+    } else if path.len() > MAX_PATH_BYTES {
+        (StatusCode::URI_TOO_LONG, "414 URI too long\n").into_response()
+    } else if path.split('/').any(|segment| segment.len() > MAX_SEGMENT_BYTES) {
+        (StatusCode::NOT_FOUND, "404 not found\n").into_response()
     } else {
+        // Several ranges would need a multipart answer: the whole file (200) says it all.
+        if request.headers().get(header::RANGE).is_some_and(|r| r.as_bytes().contains(&b',')) {
+            request.headers_mut().remove(header::RANGE);
+        }
         next.run(request).await
     };
     if response.status() == StatusCode::NOT_FOUND && response.headers().get(header::CONTENT_TYPE).is_none() {

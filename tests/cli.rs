@@ -504,3 +504,49 @@ fn generate_with_speculative_decoding_reports_drafts_and_keeps_greedy_text() {
         assert!(err.contains(words), "{err}");
     }
 }
+
+/// `bench --prompt-file` reads at most the context's worth of text: a 64 MB file with a
+/// 64-token context is refused by its tokens in words, a FIFO at once, bytes that are not
+/// UTF-8 by name; a file that fits is read whole.
+#[cfg(unix)]
+#[test]
+fn bench_reads_a_prompt_file_only_as_far_as_the_context() {
+    let m = model();
+    let dir = std::env::temp_dir().join(format!("tokenscope-prompts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let huge = dir.join("huge.txt");
+    std::fs::write(&huge, "the cat sat on the mat. ".repeat(64 << 20 >> 5)).expect("write");
+    let fifo = dir.join("prompt.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    let binary = dir.join("binary.txt");
+    std::fs::write(&binary, [b'h', b'i', 0xff, 0xfe, b' ']).expect("write");
+    let small = dir.join("small.txt");
+    std::fs::write(&small, "The capital of France is").expect("write");
+    for (path, needle) in [(&huge, "more than the context of 64"), (&fifo, "not a regular file"), (&binary, "is not UTF-8 text")] {
+        let t = std::time::Instant::now();
+        let (code, _, err) =
+            tokenscope(&["bench", "--model", &m, "--context", "64", "--runs", "1", "--prompt-file", &path.display().to_string()]);
+        assert_eq!(code, 2, "{}: {err}", path.display());
+        assert!(err.contains(needle), "{}: {err}", path.display());
+        assert!(t.elapsed().as_secs() < 30, "{} took {:?}", path.display(), t.elapsed());
+    }
+    let (code, out, err) = tokenscope(&[
+        "bench",
+        "--model",
+        &m,
+        "--context",
+        "64",
+        "--runs",
+        "1",
+        "--decode-tokens",
+        "1",
+        "--json",
+        "--prompt-file",
+        &small.display().to_string(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(v["prompt_tokens"], 5, "{v}");
+}

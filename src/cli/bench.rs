@@ -35,7 +35,7 @@ pub struct BenchArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     prompt_tokens: Option<usize>,
     /// Prefill this file's text instead of the fixed prompt (`make bench` uses a short
-    /// prompt and one of about 256 tokens).
+    /// prompt and one of about 256 tokens); at most the context's worth of it is read.
     #[arg(long, value_name = "PATH")]
     prompt_file: Option<std::path::PathBuf>,
     /// Print one JSON object instead of text.
@@ -52,6 +52,38 @@ pub struct BenchArgs {
     /// token.
     #[command(flatten)]
     speculative: SpeculativeArgs,
+}
+
+/// Bytes of prompt text read per token of context: far more than any token takes, so a file
+/// that fits the context is read whole, and one that does not is still refused by its tokens.
+const PROMPT_BYTES_PER_TOKEN: u64 = 64;
+
+/// The prompt file's text, at most the context's worth of it (a huge file is not read whole),
+/// cut at the last whole UTF-8 character; a FIFO, socket, device or folder is refused at once.
+fn read_prompt_file(path: &std::path::Path, context: usize) -> Result<String> {
+    use std::io::Read;
+    let io = |source| tokenscope::Error::Io { context: format!("cannot read the prompt file {}", path.display()), source };
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(tokenscope::Error::InvalidParams(format!("the prompt file {} is not a regular file", path.display())));
+    }
+    let limit = (context as u64).saturating_mul(PROMPT_BYTES_PER_TOKEN);
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).map_err(io)?.take(limit).read_to_end(&mut bytes).map_err(io)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        // Cut inside a character at the limit: keep what came before it.
+        Err(e) if e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            Ok(String::from_utf8(bytes).unwrap_or_default())
+        }
+        Err(e) => Err(tokenscope::Error::InvalidParams(format!(
+            "the prompt file {} is not UTF-8 text (byte {} is not): give it text",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))),
+    }
 }
 
 /// Refuses a logit that is NaN: broken weights, named as `generate` names them (exit 2).
@@ -71,8 +103,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let (mut backend, tokenizer) = a.model.load()?;
     let text = match &a.prompt_file {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|source| tokenscope::Error::Io { context: format!("cannot read the prompt file {}", path.display()), source })?,
+        Some(path) => read_prompt_file(path, backend.context_len())?,
         None => BENCH_PROMPT.to_string(),
     };
     let format = if a.chat { PromptFormat::Chat { system: None } } else { PromptFormat::Completion };

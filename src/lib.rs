@@ -1,20 +1,17 @@
 //! tokenscope: see how a language model writes, one token at a time.
 //!
-//! Data flow: GGUF bytes ([`model`]) -> weights -> forward pass ([`backend`]: prefill,
-//! decode, KV cache) -> logits -> [`sampler`] -> token -> text ([`tokenizer`], [`stop`]),
-//! all driven by the one loop in [`generate`] (one token per step, or a
-//! [`speculative`] round of several); [`run`] keeps a run's branches and steps.
+//! Data flow: GGUF bytes ([`gguf`]) -> weights ([`model`]) -> forward pass ([`backend`]:
+//! prefill, decode, KV cache) -> logits -> [`sampler`] -> token -> text ([`tokenizer`],
+//! [`generation::stop`]), all driven by the one loop in [`generation::generate`] (one token
+//! per step, or a [`generation::speculative`] round of several); [`generation::run`] keeps a
+//! run's branches and steps; `web` (wasm32 only) is the page's edge.
 
 pub mod backend;
-pub mod beam;
 pub mod error;
-pub mod generate;
+pub mod generation;
 pub mod gguf;
 pub mod model;
-pub mod run;
 pub mod sampler;
-pub mod speculative;
-pub mod stop;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

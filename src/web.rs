@@ -16,11 +16,11 @@ use wasm_bindgen::prelude::*;
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::{AnyBackend, Backend};
-use crate::beam::{BeamParams, BeamSearch};
 use crate::error::{Error, ErrorName};
-use crate::generate::{Event, GenerateParams, Generation};
+use crate::generation::beam::{BeamParams, BeamSearch};
+use crate::generation::generate::{Event, GenerateParams, Generation};
+use crate::generation::run::{RecordedModel, Run, RunRecord};
 use crate::model::{Config, HeaderCheck, Model};
-use crate::run::{RecordedModel, Run, RunRecord};
 use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
 

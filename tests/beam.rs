@@ -8,8 +8,8 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::Backend;
-use tokenscope::beam::{Beam, BeamEvent, BeamFinish, BeamParams, BeamSearch};
-use tokenscope::generate::{Event, FinishReason, GenerateParams, Generation};
+use tokenscope::generation::beam::{Beam, BeamEvent, BeamFinish, BeamParams, BeamSearch};
+use tokenscope::generation::generate::{Event, FinishReason, GenerateParams, Generation};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
 use tokenscope::sampler::SamplingParams;

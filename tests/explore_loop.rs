@@ -10,7 +10,7 @@ mod common;
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::GpuBackend;
 use tokenscope::backend::{AnyBackend, Backend};
-use tokenscope::generate::{Event, GenerateParams, Generation, StepEvent};
+use tokenscope::generation::generate::{Event, GenerateParams, Generation, StepEvent};
 use tokenscope::model::Model;
 use tokenscope::sampler::SamplingParams;
 use tokenscope::tokenizer::Tokenizer;

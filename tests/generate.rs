@@ -6,7 +6,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::{Backend, BackendInfo, Checked, Logits, Pass};
-use tokenscope::generate::{Event, FinishReason, GenerateParams, Generation};
+use tokenscope::generation::generate::{Event, FinishReason, GenerateParams, Generation};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
 use tokenscope::sampler::SamplingParams;
@@ -79,7 +79,7 @@ fn greedy(max_tokens: usize) -> GenerateParams {
 }
 
 /// Runs to the end; returns the streamed text, the tokens and the finish event.
-fn drive<B: Backend>(g: &mut Generation, b: &mut B, tok: &Tokenizer) -> (String, Vec<u32>, tokenscope::generate::Finish) {
+fn drive<B: Backend>(g: &mut Generation, b: &mut B, tok: &Tokenizer) -> (String, Vec<u32>, tokenscope::generation::generate::Finish) {
     let (mut text, mut ids) = (String::new(), Vec::new());
     loop {
         match pollster::block_on(g.step(b, tok)).expect("step") {

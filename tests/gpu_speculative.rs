@@ -9,11 +9,11 @@ use std::io::Cursor;
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::GpuBackend;
 use tokenscope::backend::Backend;
-use tokenscope::generate::{Event, GenerateParams, Generation};
+use tokenscope::generation::generate::{Event, GenerateParams, Generation};
+use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
 use tokenscope::sampler::SamplingParams;
-use tokenscope::speculative::{Drafter, SpeculativeParams};
 
 /// Context of the test models: past the first attention chunk of 256 positions.
 const CONTEXT: usize = 320;

@@ -165,9 +165,9 @@ fn greedy<B: Backend>(
     b: &mut B,
     tok: &tokenscope::tokenizer::Tokenizer,
     prompt: &[u32],
-    speculative: Option<tokenscope::speculative::SpeculativeParams>,
-) -> (Vec<u32>, Option<tokenscope::speculative::SpeculativeStats>) {
-    use tokenscope::generate::{Event, GenerateParams, Generation};
+    speculative: Option<tokenscope::generation::speculative::SpeculativeParams>,
+) -> (Vec<u32>, Option<tokenscope::generation::speculative::SpeculativeStats>) {
+    use tokenscope::generation::generate::{Event, GenerateParams, Generation};
     b.truncate(0);
     let p = GenerateParams {
         sampling: tokenscope::sampler::SamplingParams::greedy(),
@@ -187,7 +187,7 @@ fn greedy<B: Backend>(
 
 #[test]
 fn speculative_greedy_decoding_is_plain_greedy_on_the_real_model() {
-    use tokenscope::speculative::{Drafter, SpeculativeParams};
+    use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
     let (mut b, tok) = load(CpuPrecision::Fast);
     let prompts =
         ["The capital of France is", "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\ndef fact(n):\n"];

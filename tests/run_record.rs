@@ -5,10 +5,10 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use tokenscope::generate::{FinishReason, GenerateParams, StepEvent};
-use tokenscope::run::{RecordedModel, Run, RunRecord, RUN_FORMAT, RUN_VERSION};
+use tokenscope::generation::generate::{FinishReason, GenerateParams, StepEvent};
+use tokenscope::generation::run::{RecordedModel, Run, RunRecord, RUN_FORMAT, RUN_VERSION};
+use tokenscope::generation::speculative::DraftStep;
 use tokenscope::sampler::{sample, SamplerRng, SamplingParams};
-use tokenscope::speculative::DraftStep;
 use tokenscope::tokenizer::PromptFormat;
 
 fn step_event(step: usize, logits: &[f32], rng: &mut SamplerRng) -> StepEvent {
@@ -69,7 +69,7 @@ fn an_exported_run_reads_back_the_same() {
     let mut rng = SamplerRng::new(5);
     let logits = [0.0, 3.0, 0.0, 0.0, 0.0];
     run.push_step(step_event(1, &logits, &mut rng), logits.to_vec());
-    let finish = tokenscope::generate::Finish {
+    let finish = tokenscope::generation::generate::Finish {
         finish_reason: FinishReason::Cancelled,
         prompt_tokens: 4,
         completion_tokens: 2,

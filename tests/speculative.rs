@@ -9,11 +9,11 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::Backend;
-use tokenscope::generate::{Event, Finish, GenerateParams, Generation, StepEvent};
+use tokenscope::generation::generate::{Event, Finish, GenerateParams, Generation, StepEvent};
+use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
 use tokenscope::sampler::{SamplingParams, StepDistribution};
-use tokenscope::speculative::{Drafter, SpeculativeParams};
 use tokenscope::tokenizer::Tokenizer;
 
 mod toy;

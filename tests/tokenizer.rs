@@ -4,9 +4,9 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+use tokenscope::generation::stop::StopMatcher;
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Gguf;
-use tokenscope::stop::StopMatcher;
 use tokenscope::tokenizer::{render_prompt, PromptFormat, Tokenizer, Utf8Stream, DEFAULT_SYSTEM_PROMPT};
 
 fn synthetic_tokenizer() -> Tokenizer {

@@ -4,9 +4,9 @@ use serde_json::json;
 use web_time::Instant;
 
 use tokenscope::backend::{AnyBackend, Backend};
-use tokenscope::generate::{Event, Finish, GenerateParams, Generation};
+use tokenscope::generation::generate::{Event, Finish, GenerateParams, Generation};
+use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 use tokenscope::sampler::SamplingParams;
-use tokenscope::speculative::{Drafter, SpeculativeParams};
 use tokenscope::tokenizer::{PromptFormat, Tokenizer};
 use tokenscope::Result;
 

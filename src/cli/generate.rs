@@ -5,8 +5,8 @@ use std::io::Write;
 use serde_json::json;
 
 use tokenscope::backend::Backend;
-use tokenscope::beam::{BeamEvent, BeamParams, BeamSearch};
-use tokenscope::generate::{Event, GenerateParams, Generation};
+use tokenscope::generation::beam::{BeamEvent, BeamParams, BeamSearch};
+use tokenscope::generation::generate::{Event, GenerateParams, Generation};
 use tokenscope::sampler::{SamplerOrder, SamplingParams};
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};

@@ -1,6 +1,6 @@
 //! The speculative-decoding options `generate` and `bench` share.
 
-use tokenscope::speculative::{Drafter, SpeculativeParams};
+use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 
 #[derive(clap::Args, Debug)]
 pub struct SpeculativeArgs {

@@ -23,9 +23,9 @@ use web_time::Instant;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::generation::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
+use crate::generation::stop::{StopMatcher, MAX_STOP_STRINGS};
 use crate::sampler::{self, Choice, Sample, SamplerRng, SamplingParams, MAX_TOP_N};
-use crate::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
-use crate::stop::{StopMatcher, MAX_STOP_STRINGS};
 use crate::tokenizer::{Tokenizer, Utf8Stream};
 
 /// Everything that shapes one generation.

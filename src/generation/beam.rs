@@ -20,9 +20,9 @@ use web_time::Instant;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::generate::FinishReason;
+use crate::generation::generate::FinishReason;
+use crate::generation::stop::MAX_STOP_STRINGS;
 use crate::sampler::ranking;
-use crate::stop::MAX_STOP_STRINGS;
 use crate::tokenizer::Tokenizer;
 
 /// Most beams a search keeps.
@@ -126,7 +126,7 @@ pub struct BeamFinish {
 }
 
 /// What one call to [`BeamSearch::step`] produced (tagged `type: "step" | "finished"`, as
-/// the generation loop's [`Event`](crate::generate::Event)).
+/// the generation loop's [`Event`](crate::generation::generate::Event)).
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -156,7 +156,7 @@ impl BeamSearch {
     /// Starts a search after `prompt` on a backend with `context_len` positions.
     pub fn new(prompt: Vec<u32>, params: BeamParams, tokenizer: &Tokenizer, context_len: usize) -> Result<Self> {
         params.validate()?;
-        crate::generate::check_prompt(&prompt, context_len)?;
+        crate::generation::generate::check_prompt(&prompt, context_len)?;
         let root =
             Beam { token_ids: Vec::new(), text: String::new(), token_text: String::new(), logprob: 0.0, score: 0.0, finish_reason: None };
         Ok(BeamSearch {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::generate::{Finish, GenerateParams, StepEvent};
+use crate::generation::generate::{Finish, GenerateParams, StepEvent};
 use crate::tokenizer::PromptFormat;
 
 /// `format` of an exported run.

@@ -4,18 +4,8 @@
 //   MATMUL (prefill): Y = X W^T for the step's n_tokens rows, 4 tokens per thread at once
 //     (a vec4 accumulator, so every weight dequantized is used 4 times);
 //   and one weight format, W [rows, cols] dequantized on the fly from its layout (repacked
-//   at load, 4-byte aligned):
-//   Q4_1: a block of 32 weights is dm[b]: u32 = f16 d (low half) | f16 m (high half)
-//     -> array<u32> [rows * cols / 32], and qs[4b .. 4b+4]: its 16 nibble bytes as 4 u32
-//     -> array<u32> [rows * cols / 8]. Byte k holds weight k (low nibble) and k + 16 (high);
-//     w = q d + m, so word j of a block holds weights 4j..4j+3 and 4j+16..4j+19. Q4_0
-//     (w = (q - 8) d) is repacked into this layout exactly, with m = -8 d.
-//   Q8_0: a block of 32 weights is d[b]: f32 (the file's f16, widened) -> array<f32>
-//     [rows * cols / 32], and qs[8b .. 8b+8]: its 32 signed bytes as 8 u32 -> array<u32>
-//     [rows * cols / 4]; w = q d with q the sign-extended byte.
-//   F16: w[i]: u32 = weights 2i (low half) and 2i + 1 (high half), widened with
-//     unpack2x16float (no shader-f16 feature needed) -> array<u32> [rows * cols / 2].
-//   F32: w: array<f32> [rows * cols].
+//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q4_K, Q5_K, Q6_K, F16,
+//   BF16 or F32, as weight_formats.wgsl describes them and declares their bindings;
 //   and optionally, fused around the product:
 //   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
 //     eps) * gain, each workgroup reducing the sums of squares of its rows itself (so the
@@ -38,8 +28,8 @@
 //   ROPE_KV and ATTENTION (the cache bindings).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
-//   n_kv_heads, head_dim (the last three: ROPE_KV and ATTENTION)}; 1 qs or w (read); 2 dm
-//   or d (read; Q4_1 and Q8_0 only); 3 x: array<f32> [n_tokens, cols] (read), with
+//   n_kv_heads, head_dim (the last three: ROPE_KV and ATTENTION)}; 1 and 2 the weights
+//   (weight_formats.wgsl: qs, dm or d, blocks, or w); 3 x: array<f32> [n_tokens, cols] (read), with
 //   ATTENTION q: array<f32> [n_heads * hd], the step's rotated queries; 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
 //   only); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
@@ -85,20 +75,8 @@ alias Acc = vec4<f32>;
 #endif
 
 @group(0) @binding(0) var<uniform> params: Params;
-#ifdef Q4_1
-@group(0) @binding(1) var<storage, read> qs: array<u32>;
-@group(0) @binding(2) var<storage, read> dm: array<u32>;
-#endif
-#ifdef Q8_0
-@group(0) @binding(1) var<storage, read> qs: array<u32>;
-@group(0) @binding(2) var<storage, read> d: array<f32>;
-#endif
-#ifdef F16
-@group(0) @binding(1) var<storage, read> w: array<u32>;
-#endif
-#ifdef F32
-@group(0) @binding(1) var<storage, read> w: array<f32>;
-#endif
+#include weight_formats.wgsl
+
 #ifdef ATTENTION
 @group(0) @binding(3) var<storage, read> q: array<f32>;
 #else
@@ -246,6 +224,97 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
             dot = dot + f32(q) * X(base + k);
         }
         sum = sum + dot * d[row * blocks + w / 8u];
+    }
+#endif
+#ifdef Q5_1
+    // Q4_1's loop with each block's high bits.
+    let words = params.cols / 8u;
+    let blocks = params.cols / 32u;
+    for (var w = lane; w < words; w = w + lanes) {
+        let b = row * blocks + w / 4u;
+        let s = unpack2x16float(dm[b]);
+        let high = qs[b * 5u];
+        let word = qs[b * 5u + 1u + w % 4u];
+        let base = (w / 4u) * 32u + (w % 4u) * 4u;
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let i = (w % 4u) * 4u + k;
+            let q = byte_of(word, k);
+            let lo = f32((q & 0xfu) | (((high >> i) & 1u) << 4u)) * s.x + s.y;
+            let hi = f32((q >> 4u) | (((high >> (i + 16u)) & 1u) << 4u)) * s.x + s.y;
+            sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
+        }
+    }
+#endif
+#ifdef K_SCALES
+    // A unit is one word of a block's nibbles: 4 bytes, 8 weights of two sub-blocks.
+    let units = params.cols / 8u;
+    for (var u = lane; u < units; u = u + lanes) {
+        let base = (row * params.cols / 256u + u / 32u) * BLOCK_WORDS;
+        let w = u % 32u;
+        let c = w / 8u;
+        let i0 = (w % 8u) * 4u;
+        let col = (u / 32u) * 256u + 64u * c + i0;
+        let s_lo = k_scales(base, 2u * c);
+        let s_hi = k_scales(base, 2u * c + 1u);
+#ifdef Q4_K
+        let word = blocks[base + 4u + w];
+#endif
+#ifdef Q5_K
+        let word = blocks[base + 12u + w];
+        let high = blocks[base + 4u + w % 8u];
+#endif
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let q = byte_of(word, k);
+#ifdef Q4_K
+            let q_lo = q & 0xfu;
+            let q_hi = q >> 4u;
+#endif
+#ifdef Q5_K
+            let h = byte_of(high, k);
+            let q_lo = (q & 0xfu) + 16u * ((h >> (2u * c)) & 1u);
+            let q_hi = (q >> 4u) + 16u * ((h >> (2u * c + 1u)) & 1u);
+#endif
+            let lo = s_lo.x * f32(q_lo) - s_lo.y;
+            let hi = s_hi.x * f32(q_hi) - s_hi.y;
+            sum = sum + lo * X(col + k) + hi * X(col + 32u + k);
+        }
+    }
+#endif
+#ifdef Q6_K
+    // A unit is one word of a block's high bit pairs: 16 weights, 4 bytes in each quarter of
+    // a 128-weight half.
+    let units = params.cols / 16u;
+    for (var u = lane; u < units; u = u + lanes) {
+        let base = (row * params.cols / 256u + u / 16u) * BLOCK_WORDS;
+        let h = u % 16u;
+        let n = h / 8u;
+        let l0 = (h % 8u) * 4u;
+        let col = (u / 16u) * 256u + n * 128u + l0;
+        let pairs = blocks[base + 32u + h];
+        let low_a = blocks[base + 16u * n + h % 8u];
+        let low_b = blocks[base + 16u * n + 8u + h % 8u];
+        let sc = n * 8u + l0 / 16u;
+        let s = vec4<f32>(q6_scale(base, sc), q6_scale(base, sc + 2u), q6_scale(base, sc + 4u), q6_scale(base, sc + 6u));
+        for (var k = 0u; k < 4u; k = k + 1u) {
+            let p = byte_of(pairs, k);
+            let a = byte_of(low_a, k);
+            let b = byte_of(low_b, k);
+            let q = vec4<i32>(
+                i32((a & 0xfu) | ((p & 3u) << 4u)),
+                i32((b & 0xfu) | (((p >> 2u) & 3u) << 4u)),
+                i32((a >> 4u) | (((p >> 4u) & 3u) << 4u)),
+                i32((b >> 4u) | (((p >> 6u) & 3u) << 4u))
+            ) - vec4<i32>(32);
+            let v = s * vec4<f32>(q);
+            sum = sum + v.x * X(col + k) + v.y * X(col + 32u + k) + v.z * X(col + 64u + k) + v.w * X(col + 96u + k);
+        }
+    }
+#endif
+#ifdef BF16
+    let words = params.cols / 2u;
+    for (var i = lane; i < words; i = i + lanes) {
+        let pair = unpack_bf16(w[row * words + i]);
+        sum = sum + pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
     }
 #endif
 #ifdef F16

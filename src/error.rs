@@ -129,12 +129,14 @@ pub enum ModelError {
     #[error("unsupported architecture {0:?}: tokenscope runs llama-family models (general.architecture = \"llama\")")]
     UnsupportedArchitecture(String),
     /// A tensor stored in a type the engine cannot compute with.
-    #[error("tensor {name} has type {dtype}, which is not supported (supported: Q4_0, Q4_1, Q8_0, F16, F32)")]
+    #[error("tensor {name} has type {dtype}, which is not supported (supported: {supported})")]
     UnsupportedTensorType {
         /// Tensor name.
         name: String,
         /// Its GGML type.
         dtype: String,
+        /// The types the engine reads ([`crate::gguf::SUPPORTED_TYPES`]), by name.
+        supported: String,
     },
     /// A tensor the llama architecture needs is absent.
     #[error("tensor {0} is missing from the GGUF file")]

@@ -1,11 +1,13 @@
-//! The page's threaded CPU matmul (`QuantMatrix` on the band pool, Q8_0 and Q4_1 weights)
-//! against candle's quantized matmul on the same weights: odd sizes (row counts that are no multiple of a band, token
-//! counts that are no multiple of a tile), decode and prefill, products small enough to run on
-//! the calling thread and large enough to be threaded, and sentinels past the output's end.
-//! Both round the activations to 8 bits the same way and sum the same integer products per
-//! block, so they agree to float summation order: within 1e-5 of sum |w x| per output. Every
-//! dot-product kernel the build has is checked (natively AVX2 and the portable loops; in wasm
-//! relaxed SIMD, SIMD128 and the portable loops).
+//! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
+//! Q4_K and Q5_0 repacked exactly into them) against candle on the same weights: odd sizes
+//! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
+//! decode and prefill, products small enough to run on the calling thread and large enough to
+//! be threaded, and sentinels past the output's end. For Q8_0 and Q4_1 both round the
+//! activations to 8 bits the same way and sum the same integer products per block, so they
+//! agree to float summation order: within 1e-5 of sum |w x| per output; the repacked types are
+//! held to candle's dequantized weights. Every dot-product kernel the build has is checked
+//! (natively AVX2 and the portable loops; in wasm relaxed SIMD, SIMD128 and the portable
+//! loops).
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -117,6 +119,73 @@ fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
     let shapes =
         [(37, 64, 1), (37, 64, 3), (53, 128, 11), (7, 64, 9), (101, 576, 17), (1, 64, 1), (579, 192, 1), (331, 448, 19), (4099, 512, 1)];
     check_against_candle(GgmlDType::Q4_1, &shapes, 24);
+}
+
+/// A `QuantMatrix` repacked exactly from another type (`build`) against that type's
+/// dequantized weights (candle's), on each kernel: 127 times the identity as activations (which
+/// round to 8 bits exactly, with scale 1) recovers 127 times every weight (within 1e-5 of its
+/// row's largest, far below one quantization step, so a misplaced nibble or scale fails), and
+/// random activations give the dense product within the bound of their 8-bit rounding (half
+/// a step, `amax / 254`, per activation).
+fn check_exact_repack(dtype: GgmlDType, shapes: &[(usize, usize)], bytes_per_block: usize, build: fn(&[u8], usize, usize) -> QuantMatrix) {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    for &(rows, cols) in shapes {
+        let q = candle_weights(&random(&mut rng, rows * cols), rows, cols, dtype);
+        let dense = q.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("dequantize");
+        let m = build(&q.data().expect("blocks"), rows, cols);
+        assert_eq!((m.rows(), m.cols(), m.bytes()), (rows, cols, rows * cols / 32 * bytes_per_block));
+        let identity: Vec<f32> = (0..cols * cols).map(|i| if i / cols == i % cols { 127.0 } else { 0.0 }).collect();
+        let x = random(&mut rng, 5 * cols);
+        for kernel in DotKernel::available() {
+            let at = format!("{dtype:?} [{rows}, {cols}] on {}", kernel.name());
+            let mut out = vec![SENTINEL; cols * rows + 9];
+            m.forward_with(kernel, &identity, cols, &mut out).expect("forward");
+            assert!(out[cols * rows..].iter().all(|&v| v == SENTINEL), "{at}: written past the output");
+            for r in 0..rows {
+                let row = &dense[r * cols..(r + 1) * cols];
+                let largest = row.iter().fold(0f32, |a, v| a.max(v.abs()));
+                for (c, &w) in row.iter().enumerate() {
+                    let got = out[c * rows + r] / 127.0;
+                    assert!((got - w).abs() <= 1e-5 * largest, "{at}: weight ({r}, {c}) is {got}, candle's {w}");
+                }
+            }
+            let mut out = vec![SENTINEL; 5 * rows + 9];
+            m.forward_with(kernel, &x, 5, &mut out).expect("forward");
+            assert!(out[5 * rows..].iter().all(|&v| v == SENTINEL), "{at}: written past the output");
+            for t in 0..5 {
+                let xt = &x[t * cols..(t + 1) * cols];
+                for r in 0..rows {
+                    let row = &dense[r * cols..(r + 1) * cols];
+                    let want: f32 = row.iter().zip(xt).map(|(w, x)| w * x).sum();
+                    let bound: f32 = row
+                        .chunks_exact(32)
+                        .zip(xt.chunks_exact(32))
+                        .map(|(w, x)| w.iter().map(|v| v.abs()).sum::<f32>() * x.iter().fold(0f32, |a, v| a.max(v.abs())) / 254.0)
+                        .sum();
+                    let got = out[t * rows + r];
+                    assert!((got - want).abs() <= bound * 1.01 + 1e-5, "{at}: token {t} row {r}: {got} vs dense {want} (bound {bound})");
+                }
+            }
+        }
+    }
+}
+
+/// Q4_K (256-weight super-blocks of 6-bit scales and mins) read as Q4_1 blocks, exactly.
+#[test]
+fn q4_k_weights_repack_exactly_into_the_q4_1_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q4K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 24, build);
+    assert!(Q4_1Rows::from_q4_k(&[0; 144], 1, 96).is_err(), "a row of part of a super-block refused");
+    assert!(Q4_1Rows::from_q4_k(&[0; 287], 2, 256).is_err(), "a truncated super-block refused");
+}
+
+/// Q5_0 (5-bit weights) read as Q8_0 blocks, exactly.
+#[test]
+fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 36, build);
+    assert!(Q8_0Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
+    assert!(Q8_0Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
 }
 
 #[test]

@@ -249,9 +249,10 @@ fn exact_and_fast_cpu_paths_agree_on_a_synthetic_model() {
 
 #[test]
 fn every_supported_weight_type_runs_on_both_cpu_paths() {
-    use candle_core::quantized::GgmlDType;
-    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
-        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+    for t in tokenscope::gguf::SUPPORTED_TYPES {
+        // K-quant blocks hold 256 weights, so rows are at least that wide.
+        let (dim, ffn_dim) = if t.block_size() == 256 { (256, 512) } else { (64, 96) };
+        let spec = SyntheticSpec { weight_type: t, embedding_type: t, dim, ffn_dim, ..SyntheticSpec::default() };
         let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
         let mut logits = Vec::new();
         for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {

@@ -34,8 +34,10 @@ fn the_synthetic_model_loads_with_its_configuration() {
 
 #[test]
 fn every_supported_weight_type_loads() {
-    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
-        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+    for t in tokenscope::gguf::SUPPORTED_TYPES {
+        // K-quant blocks hold 256 weights, so rows are at least that wide.
+        let (dim, ffn_dim) = if t.block_size() == 256 { (256, 512) } else { (64, 96) };
+        let spec = SyntheticSpec { weight_type: t, embedding_type: t, dim, ffn_dim, ..SyntheticSpec::default() };
         let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
         let m = read(bytes).unwrap_or_else(|e| panic!("{t:?}: {e}"));
         assert_eq!(m.weights.layers[0].wq.dtype(), t);
@@ -73,15 +75,21 @@ fn other_architectures_are_refused() {
 }
 
 #[test]
-fn unsupported_tensor_types_are_named() {
-    let mut m = synthetic();
-    let t = Tensor::zeros((64, 64), candle_core::DType::F32, &Device::Cpu).expect("zeros");
-    m.set_tensor("blk.1.attn_q.weight", QTensor::quantize(&t, GgmlDType::Q5_0).expect("q5_0"));
+fn unsupported_tensor_types_are_named_with_what_is_supported() {
+    let spec = SyntheticSpec { dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let t = Tensor::zeros((256, 256), candle_core::DType::F32, &Device::Cpu).expect("zeros");
+    m.set_tensor("blk.1.attn_q.weight", QTensor::quantize(&t, GgmlDType::Q3K).expect("q3_k"));
     let e = model_error(read(m.to_bytes().expect("bytes")));
+    let message = e.to_string();
     match e {
-        ModelError::UnsupportedTensorType { ref name, ref dtype } => {
+        ModelError::UnsupportedTensorType { ref name, ref dtype, ref supported } => {
             assert_eq!(name, "blk.1.attn_q.weight");
-            assert_eq!(dtype, "Q5_0");
+            assert_eq!(dtype, "Q3_K");
+            for t in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"] {
+                assert!(supported.split(", ").any(|s| s == t), "{t} missing from {supported}");
+            }
+            assert!(message.contains("Q3_K") && message.contains(supported.as_str()), "{message}");
         }
         other => panic!("{other}"),
     }

@@ -4,6 +4,7 @@
 //! a failure: `scripts/setup.sh` installs lavapipe.
 #![cfg(not(target_arch = "wasm32"))]
 
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
@@ -113,10 +114,11 @@ fn a_dispatch_refuses_a_binding_name_the_kernel_lacks_or_leaves_out() {
     let k = Kernels::new(&ctx).expect("every kernel compiles");
     let b = ctx.storage("b", &[0u32; 64]);
     let named = |names: &[&'static str]| names.iter().map(|n| (*n, kernels::whole(&b))).collect::<Vec<_>>();
-    let missing = kernels::prepare(&ctx, &k.embedding, &named(&["params", "a", "b", "x", "step"]), 1).err().expect("refused");
+    let embedding = k.embedding_kernel(&ctx, gpu_ops::WeightFormat::Q4_1).expect("compiles");
+    let missing = kernels::prepare(&ctx, &embedding, &named(&["params", "qs", "dm", "x", "step"]), 1).err().expect("refused");
     assert!(missing.to_string().contains("tokens"), "{missing}");
-    let extra = named(&["params", "a", "b", "x", "step", "tokens", "gain"]);
-    let unknown = kernels::prepare(&ctx, &k.embedding, &extra, 1).err().expect("refused");
+    let extra = named(&["params", "qs", "dm", "x", "step", "tokens", "gain"]);
+    let unknown = kernels::prepare(&ctx, &embedding, &extra, 1).err().expect("refused");
     assert!(unknown.to_string().contains("no binding named gain"), "{unknown}");
 }
 
@@ -204,6 +206,7 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
             (2, 32, 0, 6, false),
         ];
         for (rows, cols, pos, n, accumulate) in cases {
+            let cols = columns(dtype, cols);
             let w = random(&mut rng, rows * cols, 0.5);
             // Large inputs, like this model's residual stream (|x| up to ~22,500), where the
             // norm reads them.
@@ -310,26 +313,26 @@ fn the_swiglu_epilogue_refuses_what_it_cannot_do() {
 #[test]
 fn interleaved_gate_and_up_rows_are_the_dense_rows_interleaved() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
-    let (rows, cols) = (7usize, 96usize);
-    for dtype in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+    let rows = 7usize;
+    for dtype in ALL_TYPES {
+        let cols = columns(dtype, 96);
         let quantize =
             |v: Vec<f32>| QTensor::quantize(&Tensor::from_vec(v, (rows, cols), &Device::Cpu).expect("tensor"), dtype).expect("quantize");
         let (gate, up) = (quantize(random(&mut rng, rows * cols, 1.0)), quantize(random(&mut rng, rows * cols, 1.0)));
         let (dg, du) = (to_vec(&gate).expect("dequantize"), to_vec(&up).expect("dequantize"));
         let woven = repack::interleave_rows(repack::repack(&gate).expect("repack"), repack::repack(&up).expect("repack"), rows)
             .expect("interleave");
+        // The file's own row bytes interleaved (re-quantizing dequantized K-quant rows is not
+        // the identity, so the expected matrix is built from the raw rows).
+        let (gb, ub) = (gate.data().expect("bytes"), up.data().expect("bytes"));
+        let row_bytes = gb.len() / rows;
+        let raw: Vec<u8> =
+            gb.chunks_exact(row_bytes).zip(ub.chunks_exact(row_bytes)).flat_map(|(g, u)| g.iter().chain(u).copied()).collect();
+        let both = qtensor_from_ggml(dtype, &raw, vec![2 * rows, cols], &Device::Cpu).expect("interleaved tensor");
         let dense: Vec<f32> = dg.chunks_exact(cols).zip(du.chunks_exact(cols)).flat_map(|(g, u)| g.iter().chain(u).copied()).collect();
-        let both = QTensor::quantize(&Tensor::from_vec(dense, (2 * rows, cols), &Device::Cpu).expect("tensor"), dtype).expect("quantize");
+        assert_eq!(to_vec(&both).expect("dequantize"), dense, "{dtype:?}: the raw interleave is the dense interleave");
         let expect = repack::repack(&both).expect("repack");
-        let words = |r: &repack::Repacked| -> Vec<u32> {
-            match r {
-                repack::Repacked::Q4_1 { dm, qs } => dm.iter().chain(qs).copied().collect(),
-                repack::Repacked::Q8_0 { d, qs } => d.iter().map(|v| v.to_bits()).chain(qs.iter().copied()).collect(),
-                repack::Repacked::F16 { w } => w.clone(),
-                repack::Repacked::F32 { w } => w.iter().map(|v| v.to_bits()).collect(),
-            }
-        };
-        assert_eq!(words(&woven), words(&expect), "{dtype:?}");
+        assert_eq!((woven.format, &woven.a, &woven.b), (expect.format, &expect.a, &expect.b), "{dtype:?}");
     }
 }
 
@@ -382,14 +385,54 @@ fn matvec_and_matmul_f32_match_their_cpu_twin() {
 }
 
 #[test]
+fn matvec_and_matmul_q5_0_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q5_0, 13);
+}
+
+#[test]
+fn matvec_and_matmul_q5_1_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q5_1, 14);
+}
+
+#[test]
+fn matvec_and_matmul_q4_k_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q4K, 15);
+}
+
+#[test]
+fn matvec_and_matmul_q5_k_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q5K, 16);
+}
+
+#[test]
+fn matvec_and_matmul_q6_k_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q6K, 17);
+}
+
+#[test]
+fn matvec_and_matmul_bf16_match_their_cpu_twin() {
+    check_linear(GgmlDType::BF16, 18);
+}
+
+/// Every weight type the engine reads.
+const ALL_TYPES: [GgmlDType; 11] = tokenscope::gguf::SUPPORTED_TYPES;
+
+/// `cols` rounded up to whole blocks of `dtype` (256 weights for the K formats), so the K
+/// formats run every case at a nearby width.
+fn columns(dtype: GgmlDType, cols: usize) -> usize {
+    cols.next_multiple_of(dtype.block_size())
+}
+
+#[test]
 fn embedding_lookup_matches_the_dequantized_row_exactly() {
     let ctx = context();
     let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    let (vocab, dim) = (301usize, 608usize);
-    let table = random(&mut rng, vocab * dim, 1.0);
-    let t = Tensor::from_vec(table, (vocab, dim), &Device::Cpu).expect("tensor");
-    for dtype in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+    let vocab = 301usize;
+    for dtype in ALL_TYPES {
+        let dim = columns(dtype, 608);
+        let table = random(&mut rng, vocab * dim, 1.0);
+        let t = Tensor::from_vec(table, (vocab, dim), &Device::Cpu).expect("tensor");
         let q = QTensor::quantize(&t, dtype).expect("quantize");
         let dense = to_vec(&q).expect("dequantize");
         let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), vocab as u32, dim as u32).expect("upload");
@@ -640,12 +683,14 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
         let kv_f16 = options.kv_f16;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(21);
-        for dtype in [GgmlDType::Q4_1, GgmlDType::Q4_0, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
+        for dtype in ALL_TYPES {
             // (query heads, KV heads, head_dim, cols, position, capacity): odd row counts
-            // (50, 60) and this model's shape at a far position.
+            // (50, 60) and this model's shape at a far position; columns rounded up to whole
+            // blocks (256 for the K-quants).
             for (heads, kv_heads, hd, cols, pos, capacity) in
                 [(3usize, 1usize, 10usize, 64usize, 0usize, 5usize), (6, 2, 6, 96, 4, 9), (9, 3, 64, 576, 4999, 5000)]
             {
+                let cols = columns(dtype, cols);
                 let (qd, kv) = (heads * hd, kv_heads * hd);
                 let rows = qd + 2 * kv;
                 let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);

@@ -1,6 +1,6 @@
 //! The whole GPU forward pass on small synthetic models of every supported weight type,
 //! against the exact CPU path: prefill (several passes, across attention chunks), decode,
-//! tied and separate LM heads, and the typed error for a layer that mixes weight types.
+//! tied and separate LM heads, and layers that mix weight types (as Q4_K_M files do).
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::io::Cursor;
@@ -49,11 +49,20 @@ fn compare(m: &SyntheticModel, prompt_len: usize, steps: usize, what: &str) {
     eprintln!("{what}: worst |logit diff| / max |logit| {worst:.2e} over a {prompt_len}-token prompt and {steps} steps");
 }
 
+/// A synthetic spec with `t` weights and embeddings, widths a multiple of `t`'s block (K-quant
+/// blocks hold 256 weights).
+fn spec_of(t: GgmlDType) -> SyntheticSpec {
+    let base = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+    if t.block_size() < 256 {
+        return base;
+    }
+    SyntheticSpec { dim: 256, ffn_dim: 512, ..base }
+}
+
 #[test]
 fn every_weight_type_matches_the_exact_cpu_path() {
-    for t in [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32] {
-        let spec = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
-        compare(&SyntheticModel::new(&spec).expect("model"), 9, 4, &format!("{t:?} weights, tied head"));
+    for t in tokenscope::gguf::SUPPORTED_TYPES {
+        compare(&SyntheticModel::new(&spec_of(t)).expect("model"), 9, 4, &format!("{t:?} weights, tied head"));
     }
 }
 
@@ -76,18 +85,30 @@ fn a_separate_lm_head_is_used() {
     compare(&m, 7, 3, "Q8_0 weights, F16 embeddings, separate Q4_0 head");
 }
 
+/// Replaces `name` (a `rows x cols` matrix) with random weights of type `t`.
+fn retype(m: &mut SyntheticModel, name: &str, rows: usize, cols: usize, t: GgmlDType) {
+    let mut rng = ChaCha8Rng::seed_from_u64(rows as u64 * 31 + cols as u64);
+    let values: Vec<f32> = (0..rows * cols).map(|_| (rng.random::<f32>() - 0.5) * 0.2).collect();
+    let v = Tensor::from_vec(values, (rows, cols), &Device::Cpu).expect("tensor");
+    m.set_tensor(name, QTensor::quantize(&v, t).expect("quantize"));
+}
+
 #[test]
-fn a_layer_mixing_weight_types_is_refused_in_words() {
-    let spec = SyntheticSpec::default();
-    let mut m = SyntheticModel::new(&spec).expect("model");
+fn layers_mixing_weight_types_match_the_exact_cpu_path() {
+    // Q4_K_M's pattern: Q6_K value and down projections among Q4_K ones.
+    let spec = spec_of(GgmlDType::Q4K);
     let kv = spec.n_kv_heads * spec.dim / spec.n_heads;
-    let t = Tensor::from_vec(vec![0.1f32; kv * spec.dim], (kv, spec.dim), &Device::Cpu).expect("tensor");
-    m.set_tensor("blk.0.attn_k.weight", QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize"));
-    let g = load(&m);
-    match pollster::block_on(GpuBackend::new(&g.config, g.weights, None)) {
-        Ok(_) => panic!("a Q8_0 attn_k among Q4_1 projections loaded onto the GPU"),
-        Err(e) => assert!(e.to_string().contains("use the CPU backend"), "{e}"),
-    }
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    retype(&mut m, "blk.0.attn_v.weight", kv, spec.dim, GgmlDType::Q6K);
+    retype(&mut m, "blk.1.ffn_down.weight", spec.dim, spec.ffn_dim, GgmlDType::Q6K);
+    retype(&mut m, "blk.1.ffn_up.weight", spec.ffn_dim, spec.dim, GgmlDType::Q5K);
+    compare(&m, 7, 3, "Q4_K weights with Q6_K attn_v and ffn_down, Q5_K ffn_up");
+    // A Q8_0 key projection among Q4_1 ones.
+    let spec = SyntheticSpec::default();
+    let kv = spec.n_kv_heads * spec.dim / spec.n_heads;
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    retype(&mut m, "blk.0.attn_k.weight", kv, spec.dim, GgmlDType::Q8_0);
+    compare(&m, 7, 3, "Q4_1 weights with a Q8_0 attn_k");
 }
 
 #[test]

@@ -17,7 +17,45 @@ use crate::error::ModelError;
 use scan::{check_header, shown};
 
 /// Tensor types the engine computes with, on every backend.
-pub const SUPPORTED_TYPES: [GgmlDType; 5] = [GgmlDType::Q4_0, GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F16, GgmlDType::F32];
+pub const SUPPORTED_TYPES: [GgmlDType; 11] = [
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::F32,
+];
+
+/// A tensor type's name as llama.cpp writes it (`Q4_K`, `BF16`, ...).
+pub fn type_name(t: GgmlDType) -> &'static str {
+    match t {
+        GgmlDType::F32 => "F32",
+        GgmlDType::F16 => "F16",
+        GgmlDType::BF16 => "BF16",
+        GgmlDType::Q4_0 => "Q4_0",
+        GgmlDType::Q4_1 => "Q4_1",
+        GgmlDType::Q5_0 => "Q5_0",
+        GgmlDType::Q5_1 => "Q5_1",
+        GgmlDType::Q8_0 => "Q8_0",
+        GgmlDType::Q8_1 => "Q8_1",
+        GgmlDType::Q2K => "Q2_K",
+        GgmlDType::Q3K => "Q3_K",
+        GgmlDType::Q4K => "Q4_K",
+        GgmlDType::Q5K => "Q5_K",
+        GgmlDType::Q6K => "Q6_K",
+        GgmlDType::Q8K => "Q8_K",
+    }
+}
+
+/// [`SUPPORTED_TYPES`] by name, comma-separated, for error messages.
+pub fn supported_type_names() -> String {
+    SUPPORTED_TYPES.map(type_name).join(", ")
+}
 
 /// A parsed GGUF header: metadata and tensor directory, checked against the file size.
 pub struct Gguf {
@@ -92,10 +130,15 @@ impl Gguf {
 
     /// A required string value.
     pub fn string(&self, key: &str) -> Result<&str, ModelError> {
+        self.string_opt(key)?.ok_or_else(|| meta_err(key, "is missing"))
+    }
+
+    /// An optional string value (present but not a string is an error).
+    pub fn string_opt(&self, key: &str) -> Result<Option<&str>, ModelError> {
         match self.value(key) {
-            Some(Value::String(s)) => Ok(s),
+            Some(Value::String(s)) => Ok(Some(s)),
             Some(_) => Err(meta_err(key, "is not a string")),
-            None => Err(meta_err(key, "is missing")),
+            None => Ok(None),
         }
     }
 
@@ -168,7 +211,11 @@ impl Gguf {
     pub fn check_type(&self, name: &str) -> Result<(), ModelError> {
         let (_, dtype) = self.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         if !SUPPORTED_TYPES.contains(&dtype) {
-            return Err(ModelError::UnsupportedTensorType { name: name.to_string(), dtype: format!("{dtype:?}") });
+            return Err(ModelError::UnsupportedTensorType {
+                name: name.to_string(),
+                dtype: type_name(dtype).to_string(),
+                supported: supported_type_names(),
+            });
         }
         Ok(())
     }

@@ -158,10 +158,16 @@ test('matmul_f32_norm_glu.wgsl runs a small case in Chromium (the RMSNorm prolog
   close(got.slice(0, want.length), want, 1e-5, 'gate/up with SwiGLU');
 });
 
-test('embedding.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
+test('embedding_f32.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
   const ids = [4, 0, 18];
-  const table = { u32: Array.from(new Uint32Array(new Float32Array(W).buffer)) };
-  const got = await runKernel('embedding.wgsl', [{ u32: [COLS, 3, 0, 0], uniform: true }, table, table, { f32: new Array(ids.length * COLS).fill(0) }, { u32: [7, ids.length, 0, 0], uniform: true }, { u32: ids }], 3, [Math.ceil(COLS / 64), ids.length, 1]);
+  const bindings = [
+    { u32: [COLS, 0, 0, 0], uniform: true, binding: 0 },
+    { f32: W, binding: 1 },
+    { f32: new Array(ids.length * COLS).fill(0), binding: 3 },
+    { u32: [7, ids.length, 0, 0], uniform: true, binding: 4 },
+    { u32: ids, binding: 5 },
+  ];
+  const got = await runKernel('embedding_f32.wgsl', bindings, 3, [Math.ceil(COLS / 64), ids.length, 1]);
   close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map(Math.fround), 0, 'embedding');
 });
 

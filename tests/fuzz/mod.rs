@@ -128,7 +128,7 @@ pub fn crafted() -> Vec<(&'static str, Vec<u8>, &'static str)> {
     let unsupported = {
         let mut m = tiny_model();
         let t = candle_core::Tensor::zeros((32, 32), candle_core::DType::F32, &candle_core::Device::Cpu).expect("zeros");
-        m.set_tensor("blk.0.attn_q.weight", candle_core::quantized::QTensor::quantize(&t, GgmlDType::Q5_1).expect("q5_1"));
+        m.set_tensor("blk.0.attn_q.weight", candle_core::quantized::QTensor::quantize(&t, GgmlDType::Q8_1).expect("q8_1"));
         m.to_bytes().expect("bytes")
     };
     vec![
@@ -141,7 +141,7 @@ pub fn crafted() -> Vec<(&'static str, Vec<u8>, &'static str)> {
         ("rope-base-nan.gguf", with("llama.rope.freq_base", Value::F32(f32::NAN)), "llama.rope.freq_base"),
         ("rope-base-infinite.gguf", with("llama.rope.freq_base", Value::F64(f64::INFINITY)), "llama.rope.freq_base"),
         ("tensor-name-escapes.gguf", escaped_name, "\\u{1b}[2J"),
-        ("tensor-type-q5_1.gguf", unsupported, "Q5_1"),
+        ("tensor-type-q8_1.gguf", unsupported, "Q8_1"),
     ]
 }
 

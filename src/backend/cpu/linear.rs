@@ -17,19 +17,27 @@ pub enum CpuPrecision {
     /// Weights dequantized exactly to f32, f32 activations: the reference for every other path.
     Exact,
     /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
-    /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_1 and Q8_0 read as
-    /// stored, on the band pool's threads), candle's quantized matmul on other CPUs (Q4_1
-    /// requantized to Q8_0 at load, since candle has SIMD dot products for Q8_0 only).
+    /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_1, Q4_K, Q8_0 and Q5_0
+    /// read as stored or repacked exactly, on the band pool's threads), candle's quantized
+    /// matmul for the other types and on other CPUs (Q4_1, Q5_0 and Q5_1 requantized to Q8_0
+    /// at load, since candle has SIMD dot products for Q8_0, not for them).
     Fast,
 }
 
-/// Whether the fast path multiplies Q4_1 and Q8_0 weights with [`QuantMatrix`] (its own SIMD
+/// Whether the fast path multiplies the types [`packs`] names with [`QuantMatrix`] (its own SIMD
 /// kernels, the band pool's threads) rather than candle's quantized matmul: in wasm (SIMD128;
 /// candle has no threads there and converts two f16 scales per block in software) and on
 /// x86-64 with AVX2 (Q4_1 read as stored rather than requantized to Q8_0, and a prefill that
 /// loads each weight block once for several tokens). Elsewhere candle's kernels stay.
 fn own_quant_matmul() -> bool {
     cfg!(target_arch = "wasm32") || DotKernel::Avx2.is_available()
+}
+
+/// The weight types the fast path's own kernels read (exactly, as stored or repacked):
+/// Q4_1 and Q4_K as [`Q4_1Rows`], Q8_0 and Q5_0 as [`Q8_0Rows`]. The others (Q4_0, Q5_1,
+/// Q5_K, Q6_K, F16, BF16, F32) go through candle's quantized matmul.
+fn packs(t: GgmlDType) -> bool {
+    matches!(t, GgmlDType::Q4_1 | GgmlDType::Q4K | GgmlDType::Q8_0 | GgmlDType::Q5_0)
 }
 
 /// The kernels behind the fast path's matrix products: a [`DotKernel`]'s name, or `candle`.
@@ -71,10 +79,11 @@ impl<'a> SharedInput<'a> {
 pub enum Linear {
     /// Exact f32 weights, row-major.
     Dense { w: Vec<f32>, rows: usize, cols: usize },
-    /// Q4_1 or Q8_0 weights as stored, multiplied on every thread (in wasm).
+    /// Q4_1, Q4_K, Q8_0 or Q5_0 weights as stored or repacked exactly ([`packs`]),
+    /// multiplied on the band pool's threads.
     Packed(QuantMatrix),
-    /// candle's quantized matmul (natively, and F16/F32 weights everywhere); Q4_1 is
-    /// requantized to Q8_0.
+    /// candle's quantized matmul (on CPUs without AVX2, and the types [`packs`] leaves out
+    /// everywhere); Q4_1, Q5_0 and Q5_1 are requantized to Q8_0.
     Quantized { m: QMatMul, rows: usize, cols: usize },
 }
 
@@ -84,16 +93,19 @@ impl Linear {
         let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
         Ok(match precision {
             CpuPrecision::Exact => Linear::Dense { w: to_vec(&t)?, rows, cols },
-            CpuPrecision::Fast if own_quant_matmul() && t.dtype() == GgmlDType::Q4_1 && cols.is_multiple_of(BLOCK) => {
+            CpuPrecision::Fast if own_quant_matmul() && cols.is_multiple_of(BLOCK) && packs(t.dtype()) => {
                 let blocks = t.data().map_err(Error::backend)?;
-                Linear::Packed(QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?))
-            }
-            CpuPrecision::Fast if own_quant_matmul() && t.dtype() == GgmlDType::Q8_0 && cols.is_multiple_of(BLOCK) => {
-                let blocks = t.data().map_err(Error::backend)?;
-                Linear::Packed(QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?))
+                Linear::Packed(match t.dtype() {
+                    GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?),
+                    GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(&blocks, rows, cols)?),
+                    GgmlDType::Q5_0 => QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(&blocks, rows, cols)?),
+                    _ => QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?),
+                })
             }
             CpuPrecision::Fast => {
-                let q = if t.dtype() == GgmlDType::Q4_1 {
+                // candle's Q4_1, Q5_0 and Q5_1 products have no SIMD and assume an even number
+                // of blocks per row; its Q8_0 product has both.
+                let q = if matches!(t.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1) {
                     let dense = t.dequantize(&Device::Cpu).map_err(Error::backend)?;
                     Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0).map_err(Error::backend)?)
                 } else {

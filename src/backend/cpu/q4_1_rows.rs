@@ -38,6 +38,38 @@ impl Q4_1Rows {
         Ok(Q4_1Rows { q, dm, rows, cols })
     }
 
+    /// Repacks a row-major `[rows, cols]` tensor's Q4_K super-blocks as a GGUF file stores
+    /// them (`cols` a multiple of 256), exactly: each 32-weight sub-block's weights are
+    /// `(d sc) q - (dmin m)` with 4-bit `q`, a Q4_1 block with scale `d sc` and offset
+    /// `-(dmin m)`, both exact in f32 (an f16 times a 6-bit integer), whose sum with `q d sc`
+    /// rounds as candle's dequantization does. Its nibbles are reordered from Q4_K's (a
+    /// 64-weight chunk's 32 bytes hold one sub-block in the low nibbles, the next in the high)
+    /// to Q4_1's.
+    pub fn from_q4_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        const SUPER: usize = 256;
+        const SUPER_BYTES: usize = 144;
+        if !cols.is_multiple_of(SUPER) {
+            return Err(crate::error::Error::Backend(format!("a Q4_K matrix needs rows of whole 256-weight blocks: [{rows}, {cols}]")));
+        }
+        check_shape("Q4_K", rows, cols, blocks.len(), rows * cols / SUPER * SUPER_BYTES)?;
+        let count = rows * cols / BLOCK;
+        let (mut q, mut dm) = (Vec::with_capacity(count * 16), Vec::with_capacity(count * 2));
+        let half = |b: &[u8]| half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+        for block in blocks.chunks_exact(SUPER_BYTES) {
+            let (d, dmin, scales, nibbles) = (half(&block[0..2]), half(&block[2..4]), &block[4..16], &block[16..]);
+            for (c, chunk) in nibbles.chunks_exact(32).enumerate() {
+                for high in [false, true] {
+                    let (sc, m) = scale_min_k4(2 * c + usize::from(high), scales);
+                    dm.push(d * f32::from(sc));
+                    dm.push(-(dmin * f32::from(m)));
+                    let n = |i: usize| if high { chunk[i] >> 4 } else { chunk[i] & 0xf };
+                    q.extend((0..16).map(|k| n(k) | (n(k + 16) << 4)));
+                }
+            }
+        }
+        Ok(Q4_1Rows { q, dm, rows, cols })
+    }
+
     /// Row `r`'s nibbles and (scale, offset) pairs.
     fn row(&self, r: usize) -> (&[u8], &[f32]) {
         let blocks = self.cols / BLOCK;
@@ -98,4 +130,14 @@ pub(super) fn portable_dot<const R: usize, const T: usize>(w: [(&[u8], &[f32]); 
                 .sum()
         })
     })
+}
+
+/// Sub-block `j`'s 6-bit scale and min from a K block's 12 packed bytes (ggml's
+/// `get_scale_min_k4`).
+pub(super) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
 }

@@ -35,8 +35,9 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 4] = [
+const INCLUDES: [(&str, &str); 5] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
+    ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
@@ -60,7 +61,8 @@ impl ShaderSource {
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![ops::embedding::source(), ops::attention::combine_source()];
+    let mut all = vec![ops::attention::combine_source()];
+    all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend([false, true].map(ops::rope_kv::source));
     all.extend(AttentionKernel::all().map(|a| a.source()));
     all.extend(MatrixKernel::all().map(|m| m.source()));
@@ -167,8 +169,6 @@ pub fn binding_numbers(code: &str) -> std::result::Result<Vec<(String, u32)>, St
 
 /// The compiled pipelines: the fixed kernels at once, each matrix variant on first use.
 pub struct Kernels {
-    /// Token embedding row lookup.
-    pub embedding: Kernel,
     /// Rotary embedding of the queries and keys, and the KV cache write.
     pub rope_kv: Kernel,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
@@ -180,6 +180,8 @@ pub struct Kernels {
     /// The variants chosen.
     pub options: KernelOptions,
     matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
+    /// The embedding lookup's pipelines by the table's format, compiled on first use.
+    embedding: std::sync::Mutex<std::collections::HashMap<ops::WeightFormat, Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -230,26 +232,42 @@ impl Kernels {
         let attention =
             |single| pipeline(ctx, &AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 }.source(), &wg);
         Ok(Kernels {
-            embedding: pipeline(ctx, &ops::embedding::source(), &wg)?,
             rope_kv: pipeline(ctx, &ops::rope_kv::source(options.kv_f16), &wg)?,
             attention_partial: attention(false)?,
             attention_single: attention(true)?,
             attention_combine: pipeline(ctx, &ops::attention::combine_source(), &wg)?,
             options,
             matrix: Default::default(),
+            embedding: Default::default(),
         })
     }
 
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
-        let mut cache = self.matrix.lock().map_err(|_| Error::Backend("the kernel cache was poisoned".into()))?;
-        if let Some(k) = cache.get(&variant) {
-            return Ok(k.clone());
-        }
-        let k = pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64), ("TPR", self.options.threads_per_row as f64)])?;
-        cache.insert(variant, k.clone());
-        Ok(k)
+        let constants = [("WG", WORKGROUP as f64), ("TPR", self.options.threads_per_row as f64)];
+        cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
     }
+
+    /// The pipeline of the embedding lookup from a table in `format`, compiled the first
+    /// time it is asked for.
+    pub fn embedding_kernel(&self, ctx: &GpuContext, format: ops::WeightFormat) -> Result<Kernel> {
+        cached(&self.embedding, format, || pipeline(ctx, &ops::embedding::source(format), &[("WG", WORKGROUP as f64)]))
+    }
+}
+
+/// The kernel under `key` in `cache`, made by `make` the first time.
+fn cached<K: std::hash::Hash + Eq>(
+    cache: &std::sync::Mutex<std::collections::HashMap<K, Kernel>>,
+    key: K,
+    make: impl FnOnce() -> Result<Kernel>,
+) -> Result<Kernel> {
+    let mut cache = cache.lock().map_err(|_| Error::Backend("the kernel cache was poisoned".into()))?;
+    if let Some(k) = cache.get(&key) {
+        return Ok(k.clone());
+    }
+    let k = make()?;
+    cache.insert(key, k.clone());
+    Ok(k)
 }
 
 /// One dispatch ready to encode: pipeline, bind group, workgroup count.

@@ -1,5 +1,5 @@
-//! The forward pass on the GPU: every weight stays quantized on the device (Q4_0, Q4_1, Q8_0,
-//! F16, F32, dequantized inside the kernels), activations and the residual stream in f32, the
+//! The forward pass on the GPU: every weight stays quantized on the device (every format
+//! of `crate::gguf::SUPPORTED_TYPES`, dequantized inside the kernels), activations and the residual stream in f32, the
 //! KV cache on the device. One decode step = one command encoder, one compute pass, one
 //! submit, one readback of the logits; a prefill pass runs up to 64 prompt tokens the same
 //! way with matrix-matrix kernels and causal attention. Pipelines, bind groups and buffers
@@ -19,7 +19,7 @@ use candle_core::quantized::QTensor;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv};
-use super::repack::{interleave_rows, repack, stack};
+use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
@@ -178,11 +178,11 @@ fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatri
     Ok(m)
 }
 
-/// Several matrices with the same columns, stacked row-wise into one (see [`stack`]).
+/// Several matrices with the same columns, stacked row-wise into one (see [`stack`]; in
+/// one layout, see [`repack_together`]).
 fn stacked(ctx: &GpuContext, parts: &[&QTensor], gpu_bytes: &mut u64) -> Result<GpuMatrix> {
     let mut rows = 0;
     let mut cols = None;
-    let mut repacked = Vec::new();
     for t in parts {
         let (r, c) = t.shape().dims2().map_err(Error::backend)?;
         if cols.is_some_and(|cols| cols != c) {
@@ -190,9 +190,8 @@ fn stacked(ctx: &GpuContext, parts: &[&QTensor], gpu_bytes: &mut u64) -> Result<
         }
         cols = Some(c);
         rows += r;
-        repacked.push(repack(t)?);
     }
-    let m = GpuMatrix::upload(ctx, &stack(repacked)?, rows as u32, cols.unwrap_or(0) as u32)?;
+    let m = GpuMatrix::upload(ctx, &stack(repack_together(parts)?)?, rows as u32, cols.unwrap_or(0) as u32)?;
     *gpu_bytes += m.bytes();
     Ok(m)
 }
@@ -203,7 +202,8 @@ fn gate_up(ctx: &GpuContext, gate: &QTensor, up: &QTensor, gpu_bytes: &mut u64) 
     if up.shape().dims2().map_err(Error::backend)? != (rows, cols) {
         return Err(Error::Backend(format!("the gate projection is {:?} but the up projection {:?}", gate.shape(), up.shape())));
     }
-    let m = GpuMatrix::upload(ctx, &interleave_rows(repack(gate)?, repack(up)?, rows)?, 2 * rows as u32, cols as u32)?;
+    let [g, u]: [_; 2] = repack_together(&[gate, up])?.try_into().map_err(|_| Error::Backend("gate and up: two matrices".into()))?;
+    let m = GpuMatrix::upload(ctx, &interleave_rows(g, u, rows)?, 2 * rows as u32, cols as u32)?;
     *gpu_bytes += m.bytes();
     Ok(m)
 }

@@ -60,10 +60,10 @@ uniform_struct! {
     EmbeddingParams as "Params" {
         /// Columns of the table (the model's dim).
         dim: u32,
-        /// The table's [`WeightFormat`](super::ops::WeightFormat), as its index.
-        format: u32,
         /// Padding to 16 bytes.
         _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
         /// Padding to 16 bytes.
         _pad1: u32,
     }

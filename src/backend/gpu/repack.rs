@@ -1,98 +1,133 @@
-//! Weight matrices from the GGUF layout to 4-byte-aligned GPU arrays (scales and quants
-//! apart), so WGSL can read them as `array<u32>` / `array<f32>`. Nothing is dequantized.
+//! Weight matrices from the GGUF layout to 4-byte-aligned GPU arrays, in the layouts
+//! shaders/weight_formats.wgsl describes, so WGSL can read them as `array<u32>` /
+//! `array<f32>`. Nothing is dequantized, except a stack of matrices whose formats differ
+//! (see [`repack_together`]).
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
+use super::ops::WeightFormat;
 use crate::error::{Error, Result};
 
-/// A weight matrix in the layout its matvec kernel reads.
-pub enum Repacked {
-    /// Q4_1: `dm` = one u32 per block (f16 d low, f16 m high), `qs` = 4 u32 per block.
-    /// Q4_0 blocks land here too, with m = -8 d (exact: see [`repack`]).
-    Q4_1 { dm: Vec<u32>, qs: Vec<u32> },
-    /// Q8_0: `d` = one f32 per block, `qs` = 8 u32 per block (32 signed bytes).
-    Q8_0 { d: Vec<f32>, qs: Vec<u32> },
-    /// F16: two weights per u32, the file's bytes unchanged.
-    F16 { w: Vec<u32> },
-    /// F32: the file's values unchanged.
-    F32 { w: Vec<f32> },
+/// A weight matrix in the layout of its [`WeightFormat`]: its first array (binding 1) and
+/// its second (binding 2, empty for the formats without one), both a whole number of words
+/// per row.
+pub struct Repacked {
+    /// The layout.
+    pub format: WeightFormat,
+    /// Binding 1's words.
+    pub a: Vec<u32>,
+    /// Binding 2's words (block scales), or empty.
+    pub b: Vec<u32>,
 }
 
 fn words(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
     bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
 }
 
-/// Repacks a Q4_0, Q4_1, Q8_0, F16 or F32 tensor.
+fn half(b: &[u8]) -> half::f16 {
+    half::f16::from_le_bytes([b[0], b[1]])
+}
+
+/// `d` and `offset d` as an f16 pair (d low), if `offset d` is exact in f16 (it is unless it
+/// overflows: the offsets are powers of two).
+fn with_offset(d: half::f16, offset: f32) -> Option<u32> {
+    let m = half::f16::from_f32(offset * d.to_f32());
+    (m.is_finite() && m.to_f32() == offset * d.to_f32()).then(|| u32::from(d.to_bits()) | (u32::from(m.to_bits()) << 16))
+}
+
+/// Repacks a tensor of any type the engine reads (`crate::gguf::SUPPORTED_TYPES`).
 ///
-/// A Q4_0 block (weights `(q - 8) d`) becomes a Q4_1 block with `m = -8 d`: multiplying an
-/// f16 by -8 is exact, and `q d + m` equals `(q - 8) d` exactly in f32 (both products are
-/// exact and so is their difference), so the GPU computes the same weights. It costs 2
-/// bytes more per 32 weights than Q4_0 and saves a kernel.
+/// A Q4_0 block (weights `(q - 8) d`) becomes a Q4_1 block with `m = -8 d`, and a Q5_0 block
+/// (`(q - 16) d`) a Q5_1 block with `m = -16 d`: multiplying an f16 by a power of two is
+/// exact (checked: a block whose offset would overflow f16 sends the whole matrix to F32),
+/// and `q d + m` equals `(q - 8) d` exactly in f32 (both products are exact and so is their
+/// sum), so the GPU computes the same weights. It costs 2 bytes more per 32 weights and
+/// saves a kernel each.
 pub fn repack(t: &QTensor) -> Result<Repacked> {
     let data = t.data().map_err(Error::backend)?;
+    let plain = |format, a: Vec<u32>, b: Vec<u32>| Ok(Repacked { format, a, b });
+    let with_offsets = |block_bytes: usize, offset: f32, format: WeightFormat| -> Result<Option<Repacked>> {
+        let blocks = data.chunks_exact(block_bytes);
+        let mut dm = Vec::with_capacity(blocks.len());
+        let mut qs = Vec::with_capacity(blocks.len() * (block_bytes - 2) / 4);
+        for b in blocks {
+            let Some(pair) = with_offset(half(b), offset) else { return Ok(None) };
+            dm.push(pair);
+            qs.extend(words(&b[2..]));
+        }
+        Ok(Some(Repacked { format, a: qs, b: dm }))
+    };
     match t.dtype() {
-        GgmlDType::Q4_1 => {
-            let blocks = data.chunks_exact(20);
+        GgmlDType::Q4_1 | GgmlDType::Q5_1 => {
+            let (size, format) = if t.dtype() == GgmlDType::Q4_1 { (20, WeightFormat::Q4_1) } else { (24, WeightFormat::Q5_1) };
+            let blocks = data.chunks_exact(size);
             let mut dm = Vec::with_capacity(blocks.len());
-            let mut qs = Vec::with_capacity(blocks.len() * 4);
+            let mut qs = Vec::with_capacity(blocks.len() * (size - 4) / 4);
             for b in blocks {
                 dm.extend(words(&b[..4]));
                 qs.extend(words(&b[4..]));
             }
-            Ok(Repacked::Q4_1 { dm, qs })
+            plain(format, qs, dm)
         }
-        GgmlDType::Q4_0 => {
-            let blocks = data.chunks_exact(18);
-            let mut dm = Vec::with_capacity(blocks.len());
-            let mut qs = Vec::with_capacity(blocks.len() * 4);
-            for b in blocks {
-                let d = half::f16::from_le_bytes([b[0], b[1]]);
-                let m = half::f16::from_f32(-8.0 * d.to_f32());
-                dm.push(u32::from(d.to_bits()) | (u32::from(m.to_bits()) << 16));
-                qs.extend(words(&b[2..]));
-            }
-            Ok(Repacked::Q4_1 { dm, qs })
-        }
+        GgmlDType::Q4_0 => with_offsets(18, -8.0, WeightFormat::Q4_1)?.map_or_else(|| repack_f32(t), Ok),
+        GgmlDType::Q5_0 => with_offsets(22, -16.0, WeightFormat::Q5_1)?.map_or_else(|| repack_f32(t), Ok),
         GgmlDType::Q8_0 => {
             let blocks = data.chunks_exact(34);
             let mut d = Vec::with_capacity(blocks.len());
             let mut qs = Vec::with_capacity(blocks.len() * 8);
             for b in blocks {
-                d.push(half::f16::from_le_bytes([b[0], b[1]]).to_f32());
+                d.push(half(b).to_f32().to_bits());
                 qs.extend(words(&b[2..]));
             }
-            Ok(Repacked::Q8_0 { d, qs })
+            plain(WeightFormat::Q8_0, qs, d)
         }
-        GgmlDType::F16 => Ok(Repacked::F16 { w: words(&data).collect() }),
-        GgmlDType::F32 => Ok(Repacked::F32 { w: words(&data).map(f32::from_bits).collect() }),
-        other => Err(Error::Backend(format!("the GPU backend has no kernel for {other:?} weights (it runs Q4_0, Q4_1, Q8_0, F16, F32)"))),
+        GgmlDType::Q4K => plain(WeightFormat::Q4K, words(&data).collect(), Vec::new()),
+        GgmlDType::Q5K => plain(WeightFormat::Q5K, words(&data).collect(), Vec::new()),
+        GgmlDType::Q6K => {
+            // 210 bytes a block: padded with 2 zero bytes to 53 words.
+            let mut w = Vec::with_capacity(data.len() / 210 * 53);
+            for b in data.chunks_exact(210) {
+                w.extend(words(&b[..208]));
+                w.push(u32::from(u16::from_le_bytes([b[208], b[209]])));
+            }
+            plain(WeightFormat::Q6K, w, Vec::new())
+        }
+        GgmlDType::F16 => plain(WeightFormat::F16, words(&data).collect(), Vec::new()),
+        GgmlDType::BF16 => plain(WeightFormat::BF16, words(&data).collect(), Vec::new()),
+        GgmlDType::F32 => plain(WeightFormat::F32, words(&data).collect(), Vec::new()),
+        other => Err(Error::Backend(format!("the GPU backend has no kernel for {other:?} weights"))),
     }
 }
 
-/// Stacks matrices with the same columns row-wise (`[W1; W2; ...]`) so one kernel dispatch
-/// computes all of their outputs, back to back. They must share a GPU layout (Q4_0 and Q4_1
-/// do).
+/// The tensor dequantized exactly to F32 (candle's arithmetic).
+fn repack_f32(t: &QTensor) -> Result<Repacked> {
+    let w = crate::model::weights::to_vec(t)?;
+    Ok(Repacked { format: WeightFormat::F32, a: w.into_iter().map(f32::to_bits).collect(), b: Vec::new() })
+}
+
+/// Repacks matrices that one kernel will read stacked ([`stack`], [`interleave_rows`]), so
+/// they share a layout: each in its own format when all have the same one; otherwise (a
+/// Q4_K_M file's Q6_K V projection beside Q4_K Q and K, say) every one of them dequantized
+/// to F32, exactly, at 4 bytes a weight.
+pub fn repack_together(parts: &[&QTensor]) -> Result<Vec<Repacked>> {
+    let repacked = parts.iter().map(|t| repack(t)).collect::<Result<Vec<_>>>()?;
+    if repacked.windows(2).all(|p| p[0].format == p[1].format) {
+        return Ok(repacked);
+    }
+    parts.iter().map(|t| repack_f32(t)).collect()
+}
+
+/// Stacks matrices of one layout row-wise (`[W1; W2; ...]`) so one kernel dispatch computes
+/// all of their outputs, back to back.
 pub fn stack(parts: Vec<Repacked>) -> Result<Repacked> {
     let mut parts = parts.into_iter();
     let mut out = parts.next().ok_or_else(|| Error::Backend("nothing to stack".into()))?;
     for p in parts {
-        match (&mut out, p) {
-            (Repacked::Q4_1 { dm, qs }, Repacked::Q4_1 { dm: d2, qs: q2 }) => {
-                dm.extend(d2);
-                qs.extend(q2);
-            }
-            (Repacked::Q8_0 { d, qs }, Repacked::Q8_0 { d: d2, qs: q2 }) => {
-                d.extend(d2);
-                qs.extend(q2);
-            }
-            (Repacked::F16 { w }, Repacked::F16 { w: w2 }) => w.extend(w2),
-            (Repacked::F32 { w }, Repacked::F32 { w: w2 }) => w.extend(w2),
-            _ => {
-                return Err(Error::Backend(
-                    "this model mixes weight types within a layer's Q/K/V or gate/up projections, which the GPU backend cannot fuse: use the CPU backend".into(),
-                ))
-            }
+        if p.format != out.format {
+            return Err(Error::Backend(format!("cannot stack a {:?} matrix under a {:?} one", p.format, out.format)));
         }
+        out.a.extend(p.a);
+        out.b.extend(p.b);
     }
     Ok(out)
 }
@@ -101,27 +136,16 @@ pub fn stack(parts: Vec<Repacked>) -> Result<Repacked> {
 /// ...]`: the gate and up projections stacked so that gate row i and up row i are rows 2i and
 /// 2i + 1 of one matrix, for the matrix kernels' SwiGLU epilogue (`GLU` in matrix.wgsl).
 pub fn interleave_rows(a: Repacked, b: Repacked, rows: usize) -> Result<Repacked> {
-    fn zip<T: Copy>(a: &[T], b: &[T], rows: usize) -> Result<Vec<T>> {
+    fn zip(a: &[u32], b: &[u32], rows: usize) -> Result<Vec<u32>> {
         if rows == 0 || a.len() != b.len() || !a.len().is_multiple_of(rows) {
-            return Err(Error::Backend(format!("cannot interleave {rows} rows of {} and {} values", a.len(), b.len())));
+            return Err(Error::Backend(format!("cannot interleave {rows} rows of {} and {} words", a.len(), b.len())));
         }
         let per_row = a.len() / rows;
-        Ok(a.chunks_exact(per_row).zip(b.chunks_exact(per_row)).flat_map(|(x, y)| x.iter().chain(y).copied()).collect())
+        Ok(a.chunks_exact(per_row.max(1)).zip(b.chunks_exact(per_row.max(1))).flat_map(|(x, y)| x.iter().chain(y).copied()).collect())
     }
-    Ok(match (a, b) {
-        (Repacked::Q4_1 { dm, qs }, Repacked::Q4_1 { dm: dm2, qs: qs2 }) => {
-            Repacked::Q4_1 { dm: zip(&dm, &dm2, rows)?, qs: zip(&qs, &qs2, rows)? }
-        }
-        (Repacked::Q8_0 { d, qs }, Repacked::Q8_0 { d: d2, qs: qs2 }) => {
-            Repacked::Q8_0 { d: zip(&d, &d2, rows)?, qs: zip(&qs, &qs2, rows)? }
-        }
-        (Repacked::F16 { w }, Repacked::F16 { w: w2 }) => Repacked::F16 { w: zip(&w, &w2, rows)? },
-        (Repacked::F32 { w }, Repacked::F32 { w: w2 }) => Repacked::F32 { w: zip(&w, &w2, rows)? },
-        _ => {
-            return Err(Error::Backend(
-                "this model's gate and up projections have different weight types, which the GPU backend cannot fuse: use the CPU backend"
-                    .into(),
-            ))
-        }
-    })
+    if a.format != b.format {
+        return Err(Error::Backend(format!("cannot interleave {:?} rows with {:?} rows", a.format, b.format)));
+    }
+    let second = if a.b.is_empty() && b.b.is_empty() { Vec::new() } else { zip(&a.b, &b.b, rows)? };
+    Ok(Repacked { format: a.format, a: zip(&a.a, &b.a, rows)?, b: second })
 }

@@ -18,29 +18,91 @@ pub const MATMUL_TOKENS: u32 = 4;
 /// Most workgroups one dispatch dimension may have (WebGPU's default limit).
 pub const MAX_GROUPS: u32 = 65_535;
 
-/// How a weight matrix is stored on the GPU (one matvec kernel each).
+/// How a weight matrix is stored on the GPU (one block of the matrix template each; the
+/// layouts are described in shaders/weight_formats.wgsl).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WeightFormat {
     /// Q4_1 blocks (Q4_0 is repacked into them exactly).
     Q4_1,
+    /// Q5_1 blocks (Q5_0 is repacked into them exactly).
+    Q5_1,
     /// Q8_0 blocks.
     Q8_0,
+    /// Q4_K super-blocks of 256 weights, as stored.
+    Q4K,
+    /// Q5_K super-blocks, as stored.
+    Q5K,
+    /// Q6_K super-blocks, as stored and padded to whole words.
+    Q6K,
     /// Half floats, two per word.
     F16,
+    /// Brain floats, two per word.
+    BF16,
     /// Single floats.
     F32,
 }
 
 impl WeightFormat {
-    const ALL: [WeightFormat; 4] = [WeightFormat::Q4_1, WeightFormat::Q8_0, WeightFormat::F16, WeightFormat::F32];
+    /// Every format.
+    pub const ALL: [WeightFormat; 9] = [
+        WeightFormat::Q4_1,
+        WeightFormat::Q5_1,
+        WeightFormat::Q8_0,
+        WeightFormat::Q4K,
+        WeightFormat::Q5K,
+        WeightFormat::Q6K,
+        WeightFormat::F16,
+        WeightFormat::BF16,
+        WeightFormat::F32,
+    ];
 
     /// The template's define (and the kernel name's part) for it.
-    fn define(self) -> &'static str {
+    pub fn define(self) -> &'static str {
         match self {
             WeightFormat::Q4_1 => "Q4_1",
+            WeightFormat::Q5_1 => "Q5_1",
             WeightFormat::Q8_0 => "Q8_0",
+            WeightFormat::Q4K => "Q4_K",
+            WeightFormat::Q5K => "Q5_K",
+            WeightFormat::Q6K => "Q6_K",
             WeightFormat::F16 => "F16",
+            WeightFormat::BF16 => "BF16",
             WeightFormat::F32 => "F32",
+        }
+    }
+
+    /// Every define the format sets in weight_formats.wgsl: its own, and `K_SCALES` for the
+    /// K formats with 6-bit scales and mins.
+    pub fn defines(self) -> &'static [&'static str] {
+        match self {
+            WeightFormat::Q4_1 => &["Q4_1"],
+            WeightFormat::Q5_1 => &["Q5_1"],
+            WeightFormat::Q8_0 => &["Q8_0"],
+            WeightFormat::Q4K => &["Q4_K", "K_SCALES"],
+            WeightFormat::Q5K => &["Q5_K", "K_SCALES"],
+            WeightFormat::Q6K => &["Q6_K"],
+            WeightFormat::F16 => &["F16"],
+            WeightFormat::BF16 => &["BF16"],
+            WeightFormat::F32 => &["F32"],
+        }
+    }
+
+    /// The WGSL names of its buffers (binding 1, and binding 2 if it has a second).
+    pub fn bindings(self) -> (&'static str, Option<&'static str>) {
+        match self {
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 => ("qs", Some("dm")),
+            WeightFormat::Q8_0 => ("qs", Some("d")),
+            WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => ("blocks", None),
+            WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => ("w", None),
+        }
+    }
+
+    /// Columns a row's length must be a multiple of.
+    pub fn block(self) -> u32 {
+        match self {
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q8_0 => 32,
+            WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => 256,
+            WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => 2,
         }
     }
 }
@@ -110,7 +172,8 @@ impl MatrixKernel {
 
     /// Its source: matrix.wgsl with its defines.
     pub fn source(&self) -> ShaderSource {
-        let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }, self.format.define()];
+        let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }];
+        defines.extend(self.format.defines());
         let flags = [
             (self.norm, "NORM"),
             (self.glu, "GLU"),
@@ -237,16 +300,8 @@ impl Kernels {
                 w.rows
             )));
         }
-        // The weights' buffers by their names in the format's layout.
-        let (a, b) = match w.format {
-            WeightFormat::Q4_1 => ("qs", Some("dm")),
-            WeightFormat::Q8_0 => ("qs", Some("d")),
-            WeightFormat::F16 | WeightFormat::F32 => ("w", None),
-        };
-        let mut binds = vec![("params", whole(&params)), (a, whole(&w.a))];
-        if let (Some(name), Some(buffer)) = (b, &w.b) {
-            binds.push((name, whole(buffer)));
-        }
+        let mut binds = vec![("params", whole(&params))];
+        binds.extend(w.binds());
         let x = if op.attention.is_some() { "q" } else { "x" };
         binds.extend([(x, whole(op.x)), ("y", op.y), ("step", whole(step))]);
         if let Some((gain, _)) = op.norm {
@@ -306,9 +361,9 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
 pub struct GpuMatrix {
     /// How it is stored.
     pub format: WeightFormat,
-    /// Quant words (Q4_1, Q8_0) or the weights (F16, F32).
+    /// Its first buffer (binding 1: quants, K blocks or the weights).
     pub a: wgpu::Buffer,
-    /// Block scales (Q4_1: packed d and m; Q8_0: f32 d); none for F16 and F32.
+    /// Its second (binding 2: block scales), for the formats with one.
     pub b: Option<wgpu::Buffer>,
     /// Output features.
     pub rows: u32,
@@ -319,16 +374,27 @@ pub struct GpuMatrix {
 impl GpuMatrix {
     /// Uploads a repacked matrix of `rows` x `cols`.
     pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Result<Self> {
-        if !cols.is_multiple_of(2) {
-            return Err(Error::Backend(format!("a matrix with {cols} columns cannot run on the GPU (an even count is needed)")));
+        let block = w.format.block();
+        if !cols.is_multiple_of(block) {
+            return Err(Error::Backend(format!(
+                "a {:?} matrix with {cols} columns cannot run on the GPU (a multiple of {block} is needed)",
+                w.format
+            )));
         }
-        let (format, a, b) = match w {
-            Repacked::Q4_1 { dm, qs } => (WeightFormat::Q4_1, ctx.storage("qs", qs), Some(ctx.storage("dm", dm))),
-            Repacked::Q8_0 { d, qs } => (WeightFormat::Q8_0, ctx.storage("qs", qs), Some(ctx.storage("d", d))),
-            Repacked::F16 { w } => (WeightFormat::F16, ctx.storage("w f16", w), None),
-            Repacked::F32 { w } => (WeightFormat::F32, ctx.storage("w f32", w), None),
-        };
-        Ok(GpuMatrix { format, a, b, rows, cols })
+        let (a_name, b_name) = w.format.bindings();
+        let a = ctx.storage(a_name, &w.a);
+        let b = b_name.map(|name| ctx.storage(name, &w.b));
+        Ok(GpuMatrix { format: w.format, a, b, rows, cols })
+    }
+
+    /// Its buffers under their WGSL names (weight_formats.wgsl), for a dispatch's bindings.
+    pub fn binds(&self) -> Vec<(&'static str, Bind<'_>)> {
+        let (a_name, b_name) = self.format.bindings();
+        let mut binds = vec![(a_name, whole(&self.a))];
+        if let (Some(name), Some(b)) = (b_name, &self.b) {
+            binds.push((name, whole(b)));
+        }
+        binds
     }
 
     /// Bytes of weight data the kernel reads per use.

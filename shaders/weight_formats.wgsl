@@ -1,0 +1,172 @@
+// weight_formats.wgsl: the weight formats a matrix is stored in on the GPU (repacked at load
+// by src/backend/gpu/repack.rs, 4-byte aligned, nothing dequantized): one define each, its
+// bindings (group 0, bindings 1 and 2) and weight_at(e), the weight at element e = row * cols
+// + col of the row-major matrix, with candle's dequantization arithmetic (bit-exact where
+// no multiply-add is contracted). Included by matrix.wgsl (whose row_dot reads the same
+// layouts a word at a time) and embedding.wgsl.
+//   Q4_1: qs: array<u32> [rows * cols / 8], a block of 32 weights as 4 words of its 16 nibble
+//     bytes (byte k: weight k low, k + 16 high); dm: array<u32> [rows * cols / 32], f16 d
+//     (low half) | f16 m (high half); w = q d + m. Q4_0 (w = (q - 8) d) lands here exactly,
+//     with m = -8 d.
+//   Q5_1: qs: array<u32> [rows * cols / 32 * 5], a block as its 32 high bits (bit k: weight k)
+//     then the 4 nibble words as Q4_1's; dm as Q4_1's; w = (q | high << 4) d + m. Q5_0
+//     (w = (q - 16) d) lands here exactly, with m = -16 d.
+//   Q8_0: qs: array<u32> [rows * cols / 4], 32 signed bytes a block; d: array<f32>
+//     [rows * cols / 32]; w = q d.
+//   Q4_K: blocks: array<u32> [rows * cols / 256 * 36], a 256-weight block as the file stores
+//     it: f16 d | f16 dmin, 12 bytes of 6-bit scales and mins, 128 nibble bytes (64 weights
+//     per 32 bytes: weight 64c + i low, 64c + 32 + i high); w = d sc q - dmin m.
+//   Q5_K: blocks: array<u32> [rows * cols / 256 * 44]: as Q4_K with 32 bytes of high bits
+//     before the nibbles (bit 2c of byte i: weight 64c + i, bit 2c + 1: 64c + 32 + i).
+//   Q6_K: blocks: array<u32> [rows * cols / 256 * 53], the file's 210 bytes and 2 of padding:
+//     128 bytes of low nibbles, 64 of high bit pairs, 16 signed scales (one per 16 weights),
+//     f16 d; w = d sc (q - 32).
+//   F16, BF16: w: array<u32> [rows * cols / 2], two weights a word, low half first.
+//   F32: w: array<f32> [rows * cols].
+// K_SCALES is set with Q4_K and Q5_K (their 6-bit scales and mins).
+
+#ifdef Q4_1
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> dm: array<u32>;
+#endif
+#ifdef Q5_1
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> dm: array<u32>;
+#endif
+#ifdef Q8_0
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> d: array<f32>;
+#endif
+#ifdef Q4_K
+@group(0) @binding(1) var<storage, read> blocks: array<u32>;
+const BLOCK_WORDS: u32 = 36u;
+#endif
+#ifdef Q5_K
+@group(0) @binding(1) var<storage, read> blocks: array<u32>;
+const BLOCK_WORDS: u32 = 44u;
+#endif
+#ifdef Q6_K
+@group(0) @binding(1) var<storage, read> blocks: array<u32>;
+const BLOCK_WORDS: u32 = 53u;
+#endif
+#ifdef F16
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+#endif
+#ifdef BF16
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+#endif
+#ifdef F32
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+#endif
+
+// Byte k (little-endian) of a word.
+fn byte_of(word: u32, k: u32) -> u32 {
+    return (word >> (8u * k)) & 0xffu;
+}
+
+// Two bf16 weights of a word, low half first.
+fn unpack_bf16(word: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+
+#ifdef K_SCALES
+// Sub-block j's (scale, min) of the K block at word `base`: 6 bits each, packed in the
+// 12 bytes at words base + 1 ..= base + 3 (ggml's get_scale_min_k4).
+fn scale_min(base: u32, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(k_byte(base, j) & 63u), f32(k_byte(base, j + 4u) & 63u));
+    }
+    let hi = k_byte(base, j + 4u);
+    let s = (hi & 0xfu) | ((k_byte(base, j - 4u) >> 6u) << 4u);
+    let m = (hi >> 4u) | ((k_byte(base, j) >> 6u) << 4u);
+    return vec2<f32>(f32(s), f32(m));
+}
+
+// Byte k of the 12 scale bytes of the K block at word `base`.
+fn k_byte(base: u32, k: u32) -> u32 {
+    return byte_of(blocks[base + 1u + k / 4u], k % 4u);
+}
+
+// Sub-block j's (d sc, dmin m) of the K block at word `base`.
+fn k_scales(base: u32, j: u32) -> vec2<f32> {
+    let dmin = unpack2x16float(blocks[base]);
+    let sm = scale_min(base, j);
+    return vec2<f32>(dmin.x * sm.x, dmin.y * sm.y);
+}
+#endif
+
+#ifdef Q6_K
+// Signed scale j (0..16) of the Q6_K block at word `base`, times its d.
+fn q6_scale(base: u32, j: u32) -> f32 {
+    let word = blocks[base + 48u + j / 4u];
+    let s = bitcast<i32>(word << (24u - 8u * (j % 4u))) >> 24u;
+    return unpack2x16float(blocks[base + 52u]).x * f32(s);
+}
+#endif
+
+// The weight at element e (row * cols + col) of the matrix.
+fn weight_at(e: u32) -> f32 {
+#ifdef Q4_1
+    let b = e / 32u;
+    let k = e % 32u;
+    let s = unpack2x16float(dm[b]);
+    let byte = byte_of(qs[b * 4u + (k % 16u) / 4u], k % 4u);
+    return f32(select(byte & 0xfu, byte >> 4u, k >= 16u)) * s.x + s.y;
+#endif
+#ifdef Q5_1
+    let b = e / 32u;
+    let k = e % 32u;
+    let s = unpack2x16float(dm[b]);
+    let byte = byte_of(qs[b * 5u + 1u + (k % 16u) / 4u], k % 4u);
+    let q = select(byte & 0xfu, byte >> 4u, k >= 16u) | (((qs[b * 5u] >> k) & 1u) << 4u);
+    return f32(q) * s.x + s.y;
+#endif
+#ifdef Q8_0
+    let q = bitcast<i32>(qs[e / 4u] << (24u - 8u * (e % 4u))) >> 24u;
+    return f32(q) * d[e / 32u];
+#endif
+#ifdef K_SCALES
+    let base = (e / 256u) * BLOCK_WORDS;
+    let j = e % 256u;
+    let c = j / 64u;
+    let high = (j % 64u) >= 32u;
+    let i = j % 32u;
+    let sub = 2u * c + u32(high);
+    let s = k_scales(base, sub);
+#ifdef Q4_K
+    let byte = byte_of(blocks[base + 4u + (32u * c + i) / 4u], i % 4u);
+    let q = select(byte & 0xfu, byte >> 4u, high);
+#endif
+#ifdef Q5_K
+    let byte = byte_of(blocks[base + 12u + (32u * c + i) / 4u], i % 4u);
+    let bit = (byte_of(blocks[base + 4u + i / 4u], i % 4u) >> sub) & 1u;
+    let q = select(byte & 0xfu, byte >> 4u, high) + 16u * bit;
+#endif
+    return s.x * f32(q) - s.y;
+#endif
+#ifdef Q6_K
+    let base = (e / 256u) * BLOCK_WORDS;
+    let j = e % 256u;
+    let n = j / 128u;
+    let quarter = (j % 128u) / 32u;
+    let l = j % 32u;
+    let lo_at = n * 64u + l + 32u * (quarter % 2u);
+    let lo = byte_of(blocks[base + lo_at / 4u], lo_at % 4u);
+    let nibble = select(lo & 0xfu, lo >> 4u, quarter >= 2u);
+    let hi_at = n * 32u + l;
+    let pair = (byte_of(blocks[base + 32u + hi_at / 4u], hi_at % 4u) >> (2u * quarter)) & 3u;
+    let q = i32(nibble | (pair << 4u)) - 32;
+    return q6_scale(base, n * 8u + l / 16u + 2u * quarter) * f32(q);
+#endif
+#ifdef F16
+    let pair = unpack2x16float(w[e / 2u]);
+    return select(pair.x, pair.y, (e % 2u) == 1u);
+#endif
+#ifdef BF16
+    let pair = unpack_bf16(w[e / 2u]);
+    return select(pair.x, pair.y, (e % 2u) == 1u);
+#endif
+#ifdef F32
+    return w[e];
+#endif
+}

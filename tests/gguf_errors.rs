@@ -96,6 +96,32 @@ fn unsupported_tensor_types_are_named_with_what_is_supported() {
 }
 
 #[test]
+fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
+    let refused = |m: SyntheticModel, key: &str| {
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
+        assert!(e.to_string().contains("does not"), "{e}");
+    };
+    let mut m = synthetic();
+    m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
+    refused(m, "llama.rope.scaling.type");
+    let mut m = synthetic();
+    m.set_tensor(
+        "rope_freqs.weight",
+        QTensor::quantize(&Tensor::ones(8, candle_core::DType::F32, &Device::Cpu).expect("ones"), GgmlDType::F32).expect("f32"),
+    );
+    refused(m, "rope_freqs.weight");
+    let mut m = synthetic();
+    m.set_meta("llama.rope.dimension_count", Value::U32(8));
+    refused(m, "llama.rope.dimension_count");
+    // Unscaled RoPE said out loud still loads.
+    let mut m = synthetic();
+    m.set_meta("llama.rope.scaling.type", Value::String("none".into()));
+    m.set_meta("llama.rope.dimension_count", Value::U32(16));
+    read(m.to_bytes().expect("bytes")).expect("plain RoPE loads");
+}
+
+#[test]
 fn missing_tensors_are_named() {
     let mut m = synthetic();
     m.remove_tensor("blk.1.ffn_down.weight");

@@ -42,7 +42,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve the web page and the models on http://127.0.0.1:PORT/.
     Serve(serve::ServeArgs),
-    /// Write a GGUF holding only the model's tokenizer metadata (for tests and tools).
+    /// Write a tensor-less GGUF holding the model's metadata (its tokenizer and configuration,
+    /// no weights: for tests and tools; llama.cpp opens it with vocab_only).
     ExportTokenizer {
         #[command(flatten)]
         model: ModelArgs,
@@ -166,13 +167,16 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Copies the `general.*` and `tokenizer.*` metadata of a model into a tensor-less GGUF.
+/// Copies the metadata of a model (`general.*`, `tokenizer.*` and its architecture's keys)
+/// into a tensor-less GGUF.
 fn export_tokenizer(model: &std::path::Path, out: &std::path::Path) -> Result<()> {
     use tokenscope::model::Gguf;
     let io = |context: String| move |source| Error::Io { context, source };
     let mut reader = std::io::BufReader::new(std::fs::File::open(model).map_err(io(format!("cannot open {}", model.display())))?);
     let gguf = Gguf::read(&mut reader)?;
-    let meta: Vec<_> = gguf.metadata().filter(|(k, _)| k.starts_with("tokenizer.") || k.starts_with("general.")).collect();
+    let arch = format!("{}.", gguf.string("general.architecture")?);
+    let meta: Vec<_> =
+        gguf.metadata().filter(|(k, _)| ["tokenizer.", "general.", arch.as_str()].iter().any(|p| k.starts_with(p))).collect();
     let mut file = std::fs::File::create(out).map_err(io(format!("cannot create {}", out.display())))?;
     candle_core::quantized::gguf_file::write(&mut file, &meta, &[]).map_err(Error::backend)?;
     println!("wrote {} ({} metadata entries)", out.display(), meta.len());

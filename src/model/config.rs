@@ -69,6 +69,7 @@ impl Config {
             rms_eps: g.f32_opt("llama.attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
         };
         cfg.validate(g.tensor_count())?;
+        check_plain_rope(g, cfg.head_dim)?;
         Ok(cfg)
     }
 
@@ -119,5 +120,33 @@ impl Config {
     /// KV-cache bytes per token in f32 (K and V, every layer).
     pub fn kv_bytes_per_token(&self) -> usize {
         self.n_layers * 2 * self.kv_dim() * 4
+    }
+}
+
+/// Refuses the RoPE variants the engine does not compute, rather than run them as plain RoPE and
+/// give wrong logits without a word: frequency scaling (`llama.rope.scaling.type`, or Llama 3's
+/// per-pair factors in a `rope_freqs.weight` tensor) and rotation of part of each head.
+fn check_plain_rope(g: &Gguf, head_dim: usize) -> Result<(), ModelError> {
+    let refuse = |key: &str, problem: String| Err(ModelError::Metadata { key: key.to_string(), problem });
+    if let Some(kind) = g.string_opt("llama.rope.scaling.type")? {
+        if kind != "none" {
+            return refuse(
+                "llama.rope.scaling.type",
+                format!("is {kind:?}: tokenscope computes unscaled RoPE only, so it does not run this model"),
+            );
+        }
+    }
+    if g.tensor_info("rope_freqs.weight").is_some() {
+        return refuse(
+            "rope_freqs.weight",
+            "holds RoPE frequency factors (Llama 3's scaling), which tokenscope does not apply yet, so it does not run this model".into(),
+        );
+    }
+    match g.usize_opt("llama.rope.dimension_count")? {
+        Some(n) if n != head_dim => refuse(
+            "llama.rope.dimension_count",
+            format!("is {n}, not the head width {head_dim}: tokenscope rotates whole heads only, so it does not run this model"),
+        ),
+        _ => Ok(()),
     }
 }

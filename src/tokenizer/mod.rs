@@ -1,19 +1,17 @@
 //! Text <-> token ids with the `tokenizers` crate, built from the GGUF's own vocabulary.
 //!
 //! GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`): the vocabulary and merges
-//! come from the file; the `smollm` pre-tokenizer splits digits one by one before the
-//! byte-level split; control tokens (`token_type == 3`) are special tokens matched verbatim.
+//! come from the file; the pre-tokenizer is the one `tokenizer.ggml.pre` names ([`pre`]);
+//! control tokens (`token_type == 3`) are special tokens matched verbatim.
 
 pub mod byte_level;
 pub mod chat;
+pub mod pre;
 pub mod stream;
 
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::{AddedToken, PreTokenizerWrapper};
+use tokenizers::AddedToken;
 
 pub use chat::{render as render_prompt, PromptFormat, DEFAULT_SYSTEM_PROMPT};
 pub use stream::Utf8Stream;
@@ -58,7 +56,10 @@ impl Tokenizer {
         let tokens = g.strings("tokenizer.ggml.tokens")?;
         let merges = g.strings("tokenizer.ggml.merges")?;
         let types = g.ints_opt("tokenizer.ggml.token_type")?.unwrap_or_default();
-        let pre = g.string("tokenizer.ggml.pre").unwrap_or("default");
+        let pre = match g.string_opt("tokenizer.ggml.pre")? {
+            Some(pre) => pre,
+            None => return Err(tok_err("tokenizer.ggml.pre", "is missing: the file does not say how its text is cut before BPE")),
+        };
         let id = |key: &str| -> Result<Option<u32>> {
             Ok(g.usize_opt(key)?.and_then(|v| u32::try_from(v).ok()).filter(|&v| (v as usize) < tokens.len()))
         };
@@ -91,14 +92,13 @@ impl Tokenizer {
                     .ok_or_else(|| tok_err("tokenizer.ggml.merges", &format!("entry {m:?} is not two tokens")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .ignore_merges(pre::ignores_merges(pre))
+            .build()
+            .map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
-        let byte_level = ByteLevel::new(false, true, true);
-        let pre_tokenizer: PreTokenizerWrapper = match pre {
-            "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into(),
-            _ => byte_level.into(),
-        };
-        inner.with_pre_tokenizer(Some(pre_tokenizer));
+        inner.with_pre_tokenizer(Some(pre::pre_tokenizer(pre)?));
         inner.with_decoder(Some(ByteLevelDecoder::default()));
 
         let kind = |i: usize| sp.types.get(i).copied().unwrap_or(1);

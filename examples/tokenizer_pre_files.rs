@@ -1,0 +1,24 @@
+//! Writes the tokenizer files the pre-tokenizer fixture is made from (one per name tokenscope
+//! builds, see tests/common/pre_fixture.rs) into DIR, for bench/make-tokenizer-fixtures.mjs:
+//!
+//! ```text
+//! cargo run --release --example tokenizer_pre_files -- DIR
+//! ```
+
+#[path = "../tests/common/pre_fixture.rs"]
+mod pre_fixture;
+
+fn main() {
+    let Some(dir) = std::env::args().nth(1) else {
+        eprintln!("usage: tokenizer_pre_files DIR");
+        std::process::exit(2);
+    };
+    for (pre, _) in tokenscope::tokenizer::pre::SUPPORTED_PRE {
+        let path = std::path::Path::new(&dir).join(format!("{pre}.gguf"));
+        if let Err(e) = std::fs::write(&path, pre_fixture::tokenizer_file(Some(pre))) {
+            eprintln!("cannot write {}: {e}", path.display());
+            std::process::exit(1);
+        }
+        println!("wrote {}", path.display());
+    }
+}

@@ -1,0 +1,63 @@
+//! Pre-tokenizers: how text is cut into pieces before byte-level BPE merges within each piece,
+//! chosen by the file's `tokenizer.ggml.pre` (the names llama.cpp gives them) and built from the
+//! `tokenizers` crate's parts as the models' own `tokenizer.json` files declare them. A name
+//! not listed here is refused, never replaced by a guess: a wrong cut gives other tokens than
+//! the model was trained on, silently.
+
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::SplitDelimiterBehavior;
+
+use crate::error::{Error, ModelError, Result};
+
+/// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
+pub const SUPPORTED_PRE: [(&str, &str); 4] = [
+    ("gpt-2", "GPT-2's regular expression"),
+    ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
+    ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
+    ("qwen2", "Qwen2, Qwen2.5 and Qwen3: contractions in any case, digits one by one"),
+];
+
+/// GPT-4's split (Llama 3 and Qwen2 use it, differing in how many digits a number piece
+/// holds): contractions in any case, a word with at most one leading non-letter, numbers,
+/// punctuation runs with their line breaks, line breaks with the spaces before them, and
+/// spaces (a run before a word leaves its last space to the word).
+fn gpt4_split(digits: &str) -> String {
+    format!(
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+}
+
+/// Whether BPE takes a piece that is itself a token as that token, before any merge (Llama 3's
+/// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge).
+pub fn ignores_merges(pre: &str) -> bool {
+    pre == "llama-bpe"
+}
+
+/// The pre-tokenizer named `pre`, or the error naming it and listing [`SUPPORTED_PRE`].
+pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
+    // GPT-2's expression inside ByteLevel, or an explicit split and ByteLevel as bytes only.
+    let gpt2 = || ByteLevel::new(false, true, true);
+    let bytes_only = || ByteLevel::new(false, true, false);
+    let split = |digits: &str| {
+        Split::new(SplitPattern::Regex(gpt4_split(digits)), SplitDelimiterBehavior::Isolated, false)
+            .map_err(|e| Error::Tokenizer(format!("cannot build the {pre} pre-tokenizer: {e}")))
+    };
+    Ok(match pre {
+        "gpt-2" => gpt2().into(),
+        "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
+        "llama-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
+        "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
+        other => {
+            let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
+            return Err(ModelError::Metadata {
+                key: "tokenizer.ggml.pre".into(),
+                problem: format!("{other:?} is not a pre-tokenizer tokenscope builds; it builds {}", names.join(", ")),
+            }
+            .into());
+        }
+    })
+}

@@ -75,6 +75,10 @@ pub enum Error {
         /// Context window in tokens.
         context: usize,
     },
+    /// Chat mode cannot render this conversation: the file has no chat template, its template
+    /// does not compile, or the template refuses the conversation.
+    #[error("chat mode: {0}. Choose completion mode, or a model whose file has a chat template")]
+    ChatTemplate(String),
     /// The prompt is empty: there is nothing to continue.
     #[error("the prompt is empty: type something for the model to continue")]
     EmptyPrompt,
@@ -169,7 +173,7 @@ impl Error {
     pub fn kind(&self) -> ErrorName {
         match self {
             Error::Model(_) | Error::Tokenizer(_) | Error::NanLogits { .. } => ErrorName::BadModel,
-            Error::InvalidParams(_) | Error::EmptyPrompt => ErrorName::InvalidParams,
+            Error::InvalidParams(_) | Error::EmptyPrompt | Error::ChatTemplate(_) => ErrorName::InvalidParams,
             Error::PromptTooLong { .. } => ErrorName::PromptTooLong,
             Error::NoGpu(_) => ErrorName::NoGpu,
             Error::GpuLost(_) => ErrorName::GpuLost,

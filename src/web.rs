@@ -28,6 +28,9 @@ use crate::tokenizer::{PromptFormat, Tokenizer};
 #[derive(Serialize, Tsify)]
 struct ModelInfo {
     config: Config,
+    /// Why chat mode cannot be used with this model (no chat template in the file, or one that
+    /// does not compile), or `None` when it can.
+    chat_unavailable: Option<String>,
     file_bytes: u64,
     backend: String,
     device: String,
@@ -270,6 +273,7 @@ impl Engine {
             device: info.device,
             context_len: backend.context_len(),
             config: model.config,
+            chat_unavailable: model.tokenizer.chat_support().err().map(str::to_string),
         };
         self.state = EngineState::Loaded { backend, tokenizer: model.tokenizer, work: Work::Idle };
         to_js(&out)

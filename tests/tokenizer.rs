@@ -7,7 +7,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use tokenscope::generation::stop::StopMatcher;
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Gguf;
-use tokenscope::tokenizer::{render_prompt, PromptFormat, Tokenizer, Utf8Stream, DEFAULT_SYSTEM_PROMPT};
+use tokenscope::tokenizer::{Tokenizer, Utf8Stream};
 
 fn synthetic_tokenizer() -> Tokenizer {
     let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
@@ -62,18 +62,6 @@ fn streaming_matches_whole_decode_token_by_token() {
     }
     out.push_str(&s.finish());
     assert_eq!(out, text);
-}
-
-#[test]
-fn chat_template_is_chatml() {
-    let p = render_prompt(&PromptFormat::Chat { system: None }, "Hi");
-    assert_eq!(
-        p,
-        format!("<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
-    );
-    let no_system = render_prompt(&PromptFormat::Chat { system: Some(String::new()) }, "Hi");
-    assert_eq!(no_system, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-    assert_eq!(render_prompt(&PromptFormat::Completion, "Once"), "Once");
 }
 
 fn run_stops(stops: &[&str], pieces: &[&str]) -> (String, bool) {

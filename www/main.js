@@ -627,6 +627,7 @@ function onWorkerMessage({ data: msg }) {
       state.modelLabel = msg.name;
       ui.progress.value = 1;
       ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
+      offerChat(msg.info.chat_unavailable);
       // Why the CPU backend runs on one thread when the machine has more (not isolated, or
       // the threaded engine failed to start).
       const threadsNote = msg.backend === 'cpu' && msg.threadsNote ? ` ${msg.threadsNote}` : '';
@@ -787,3 +788,18 @@ spawnWorker();
 showDecoding();
 renderAll();
 loadDefault();
+
+/**
+ * Chat mode follows the model's own chat template: a model whose file has none (or one that does
+ * not compile) offers completion only, and the status line says why.
+ * @param {string | null | undefined} why
+ */
+function offerChat(why) {
+  const chat = /** @type {HTMLInputElement} */ (document.querySelector('input[name=mode][value=chat]'));
+  const completion = /** @type {HTMLInputElement} */ (document.querySelector('input[name=mode][value=completion]'));
+  chat.disabled = !!why;
+  if (why) {
+    if (chat.checked) completion.checked = true;
+    ui.loadStatus.textContent += ` Chat mode is off: ${why}.`;
+  }
+}

@@ -20,10 +20,11 @@ pub struct GenerateArgs {
     model: ModelArgs,
     /// The prompt (with --chat: the user's message).
     prompt: String,
-    /// Treat the prompt as a user message in the model's chat template.
+    /// Treat the prompt as a user message in the model's own chat template
+    /// (tokenizer.chat_template; refused when the file has none).
     #[arg(long)]
     chat: bool,
-    /// System prompt for --chat (default: the model's usual one).
+    /// System prompt for --chat (default: whatever the model's template writes, often its usual one).
     #[arg(long)]
     system: Option<String>,
     /// Softmax temperature; 0 = greedy.

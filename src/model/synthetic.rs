@@ -89,6 +89,7 @@ impl SyntheticModel {
             ("tokenizer.ggml.bos_token_id".to_string(), u(1)),
             ("tokenizer.ggml.eos_token_id".to_string(), u(2)),
             ("tokenizer.ggml.add_bos_token".to_string(), Value::Bool(false)),
+            ("tokenizer.chat_template".to_string(), s(CHAT_TEMPLATE)),
         ];
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let (d, f) = (spec.dim, spec.ffn_dim);
@@ -128,6 +129,11 @@ impl SyntheticModel {
         }
     }
 
+    /// Removes a metadata entry.
+    pub fn remove_meta(&mut self, key: &str) {
+        self.metadata.retain(|(k, _)| k != key);
+    }
+
     /// Removes a tensor by name.
     pub fn remove_tensor(&mut self, name: &str) {
         self.tensors.retain(|(n, _)| n != name);
@@ -148,6 +154,10 @@ impl SyntheticModel {
         Ok(out.into_inner())
     }
 }
+
+/// The synthetic model's chat template: turns between its control tokens, with a short default
+/// system turn when the conversation has none.
+pub const CHAT_TEMPLATE: &str = "{% for m in messages %}{% if loop.first and m.role != 'system' %}<|im_start|>system\nA synthetic model.<|im_end|>\n{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
 /// Tokens (control, bytes, merged words), merges and GGUF token types.
 fn vocabulary() -> (Vec<String>, Vec<String>, Vec<i32>) {

@@ -1,9 +1,25 @@
-//! Prompt formats: raw completion, or a ChatML conversation for instruction-tuned models.
+//! Prompt formats: raw completion, or a conversation rendered with the model's own chat template.
+//!
+//! An instruction-tuned GGUF carries its prompt format as a Jinja template in
+//! `tokenizer.chat_template`. It is compiled once with minijinja, set up as Hugging Face
+//! transformers renders templates with Python's jinja2 (`trim_blocks`, `lstrip_blocks`, loop
+//! controls, Python's string methods, a `raise_exception` function), so `--chat` and the page's
+//! chat mode write exactly what the model was trained on. A file without a template, or with one
+//! that does not compile, still runs in completion mode; chat mode is refused with the reason,
+//! never guessed.
 
+use minijinja::value::{Serde, Value};
+use minijinja::{Environment, ErrorKind};
 use serde::{Deserialize, Serialize};
 
-/// The system prompt SmolLM2-Instruct was trained with.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+use crate::error::{Error, Result};
+
+/// The metadata key that holds the template (also its name in minijinja's error messages).
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// Template instructions one render may run: far above any real template's needs for a short
+/// conversation, so a template that loops forever stops with an error instead of hanging.
+const RENDER_FUEL: u64 = 5_000_000;
 
 /// How the user's text becomes the model's prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -12,26 +28,118 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful AI assistant named Sm
 pub enum PromptFormat {
     /// The text is continued as it is.
     Completion,
-    /// The text is the user's turn of a ChatML conversation; the model writes the assistant turn.
+    /// The text is the user's turn of a conversation in the model's chat template; the model
+    /// writes the assistant's turn.
     Chat {
-        /// System turn; `None` (or missing) uses [`DEFAULT_SYSTEM_PROMPT`], `Some("")` leaves it out.
+        /// System turn: `None` (or missing) leaves the choice to the template (many write a
+        /// default system prompt); `Some(text)` sends a system message with that text.
         #[cfg_attr(target_arch = "wasm32", tsify(optional))]
         system: Option<String>,
     },
 }
 
-/// Renders the prompt text (special tokens are written out and parsed by the tokenizer).
-pub fn render(format: &PromptFormat, text: &str) -> String {
-    match format {
-        PromptFormat::Completion => text.to_string(),
-        PromptFormat::Chat { system } => {
-            let system = system.as_deref().unwrap_or(DEFAULT_SYSTEM_PROMPT);
-            let mut out = String::new();
-            if !system.is_empty() {
-                out.push_str(&format!("<|im_start|>system\n{system}<|im_end|>\n"));
+/// One message of a conversation, as chat templates read them (`message.role`, `message.content`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant` (templates decide what else they accept).
+    pub role: String,
+    /// The message's text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message from `role` saying `content`.
+    pub fn new(role: &str, content: &str) -> Self {
+        ChatMessage { role: role.to_string(), content: content.to_string() }
+    }
+}
+
+impl PromptFormat {
+    /// The conversation this format makes of the user's text (`None` for completion).
+    pub fn messages(&self, text: &str) -> Option<Vec<ChatMessage>> {
+        match self {
+            PromptFormat::Completion => None,
+            PromptFormat::Chat { system } => {
+                let system = system.as_deref().map(|s| ChatMessage::new("system", s));
+                Some(system.into_iter().chain([ChatMessage::new("user", text)]).collect())
             }
-            out.push_str(&format!("<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"));
-            out
         }
     }
+}
+
+/// A model's chat template, compiled and ready to render conversations.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").field("bos_token", &self.bos_token).field("eos_token", &self.eos_token).finish()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `bos_token` and `eos_token` are the texts templates see under those
+    /// names. A syntax error is returned in minijinja's words (line and cause).
+    pub fn compile(source: &str, bos_token: &str, eos_token: &str) -> Result<Self> {
+        let mut env = Environment::new();
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| chat_err(&format!("cannot configure the template engine: {e}")))?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.set_fuel(Some(RENDER_FUEL));
+        env.add_template_owned(CHAT_TEMPLATE_KEY, source.to_string())
+            .map_err(|e| chat_err(&format!("{CHAT_TEMPLATE_KEY} does not compile: {}", e)))?;
+        Ok(ChatTemplate { env, bos_token: bos_token.to_string(), eos_token: eos_token.to_string() })
+    }
+
+    /// Renders a conversation; with `add_generation_prompt` the text ends where the assistant's
+    /// turn begins. A template that refuses the conversation (`raise_exception`) says why.
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let template = self.env.get_template(CHAT_TEMPLATE_KEY).map_err(|e| chat_err(&e.to_string()))?;
+        let ctx = minijinja::context! {
+            messages => Value::from(Serde(messages)),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        };
+        template.render(ctx).map_err(|e| match e.kind() {
+            ErrorKind::InvalidOperation if is_raised(&e) => {
+                chat_err(&format!("the model's template refuses this conversation: {}", raised_text(&e)))
+            }
+            _ => chat_err(&format!("{CHAT_TEMPLATE_KEY} failed to render: {}", e)),
+        })
+    }
+
+    /// The BOS token's text as templates see it.
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+}
+
+/// Marks errors raised by a template's own `raise_exception(...)` call.
+const RAISED: &str = "raise_exception: ";
+
+/// `raise_exception(message)`: the template refuses its input (templates call it for roles out
+/// of order and the like).
+fn raise_exception(message: String) -> std::result::Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("{RAISED}{message}")))
+}
+
+fn is_raised(e: &minijinja::Error) -> bool {
+    e.detail().is_some_and(|d| d.starts_with(RAISED))
+}
+
+fn raised_text(e: &minijinja::Error) -> &str {
+    e.detail().and_then(|d| d.strip_prefix(RAISED)).unwrap_or_default()
+}
+
+fn chat_err(problem: &str) -> Error {
+    Error::ChatTemplate(problem.to_string())
 }

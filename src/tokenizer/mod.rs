@@ -2,7 +2,8 @@
 //!
 //! GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`): the vocabulary and merges
 //! come from the file; the pre-tokenizer is the one `tokenizer.ggml.pre` names ([`pre`]);
-//! control tokens (`token_type == 3`) are special tokens matched verbatim.
+//! control tokens (`token_type == 3`) are special tokens matched verbatim; the chat format is
+//! the file's own template ([`chat`]).
 
 pub mod byte_level;
 pub mod chat;
@@ -13,7 +14,7 @@ use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::BPE;
 use tokenizers::AddedToken;
 
-pub use chat::{render as render_prompt, PromptFormat, DEFAULT_SYSTEM_PROMPT};
+pub use chat::{ChatMessage, ChatTemplate, PromptFormat, CHAT_TEMPLATE_KEY};
 pub use stream::Utf8Stream;
 
 use crate::error::{Error, ModelError, Result};
@@ -40,6 +41,8 @@ pub struct Tokenizer {
     bos_id: Option<u32>,
     /// Whether the model wants BOS prepended to prompts.
     add_bos: bool,
+    /// The file's chat template, or why chat mode cannot be offered (in words).
+    chat: std::result::Result<ChatTemplate, String>,
 }
 
 impl Tokenizer {
@@ -70,7 +73,17 @@ impl Tokenizer {
             bos: id("tokenizer.ggml.bos_token_id")?,
             add_bos: g.bool_opt("tokenizer.ggml.add_bos_token").unwrap_or(false),
         };
-        let built = Self::build(&tokens, &merges, pre, specials)?;
+        let token_text = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).map_or("", |t| *t);
+        let chat = match g.string_opt(CHAT_TEMPLATE_KEY)? {
+            Some(source) => {
+                ChatTemplate::compile(source, token_text(specials.bos), token_text(eos_ids.first().copied())).map_err(|e| match e {
+                    Error::ChatTemplate(why) => why,
+                    other => other.to_string(),
+                })
+            }
+            None => Err(format!("this model's file has no chat template ({CHAT_TEMPLATE_KEY})")),
+        };
+        let built = Self::build(&tokens, &merges, pre, specials, chat)?;
         for (i, t) in tokens.iter().enumerate() {
             if built.is_control[i] && END_OF_TURN_NAMES.contains(t) && !eos_ids.contains(&(i as u32)) {
                 eos_ids.push(i as u32);
@@ -79,7 +92,13 @@ impl Tokenizer {
         Ok(Tokenizer { eos_ids, ..built })
     }
 
-    fn build(tokens: &[&str], merges: &[&str], pre: &str, sp: SpecialTokens) -> Result<Self> {
+    fn build(
+        tokens: &[&str],
+        merges: &[&str],
+        pre: &str,
+        sp: SpecialTokens,
+        chat: std::result::Result<ChatTemplate, String>,
+    ) -> Result<Self> {
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
         if vocab.len() != tokens.len() {
             return Err(tok_err("tokenizer.ggml.tokens", "holds duplicate tokens"));
@@ -120,7 +139,7 @@ impl Tokenizer {
             .enumerate()
             .map(|(i, t)| if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED { t.as_bytes().to_vec() } else { alphabet.to_bytes(t) })
             .collect();
-        Ok(Tokenizer { inner, token_bytes, is_control, eos_ids: Vec::new(), bos_id: sp.bos, add_bos: sp.add_bos })
+        Ok(Tokenizer { inner, token_bytes, is_control, eos_ids: Vec::new(), bos_id: sp.bos, add_bos: sp.add_bos, chat })
     }
 
     /// Text -> ids. Special tokens written in the text (`<|im_start|>`) become their ids;
@@ -176,9 +195,30 @@ impl Tokenizer {
         self.token_bytes.len()
     }
 
-    /// Renders and encodes a prompt in the given format.
+    /// The prompt text for the user's text in the given format: the text itself, or the
+    /// conversation rendered by the model's chat template up to the assistant's turn. When the
+    /// tokenizer prepends BOS itself, a BOS the template wrote first is dropped (one BOS, as
+    /// llama.cpp does).
+    pub fn render_prompt(&self, format: &PromptFormat, text: &str) -> Result<String> {
+        let Some(messages) = format.messages(text) else { return Ok(text.to_string()) };
+        let template = self.chat.as_ref().map_err(|why| Error::ChatTemplate(why.clone()))?;
+        let rendered = template.render(&messages, true)?;
+        let bos = template.bos_token();
+        match rendered.strip_prefix(bos) {
+            Some(rest) if self.add_bos && self.bos_id.is_some() && !bos.is_empty() => Ok(rest.to_string()),
+            _ => Ok(rendered),
+        }
+    }
+
+    /// Whether chat mode can be offered: `Err` says why not (no template, or one that does not
+    /// compile).
+    pub fn chat_support(&self) -> std::result::Result<(), &str> {
+        self.chat.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Renders and encodes a prompt in the given format ([`Tokenizer::render_prompt`]).
     pub fn encode_prompt(&self, format: &PromptFormat, text: &str) -> Result<Vec<u32>> {
-        self.encode(&render_prompt(format, text))
+        self.encode(&self.render_prompt(format, text)?)
     }
 }
 

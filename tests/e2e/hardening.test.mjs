@@ -1,11 +1,14 @@
 // The page survives what goes wrong: an engine crash (a panic in wasm) is recovered with a
 // fresh worker and engine and the model reloaded from Cache Storage; a bad file is refused by
 // name without Auto falling back; errors carry names; the download progress moves on a first
-// visit over a slow connection (the server sends Content-Length).
+// visit over a slow connection (the server sends Content-Length); a model whose file has no chat
+// template offers completion only and says why.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { ROOT, SHOTS, start, waitLoaded, setSlider, fixSeed } from './harness.mjs';
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT, SHOTS, MODEL, start, waitLoaded, setSlider, fixSeed } from './harness.mjs';
 
 let env;
 let context;
@@ -85,4 +88,25 @@ test('a prompt longer than the context is refused with its name', async () => {
   assert.match(await page.getByRole('alert').textContent(), /shorten the prompt/);
   await page.locator('#prompt').fill('The capital of France is');
   await generate(page);
+});
+
+test('a model without a chat template offers completion only and says why', async () => {
+  // The real model with its template key renamed (same length): the file stays valid, the
+  // template is gone.
+  const bytes = readFileSync(MODEL);
+  const key = Buffer.from('tokenizer.chat_template');
+  const at = bytes.indexOf(key);
+  assert.ok(at > 0, 'the model carries a chat template');
+  bytes[at + key.length - 1] = 'x'.charCodeAt(0);
+  const file = join(mkdtempSync(join(tmpdir(), 'tokenscope-')), 'no-template.gguf');
+  writeFileSync(file, bytes);
+  await page.getByRole('radio', { name: 'Chat' }).check();
+  await page.evaluate(() => { delete document.body.dataset.loadMs; });
+  await page.locator('#model-file').setInputFiles(file);
+  await waitLoaded(page);
+  assert.ok(await page.getByRole('radio', { name: 'Chat' }).isDisabled(), 'Chat is off');
+  assert.ok(await page.getByRole('radio', { name: 'Completion' }).isChecked(), 'Completion is chosen');
+  assert.match(await page.locator('#load-status').textContent(), /Chat mode is off: this model's file has no chat template \(tokenizer\.chat_template\)/);
+  await generate(page);
+  assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, 'completion still generates');
 });

@@ -1,18 +1,24 @@
 // rope_kv.wgsl: rotary position embedding of the step's queries and keys, and the KV cache
-// write, for a prefill pass (decode does the same in the Q/K/V projection's epilogue,
-// matrix.wgsl's ROPE_KV). The fused Q/K/V projection leaves token b (position p = step.pos
-// + b) as one row qkv[b] = [q (n_heads * hd) | k (kv) | v (kv)]; this kernel writes
-//   q[b]            = rope(q part, p)        -> the attention's queries
-//   k_cache[p]      = rope(k part, p)        -> the layer's K cache row
-//   v_cache[p]      = v part                 -> the layer's V cache row
+// write, for a prefill pass, and for a decode step whose Q/K/V projection cannot do it in
+// its epilogue (matrix.wgsl's ROPE_KV) because the model has QKV_BIAS or HEAD_NORM. The
+// fused Q/K/V projection leaves token b (position p = step.pos + b) as one row qkv[b] =
+// [q (n_heads * hd) | k (kv) | v (kv)]; this kernel writes
+//   q[b]            = rope(norm(q part + bias), p)  -> the attention's queries
+//   k_cache[p]      = rope(norm(k part + bias), p)  -> the layer's K cache row
+//   v_cache[p]      = v part + bias                 -> the layer's V cache row
 // (the rotation and the cache layouts: rope_pair.wgsl).
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim}; 1 qkv: array<f32>
-//   [n_tokens, n_heads * hd + 2 * kv] (read); 2 q: array<f32> [n_tokens, n_heads * hd]
-//   (read_write); 3 k_cache, 4 v_cache: array<f32> [context, kv] (read_write), kv =
-//   n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos, n_tokens}.
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, eps}; 1 qkv:
+//   array<f32> [n_tokens, n_heads * hd + 2 * kv] (read); 2 q: array<f32> [n_tokens,
+//   n_heads * hd] (read_write); 3 k_cache, 4 v_cache: array<f32> [context, kv] (read_write),
+//   kv = n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos,
+//   n_tokens}; 7 bias: array<f32> [n_heads * hd + 2 * kv] (QKV_BIAS only); 8 head_gain:
+//   array<f32> [2 * hd], q's gain then k's (HEAD_NORM only).
 // Dispatch: (ceil((n_heads * hd + 2 * kv) / 2 / WG), n_tokens, 1) workgroups of WG threads
 // (override); thread (j, b) handles pair j of row qkv[b]: a q pair, a k pair or two v values.
-// KV_F16 (define): the caches are array<u32> [context, kv / 2] of half pairs.
+// Defines: KV_F16: the caches are array<u32> [context, kv / 2] of half pairs. QKV_BIAS: the
+//   bias is added to every element first (Qwen2). HEAD_NORM: each head of q and of k is
+//   RMS-normed (x / sqrt(mean(x^2) + eps) * gain) before RoPE (Qwen3); each thread sums its
+//   head's squares itself (hd reads), so no workgroup shape is imposed.
 
 override WG: u32 = 64u;
 
@@ -32,6 +38,12 @@ override WG: u32 = 64u;
 #endif
 @group(0) @binding(5) var<storage, read> table: array<f32>;
 @group(0) @binding(6) var<uniform> step: Step;
+#ifdef QKV_BIAS
+@group(0) @binding(7) var<storage, read> bias: array<f32>;
+#endif
+#ifdef HEAD_NORM
+@group(0) @binding(8) var<storage, read> head_gain: array<f32>;
+#endif
 
 fn store_query(at: u32, a: f32, b: f32) {
     q[at] = a;
@@ -39,6 +51,15 @@ fn store_query(at: u32, a: f32, b: f32) {
 }
 
 #include rope_pair.wgsl
+
+// Element e of the row starting at `row`, with its bias where the model has one.
+fn element(row: u32, e: u32) -> f32 {
+#ifdef QKV_BIAS
+    return qkv[row + e] + bias[e];
+#else
+    return qkv[row + e];
+#endif
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -49,5 +70,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let row = tok * width;
-    rope_and_store(2u * j, tok, step.pos + tok, qkv[row + 2u * j], qkv[row + 2u * j + 1u]);
+    let e = 2u * j;
+    var a = element(row, e);
+    var b = element(row, e + 1u);
+#ifdef HEAD_NORM
+    let hd = params.head_dim;
+    let qd = params.n_heads * hd;
+    if (e < qd + params.n_kv_heads * hd) {
+        // A q or k pair: its head (q and kv are whole heads) normed with q's or k's gain.
+        let head = e - e % hd;
+        var squares = 0.0;
+        for (var i = 0u; i < hd; i = i + 1u) {
+            let v = element(row, head + i);
+            squares = squares + v * v;
+        }
+        let inv_rms = inverseSqrt(squares / f32(hd) + params.eps);
+        let gain = select(hd, 0u, e < qd) + e % hd;
+        a = a * inv_rms * head_gain[gain];
+        b = b * inv_rms * head_gain[gain + 1u];
+    }
+#endif
+    rope_and_store(e, tok, step.pos + tok, a, b);
 }

@@ -2,8 +2,10 @@
 // pair of a token's projected row [q (n_heads * hd) | k (kv) | v (kv)], and the KV-cache
 // write; included by rope_kv.wgsl (a pair per thread) and by matrix.wgsl's ROPE_KV epilogue
 // (the Q/K/V projection writing its row pairs this way, decode). Pair i of a head,
-// (x[2i], x[2i+1]), turns by angle p * base^(-2i / hd); the angles' cos/sin come
-// precomputed from the CPU in f64 (f32 angles lose ~1e-3 rad at position 8192):
+// (x[2i], x[2i+1]), turns by the angle of pair i at position p (src/model/rope.rs:
+// p * base^(-2i / hd), scaled as the model asks; a split-half model's rows were made
+// adjacent at load); the angles' cos/sin come precomputed from the CPU in f64 (f32 angles
+// lose ~1e-3 rad at position 8192):
 // table[(p * hd / 2 + i) * 2 + {0: cos, 1: sin}]. q pairs go to store_query, k pairs to
 // k_cache row p, v pairs (unturned) to v_cache row p.
 // The includer declares `params` with n_heads, n_kv_heads and head_dim; `table:

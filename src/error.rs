@@ -129,9 +129,14 @@ pub enum ModelError {
     /// The header or metadata could not be parsed.
     #[error("the GGUF file is malformed: {0}")]
     Malformed(String),
-    /// A model architecture other than llama.
-    #[error("unsupported architecture {0:?}: tokenscope runs llama-family models (general.architecture = \"llama\")")]
-    UnsupportedArchitecture(String),
+    /// A model architecture the engine does not run.
+    #[error("unsupported architecture {name:?} (general.architecture): tokenscope runs {supported}")]
+    UnsupportedArchitecture {
+        /// The file's architecture.
+        name: String,
+        /// The architectures the engine runs, listed.
+        supported: String,
+    },
     /// A tensor stored in a type the engine cannot compute with.
     #[error("tensor {name} has type {dtype}, which is not supported (supported: {supported})")]
     UnsupportedTensorType {

@@ -259,7 +259,8 @@ impl Engine {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
         let model = Model::read(&mut Cursor::new(bytes), &mut report).map_err(js_err)?;
-        let ctx = if context == 0 { None } else { Some(context) };
+        // A cap, not a demand: a model whose window is shorter gets its whole window.
+        let ctx = if context == 0 { None } else { Some(context.min(model.config.context_len)) };
         let choice = match backend.as_str() {
             "cpu" => BackendChoice::Cpu(CpuPrecision::Fast),
             "webgpu" => BackendChoice::Gpu(GpuChoice { software_hint: software_adapter, kv_f16: kv_cache_f16, ..GpuChoice::default() }),

@@ -71,7 +71,8 @@ fn other_architectures_are_refused() {
     let mut m = synthetic();
     m.set_meta("general.architecture", Value::String("gpt2".into()));
     let e = model_error(read(m.to_bytes().expect("bytes")));
-    assert!(matches!(e, ModelError::UnsupportedArchitecture(ref a) if a == "gpt2"), "{e}");
+    assert!(matches!(e, ModelError::UnsupportedArchitecture { ref name, .. } if name == "gpt2"), "{e}");
+    assert!(e.to_string().contains("llama, qwen2, qwen3"), "{e}");
 }
 
 #[test]
@@ -100,25 +101,73 @@ fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
     let refused = |m: SyntheticModel, key: &str| {
         let e = model_error(read(m.to_bytes().expect("bytes")));
         assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
-        assert!(e.to_string().contains("does not"), "{e}");
+        e.to_string()
+    };
+    let factors = |values: Vec<f32>| {
+        let n = values.len();
+        QTensor::quantize(&Tensor::from_vec(values, n, &Device::Cpu).expect("factors"), GgmlDType::F32).expect("f32")
     };
     let mut m = synthetic();
-    m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
-    refused(m, "llama.rope.scaling.type");
+    m.set_meta("llama.rope.scaling.type", Value::String("yarn".into()));
+    assert!(refused(m, "llama.rope.scaling.type").contains("does not run"));
     let mut m = synthetic();
-    m.set_tensor(
-        "rope_freqs.weight",
-        QTensor::quantize(&Tensor::ones(8, candle_core::DType::F32, &Device::Cpu).expect("ones"), GgmlDType::F32).expect("f32"),
-    );
-    refused(m, "rope_freqs.weight");
+    m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
+    assert!(refused(m, "llama.rope.scaling.factor").contains("missing"));
+    let mut m = synthetic();
+    m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
+    m.set_meta("llama.rope.scaling.factor", Value::F32(f32::NAN));
+    assert!(refused(m, "llama.rope.scaling.factor").contains("from 1 to 1024"));
     let mut m = synthetic();
     m.set_meta("llama.rope.dimension_count", Value::U32(8));
-    refused(m, "llama.rope.dimension_count");
-    // Unscaled RoPE said out loud still loads.
+    assert!(refused(m, "llama.rope.dimension_count").contains("does not run"));
+    let mut m = synthetic();
+    m.set_meta("llama.attention.value_length", Value::U32(8));
+    assert!(refused(m, "llama.attention.value_length").contains("does not run"));
+    // Llama 3's factors: one per pair (heads of 16 here), each finite and above 0.
+    let mut m = synthetic();
+    m.set_tensor("rope_freqs.weight", factors(vec![1.0; 5]));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "rope_freqs.weight"), "{e}");
+    let mut m = synthetic();
+    m.set_tensor("rope_freqs.weight", factors(vec![1.0, 2.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]));
+    assert!(refused(m, "rope_freqs.weight").contains("above 0"));
+    // What is computed loads: unscaled RoPE said out loud, linear scaling, Llama 3's factors.
     let mut m = synthetic();
     m.set_meta("llama.rope.scaling.type", Value::String("none".into()));
     m.set_meta("llama.rope.dimension_count", Value::U32(16));
     read(m.to_bytes().expect("bytes")).expect("plain RoPE loads");
+    let mut m = synthetic();
+    m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
+    m.set_meta("llama.rope.scaling.factor", Value::F32(8.0));
+    assert_eq!(read(m.to_bytes().expect("bytes")).expect("linear RoPE loads").config.rope_scale, 8.0);
+    let mut m = synthetic();
+    m.set_tensor("rope_freqs.weight", factors(vec![1.0, 1.0, 1.0, 1.0, 2.0, 4.0, 8.0, 8.0]));
+    read(m.to_bytes().expect("bytes")).expect("Llama 3 RoPE loads");
+}
+
+#[test]
+fn each_architecture_needs_its_own_tensors() {
+    use tokenscope::model::Architecture;
+    for (architecture, tensor) in [(Architecture::Qwen2, "blk.1.attn_k.bias"), (Architecture::Qwen3, "blk.0.attn_q_norm.weight")] {
+        let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
+        read(m.to_bytes().expect("bytes")).expect("the whole model loads");
+        m.remove_tensor(tensor);
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::MissingTensor(ref n) if n == tensor), "{architecture:?}: {e}");
+    }
+    // A llama file with half a set of biases is refused too; a whole set is used.
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Qwen2, ..SyntheticSpec::default() }).expect("model");
+    m.set_meta("general.architecture", Value::String("llama".into()));
+    for (k, v) in m.metadata.clone() {
+        if let Some(rest) = k.strip_prefix("qwen2.") {
+            m.set_meta(&format!("llama.{rest}"), v);
+        }
+    }
+    let with_biases = read(m.to_bytes().expect("bytes")).expect("a llama file with biases loads");
+    assert!(with_biases.weights.layers.iter().all(|l| l.qkv_bias.is_some()));
+    m.remove_tensor("blk.0.attn_v.bias");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.0.attn_v.bias"), "{e}");
 }
 
 #[test]

@@ -15,6 +15,7 @@ use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels};
 use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, GpuMatrix, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
+use tokenscope::model::RopeFrequencies;
 
 /// Floats before and after each output (256 bytes: the storage offset alignment).
 const PAD: usize = 64;
@@ -453,18 +454,26 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
 #[test]
 fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let ctx = context();
-    // An f32 cache, and a half-float one: the same rotation, each written value then rounded
-    // to the nearest half either way (WGSL lets pack2x16float round up or down): within 2^-10
-    // of it, relatively (2^-24 absolutely among subnormals).
-    for kv_f16 in [false, true] {
+    // Every variant: an f32 cache and a half-float one (the same rotation, each written value
+    // then rounded to the nearest half either way, WGSL letting pack2x16float round up or down:
+    // within 2^-10 of it, relatively, 2^-24 absolutely among subnormals), each plain, with
+    // Q/K/V biases (Qwen2), with head norms (Qwen3) and with both; RoPE with Llama 3's
+    // per-pair factors.
+    let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let factors: Vec<f32> = (0..hd / 2).map(|_| rng.random_range(1.0..8.0)).collect();
+    let freqs = RopeFrequencies::new(hd, 100_000.0, 1.0, Some(&factors));
+    for variant in gpu_ops::RopeKvKernel::all() {
+        let kv_f16 = variant.kv_f16;
         let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
-        let mut rng = ChaCha8Rng::seed_from_u64(4);
-        let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
         let (qd, kv) = (heads * hd, kv_heads * hd);
         let width = qd + 2 * kv;
         let words = if kv_f16 { context_len * kv / 2 } else { context_len * kv };
-        let table = ctx.storage("table", &gpu_ops::rope_table(context_len, hd, 100_000.0));
+        let table = ctx.storage("table", &gpu_ops::rope_table(context_len, &freqs));
         let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
+        let bias = variant.bias.then(|| random(&mut rng, width, 2.0));
+        let gains = variant.head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
+        let (bias_buf, gain_buf) = (bias.as_ref().map(|b| ctx.storage("bias", b)), gains.as_ref().map(|g| ctx.storage("gains", g)));
         // (first position, tokens): decode near and far, and prefill batches.
         for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
             let qkv = random(&mut rng, n * width, 5.0);
@@ -474,27 +483,36 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                 (k_prior, v_prior) = (to_f16_and_back(&k_prior), to_f16_and_back(&v_prior));
             }
             let q_out = guarded(&ctx, n * qd);
-            let with_guards =
-                |v: &[f32]| ctx.storage("cache", &[vec![SENTINEL; PAD], cache_words(v, kv_f16), vec![SENTINEL; PAD]].concat());
-            let (kc, vc) = (with_guards(&k_prior), with_guards(&v_prior));
+            let (kc, vc) = (guarded_cache(&ctx, &k_prior, kv_f16), guarded_cache(&ctx, &v_prior, kv_f16));
             let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
             let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
             let qkv_buf = ctx.storage("qkv", &qkv);
             let q_bind = Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64));
-            let d = k.rope_kv(&ctx, [heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table, &step);
-            kernels::run_once(&ctx, d.expect("dispatch"), n as u32);
+            let op = gpu_ops::RopeKvOp {
+                bias: bias_buf.as_ref(),
+                head_norm: gain_buf.as_ref().map(|g| (g, 1e-6)),
+                ..gpu_ops::RopeKvOp::new([heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table)
+            };
+            kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), n as u32);
             let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
             for b in 0..n {
-                let row = &qkv[b * width..][..width];
-                let mut qr = row[..qd].to_vec();
-                ops::rope(&mut qr, hd, pos + b, 100_000.0);
+                let mut row = qkv[b * width..][..width].to_vec();
+                if let Some(bias) = &bias {
+                    ops::add_rows(&mut row, bias);
+                }
+                let (mut qr, mut kr) = (row[..qd].to_vec(), row[qd..qd + kv].to_vec());
+                if let Some(g) = &gains {
+                    ops::rmsnorm_heads(&mut qr, &g[..hd], 1e-6);
+                    ops::rmsnorm_heads(&mut kr, &g[hd..], 1e-6);
+                }
+                ops::rope(&mut qr, &freqs, pos + b);
+                ops::rope(&mut kr, &freqs, pos + b);
                 want_q.extend(qr);
                 let at = (pos + b) * kv;
-                want_k[at..at + kv].copy_from_slice(&row[qd..qd + kv]);
-                ops::rope(&mut want_k[at..at + kv], hd, pos + b, 100_000.0);
+                want_k[at..at + kv].copy_from_slice(&kr);
                 want_v[at..at + kv].copy_from_slice(&row[qd + kv..]);
             }
-            let what = |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, half-float cache {kv_f16}");
+            let what = |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, {variant:?}");
             let got_q = read_guarded(&ctx, &q_out, n * qd);
             assert_close(&got_q, &want_q, |i| 1e-5 * (1.0 + want_q[i].abs()) + 1e-5, &what("q"));
             // Every other cache row must come back untouched.
@@ -504,6 +522,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
             if kv_f16 {
                 assert_close(&got_v, &want_v, |i| rounding(want_v[i]), &what("V cache"));
             } else {
+                // Copied, or given its bias by the same one f32 addition on both sides.
                 assert_eq!(got_v, want_v, "{}", what("V cache rows"));
             }
         }
@@ -693,6 +712,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let cols = columns(dtype, cols);
                 let (qd, kv) = (heads * hd, kv_heads * hd);
                 let rows = qd + 2 * kv;
+                let freqs = RopeFrequencies::plain(hd, base);
                 let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
                 let x = random(&mut rng, cols, 3_000.0);
                 let gain = random(&mut rng, cols, 2.0);
@@ -705,9 +725,9 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 // A pair turns by an angle: each output mixes both products' errors.
                 let pair_bound: Vec<f32> = bound.chunks_exact(2).flat_map(|p| [p[0] + p[1]; 2]).collect();
                 let mut want_q = product[..qd].to_vec();
-                ops::rope(&mut want_q, hd, pos, base);
+                ops::rope(&mut want_q, &freqs, pos);
                 let mut k_row = product[qd..qd + kv].to_vec();
-                ops::rope(&mut k_row, hd, pos, base);
+                ops::rope(&mut k_row, &freqs, pos);
                 let (mut k_prior, mut v_prior) = (random(&mut rng, capacity * kv, 1.0), random(&mut rng, capacity * kv, 1.0));
                 if kv_f16 {
                     (k_prior, v_prior) = (to_f16_and_back(&k_prior), to_f16_and_back(&v_prior));
@@ -721,7 +741,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
                 let q_out = guarded(&ctx, qd);
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
-                let table = ctx.storage("table", &gpu_ops::rope_table(capacity, hd, base));
+                let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
                 let step = kernels::step_uniform(&ctx, pos as u32, 1);
                 let rope_kv =
                     RopeKv { shape: [heads as u32, kv_heads as u32, hd as u32], keys: cache(&kc), values: cache(&vc), table: &table };

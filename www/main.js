@@ -626,7 +626,7 @@ function onWorkerMessage({ data: msg }) {
       state.model = msg.info;
       state.modelLabel = msg.name;
       ui.progress.value = 1;
-      ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
+      ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. A ${msg.info.config.architecture} model: ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
       offerChat(msg.info.chat_unavailable);
       // Why the CPU backend runs on one thread when the machine has more (not isolated, or
       // the threaded engine failed to start).

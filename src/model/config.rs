@@ -1,7 +1,9 @@
-//! The model's hyper-parameters, read from GGUF `llama.*` metadata.
+//! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
+//! (`llama.*`, `qwen2.*`, `qwen3.*`).
 
 use serde::Serialize;
 
+use super::architecture::Architecture;
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -20,6 +22,8 @@ const TENSORS_PER_BLOCK: usize = 9;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct Config {
+    /// The model family (`general.architecture`).
+    pub architecture: Architecture,
     /// Transformer blocks.
     pub n_layers: usize,
     /// Width of the residual stream (d_model).
@@ -30,7 +34,7 @@ pub struct Config {
     pub n_heads: usize,
     /// Key/value heads (grouped-query attention: `n_heads / n_kv_heads` queries share one).
     pub n_kv_heads: usize,
-    /// Width of one head.
+    /// Width of one head (`attention.key_length`, else `dim / n_heads`).
     pub head_dim: usize,
     /// Vocabulary size (rows of the embedding and of the LM head).
     pub vocab_size: usize,
@@ -38,76 +42,94 @@ pub struct Config {
     pub context_len: usize,
     /// RoPE base frequency.
     pub rope_base: f32,
+    /// RoPE's linear position scale (`rope.scaling.factor` of `rope.scaling.type = linear`;
+    /// 1 when unscaled). Llama 3's per-pair factors are a tensor, read with the weights.
+    pub rope_scale: f32,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
 }
 
 impl Config {
-    /// Reads and checks the configuration of a llama-architecture GGUF.
+    /// Reads and checks the configuration of a GGUF of a supported architecture.
     pub fn from_gguf(g: &Gguf) -> Result<Self, ModelError> {
-        let arch = g.string("general.architecture")?;
-        if arch != "llama" {
-            return Err(ModelError::UnsupportedArchitecture(arch.to_string()));
-        }
-        let dim = g.usize("llama.embedding_length")?;
-        let n_heads = g.usize("llama.attention.head_count")?;
-        let n_kv_heads = g.usize_opt("llama.attention.head_count_kv")?.unwrap_or(n_heads);
-        let vocab_size = match g.usize_opt("llama.vocab_size")? {
+        let architecture = Architecture::from_name(g.string("general.architecture")?)?;
+        let key = |name: &str| format!("{}.{name}", architecture.name());
+        let dim = g.usize(&key("embedding_length"))?;
+        let n_heads = g.usize(&key("attention.head_count"))?;
+        let n_kv_heads = g.usize_opt(&key("attention.head_count_kv"))?.unwrap_or(n_heads);
+        let vocab_size = match g.usize_opt(&key("vocab_size"))? {
             Some(v) => v,
             None => g.strings("tokenizer.ggml.tokens")?.len(),
         };
+        let head_dim = match g.usize_opt(&key("attention.key_length"))? {
+            Some(width) => width,
+            None => dim.checked_div(n_heads).unwrap_or(0),
+        };
         let cfg = Config {
-            n_layers: g.usize("llama.block_count")?,
+            architecture,
+            n_layers: g.usize(&key("block_count"))?,
             dim,
-            ffn_dim: g.usize("llama.feed_forward_length")?,
+            ffn_dim: g.usize(&key("feed_forward_length"))?,
             n_heads,
             n_kv_heads,
-            head_dim: dim.checked_div(n_heads).unwrap_or(0),
+            head_dim,
             vocab_size,
-            context_len: g.usize("llama.context_length")?,
-            rope_base: g.f32_opt("llama.rope.freq_base")?.unwrap_or(10_000.0),
-            rms_eps: g.f32_opt("llama.attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
+            context_len: g.usize(&key("context_length"))?,
+            rope_base: g.f32_opt(&key("rope.freq_base"))?.unwrap_or(10_000.0),
+            rope_scale: rope_scale(g, &key)?,
+            rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
         };
-        cfg.validate(g.tensor_count())?;
-        check_plain_rope(g, cfg.head_dim)?;
+        cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
+        check_head_widths(g, &key, head_dim)?;
         Ok(cfg)
     }
 
-    fn validate(&self, tensors_in_file: usize) -> Result<(), ModelError> {
-        let bad = |key: &str, problem: String| ModelError::Metadata { key: key.to_string(), problem };
-        let in_range = |key: &str, value: usize, max: usize| {
+    /// The metadata key `name` under this model's architecture (`qwen2.block_count`).
+    pub fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.architecture.name())
+    }
+
+    fn validate(&self, tensors_in_file: usize, explicit_head_width: bool) -> Result<(), ModelError> {
+        let bad = |name: &str, problem: String| ModelError::Metadata { key: self.key(name), problem };
+        let in_range = |name: &str, value: usize, max: usize| {
             if value == 0 || value > max {
-                return Err(bad(key, format!("is {value}; it must be from 1 to {max}")));
+                return Err(bad(name, format!("is {value}; it must be from 1 to {max}")));
             }
             Ok(())
         };
-        in_range("llama.block_count", self.n_layers, MAX_LAYERS)?;
+        in_range("block_count", self.n_layers, MAX_LAYERS)?;
         // Every block stores nine tensors: a block count the file cannot hold is refused before
         // anything is sized by it.
         if self.n_layers.saturating_mul(TENSORS_PER_BLOCK) > tensors_in_file {
             return Err(bad(
-                "llama.block_count",
+                "block_count",
                 format!("is {} but the file holds {tensors_in_file} tensors, too few for that many blocks", self.n_layers),
             ));
         }
-        in_range("llama.embedding_length", self.dim, MAX_WIDTH)?;
-        in_range("llama.feed_forward_length", self.ffn_dim, MAX_WIDTH * 8)?;
-        in_range("llama.vocab_size", self.vocab_size, MAX_VOCAB)?;
-        in_range("llama.context_length", self.context_len, MAX_CONTEXT)?;
-        if self.n_heads == 0 || !self.dim.is_multiple_of(self.n_heads) {
-            return Err(bad("llama.attention.head_count", format!("{} does not divide embedding_length {}", self.n_heads, self.dim)));
+        in_range("embedding_length", self.dim, MAX_WIDTH)?;
+        in_range("feed_forward_length", self.ffn_dim, MAX_WIDTH * 8)?;
+        in_range("vocab_size", self.vocab_size, MAX_VOCAB)?;
+        in_range("context_length", self.context_len, MAX_CONTEXT)?;
+        in_range("attention.head_count", self.n_heads, MAX_WIDTH)?;
+        if explicit_head_width {
+            in_range("attention.key_length", self.head_dim, MAX_WIDTH)?;
+            if self.n_heads.saturating_mul(self.head_dim) > MAX_WIDTH {
+                return Err(bad("attention.key_length", format!("{} heads of {} are wider than {MAX_WIDTH}", self.n_heads, self.head_dim)));
+            }
+        } else if !self.dim.is_multiple_of(self.n_heads) {
+            return Err(bad("attention.head_count", format!("{} does not divide embedding_length {}", self.n_heads, self.dim)));
         }
         if !self.head_dim.is_multiple_of(2) {
-            return Err(bad("llama.attention.head_count", format!("head width {} is odd; RoPE rotates pairs", self.head_dim)));
+            return Err(bad("attention.head_count", format!("head width {} is odd; RoPE rotates pairs", self.head_dim)));
         }
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
-            return Err(bad("llama.attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
+            return Err(bad("attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
-            return Err(bad("llama.rope.freq_base", format!("is {}; it must be a finite number above 1", self.rope_base)));
+            return Err(bad("rope.freq_base", format!("is {}; it must be a finite number above 1", self.rope_base)));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
-            return Err(bad("llama.attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
+            return Err(bad("attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
         }
         Ok(())
     }
@@ -123,29 +145,43 @@ impl Config {
     }
 }
 
-/// Refuses the RoPE variants the engine does not compute, rather than run them as plain RoPE and
-/// give wrong logits without a word: frequency scaling (`llama.rope.scaling.type`, or Llama 3's
-/// per-pair factors in a `rope_freqs.weight` tensor) and rotation of part of each head.
-fn check_plain_rope(g: &Gguf, head_dim: usize) -> Result<(), ModelError> {
-    let refuse = |key: &str, problem: String| Err(ModelError::Metadata { key: key.to_string(), problem });
-    if let Some(kind) = g.string_opt("llama.rope.scaling.type")? {
-        if kind != "none" {
+/// RoPE's linear position scale from `rope.scaling.type` and `.factor`: 1 when unscaled,
+/// the factor for `linear`; YaRN and LongRoPE are refused by name rather than run as plain
+/// RoPE with wrong logits. (Llama 3's scaling is a tensor of per-pair factors, read with the
+/// weights.)
+fn rope_scale(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<f32, ModelError> {
+    let refuse = |name: &str, problem: String| Err(ModelError::Metadata { key: key(name), problem });
+    match g.string_opt(&key("rope.scaling.type"))? {
+        None | Some("none") => Ok(1.0),
+        Some("linear") => match g.f32_opt(&key("rope.scaling.factor"))? {
+            Some(f) if (1.0..=1024.0).contains(&f) => Ok(f),
+            Some(f) => refuse("rope.scaling.factor", format!("is {f}; linear RoPE scaling needs a factor from 1 to 1024")),
+            None => refuse("rope.scaling.factor", "is missing, and linear RoPE scaling needs it".into()),
+        },
+        Some(kind) => refuse(
+            "rope.scaling.type",
+            format!("is {kind:?}: tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"),
+        ),
+    }
+}
+
+/// Refuses what the engine does not compute: RoPE on part of each head
+/// (`rope.dimension_count` short of the head width), and values of a width other than the
+/// keys' (`attention.value_length`).
+fn check_head_widths(g: &Gguf, key: &dyn Fn(&str) -> String, head_dim: usize) -> Result<(), ModelError> {
+    let refuse = |name: &str, problem: String| Err(ModelError::Metadata { key: key(name), problem });
+    if let Some(n) = g.usize_opt(&key("rope.dimension_count"))? {
+        if n != head_dim {
             return refuse(
-                "llama.rope.scaling.type",
-                format!("is {kind:?}: tokenscope computes unscaled RoPE only, so it does not run this model"),
+                "rope.dimension_count",
+                format!("is {n}, not the head width {head_dim}: tokenscope rotates whole heads only, so it does not run this model"),
             );
         }
     }
-    if g.tensor_info("rope_freqs.weight").is_some() {
-        return refuse(
-            "rope_freqs.weight",
-            "holds RoPE frequency factors (Llama 3's scaling), which tokenscope does not apply yet, so it does not run this model".into(),
-        );
-    }
-    match g.usize_opt("llama.rope.dimension_count")? {
+    match g.usize_opt(&key("attention.value_length"))? {
         Some(n) if n != head_dim => refuse(
-            "llama.rope.dimension_count",
-            format!("is {n}, not the head width {head_dim}: tokenscope rotates whole heads only, so it does not run this model"),
+            "attention.value_length",
+            format!("is {n}, not the key width {head_dim}: tokenscope needs values as wide as keys, so it does not run this model"),
         ),
         _ => Ok(()),
     }

@@ -1,15 +1,19 @@
-//! GGUF bytes -> configuration, weights and tokenizer data.
+//! GGUF bytes -> configuration (of llama, qwen2 or qwen3), weights and tokenizer data.
 
+pub mod architecture;
 pub mod config;
 mod prefix;
+pub mod rope;
 pub mod synthetic;
 pub mod weights;
 
 use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
+pub use architecture::Architecture;
 pub use config::Config;
-pub use weights::{LayerWeights, Weights};
+pub use rope::RopeFrequencies;
+pub use weights::{HeadNorm, LayerWeights, QkvBias, Weights};
 
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;

@@ -1,5 +1,6 @@
-//! Small random llama models written as GGUF bytes: for fast tests of every layer (loading,
-//! tokenizer, forward pass, kernels) without the real model, and for the error cases.
+//! Small random models (llama, qwen2, qwen3) written as GGUF bytes: for fast tests of every
+//! layer (loading, tokenizer, forward pass, kernels) without the real model, for the error
+//! cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -7,6 +8,7 @@ use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::Architecture;
 use crate::error::{Error, Result};
 use crate::tokenizer::byte_level::ByteAlphabet;
 
@@ -18,6 +20,8 @@ const CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 /// Shape and storage of a synthetic model.
 #[derive(Debug, Clone)]
 pub struct SyntheticSpec {
+    /// The family: qwen2 adds Q/K/V biases, qwen3 head norms.
+    pub architecture: Architecture,
     /// Transformer blocks.
     pub n_layers: usize,
     /// Residual width (a multiple of 32, the quantization block).
@@ -28,6 +32,16 @@ pub struct SyntheticSpec {
     pub n_heads: usize,
     /// Key/value heads.
     pub n_kv_heads: usize,
+    /// Head width written as `attention.key_length` (and value_length); `None`: `dim / n_heads`.
+    pub head_dim: Option<usize>,
+    /// RoPE base frequency.
+    pub rope_base: f32,
+    /// Llama 3's per-pair RoPE factors (`rope_freqs.weight`, random from 1 to 8).
+    pub rope_factors: bool,
+    /// A linear RoPE scale written as `rope.scaling.type = linear` with this factor.
+    pub rope_linear_scale: Option<f32>,
+    /// An LM head of its own (`output.weight`) rather than one tied to the embedding.
+    pub untied_output: bool,
     /// Context window.
     pub context_len: usize,
     /// Storage type of the 2-D block weights.
@@ -41,11 +55,17 @@ pub struct SyntheticSpec {
 impl Default for SyntheticSpec {
     fn default() -> Self {
         SyntheticSpec {
+            architecture: Architecture::Llama,
             n_layers: 2,
             dim: 64,
             ffn_dim: 96,
             n_heads: 4,
             n_kv_heads: 2,
+            head_dim: None,
+            rope_base: 10_000.0,
+            rope_factors: false,
+            rope_linear_scale: None,
+            untied_output: false,
             context_len: 64,
             weight_type: GgmlDType::Q4_1,
             embedding_type: GgmlDType::Q8_0,
@@ -70,17 +90,18 @@ impl SyntheticModel {
         let vocab = tokens.len();
         let s = |x: &str| Value::String(x.to_string());
         let u = |x: usize| Value::U32(x as u32);
-        let metadata = vec![
-            ("general.architecture".to_string(), s("llama")),
+        let key = |name: &str| format!("{}.{name}", spec.architecture.name());
+        let mut metadata = vec![
+            ("general.architecture".to_string(), s(spec.architecture.name())),
             ("general.name".to_string(), s("tokenscope synthetic")),
-            ("llama.block_count".to_string(), u(spec.n_layers)),
-            ("llama.embedding_length".to_string(), u(spec.dim)),
-            ("llama.feed_forward_length".to_string(), u(spec.ffn_dim)),
-            ("llama.attention.head_count".to_string(), u(spec.n_heads)),
-            ("llama.attention.head_count_kv".to_string(), u(spec.n_kv_heads)),
-            ("llama.context_length".to_string(), u(spec.context_len)),
-            ("llama.rope.freq_base".to_string(), Value::F32(10_000.0)),
-            ("llama.attention.layer_norm_rms_epsilon".to_string(), Value::F32(1e-5)),
+            (key("block_count"), u(spec.n_layers)),
+            (key("embedding_length"), u(spec.dim)),
+            (key("feed_forward_length"), u(spec.ffn_dim)),
+            (key("attention.head_count"), u(spec.n_heads)),
+            (key("attention.head_count_kv"), u(spec.n_kv_heads)),
+            (key("context_length"), u(spec.context_len)),
+            (key("rope.freq_base"), Value::F32(spec.rope_base)),
+            (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
             ("tokenizer.ggml.model".to_string(), s("gpt2")),
             ("tokenizer.ggml.pre".to_string(), s("smollm")),
             ("tokenizer.ggml.tokens".to_string(), Value::Array(tokens.iter().map(|t| s(t)).collect())),
@@ -91,10 +112,18 @@ impl SyntheticModel {
             ("tokenizer.ggml.add_bos_token".to_string(), Value::Bool(false)),
             ("tokenizer.chat_template".to_string(), s(CHAT_TEMPLATE)),
         ];
+        let hd = spec.head_dim.unwrap_or(spec.dim / spec.n_heads);
+        if let Some(factor) = spec.rope_linear_scale {
+            metadata.push((key("rope.scaling.type"), s("linear")));
+            metadata.push((key("rope.scaling.factor"), Value::F32(factor)));
+        }
+        if let Some(width) = spec.head_dim {
+            metadata.push((key("attention.key_length"), u(width)));
+            metadata.push((key("attention.value_length"), u(width)));
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let (d, f) = (spec.dim, spec.ffn_dim);
-        let hd = d / spec.n_heads;
-        let kv = spec.n_kv_heads * hd;
+        let (qd, kv) = (spec.n_heads * hd, spec.n_kv_heads * hd);
         let mut tensors = Vec::new();
         let mut add = |name: String, rows: usize, cols: usize, dtype: GgmlDType, scale: f32, offset: f32| -> Result<()> {
             let data: Vec<f32> = (0..rows * cols).map(|_| offset + scale * (rng.random::<f32>() * 2.0 - 1.0)).collect();
@@ -106,13 +135,28 @@ impl SyntheticModel {
         let w = spec.weight_type;
         add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
         add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+        if spec.untied_output {
+            add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
+        }
+        if spec.rope_factors {
+            add("rope_freqs.weight".into(), 1, hd / 2, GgmlDType::F32, 3.5, 4.5)?;
+        }
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");
             add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
-            add(n("attn_q"), d, d, w, 0.3, 0.0)?;
+            add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
             add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
             add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
-            add(n("attn_output"), d, d, w, 0.3, 0.0)?;
+            if spec.architecture.requires_qkv_bias() {
+                for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
+                    add(format!("blk.{i}.{part}.bias"), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
+                }
+            }
+            if spec.architecture.has_head_norm() {
+                add(n("attn_q_norm"), 1, hd, GgmlDType::F32, 0.2, 1.0)?;
+                add(n("attn_k_norm"), 1, hd, GgmlDType::F32, 0.2, 1.0)?;
+            }
+            add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
             add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
             add(n("ffn_up"), f, d, w, 0.3, 0.0)?;

@@ -2,7 +2,7 @@
 // fresh worker and engine and the model reloaded from Cache Storage; a bad file is refused by
 // name without Auto falling back; errors carry names; the download progress moves on a first
 // visit over a slow connection (the server sends Content-Length); a model whose file has no chat
-// template offers completion only and says why.
+// template offers completion only and says why; qwen2 and qwen3 files load and write.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
@@ -109,4 +109,17 @@ test('a model without a chat template offers completion only and says why', asyn
   assert.match(await page.locator('#load-status').textContent(), /Chat mode is off: this model's file has no chat template \(tokenizer\.chat_template\)/);
   await generate(page);
   assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, 'completion still generates');
+});
+
+test('a qwen2 or qwen3 file loads, is named by its architecture and writes', async () => {
+  // The tiny random-weight models tests/architectures.rs checks against llama.cpp.
+  for (const arch of ['qwen2', 'qwen3']) {
+    await page.evaluate(() => { delete document.body.dataset.loadMs; });
+    await page.locator('#model-file').setInputFiles(join(ROOT, 'tests/fixtures/architectures', `${arch}.gguf`));
+    await waitLoaded(page);
+    assert.match(await page.locator('#load-status').textContent(), new RegExp(`A ${arch} model: 2 layers`));
+    await page.locator('#prompt').fill('the hint');
+    await generate(page);
+    assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, `${arch} generates`);
+  }
 });

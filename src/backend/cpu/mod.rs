@@ -26,7 +26,7 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, Weights};
+use crate::model::{Config, HeadNorm, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
@@ -35,6 +35,8 @@ struct Block {
     wq: Linear,
     wk: Linear,
     wv: Linear,
+    qkv_bias: Option<QkvBias>,
+    head_norm: Option<HeadNorm>,
     wo: Linear,
     ffn_norm: Vec<f32>,
     w_gate: Linear,
@@ -53,6 +55,7 @@ pub struct CpuBackend {
     blocks: Vec<Block>,
     output_norm: Vec<f32>,
     lm_head: Linear,
+    rope: RopeFrequencies,
     cache: KvCache,
 }
 
@@ -74,6 +77,8 @@ impl CpuBackend {
                 wq: lin(l.wq)?,
                 wk: lin(l.wk)?,
                 wv: lin(l.wv)?,
+                qkv_bias: l.qkv_bias,
+                head_norm: l.head_norm,
                 wo: lin(l.wo)?,
                 ffn_norm: l.ffn_norm,
                 w_gate: lin(l.w_gate)?,
@@ -88,6 +93,7 @@ impl CpuBackend {
             blocks,
             output_norm: weights.output_norm,
             lm_head,
+            rope: weights.rope,
             cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
         })
     }
@@ -134,10 +140,11 @@ impl CpuBackend {
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
 
         // RoPE's sines and cosines per position, the same in every layer.
-        let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(hd, start + t, c.rope_base)).collect();
+        let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(&self.rope, start + t)).collect();
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
-            // Attention: x += Wo . attention(rope(Wq xb), rope(Wk xb), Wv xb)
+            // Attention: x += Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
+            // each head of q and k RMS-normed before RoPE where the model has head norms.
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
@@ -145,6 +152,15 @@ impl CpuBackend {
             b.wq.forward_shared(&normed, &mut q)?;
             b.wk.forward_shared(&normed, &mut k)?;
             b.wv.forward_shared(&normed, &mut v)?;
+            if let Some(bias) = &b.qkv_bias {
+                ops::add_rows(&mut q, &bias.q);
+                ops::add_rows(&mut k, &bias.k);
+                ops::add_rows(&mut v, &bias.v);
+            }
+            if let Some(norm) = &b.head_norm {
+                ops::rmsnorm_heads(&mut q, &norm.q, c.rms_eps);
+                ops::rmsnorm_heads(&mut k, &norm.k, c.rms_eps);
+            }
             for (t, turn) in turns.iter().enumerate() {
                 turn.apply(&mut q[t * qd..][..qd]);
                 turn.apply(&mut k[t * kv..][..kv]);

@@ -1,6 +1,8 @@
 //! The transformer's elementwise and attention operations on plain slices: the CPU forward
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
+use crate::model::RopeFrequencies;
+
 /// RMSNorm of one row: `out[i] = x[i] / sqrt(mean(x^2) + eps) * gain[i]`.
 /// Shapes: `x`, `gain`, `out`: `[dim]`. The mean is accumulated in f64.
 pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
@@ -11,11 +13,21 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// Rotary position embedding on adjacent pairs (llama.cpp "NORM" mode), in place.
-/// Shape: `x`: `[n_heads * head_dim]`; pair `(x[2i], x[2i+1])` of each head turns by
-/// `pos * base^(-2i / head_dim)`. Angles are computed in f64.
-pub fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32) {
-    RopeAngles::new(head_dim, pos, base).apply(x);
+/// RMSNorm of every head of `x` (`[n_heads * head_dim]`) in place, with one `gain`
+/// (`[head_dim]`) for all of them: Qwen3's norm of q and k before RoPE.
+pub fn rmsnorm_heads(x: &mut [f32], gain: &[f32], eps: f32) {
+    let mut head = vec![0.0f32; gain.len()];
+    for chunk in x.chunks_exact_mut(gain.len()) {
+        head.copy_from_slice(chunk);
+        rmsnorm(&head, gain, eps, chunk);
+    }
+}
+
+/// Rotary position embedding on adjacent pairs (llama.cpp "NORM" mode; a split-half model's
+/// rows were made adjacent at load), in place. Shape: `x`: `[n_heads * head_dim]`; pair
+/// `(x[2i], x[2i+1])` of each head turns by `freqs.angle(pos, i)`. Angles are in f64.
+pub fn rope(x: &mut [f32], freqs: &RopeFrequencies, pos: usize) {
+    RopeAngles::new(freqs, pos).apply(x);
 }
 
 /// The sines and cosines of one position's RoPE angles, `[head_dim / 2]` pairs, computed once
@@ -25,9 +37,9 @@ pub struct RopeAngles {
 }
 
 impl RopeAngles {
-    /// Pair `i` turns by `pos * base^(-2i / head_dim)`.
-    pub fn new(head_dim: usize, pos: usize, base: f32) -> Self {
-        let sin_cos = (0..head_dim / 2).map(|i| (pos as f64 * (base as f64).powf(-2.0 * i as f64 / head_dim as f64)).sin_cos()).collect();
+    /// Pair `i` turns by `freqs.angle(pos, i)`.
+    pub fn new(freqs: &RopeFrequencies, pos: usize) -> Self {
+        let sin_cos = (0..freqs.pairs()).map(|i| freqs.angle(pos, i).sin_cos()).collect();
         RopeAngles { sin_cos }
     }
 
@@ -134,6 +146,13 @@ pub fn combine_chunks(chunks: &[ChunkStats], out: &mut [f32]) {
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// Adds `bias` (`[width]`) to every row of `x` (`[n, width]`).
+pub fn add_rows(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        add(row, bias);
     }
 }
 

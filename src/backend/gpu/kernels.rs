@@ -63,7 +63,7 @@ impl ShaderSource {
 pub fn all_shaders() -> Vec<ShaderSource> {
     let mut all = vec![ops::attention::combine_source()];
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
-    all.extend([false, true].map(ops::rope_kv::source));
+    all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
     all.extend(MatrixKernel::all().map(|m| m.source()));
     all
@@ -167,10 +167,9 @@ pub fn binding_numbers(code: &str) -> std::result::Result<Vec<(String, u32)>, St
     Ok(out)
 }
 
-/// The compiled pipelines: the fixed kernels at once, each matrix variant on first use.
+/// The compiled pipelines: the attention kernels at once, each matrix, RoPE/KV-write and
+/// embedding variant on first use.
 pub struct Kernels {
-    /// Rotary embedding of the queries and keys, and the KV cache write.
-    pub rope_kv: Kernel,
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
     pub attention_partial: Kernel,
     /// Attention in one dispatch while the context fits one chunk.
@@ -180,6 +179,8 @@ pub struct Kernels {
     /// The variants chosen.
     pub options: KernelOptions,
     matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
+    /// The RoPE/KV-write pipelines by variant, compiled on first use.
+    rope_kv: std::sync::Mutex<std::collections::HashMap<ops::RopeKvKernel, Kernel>>,
     /// The embedding lookup's pipelines by the table's format, compiled on first use.
     embedding: std::sync::Mutex<std::collections::HashMap<ops::WeightFormat, Kernel>>,
 }
@@ -232,12 +233,12 @@ impl Kernels {
         let attention =
             |single| pipeline(ctx, &AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 }.source(), &wg);
         Ok(Kernels {
-            rope_kv: pipeline(ctx, &ops::rope_kv::source(options.kv_f16), &wg)?,
             attention_partial: attention(false)?,
             attention_single: attention(true)?,
             attention_combine: pipeline(ctx, &ops::attention::combine_source(), &wg)?,
             options,
             matrix: Default::default(),
+            rope_kv: Default::default(),
             embedding: Default::default(),
         })
     }
@@ -246,6 +247,11 @@ impl Kernels {
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
         let constants = [("WG", WORKGROUP as f64), ("TPR", self.options.threads_per_row as f64)];
         cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
+    }
+
+    /// The pipeline of a RoPE/KV-write variant, compiled the first time it is asked for.
+    pub fn rope_kv_kernel(&self, ctx: &GpuContext, variant: ops::RopeKvKernel) -> Result<Kernel> {
+        cached(&self.rope_kv, variant, || pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64)]))
     }
 
     /// The pipeline of the embedding lookup from a table in `format`, compiled the first

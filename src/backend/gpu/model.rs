@@ -11,14 +11,16 @@
 //! context fits the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions, 6 past
 //! them: the RMSNorms run inside the projections after them, RoPE and the KV-cache write in
 //! the Q/K/V projection's epilogue, attention (short contexts) in the output projection's
-//! prologue, and SwiGLU in the gate/up projection's epilogue. A prefill pass runs RoPE and
-//! attention as dispatches of their own (7 a layer, 8 past the first chunk).
+//! prologue, and SwiGLU in the gate/up projection's epilogue. A model with Q/K/V biases
+//! (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where they are applied
+//! (5 a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
+//! 8 past the first chunk).
 
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv};
+use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -253,7 +255,7 @@ impl GpuBackend {
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
         // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b));
-        let table = ctx.storage("rope", &ops::rope_table(capacity, cfg.head_dim, cfg.rope_base));
+        let table = ctx.storage("rope", &ops::rope_table(capacity, &weights.rope));
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
@@ -289,22 +291,32 @@ impl GpuBackend {
             let k_cache = ctx.storage("k cache", &vec![0u32; cache_words]);
             let v_cache = ctx.storage("v cache", &vec![0u32; cache_words]);
             gpu_bytes += 2 * (cache_words * 4) as u64;
-            // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v
-            // (decode: in one dispatch, the projection's epilogue).
+            // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v, each
+            // with its bias and q, k with their head norms where the model has them (decode: in
+            // one dispatch, the projection's epilogue, when it has neither).
             let cache = |c| Bind(c, 0, None);
             let qkv_norm = Some((&attn_norm, eps));
-            let rope_kv = RopeKv { shape: att_shape, keys: cache(&k_cache), values: cache(&v_cache), table: &table };
-            ops.push(Op::by_tokens(
+            let bias = l.qkv_bias.as_ref().map(|b| ctx.storage("qkv bias", &b.stacked()));
+            let head_gain = l.head_norm.as_ref().map(|n| ctx.storage("head norm", &[&n.q[..], &n.k].concat()));
+            gpu_bytes += bias.as_ref().map_or(0, |b| b.size()) + head_gain.as_ref().map_or(0, |g| g.size());
+            let rope_kv = RopeKvOp {
+                bias: bias.as_ref(),
+                head_norm: head_gain.as_ref().map(|g| (g, eps)),
+                ..RopeKvOp::new(att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table)
+            };
+            let project = LinearOp { norm: qkv_norm, ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) };
+            let rope_kv_dispatch = k.rope_kv(&ctx, &rope_kv, &step)?;
+            let one = if rope_kv.bias.is_none() && rope_kv.head_norm.is_none() {
+                let epilogue = RopeKv { shape: att_shape, keys: cache(&k_cache), values: cache(&v_cache), table: &table };
                 vec![k.matvec(
                     &ctx,
-                    &LinearOp { norm: qkv_norm, rope_kv: Some(rope_kv), ..LinearOp::new(&wqkv, &x, Bind(&q, 0, None)) },
+                    &LinearOp { norm: qkv_norm, rope_kv: Some(epilogue), ..LinearOp::new(&wqkv, &x, Bind(&q, 0, None)) },
                     &step,
-                )?],
-                vec![
-                    k.matmul(&ctx, &LinearOp { norm: qkv_norm, ..LinearOp::new(&wqkv, &x, Bind(&qkv, 0, None)) }, &step)?,
-                    k.rope_kv(&ctx, att_shape, &qkv, Bind(&q, 0, None), cache(&k_cache), cache(&v_cache), &table, &step)?,
-                ],
-            ));
+                )?]
+            } else {
+                vec![k.matvec(&ctx, &project, &step)?, rope_kv_dispatch.clone()]
+            };
+            ops.push(Op::by_tokens(one, vec![k.matmul(&ctx, &project, &step)?, rope_kv_dispatch]));
             // att = attention(q, cache); x += Wo att (decode over a short context: one
             // dispatch, attention in the projection's prologue).
             let a =

@@ -78,8 +78,8 @@ uniform_struct! {
         n_kv_heads: u32,
         /// Dimensions per head.
         head_dim: u32,
-        /// Padding to 16 bytes.
-        _pad0: u32,
+        /// RMSNorm epsilon of the head norm (HEAD_NORM variants).
+        eps: f32,
     }
 }
 

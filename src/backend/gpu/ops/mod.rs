@@ -10,4 +10,4 @@ pub mod rope_kv;
 
 pub use attention::{attention_parts_len, Attention, AttentionKernel};
 pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
-pub use rope_kv::rope_table;
+pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

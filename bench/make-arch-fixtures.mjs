@@ -1,0 +1,53 @@
+// Writes tests/fixtures/architectures.json: llama.cpp's logits, teacher-forced at every
+// position of a fixed token sequence, for each tiny random-weight model in
+// tests/fixtures/architectures/ (written by examples/architecture_models.rs: Llama 3 RoPE
+// factors, linear RoPE scaling, qwen2, qwen3), made once and kept so tests need no llama.cpp.
+//
+//   cargo run --release --example architecture_models -- tests/fixtures/architectures
+//   bash bench/setup-peers.sh && node bench/make-arch-fixtures.mjs
+//
+// llama.cpp (node-llama-cpp, pinned in bench/package.json) runs on the CPU with an F32 K/V
+// cache and no flash attention: with F32 weights nothing is rounded below f32 on its side, so
+// tests/architectures.rs can hold tokenscope to a tight tolerance.
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { getLlama } from 'node-llama-cpp';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dir = join(root, 'tests/fixtures/architectures');
+const out = join(root, 'tests/fixtures/architectures.json');
+// Control tokens, bytes and merged words of the synthetic vocabulary, 24 positions (past the
+// RoPE periods' shortest turns, within the 64-token context).
+const TOKENS = [1, 40, 75, 104, 105, 3, 259, 260, 111, 33, 200, 201, 202, 90, 261, 262, 5, 6, 7, 120, 2, 1, 150, 151];
+
+const llama = await getLlama({ gpu: false, build: 'never' });
+const models = [];
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.gguf')).sort()) {
+  const model = await llama.loadModel({ modelPath: join(dir, file), gpuLayers: 0 });
+  const context = await model.createContext({
+    contextSize: 64,
+    batchSize: 64,
+    flashAttention: false,
+    experimentalKvCacheKeyType: 'F32',
+    experimentalKvCacheValueType: 'F32',
+  });
+  const sequence = context.getSequence();
+  const results = await sequence.controlledEvaluate(TOKENS.map((t) => [t, { generateNext: { logits: true } }]));
+  const logits = results.map((r, i) => {
+    if (!r?.next?.logits) throw new Error(`${file}: no logits at position ${i}`);
+    const row = new Array(r.next.logits.size).fill(0);
+    for (const [token, value] of r.next.logits) row[token] = Number(value.toPrecision(8));
+    return row;
+  });
+  models.push({ file, architecture: model.fileInfo.metadata.general.architecture, logits });
+  console.log(`${file}: ${logits.length} positions x ${logits[0].length} logits`);
+  await context.dispose();
+  await model.dispose();
+}
+const version = JSON.parse(readFileSync(join(root, 'bench/node_modules/node-llama-cpp/package.json'), 'utf8')).version;
+writeFileSync(
+  out,
+  JSON.stringify({ made_by: `llama.cpp through node-llama-cpp ${version}, bench/make-arch-fixtures.mjs (CPU, F32 K/V cache, no flash attention)`, tokens: TOKENS, models }) + '\n',
+);
+console.log(`wrote ${out}`);

@@ -1,0 +1,61 @@
+//! Writes the tiny random-weight models of each architecture that tests/architectures.rs runs
+//! against llama.cpp's logits (tests/fixtures/architectures.json, made from these very files
+//! by bench/make-arch-fixtures.mjs) into DIR:
+//!
+//! ```text
+//! cargo run --release --example architecture_models -- tests/fixtures/architectures
+//! ```
+//! Weights are F32, so llama.cpp computes in f32 with nothing rounded on the way (its K/V
+//! cache is set to F32 too) and the tolerance can be tight.
+
+use candle_core::quantized::GgmlDType;
+use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
+use tokenscope::model::Architecture;
+
+/// The models: each file name with what it exercises.
+fn models() -> Vec<(&'static str, SyntheticSpec)> {
+    let base = SyntheticSpec {
+        dim: 64,
+        ffn_dim: 64,
+        n_heads: 4,
+        n_kv_heads: 2,
+        weight_type: GgmlDType::F32,
+        embedding_type: GgmlDType::F32,
+        ..SyntheticSpec::default()
+    };
+    vec![
+        // Llama 3's per-pair RoPE factors and an LM head of its own.
+        (
+            "llama3-rope-factors.gguf",
+            SyntheticSpec { rope_factors: true, rope_base: 500_000.0, untied_output: true, seed: 11, ..base.clone() },
+        ),
+        // Linear RoPE scaling, tied head.
+        ("llama-linear-rope.gguf", SyntheticSpec { rope_linear_scale: Some(4.0), seed: 12, ..base.clone() }),
+        // Q/K/V biases, RoPE on split halves, tied head.
+        ("qwen2.gguf", SyntheticSpec { architecture: Architecture::Qwen2, rope_base: 1_000_000.0, seed: 13, ..base.clone() }),
+        // Head norms, split halves, heads wider than dim / n_heads, untied head.
+        ("qwen3.gguf", SyntheticSpec { architecture: Architecture::Qwen3, head_dim: Some(32), untied_output: true, seed: 14, ..base }),
+    ]
+}
+
+fn main() {
+    let Some(dir) = std::env::args().nth(1) else {
+        eprintln!("usage: architecture_models DIR");
+        std::process::exit(2);
+    };
+    for (name, spec) in models() {
+        let path = std::path::Path::new(&dir).join(name);
+        let bytes = SyntheticModel::new(&spec).and_then(|m| m.to_bytes());
+        match bytes.map(|b| std::fs::write(&path, b)) {
+            Ok(Ok(())) => println!("wrote {}", path.display()),
+            Ok(Err(e)) => {
+                eprintln!("cannot write {}: {e}", path.display());
+                std::process::exit(1);
+            }
+            Err(e) => {
+                eprintln!("cannot build {name}: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Rotary position embedding, as the model file asks for it: the frequency of each pair
+//! (plain, linearly scaled, or with Llama 3's per-pair factors), and the one pair layout the
+//! kernels turn (adjacent elements), to which files that pair split halves are brought at load.
+
+use std::borrow::Cow;
+
+use candle_core::quantized::{QStorage, QTensor};
+use candle_core::Device;
+
+use crate::error::ModelError;
+
+/// The angular frequency of each RoPE pair of a head: pair `i` of a token at position `p` turns
+/// by `p * inv_freq[i]`, with `inv_freq[i] = base^(-2i / head_dim) / (scale * factor[i])`
+/// (llama.cpp's `ggml_rope_ext` without YaRN). Computed in f64, once per model; the CPU's
+/// [`RopeAngles`](crate::backend::cpu::ops::RopeAngles) and the GPU's table both read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RopeFrequencies {
+    inv_freq: Vec<f64>,
+}
+
+impl RopeFrequencies {
+    /// Unscaled RoPE over heads of `head_dim` (even) with base frequency `base`.
+    pub fn plain(head_dim: usize, base: f32) -> Self {
+        Self::new(head_dim, base, 1.0, None)
+    }
+
+    /// RoPE with positions divided by `linear_scale` (`rope.scaling.type = linear`, 1 for
+    /// none) and each pair's wavelength multiplied by `factors[i]` (Llama 3's
+    /// `rope_freqs.weight`, `[head_dim / 2]`; the caller has checked its length and values).
+    pub fn new(head_dim: usize, base: f32, linear_scale: f32, factors: Option<&[f32]>) -> Self {
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| {
+                let factor = factors.map_or(1.0, |f| f64::from(f[i]));
+                f64::from(base).powf(-2.0 * i as f64 / head_dim as f64) / (f64::from(linear_scale) * factor)
+            })
+            .collect();
+        RopeFrequencies { inv_freq }
+    }
+
+    /// Pairs per head (`head_dim / 2`).
+    pub fn pairs(&self) -> usize {
+        self.inv_freq.len()
+    }
+
+    /// The angle pair `i` turns by at position `pos`, in radians.
+    pub fn angle(&self, pos: usize, i: usize) -> f64 {
+        pos as f64 * self.inv_freq[i]
+    }
+}
+
+/// The order that brings a head's split-half pairs next to each other: new element `2i` is old
+/// element `i`, new `2i + 1` is old `i + head_dim / 2`, for every head of `n_heads`.
+/// Applied to the rows of W_q and W_k (and their biases and head-norm gains), it turns a
+/// "NEOX" model into an adjacent-pair one with the same attention: q and k are permuted
+/// alike, so every q.k is unchanged, and V and the output projection are untouched.
+pub fn halves_to_pairs(head_dim: usize, n_heads: usize) -> Vec<usize> {
+    let half = head_dim / 2;
+    (0..n_heads).flat_map(|h| (0..head_dim).map(move |j| h * head_dim + if j % 2 == 0 { j / 2 } else { half + j / 2 })).collect()
+}
+
+/// `values` reordered: element `i` of the result is `values[order[i]]`.
+pub fn permute<T: Copy>(values: &[T], order: &[usize]) -> Vec<T> {
+    order.iter().map(|&i| values[i]).collect()
+}
+
+/// A 2-D tensor with its rows reordered (`order[i]` is the old index of new row `i`), in its
+/// own storage type: each row is whole blocks, so no value is requantized.
+pub fn permute_rows(t: &QTensor, order: &[usize]) -> Result<QTensor, ModelError> {
+    let fail = |e: candle_core::Error| ModelError::Malformed(format!("cannot reorder the rows of a {:?} tensor: {e}", t.shape()));
+    let (rows, _) = t.shape().dims2().map_err(fail)?;
+    if order.len() != rows {
+        return Err(ModelError::Malformed(format!("{} rows to reorder, {} in the tensor", order.len(), rows)));
+    }
+    let data = t.data().map_err(fail)?;
+    let row_bytes = data.len() / rows.max(1);
+    let mut out = Vec::with_capacity(data.len());
+    for &i in order {
+        out.extend_from_slice(&data[i * row_bytes..][..row_bytes]);
+    }
+    let storage = QStorage::from_data(Cow::Owned(out), &Device::Cpu, t.dtype()).map_err(fail)?;
+    QTensor::new(storage, t.shape().clone()).map_err(fail)
+}

@@ -1,0 +1,192 @@
+//! Every architecture against llama.cpp: tiny random-weight models of each (Llama 3's RoPE
+//! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
+//! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads), kept in
+//! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
+//! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
+//! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
+//! with every position's logits, and as one prefill then decode steps; a check that the
+//! fixture tells each architecture's difference apart keeps the comparison from passing by
+//! accident. The CPU tests run natively and in wasm.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::io::Cursor;
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::{Backend, MAX_VERIFY_TOKENS};
+use tokenscope::model::{Gguf, Model};
+
+/// f32 on both sides, summed in other orders (llama.cpp's SIMD dot products and ours, its
+/// softmax and ours) through two blocks: measured at most 1.9e-6 of the largest logit on the
+/// CPU and 2.0e-6 on lavapipe; allowed 2e-5 of it, while any architecture detail done wrong
+/// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
+const TOLERANCE: f32 = 2e-5;
+
+const FIXTURE: &str = include_str!("fixtures/architectures.json");
+
+/// The model files the fixture was made from, by name.
+const FILES: [(&str, &[u8]); 4] = [
+    ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
+    ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
+    ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
+];
+
+struct Case {
+    file: String,
+    architecture: String,
+    /// `[positions][vocab]`.
+    logits: Vec<Vec<f32>>,
+}
+
+fn fixture() -> (Vec<u32>, Vec<Case>) {
+    let v: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
+    let tokens = v["tokens"].as_array().expect("tokens").iter().map(|t| t.as_u64().expect("id") as u32).collect();
+    let cases = v["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| Case {
+            file: m["file"].as_str().expect("file").to_string(),
+            architecture: m["architecture"].as_str().expect("architecture").to_string(),
+            logits: m["logits"]
+                .as_array()
+                .expect("logits")
+                .iter()
+                .map(|row| row.as_array().expect("row").iter().map(|x| x.as_f64().expect("logit") as f32).collect())
+                .collect(),
+        })
+        .collect();
+    (tokens, cases)
+}
+
+fn file_bytes(case: &Case) -> &'static [u8] {
+    FILES
+        .iter()
+        .find(|(name, _)| *name == case.file)
+        .unwrap_or_else(|| panic!("{} is not kept in tests/fixtures/architectures", case.file))
+        .1
+}
+
+fn load(bytes: &[u8]) -> Model {
+    Model::read(&mut Cursor::new(bytes), &mut |_, _| {}).expect("the model loads")
+}
+
+/// The largest |ours - llama.cpp| over a row, as a share of the row's largest |logit|.
+fn relative_gap(ours: &[f32], theirs: &[f32]) -> f32 {
+    assert_eq!(ours.len(), theirs.len(), "vocabulary sizes");
+    let scale = theirs.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+    ours.iter().zip(theirs).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale
+}
+
+/// The worst gap over every position: the sequence in passes of up to [`MAX_VERIFY_TOKENS`]
+/// with every position's logits, then the same from a fresh cache as a 5-token prefill and
+/// decode steps.
+async fn worst_gap<B: Backend>(backend: &mut B, tokens: &[u32], want: &[Vec<f32>]) -> f32 {
+    let vocab = want[0].len();
+    let mut worst = 0.0f32;
+    for (chunk, want) in tokens.chunks(MAX_VERIFY_TOKENS).zip(want.chunks(MAX_VERIFY_TOKENS)) {
+        let all = backend.verify(chunk).await.expect("a pass with every position's logits");
+        for (row, want) in all.chunks_exact(vocab).zip(want) {
+            worst = worst.max(relative_gap(row, want));
+        }
+    }
+    backend.truncate(0);
+    let first = backend.prefill(&tokens[..5]).await.expect("prefill");
+    worst = worst.max(relative_gap(&first, &want[4]));
+    for (i, &t) in tokens.iter().enumerate().skip(5) {
+        let logits = backend.decode(t).await.expect("decode");
+        worst = worst.max(relative_gap(&logits, &want[i]));
+    }
+    worst
+}
+
+fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
+    let m = load(bytes);
+    let mut cpu = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu backend");
+    pollster::block_on(worst_gap(&mut cpu, tokens, want))
+}
+
+#[test]
+fn every_architecture_matches_llama_cpp_on_the_cpu() {
+    let (tokens, cases) = fixture();
+    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3");
+    for case in &cases {
+        let bytes = file_bytes(case);
+        assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);
+        let gap = cpu_gap(bytes, &tokens, &case.logits);
+        eprintln!("{} on the CPU: worst gap {gap:.2e} of the largest logit", case.file);
+        assert!(gap <= TOLERANCE, "{}: the exact CPU path is {gap} of the largest logit from llama.cpp", case.file);
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn every_architecture_matches_llama_cpp_on_the_gpu() {
+    use tokenscope::backend::gpu::GpuBackend;
+    let (tokens, cases) = fixture();
+    for case in &cases {
+        let m = load(file_bytes(case));
+        let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
+        let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
+        eprintln!("{} on the GPU ({}): worst gap {gap:.2e} of the largest logit", case.file, gpu.info().device);
+        assert!(gap <= TOLERANCE, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
+    }
+}
+
+/// An edit of a file's header that undoes one architecture detail.
+type Undo = dyn Fn(&mut candle_core::quantized::gguf_file::Content);
+
+/// The same file with one architecture detail undone, written back as GGUF.
+fn without(bytes: &[u8], undo: &Undo) -> Vec<u8> {
+    use candle_core::quantized::gguf_file;
+    let mut reader = Cursor::new(bytes);
+    let mut content = gguf_file::Content::read(&mut reader).expect("gguf");
+    undo(&mut content);
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|name| (name.clone(), content.tensor(&mut reader, name, &candle_core::Device::Cpu).expect("tensor")))
+        .collect();
+    let meta: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &candle_core::quantized::QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let mut out = Cursor::new(Vec::new());
+    gguf_file::write(&mut out, &meta, &tensors).expect("write");
+    let bytes = out.into_inner();
+    Gguf::read(&mut Cursor::new(&bytes)).expect("still a GGUF");
+    bytes
+}
+
+#[test]
+fn the_fixture_tells_each_architectures_difference_apart() {
+    use candle_core::quantized::gguf_file::Value;
+    let (tokens, cases) = fixture();
+    let case = |file: &str| cases.iter().find(|c| c.file == file).unwrap_or_else(|| panic!("{file} in the fixture"));
+    // Each model run as if it lacked what sets it apart: the gap must be far past the tolerance.
+    let as_llama = |c: &mut candle_core::quantized::gguf_file::Content| {
+        let arch = match c.metadata.get("general.architecture") {
+            Some(Value::String(a)) => a.clone(),
+            _ => panic!("architecture"),
+        };
+        c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen(&format!("{arch}."), "llama.", 1), v)).collect();
+        c.metadata.insert("general.architecture".into(), Value::String("llama".into()));
+    };
+    let undone: [(&str, &str, &Undo); 4] = [
+        ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
+            c.tensor_infos.remove("rope_freqs.weight");
+        }),
+        ("llama-linear-rope.gguf", "linear scaling dropped", &|c| {
+            c.metadata.remove("llama.rope.scaling.type");
+            c.metadata.remove("llama.rope.scaling.factor");
+        }),
+        ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
+        ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &as_llama),
+    ];
+    for (file, what, undo) in undone {
+        let c = case(file);
+        let gap = cpu_gap(&without(file_bytes(c), undo), &tokens, &c.logits);
+        eprintln!("{file} with {what}: gap {gap:.2e}");
+        assert!(gap > 10.0 * TOLERANCE, "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+    }
+}

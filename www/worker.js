@@ -15,6 +15,7 @@
 // make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks for N threads, at
 // most one per core; 1 picks a one-thread engine. `?simd=baseline` picks www/pkg.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
+import { fetchModel, chooseBackend, named } from './worker_io.js';
 
 const ASKS = new URL(self.location.href).searchParams;
 const ASKED_THREADS = Number(ASKS.get('threads')) || 0;
@@ -26,7 +27,6 @@ const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math
 // 128k-token vocabulary takes about 7).
 const HEADER_CHECK_BYTES = 16 << 20;
 
-const MODEL_CACHE = 'tokenscope-models-v1';
 /** @type {import('./pkg/tokenscope.js').Engine | null} */
 let engine = null;
 // The wasm module is initialized once, before the first call that needs it (the lesson
@@ -102,9 +102,6 @@ let engineErrors = new Set();
 /** @type {Set<import('./protocol.js').ErrorName>} */
 const GPU_ERRORS = new Set(['NoGpu', 'GpuLost', 'BackendFailed']);
 
-/// An error with a name the page acts on.
-const named = (name, message) => Object.assign(new Error(message), { name });
-
 // A wasm trap (a panic ends in `unreachable`, or memory gone wrong) leaves the engine's state
 // unknown: the engine has crashed; so has it when wasm-bindgen's glue refuses a call into an
 // engine a trap left mid-call (its two fixed messages). Anything else unnamed is reported as
@@ -126,83 +123,6 @@ function fail(during, e) {
   post({ type: 'error', name, during, modelLoaded: engine !== null && !crashed, message });
 }
 
-async function readWithProgress(response, phase) {
-  const total = Number(response.headers.get('content-length')) || 0;
-  if (!response.body) return new Uint8Array(await response.arrayBuffer());
-  const reader = response.body.getReader();
-  const chunks = [];
-  let done = 0;
-  for (;;) {
-    const { value, done: end } = await reader.read();
-    if (end) break;
-    chunks.push(value);
-    done += value.length;
-    post({ type: 'progress', phase, done, total });
-  }
-  const bytes = new Uint8Array(done);
-  let at = 0;
-  for (const c of chunks) { bytes.set(c, at); at += c.length; }
-  return bytes;
-}
-
-async function fetchModel(url) {
-  let cache = null;
-  try { cache = await caches.open(MODEL_CACHE); } catch { cache = null; }
-  const cached = cache ? await cache.match(url) : undefined;
-  if (cached) return { bytes: await readWithProgress(cached, 'cache'), fromCache: true };
-  let response;
-  try {
-    response = await fetch(url);
-  } catch (e) {
-    throw named('NetworkError', `Could not download the model from ${url}: is the tokenscope server still running?`);
-  }
-  if (!response.ok) {
-    throw named('NetworkError', `Could not download the model (${response.status} ${response.statusText}): run "make model" and reload.`);
-  }
-  const bytes = await readWithProgress(response, 'download');
-  if (cache) {
-    try {
-      await cache.put(url, new Response(bytes, { headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length) } }));
-    } catch { /* storage full or refused: the next visit downloads again */ }
-  }
-  return { bytes, fromCache: false };
-}
-
-// Software adapters (SwiftShader, lavapipe, WARP) run WebGPU on the CPU, slower than our
-// wasm CPU backend; Auto only picks WebGPU on a hardware adapter.
-const SOFTWARE_ADAPTER = /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i;
-
-async function findAdapter() {
-  if (!self.navigator || !navigator.gpu) return null;
-  try {
-    const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
-    if (!adapter) return null;
-    const info = adapter.info;
-    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
-    return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
-  } catch {
-    return null;
-  }
-}
-
-// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
-/**
- * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
- * @param {string} requested
- * @returns {Promise<BackendChoice>}
- */
-async function chooseBackend(requested) {
-  const adapter = await findAdapter();
-  if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
-  if (requested === 'webgpu') {
-    if (!adapter) throw named('NoGpu', 'This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
-    return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
-  }
-  if (!adapter) return { backend: 'cpu', adapter, note: 'Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.' };
-  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.` };
-  return { backend: 'webgpu', adapter, note: `Auto: WebGPU on ${adapter.name}.` };
-}
-
 async function load(msg) {
   await stopLoop(true);
   hasRun = false;
@@ -213,7 +133,7 @@ async function load(msg) {
   if (msg.bytes) {
     bytes = new Uint8Array(msg.bytes);
   } else {
-    ({ bytes, fromCache } = await fetchModel(msg.url));
+    ({ bytes, fromCache } = await fetchModel(msg.url, post));
   }
   post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
@@ -258,7 +178,7 @@ channel.port1.onmessage = () => waiting.shift()?.();
 const yieldToMessages = () => new Promise((resolve) => { waiting.push(resolve); channel.port2.postMessage(0); });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// The page's message counter (main.js `send`), null when the page is not isolated: a
+// The page's message counter (link.js `send`), null when the page is not isolated: a
 // streaming loop yields between steps only when it has moved since the last yield, and at
 // least every MAX_UNYIELDED_MS (a message can land just after the counter is read).
 /** @type {Int32Array | null} */

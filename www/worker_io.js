@@ -1,0 +1,94 @@
+// @ts-check
+// What the engine's worker (worker.js) fetches and finds before a model loads: the model's
+// bytes (from Cache Storage, else the network, with progress), the WebGPU adapter and the
+// backend choice with a sentence saying why; and errors with the names the page acts on.
+
+const MODEL_CACHE = 'tokenscope-models-v1';
+
+/** An Error with a name (protocol.js's ErrorName). @param {string} name @param {string} message */
+export const named = (name, message) => Object.assign(new Error(message), { name });
+
+/**
+ * The body of `response`, read in chunks, each reported as `phase` progress.
+ * @param {Response} response @param {string} phase @param {(p: { type: 'progress', phase: string, done: number, total: number }) => void} report
+ */
+async function readWithProgress(response, phase, report) {
+  const total = Number(response.headers.get('content-length')) || 0;
+  if (!response.body) return new Uint8Array(await response.arrayBuffer());
+  const reader = response.body.getReader();
+  const chunks = [];
+  let done = 0;
+  for (;;) {
+    const { value, done: end } = await reader.read();
+    if (end) break;
+    chunks.push(value);
+    done += value.length;
+    report({ type: 'progress', phase, done, total });
+  }
+  const bytes = new Uint8Array(done);
+  let at = 0;
+  for (const c of chunks) { bytes.set(c, at); at += c.length; }
+  return bytes;
+}
+
+/**
+ * A model's bytes from Cache Storage, else downloaded (and cached), with progress.
+ * @param {string} url @param {(p: { type: 'progress', phase: string, done: number, total: number }) => void} report
+ */
+export async function fetchModel(url, report) {
+  let cache = null;
+  try { cache = await caches.open(MODEL_CACHE); } catch { cache = null; }
+  const cached = cache ? await cache.match(url) : undefined;
+  if (cached) return { bytes: await readWithProgress(cached, 'cache', report), fromCache: true };
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (e) {
+    throw named('NetworkError', `Could not download the model from ${url}: is the tokenscope server still running?`);
+  }
+  if (!response.ok) {
+    throw named('NetworkError', `Could not download the model (${response.status} ${response.statusText}): run "make model" and reload.`);
+  }
+  const bytes = await readWithProgress(response, 'download', report);
+  if (cache) {
+    try {
+      await cache.put(url, new Response(bytes, { headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length) } }));
+    } catch { /* storage full or refused: the next visit downloads again */ }
+  }
+  return { bytes, fromCache: false };
+}
+
+// Software adapters (SwiftShader, lavapipe, WARP) run WebGPU on the CPU, slower than our
+// wasm CPU backend; Auto only picks WebGPU on a hardware adapter.
+const SOFTWARE_ADAPTER = /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i;
+
+async function findAdapter() {
+  if (!self.navigator || !navigator.gpu) return null;
+  try {
+    const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    if (!adapter) return null;
+    const info = adapter.info;
+    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
+    return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
+  } catch {
+    return null;
+  }
+}
+
+// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
+/**
+ * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
+ * @param {string} requested
+ * @returns {Promise<BackendChoice>}
+ */
+export async function chooseBackend(requested) {
+  const adapter = await findAdapter();
+  if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
+  if (requested === 'webgpu') {
+    if (!adapter) throw named('NoGpu', 'This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
+    return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
+  }
+  if (!adapter) return { backend: 'cpu', adapter, note: 'Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.' };
+  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.` };
+  return { backend: 'webgpu', adapter, note: `Auto: WebGPU on ${adapter.name}.` };
+}

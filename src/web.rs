@@ -345,8 +345,11 @@ impl Engine {
 
     /// Branches at `step` of the current branch: the steps from there on are set aside (they
     /// stay in their branch), the KV cache is truncated to what stays, and the next `step()`
-    /// takes `token_id` at that step. Returns the new branch's id.
-    pub fn fork(&mut self, step: usize, token_id: u32) -> Result<usize, JsValue> {
+    /// takes `token_id` at that step. Returns the new branch as the run records it (its id,
+    /// parent, fork step and the steps it shares with its parent): the page keeps no branch of
+    /// its own making.
+    #[wasm_bindgen(unchecked_return_type = "Branch")]
+    pub fn fork(&mut self, step: usize, token_id: u32) -> Result<JsValue, JsValue> {
         let Ok((_, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no run to branch: press Generate first"));
         };
@@ -355,7 +358,8 @@ impl Engine {
         }
         generation.rewind(step, tokenizer).map_err(js_err)?;
         generation.force_next(token_id);
-        run.fork(step).map_err(js_err)
+        run.fork(step).map_err(js_err)?;
+        to_js(run.current())
     }
 
     /// Makes branch `id` the current one: the next step continues after its last token (the

@@ -129,9 +129,11 @@ const handlers = {
   },
   /** @param {Extract<Response, { type: 'forked' }>} msg */
   forked(msg) {
+    // The engine's record of the new branch; its shared steps keep the sampling they were
+    // drawn with, as its parent's do.
     const parent = branch();
-    state.run.branches.push({ id: msg.branch, parent: parent.id, fork_step: msg.step, steps: parent.steps.slice(0, msg.step), finish: null });
-    state.run.current = msg.branch;
+    state.run.branches.push(withParams(msg.branch, parent));
+    state.run.current = msg.branch.id;
     state.selected = null;
     state.draws = null;
     renderText();
@@ -139,6 +141,10 @@ const handlers = {
   },
   /** @param {Extract<Response, { type: 'switched' }>} msg */
   switched(msg) {
+    // The engine's record of the branch replaces the page's copy (keeping what the page
+    // measured of it).
+    const shown = state.run.branches[msg.branch.id];
+    state.run.branches[msg.branch.id] = Object.assign(withParams(msg.branch, shown), { outsideMs: shown?.outsideMs });
     state.run.current = msg.branch.id;
     state.lastStats = msg.stats;
     state.selected = null;
@@ -214,6 +220,16 @@ const handlers = {
     if (msg.during === 'start') { state.run = null; state.beam = null; renderAll(); }
   },
 };
+
+/**
+ * A branch from the engine, each step given the sampling parameters the page recorded for it
+ * in `shown` (the branch it shares those steps with), or the sliders' when it has none.
+ * @param {import('./pkg/tokenscope.js').Branch} b @param {{ steps: { params?: import('./protocol.js').SamplingParams }[] } | undefined} shown
+ */
+function withParams(b, shown) {
+  for (const [i, ev] of b.steps.entries()) /** @type {typeof ev & { params?: import('./protocol.js').SamplingParams }} */ (ev).params = shown?.steps[i]?.params ?? sampling();
+  return b;
+}
 
 /** Hands a message from the engine to the handler of its kind. @param {Response} msg */
 export function onEngineMessage(msg) {

@@ -47,7 +47,7 @@
  *   | { type: 'finished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').Finish, stats: Stats, outsideMs: number | null }
  *   | { type: 'beamstep', event: { type: 'step' } & import('./pkg/tokenscope.js').BeamStep, stats: Stats }
  *   | { type: 'beamfinished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').BeamFinish, stats: Stats }
- *   | { type: 'forked', branch: number, step: number }
+ *   | { type: 'forked', branch: import('./pkg/tokenscope.js').Branch }
  *   | { type: 'switched', branch: import('./pkg/tokenscope.js').Branch, stats: Stats }
  *   | { type: 'reshaped', step: number, dist: import('./pkg/tokenscope.js').Distribution, params: SamplingParams }
  *   | { type: 'drawn', step: number, counts: import('./pkg/tokenscope.js').DrawCount[], n: number, params: SamplingParams }

@@ -309,7 +309,7 @@ self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>
         const wasStreaming = streaming;
         await stopLoop(true);
         const branch = await withEngine(() => engine.fork(msg.step, msg.tokenId));
-        post({ type: 'forked', branch, step: msg.step });
+        post({ type: 'forked', branch });
         delayMs = msg.delay || 0;
         await startLoop(msg.mode === 'stream' || wasStreaming ? 'stream' : 'step');
         break;

@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorName};
 use crate::generation::beam::{BeamParams, BeamSearch};
 use crate::generation::generate::{Event, GenerateParams, Generation};
 use crate::generation::run::{RecordedModel, Run, RunRecord};
-use crate::model::{Config, HeaderCheck, Model};
+use crate::model::{Config, HeaderCheck, Model, WeightsSummary};
 use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
 
@@ -28,6 +28,8 @@ use crate::tokenizer::{PromptFormat, Tokenizer};
 #[derive(Serialize, Tsify)]
 struct ModelInfo {
     config: Config,
+    /// The weights in figures: parameters, bytes, storage types.
+    weights: WeightsSummary,
     /// Why chat mode cannot be used with this model (no chat template in the file, or one that
     /// does not compile), or `None` when it can.
     chat_unavailable: Option<String>,
@@ -266,6 +268,7 @@ impl Engine {
             "webgpu" => BackendChoice::Gpu(GpuChoice { software_hint: software_adapter, kv_f16: kv_cache_f16, ..GpuChoice::default() }),
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };
+        let weights = model.weights.summary();
         let backend = AnyBackend::load(choice, &model.config, model.weights, ctx).await.map_err(js_err)?;
         let info = backend.info();
         let out = ModelInfo {
@@ -274,6 +277,7 @@ impl Engine {
             device: info.device,
             context_len: backend.context_len(),
             config: model.config,
+            weights,
             chat_unavailable: model.tokenizer.chat_support().err().map(str::to_string),
         };
         self.state = EngineState::Loaded { backend, tokenizer: model.tokenizer, work: Work::Idle };

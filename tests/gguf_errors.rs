@@ -222,3 +222,14 @@ fn each_error_kind_has_one_name_on_both_sides_of_the_wasm_edge() {
     assert_eq!((err.kind(), err.name()), (ErrorName::BadModel, "BadModel"));
     assert_eq!(Error::NotReady("no model".into()).name(), "NotReady");
 }
+
+#[test]
+fn the_weights_summary_counts_every_tensor_of_the_file() {
+    let m = synthetic();
+    let (elements, bytes) =
+        m.tensors.iter().fold((0u64, 0u64), |(e, b), (_, t)| (e + t.shape().elem_count() as u64, b + t.storage_size_in_bytes() as u64));
+    let summary = read(m.to_bytes().expect("bytes")).expect("loads").weights.summary();
+    assert_eq!((summary.parameters, summary.bytes), (elements, bytes), "{summary:?}");
+    // Q4_1 block weights hold the most bytes, then the Q8_0 embedding, then the f32 norms.
+    assert!(summary.types.starts_with("Q4_1 ") && summary.types.contains(", Q8_0 "), "{}", summary.types);
+}

@@ -35,6 +35,18 @@ fn merges_and_digits_and_specials() {
 }
 
 #[test]
+fn a_token_that_is_not_whole_utf8_names_its_bytes() {
+    let tok = synthetic_tokenizer();
+    // The byte tokens follow the 3 control tokens in byte order.
+    let byte = |b: u8| 3 + u32::from(b);
+    assert_eq!(tok.token_bytes(byte(0xE2)), [0xE2], "the synthetic vocabulary's byte token");
+    assert_eq!(tok.token_text(byte(0xE2)), "<0xE2>", "the first byte of a 3-byte character");
+    assert_eq!(tok.token_text(byte(0xFF)), "<0xFF>", "a byte no UTF-8 text has");
+    assert_eq!(tok.token_text(byte(b'a')), "a");
+    assert_eq!(tok.encode("the").map(|ids| tok.token_text(ids[0])).expect("encodes"), "the");
+}
+
+#[test]
 fn streaming_never_emits_half_a_character() {
     let mut s = Utf8Stream::new();
     let snowman = "☃".as_bytes(); // 3 bytes

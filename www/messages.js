@@ -3,7 +3,7 @@
 // page's state (page.js) and draws what changed (views.js).
 import { TOP_N, ui, state, sampling, branch, steps, liveRun, displayedStep } from './page.js';
 import { send } from './link.js';
-import { fmtBytes } from './stats.js';
+import { fmtBytes, modelLabel } from './stats.js';
 import { tokenNodes } from './text.js';
 import { load, engineCrashed, recovered, DEFAULT_SOURCE } from './loading.js';
 import {
@@ -37,7 +37,7 @@ const handlers = {
     state.model = msg.info;
     state.modelLabel = msg.name;
     ui.progress.value = 1;
-    ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}. A ${msg.info.config.architecture} model: ${msg.info.config.n_layers} layers, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
+    ui.loadStatus.textContent = `Ready in ${(msg.ms / 1000).toFixed(1)} s${msg.fromCache ? ' (from browser cache)' : ''}: ${modelLabel(msg.info)}, vocabulary ${msg.info.config.vocab_size.toLocaleString()}.`;
     offerChat(msg.info.chat_unavailable);
     // Why the CPU backend runs on one thread when the machine has more (not isolated, or
     // the threaded engine failed to start).

@@ -43,6 +43,18 @@ export function kvFormula(c, s) {
 }
 
 /**
+ * The row "Model": its architecture, size and weight storage, e.g. "llama, 30 layers, 135M
+ * parameters in 87 MB (Q4_1 79%, Q8_0 21%)".
+ * @param {import('./pkg/tokenscope.js').ModelInfo | null} m
+ */
+export function modelLabel(m) {
+  if (!m) return '–';
+  const p = m.weights.parameters;
+  const params = p >= 1e9 ? `${(p / 1e9).toFixed(2)}B` : p >= 1e6 ? `${(p / 1e6).toFixed(0)}M` : `${(p / 1e3).toFixed(0)}K`;
+  return `${m.config.architecture}, ${m.config.n_layers} layers, ${params} parameters in ${fmtBytes(m.weights.bytes)} (${m.weights.types})`;
+}
+
+/**
  * The mean decode time of the steps after the first (the prefill), or null.
  * @param {{ forward_ms: number, sample_ms: number }[]} evs
  */
@@ -54,7 +66,8 @@ export function meanDecodeMs(evs) {
 /**
  * A run's rows.
  * @param {{ stats: Stats | null, run: any, branch: any, steps: any[], decodeAvg: number | null, active: boolean, live: boolean,
- *   adapterName: string | null, config: import('./pkg/tokenscope.js').Config | undefined, plainDecode: { ms: number, backend?: string } | null }} a
+ *   adapterName: string | null, config: import('./pkg/tokenscope.js').Config | undefined, plainDecode: { ms: number, backend?: string } | null,
+ *   model: import('./pkg/tokenscope.js').ModelInfo | null }} a
  * @returns {Row[]}
  */
 export function runRows(a) {
@@ -74,6 +87,7 @@ export function runRows(a) {
     ['Context used', !s ? '–' : run?.frozen ? `– (the cut-off run's cache went with the crashed engine; ${s.context_len} free)` : `${s.position} / ${s.context_len}`],
     ['Finish reason', fin ? REASONS[fin.finish_reason] || fin.finish_reason : a.active ? 'generating…' : a.live && evs.length ? 'paused' : '–'],
     ['Backend', backendLabel(s, a.adapterName)],
+    ['Model', modelLabel(a.model)],
   ];
   if (run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s, run.speculative.drafter, a.plainDecode)]);
   if (s?.gpu_dispatches_per_step) rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);

@@ -181,7 +181,7 @@ export function renderStats() {
   if (state.beam) { fillStats(ui.stats, beamRows(state.beam, beamTree, s, state.active, state.adapterName)); return; }
   const evs = steps();
   const decodeAvg = meanDecodeMs(evs);
-  const rows = runRows({ stats: s, run: state.run, branch: branch(), steps: evs, decodeAvg, active: state.active, live: liveRun(), adapterName: state.adapterName, config: state.model?.config, plainDecode: state.plainDecode });
+  const rows = runRows({ stats: s, run: state.run, branch: branch(), steps: evs, decodeAvg, active: state.active, live: liveRun(), adapterName: state.adapterName, config: state.model?.config, plainDecode: state.plainDecode, model: state.model });
   // A plain run's decode speed, for the speculative runs after it to compare with.
   if (!state.run?.speculative && liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };
   if (s?.gpu_dispatches_per_step) document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);

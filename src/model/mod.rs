@@ -13,7 +13,7 @@ pub use crate::gguf::Gguf;
 pub use architecture::Architecture;
 pub use config::Config;
 pub use rope::RopeFrequencies;
-pub use weights::{HeadNorm, LayerWeights, QkvBias, Weights};
+pub use weights::{HeadNorm, LayerWeights, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;

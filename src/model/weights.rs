@@ -6,12 +6,13 @@ use std::io::{Read, Seek};
 
 use candle_core::quantized::QTensor;
 use candle_core::Device;
+use serde::Serialize;
 
 use super::architecture::RopePairs;
 use super::config::Config;
 use super::rope::{halves_to_pairs, permute, permute_rows, RopeFrequencies};
 use crate::error::ModelError;
-use crate::gguf::Gguf;
+use crate::gguf::{type_name, Gguf};
 
 /// One transformer block's weights. Matrices are `[out_features, in_features]`, quantized
 /// as stored in the file; norm gains and biases are plain `f32`. In a model whose RoPE pairs
@@ -81,6 +82,19 @@ pub struct Weights {
     /// Each RoPE pair's frequency: from the configuration, and Llama 3's per-pair factors
     /// (`rope_freqs.weight`) where the file has them.
     pub rope: RopeFrequencies,
+}
+
+/// A model's weights in figures, for the page's stats and load status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct WeightsSummary {
+    /// Weights in every tensor (a tied LM head counted once).
+    pub parameters: u64,
+    /// Bytes they take as stored.
+    pub bytes: u64,
+    /// The storage types by their share of the bytes, largest first (under 0.5% left out),
+    /// e.g. `Q4_1 84%, Q8_0 16%`.
+    pub types: String,
 }
 
 /// Per-pair RoPE factors (Llama 3), `[head_dim / 2]`, when the file has them.
@@ -191,6 +205,42 @@ impl Weights {
             });
         }
         Ok(Weights { token_embd, output_norm, output, layers, rope })
+    }
+
+    /// What the weights are, in figures: parameters, bytes as stored, storage types.
+    pub fn summary(&self) -> WeightsSummary {
+        let mut by_type: Vec<(&'static str, u64)> = Vec::new();
+        let (mut parameters, mut bytes) = (0u64, 0u64);
+        let mut count = |name: &'static str, elements: usize, size: usize| {
+            parameters += elements as u64;
+            bytes += size as u64;
+            match by_type.iter_mut().find(|(n, _)| *n == name) {
+                Some(entry) => entry.1 += size as u64,
+                None => by_type.push((name, size as u64)),
+            }
+        };
+        let mut matrix = |t: &QTensor| count(type_name(t.dtype()), t.shape().elem_count(), t.storage_size_in_bytes());
+        matrix(&self.token_embd);
+        if let Some(output) = &self.output {
+            matrix(output);
+        }
+        for l in &self.layers {
+            for t in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
+                matrix(t);
+            }
+        }
+        let mut vectors = self.output_norm.len();
+        for l in &self.layers {
+            vectors += l.attn_norm.len() + l.ffn_norm.len();
+            vectors += l.qkv_bias.as_ref().map_or(0, |b| b.q.len() + b.k.len() + b.v.len());
+            vectors += l.head_norm.as_ref().map_or(0, |n| n.q.len() + n.k.len());
+        }
+        count("F32", vectors, vectors * 4);
+        by_type.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+        let share = |b: u64| 100.0 * b as f64 / bytes.max(1) as f64;
+        let types =
+            by_type.iter().filter(|(_, b)| share(*b) >= 0.5).map(|(n, b)| format!("{n} {:.0}%", share(*b))).collect::<Vec<_>>().join(", ");
+        WeightsSummary { parameters, bytes, types }
     }
 
     /// The LM head: `output.weight`, or the embedding when the two are tied.

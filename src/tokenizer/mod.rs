@@ -168,9 +168,11 @@ impl Tokenizer {
         self.token_bytes.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    /// Text of one token on its own, for display (lossy if it is part of a character).
+    /// Text of one token on its own, for display: its text where its bytes are UTF-8, and each
+    /// byte that is not (part of a character split across tokens, or a byte no text has) named
+    /// `<0xHH>`, as llama.cpp names byte tokens: never a U+FFFD that a real token could also be.
     pub fn token_text(&self, id: u32) -> String {
-        String::from_utf8_lossy(self.token_bytes(id)).into_owned()
+        named_bytes(self.token_bytes(id))
     }
 
     /// Fills in the text of every candidate of a distribution.
@@ -230,4 +232,26 @@ struct SpecialTokens<'a> {
 
 fn tok_err(key: &str, problem: &str) -> Error {
     ModelError::Metadata { key: key.into(), problem: problem.into() }.into()
+}
+
+/// `bytes` as text, each byte that is not part of a whole UTF-8 character written `<0xHH>`.
+fn named_bytes(mut bytes: &[u8]) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => {
+                out.push_str(text);
+                return out;
+            }
+            Err(e) => {
+                let (valid, rest) = bytes.split_at(e.valid_up_to());
+                out.push_str(&String::from_utf8_lossy(valid));
+                let bad = e.error_len().unwrap_or(rest.len());
+                for b in &rest[..bad] {
+                    out.push_str(&format!("<0x{b:02X}>"));
+                }
+                bytes = &rest[bad..];
+            }
+        }
+    }
 }

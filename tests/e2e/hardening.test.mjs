@@ -117,7 +117,7 @@ test('a qwen2 or qwen3 file loads, is named by its architecture and writes', asy
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
     await page.locator('#model-file').setInputFiles(join(ROOT, 'tests/fixtures/architectures', `${arch}.gguf`));
     await waitLoaded(page);
-    assert.match(await page.locator('#load-status').textContent(), new RegExp(`A ${arch} model: 2 layers`));
+    assert.match(await page.locator('#load-status').textContent(), new RegExp(`: ${arch}, 2 layers, [0-9]+K parameters in [0-9.]+ KB \\(F32 100%\\)`));
     await page.locator('#prompt').fill('the hint');
     await generate(page);
     assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, `${arch} generates`);

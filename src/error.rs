@@ -160,6 +160,14 @@ pub enum ModelError {
         /// Shape the configuration implies.
         expected: Vec<usize>,
     },
+    /// The weights need more memory than there is.
+    #[error("the model's weights need {} MB of memory but {} MB is free: choose a smaller model (or a smaller quantization of it)", needed >> 20, available >> 20)]
+    TooLarge {
+        /// Bytes the weights take.
+        needed: u64,
+        /// Bytes free for them.
+        available: u64,
+    },
     /// A metadata key is missing or has the wrong type.
     #[error("metadata {key}: {problem}")]
     Metadata {

@@ -233,3 +233,21 @@ fn the_weights_summary_counts_every_tensor_of_the_file() {
     // Q4_1 block weights hold the most bytes, then the Q8_0 embedding, then the f32 norms.
     assert!(summary.types.starts_with("Q4_1 ") && summary.types.contains(", Q8_0 "), "{}", summary.types);
 }
+
+#[test]
+fn weights_larger_than_the_free_memory_are_refused_with_both_sizes() {
+    use tokenscope::model::{memory, Gguf, Weights};
+    let m = synthetic();
+    let stored: u64 = m.tensors.iter().map(|(_, t)| t.storage_size_in_bytes() as u64).sum();
+    let bytes = m.to_bytes().expect("bytes");
+    let model = read(bytes.clone()).expect("loads");
+    let gguf = Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf");
+    let needed = Weights::bytes_needed(&gguf, &model.config);
+    assert_eq!(needed, stored, "every tensor the model reads, as stored");
+    assert!(memory::check_fits(needed, Some(needed)).is_ok());
+    assert!(memory::check_fits(needed, None).is_ok(), "unknown free memory checks nothing");
+    let e = memory::check_fits(100 << 30, Some(3 << 30)).expect_err("100 GB in 3 GB");
+    assert!(matches!(e, ModelError::TooLarge { needed, available } if needed == 100 << 30 && available == 3 << 30), "{e}");
+    assert!(e.to_string().contains("102400 MB") && e.to_string().contains("3072 MB"), "{e}");
+    assert!(memory::available_bytes().is_some_and(|b| b > 0), "this machine says what is free");
+}

@@ -2,6 +2,7 @@
 
 pub mod architecture;
 pub mod config;
+pub mod memory;
 mod prefix;
 pub mod rope;
 pub mod synthetic;
@@ -40,9 +41,11 @@ pub enum HeaderCheck {
 }
 
 impl Model {
-    /// Reads a GGUF model from any seekable reader (a file natively, bytes in the browser).
+    /// Reads a GGUF model from any seekable reader (a file natively, bytes in the browser),
+    /// refusing weights larger than the memory free for them before reading any.
     pub fn read<R: Read + Seek>(reader: &mut R, progress: &mut dyn FnMut(u64, u64)) -> Result<Self> {
         let (gguf, config, tokenizer) = Self::read_header(reader)?;
+        memory::check_fits(Weights::bytes_needed(&gguf, &config), memory::available_bytes())?;
         let weights = Weights::read(&gguf, reader, &config, progress)?;
         Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len() })
     }

@@ -148,6 +148,12 @@ impl Weights {
         Ok(())
     }
 
+    /// Bytes of every tensor the configuration needs, as stored (what [`Weights::read`] holds
+    /// in memory), from the header alone.
+    pub fn bytes_needed(gguf: &Gguf, cfg: &Config) -> u64 {
+        plan(gguf, cfg).iter().map(|(name, _)| gguf.tensor_bytes(name)).sum()
+    }
+
     /// Reads every tensor the configuration needs, checking names, types and shapes first.
     /// `progress(done_bytes, total_bytes)` is called after each tensor.
     pub fn read<R: Read + Seek>(gguf: &Gguf, reader: &mut R, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, ModelError> {

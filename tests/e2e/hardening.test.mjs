@@ -2,7 +2,8 @@
 // fresh worker and engine and the model reloaded from Cache Storage; a bad file is refused by
 // name without Auto falling back; errors carry names; the download progress moves on a first
 // visit over a slow connection (the server sends Content-Length); a model whose file has no chat
-// template offers completion only and says why; qwen2 and qwen3 files load and write.
+// template offers completion only and says why; qwen2 and qwen3 files load and write; crafted
+// files (truncated, a foreign architecture, an unsupported tensor type) are refused in words.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
@@ -121,5 +122,26 @@ test('a qwen2 or qwen3 file loads, is named by its architecture and writes', asy
     await page.locator('#prompt').fill('the hint');
     await generate(page);
     assert.ok(Number(await page.evaluate(() => document.body.dataset.steps)) >= 1, `${arch} generates`);
+  }
+});
+
+test('crafted files are each refused in words, and the page keeps the model it had', async () => {
+  const real = readFileSync(MODEL);
+  const qwen2 = readFileSync(join(ROOT, 'tests/fixtures/architectures/qwen2.gguf'));
+  const files = [
+    // Cut in half: its tensors run past its end.
+    { name: 'truncated.gguf', buffer: real.subarray(0, real.length >> 1), says: /truncated/ },
+    // Another architecture's name (every "qwen2" key renamed, the same length).
+    { name: 'qwen9.gguf', buffer: Buffer.from(qwen2.toString('latin1').replaceAll('qwen2', 'qwen9'), 'latin1'), says: /unsupported architecture "qwen9".*llama, qwen2, qwen3/ },
+    // A tensor type the engine does not compute with.
+    { name: 'q8_1.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/tensor-type-q8_1.gguf')), says: /not supported \(supported: / },
+  ];
+  for (const f of files) {
+    await page.evaluate(() => { delete document.body.dataset.errorName; });
+    await page.locator('#model-file').setInputFiles({ name: f.name, mimeType: 'application/octet-stream', buffer: f.buffer });
+    await page.waitForFunction(() => document.body.dataset.errorName === 'BadModel', null, { timeout: 60_000 });
+    assert.match(await page.getByRole('alert').textContent(), f.says, f.name);
+    assert.match(await page.locator('#load-status').textContent(), /previous model is still in use/, f.name);
+    await generate(page);
   }
 });

@@ -7,13 +7,21 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test chat_template --test architectures --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
+.PHONY: setup model requantized build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
 
 model:
 	scripts/fetch-model.sh
+
+# The default model requantized by llama.cpp's own quantizer (Q4_K_M, Q6_K, Q8_0, Q5_0) into
+# models/requantized/, checked against the sha256 tests/fixtures/requantized.json was made on:
+# the files tests/requantized.rs holds us to llama.cpp's logits on. llama.cpp is the pinned
+# prebuilt library bench/setup-peers.sh installs (npm); nothing is compiled.
+requantized: model
+	bench/setup-peers.sh
+	python3 scripts/requantize.py
 
 build: setup
 	cargo build --release
@@ -31,7 +39,7 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model lint test-native test-wasm test-wasm-relaxed test-types test-e2e
+test: setup model requantized lint test-native test-wasm test-wasm-relaxed test-types test-e2e
 	@echo "make test: all tests passed"
 
 # Formatting and clippy, natively and for wasm32 (with and without relaxed SIMD), with warnings
@@ -43,7 +51,7 @@ lint: setup $(TOKENIZER_FIXTURE)
 	. scripts/wasm-features.sh && RUSTFLAGS="-C target-feature=$$WASM_RELAXED_FEATURES" \
 	  cargo clippy --lib --target $(WASM_TARGET) --target-dir target/wasm-relaxed -- -D warnings
 
-test-native: model
+test-native: model requantized
 	cargo test -- --nocapture --test-threads 1
 
 test-wasm: model $(TOKENIZER_FIXTURE)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The peers `make bench` compares tokenscope with, pinned in bench/package.json and installed
-# here only (never by `make test`): llama.cpp natively through node-llama-cpp's prebuilt
-# linux-x64 binary (no compiler needed), and wllama for Chromium, whose ES module and wasm
-# are copied into bench/web/wllama/ for the bench page.
+# here only: llama.cpp natively through node-llama-cpp's prebuilt linux-x64 binary (no
+# compiler needed), and wllama for Chromium, whose ES module and wasm are copied into
+# bench/web/wllama/ for the bench page. `make test` installs them too, for llama.cpp's own
+# quantizer in that library (scripts/requantize.py), never to run llama.cpp in a test.
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ ! -d node_modules/node-llama-cpp ] || [ ! -d node_modules/@wllama/wllama ] || [ package.json -nt node_modules/.package-lock.json ]; then

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{argmax, ids, max_diff};
+use common::{argmax, ids, logsumexp, max_diff, teacher_forced_logits as run};
 
 use serde_json::Value;
 
@@ -29,20 +29,6 @@ fn load(precision: CpuPrecision) -> (CpuBackend, tokenscope::tokenizer::Tokenize
     let m = Model::open(&common::model_path()).expect("the default model loads");
     let cfg = m.config.clone();
     (CpuBackend::new(&cfg, m.weights, precision, Some(512)).expect("backend"), m.tokenizer)
-}
-
-fn run<B: Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
-    b.truncate(0);
-    let mut out = vec![pollster::block_on(b.prefill(prompt)).expect("prefill")];
-    for &t in fed {
-        out.push(pollster::block_on(b.decode(t)).expect("decode"));
-    }
-    out
-}
-
-fn logsumexp(x: &[f32]) -> f64 {
-    let m = x.iter().copied().fold(f32::MIN, f32::max) as f64;
-    m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln()
 }
 
 fn top1_margin(step: &Value) -> f64 {

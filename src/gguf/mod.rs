@@ -207,6 +207,15 @@ impl Gguf {
         self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
     }
 
+    /// How many tensors the file stores in each type, by llama.cpp's name for it (`Q4_K`: 16).
+    pub fn tensor_type_counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for info in self.content.tensor_infos.values() {
+            *counts.entry(type_name(info.ggml_dtype)).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// Refuses a missing tensor or one whose type is outside [`SUPPORTED_TYPES`].
     pub fn check_type(&self, name: &str) -> Result<(), ModelError> {
         let (_, dtype) = self.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;

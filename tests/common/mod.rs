@@ -22,6 +22,23 @@ pub fn model_path() -> PathBuf {
     p
 }
 
+/// The logits after a prompt and after each token fed to it in turn (teacher forcing): one
+/// prefill of `prompt` from an empty cache, then one decode step per token of `fed`.
+pub fn teacher_forced_logits<B: tokenscope::backend::Backend>(b: &mut B, prompt: &[u32], fed: &[u32]) -> Vec<Vec<f32>> {
+    b.truncate(0);
+    let mut out = vec![pollster::block_on(b.prefill(prompt)).expect("prefill")];
+    for &t in fed {
+        out.push(pollster::block_on(b.decode(t)).expect("decode"));
+    }
+    out
+}
+
+/// log(sum(exp(x))), in f64: the softmax's normalizer, which every logit counts toward.
+pub fn logsumexp(x: &[f32]) -> f64 {
+    let m = x.iter().copied().fold(f32::MIN, f32::max) as f64;
+    m + x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln()
+}
+
 /// Token ids from an oracle JSON array.
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()

@@ -8,8 +8,11 @@
 //   - GPU: `tokenscope bench --backend gpu` natively and the page's WebGPU backend in Chromium
 //     (whatever adapters this machine has: lavapipe and SwiftShader without a GPU; one timed
 //     run each, as a software adapter is slow).
-// Prints one table with the ratio to each peer and writes bench/results.json. The peers are
-// installed by bench/setup-peers.sh (make bench runs it), never by make test.
+// Each on two files of the same model (BENCH_MODELS, both by default): the Q4_1 one we ship and
+// the Q4_K_M one llama.cpp's own quantizer makes of it (make requantized), the format most
+// downloads come in; the GPU rows are for Q4_1 only. Prints one table with the ratio to the best
+// peer on the same file and writes bench/results.json. The peers are installed by
+// bench/setup-peers.sh (make bench runs it).
 // With --web (make bench-web): only the page's WebGPU backend in headless Chromium, RUNS
 // timed runs per prompt, with the kernel dispatches per decode step the page reports; writes
 // bench/results-web.json.
@@ -25,7 +28,17 @@ import { cpus } from 'node:os';
 import { extname } from 'node:path';
 import { start, waitLoaded, setSlider, ROOT } from '../tests/e2e/harness.mjs';
 
-const MODEL = `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`;
+// The files benched, by format: the shipped one first (the page's default; the others are
+// picked on the page as a user picks a file).
+const MODELS = {
+  Q4_1: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`,
+  Q4_K_M: `${ROOT}models/requantized/SmolLM2-135M-Instruct.Q4_K_M.gguf`,
+};
+const BENCHED = (process.env.BENCH_MODELS || Object.keys(MODELS).join(',')).split(',');
+for (const m of BENCHED) if (!MODELS[m]) throw new Error(`BENCH_MODELS: ${m} is not one of ${Object.keys(MODELS).join(', ')}`);
+// The file every engine runs now (one format at a time), and its format's name.
+let MODEL = MODELS.Q4_1;
+let FORMAT = 'Q4_1';
 const BIN = `${ROOT}target/release/tokenscope`;
 const RUNS = Number(process.env.BENCH_RUNS || 3);
 const TOKENS = Number(process.env.BENCH_TOKENS || 64);
@@ -38,12 +51,12 @@ const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 const rows = [];
 const greedy = [];
 const failures = [];
-const add = (row) => { rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
+const add = (row) => { row.model = FORMAT; rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${FORMAT} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
 
 // tokenscope natively, through its own bench command.
 function oursNative(backend, runs) {
   for (const name of Object.keys(PROMPTS)) {
-    const out = JSON.parse(execFileSync(BIN, ['bench', '--json', '--backend', backend, '--runs', String(runs), '--decode-tokens', String(TOKENS), '--prompt-file', `${ROOT}bench/prompt-${name}.txt`], { encoding: 'utf8' }));
+    const out = JSON.parse(execFileSync(BIN, ['bench', '--json', '--model', MODEL, '--backend', backend, '--runs', String(runs), '--decode-tokens', String(TOKENS), '--prompt-file', `${ROOT}bench/prompt-${name}.txt`], { encoding: 'utf8' }));
     add({ engine: 'tokenscope', where: `native ${backend}`, device: out.device, prompt: name, prompt_tokens: out.prompt_tokens, prefill_tok_s: out.prefill_tok_s, decode_tok_s: out.decode_tok_s });
   }
 }
@@ -89,6 +102,11 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   const page = await (await env.browser.newContext()).newPage();
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}`);
   await waitLoaded(page);
+  if (MODEL !== MODELS.Q4_1) {
+    await page.evaluate(() => { delete document.body.dataset.loadMs; });
+    await page.locator('#model-file').setInputFiles(MODEL);
+    await waitLoaded(page);
+  }
   await page.locator('details.more').evaluate((d) => { d.open = true; });
   const select = page.getByRole('combobox', { name: 'Backend' });
   if ((await select.inputValue()) !== backend) {
@@ -171,16 +189,21 @@ try {
 }
 
 async function everything() {
-  if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
-  if (!SKIP.has('browser')) {
-    // A freshly started Chromium is busy with its own start-up for a while: one untimed pass
-    // of our page first, so the first timed engine does not pay for it.
-    await oursInChromium(env, 'cpu', 0, 1, '', false);
-    for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
-    await oursInChromium(env, 'cpu', RUNS, 1, 'baseline');
-    if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t, false);
+  let warm = false;
+  for (const format of BENCHED) {
+    [MODEL, FORMAT] = [MODELS[format], format];
+    if (!SKIP.has('native')) { oursNative('cpu', RUNS); await llamaCpp(); }
+    if (!SKIP.has('browser')) {
+      // A freshly started Chromium is busy with its own start-up for a while: one untimed pass
+      // of our page first, so the first timed engine does not pay for it.
+      if (!warm) await oursInChromium(env, 'cpu', 0, 1, '', false);
+      warm = true;
+      for (const t of new Set([1, THREADS])) await oursInChromium(env, 'cpu', RUNS, t);
+      if (format === 'Q4_1') await oursInChromium(env, 'cpu', RUNS, 1, 'baseline');
+      if (!SKIP.has('wllama')) for (const t of [1, 2]) await wllama(env, t, false);
+    }
+    if (!SKIP.has('gpu') && format === 'Q4_1') { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
   }
-  if (!SKIP.has('gpu')) { oursNative('gpu', 1); await oursInChromium(env, 'webgpu', 1); }
 }
 
 // --device: the GPU engines only, peers included, and greedy text on the GPU against exact math.
@@ -203,13 +226,13 @@ async function onTheGpu() {
   }
 }
 
-// One table: each of our rows against the best peer in the same place ('native cpu',
-// 'native gpu', 'Chromium cpu', 'Chromium webgpu').
+// One table: each of our rows against the best peer on the same file in the same place
+// ('native cpu', 'native gpu', 'Chromium cpu', 'Chromium webgpu').
 const place = (where) => where.split(/[ ,(]+/).slice(0, 2).join(' ');
-const best = (where, prompt, key) => Math.max(0, ...rows.filter((r) => r.engine !== 'tokenscope' && place(r.where) === where && r.prompt === prompt).map((r) => r[key]));
+const best = (row, key) => Math.max(0, ...rows.filter((r) => r.engine !== 'tokenscope' && place(r.where) === place(row.where) && r.prompt === row.prompt && r.model === row.model).map((r) => r[key]));
 const ratio = (r, key) => {
   if (r.engine !== 'tokenscope') return '';
-  const peer = best(place(r.where), r.prompt, key);
+  const peer = best(r, key);
   return peer ? `${(r[key] / peer).toFixed(2)}x` : '';
 };
 // The GPU and its driver, as nvidia-smi names them (absent elsewhere).
@@ -217,8 +240,8 @@ const smi = spawnSync('nvidia-smi', ['--query-gpu=name,driver_version', '--forma
 const gpu = smi.status === 0 ? smi.stdout.trim() : undefined;
 const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores${gpu ? `; GPU ${gpu}` : ''}`;
 console.log(`\nmake bench on ${machine}; greedy, ${TOKENS} tokens, median of ${RUNS}; ratio: tokenscope / best peer in the same place`);
-console.log(['engine', 'where', 'device', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
-for (const r of rows) console.log([r.engine, r.where, r.device, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
+console.log(['engine', 'where', 'device', 'model', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
+for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);

@@ -1,5 +1,5 @@
 //! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
-//! Q4_K and Q5_0 repacked exactly into them) against candle on the same weights: odd sizes
+//! Q4_K, Q5_0, Q5_1 and Q5_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
 //! be threaded, and sentinels past the output's end. For Q8_0 and Q4_1 both round the
@@ -179,13 +179,32 @@ fn q4_k_weights_repack_exactly_into_the_q4_1_kernels() {
     assert!(Q4_1Rows::from_q4_k(&[0; 287], 2, 256).is_err(), "a truncated super-block refused");
 }
 
-/// Q5_0 (5-bit weights) read as Q8_0 blocks, exactly.
+/// Q5_0 (5-bit weights, `d (q - 16)`) read as 5-bit Q4_1 blocks with offset `-16 d`, exactly.
 #[test]
-fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 36, build);
-    assert!(Q8_0Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
-    assert!(Q8_0Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
+fn q5_0_weights_repack_exactly_into_the_q4_1_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 28, build);
+    assert!(Q4_1Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
+    assert!(Q4_1Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
+}
+
+/// Q5_1 (5-bit weights, `d q + m`) read as 5-bit Q4_1 blocks, as stored.
+#[test]
+fn q5_1_weights_repack_exactly_into_the_q4_1_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q5_1, &[(37, 96), (7, 32), (1, 64), (131, 416)], 28, build);
+    assert!(Q4_1Rows::from_q5_1(&[0; 24], 1, 40).is_err(), "40 columns refused");
+    assert!(Q4_1Rows::from_q5_1(&[0; 47], 2, 32).is_err(), "a truncated block refused");
+}
+
+/// Q5_K (256-weight super-blocks of 6-bit scales and mins, 5-bit weights) read as 5-bit Q4_1
+/// blocks, exactly.
+#[test]
+fn q5_k_weights_repack_exactly_into_the_q4_1_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q5K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 28, build);
+    assert!(Q4_1Rows::from_q5_k(&[0; 176], 1, 96).is_err(), "a row of part of a super-block refused");
+    assert!(Q4_1Rows::from_q5_k(&[0; 351], 2, 256).is_err(), "a truncated super-block refused");
 }
 
 #[test]

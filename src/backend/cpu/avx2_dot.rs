@@ -2,11 +2,12 @@
 //! with AVX2 and FMA (checked at run time; without them the portable loops run).
 //!
 //! Per block of 32: the weights' integers (Q8_0: 32 signed bytes; Q4_1: 16 bytes of nibble
-//! pairs split into 32 unsigned values, low nibbles first, matching the activations' order)
-//! are multiplied with the activation's 32 signed bytes by `vpmaddubsw` (unsigned x signed
+//! pairs split into 32 unsigned values, low nibbles first, matching the activations' order,
+//! and for 5-bit formats each value's fifth bit spread from the block's 32-bit mask) are
+//! multiplied with the activation's 32 signed bytes by `vpmaddubsw` (unsigned x signed
 //! byte pairs summed to 16 bits; Q8_0 moves the weights' signs onto the activations first),
 //! widened and summed to eight 32-bit lanes by `vpmaddwd`. No pair sum can saturate 16 bits:
-//! activations lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 15] (Q4_1).
+//! activations lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 31] (Q4_1, 5-bit).
 //!
 //! Blocks go four at a time through [`by_fours`]: three `vphaddd` fold four blocks' eight
 //! lanes into one vector (each half holds a partial sum of every block), which is converted
@@ -17,6 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::activations::{ActivationRow, BLOCK};
+use super::q4_1_rows::NibbleRow;
 
 /// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
 pub fn available() -> bool {
@@ -145,32 +147,41 @@ pub unsafe fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [
     unsafe { by_fours(&Q8_0Avx2(w), blocks, &x) }
 }
 
-/// Q4_1 rows `(nibble pairs, (scale, offset) pairs)`.
-struct Q4_1Avx2<'a, const R: usize>([(&'a [u8], &'a [f32]); R]);
+/// Q4_1 rows `(nibble pairs, fifth bits, (scale, offset) pairs)`, the fifth bits read only
+/// where `FIVE`.
+struct Q4_1Avx2<'a, const R: usize, const FIVE: bool>([NibbleRow<'a>; R]);
 
-impl<const R: usize, const T: usize> Avx2Rows<T> for Q4_1Avx2<'_, R> {
+impl<const R: usize, const T: usize, const FIVE: bool> Avx2Rows<T> for Q4_1Avx2<'_, R, FIVE> {
     /// Four `(d, m)` pairs split apart by one permute.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
-        let pairs = unsafe { _mm256_loadu_ps(self.0[r].1.as_ptr().add(2 * b)) };
+        let pairs = unsafe { _mm256_loadu_ps(self.0[r].2.as_ptr().add(2 * b)) };
         let split = _mm256_permutevar8x32_ps(pairs, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
         (_mm256_castps256_ps128(split), _mm256_extractf128_ps(split, 1))
     }
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
-        unsafe { (*self.0[r].1.get_unchecked(2 * b), *self.0[r].1.get_unchecked(2 * b + 1)) }
+        unsafe { (*self.0[r].2.get_unchecked(2 * b), *self.0[r].2.get_unchecked(2 * b + 1)) }
     }
 
     /// The 16 bytes of nibble pairs become 32 unsigned values, low nibbles first, matching
-    /// the activations' order.
+    /// the activations' order; with `FIVE`, byte `j` gains 16 where bit `j` of the block's mask
+    /// is set (the mask's byte `j / 8` copied to byte `j`, bit `j % 8` picked and compared).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
         unsafe {
             let low = _mm_set1_epi8(0x0F);
             let packed = _mm_loadu_si128(self.0[r].0.as_ptr().add(b * 16) as *const __m128i);
-            let wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+            let mut wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+            if FIVE {
+                let mask = _mm256_set1_epi32(*self.0[r].1.get_unchecked(b) as i32);
+                let byte_of = _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303);
+                let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+                let picked = _mm256_and_si256(_mm256_shuffle_epi8(mask, byte_of), bit_of);
+                wv = _mm256_or_si256(wv, _mm256_and_si256(_mm256_cmpeq_epi8(picked, bit_of), _mm256_set1_epi8(16)));
+            }
             x.map(|(q, _, _)| {
                 let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
                 _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1))
@@ -179,20 +190,24 @@ impl<const R: usize, const T: usize> Avx2Rows<T> for Q4_1Avx2<'_, R> {
     }
 }
 
-/// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
-/// `out[t][r] = sum_b (d_w[b] d_x[b] sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`.
+/// Q4_1 weight rows `(nibble pairs, fifth bits, (scale, offset) pairs)`, 4-bit (no fifth
+/// bits) or 5-bit (every row's), against activation rows: `out[t][r] = sum_b (d_w[b] d_x[b]
+/// sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA ([`available`]).
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
-            && w.iter().all(|(q, dm)| q.len() * 2 == blocks * BLOCK && dm.len() == blocks * 2)
-    );
-    // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
-    unsafe { by_fours(&Q4_1Avx2(w), blocks, &x) }
+pub unsafe fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let (blocks, five) = super::q4_1_rows::check_blocks(&w, &x);
+    // SAFETY: the CPU has AVX2 and FMA (the caller's promise); every row holds `blocks` blocks
+    // of nibbles, scales and, where `five`, fifth bits (checked).
+    unsafe {
+        if five {
+            by_fours(&Q4_1Avx2::<R, true>(w), blocks, &x)
+        } else {
+            by_fours(&Q4_1Avx2::<R, false>(w), blocks, &x)
+        }
+    }
 }
 
 /// The sum of a vector's eight lanes.
@@ -209,6 +224,7 @@ mod tests {
     //! count the matrix product uses, block counts that are not powers of two, the extreme
     //! integers. Tolerance: 1e-5 of the sum of |products| (only the f32 summation order
     //! differs; the integer dot products are exact).
+    use super::super::q4_1_rows::NibbleRow;
     use super::super::{q4_1_rows, q8_0_rows};
     use super::*;
 
@@ -261,17 +277,20 @@ mod tests {
         let bounds: [f32; R] = std::array::from_fn(|r| bound(&q8[r].1));
         agree("Q8_0", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
 
-        let q4: Vec<(Vec<u8>, Vec<f32>)> = (0..R)
+        let q4: Vec<(Vec<u8>, Vec<u32>, Vec<f32>)> = (0..R)
             .map(|_| {
                 (
                     (0..blocks * 16).map(|i| if i % 29 == 0 { 0xFF } else { rng.next() as u8 }).collect(),
+                    (0..blocks).map(|b| if b % 5 == 0 { u32::MAX } else { rng.next() ^ (rng.next() << 1) }).collect(),
                     (0..blocks * 2).map(|_| rng.float()).collect(),
                 )
             })
             .collect();
-        let w: [(&[u8], &[f32]); R] = std::array::from_fn(|r| (&q4[r].0[..], &q4[r].1[..]));
-        let bounds: [f32; R] = std::array::from_fn(|r| bound(&q4[r].1));
+        let bounds: [f32; R] = std::array::from_fn(|r| bound(&q4[r].2));
+        let w: [NibbleRow; R] = std::array::from_fn(|r| (&q4[r].0[..], &[][..], &q4[r].2[..]));
         agree("Q4_1", blocks, unsafe { q4_1(w, x) }, q4_1_rows::portable_dot(w, x), bounds);
+        let w: [NibbleRow; R] = std::array::from_fn(|r| (&q4[r].0[..], &q4[r].1[..], &q4[r].2[..]));
+        agree("5-bit", blocks, unsafe { q4_1(w, x) }, q4_1_rows::portable_dot(w, x), bounds);
     }
 
     /// Every output of a kernel within the tolerance of the portable loops' (`bounds`: each

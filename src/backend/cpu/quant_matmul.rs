@@ -4,7 +4,8 @@
 //! as candle and llama.cpp round them ([`Activations`]); weights stay in their own block
 //! format, repacked so the inner loop converts no f16 (wasm has no instruction for it):
 //! [`Q8_0Rows`] (Q8_0 tensors) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
-//! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0). Each
+//! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0; Q4_K, and
+//! Q5_0, Q5_1 and Q5_K with a fifth bit per weight, 28 bytes, repacked exactly). Each
 //! format computes the dot products of a few weight rows with a few activation rows at once
 //! ([`RowDot`]: four rows and one token when decoding, two rows and four tokens in a
 //! prefill), on the fastest [`DotKernel`] the build and CPU have (relaxed SIMD or SIMD128 in

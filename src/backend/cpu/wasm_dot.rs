@@ -3,11 +3,11 @@
 //! SIMD128 (any browser with wasm SIMD): a block's bytes are widened to 16 bits and summed in
 //! pairs by `i32x4.dot_i16x8_s`, 8 products per instruction. Relaxed SIMD (built only into
 //! the engines for browsers that validate it): Q4_1's nibbles, which fit the 7-bit operand of
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s`, meet the activations' signed bytes unwidened, 16
-//! products per instruction with the accumulation folded in; where the CPU has FMA,
-//! `f32x4.relaxed_madd` fuses the scaling. Relaxed SIMD's results are deterministic here:
-//! its one implementation-defined case, a 7-bit operand above 127, cannot occur with
-//! nibbles, and no pair sum (at most 2 x 15 x 127) can saturate 16 bits.
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` (and so do 5-bit values), meet the activations'
+//! signed bytes unwidened, 16 products per instruction with the accumulation folded in; where
+//! the CPU has FMA, `f32x4.relaxed_madd` fuses the scaling. Relaxed SIMD's results are
+//! deterministic here: its one implementation-defined case, a 7-bit operand above 127, cannot
+//! occur with values below 32, and no pair sum (at most 2 x 31 x 127) can saturate 16 bits.
 //!
 //! Blocks go four at a time through [`by_fours`]: the four blocks' integer sums of a (row,
 //! token) pair are folded into one vector (a lane per block) and scaled by four blocks' scales
@@ -18,6 +18,7 @@
 use core::arch::wasm32::*;
 
 use super::activations::{ActivationRow, BLOCK};
+use super::q4_1_rows::{check_blocks, NibbleRow};
 
 /// The sum of a vector's four lanes.
 fn lane_sum(a: v128) -> f32 {
@@ -172,45 +173,43 @@ pub fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [Activat
     by_fours(&Q8_0Wasm(w), blocks, &x)
 }
 
-/// Asserts that Q4_1 rows and activation rows hold the same whole number of blocks, and
-/// returns it.
-fn q4_1_blocks<const R: usize, const T: usize>(w: &[(&[u8], &[f32]); R], x: &[ActivationRow; T]) -> usize {
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
-            && w.iter().all(|(q, dm)| q.len() * 2 == blocks * BLOCK && dm.len() == blocks * 2)
-    );
-    blocks
-}
+/// Q4_1 rows `(nibble pairs, fifth bits, (scale, offset) pairs)`: on SIMD128 the values are
+/// widened to 16 bits; on relaxed SIMD (`RELAXED`) they meet the activations' bytes as they
+/// are. The fifth bits are read only where `FIVE`.
+struct Q4_1Wasm<'a, const R: usize, const RELAXED: bool, const FIVE: bool>([NibbleRow<'a>; R]);
 
-/// Q4_1 rows `(nibble pairs, (scale, offset) pairs)`: on SIMD128 the nibbles are widened to
-/// 16 bits; on relaxed SIMD (`RELAXED`) they meet the activations' bytes as they are.
-struct Q4_1Wasm<'a, const R: usize, const RELAXED: bool>([(&'a [u8], &'a [f32]); R]);
-
-impl<const R: usize, const RELAXED: bool> Q4_1Wasm<'_, R, RELAXED> {
-    /// Row `r`'s block `b`: the low nibbles (values 0..16) and the high ones (16..32), a byte
-    /// each.
+impl<const R: usize, const RELAXED: bool, const FIVE: bool> Q4_1Wasm<'_, R, RELAXED, FIVE> {
+    /// Row `r`'s block `b`: values 0..16 (the low nibbles) and values 16..32 (the high ones),
+    /// a byte each; with `FIVE`, byte `j` gains 16 where bit `j` of the block's mask is set
+    /// (the mask's byte `j / 8` copied to byte `j`, bit `j % 8` picked and compared).
     ///
     /// # Safety
-    /// Row `r` holds block `b`.
+    /// Row `r` holds block `b` (and its fifth bits, with `FIVE`).
     #[inline(always)]
-    unsafe fn nibbles(&self, r: usize, b: usize) -> (v128, v128) {
+    unsafe fn values(&self, r: usize, b: usize) -> (v128, v128) {
         let low = u8x16_splat(0x0F);
         let v = unsafe { v128_load(self.0[r].0.as_ptr().add(b * 16) as *const v128) };
-        (v128_and(v, low), v128_and(u16x8_shr(v, 4), low))
+        let (lo, hi) = (v128_and(v, low), v128_and(u16x8_shr(v, 4), low));
+        if !FIVE {
+            return (lo, hi);
+        }
+        let mask = u32x4_splat(unsafe { *self.0[r].1.get_unchecked(b) });
+        let bit_of = u64x2_splat(0x8040_2010_0804_0201);
+        let fifth = |bytes: v128| v128_and(i8x16_eq(v128_and(u8x16_swizzle(mask, bytes), bit_of), bit_of), u8x16_splat(16));
+        (v128_or(lo, fifth(u64x2(0, 0x0101_0101_0101_0101))), v128_or(hi, fifth(u64x2(0x0202_0202_0202_0202, 0x0303_0303_0303_0303))))
     }
 }
 
-impl<const R: usize, const T: usize, const RELAXED: bool> WasmRows<T> for Q4_1Wasm<'_, R, RELAXED> {
+impl<const R: usize, const T: usize, const RELAXED: bool, const FIVE: bool> WasmRows<T> for Q4_1Wasm<'_, R, RELAXED, FIVE> {
     const RELAXED: bool = RELAXED;
 
     unsafe fn scales4(&self, r: usize, b: usize) -> (v128, v128) {
-        let (lo, hi) = unsafe { (load4(self.0[r].1, 2 * b), load4(self.0[r].1, 2 * b + 4)) };
+        let (lo, hi) = unsafe { (load4(self.0[r].2, 2 * b), load4(self.0[r].2, 2 * b + 4)) };
         (i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
     }
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
-        unsafe { (*self.0[r].1.get_unchecked(2 * b), *self.0[r].1.get_unchecked(2 * b + 1)) }
+        unsafe { (*self.0[r].2.get_unchecked(2 * b), *self.0[r].2.get_unchecked(2 * b + 1)) }
     }
 
     /// SIMD128: the nibbles widened to 16 bits, 8 products per instruction. Relaxed SIMD: the
@@ -218,7 +217,7 @@ impl<const R: usize, const T: usize, const RELAXED: bool> WasmRows<T> for Q4_1Wa
     /// in one 16-lane relaxed dot product.
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T] {
         unsafe {
-            let (lo, hi) = self.nibbles(r, b);
+            let (lo, hi) = self.values(r, b);
             #[cfg(target_feature = "relaxed-simd")]
             if RELAXED {
                 return x.map(|(q, _, _)| {
@@ -236,17 +235,22 @@ impl<const R: usize, const T: usize, const RELAXED: bool> WasmRows<T> for Q4_1Wa
     }
 }
 
-/// Q4_1 weight rows `(nibble pairs, (scale, offset) pairs)` against activation rows:
-/// `out[t][r] = sum_b (d_w[b] d_x[b] sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, on
-/// SIMD128: the nibbles widened to 16 bits, 8 products per instruction.
-pub fn q4_1<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = q4_1_blocks(&w, &x);
-    by_fours(&Q4_1Wasm::<R, false>(w), blocks, &x)
+/// Q4_1 weight rows `(nibble pairs, fifth bits, (scale, offset) pairs)`, 4-bit (no fifth
+/// bits) or 5-bit (every row's), against activation rows: `out[t][r] = sum_b (d_w[b] d_x[b]
+/// sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, on SIMD128: the values widened to 16 bits,
+/// 8 products per instruction.
+pub fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match check_blocks(&w, &x) {
+        (blocks, true) => by_fours(&Q4_1Wasm::<R, false, true>(w), blocks, &x),
+        (blocks, false) => by_fours(&Q4_1Wasm::<R, false, false>(w), blocks, &x),
+    }
 }
 
-/// The same as [`q4_1`] on relaxed SIMD: 16 products per instruction, the nibbles unwidened.
+/// The same as [`q4_1`] on relaxed SIMD: 16 products per instruction, the values unwidened.
 #[cfg(target_feature = "relaxed-simd")]
-pub fn q4_1_relaxed<const R: usize, const T: usize>(w: [(&[u8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = q4_1_blocks(&w, &x);
-    by_fours(&Q4_1Wasm::<R, true>(w), blocks, &x)
+pub fn q4_1_relaxed<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match check_blocks(&w, &x) {
+        (blocks, true) => by_fours(&Q4_1Wasm::<R, true, true>(w), blocks, &x),
+        (blocks, false) => by_fours(&Q4_1Wasm::<R, true, false>(w), blocks, &x),
+    }
 }

@@ -125,6 +125,16 @@ test('a qwen2 or qwen3 file loads, is named by its architecture and writes', asy
   }
 });
 
+// A copy of a GGUF file whose tensor `name` declares `size` along dimension `dim` (the
+// directory entry: name, u32 dimension count, u64 dimensions, u32 type, u64 offset).
+function declaring(file, name, dim, size) {
+  const copy = Buffer.from(file);
+  const at = copy.lastIndexOf(Buffer.from(name, 'latin1')) + name.length;
+  assert.ok(dim < copy.readUInt32LE(at), `${name} has a dimension ${dim}`);
+  copy.writeBigUInt64LE(BigInt(size), at + 4 + 8 * dim);
+  return copy;
+}
+
 test('crafted files are each refused in words, and the page keeps the model it had', async () => {
   const real = readFileSync(MODEL);
   const qwen2 = readFileSync(join(ROOT, 'tests/fixtures/architectures/qwen2.gguf'));
@@ -135,6 +145,13 @@ test('crafted files are each refused in words, and the page keeps the model it h
     { name: 'qwen9.gguf', buffer: Buffer.from(qwen2.toString('latin1').replaceAll('qwen2', 'qwen9'), 'latin1'), says: /unsupported architecture "qwen9".*llama, qwen2, qwen3/ },
     // A tensor type the engine does not compute with.
     { name: 'q8_1.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/tensor-type-q8_1.gguf')), says: /not supported \(supported: / },
+    // Where our header scan and candle's reader once disagreed (a boolean byte of 2, which
+    // candle took as true unchecked), and a type id no GGML type has: both found by the fuzzer.
+    { name: 'bool-byte.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s2-504819-bool-byte.gguf')), says: /add_bos_token: holds a boolean byte 2, not 0 or 1/ },
+    { name: 'type-id.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s1-10130-type-id.gguf')), says: /has type id 196611, which is no GGML type/ },
+    // A few hundred KB declaring a 2^40-row embedding (terabytes): refused before a byte of it is
+    // allocated.
+    { name: 'oversized.gguf', buffer: declaring(qwen2, 'token_embd.weight', 1, 2 ** 40), says: /token_embd\.weight claims more elements than a [0-9]+-byte file can hold/ },
   ];
   for (const f of files) {
     await page.evaluate(() => { delete document.body.dataset.errorName; });

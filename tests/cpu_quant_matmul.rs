@@ -188,6 +188,15 @@ fn q5_0_weights_repack_exactly_into_the_q4_1_kernels() {
     assert!(Q4_1Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
 }
 
+/// Q5_0 read as Q8_0 blocks, exactly (the wasm engine's choice: `q - 16` fits a signed byte).
+#[test]
+fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 36, build);
+    assert!(Q8_0Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
+    assert!(Q8_0Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
+}
+
 /// Q5_1 (5-bit weights, `d q + m`) read as 5-bit Q4_1 blocks, as stored.
 #[test]
 fn q5_1_weights_repack_exactly_into_the_q4_1_kernels() {

@@ -34,7 +34,8 @@ fn own_quant_matmul() -> bool {
 }
 
 /// The weight types the fast path's own kernels read (exactly, as stored or repacked):
-/// Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0 as [`Q8_0Rows`]. The
+/// Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0 as [`Q8_0Rows`] (and Q5_0
+/// too in wasm, widened exactly). The
 /// others (Q4_0, Q6_K, F16, BF16, F32) go through candle's quantized matmul.
 fn packs(t: GgmlDType) -> bool {
     matches!(t, GgmlDType::Q4_1 | GgmlDType::Q4K | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q5K | GgmlDType::Q8_0)
@@ -98,6 +99,10 @@ impl Linear {
                 Linear::Packed(match t.dtype() {
                     GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?),
                     GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(&blocks, rows, cols)?),
+                    // In wasm a block costs ALU work rather than bandwidth, and Q5_0 widened to
+                    // Q8_0 blocks decodes faster there than through the 5-bit loops (llama.cpp's
+                    // Q4_K_M file in Chromium, one thread: 48.7 against 35.5 tok/s).
+                    GgmlDType::Q5_0 if cfg!(target_arch = "wasm32") => QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(&blocks, rows, cols)?),
                     GgmlDType::Q5_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(&blocks, rows, cols)?),
                     GgmlDType::Q5_1 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(&blocks, rows, cols)?),
                     GgmlDType::Q5K => QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(&blocks, rows, cols)?),

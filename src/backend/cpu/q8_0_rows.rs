@@ -31,6 +31,27 @@ impl Q8_0Rows {
         Ok(Q8_0Rows { q, d, rows, cols })
     }
 
+    /// Repacks a row-major `[rows, cols]` tensor's Q5_0 blocks (f16 `d`, 32 high bits, 16
+    /// nibble bytes; `w = (q - 16) d` with 5-bit `q`) exactly: `q - 16` fits a signed byte, so
+    /// a Q5_0 block is a Q8_0 block with the same scale (at 34 bytes rather than 22).
+    pub fn from_q5_0(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        const Q5_0_BYTES: usize = 22;
+        check_shape("Q5_0", rows, cols, blocks.len(), rows * cols / BLOCK * Q5_0_BYTES)?;
+        let count = blocks.len() / Q5_0_BYTES;
+        let (mut q, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count));
+        for block in blocks.chunks_exact(Q5_0_BYTES) {
+            d.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            let nibbles = &block[6..];
+            let value = |j: usize| {
+                let low = if j < 16 { nibbles[j] & 0xf } else { nibbles[j - 16] >> 4 };
+                (low | (((high >> j) & 1) as u8) << 4) as i8 - 16
+            };
+            q.extend((0..BLOCK).map(value));
+        }
+        Ok(Q8_0Rows { q, d, rows, cols })
+    }
+
     /// Row `r`'s integers and scales.
     fn row(&self, r: usize) -> (&[i8], &[f32]) {
         let blocks = self.cols / BLOCK;

@@ -1,5 +1,5 @@
 //! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
-//! Q4_K, Q5_0, Q5_1 and Q5_K repacked exactly into them) against candle on the same weights: odd sizes
+//! Q4_K, Q5_0, Q5_1, Q5_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
 //! be threaded, and sentinels past the output's end. For Q8_0 and Q4_1 both round the
@@ -195,6 +195,16 @@ fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
     check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 36, build);
     assert!(Q8_0Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
     assert!(Q8_0Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
+}
+
+/// Q6_K (256-weight super-blocks, 6-bit weights, a signed 8-bit scale per 16) read as Q8_0
+/// blocks with their halves' scales, exactly.
+#[test]
+fn q6_k_weights_repack_exactly_into_the_q8_0_kernels() {
+    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(b, rows, cols).expect("repack"));
+    check_exact_repack(GgmlDType::Q6K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 38, build);
+    assert!(Q8_0Rows::from_q6_k(&[0; 210], 1, 96).is_err(), "a row of part of a super-block refused");
+    assert!(Q8_0Rows::from_q6_k(&[0; 419], 2, 256).is_err(), "a truncated super-block refused");
 }
 
 /// Q5_1 (5-bit weights, `d q + m`) read as 5-bit Q4_1 blocks, as stored.

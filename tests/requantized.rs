@@ -22,11 +22,12 @@ use tokenscope::backend::Backend;
 use tokenscope::model::{Gguf, Model};
 
 /// Largest |ours - llama.cpp| allowed over a step's top 40 logits and its logsumexp, for the
-/// fast CPU path: llama.cpp rounds every matrix product's input to 8-bit blocks (Q8_K beside
-/// K-quants, Q8_0 beside Q5_0 and Q8_0), and so does the fast path, in its own blocks. Measured
-/// at most 0.75 (Q4_K_M); the same file against another type's fixture is 1.4 to 4.1 away
-/// (the last test holds the nearest pair, Q6_K against Q8_0, beyond this).
-const FAST_TOLERANCE: f64 = 1.0;
+/// fast CPU path: llama.cpp rounds every matrix product's input to 8-bit blocks (Q8_K, 256
+/// wide, beside K-quants; Q8_0 beside Q5_0 and Q8_0), and so does the fast path, in 32-wide
+/// blocks everywhere. Measured at most 0.95 (Q6_K, whose products llama.cpp feeds Q8_K); the
+/// same file against another type's fixture is 1.4 to 4.1 away (the last test holds the
+/// nearest pair, Q6_K against Q8_0, beyond this).
+const FAST_TOLERANCE: f64 = 1.2;
 /// The same for the exact CPU path, which rounds no activations, so it sits as far from
 /// llama.cpp as exact math does (up to about 1.0 on the Q4_1 original,
 /// tests/fixtures/oracle/README.md): measured at most 1.18 (Q6_K).

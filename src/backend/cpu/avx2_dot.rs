@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 
 use super::activations::{ActivationRow, BLOCK};
 use super::q4_1_rows::NibbleRow;
+use super::q8_0_rows::ByteRow;
 
 /// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
 pub fn available() -> bool {
@@ -101,50 +102,65 @@ unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks
     std::array::from_fn(|t| std::array::from_fn(|r| horizontal_sum(acc[t][r]) + rest[t][r]))
 }
 
-/// Q8_0 rows `(integers, scales)`.
-struct Q8_0Avx2<'a, const R: usize>([(&'a [i8], &'a [f32]); R]);
+/// Q8_0 rows `(integers, halves' scales, scales)`, the halves' scales read only where `HALVES`.
+struct Q8_0Avx2<'a, const R: usize, const HALVES: bool>([ByteRow<'a>; R]);
 
-impl<const R: usize, const T: usize> Avx2Rows<T> for Q8_0Avx2<'_, R> {
+impl<const R: usize, const T: usize, const HALVES: bool> Avx2Rows<T> for Q8_0Avx2<'_, R, HALVES> {
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
-        (unsafe { _mm_loadu_ps(self.0[r].1.as_ptr().add(b)) }, _mm_setzero_ps())
+        (unsafe { _mm_loadu_ps(self.0[r].2.as_ptr().add(b)) }, _mm_setzero_ps())
     }
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
-        (unsafe { *self.0[r].1.get_unchecked(b) }, 0.0)
+        (unsafe { *self.0[r].2.get_unchecked(b) }, 0.0)
     }
 
     /// The weights' signs move onto the activations, so `vpmaddubsw` gets the magnitudes as
-    /// its unsigned operand.
+    /// its unsigned operand; `vpmaddwd` then sums the 16-bit pairs with weight 1, or with
+    /// `HALVES` with each half's scale (the low 128 bits hold the block's first 16 products).
+    /// With Q6_K's `|q - 32| <= 32` and `|sc| <= 128` no sum overflows.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
         unsafe {
             let wv = _mm256_loadu_si256(self.0[r].0.as_ptr().add(b * BLOCK) as *const __m256i);
             let magnitude = _mm256_sign_epi8(wv, wv);
+            let weights = if HALVES {
+                let sub = self.0[r].1;
+                _mm256_set_m128i(
+                    _mm_set1_epi16(i16::from(*sub.get_unchecked(2 * b + 1))),
+                    _mm_set1_epi16(i16::from(*sub.get_unchecked(2 * b))),
+                )
+            } else {
+                _mm256_set1_epi16(1)
+            };
             x.map(|(q, _, _)| {
                 let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, wv)), _mm256_set1_epi16(1))
+                _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, wv)), weights)
             })
         }
     }
 }
 
-/// Q8_0 weight rows `(integers, scales)` against activation rows: `out[t][r] = sum_b
-/// d_w[b] d_x[b] sum_i q_w[32 b + i] q_x[32 b + i]`.
+/// Q8_0 weight rows `(integers, halves' scales, scales)`, with halves' scales (Q6_K: every
+/// row's) or none, against activation rows: `out[t][r] = sum_b d_w[b] d_x[b] sum_i q_w[32 b +
+/// i] q_x[32 b + i]`, each half's sum times its scale where the rows have them.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA ([`available`]).
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
-            && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
-    );
-    // SAFETY: the CPU has AVX2 and FMA (the caller's promise).
-    unsafe { by_fours(&Q8_0Avx2(w), blocks, &x) }
+pub unsafe fn q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let (blocks, halves) = super::q8_0_rows::check_blocks(&w, &x);
+    // SAFETY: the CPU has AVX2 and FMA (the caller's promise); every row holds `blocks` blocks
+    // of integers, scales and, where `halves`, halves' scales (checked).
+    unsafe {
+        if halves {
+            by_fours(&Q8_0Avx2::<R, true>(w), blocks, &x)
+        } else {
+            by_fours(&Q8_0Avx2::<R, false>(w), blocks, &x)
+        }
+    }
 }
 
 /// Q4_1 rows `(nibble pairs, fifth bits, (scale, offset) pairs)`, the fifth bits read only
@@ -225,6 +241,7 @@ mod tests {
     //! integers. Tolerance: 1e-5 of the sum of |products| (only the f32 summation order
     //! differs; the integer dot products are exact).
     use super::super::q4_1_rows::NibbleRow;
+    use super::super::q8_0_rows::ByteRow;
     use super::super::{q4_1_rows, q8_0_rows};
     use super::*;
 
@@ -273,9 +290,23 @@ mod tests {
                 )
             })
             .collect();
-        let w: [(&[i8], &[f32]); R] = std::array::from_fn(|r| (&q8[r].0[..], &q8[r].1[..]));
+        let w: [ByteRow; R] = std::array::from_fn(|r| (&q8[r].0[..], &[][..], &q8[r].1[..]));
         let bounds: [f32; R] = std::array::from_fn(|r| bound(&q8[r].1));
         agree("Q8_0", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
+
+        // Q6_K's ranges: integers in [-32, 31], halves' scales in [-128, 127], the ends included.
+        let q6: Vec<(Vec<i8>, Vec<i8>, Vec<f32>)> = (0..R)
+            .map(|_| {
+                (
+                    (0..blocks * BLOCK).map(|i| if i % 23 == 0 { -32 } else { rng.int(-32, 31) as i8 }).collect(),
+                    (0..blocks * 2).map(|h| if h % 7 == 0 { -128 } else { rng.int(-128, 127) as i8 }).collect(),
+                    (0..blocks).map(|_| rng.float()).collect(),
+                )
+            })
+            .collect();
+        let w: [ByteRow; R] = std::array::from_fn(|r| (&q6[r].0[..], &q6[r].1[..], &q6[r].2[..]));
+        let bounds: [f32; R] = std::array::from_fn(|r| bound(&q6[r].2) * 128.0);
+        agree("Q6_K", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
 
         let q4: Vec<(Vec<u8>, Vec<u32>, Vec<f32>)> = (0..R)
             .map(|_| {

@@ -1,6 +1,10 @@
 //! Q8_0 weights repacked for [`QuantMatrix`](super::quant_matmul::QuantMatrix), read straight
-//! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale, widened from f16 to f32, in another.
-//! `w = d * q`, so a block's dot product with an activation block is `d_w * d_x * sum(q_w q_x)`.
+//! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale,
+//! widened from f16 to f32, in another. `w = d * q`, so a block's dot product with an
+//! activation block is `d_w * d_x * sum(q_w q_x)`. Q6_K (and Q5_0 in wasm) is repacked exactly
+//! into the same blocks: Q6_K's `w = d * sc * (q - 32)` keeps `q - 32` as the block's bytes and
+//! each 16-weight half's 8-bit `sc` in a third array, which the kernels multiply into the half's
+//! integer sums (`d_w * d_x * (sc_0 sum_lo + sc_1 sum_hi)`), as ggml's q6_K x q8_K product does.
 
 use super::activations::{check_shape, ActivationRow, BLOCK};
 use super::dot_kernel::{DotKernel, RowDot};
@@ -9,9 +13,21 @@ use crate::error::Result;
 /// Bytes of one Q8_0 block in a GGUF file: f16 `d`, 32 signed bytes.
 pub const GGML_BLOCK_BYTES: usize = 34;
 
-/// A `[rows, cols]` matrix in Q8_0 blocks: `q` `[rows, cols]`, `d` `[rows, cols / 32]`.
+/// Bytes of one Q6_K super-block in a GGUF file: 128 bytes of low nibbles, 64 of high bit
+/// pairs, 16 signed scales, f16 `d`.
+const Q6_K_BYTES: usize = 210;
+/// Weights in a K-quant super-block.
+const SUPER: usize = 256;
+
+/// One row as the kernels read it: its integers `[cols]`, its halves' scales `[cols / 16]`
+/// (empty but for Q6_K) and its blocks' scales `[cols / 32]`.
+pub type ByteRow<'a> = (&'a [i8], &'a [i8], &'a [f32]);
+
+/// A `[rows, cols]` matrix in Q8_0 blocks: `q` `[rows, cols]`, `sub` `[rows, cols / 16]` (each
+/// 16-weight half's scale; empty but for Q6_K), `d` `[rows, cols / 32]`.
 pub struct Q8_0Rows {
     q: Vec<i8>,
+    sub: Vec<i8>,
     d: Vec<f32>,
     rows: usize,
     cols: usize,
@@ -28,7 +44,7 @@ impl Q8_0Rows {
             d.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
             q.extend(block[2..].iter().map(|&v| v as i8));
         }
-        Ok(Q8_0Rows { q, d, rows, cols })
+        Ok(Q8_0Rows { q, sub: Vec::new(), d, rows, cols })
     }
 
     /// Repacks a row-major `[rows, cols]` tensor's Q5_0 blocks (f16 `d`, 32 high bits, 16
@@ -49,13 +65,47 @@ impl Q8_0Rows {
             };
             q.extend((0..BLOCK).map(value));
         }
-        Ok(Q8_0Rows { q, d, rows, cols })
+        Ok(Q8_0Rows { q, sub: Vec::new(), d, rows, cols })
     }
 
-    /// Row `r`'s integers and scales.
-    fn row(&self, r: usize) -> (&[i8], &[f32]) {
+    /// Repacks a row-major `[rows, cols]` tensor's Q6_K super-blocks (`cols` a multiple of
+    /// 256) exactly: weight `i` of a super-block is `d * sc[i / 16] * (q_i - 32)`, its 6-bit
+    /// `q_i` split into a nibble in `ql` and two bits in `qh` (ggml's `dequantize_row_q6_K`
+    /// order: in each 128-weight half, byte `l < 32` of `ql` holds weights `l` (low nibble) and
+    /// `l + 64` (high), byte `l + 32` weights `l + 32` and `l + 96`, and byte `l` of `qh` their
+    /// high bit pairs, from bit 0 up).
+    pub fn from_q6_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        if !cols.is_multiple_of(SUPER) {
+            return Err(crate::error::Error::Backend(format!("a Q6_K matrix needs rows of whole 256-weight blocks: [{rows}, {cols}]")));
+        }
+        check_shape("Q6_K", rows, cols, blocks.len(), rows * cols / SUPER * Q6_K_BYTES)?;
+        let count = rows * cols / BLOCK;
+        let (mut q, mut sub, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count * 2), Vec::with_capacity(count));
+        for block in blocks.chunks_exact(Q6_K_BYTES) {
+            let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+            let scale = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
+            for half in 0..2 {
+                let (ql, qh) = (&ql[64 * half..64 * (half + 1)], &qh[32 * half..32 * (half + 1)]);
+                // Weight j of this half: its nibble and its two high bits.
+                let value = |j: usize| {
+                    let (l, quarter) = (j % 32, j / 32);
+                    let nibble = if quarter < 2 { ql[l + 32 * quarter] & 0xF } else { ql[l + 32 * (quarter - 2)] >> 4 };
+                    let high = (qh[l] >> (2 * quarter)) & 3;
+                    (nibble | (high << 4)) as i8 - 32
+                };
+                q.extend((0..128).map(value));
+            }
+            sub.extend(scales.iter().map(|&v| v as i8));
+            d.extend(std::iter::repeat_n(scale, SUPER / BLOCK));
+        }
+        Ok(Q8_0Rows { q, sub, d, rows, cols })
+    }
+
+    /// Row `r`'s integers, halves' scales (empty but for Q6_K) and block scales.
+    fn row(&self, r: usize) -> ByteRow<'_> {
         let blocks = self.cols / BLOCK;
-        (&self.q[r * self.cols..(r + 1) * self.cols], &self.d[r * blocks..(r + 1) * blocks])
+        let sub = if self.sub.is_empty() { &[][..] } else { &self.sub[r * blocks * 2..(r + 1) * blocks * 2] };
+        (&self.q[r * self.cols..(r + 1) * self.cols], sub, &self.d[r * blocks..(r + 1) * blocks])
     }
 }
 
@@ -68,9 +118,9 @@ impl RowDot for Q8_0Rows {
         self.cols
     }
 
-    /// 32 one-byte integers and a 4-byte scale per block.
+    /// 32 one-byte integers and a 4-byte scale per block, and for Q6_K two one-byte scales.
     fn bytes(&self) -> usize {
-        self.q.len() + self.d.len() * 4
+        self.q.len() + self.sub.len() + self.d.len() * 4
     }
 
     fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
@@ -78,10 +128,11 @@ impl RowDot for Q8_0Rows {
     }
 }
 
-/// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]` on
-/// `kernel` (relaxed SIMD runs SIMD128's loops: Q8_0's signed weights fit no 7-bit operand;
-/// the portable loops where this build lacks the kernel).
-fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+/// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]` (each
+/// half's sum times its scale, where the rows have them) on `kernel` (relaxed SIMD runs
+/// SIMD128's loops: Q8_0's signed weights fit no 7-bit operand; the portable loops where this
+/// build lacks the kernel).
+fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     match kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
@@ -94,17 +145,31 @@ fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [(&[i8], &[f32]); R
 
 /// The same in plain Rust, one block at a time: [`DotKernel::Portable`], the reference the
 /// other kernels are tested against.
-pub(super) fn portable_dot<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+pub(super) fn portable_dot<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     x.map(|(xq, xd, _)| {
-        w.map(|(q, d)| {
-            q.chunks_exact(BLOCK)
-                .zip(xq.chunks_exact(BLOCK))
-                .zip(d.iter().zip(xd))
-                .map(|((qw, qx), (dw, dx))| {
+        w.map(|(q, sub, d)| {
+            q.chunks_exact(BLOCK / 2)
+                .zip(xq.chunks_exact(BLOCK / 2))
+                .enumerate()
+                .map(|(h, (qw, qx))| {
                     let s: i32 = qw.iter().zip(qx).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
-                    s as f32 * (dw * dx)
+                    let sc = sub.get(h).map_or(1, |&v| i32::from(v));
+                    (s * sc) as f32 * (d[h / 2] * xd[h / 2])
                 })
                 .sum()
         })
     })
+}
+
+/// Asserts that byte rows and activation rows hold the same whole number of blocks, and that
+/// the weight rows all have halves' scales or none; returns the blocks and whether they do.
+pub(super) fn check_blocks<const R: usize, const T: usize>(w: &[ByteRow; R], x: &[ActivationRow; T]) -> (usize, bool) {
+    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
+    let halves = w.first().is_some_and(|(_, sub, _)| !sub.is_empty());
+    assert!(
+        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
+            && w.iter()
+                .all(|(q, sub, d)| q.len() == blocks * BLOCK && sub.len() == if halves { 2 * blocks } else { 0 } && d.len() == blocks)
+    );
+    (blocks, halves)
 }

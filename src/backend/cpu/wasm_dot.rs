@@ -18,7 +18,8 @@
 use core::arch::wasm32::*;
 
 use super::activations::{ActivationRow, BLOCK};
-use super::q4_1_rows::{check_blocks, NibbleRow};
+use super::q4_1_rows::NibbleRow;
+use super::q8_0_rows::ByteRow;
 
 /// The sum of a vector's four lanes.
 fn lane_sum(a: v128) -> f32 {
@@ -140,37 +141,43 @@ fn by_fours<const R: usize, const T: usize, W: WasmRows<T>>(w: &W, blocks: usize
     std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + rest[t][r]))
 }
 
-/// Q8_0 rows `(integers, scales)`, widened to 16 bits.
-struct Q8_0Wasm<'a, const R: usize>([(&'a [i8], &'a [f32]); R]);
+/// Q8_0 rows `(integers, halves' scales, scales)`, widened to 16 bits; with `HALVES` each
+/// half's widened integers are multiplied by its scale (Q6_K: `|q - 32| * |sc| <= 4096` fits 16
+/// bits).
+struct Q8_0Wasm<'a, const R: usize, const HALVES: bool>([ByteRow<'a>; R]);
 
-impl<const R: usize, const T: usize> WasmRows<T> for Q8_0Wasm<'_, R> {
+impl<const R: usize, const T: usize, const HALVES: bool> WasmRows<T> for Q8_0Wasm<'_, R, HALVES> {
     const RELAXED: bool = false;
 
     unsafe fn scales4(&self, r: usize, b: usize) -> (v128, v128) {
-        (unsafe { load4(self.0[r].1, b) }, f32x4_splat(0.0))
+        (unsafe { load4(self.0[r].2, b) }, f32x4_splat(0.0))
     }
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
-        (unsafe { *self.0[r].1.get_unchecked(b) }, 0.0)
+        (unsafe { *self.0[r].2.get_unchecked(b) }, 0.0)
     }
 
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T] {
         unsafe {
-            let wv = widened_block(self.0[r].0, b);
+            let mut wv = widened_block(self.0[r].0, b);
+            if HALVES {
+                let sub = self.0[r].1;
+                let (lo, hi) = (i16x8_splat(i16::from(*sub.get_unchecked(2 * b))), i16x8_splat(i16::from(*sub.get_unchecked(2 * b + 1))));
+                wv = [i16x8_mul(wv[0], lo), i16x8_mul(wv[1], lo), i16x8_mul(wv[2], hi), i16x8_mul(wv[3], hi)];
+            }
             x.map(|(q, _, _)| widened_dot(wv, q, b))
         }
     }
 }
 
-/// Q8_0 weight rows `(integers, scales)` against activation rows: `out[t][r] = sum_b
-/// d_w[b] d_x[b] sum_i q_w[32 b + i] q_x[32 b + i]`, on SIMD128.
-pub fn q8_0<const R: usize, const T: usize>(w: [(&[i8], &[f32]); R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    let blocks = x.first().map_or(0, |(_, d, _)| d.len());
-    assert!(
-        x.iter().all(|(q, d, s)| q.len() == blocks * BLOCK && d.len() == blocks && s.len() == blocks)
-            && w.iter().all(|(q, d)| q.len() == blocks * BLOCK && d.len() == blocks)
-    );
-    by_fours(&Q8_0Wasm(w), blocks, &x)
+/// Q8_0 weight rows `(integers, halves' scales, scales)`, with halves' scales (Q6_K: every
+/// row's) or none, against activation rows: `out[t][r] = sum_b d_w[b] d_x[b] sum_i q_w[32 b +
+/// i] q_x[32 b + i]`, each half's sum times its scale where the rows have them, on SIMD128.
+pub fn q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match super::q8_0_rows::check_blocks(&w, &x) {
+        (blocks, true) => by_fours(&Q8_0Wasm::<R, true>(w), blocks, &x),
+        (blocks, false) => by_fours(&Q8_0Wasm::<R, false>(w), blocks, &x),
+    }
 }
 
 /// Q4_1 rows `(nibble pairs, fifth bits, (scale, offset) pairs)`: on SIMD128 the values are
@@ -240,7 +247,7 @@ impl<const R: usize, const T: usize, const RELAXED: bool, const FIVE: bool> Wasm
 /// sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, on SIMD128: the values widened to 16 bits,
 /// 8 products per instruction.
 pub fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    match check_blocks(&w, &x) {
+    match super::q4_1_rows::check_blocks(&w, &x) {
         (blocks, true) => by_fours(&Q4_1Wasm::<R, false, true>(w), blocks, &x),
         (blocks, false) => by_fours(&Q4_1Wasm::<R, false, false>(w), blocks, &x),
     }
@@ -249,7 +256,7 @@ pub fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow
 /// The same as [`q4_1`] on relaxed SIMD: 16 products per instruction, the values unwidened.
 #[cfg(target_feature = "relaxed-simd")]
 pub fn q4_1_relaxed<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
-    match check_blocks(&w, &x) {
+    match super::q4_1_rows::check_blocks(&w, &x) {
         (blocks, true) => by_fours(&Q4_1Wasm::<R, true, true>(w), blocks, &x),
         (blocks, false) => by_fours(&Q4_1Wasm::<R, true, false>(w), blocks, &x),
     }

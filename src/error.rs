@@ -160,10 +160,12 @@ pub enum ModelError {
         /// Shape the configuration implies.
         expected: Vec<usize>,
     },
-    /// The weights need more memory than there is.
-    #[error("the model's weights need {} MB of memory but {} MB is free: choose a smaller model (or a smaller quantization of it)", needed >> 20, available >> 20)]
+    /// The weights (or the metadata, parsed) need more memory than there is.
+    #[error("the model's {part} need {} MB of memory but {} MB is free: choose a smaller model (or a smaller quantization of it)", needed >> 20, available >> 20)]
     TooLarge {
-        /// Bytes the weights take.
+        /// What needs it: `weights` or `metadata`.
+        part: &'static str,
+        /// Bytes it takes.
         needed: u64,
         /// Bytes free for them.
         available: u64,

@@ -10,6 +10,7 @@ pub mod backend;
 pub mod error;
 pub mod generation;
 pub mod gguf;
+pub mod memory;
 pub mod model;
 pub mod sampler;
 pub mod tokenizer;

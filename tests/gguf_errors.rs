@@ -236,7 +236,8 @@ fn the_weights_summary_counts_every_tensor_of_the_file() {
 
 #[test]
 fn weights_larger_than_the_free_memory_are_refused_with_both_sizes() {
-    use tokenscope::model::{memory, Gguf, Weights};
+    use tokenscope::memory;
+    use tokenscope::model::{Gguf, Weights};
     let m = synthetic();
     let stored: u64 = m.tensors.iter().map(|(_, t)| t.storage_size_in_bytes() as u64).sum();
     let bytes = m.to_bytes().expect("bytes");
@@ -244,10 +245,33 @@ fn weights_larger_than_the_free_memory_are_refused_with_both_sizes() {
     let gguf = Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf");
     let needed = Weights::bytes_needed(&gguf, &model.config);
     assert_eq!(needed, stored, "every tensor the model reads, as stored");
-    assert!(memory::check_fits(needed, Some(needed)).is_ok());
-    assert!(memory::check_fits(needed, None).is_ok(), "unknown free memory checks nothing");
-    let e = memory::check_fits(100 << 30, Some(3 << 30)).expect_err("100 GB in 3 GB");
-    assert!(matches!(e, ModelError::TooLarge { needed, available } if needed == 100 << 30 && available == 3 << 30), "{e}");
+    assert!(memory::check_fits("weights", needed, Some(needed)).is_ok());
+    assert!(memory::check_fits("weights", needed, None).is_ok(), "unknown free memory checks nothing");
+    let e = memory::check_fits("weights", 100 << 30, Some(3 << 30)).expect_err("100 GB in 3 GB");
+    assert!(matches!(e, ModelError::TooLarge { part: "weights", needed, available } if needed == 100 << 30 && available == 3 << 30), "{e}");
     assert!(e.to_string().contains("102400 MB") && e.to_string().contains("3072 MB"), "{e}");
     assert!(memory::available_bytes().is_some_and(|b| b > 0), "this machine says what is free");
+}
+
+#[test]
+fn the_metadata_is_counted_as_it_will_sit_in_memory() {
+    use tokenscope::gguf::scan::check_header;
+    let footprint = |m: &SyntheticModel| {
+        let bytes = m.to_bytes().expect("bytes");
+        check_header(&mut std::io::Cursor::new(&bytes), bytes.len() as u64).expect("a sound header")
+    };
+    let mut m = synthetic();
+    let base = footprint(&m);
+    // 100,000 one-byte values: 100 KB in the file, a Value each once parsed.
+    m.metadata.push(("test.bytes".into(), Value::Array(vec![Value::U8(7); 100_000])));
+    let with_bytes = footprint(&m);
+    let per_value = std::mem::size_of::<Value>() as u64;
+    assert!(with_bytes - base >= 100_000 * per_value, "{} for 100,000 parsed values of {per_value} bytes", with_bytes - base);
+    // A string's bytes count once more on top of its Value.
+    m.metadata.push(("test.text".into(), Value::String("x".repeat(50_000))));
+    assert!(footprint(&m) - with_bytes >= 50_000 + per_value);
+    assert!(tokenscope::memory::check_fits("metadata", with_bytes, Some(with_bytes - 1))
+        .expect_err("over")
+        .to_string()
+        .starts_with("the model's metadata need"));
 }

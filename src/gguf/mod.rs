@@ -75,7 +75,8 @@ impl Gguf {
             return Err(ModelError::NotGguf { found });
         }
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
-        check_header(reader, file_len)?;
+        let metadata_bytes = check_header(reader, file_len)?;
+        crate::memory::check_fits("metadata", metadata_bytes, crate::memory::available_bytes())?;
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
         let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
         let gguf = Gguf { content, file_len };

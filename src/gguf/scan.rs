@@ -4,11 +4,18 @@
 //! tensor's dimensions are multiplied without overflow checks. This walk reads every length,
 //! count, dimension and the alignment with explicit limits derived from the file's size and
 //! allocates nothing proportional to what the file claims, so a hostile header fails here with
-//! a message naming the field.
+//! a message naming the field. It also adds up what candle's parsed metadata will take in
+//! memory (every value, an array's elements each, is a [`Value`]), for the caller to check
+//! against the memory there is before candle allocates it.
 
 use std::io::Read;
 
+use candle_core::quantized::gguf_file::Value;
+
 use crate::error::ModelError;
+
+/// Bytes one parsed metadata value takes in memory besides a string's or an array's contents.
+const VALUE_BYTES: u64 = std::mem::size_of::<Value>() as u64;
 
 /// Largest tensor rank GGUF allows (`GGML_MAX_DIMS`).
 const MAX_DIMS: u64 = 4;
@@ -27,9 +34,10 @@ const MAX_ELEMENTS_PER_FILE_BYTE: u64 = 8;
 /// Walks the header of a GGUF file of `file_len` bytes (the magic already checked by the
 /// caller, `reader` positioned at byte 0) and checks every count and size against the bytes
 /// that remain, every tensor's rank and element count against the file's size, and
-/// `general.alignment` for a power of two.
-pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<(), ModelError> {
-    let mut s = Scan { reader, pos: 0, file_len };
+/// `general.alignment` for a power of two. Returns the bytes candle's parse of the metadata
+/// will take in memory: keys, values (each array element a [`Value`]) and strings.
+pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<u64, ModelError> {
+    let mut s = Scan { reader, pos: 0, file_len, metadata_bytes: 0 };
     s.skip(4, "the magic")?;
     let version = s.u32("the version")?;
     let wide = match version {
@@ -46,6 +54,7 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<(), ModelE
     s.fits(tensor_count, prefix + 16, "the tensor count")?;
     for _ in 0..kv_count {
         let key = s.string(wide, "a metadata key")?;
+        s.metadata_bytes = s.metadata_bytes.saturating_add(key.len() as u64 + VALUE_BYTES);
         let ty = s.u32("a metadata type")?;
         if key == "general.alignment" {
             let alignment = s.integer(ty, "general.alignment")?;
@@ -79,7 +88,7 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<(), ModelE
         }
         s.skip(8, "a tensor offset")?;
     }
-    Ok(())
+    Ok(s.metadata_bytes)
 }
 
 /// A file string made safe to print: control characters (terminal escapes among them) and
@@ -96,6 +105,8 @@ struct Scan<'a, R: Read> {
     reader: &'a mut R,
     pos: u64,
     file_len: u64,
+    /// What the metadata walked so far will take in memory once candle parses it.
+    metadata_bytes: u64,
 }
 
 impl<R: Read> Scan<'_, R> {
@@ -183,6 +194,7 @@ impl<R: Read> Scan<'_, R> {
     }
 
     fn value(&mut self, ty: u32, wide: bool, depth: usize, key: &str) -> Result<(), ModelError> {
+        self.metadata_bytes = self.metadata_bytes.saturating_add(VALUE_BYTES);
         if ty == BOOL {
             return self.boolean(key);
         }
@@ -191,7 +203,9 @@ impl<R: Read> Scan<'_, R> {
         }
         if ty == 8 {
             let n = self.len(wide, key)?;
-            return self.skip(n, key);
+            self.skip(n, key)?;
+            self.metadata_bytes = self.metadata_bytes.saturating_add(n);
+            return Ok(());
         }
         if depth >= MAX_DEPTH {
             return Err(ModelError::Malformed(format!("metadata {} nests arrays deeper than {MAX_DEPTH}", shown(key))));
@@ -201,10 +215,12 @@ impl<R: Read> Scan<'_, R> {
         match Self::fixed_size(elem, key)? {
             Some(_) if elem == BOOL => {
                 self.fits(n, 1, &format!("the length of array {}", shown(key)))?;
+                self.metadata_bytes = self.metadata_bytes.saturating_add(n.saturating_mul(VALUE_BYTES));
                 (0..n).try_for_each(|_| self.boolean(key))
             }
             Some(size) => {
                 self.fits(n, size, &format!("the length of array {}", shown(key)))?;
+                self.metadata_bytes = self.metadata_bytes.saturating_add(n.saturating_mul(VALUE_BYTES));
                 self.skip(n * size, key)
             }
             None => {

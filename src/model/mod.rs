@@ -2,7 +2,6 @@
 
 pub mod architecture;
 pub mod config;
-pub mod memory;
 mod prefix;
 pub mod rope;
 pub mod synthetic;
@@ -17,6 +16,7 @@ pub use rope::RopeFrequencies;
 pub use weights::{HeadNorm, LayerWeights, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;
+use crate::memory;
 use crate::tokenizer::Tokenizer;
 
 /// A model file fully read: configuration, weights and tokenizer.
@@ -45,7 +45,7 @@ impl Model {
     /// refusing weights larger than the memory free for them before reading any.
     pub fn read<R: Read + Seek>(reader: &mut R, progress: &mut dyn FnMut(u64, u64)) -> Result<Self> {
         let (gguf, config, tokenizer) = Self::read_header(reader)?;
-        memory::check_fits(Weights::bytes_needed(&gguf, &config), memory::available_bytes())?;
+        memory::check_fits("weights", Weights::bytes_needed(&gguf, &config), memory::available_bytes())?;
         let weights = Weights::read(&gguf, reader, &config, progress)?;
         Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len() })
     }

@@ -1,10 +1,12 @@
-//! Whether a model's weights fit the memory there is, asked before they are read, so that a
-//! file declaring more than the machine holds (a sparse file of a few KB can declare 100 GB)
-//! is refused in words instead of ending the process on a failed allocation.
+//! Whether a model's metadata and weights fit the memory there is, asked before they are read,
+//! so that a file declaring more than the machine holds (a sparse file of a few KB can declare
+//! 100 GB; a metadata array takes about 30 times its bytes in the file once parsed) is refused
+//! in words instead of ending the process on a failed allocation. A leaf: the GGUF reader and
+//! the model's loader both ask it.
 
 use crate::error::ModelError;
 
-/// Bytes of memory free for the weights: natively the kernel's estimate of what can be
+/// Bytes of memory free: natively the kernel's estimate of what can be
 /// allocated without swapping (`MemAvailable` on Linux; `None` elsewhere, where nothing is
 /// checked); in wasm what the 4 GiB address space has left past the memory already grown.
 pub fn available_bytes() -> Option<u64> {
@@ -27,10 +29,11 @@ pub fn available_bytes() -> Option<u64> {
     }
 }
 
-/// Refuses `needed` bytes of weights when `available` (if known) is less.
-pub fn check_fits(needed: u64, available: Option<u64>) -> Result<(), ModelError> {
+/// Refuses `needed` bytes of the model's `part` (`weights`, `metadata`) when `available` (if
+/// known) is less.
+pub fn check_fits(part: &'static str, needed: u64, available: Option<u64>) -> Result<(), ModelError> {
     match available {
-        Some(free) if needed > free => Err(ModelError::TooLarge { needed, available: free }),
+        Some(free) if needed > free => Err(ModelError::TooLarge { part, needed, available: free }),
         _ => Ok(()),
     }
 }

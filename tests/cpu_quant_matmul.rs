@@ -1,5 +1,5 @@
 //! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
-//! Q4_K, Q5_0, Q5_1, Q5_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
+//! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
 //! be threaded, and sentinels past the output's end. For Q8_0 and Q4_1 both round the
@@ -127,7 +127,12 @@ fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
 /// row's largest, far below one quantization step, so a misplaced nibble or scale fails), and
 /// random activations give the dense product within the bound of their 8-bit rounding (half
 /// a step, `amax / 254`, per activation).
-fn check_exact_repack(dtype: GgmlDType, shapes: &[(usize, usize)], bytes_per_block: usize, build: fn(&[u8], usize, usize) -> QuantMatrix) {
+fn check_exact_repack(
+    dtype: GgmlDType,
+    shapes: &[(usize, usize)],
+    bytes_per_block: usize,
+    build: impl Fn(&[u8], usize, usize) -> QuantMatrix,
+) {
     let mut rng = ChaCha8Rng::seed_from_u64(17);
     for &(rows, cols) in shapes {
         let q = candle_weights(&random(&mut rng, rows * cols), rows, cols, dtype);
@@ -170,60 +175,60 @@ fn check_exact_repack(dtype: GgmlDType, shapes: &[(usize, usize)], bytes_per_blo
     }
 }
 
+/// A repacked format: [`check_exact_repack`] on odd shapes (row lengths of whole 256-weight
+/// super-blocks for K-quants), and a row of part of a block and a truncated block refused.
+fn check_format(dtype: GgmlDType, repacked_bytes_per_block: usize, repack: fn(&[u8], usize, usize) -> tokenscope::Result<QuantMatrix>) {
+    let (weights, bytes) = (dtype.block_size(), dtype.type_size());
+    let shapes: &[(usize, usize)] =
+        if weights == 256 { &[(37, 256), (7, 512), (1, 256), (130, 768)] } else { &[(37, 96), (7, 32), (1, 64), (131, 416)] };
+    check_exact_repack(dtype, shapes, repacked_bytes_per_block, |b, r, c| repack(b, r, c).expect("repack"));
+    let partial = if weights == 256 { 96 } else { 40 };
+    assert!(repack(&vec![0; bytes], 1, partial).is_err(), "{dtype:?}: a row of part of a block refused");
+    assert!(repack(&vec![0; 2 * bytes - 1], 2, weights).is_err(), "{dtype:?}: a truncated block refused");
+}
+
+/// Q4_0 (4-bit weights, `d (q - 8)`) read as Q4_1 blocks with offset `-8 d`, exactly.
+#[test]
+fn q4_0_weights_repack_exactly_into_the_q4_1_kernels() {
+    check_format(GgmlDType::Q4_0, 24, |b, r, c| Q4_1Rows::from_q4_0(b, r, c).map(QuantMatrix::Q4_1));
+}
+
 /// Q4_K (256-weight super-blocks of 6-bit scales and mins) read as Q4_1 blocks, exactly.
 #[test]
 fn q4_k_weights_repack_exactly_into_the_q4_1_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q4K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 24, build);
-    assert!(Q4_1Rows::from_q4_k(&[0; 144], 1, 96).is_err(), "a row of part of a super-block refused");
-    assert!(Q4_1Rows::from_q4_k(&[0; 287], 2, 256).is_err(), "a truncated super-block refused");
+    check_format(GgmlDType::Q4K, 24, |b, r, c| Q4_1Rows::from_q4_k(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_0 (5-bit weights, `d (q - 16)`) read as 5-bit Q4_1 blocks with offset `-16 d`, exactly.
 #[test]
 fn q5_0_weights_repack_exactly_into_the_q4_1_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 28, build);
-    assert!(Q4_1Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
-    assert!(Q4_1Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
+    check_format(GgmlDType::Q5_0, 28, |b, r, c| Q4_1Rows::from_q5_0(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_0 read as Q8_0 blocks, exactly (the wasm engine's choice: `q - 16` fits a signed byte).
 #[test]
 fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q5_0, &[(37, 96), (7, 32), (1, 64), (131, 416)], 36, build);
-    assert!(Q8_0Rows::from_q5_0(&[0; 22], 1, 40).is_err(), "40 columns refused");
-    assert!(Q8_0Rows::from_q5_0(&[0; 43], 2, 32).is_err(), "a truncated block refused");
-}
-
-/// Q6_K (256-weight super-blocks, 6-bit weights, a signed 8-bit scale per 16) read as Q8_0
-/// blocks with their halves' scales, exactly.
-#[test]
-fn q6_k_weights_repack_exactly_into_the_q8_0_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q6K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 38, build);
-    assert!(Q8_0Rows::from_q6_k(&[0; 210], 1, 96).is_err(), "a row of part of a super-block refused");
-    assert!(Q8_0Rows::from_q6_k(&[0; 419], 2, 256).is_err(), "a truncated super-block refused");
+    check_format(GgmlDType::Q5_0, 36, |b, r, c| Q8_0Rows::from_q5_0(b, r, c).map(QuantMatrix::Q8_0));
 }
 
 /// Q5_1 (5-bit weights, `d q + m`) read as 5-bit Q4_1 blocks, as stored.
 #[test]
 fn q5_1_weights_repack_exactly_into_the_q4_1_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q5_1, &[(37, 96), (7, 32), (1, 64), (131, 416)], 28, build);
-    assert!(Q4_1Rows::from_q5_1(&[0; 24], 1, 40).is_err(), "40 columns refused");
-    assert!(Q4_1Rows::from_q5_1(&[0; 47], 2, 32).is_err(), "a truncated block refused");
+    check_format(GgmlDType::Q5_1, 28, |b, r, c| Q4_1Rows::from_q5_1(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_K (256-weight super-blocks of 6-bit scales and mins, 5-bit weights) read as 5-bit Q4_1
 /// blocks, exactly.
 #[test]
 fn q5_k_weights_repack_exactly_into_the_q4_1_kernels() {
-    let build = |b: &[u8], rows, cols| QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(b, rows, cols).expect("repack"));
-    check_exact_repack(GgmlDType::Q5K, &[(37, 256), (7, 512), (1, 256), (130, 768)], 28, build);
-    assert!(Q4_1Rows::from_q5_k(&[0; 176], 1, 96).is_err(), "a row of part of a super-block refused");
-    assert!(Q4_1Rows::from_q5_k(&[0; 351], 2, 256).is_err(), "a truncated super-block refused");
+    check_format(GgmlDType::Q5K, 28, |b, r, c| Q4_1Rows::from_q5_k(b, r, c).map(QuantMatrix::Q4_1));
+}
+
+/// Q6_K (256-weight super-blocks, 6-bit weights, a signed 8-bit scale per 16) read as Q8_0
+/// blocks with their halves' scales, exactly.
+#[test]
+fn q6_k_weights_repack_exactly_into_the_q8_0_kernels() {
+    check_format(GgmlDType::Q6K, 38, |b, r, c| Q8_0Rows::from_q6_k(b, r, c).map(QuantMatrix::Q8_0));
 }
 
 #[test]

@@ -17,8 +17,8 @@ pub enum CpuPrecision {
     /// Weights dequantized exactly to f32, f32 activations: the reference for every other path.
     Exact,
     /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
-    /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_1, Q4_K, Q5_0, Q5_1, Q5_K,
-    /// Q6_K and Q8_0 read as stored or repacked exactly, on the band pool's threads), candle's quantized
+    /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1,
+    /// Q5_K, Q6_K and Q8_0 read as stored or repacked exactly, on the band pool's threads), candle's quantized
     /// matmul for the other types and on other CPUs (Q4_1, Q5_0 and Q5_1 requantized to Q8_0
     /// at load, since candle has SIMD dot products for Q8_0, not for them).
     Fast,
@@ -34,11 +34,21 @@ fn own_quant_matmul() -> bool {
 }
 
 /// The weight types the fast path's own kernels read (exactly, as stored or repacked):
-/// Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0 and Q6_K as
-/// [`Q8_0Rows`] (and Q5_0 too in wasm, widened exactly). The others (Q4_0, F16, BF16, F32) go
+/// Q4_0, Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0 and Q6_K as
+/// [`Q8_0Rows`] (and Q5_0 too in wasm, widened exactly). The others (F16, BF16, F32) go
 /// through candle's quantized matmul.
 fn packs(t: GgmlDType) -> bool {
-    matches!(t, GgmlDType::Q4_1 | GgmlDType::Q4K | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q5K | GgmlDType::Q8_0 | GgmlDType::Q6K)
+    matches!(
+        t,
+        GgmlDType::Q4_0
+            | GgmlDType::Q4_1
+            | GgmlDType::Q4K
+            | GgmlDType::Q5_0
+            | GgmlDType::Q5_1
+            | GgmlDType::Q5K
+            | GgmlDType::Q8_0
+            | GgmlDType::Q6K
+    )
 }
 
 /// The kernels behind the fast path's matrix products: a [`DotKernel`]'s name, or `candle`.
@@ -97,6 +107,7 @@ impl Linear {
             CpuPrecision::Fast if own_quant_matmul() && cols.is_multiple_of(BLOCK) && packs(t.dtype()) => {
                 let blocks = t.data().map_err(Error::backend)?;
                 Linear::Packed(match t.dtype() {
+                    GgmlDType::Q4_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q4_0(&blocks, rows, cols)?),
                     GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?),
                     GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(&blocks, rows, cols)?),
                     // In wasm a block costs ALU work rather than bandwidth, and Q5_0 widened to

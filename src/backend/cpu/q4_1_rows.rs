@@ -1,12 +1,13 @@
-//! Q4_1 weights, and every format that is Q4_1 with other scales or a fifth bit (Q4_K; Q5_0,
-//! Q5_1, Q5_K), repacked exactly for [`QuantMatrix`](super::quant_matmul::QuantMatrix), read
+//! Q4_1 weights, and every format that is Q4_1 with other scales or a fifth bit (Q4_0, Q4_K;
+//! Q5_0, Q5_1, Q5_K), repacked exactly for [`QuantMatrix`](super::quant_matmul::QuantMatrix), read
 //! straight from the GGUF blocks (no requantization): per block of 32 weights, the 16 bytes of
 //! 4-bit values as stored (byte `j` holds value `j` in its low nibble and value `j + 16` in
 //! its high one) in one array, for 5-bit formats the block's 32 fifth bits (bit `j` for value
 //! `j`, worth 16) in a second, and the scale `d` and offset `m`, widened from f16 to f32, side
 //! by side in a third. `w = d * q + m`, so a block's dot product with a Q8_1 activation block
 //! is `d_w * d_x * sum(q_w q_x) + m_w * s_x`, with `s_x = d_x * sum(q_x)` (ggml's
-//! `vec_dot_q4_1_q8_1`). Q5_0's `w = d (q - 16)` is the offset `m = -16 d`.
+//! `vec_dot_q4_1_q8_1`). Q4_0's `w = d (q - 8)` is the offset `m = -8 d`, Q5_0's `w = d (q -
+//! 16)` the offset `m = -16 d`.
 
 use super::activations::{check_shape, ActivationRow, BLOCK};
 use super::dot_kernel::{DotKernel, RowDot};
@@ -15,6 +16,8 @@ use crate::error::Result;
 /// Bytes of one Q4_1 block in a GGUF file: f16 `d`, f16 `m`, 16 bytes of nibbles.
 pub const GGML_BLOCK_BYTES: usize = 20;
 
+/// Bytes of one Q4_0 block in a GGUF file: f16 `d`, 16 bytes of nibbles.
+const Q4_0_BYTES: usize = 18;
 /// Bytes of one Q5_0 block in a GGUF file: f16 `d`, 32 fifth bits, 16 bytes of nibbles.
 const Q5_0_BYTES: usize = 22;
 /// Bytes of one Q5_1 block in a GGUF file: f16 `d`, f16 `m`, 32 fifth bits, 16 bytes of nibbles.
@@ -48,6 +51,21 @@ impl Q4_1Rows {
             dm.push(half(&block[0..2]));
             dm.push(half(&block[2..4]));
             q.extend_from_slice(&block[4..]);
+        }
+        Ok(Q4_1Rows { q, high: Vec::new(), dm, rows, cols })
+    }
+
+    /// Repacks a row-major `[rows, cols]` tensor's Q4_0 blocks (f16 `d`, 16 nibble bytes;
+    /// `w = d (q - 8)`) exactly, as `d q + m` with `m = -8 d`; `cols` must be a multiple of 32.
+    pub fn from_q4_0(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        check_shape("Q4_0", rows, cols, blocks.len(), rows * cols / BLOCK * Q4_0_BYTES)?;
+        let count = blocks.len() / Q4_0_BYTES;
+        let (mut q, mut dm) = (Vec::with_capacity(count * 16), Vec::with_capacity(count * 2));
+        for block in blocks.chunks_exact(Q4_0_BYTES) {
+            let d = half(&block[0..2]);
+            dm.push(d);
+            dm.push(-8.0 * d);
+            q.extend_from_slice(&block[2..]);
         }
         Ok(Q4_1Rows { q, high: Vec::new(), dm, rows, cols })
     }

@@ -7,7 +7,9 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test chat_template --test architectures --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
-.PHONY: setup model requantized build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
+BIG_MODEL := models/synthetic/llama-1b-shape.Q4_K_M.gguf
+
+.PHONY: setup model requantized big-model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -22,6 +24,14 @@ model:
 requantized: model
 	bench/setup-peers.sh
 	python3 scripts/requantize.py
+
+# A random-weight model built to Llama 3.2 1B's shape in llama.cpp's Q4_K_M mix (802 MB,
+# written in seconds: examples/llama_1b_shape.rs), for the test that a 1B model loads in the
+# page under 2 GB (tests/e2e/big_model.test.mjs).
+big-model: $(BIG_MODEL)
+
+$(BIG_MODEL): examples/llama_1b_shape.rs src/model/synthetic.rs
+	cargo run --release --example llama_1b_shape -- $@
 
 build: setup
 	cargo build --release
@@ -69,7 +79,7 @@ test-types: www
 	node_modules/.bin/tsc -p tests/types/tsconfig.www.json
 
 # The page in headless Chromium (Playwright), against `tokenscope serve`.
-test-e2e: model www build
+test-e2e: model www build big-model
 	node --test --test-concurrency=1 tests/e2e/
 
 # tokenscope against llama.cpp natively and wllama in Chromium, CPU and GPU, in one run, on the

@@ -2,12 +2,13 @@
 // for the step's tokens b < n_tokens. One variant per weight format (the table is in the
 // layout of its matvec kernel, since it is also the tied LM head): weight_formats.wgsl's
 // define, bindings and weight_at.
-// Bindings (group 0): 0 uniform Params {dim}; 1 and 2 the table (weight_formats.wgsl);
+// A table too large for one binding is split into bands of rows, one dispatch each: a band
+// holds token ids first_row .. first_row + rows and writes only its tokens' rows of x.
+// Bindings (group 0): 0 uniform Params {dim, first_row, rows}; 1 and 2 the table (weight_formats.wgsl);
 //   3 x: array<f32> [n_tokens, dim] (read_write); 4 uniform Step {pos, n_tokens};
 //   5 tokens: array<u32> [n_tokens] (read).
 // Dispatch: (ceil(dim / WG), n_tokens, 1) workgroups of WG threads (override); thread (i, b)
-// writes x[b * dim + i] for i < dim and nothing else. A token id past the table would read
-// out of bounds: the host checks ids against the vocabulary before each step.
+// writes x[b * dim + i] for i < dim when token b is in the band, and nothing else.
 
 override WG: u32 = 64u;
 
@@ -29,5 +30,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i >= params.dim || row >= step.n_tokens) {
         return;
     }
-    x[row * params.dim + i] = weight_at(tokens[row] * params.dim + i);
+    let token = tokens[row];
+    if (token < params.first_row || token - params.first_row >= params.rows) {
+        return;
+    }
+    x[row * params.dim + i] = weight_at((token - params.first_row) * params.dim + i);
 }

@@ -28,7 +28,7 @@
 //   ROPE_KV and ATTENTION (the cache bindings).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
-//   n_kv_heads, head_dim (the last three: ROPE_KV and ATTENTION)}; 1 and 2 the weights
+//   n_kv_heads, head_dim (those three: ROPE_KV and ATTENTION), y_stride (MATMUL)}; 1 and 2 the weights
 //   (weight_formats.wgsl: qs, dm or d, blocks, or w); 3 x: array<f32> [n_tokens, cols] (read), with
 //   ATTENTION q: array<f32> [n_heads * hd], the step's rotated queries; 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
@@ -37,7 +37,9 @@
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = (W x)[r].
-// MATMUL writes y[b * rows + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused).
+// MATMUL writes y[b * y_stride + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused;
+//   y_stride = rows, or the whole LM head's rows when W is one band of it, y bound at the
+//   band's first row).
 // Either adds to y instead when accumulate != 0 (the residual add fused into the output
 // projections).
 // SUBGROUP (MATVEC only; the adapter's subgroups feature): the same dispatch and the same
@@ -478,7 +480,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         let total = partial[t];
         for (var j = 0u; j < 4u; j = j + 1u) {
             if (b0 + j < step.n_tokens) {
-                store((b0 + j) * params.rows + row, total[j]);
+                store((b0 + j) * params.y_stride + row, total[j]);
             }
         }
 #endif

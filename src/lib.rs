@@ -7,6 +7,8 @@
 //! run's branches and steps; `web` (wasm32 only) is the page's edge.
 
 pub mod backend;
+#[cfg(target_arch = "wasm32")]
+pub mod blob_reader;
 pub mod error;
 pub mod generation;
 pub mod gguf;

@@ -7,7 +7,7 @@
 //! Errors reach JavaScript as `Error` objects whose message says what to do. The TypeScript
 //! declarations of everything that crosses the edge are derived from the Rust types (tsify).
 
-use std::io::Cursor;
+use std::io::BufReader;
 
 use serde::{Deserialize, Serialize};
 use tsify::Tsify;
@@ -16,6 +16,7 @@ use wasm_bindgen::prelude::*;
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::{AnyBackend, Backend};
+use crate::blob_reader::BlobReader;
 use crate::error::{Error, ErrorName};
 use crate::generation::beam::{BeamParams, BeamSearch};
 use crate::generation::generate::{Event, GenerateParams, Generation};
@@ -23,6 +24,10 @@ use crate::generation::run::{RecordedModel, Run, RunRecord};
 use crate::model::{Config, HeaderCheck, Model, WeightsSummary};
 use crate::sampler::{self, SamplerRng, SamplingParams};
 use crate::tokenizer::{PromptFormat, Tokenizer};
+
+/// Bytes a model file is read in at a time while its header is parsed (tensors are read
+/// whole, one range each).
+const READ_CHUNK: usize = 1 << 20;
 
 /// What `loadModel` reports.
 #[derive(Serialize, Tsify)]
@@ -73,6 +78,8 @@ struct Stats {
     gpu_dispatches_per_step: Option<usize>,
     /// GPU only: the kernel variants it runs, in words.
     gpu_kernels: Option<String>,
+    /// GPU only: bytes of every buffer on the GPU (weights, KV cache, activations, logits).
+    gpu_buffer_bytes: Option<u64>,
 }
 
 /// How often a token came up in repeated draws.
@@ -240,16 +247,18 @@ impl Engine {
         Engine { state: EngineState::Empty }
     }
 
-    /// Loads a GGUF model from its bytes onto `backend` (`"webgpu"`: our WGSL kernels through
+    /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
     /// the browser's WebGPU, tuned for a software adapter when `software_adapter` is set;
     /// `"cpu"`: our wasm SIMD kernels). `progress(done, total)` is called while
     /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window);
     /// `kv_cache_f16` keeps it in half floats on WebGPU (the CPU's is f32 always).
-    /// A failure leaves no model loaded.
+    /// The file is read in place, a range at a time ([`BlobReader`]; in a worker only): the
+    /// wasm memory holds the weights, never a copy of the file. A failure leaves no model
+    /// loaded.
     #[wasm_bindgen(js_name = loadModel, unchecked_return_type = "ModelInfo")]
     pub async fn load_model(
         &mut self,
-        bytes: Vec<u8>,
+        file: web_sys::Blob,
         progress: js_sys::Function,
         context: usize,
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
@@ -257,10 +266,11 @@ impl Engine {
         kv_cache_f16: bool,
     ) -> Result<JsValue, JsValue> {
         self.state = EngineState::Empty;
-        let mut report = |done: u64, total: u64| {
+        let report = move |done: u64, total: u64| {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
-        let model = Model::read(&mut Cursor::new(bytes), &mut report).map_err(js_err)?;
+        let reader = BlobReader::new(file).map_err(|e| js_err(Error::Io { context: "cannot open the model file".into(), source: e }))?;
+        let model = Model::read_streaming(BufReader::with_capacity(READ_CHUNK, reader), Box::new(report)).map_err(js_err)?;
         // A cap, not a demand: a model whose window is shorter gets its whole window.
         let ctx = if context == 0 { None } else { Some(context.min(model.config.context_len)) };
         let choice = match backend.as_str() {
@@ -268,7 +278,7 @@ impl Engine {
             "webgpu" => BackendChoice::Gpu(GpuChoice { software_hint: software_adapter, kv_f16: kv_cache_f16, ..GpuChoice::default() }),
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };
-        let weights = model.weights.summary();
+        let weights = model.summary;
         let backend = AnyBackend::load(choice, &model.config, model.weights, ctx).await.map_err(js_err)?;
         let info = backend.info();
         let out = ModelInfo {
@@ -484,6 +494,10 @@ impl Engine {
             gpu_kernels: info.gpu_kernels,
             gpu_dispatches_per_step: match b {
                 AnyBackend::Gpu(g) => Some(g.dispatches_per_step()),
+                AnyBackend::Cpu(_) => None,
+            },
+            gpu_buffer_bytes: match b {
+                AnyBackend::Gpu(g) => Some(g.step_shape().gpu_bytes),
                 AnyBackend::Cpu(_) => None,
             },
         })

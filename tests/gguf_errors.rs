@@ -40,7 +40,7 @@ fn every_supported_weight_type_loads() {
         let spec = SyntheticSpec { weight_type: t, embedding_type: t, dim, ffn_dim, ..SyntheticSpec::default() };
         let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
         let m = read(bytes).unwrap_or_else(|e| panic!("{t:?}: {e}"));
-        assert_eq!(m.weights.layers[0].wq.dtype(), t);
+        assert_eq!(m.weights.layers.collect_all().expect("blocks")[0].wq.dtype(), t);
     }
 }
 
@@ -164,7 +164,7 @@ fn each_architecture_needs_its_own_tensors() {
         }
     }
     let with_biases = read(m.to_bytes().expect("bytes")).expect("a llama file with biases loads");
-    assert!(with_biases.weights.layers.iter().all(|l| l.qkv_bias.is_some()));
+    assert!(with_biases.weights.layers.collect_all().expect("blocks").iter().all(|l| l.qkv_bias.is_some()));
     m.remove_tensor("blk.0.attn_v.bias");
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.0.attn_v.bias"), "{e}");
@@ -228,7 +228,7 @@ fn the_weights_summary_counts_every_tensor_of_the_file() {
     let m = synthetic();
     let (elements, bytes) =
         m.tensors.iter().fold((0u64, 0u64), |(e, b), (_, t)| (e + t.shape().elem_count() as u64, b + t.storage_size_in_bytes() as u64));
-    let summary = read(m.to_bytes().expect("bytes")).expect("loads").weights.summary();
+    let summary = read(m.to_bytes().expect("bytes")).expect("loads").summary;
     assert_eq!((summary.parameters, summary.bytes), (elements, bytes), "{summary:?}");
     // Q4_1 block weights hold the most bytes, then the Q8_0 embedding, then the f32 norms.
     assert!(summary.types.starts_with("Q4_1 ") && summary.types.contains(", Q8_0 "), "{}", summary.types);
@@ -274,4 +274,64 @@ fn the_metadata_is_counted_as_it_will_sit_in_memory() {
         .expect_err("over")
         .to_string()
         .starts_with("the model's metadata need"));
+}
+
+#[test]
+fn a_model_read_block_by_block_as_the_backend_takes_it_equals_one_read_whole() {
+    use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+    use tokenscope::backend::Backend;
+    let spec = SyntheticSpec { architecture: tokenscope::model::Architecture::Qwen2, n_layers: 3, ..SyntheticSpec::default() };
+    let bytes = SyntheticModel::new(&spec).and_then(|m| m.to_bytes()).expect("bytes");
+    let logits = |m: Model| {
+        let mut b = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("backend");
+        pollster::block_on(b.prefill(&[1, 40, 75, 104])).expect("prefill")
+    };
+    let whole = read(bytes.clone()).expect("loads");
+    let reported = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = reported.clone();
+    let streamed =
+        Model::read_streaming(std::io::Cursor::new(bytes.clone()), Box::new(move |done, _| seen.borrow_mut().push(done))).expect("loads");
+    assert_eq!(streamed.weights.layers.len(), 3);
+    assert_eq!(streamed.summary, whole.summary);
+    let before_blocks = reported.borrow().len();
+    assert_eq!(logits(streamed), logits(whole));
+    let progress = reported.borrow();
+    assert!(progress.len() > before_blocks, "the blocks' reads are reported as they happen: {progress:?}");
+    assert_eq!(progress.last().copied(), Some(streamed_total(&bytes)), "every tensor's bytes, once");
+
+    // A read that fails inside the last block (a file changed or gone since its header was
+    // read): refused, in words, when that block is taken.
+    let at = bytes.len() as u64 - 100;
+    let failing = FailingAfter { inner: std::io::Cursor::new(bytes), at };
+    let m = Model::read_streaming(failing, Box::new(|_, _| {})).expect("the header and the embedding read");
+    let err = CpuBackend::new(&m.config, m.weights, CpuPrecision::Fast, None).err().expect("refused");
+    assert!(matches!(&err, Error::Model(ModelError::Malformed(text)) if text.contains("the file went away")), "{err}");
+}
+
+/// Bytes of every tensor the model reads (all of a synthetic file's).
+fn streamed_total(bytes: &[u8]) -> u64 {
+    let gguf = tokenscope::model::Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf");
+    let cfg = tokenscope::model::Config::from_gguf(&gguf).expect("config");
+    tokenscope::model::Weights::bytes_needed(&gguf, &cfg)
+}
+
+/// A reader whose reads past byte `at` fail.
+struct FailingAfter {
+    inner: std::io::Cursor<Vec<u8>>,
+    at: u64,
+}
+
+impl std::io::Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.inner.position() + buf.len() as u64 > self.at {
+            return Err(std::io::Error::other("the file went away"));
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl std::io::Seek for FailingAfter {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(to)
+    }
 }

@@ -361,6 +361,38 @@ fn matvec_reads_the_last_token_row_for_the_lm_head() {
 }
 
 #[test]
+fn a_matmul_band_writes_its_rows_of_each_tokens_outputs_and_nothing_between() {
+    // A 101-row matrix as the band at rows 64 .. 165 of a 301-row LM head: each of 7 tokens'
+    // outputs go to y[t * 301 + 64 + r]; every other cell of y keeps its sentinel.
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(10);
+    let (rows, cols, n, stride, first) = (101usize, 96usize, 7usize, 301usize, 64usize);
+    let t = Tensor::from_vec(random(&mut rng, rows * cols, 0.5), (rows, cols), &Device::Cpu).expect("tensor");
+    let q = QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize");
+    let dense = to_vec(&q).expect("dequantize");
+    let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
+    let x = random(&mut rng, n * cols, 3.0);
+    let xb = ctx.storage("x", &x);
+    let out = guarded(&ctx, n * stride);
+    let step = kernels::step_uniform(&ctx, 0, n as u32);
+    let y = Bind(&out, ((PAD + first) * 4) as u64, Some(((n * stride - first) * 4) as u64));
+    let op = LinearOp { y_stride: Some(stride as u32), ..LinearOp::new(&m, &xb, y) };
+    kernels::run_once(&ctx, k.matmul(&ctx, &op, &step).expect("dispatch"), n as u32);
+    let got = read_guarded(&ctx, &out, n * stride);
+    for tok in 0..n {
+        for (c, v) in got[tok * stride..(tok + 1) * stride].iter().enumerate() {
+            if (first..first + rows).contains(&c) {
+                let want = ops::dot(&dense[(c - first) * cols..][..cols], &x[tok * cols..][..cols]);
+                assert!((v - want).abs() <= 1e-4 * want.abs().max(1.0), "token {tok}, row {c}: {v} against {want}");
+            } else {
+                assert_eq!(v.to_bits(), SENTINEL, "token {tok}, row {c} is outside the band: it must stay untouched");
+            }
+        }
+    }
+}
+
+#[test]
 fn matvec_and_matmul_q4_1_match_their_cpu_twin() {
     check_linear(GgmlDType::Q4_1, 2);
 }
@@ -441,12 +473,54 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
         for n in [1usize, ids.len()] {
             let out = guarded(&ctx, n * dim);
             let step = kernels::step_uniform(&ctx, 5, n as u32);
-            let d = k.embedding(&ctx, &m, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
+            let d = k.embedding(&ctx, &m, 0, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
             kernels::run_once(&ctx, d.expect("dispatch"), n as u32);
             let got = read_guarded(&ctx, &out, n * dim);
             let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
             // The same dequantization arithmetic as candle's: bit-exact.
             assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} of {n} tokens"));
+        }
+    }
+}
+
+#[test]
+fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
+    // Rows 64 .. 164 of a 301-row table, uploaded as a band: tokens in it get their dense
+    // rows, tokens outside it (before, just past, far past) leave x as it was.
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let (vocab, dim, first, rows) = (301usize, 96usize, 64usize, 100usize);
+    let t = Tensor::from_vec(random(&mut rng, vocab * dim, 1.0), (vocab, dim), &Device::Cpu).expect("tensor");
+    let q = QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize");
+    let dense = to_vec(&q).expect("dequantize");
+    let whole = repack::repack(&q).expect("repack");
+    let (a_row, b_row) = (whole.a.len() / vocab, whole.b.len() / vocab);
+    let band = repack::Repacked {
+        format: whole.format,
+        a: whole.a[first * a_row..(first + rows) * a_row].to_vec(),
+        b: whole.b[first * b_row..(first + rows) * b_row].to_vec(),
+    };
+    let m = GpuMatrix::upload(&ctx, &band, rows as u32, dim as u32).expect("upload");
+    let ids = [63u32, 64, 100, 163, 164, 300];
+    let out = guarded(&ctx, ids.len() * dim);
+    let step = kernels::step_uniform(&ctx, 0, ids.len() as u32);
+    let d = k.embedding(
+        &ctx,
+        &m,
+        first as u32,
+        Bind(&out, (PAD * 4) as u64, Some((ids.len() * dim * 4) as u64)),
+        &step,
+        &ctx.storage("tokens", &ids),
+    );
+    kernels::run_once(&ctx, d.expect("dispatch"), ids.len() as u32);
+    let got = read_guarded(&ctx, &out, ids.len() * dim);
+    for (b, &id) in ids.iter().enumerate() {
+        let row = &got[b * dim..(b + 1) * dim];
+        if (first..first + rows).contains(&(id as usize)) {
+            assert_close(row, &dense[id as usize * dim..][..dim], |_| 0.0, &format!("token {id} in the band"));
+        } else {
+            assert!(row.iter().all(|v| v.to_bits() == SENTINEL), "token {id} is outside the band: its row must stay untouched");
         }
     }
 }

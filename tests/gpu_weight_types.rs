@@ -123,3 +123,45 @@ fn a_lost_device_is_an_error_in_words_not_a_crash() {
     assert!(message.contains("GPU failed") && message.contains("CPU backend"), "{message}");
     eprintln!("after the device is destroyed: {message}");
 }
+
+#[test]
+fn tables_larger_than_one_binding_run_in_row_bands_with_the_same_logits() {
+    use tokenscope::backend::gpu::kernels::KernelOptions;
+    use tokenscope::backend::gpu::GpuContext;
+    // A 1,000-token vocabulary (Q8_0 rows of 64 weights: 64 bytes of quants, bound apart
+    // from their scales) with a separate LM head, on a device that says it binds 12 KiB at
+    // once: the embedding and the head each go in 6 bands of 192 rows (a multiple of the
+    // 64-row offset alignment), the last one short, and every logit of a prefill, decode
+    // steps and a verify pass equals one binding's.
+    let spec = SyntheticSpec { vocab_size: Some(1000), untied_output: true, weight_type: GgmlDType::Q8_0, ..SyntheticSpec::default() };
+    let m = SyntheticModel::new(&spec).expect("model");
+    let backend = |limit: Option<u64>| {
+        let mut ctx = pollster::block_on(GpuContext::new()).expect("the GPU tests need an adapter (run scripts/setup.sh)");
+        if let Some(limit) = limit {
+            ctx.info.max_storage_buffer_binding_size = limit;
+        }
+        let options = KernelOptions::for_device(&ctx);
+        let model = load(&m);
+        pollster::block_on(GpuBackend::with_options(ctx, &model.config, model.weights, None, options)).expect("loads")
+    };
+    let (mut whole, mut banded) = (backend(None), backend(Some(12 << 10)));
+    // One dispatch more for each extra band of the embedding and of the head: 6 bands each.
+    assert_eq!(banded.dispatches_per_step(), whole.dispatches_per_step() + 2 * 5);
+    let prompt = [1u32, 40, 999, 500, 260, 0, 750];
+    let run = |b: &mut GpuBackend| {
+        let mut out = vec![pollster::block_on(b.prefill(&prompt)).expect("prefill")];
+        for t in [998u32, 3, 640] {
+            out.push(pollster::block_on(b.decode(t)).expect("decode"));
+        }
+        out.push(pollster::block_on(b.verify(&[191, 192, 193, 999])).expect("verify"));
+        out
+    };
+    let (a, b) = (run(&mut whole), run(&mut banded));
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x.len(), y.len());
+        assert_eq!(max_diff(x, y), 0.0, "pass {i}: banded and whole tables give different logits");
+    }
+    // The verify pass wrote every row of every token's logits (no row of a band left out).
+    assert_eq!(b[4].len(), 4 * 1000);
+    assert!(b[4].iter().all(|v| v.is_finite()));
+}

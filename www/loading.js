@@ -19,8 +19,9 @@ export async function load(source, backend = /** @type {import('./protocol.js').
   ui.progress.value = 0;
   ui.loadStatus.textContent = 'Loading…';
   ui.modelName.textContent = source.name;
-  const bytes = source.file ? await source.file.arrayBuffer() : undefined;
-  send({ type: 'load', backend, context: PAGE_CONTEXT, kvCacheF16: ui.kvCacheF16.checked, url: source.url, name: source.name, bytes }, bytes ? [bytes] : []);
+  // A picked or dropped file goes to the worker as the File itself (a handle to the file on
+  // disk): the engine reads it in place, a range at a time.
+  send({ type: 'load', backend, context: PAGE_CONTEXT, kvCacheF16: ui.kvCacheF16.checked, url: source.url, name: source.name, file: source.file });
 }
 export const DEFAULT_SOURCE = { url: DEFAULT_MODEL_URL, name: 'SmolLM2-135M-Instruct (Q4_1)' };
 export const loadDefault = () => load(DEFAULT_SOURCE);

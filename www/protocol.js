@@ -18,7 +18,7 @@
 
 /**
  * What the page asks of the worker.
- * @typedef {{ type: 'load', backend: BackendRequest, context: number, kvCacheF16: boolean, name: string, url?: string, bytes?: ArrayBuffer }
+ * @typedef {{ type: 'load', backend: BackendRequest, context: number, kvCacheF16: boolean, name: string, url?: string, file?: Blob }
  *   | { type: 'start', prompt: string, format: import('./pkg/tokenscope.js').PromptFormat, params?: import('./pkg/tokenscope.js').GenerateParams, beams?: import('./pkg/tokenscope.js').BeamParams }
  *   | { type: 'run', mode: RunMode, delay?: number }
  *   | { type: 'delay', ms: number }

@@ -55,6 +55,17 @@ export function modelLabel(m) {
 }
 
 /**
+ * The row "Memory": the engine's wasm memory (the weights on the CPU; on the GPU what loading
+ * passed through, since wasm memory never shrinks) and the GPU's buffers.
+ * @param {Stats | null} s
+ */
+export function memoryLabel(s) {
+  if (!s) return '–';
+  const wasm = `${fmtBytes(s.wasm_memory_bytes)} of wasm memory`;
+  return s.gpu_buffer_bytes != null ? `${wasm}; ${fmtBytes(s.gpu_buffer_bytes)} of GPU buffers (weights, KV cache, activations)` : wasm;
+}
+
+/**
  * The mean decode time of the steps after the first (the prefill), or null.
  * @param {{ forward_ms: number, sample_ms: number }[]} evs
  */
@@ -88,6 +99,7 @@ export function runRows(a) {
     ['Finish reason', fin ? REASONS[fin.finish_reason] || fin.finish_reason : a.active ? 'generating…' : a.live && evs.length ? 'paused' : '–'],
     ['Backend', backendLabel(s, a.adapterName)],
     ['Model', modelLabel(a.model)],
+    ['Memory', memoryLabel(s)],
   ];
   if (run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s, run.speculative.drafter, a.plainDecode)]);
   if (s?.gpu_dispatches_per_step) rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);

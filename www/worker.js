@@ -129,13 +129,15 @@ async function load(msg) {
   const t0 = performance.now();
   await initOnce();
   const choice = await chooseBackend(msg.backend || 'auto');
-  let bytes, fromCache = false;
-  if (msg.bytes) {
-    bytes = new Uint8Array(msg.bytes);
+  /** @type {Blob} */
+  let file;
+  let fromCache = false;
+  if (msg.file) {
+    file = msg.file;
   } else {
-    ({ bytes, fromCache } = await fetchModel(msg.url, post));
+    ({ file, fromCache } = await fetchModel(msg.url || '', post));
   }
-  post({ type: 'progress', phase: 'parse', done: 0, total: bytes.length });
+  post({ type: 'progress', phase: 'parse', done: 0, total: file.size });
   const progress = (done, total) => post({ type: 'progress', phase: 'parse', done, total });
   const context = msg.context;
   // Wasm memory never shrinks: two models alive at once would raise its high-water mark for
@@ -143,7 +145,8 @@ async function load(msg) {
   // stays), then the old engine is freed before the new one loads. When the header is too
   // long to check from its start, the old engine stays until the new one has loaded. An
   // engine is freed at once, never left to the garbage collector.
-  if (engine && wasm.checkModel(bytes.subarray(0, HEADER_CHECK_BYTES), bytes.length)) {
+  const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
+  if (engine && (await headerSound())) {
     engine.free();
     engine = null;
   }
@@ -151,20 +154,19 @@ async function load(msg) {
   let info;
   try {
     try {
-      info = await fresh.loadModel(bytes, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software), !!msg.kvCacheF16);
+      info = await fresh.loadModel(file, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software), !!msg.kvCacheF16);
     } catch (e) {
       // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
       // reports.
       if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
       choice.backend = 'cpu';
       choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
-      info = await fresh.loadModel(bytes, progress, context, 'cpu', false, false);
+      info = await fresh.loadModel(file, progress, context, 'cpu', false, false);
     }
   } catch (e) {
     fresh.free();
     throw e;
   }
-  bytes = null;
   const old = engine;
   engine = fresh;
   old?.free();

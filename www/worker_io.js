@@ -1,6 +1,6 @@
 // @ts-check
 // What the engine's worker (worker.js) fetches and finds before a model loads: the model's
-// bytes (from Cache Storage, else the network, with progress), the WebGPU adapter and the
+// file (from Cache Storage, else the network, with progress), the WebGPU adapter and the
 // backend choice with a sentence saying why; and errors with the names the page acts on.
 
 const MODEL_CACHE = 'tokenscope-models-v1';
@@ -9,13 +9,14 @@ const MODEL_CACHE = 'tokenscope-models-v1';
 export const named = (name, message) => Object.assign(new Error(message), { name });
 
 /**
- * The body of `response`, read in chunks, each reported as `phase` progress.
+ * The body of `response` as a Blob, read in chunks, each reported as `phase` progress.
  * @param {Response} response @param {string} phase @param {(p: { type: 'progress', phase: string, done: number, total: number }) => void} report
  */
 async function readWithProgress(response, phase, report) {
   const total = Number(response.headers.get('content-length')) || 0;
-  if (!response.body) return new Uint8Array(await response.arrayBuffer());
+  if (!response.body) return response.blob();
   const reader = response.body.getReader();
+  /** @type {Uint8Array[]} */
   const chunks = [];
   let done = 0;
   for (;;) {
@@ -25,21 +26,25 @@ async function readWithProgress(response, phase, report) {
     done += value.length;
     report({ type: 'progress', phase, done, total });
   }
-  const bytes = new Uint8Array(done);
-  let at = 0;
-  for (const c of chunks) { bytes.set(c, at); at += c.length; }
-  return bytes;
+  return new Blob(chunks);
 }
 
 /**
- * A model's bytes from Cache Storage, else downloaded (and cached), with progress.
+ * A model file from Cache Storage, else downloaded (and cached), with progress: a Blob the
+ * engine reads in place (Cache Storage's is kept by the browser's blob store, outside the
+ * page's memory).
  * @param {string} url @param {(p: { type: 'progress', phase: string, done: number, total: number }) => void} report
+ * @returns {Promise<{ file: Blob, fromCache: boolean }>}
  */
 export async function fetchModel(url, report) {
   let cache = null;
   try { cache = await caches.open(MODEL_CACHE); } catch { cache = null; }
   const cached = cache ? await cache.match(url) : undefined;
-  if (cached) return { bytes: await readWithProgress(cached, 'cache', report), fromCache: true };
+  if (cached) {
+    const file = await cached.blob();
+    report({ type: 'progress', phase: 'cache', done: file.size, total: file.size });
+    return { file, fromCache: true };
+  }
   let response;
   try {
     response = await fetch(url);
@@ -49,13 +54,13 @@ export async function fetchModel(url, report) {
   if (!response.ok) {
     throw named('NetworkError', `Could not download the model (${response.status} ${response.statusText}): run "make model" and reload.`);
   }
-  const bytes = await readWithProgress(response, 'download', report);
+  const file = await readWithProgress(response, 'download', report);
   if (cache) {
     try {
-      await cache.put(url, new Response(bytes, { headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length) } }));
+      await cache.put(url, new Response(file, { headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(file.size) } }));
     } catch { /* storage full or refused: the next visit downloads again */ }
   }
-  return { bytes, fromCache: false };
+  return { file, fromCache: false };
 }
 
 // Software adapters (SwiftShader, lavapipe, WARP) run WebGPU on the CPU, slower than our

@@ -13,7 +13,7 @@ pub use crate::gguf::Gguf;
 pub use architecture::Architecture;
 pub use config::Config;
 pub use rope::RopeFrequencies;
-pub use weights::{HeadNorm, LayerWeights, QkvBias, Weights, WeightsSummary};
+pub use weights::{HeadNorm, LayerWeights, Layers, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;
 use crate::memory;
@@ -29,6 +29,8 @@ pub struct Model {
     pub tokenizer: Tokenizer,
     /// Size of the file in bytes.
     pub file_bytes: u64,
+    /// The weights in figures (parameters, bytes, storage types), from the header.
+    pub summary: WeightsSummary,
 }
 
 /// What [`Model::check_header`] concluded from the start of a file.
@@ -47,7 +49,19 @@ impl Model {
         let (gguf, config, tokenizer) = Self::read_header(reader)?;
         memory::check_fits("weights", Weights::bytes_needed(&gguf, &config), memory::available_bytes())?;
         let weights = Weights::read(&gguf, reader, &config, progress)?;
-        Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len() })
+        let summary = Weights::summary(&gguf, &config);
+        Ok(Model { config, weights, tokenizer, file_bytes: gguf.file_len(), summary })
+    }
+
+    /// As [`Model::read`], but the transformer blocks are read as a backend takes them from
+    /// [`Weights::layers`] (the page: a backend converting or uploading block by block never
+    /// holds the file's tensors all at once in the wasm memory, which never shrinks).
+    pub fn read_streaming<R: Read + Seek + 'static>(mut reader: R, progress: Box<dyn FnMut(u64, u64)>) -> Result<Self> {
+        let (gguf, config, tokenizer) = Self::read_header(&mut reader)?;
+        memory::check_fits("weights", Weights::bytes_needed(&gguf, &config), memory::available_bytes())?;
+        let (file_bytes, summary) = (gguf.file_len(), Weights::summary(&gguf, &config));
+        let weights = Weights::read_streaming(gguf, reader, &config, progress)?;
+        Ok(Model { config, weights, tokenizer, file_bytes, summary })
     }
 
     /// Header, configuration and tokenizer, with every tensor the model needs checked for

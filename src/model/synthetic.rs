@@ -50,6 +50,12 @@ pub struct SyntheticSpec {
     pub embedding_type: GgmlDType,
     /// Seed of the random weights.
     pub seed: u64,
+    /// Tokens in the vocabulary: the small byte-level one padded with plain tokens that no
+    /// merge reaches (`None`: unpadded), to give the embedding a real model's rows.
+    pub vocab_size: Option<usize>,
+    /// Weights as random stored blocks ([`random_blocks`]) rather than random floats
+    /// quantized: as fast at a billion weights as at a thousand (the large-model load tests).
+    pub random_blocks: bool,
 }
 
 impl Default for SyntheticSpec {
@@ -70,6 +76,8 @@ impl Default for SyntheticSpec {
             weight_type: GgmlDType::Q4_1,
             embedding_type: GgmlDType::Q8_0,
             seed: 7,
+            vocab_size: None,
+            random_blocks: false,
         }
     }
 }
@@ -86,7 +94,13 @@ impl SyntheticModel {
     /// A random model with a small byte-level BPE vocabulary (3 control tokens, 256 bytes,
     /// a few merged words).
     pub fn new(spec: &SyntheticSpec) -> Result<Self> {
-        let (tokens, merges, types) = vocabulary();
+        let (mut tokens, merges, mut types) = vocabulary();
+        if let Some(n) = spec.vocab_size {
+            for i in tokens.len()..n {
+                tokens.push(format!("pad{i}"));
+                types.push(1);
+            }
+        }
         let vocab = tokens.len();
         let s = |x: &str| Value::String(x.to_string());
         let u = |x: usize| Value::U32(x as u32);
@@ -126,6 +140,10 @@ impl SyntheticModel {
         let (qd, kv) = (spec.n_heads * hd, spec.n_kv_heads * hd);
         let mut tensors = Vec::new();
         let mut add = |name: String, rows: usize, cols: usize, dtype: GgmlDType, scale: f32, offset: f32| -> Result<()> {
+            if spec.random_blocks && rows > 1 {
+                tensors.push((name, random_blocks(dtype, rows, cols, &mut rng)?));
+                return Ok(());
+            }
             let data: Vec<f32> = (0..rows * cols).map(|_| offset + scale * (rng.random::<f32>() * 2.0 - 1.0)).collect();
             let shape: Vec<usize> = if rows == 1 { vec![cols] } else { vec![rows, cols] };
             let t = Tensor::from_vec(data, shape, &Device::Cpu).map_err(Error::backend)?;
@@ -197,6 +215,34 @@ impl SyntheticModel {
         gguf_file::write(&mut out, &meta, &tensors).map_err(Error::backend)?;
         Ok(out.into_inner())
     }
+}
+
+/// A `[rows, cols]` tensor of random stored blocks of `dtype` (Q4_K, Q6_K or Q8_0): random
+/// quantized values and scales, with each block's f16 factors set so that the weights are
+/// centred on zero and a few hundredths wide, like a trained model's.
+pub fn random_blocks(dtype: GgmlDType, rows: usize, cols: usize, rng: &mut impl Rng) -> Result<QTensor> {
+    // (block bytes, [(byte offset of an f16 factor, its value)]).
+    let (size, factors): (usize, &[(usize, f32)]) = match dtype {
+        // d, dmin first: w = d sc q - dmin m, sc and m in 0..64, q in 0..16; dmin = 7.5 d centres it.
+        GgmlDType::Q4K => (144, &[(0, 2e-4), (2, 1.5e-3)]),
+        // d last: w = d sc (q - 32), sc a signed byte.
+        GgmlDType::Q6K => (210, &[(208, 1e-4)]),
+        // d first: w = d q, q a signed byte.
+        GgmlDType::Q8_0 => (34, &[(0, 3e-4)]),
+        other => return Err(Error::InvalidParams(format!("no random blocks of {other:?}"))),
+    };
+    let elems = rows * cols;
+    if !elems.is_multiple_of(dtype.block_size()) {
+        return Err(Error::InvalidParams(format!("{rows} x {cols} is no whole number of {dtype:?} blocks")));
+    }
+    let mut bytes = vec![0u8; elems / dtype.block_size() * size];
+    rng.fill_bytes(&mut bytes);
+    for block in bytes.chunks_exact_mut(size) {
+        for &(at, value) in factors {
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(value).to_le_bytes());
+        }
+    }
+    candle_core::quantized::ggml_file::qtensor_from_ggml(dtype, &bytes, vec![rows, cols], &Device::Cpu).map_err(Error::backend)
 }
 
 /// The synthetic model's chat template: turns between its control tokens, with a short default

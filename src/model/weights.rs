@@ -1,7 +1,6 @@
 //! GGUF tensors -> the named, shape-checked weights of a model (still quantized), in the one
 //! form both backends run: llama's block with the architecture's extras.
 
-use std::collections::HashMap;
 use std::io::{Read, Seek};
 
 use candle_core::quantized::QTensor;
@@ -77,11 +76,65 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// LM head `[vocab, dim]`; `None` when it is tied to `token_embd`.
     pub output: Option<QTensor>,
-    /// Transformer blocks in order.
-    pub layers: Vec<LayerWeights>,
+    /// Transformer blocks in order: read already, or read one at a time as a backend takes
+    /// them ([`Layers`]).
+    pub layers: Layers,
     /// Each RoPE pair's frequency: from the configuration, and Llama 3's per-pair factors
     /// (`rope_freqs.weight`) where the file has them.
     pub rope: RopeFrequencies,
+}
+
+/// The transformer blocks' weights, taken in order: each block is either in memory already
+/// ([`Weights::read`]) or read from the file when taken ([`Weights::read_streaming`]), so
+/// that a backend converting or uploading them block by block never holds the whole file's
+/// tensors at once (in wasm, whose memory never shrinks, that would be kept for good).
+pub struct Layers {
+    next: usize,
+    count: usize,
+    source: LayerSource,
+}
+
+enum LayerSource {
+    Read(std::vec::IntoIter<LayerWeights>),
+    Streamed(Box<dyn FnMut(usize) -> Result<LayerWeights, ModelError>>),
+}
+
+impl Layers {
+    /// Blocks in memory already.
+    pub fn read(blocks: Vec<LayerWeights>) -> Self {
+        Layers { next: 0, count: blocks.len(), source: LayerSource::Read(blocks.into_iter()) }
+    }
+
+    /// Blocks not yet taken.
+    pub fn len(&self) -> usize {
+        self.count - self.next
+    }
+
+    /// Whether every block has been taken.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every block not yet taken, read now.
+    pub fn collect_all(self) -> Result<Vec<LayerWeights>, ModelError> {
+        self.collect()
+    }
+}
+
+impl Iterator for Layers {
+    type Item = Result<LayerWeights, ModelError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == self.count {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        match &mut self.source {
+            LayerSource::Read(blocks) => blocks.next().map(Ok),
+            LayerSource::Streamed(read) => Some(read(i)),
+        }
+    }
 }
 
 /// A model's weights in figures, for the page's stats and load status.
@@ -157,91 +210,64 @@ impl Weights {
     /// Reads every tensor the configuration needs, checking names, types and shapes first.
     /// `progress(done_bytes, total_bytes)` is called after each tensor.
     pub fn read<R: Read + Seek>(gguf: &Gguf, reader: &mut R, cfg: &Config, progress: &mut dyn FnMut(u64, u64)) -> Result<Self, ModelError> {
-        Self::check(gguf, cfg)?;
-        let total = gguf.file_len();
         let mut done = 0u64;
-        let mut tensors = HashMap::new();
-        for (name, _) in plan(gguf, cfg) {
-            let t = gguf.tensor(reader, &name)?;
-            done += gguf.tensor_bytes(&name);
-            progress(done, total);
-            tensors.insert(name, t);
-        }
-        let mut take = |name: &str| tensors.remove(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()));
-        let token_embd = take("token_embd.weight")?;
-        let output_norm = to_vec(&take("output_norm.weight")?)?;
-        let output = take("output.weight").ok();
-        let factors = take(ROPE_FACTORS).ok().map(|t| rope_factors(&t)).transpose()?;
-        let rope = RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref());
-        // Split-half RoPE pairs made adjacent: the order of W_q's and W_k's rows, and of a head.
-        let halves = cfg.architecture.rope_pairs() == RopePairs::Halves;
-        let (q_order, k_order, head_order) =
-            (halves_to_pairs(cfg.head_dim, cfg.n_heads), halves_to_pairs(cfg.head_dim, cfg.n_kv_heads), halves_to_pairs(cfg.head_dim, 1));
-        let rows = |t: QTensor, order: &[usize]| if halves { permute_rows(&t, order) } else { Ok(t) };
-        let gains = |v: Vec<f32>, order: &[usize]| if halves { permute(&v, order) } else { v };
-        let mut layers = Vec::with_capacity(cfg.n_layers);
-        for i in 0..cfg.n_layers {
-            let mut take = |t: &str| take(&format!("blk.{i}.{t}"));
-            let qkv_bias = match take("attn_q.bias") {
-                Ok(q) => Some(QkvBias {
-                    q: gains(to_vec(&q)?, &q_order),
-                    k: gains(to_vec(&take("attn_k.bias")?)?, &k_order),
-                    v: to_vec(&take("attn_v.bias")?)?,
-                }),
-                Err(_) => None,
-            };
-            let head_norm = match take("attn_q_norm.weight") {
-                Ok(q) => {
-                    Some(HeadNorm { q: gains(to_vec(&q)?, &head_order), k: gains(to_vec(&take("attn_k_norm.weight")?)?, &head_order) })
-                }
-                Err(_) => None,
-            };
-            layers.push(LayerWeights {
-                attn_norm: to_vec(&take("attn_norm.weight")?)?,
-                wq: rows(take("attn_q.weight")?, &q_order)?,
-                wk: rows(take("attn_k.weight")?, &k_order)?,
-                wv: take("attn_v.weight")?,
-                qkv_bias,
-                head_norm,
-                wo: take("attn_output.weight")?,
-                ffn_norm: to_vec(&take("ffn_norm.weight")?)?,
-                w_gate: take("ffn_gate.weight")?,
-                w_up: take("ffn_up.weight")?,
-                w_down: take("ffn_down.weight")?,
-            });
-        }
-        Ok(Weights { token_embd, output_norm, output, layers, rope })
+        let mut weights = Self::read_outside_blocks(gguf, reader, cfg, &mut done, progress)?;
+        let blocks = (0..cfg.n_layers).map(|i| read_block(gguf, reader, cfg, i, &mut done, progress)).collect::<Result<Vec<_>, _>>()?;
+        weights.layers = Layers::read(blocks);
+        Ok(weights)
     }
 
-    /// What the weights are, in figures: parameters, bytes as stored, storage types.
-    pub fn summary(&self) -> WeightsSummary {
+    /// As [`Weights::read`], but the blocks are read from `reader` one at a time as they are
+    /// taken from [`Weights::layers`]: the embedding, the final norm, the LM head and the RoPE
+    /// factors are read now.
+    pub fn read_streaming<R: Read + Seek + 'static>(
+        gguf: Gguf,
+        mut reader: R,
+        cfg: &Config,
+        mut progress: Box<dyn FnMut(u64, u64)>,
+    ) -> Result<Self, ModelError> {
+        let mut done = 0u64;
+        let mut weights = Self::read_outside_blocks(&gguf, &mut reader, cfg, &mut done, &mut *progress)?;
+        let config = cfg.clone();
+        let read = move |i: usize| read_block(&gguf, &mut reader, &config, i, &mut done, &mut *progress);
+        weights.layers = Layers { next: 0, count: cfg.n_layers, source: LayerSource::Streamed(Box::new(read)) };
+        Ok(weights)
+    }
+
+    /// Checks every tensor's name, type and shape, then reads the tensors outside the blocks;
+    /// `layers` is left empty.
+    fn read_outside_blocks<R: Read + Seek>(
+        gguf: &Gguf,
+        reader: &mut R,
+        cfg: &Config,
+        done: &mut u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Self, ModelError> {
+        Self::check(gguf, cfg)?;
+        let mut take = |name: &str| read_tensor(gguf, reader, name, done, progress);
+        let token_embd = take("token_embd.weight")?;
+        let output_norm = to_vec(&take("output_norm.weight")?)?;
+        let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
+        let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?)?) } else { None };
+        let rope = RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref());
+        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), rope })
+    }
+
+    /// What the weights are, in figures, from the header alone: parameters, bytes as stored,
+    /// storage types (every tensor the configuration reads, a tied LM head once).
+    pub fn summary(gguf: &Gguf, cfg: &Config) -> WeightsSummary {
         let mut by_type: Vec<(&'static str, u64)> = Vec::new();
         let (mut parameters, mut bytes) = (0u64, 0u64);
-        let mut count = |name: &'static str, elements: usize, size: usize| {
-            parameters += elements as u64;
-            bytes += size as u64;
-            match by_type.iter_mut().find(|(n, _)| *n == name) {
-                Some(entry) => entry.1 += size as u64,
-                None => by_type.push((name, size as u64)),
-            }
-        };
-        let mut matrix = |t: &QTensor| count(type_name(t.dtype()), t.shape().elem_count(), t.storage_size_in_bytes());
-        matrix(&self.token_embd);
-        if let Some(output) = &self.output {
-            matrix(output);
-        }
-        for l in &self.layers {
-            for t in [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down] {
-                matrix(t);
+        for (name, shape) in plan(gguf, cfg) {
+            let Some((_, dtype)) = gguf.tensor_info(&name) else { continue };
+            let size = gguf.tensor_bytes(&name);
+            parameters += shape.iter().product::<usize>() as u64;
+            bytes += size;
+            match by_type.iter_mut().find(|(n, _)| *n == type_name(dtype)) {
+                Some(entry) => entry.1 += size,
+                None => by_type.push((type_name(dtype), size)),
             }
         }
-        let mut vectors = self.output_norm.len();
-        for l in &self.layers {
-            vectors += l.attn_norm.len() + l.ffn_norm.len();
-            vectors += l.qkv_bias.as_ref().map_or(0, |b| b.q.len() + b.k.len() + b.v.len());
-            vectors += l.head_norm.as_ref().map_or(0, |n| n.q.len() + n.k.len());
-        }
-        count("F32", vectors, vectors * 4);
         by_type.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         let share = |b: u64| 100.0 * b as f64 / bytes.max(1) as f64;
         let types =
@@ -253,6 +279,71 @@ impl Weights {
     pub fn lm_head(&self) -> &QTensor {
         self.output.as_ref().unwrap_or(&self.token_embd)
     }
+}
+
+/// Reads one tensor and reports the bytes read so far.
+fn read_tensor<R: Read + Seek>(
+    gguf: &Gguf,
+    reader: &mut R,
+    name: &str,
+    done: &mut u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<QTensor, ModelError> {
+    let t = gguf.tensor(reader, name)?;
+    *done += gguf.tensor_bytes(name);
+    progress(*done, gguf.file_len());
+    Ok(t)
+}
+
+/// Reads block `i`'s tensors ([`Weights::check`] has checked them). In a model whose RoPE
+/// pairs split halves, W_q's and W_k's rows (and their biases and head-norm gains) are
+/// reordered so that pairs are adjacent.
+fn read_block<R: Read + Seek>(
+    gguf: &Gguf,
+    reader: &mut R,
+    cfg: &Config,
+    i: usize,
+    done: &mut u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<LayerWeights, ModelError> {
+    let halves = cfg.architecture.rope_pairs() == RopePairs::Halves;
+    let (q_order, k_order, head_order) =
+        (halves_to_pairs(cfg.head_dim, cfg.n_heads), halves_to_pairs(cfg.head_dim, cfg.n_kv_heads), halves_to_pairs(cfg.head_dim, 1));
+    let rows = |t: QTensor, order: &[usize]| if halves { permute_rows(&t, order) } else { Ok(t) };
+    let gains = |v: Vec<f32>, order: &[usize]| if halves { permute(&v, order) } else { v };
+    let name = |t: &str| format!("blk.{i}.{t}");
+    let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
+    let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
+    let qkv_bias = if present("attn_q.bias") {
+        Some(QkvBias {
+            q: gains(to_vec(&take("attn_q.bias")?)?, &q_order),
+            k: gains(to_vec(&take("attn_k.bias")?)?, &k_order),
+            v: to_vec(&take("attn_v.bias")?)?,
+        })
+    } else {
+        None
+    };
+    let head_norm = if cfg.architecture.has_head_norm() {
+        Some(HeadNorm {
+            q: gains(to_vec(&take("attn_q_norm.weight")?)?, &head_order),
+            k: gains(to_vec(&take("attn_k_norm.weight")?)?, &head_order),
+        })
+    } else {
+        None
+    };
+    Ok(LayerWeights {
+        attn_norm: to_vec(&take("attn_norm.weight")?)?,
+        wq: rows(take("attn_q.weight")?, &q_order)?,
+        wk: rows(take("attn_k.weight")?, &k_order)?,
+        wv: take("attn_v.weight")?,
+        qkv_bias,
+        head_norm,
+        wo: take("attn_output.weight")?,
+        ffn_norm: to_vec(&take("ffn_norm.weight")?)?,
+        w_gate: take("ffn_gate.weight")?,
+        w_up: take("ffn_up.weight")?,
+        w_down: take("ffn_down.weight")?,
+    })
 }
 
 /// Llama 3's per-pair RoPE factors, each a finite number above 0 (a wavelength multiplier).

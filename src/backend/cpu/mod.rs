@@ -72,6 +72,7 @@ impl CpuBackend {
         };
         let mut blocks = Vec::with_capacity(weights.layers.len());
         for l in weights.layers {
+            let l = l?;
             blocks.push(Block {
                 attn_norm: l.attn_norm,
                 wq: lin(l.wq)?,

@@ -96,7 +96,7 @@ impl GpuContext {
             }
         };
         let slot = fault.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&slot, e.to_string())));
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| record(&slot, describe(&e))));
         let slot = fault.clone();
         device.set_device_lost_callback(move |reason, message| {
             let detail = if message.is_empty() { String::new() } else { format!(": {message}") };
@@ -131,13 +131,32 @@ impl GpuContext {
     }
 
     /// A storage buffer holding `data`, readable and writable by kernels and copyable.
+    /// Written through the queue in pieces of at most [`UPLOAD_PIECE`] bytes, not mapped at
+    /// creation: in a browser a mapped buffer is a second copy of it in the page's memory
+    /// (and in the GPU process's, for the copy into the real buffer).
     pub fn storage<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> wgpu::Buffer {
-        use wgpu::util::DeviceExt;
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let align = wgpu::COPY_BUFFER_ALIGNMENT as usize;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            contents: bytemuck::cast_slice(data),
+            size: bytes.len().next_multiple_of(align).max(align) as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-        })
+            mapped_at_creation: false,
+        });
+        let whole = bytes.len() - bytes.len() % align;
+        for (i, piece) in bytes[..whole].chunks(UPLOAD_PIECE).enumerate() {
+            self.queue.write_buffer(&buffer, (i * UPLOAD_PIECE) as u64, piece);
+        }
+        if whole < bytes.len() {
+            let mut tail = bytes[whole..].to_vec();
+            tail.resize(align, 0);
+            self.queue.write_buffer(&buffer, whole as u64, &tail);
+        }
+        if bytes.len() >= UPLOAD_PIECE {
+            // Natively the queue holds every pending write's staging copy until a submit.
+            self.queue.submit([]);
+        }
+        buffer
     }
 
     /// A uniform buffer holding `data`.
@@ -200,14 +219,27 @@ pub struct ErrorScopes {
     oom: wgpu::ErrorScopeGuard,
 }
 
+/// Most bytes [`GpuContext::storage`] writes at once (a multiple of 4).
+pub const UPLOAD_PIECE: usize = 16 << 20;
+
 impl ErrorScopes {
     /// Stops catching; the first error caught becomes [`Error::GpuLost`] naming `what`.
     pub async fn finish(self, what: &str) -> Result<()> {
         let v = self.validation.pop().await;
         let o = self.oom.pop().await;
         match v.or(o) {
-            Some(e) => Err(Error::GpuLost(format!("{what}: {e}"))),
+            Some(e) => Err(Error::GpuLost(format!("{what}: {}", describe(&e)))),
             None => Ok(()),
         }
+    }
+}
+
+/// A wgpu error in words: its description (wgpu's own `Display` says only "Validation Error").
+fn describe(e: &wgpu::Error) -> String {
+    match e {
+        wgpu::Error::Validation { description, .. } | wgpu::Error::Internal { description, .. } => {
+            description.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+        }
+        wgpu::Error::OutOfMemory { .. } => "out of GPU memory".to_string(),
     }
 }

@@ -20,7 +20,7 @@ use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp};
+use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -128,9 +128,9 @@ struct Op {
 }
 
 impl Op {
-    /// The same dispatch for every kind of step.
-    fn same(d: Dispatch) -> Op {
-        Op::by_tokens(vec![d.clone()], vec![d])
+    /// The same dispatches for every kind of step.
+    fn same(d: Vec<Dispatch>) -> Op {
+        Op::by_tokens(d.clone(), d)
     }
 
     /// A linear layer: matvec for one token (decode), matmul for many (prefill).
@@ -171,6 +171,15 @@ impl Lowered {
             &self.long
         }
     }
+}
+
+/// The embedding table or an LM head of its own, in as many row bands as the adapter's
+/// largest binding needs (one, unless the vocabulary is large and the binding small).
+fn banded(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<RowBands> {
+    let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+    let m = RowBands::upload(ctx, &repack(t)?, rows as u32, cols as u32)?;
+    *gpu_bytes += m.bytes();
+    Ok(m)
 }
 
 fn matrix(ctx: &GpuContext, t: &QTensor, gpu_bytes: &mut u64) -> Result<GpuMatrix> {
@@ -275,9 +284,18 @@ impl GpuBackend {
         // bind groups that reference them.
         let mut ops = Vec::new();
         let mut layer_ends = Vec::new();
-        let embd = matrix(&ctx, &weights.token_embd, &mut weight_bytes)?;
-        ops.push(Op::same(k.embedding(&ctx, &embd, Bind(&x, 0, None), &step, &tokens)?)); // x = E[tokens]
-        for l in weights.layers {
+        let Weights { token_embd, output_norm, output, layers, .. } = weights;
+        let embd = banded(&ctx, &token_embd, &mut weight_bytes)?;
+        // Uploaded: the file's copy goes now, before the blocks are read.
+        drop(token_embd);
+        let lookups = embd
+            .bands
+            .iter()
+            .map(|(first, m)| k.embedding(&ctx, m, *first, Bind(&x, 0, None), &step, &tokens))
+            .collect::<Result<Vec<_>>>()?;
+        ops.push(Op::same(lookups)); // x = E[tokens], a dispatch per band
+        for l in layers {
+            let l = l?;
             let attn_norm = ctx.storage("attn_norm", &l.attn_norm);
             let ffn_norm = ctx.storage("ffn_norm", &l.ffn_norm);
             // Q, K and V stacked into one matrix, gate and up interleaved into another: one
@@ -350,19 +368,32 @@ impl GpuBackend {
         }
         // The LM head on the step's last token only, its final norm inside. Tied embeddings
         // (no output.weight): one table serves the lookup and the LM head.
-        let out_norm = ctx.storage("output_norm", &weights.output_norm);
-        let head = match &weights.output {
-            Some(w) => Some(matrix(&ctx, w, &mut weight_bytes)?),
+        let out_norm = ctx.storage("output_norm", &output_norm);
+        let head = match output {
+            Some(w) => Some(banded(&ctx, &w, &mut weight_bytes)?),
             None => None,
         };
-        let head_op = |last_token| LinearOp {
-            last_token,
-            norm: Some((&out_norm, eps)),
-            ..LinearOp::new(head.as_ref().unwrap_or(&embd), &x, Bind(&logits, 0, None))
+        let head = head.as_ref().unwrap_or(&embd);
+        // A dispatch per band of the head, each writing its rows of the logits.
+        let head_ops = |verify: bool| -> Result<Vec<Dispatch>> {
+            let band = |(first, m): &(u32, GpuMatrix)| {
+                let op = LinearOp {
+                    last_token: !verify,
+                    norm: Some((&out_norm, eps)),
+                    y_stride: Some(head.rows),
+                    ..LinearOp::new(m, &x, Bind(&logits, u64::from(*first) * 4, None))
+                };
+                if verify {
+                    k.matmul(&ctx, &op, &step)
+                } else {
+                    k.matvec(&ctx, &op, &step)
+                }
+            };
+            head.bands.iter().map(band).collect()
         };
         // Verify: the LM head on every token of the step, into logits rows 0.. .
-        let verify_head = Op::same(k.matmul(&ctx, &head_op(false), &step)?);
-        ops.push(Op::same(k.matvec(&ctx, &head_op(true), &step)?));
+        let verify_head = Op::same(head_ops(true)?);
+        ops.push(Op::same(head_ops(false)?));
         gpu_bytes += weight_bytes;
         let all: Vec<&Op> = ops.iter().collect();
         let (decode, prefill) = (Lowered::new(&all, false), Lowered::new(&all, true));

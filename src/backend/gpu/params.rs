@@ -52,6 +52,15 @@ uniform_struct! {
         n_kv_heads: u32,
         /// Dimensions per head (likewise).
         head_dim: u32,
+        /// MATMUL: elements from one token's outputs to the next in y (`rows`, or the whole
+        /// LM head's rows when this matrix is one band of it).
+        y_stride: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
     }
 }
 
@@ -60,12 +69,12 @@ uniform_struct! {
     EmbeddingParams as "Params" {
         /// Columns of the table (the model's dim).
         dim: u32,
+        /// The token id of the table's first row (a band of a larger table; 0 otherwise).
+        first_row: u32,
+        /// Rows of the table: tokens outside `first_row ..` that many are left to other bands.
+        rows: u32,
         /// Padding to 16 bytes.
         _pad0: u32,
-        /// Padding to 16 bytes.
-        _pad2: u32,
-        /// Padding to 16 bytes.
-        _pad1: u32,
     }
 }
 

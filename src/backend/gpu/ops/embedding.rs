@@ -15,10 +15,19 @@ pub fn source(format: WeightFormat) -> ShaderSource {
 }
 
 impl Kernels {
-    /// `x[b] = table[tokens[b]]` for the step's tokens, dequantized: the embedding lookup
-    /// from a matvec-layout table.
-    pub fn embedding(&self, ctx: &GpuContext, table: &GpuMatrix, x: Bind, step: &wgpu::Buffer, tokens: &wgpu::Buffer) -> Result<Dispatch> {
-        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, ..Default::default() }]);
+    /// `x[b] = table[tokens[b] - first_row]` for the step's tokens in the table's rows,
+    /// dequantized: the embedding lookup from a matvec-layout table, or from one band of it
+    /// (`first_row` the band's first token id; 0 for a whole table).
+    pub fn embedding(
+        &self,
+        ctx: &GpuContext,
+        table: &GpuMatrix,
+        first_row: u32,
+        x: Bind,
+        step: &wgpu::Buffer,
+        tokens: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
+        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, first_row, rows: table.rows, ..Default::default() }]);
         let mut binds = vec![("params", whole(&params))];
         binds.extend(table.binds());
         binds.extend([("x", x), ("step", whole(step)), ("tokens", whole(tokens))]);

@@ -212,6 +212,10 @@ pub struct LinearOp<'a> {
     /// Decode only: the input is every head's attention for the queries in `x` over the cache
     /// (positions 0 ..= the step's, at most [`ATTENTION_CHUNK`]), computed in the kernel.
     pub attention: Option<AttentionInput<'a>>,
+    /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
+    /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
+    /// the matrix's rows.
+    pub y_stride: Option<u32>,
 }
 
 /// The ROPE_KV epilogue's operands (see [`LinearOp::rope_kv`]).
@@ -239,7 +243,7 @@ pub struct AttentionInput<'a> {
 impl<'a> LinearOp<'a> {
     /// A plain `y = W x`.
     pub fn new(w: &'a GpuMatrix, x: &'a wgpu::Buffer, y: Bind<'a>) -> Self {
-        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false, rope_kv: None, attention: None }
+        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false, rope_kv: None, attention: None, y_stride: None }
     }
 }
 
@@ -291,6 +295,8 @@ impl Kernels {
             n_heads,
             n_kv_heads,
             head_dim,
+            y_stride: op.y_stride.unwrap_or(w.rows),
+            ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
         let groups = w.rows.div_ceil(WORKGROUP / threads_per_row);
@@ -374,6 +380,14 @@ pub struct GpuMatrix {
 impl GpuMatrix {
     /// Uploads a repacked matrix of `rows` x `cols`.
     pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Result<Self> {
+        let limit = ctx.info.max_storage_buffer_binding_size;
+        let largest = w.a.len().max(w.b.len()) as u64 * 4;
+        if largest > limit {
+            return Err(Error::Backend(format!(
+                "a {rows} x {cols} {:?} matrix takes {largest} bytes, more than this adapter binds at once ({limit})",
+                w.format
+            )));
+        }
         let block = w.format.block();
         if !cols.is_multiple_of(block) {
             return Err(Error::Backend(format!(
@@ -400,5 +414,54 @@ impl GpuMatrix {
     /// Bytes of weight data the kernel reads per use.
     pub fn bytes(&self) -> u64 {
         self.a.size() + self.b.as_ref().map_or(0, |b| b.size())
+    }
+}
+
+/// A matrix too large for one storage binding (a large vocabulary's embedding and LM head on
+/// an adapter that binds 128 MiB at once, WebGPU's default), split into bands of whole rows,
+/// each its own buffers and dispatch. A band's outputs are bound at its first row, so every
+/// band but the last has a multiple of the adapter's offset alignment (in f32 rows) of rows.
+pub struct RowBands {
+    /// Each band with the index of its first row.
+    pub bands: Vec<(u32, GpuMatrix)>,
+    /// Rows of the whole matrix.
+    pub rows: u32,
+}
+
+impl RowBands {
+    /// Uploads a repacked `rows` x `cols` matrix in as few bands as the adapter's largest
+    /// binding allows (one when it fits).
+    pub fn upload(ctx: &GpuContext, w: &Repacked, rows: u32, cols: u32) -> Result<Self> {
+        let n = rows as usize;
+        if n == 0 || !w.a.len().is_multiple_of(n) || !w.b.len().is_multiple_of(n) {
+            return Err(Error::Backend(format!("a {rows}-row matrix of {} and {} words is not whole rows", w.a.len(), w.b.len())));
+        }
+        let (a_row, b_row) = (w.a.len() / n, w.b.len() / n);
+        let row_bytes = a_row.max(b_row) as u64 * 4;
+        let align = u64::from(ctx.device.limits().min_storage_buffer_offset_alignment / 4).max(1);
+        let fit = ctx.info.max_storage_buffer_binding_size / row_bytes.max(1);
+        let per_band = if fit >= n as u64 { n } else { (fit / align * align) as usize };
+        if per_band == 0 {
+            return Err(Error::Backend(format!(
+                "one row of a {rows} x {cols} {:?} matrix takes {row_bytes} bytes: {align} of them are more than this adapter binds at once ({})",
+                w.format, ctx.info.max_storage_buffer_binding_size
+            )));
+        }
+        if per_band == n {
+            return Ok(RowBands { bands: vec![(0, GpuMatrix::upload(ctx, w, rows, cols)?)], rows });
+        }
+        let mut bands = Vec::new();
+        for first in (0..n).step_by(per_band) {
+            let last = (first + per_band).min(n);
+            let part =
+                Repacked { format: w.format, a: w.a[first * a_row..last * a_row].to_vec(), b: w.b[first * b_row..last * b_row].to_vec() };
+            bands.push((first as u32, GpuMatrix::upload(ctx, &part, (last - first) as u32, cols)?));
+        }
+        Ok(RowBands { bands, rows })
+    }
+
+    /// Bytes of weight data the bands read per use.
+    pub fn bytes(&self) -> u64 {
+        self.bands.iter().map(|(_, m)| m.bytes()).sum()
     }
 }

@@ -9,5 +9,5 @@ pub mod matrix;
 pub mod rope_kv;
 
 pub use attention::{attention_parts_len, Attention, AttentionKernel};
-pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
+pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

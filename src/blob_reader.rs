@@ -7,6 +7,7 @@
 use std::io::{Error, ErrorKind, Read, Result, Seek, SeekFrom};
 
 use js_sys::Uint8Array;
+use wasm_bindgen::JsCast;
 use web_sys::{Blob, FileReaderSync};
 
 /// Most bytes one read asks of the Blob (`read_exact` of a whole tensor loops over reads).
@@ -27,6 +28,18 @@ impl BlobReader {
         let reader = FileReaderSync::new().map_err(|e| js_error("cannot read the file here (FileReaderSync)", &e))?;
         let len = blob.size() as u64;
         Ok(BlobReader { blob, reader, len, pos: 0 })
+    }
+}
+
+/// Frees an ArrayBuffer's memory now rather than at the garbage collector's leisure: moving
+/// its contents out (`transfer(0)`, where the browser has it) detaches it and leaves an empty
+/// one. A load reads the whole file through such buffers; left to the collector they can add
+/// hundreds of MB to the tab's peak.
+fn release(buffer: &js_sys::ArrayBuffer) {
+    if let Ok(transfer) = js_sys::Reflect::get(buffer, &"transfer".into()) {
+        if let Some(transfer) = transfer.dyn_ref::<js_sys::Function>() {
+            let _ = transfer.call1(buffer, &0.into());
+        }
     }
 }
 
@@ -51,6 +64,7 @@ impl Read for BlobReader {
             return Err(Error::new(ErrorKind::UnexpectedEof, format!("the file gave {n} bytes of {} asked", end - self.pos)));
         }
         view.copy_to(&mut buf[..n]);
+        release(&bytes);
         self.pos = end;
         Ok(n)
     }

@@ -16,13 +16,14 @@ async function readWithProgress(response, phase, report) {
   const total = Number(response.headers.get('content-length')) || 0;
   if (!response.body) return response.blob();
   const reader = response.body.getReader();
-  /** @type {Uint8Array[]} */
+  /** @type {BlobPart[]} */
   const chunks = [];
   let done = 0;
   for (;;) {
     const { value, done: end } = await reader.read();
     if (end) break;
-    chunks.push(value);
+    // A fetched body's chunks are plain (never shared) buffers.
+    chunks.push(/** @type {Uint8Array<ArrayBuffer>} */ (value));
     done += value.length;
     report({ type: 'progress', phase, done, total });
   }

@@ -152,10 +152,6 @@ impl GpuContext {
             tail.resize(align, 0);
             self.queue.write_buffer(&buffer, whole as u64, &tail);
         }
-        if bytes.len() >= UPLOAD_PIECE {
-            // Natively the queue holds every pending write's staging copy until a submit.
-            self.queue.submit([]);
-        }
         buffer
     }
 
@@ -183,6 +179,22 @@ impl GpuContext {
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
         self.map_f32(&staging, len).await
+    }
+
+    /// Lets the uploads queued so far go before more are made: natively it waits for them
+    /// (freeing the queue's staging copies); in a browser it yields to the event loop, so
+    /// the page's WebGPU client sends them on and the garbage collector may run. Loading calls
+    /// it after each block, so a model's upload never piles up in memory.
+    pub async fn settle(&self) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.submit([]);
+        self.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+        let _ = rx.await;
+        self.check()
     }
 
     /// Maps a MAP_READ buffer after the work submitted so far and returns its first `floats`

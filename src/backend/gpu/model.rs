@@ -288,6 +288,7 @@ impl GpuBackend {
         let embd = banded(&ctx, &token_embd, &mut weight_bytes)?;
         // Uploaded: the file's copy goes now, before the blocks are read.
         drop(token_embd);
+        ctx.settle().await?;
         let lookups = embd
             .bands
             .iter()
@@ -365,6 +366,7 @@ impl GpuBackend {
             })?);
             ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&w_down, &hidden, Bind(&x, 0, None)) })?);
             layer_ends.push(ops.len());
+            ctx.settle().await?;
         }
         // The LM head on the step's last token only, its final norm inside. Tied embeddings
         // (no output.weight): one table serves the lookup and the LM head.

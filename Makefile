@@ -9,7 +9,7 @@ PORT ?= 8080
 
 BIG_MODEL := models/synthetic/llama-1b-shape.Q4_K_M.gguf
 
-.PHONY: setup model requantized big-model build www run test lint test-native test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
+.PHONY: setup model requantized big-model build www run test lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -49,7 +49,7 @@ $(TOKENIZER_FIXTURE): $(MODEL)
 $(MODEL):
 	scripts/fetch-model.sh
 
-test: setup model requantized lint test-native test-wasm test-wasm-relaxed test-types test-e2e
+test: setup model requantized lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e
 	@echo "make test: all tests passed"
 
 # Formatting and clippy, natively and for wasm32 (with and without relaxed SIMD), with warnings
@@ -108,9 +108,16 @@ bench-device: model www build
 soak: model www build
 	node tests/soak/soak.mjs
 
-# A million mutated GGUF files through the reader and the loader (make test runs 50,000).
+# Coverage-guided fuzzing of the GGUF reader and the page's header check (libFuzzer on the
+# stable toolchain, scripts/fuzz-coverage.sh; seeds tests/fixtures/gguf_hostile): 60 s here.
+test-fuzz: setup
+	scripts/fuzz-coverage.sh 60
+
+# Ten minutes of the coverage-guided fuzzer, then a million mutated GGUF files through the
+# reader and the loader (make test runs 60 s and 50,000).
 FUZZ_INPUTS ?= 1000000
 fuzz: setup
+	scripts/fuzz-coverage.sh 600
 	cargo run --release --example fuzz_gguf -- --inputs $(FUZZ_INPUTS)
 
 # Rewrite the hand-made hostile files kept in tests/fixtures/gguf_hostile/.

@@ -16,6 +16,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # with it for the relaxed-SIMD kernel tests (scripts/test-wasm-relaxed.sh).
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+# libfuzzer-sys compiles libFuzzer's C++ (make fuzz, and 60 s of it in make test).
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 # lavapipe: a CPU Vulkan driver, so the GPU kernels are tested on machines without a GPU.
 ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)

@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, SHOTS, start, waitLoaded, setSlider } from './harness.mjs';
+import { ROOT, SHOTS, openPage, waitLoaded, setSlider } from './harness.mjs';
 
 const FIXTURE = JSON.parse(readFileSync(join(ROOT, 'tests/fixtures/requantized.json'), 'utf8'));
 // tests/requantized.rs's tolerances: the fast CPU path rounds activations to 8 bits as
@@ -25,13 +25,7 @@ let env;
 let page;
 
 before(async () => {
-  env = await start();
-  const context = await env.browser.newContext({ viewport: { width: 1400, height: 1000 }, acceptDownloads: true });
-  page = await context.newPage();
-  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
-  await page.goto(env.base);
-  await waitLoaded(page);
-  await page.locator('details.more').evaluate((d) => { d.open = true; });
+  ({ env, page } = await openPage());
 });
 
 after(async () => { await env?.close(); });

@@ -63,22 +63,33 @@ for (const name of SHADERS) {
   });
 }
 
-// Runs a kernel on small inputs: buffers by binding number (uniforms as u32 words with
-// `uniform: true`; a `binding` field skips numbers), returns binding `out`'s contents as
-// floats. `groups` is [x, y, z].
+// Runs a kernel on small inputs: buffers by binding number (a `binding` field skips numbers),
+// storage as `f32` or `u32` arrays, uniforms as `fields` by name: laid out in the order the
+// shader's own struct declares them (the declaration src/backend/gpu/params.rs generates, so
+// the layout has one source), unnamed fields 0, f32 fields as their bits. Returns binding
+// `out`'s contents as floats. `groups` is [x, y, z].
 async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
   return page.evaluate(async ({ file, bindings, out, groups, constants }) => {
     const code = await (await fetch(`/shaders/${file}`)).text();
     const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
     const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
     const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants } });
-    const buffers = bindings.map((b) => {
-      const data = b.u32 ? new Uint32Array(b.u32) : new Float32Array(b.f32);
-      const buf = device.createBuffer({ size: Math.max(16, data.byteLength), usage: (b.uniform ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    const numbers = bindings.map((b, i) => (b.binding === undefined ? i : b.binding));
+    // A uniform's words from its fields, in the order of the struct the shader declares for it.
+    const uniformWords = (binding, fields) => {
+      const type = code.match(new RegExp(`@binding\\(${binding}\\) var<uniform> \\w+: (\\w+);`))[1];
+      const body = code.match(new RegExp(`struct ${type} \\{([^}]*)\\}`))[1];
+      const declared = [...body.matchAll(/(\w+): (u32|f32)/g)].map((m) => [m[1], m[2]]);
+      const unknown = Object.keys(fields).filter((f) => !declared.some(([name]) => name === f));
+      if (unknown.length) throw new Error(`${type} has no field ${unknown.join(', ')}`);
+      return declared.map(([name, ty]) => (ty === 'f32' ? new Uint32Array(new Float32Array([fields[name] || 0]).buffer)[0] : fields[name] || 0));
+    };
+    const buffers = bindings.map((b, i) => {
+      const data = b.fields ? new Uint32Array(uniformWords(numbers[i], b.fields)) : b.u32 ? new Uint32Array(b.u32) : new Float32Array(b.f32);
+      const buf = device.createBuffer({ size: Math.max(16, data.byteLength), usage: (b.fields ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
       device.queue.writeBuffer(buf, 0, data);
       return buf;
     });
-    const numbers = bindings.map((b, i) => (b.binding === undefined ? i : b.binding));
     const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: buffers.map((buffer, i) => ({ binding: numbers[i], resource: { buffer } })) });
     const at = numbers.indexOf(out);
     const size = buffers[at].size;
@@ -107,8 +118,10 @@ const COLS = 40;
 const W = Array.from({ length: ROWS * COLS }, (_, i) => Math.sin(i * 0.37));
 const X = (tokens) => Array.from({ length: tokens * COLS }, (_, i) => Math.cos(i * 0.11));
 const dot = (r, x, b) => W.slice(r * COLS, (r + 1) * COLS).reduce((a, w, c) => a + w * x[b * COLS + c], 0);
-// The matrix kernels' uniform: rows, cols, accumulate, last_token, eps (as f32 bits), padding.
-const matrixParams = (rows, accumulate, eps = 0) => ({ u32: [rows, COLS, accumulate, 0, new Uint32Array(new Float32Array([eps]).buffer)[0], 0, 0, 0], uniform: true });
+// The matrix kernels' uniform.
+const matrixParams = (rows, accumulate, eps = 0) => ({ fields: { rows, cols: COLS, accumulate, eps, y_stride: rows } });
+// The per-step uniform.
+const step = (pos, n) => ({ fields: { pos, n_tokens: n }, binding: 5 });
 const GAIN = Array.from({ length: COLS }, (_, i) => 0.5 + i / COLS);
 // Each token's input row RMSNorm-ed (eps 1e-5) with GAIN.
 const normed = (x, tokens) => Array.from({ length: tokens }, (_, b) => {
@@ -121,7 +134,7 @@ for (const file of ['matvec_f32.wgsl', 'matvec_f32_subgroup.wgsl']) test(`${file
   const x = X(1);
   const prior = new Array(ROWS).fill(0.5);
   const params = matrixParams(ROWS, 1); // accumulate into y
-  const got = await runKernel(file, [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, { u32: [2, 1, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const got = await runKernel(file, [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, step(2, 1)], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
   close(got, Array.from({ length: ROWS }, (_, r) => 0.5 + dot(r, x, 0)), 1e-5, 'matvec');
 });
 
@@ -129,7 +142,7 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
   const n = 5;
   const x = X(n);
   const params = matrixParams(ROWS, 0);
-  const got = await runKernel('matmul_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: new Array(n * ROWS).fill(0), binding: 4 }, { u32: [0, n, 0, 0], uniform: true, binding: 5 }], 4, [Math.ceil(ROWS / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
+  const got = await runKernel('matmul_f32.wgsl', [params, { f32: W }, { f32: x, binding: 3 }, { f32: new Array(n * ROWS).fill(0), binding: 4 }, step(0, n)], 4, [Math.ceil(ROWS / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
   const want = [];
   for (let b = 0; b < n; b++) for (let r = 0; r < ROWS; r++) want.push(dot(r, x, b));
   close(got, want, 1e-5, 'matmul');
@@ -137,7 +150,7 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
 
 for (const file of ['matvec_f32_norm.wgsl', 'matvec_f32_norm_subgroup.wgsl']) test(`${file} runs a small case in Chromium (the RMSNorm prologue, 8 rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
-  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, { u32: [0, 1, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
   const xn = normed(x, 1);
   close(got, Array.from({ length: ROWS }, (_, r) => dot(r, xn, 0)), 1e-5, 'normed matvec');
 });
@@ -146,7 +159,7 @@ test('matmul_f32_norm_glu.wgsl runs a small case in Chromium (the RMSNorm prolog
   const n = 5;
   const rows = ROWS - 1; // 9 gate/up row pairs
   const x = X(n).map((v) => v * 300);
-  const got = await runKernel('matmul_f32_norm_glu.wgsl', [matrixParams(rows, 0, 1e-5), { f32: W.slice(0, rows * COLS) }, { f32: x, binding: 3 }, { f32: new Array(n * rows / 2).fill(0), binding: 4 }, { u32: [0, n, 0, 0], uniform: true, binding: 5 }, { f32: GAIN, binding: 6 }], 4, [Math.ceil(rows / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
+  const got = await runKernel('matmul_f32_norm_glu.wgsl', [matrixParams(rows, 0, 1e-5), { f32: W.slice(0, rows * COLS) }, { f32: x, binding: 3 }, { f32: new Array(n * rows / 2).fill(0), binding: 4 }, step(0, n), { f32: GAIN, binding: 6 }], 4, [Math.ceil(rows / 64), Math.ceil(n / 4), 1], { WG: 64, TPR: 1 });
   const xn = normed(x, n);
   const want = [];
   for (let b = 0; b < n; b++) {
@@ -161,10 +174,10 @@ test('matmul_f32_norm_glu.wgsl runs a small case in Chromium (the RMSNorm prolog
 test('embedding_f32.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
   const ids = [4, 0, 18];
   const bindings = [
-    { u32: [COLS, 0, 0, 0], uniform: true, binding: 0 },
+    { fields: { dim: COLS, first_row: 0, rows: ROWS }, binding: 0 },
     { f32: W, binding: 1 },
     { f32: new Array(ids.length * COLS).fill(0), binding: 3 },
-    { u32: [7, ids.length, 0, 0], uniform: true, binding: 4 },
+    { fields: { pos: 7, n_tokens: ids.length }, binding: 4 },
     { u32: ids, binding: 5 },
   ];
   const got = await runKernel('embedding_f32.wgsl', bindings, 3, [Math.ceil(COLS / 64), ids.length, 1]);
@@ -191,10 +204,10 @@ for (const variant of ['', '_subgroup', '_kv_f16', '_subgroup_kv_f16']) test(`at
   const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.cos(i * 0.13)) / 64);
   const values = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.sin(i * 0.29)) / 64);
   const [k, v] = [cacheBinding(keys, f16), cacheBinding(values, f16)];
-  const params = { u32: [heads, kvHeads, hd, chunks], uniform: true };
-  const step = { u32: [pos, n, 0, 0], uniform: true };
-  const parts = await runKernel(`attention_partial${variant}.wgsl`, [params, { f32: q }, k, v, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, step], 4, [heads, chunks, n]);
-  const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, step], 2, [heads, n, 1]);
+  const params = { fields: { n_heads: heads, n_kv_heads: kvHeads, head_dim: hd, n_chunks: chunks } };
+  const stepFields = { fields: { pos, n_tokens: n } };
+  const parts = await runKernel(`attention_partial${variant}.wgsl`, [params, { f32: q }, k, v, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, stepFields], 4, [heads, chunks, n]);
+  const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, stepFields], 2, [heads, n, 1]);
   // Token b's output for every head: softmax(q . k_j / sqrt(hd)) over positions 0..=p, times V.
   const reference = (b, p) => Array.from({ length: heads }, (_, h) => {
     const kv = Math.floor(h / (heads / kvHeads)) * hd;
@@ -212,7 +225,7 @@ for (const variant of ['', '_subgroup', '_kv_f16', '_subgroup_kv_f16']) test(`at
   const want = Array.from({ length: n }, (_, b) => reference(b, pos + b)).flat();
   close(out, want, 1e-5, 'attention');
   // The one-dispatch form, for the first of those tokens alone at position 200 (one chunk).
-  const single = await runKernel(`attention_single${variant}.wgsl`, [params, { f32: q.slice(0, heads * hd) }, k, v, { f32: new Array(heads * hd).fill(0) }, { u32: [200, 1, 0, 0], uniform: true }], 4, [heads, 1, 1]);
+  const single = await runKernel(`attention_single${variant}.wgsl`, [params, { f32: q.slice(0, heads * hd) }, k, v, { f32: new Array(heads * hd).fill(0) }, { fields: { pos: 200, n_tokens: 1 } }], 4, [heads, 1, 1]);
   const wantSingle = reference(0, 200);
   close(single, wantSingle, 1e-5, 'one-dispatch attention');
 });
@@ -224,9 +237,9 @@ test('rope_kv.wgsl runs a small case in Chromium (2 tokens: q rotated, K rotated
   const qkv = Array.from({ length: n * width }, (_, i) => Math.sin(i + 1));
   const table = [];
   for (let p = 0; p < ctx; p++) for (let i = 0; i < hd / 2; i++) { const t = p * 10000 ** (-2 * i / hd); table.push(Math.cos(t), Math.sin(t)); }
-  const params = { u32: [heads, kvHeads, hd, 0], uniform: true };
-  const step = { u32: [pos, n, 0, 0], uniform: true };
-  const binds = (q, k, v) => [params, { f32: qkv }, { f32: q }, { f32: k }, { f32: v }, { f32: table }, step];
+  const params = { fields: { n_heads: heads, n_kv_heads: kvHeads, head_dim: hd } };
+  const stepFields = { fields: { pos, n_tokens: n } };
+  const binds = (q, k, v) => [params, { f32: qkv }, { f32: q }, { f32: k }, { f32: v }, { f32: table }, stepFields];
   const zeros = (len) => new Array(len).fill(0);
   const groups = [Math.ceil(width / 2 / 64), n, 1];
   const q = await runKernel('rope_kv.wgsl', binds(zeros(n * qd), zeros(ctx * kv), zeros(ctx * kv)), 2, groups);

@@ -139,6 +139,15 @@ fn check_exact_repack(
         let dense = q.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("dequantize");
         let m = build(&q.data().expect("blocks"), rows, cols);
         assert_eq!((m.rows(), m.cols(), m.bytes()), (rows, cols, rows * cols / 32 * bytes_per_block));
+        // Each row read back on its own (a tied embedding's lookup) is candle's row.
+        let mut row_out = vec![SENTINEL; cols + 1];
+        for r in 0..rows {
+            m.dequantize_row(r, &mut row_out[..cols]);
+            let row = &dense[r * cols..(r + 1) * cols];
+            let largest = row.iter().fold(0f32, |a, v| a.max(v.abs()));
+            assert!(row_out.iter().zip(row).all(|(g, w)| (g - w).abs() <= 1e-6 * largest), "{dtype:?} [{rows}, {cols}]: row {r} read back");
+            assert_eq!(row_out[cols], SENTINEL, "{dtype:?}: a row read back writes nothing past it");
+        }
         let identity: Vec<f32> = (0..cols * cols).map(|i| if i / cols == i % cols { 127.0 } else { 0.0 }).collect();
         let x = random(&mut rng, 5 * cols);
         for kernel in DotKernel::available() {

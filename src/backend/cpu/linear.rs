@@ -183,6 +183,17 @@ impl Linear {
         }
     }
 
+    /// Row `r`'s weights into `out` (`[cols]`), where this form keeps them row by row
+    /// (repacked or dense); `false` for candle's matmul, which is read whole.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) -> bool {
+        match self {
+            Linear::Packed(m) => m.dequantize_row(r, out),
+            Linear::Dense { w, cols, .. } => out.copy_from_slice(&w[r * cols..(r + 1) * cols]),
+            Linear::Quantized { .. } => return false,
+        }
+        true
+    }
+
     /// Bytes of weight data this matrix reads per use.
     pub fn bytes(&self) -> usize {
         match self {

@@ -47,11 +47,20 @@ struct Block {
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
 pub const DEFAULT_CONTEXT: usize = 8192;
 
+/// Where the embedding's rows are read from.
+enum Embedding {
+    /// The table as the file stores it (an LM head of its own, or candle's matmul's head).
+    Table(Arc<QTensor>),
+    /// The tied LM head's own rows: the table is not kept a second time (for a 128k-token
+    /// vocabulary, 215 MB saved).
+    LmHead,
+}
+
 /// The model on the CPU with its KV cache.
 pub struct CpuBackend {
     cfg: Config,
     precision: CpuPrecision,
-    token_embd: Arc<QTensor>,
+    embedding: Embedding,
     blocks: Vec<Block>,
     output_norm: Vec<f32>,
     lm_head: Linear,
@@ -66,9 +75,20 @@ impl CpuBackend {
         let capacity = super::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
         let token_embd = Arc::new(weights.token_embd);
-        let lm_head = match weights.output {
-            Some(out) => lin(out)?,
-            None => Linear::new(token_embd.clone(), precision)?,
+        let (lm_head, embedding) = match weights.output {
+            Some(out) => (lin(out)?, Embedding::Table(token_embd)),
+            None => {
+                let head = Linear::new(token_embd.clone(), precision)?;
+                let rows_kept = head.dequantize_row(0, &mut vec![0.0; cfg.dim]);
+                if rows_kept {
+                    // The file's copy goes now, before the blocks are repacked: in wasm the
+                    // memory's high-water mark is what stays.
+                    drop(token_embd);
+                    (head, Embedding::LmHead)
+                } else {
+                    (head, Embedding::Table(token_embd))
+                }
+            }
         };
         let mut blocks = Vec::with_capacity(weights.layers.len());
         for l in weights.layers {
@@ -90,7 +110,7 @@ impl CpuBackend {
         Ok(CpuBackend {
             cfg: cfg.clone(),
             precision,
-            token_embd,
+            embedding,
             blocks,
             output_norm: weights.output_norm,
             lm_head,
@@ -99,13 +119,27 @@ impl CpuBackend {
         })
     }
 
-    /// Embedding rows of `tokens`, `[n, dim]`, dequantized exactly.
+    /// Embedding rows of `tokens`, `[n, dim]`: dequantized exactly from the table, or read
+    /// from the tied LM head's rows (exact on the exact path; on the fast path the repacked
+    /// blocks' weights, equal to the table's within f32 rounding of their scales).
     fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
-        let ids = Tensor::from_slice(tokens, tokens.len(), &Device::Cpu).map_err(Error::backend)?;
-        self.token_embd.embedding(&ids).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).map_err(Error::backend)
+        match &self.embedding {
+            Embedding::Table(table) => {
+                let ids = Tensor::from_slice(tokens, tokens.len(), &Device::Cpu).map_err(Error::backend)?;
+                table.embedding(&ids).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).map_err(Error::backend)
+            }
+            Embedding::LmHead => {
+                let dim = self.cfg.dim;
+                let mut out = vec![0.0; tokens.len() * dim];
+                for (row, &t) in out.chunks_exact_mut(dim).zip(tokens) {
+                    self.lm_head.dequantize_row(t as usize, row);
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// Runs `tokens` at positions `position()..` through the first `layers` blocks, appends

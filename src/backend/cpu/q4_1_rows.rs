@@ -163,6 +163,21 @@ impl Q4_1Rows {
     }
 
     /// Row `r`'s nibbles, fifth bits (empty for 4-bit formats) and (scale, offset) pairs.
+    /// Row `r`'s weights, `[cols]`: `d * q + m`, `q` with its fifth bit where the format has one.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (q, high, dm) = self.row(r);
+        for (b, block) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let (d, m) = (dm[2 * b], dm[2 * b + 1]);
+            let fifth = high.get(b).copied().unwrap_or(0);
+            for (j, o) in block.iter_mut().enumerate() {
+                let byte = q[b * BLOCK / 2 + j % 16];
+                let nibble = if j < 16 { byte & 0xF } else { byte >> 4 };
+                let value = u32::from(nibble) + 16 * ((fifth >> j) & 1);
+                *o = d * value as f32 + m;
+            }
+        }
+    }
+
     fn row(&self, r: usize) -> NibbleRow<'_> {
         let blocks = self.cols / BLOCK;
         let high = if self.high.is_empty() { &[][..] } else { &self.high[r * blocks..(r + 1) * blocks] };

@@ -101,6 +101,15 @@ impl Q8_0Rows {
         Ok(Q8_0Rows { q, sub, d, rows, cols })
     }
 
+    /// Row `r`'s weights, `[cols]`: `d * q`, or `d * sc * q` with the half's scale.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let (q, sub, d) = self.row(r);
+        for (i, (o, &v)) in out.iter_mut().zip(q).enumerate() {
+            let scale = if sub.is_empty() { d[i / BLOCK] } else { d[i / BLOCK] * f32::from(sub[i / 16]) };
+            *o = scale * f32::from(v);
+        }
+    }
+
     /// Row `r`'s integers, halves' scales (empty but for Q6_K) and block scales.
     fn row(&self, r: usize) -> ByteRow<'_> {
         let blocks = self.cols / BLOCK;

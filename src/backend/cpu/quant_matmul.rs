@@ -68,6 +68,15 @@ pub enum QuantMatrix {
 }
 
 impl QuantMatrix {
+    /// Row `r`'s weights dequantized into `out` (`[cols]`): the embedding lookup from a tied
+    /// LM head, so the table is not kept a second time.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        match self {
+            QuantMatrix::Q8_0(m) => m.dequantize_row(r, out),
+            QuantMatrix::Q4_1(m) => m.dequantize_row(r, out),
+        }
+    }
+
     /// Output features.
     pub fn rows(&self) -> usize {
         match self {

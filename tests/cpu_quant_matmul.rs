@@ -7,7 +7,9 @@
 //! agree to float summation order: within 1e-5 of sum |w x| per output; the repacked types are
 //! held to candle's dequantized weights. Every dot-product kernel the build has is checked
 //! (natively AVX2 and the portable loops; in wasm relaxed SIMD, SIMD128 and the portable
-//! loops).
+//! loops). Float weights (F32, F16, BF16) are held to the exact product of candle's dequantized
+//! weights, their stored values drawn from the type's bit patterns (subnormals, zeros of both signs, F16's
+//! largest values; no infinities or NaNs).
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -16,7 +18,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokenscope::backend::cpu::quant_matmul::{DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix};
+use tokenscope::backend::cpu::quant_matmul::{DotKernel, FloatRows, Q4_1Rows, Q8_0Rows, QuantMatrix};
 
 const SENTINEL: f32 = -12345.5;
 
@@ -194,6 +196,100 @@ fn check_format(dtype: GgmlDType, repacked_bytes_per_block: usize, repack: fn(&[
     let partial = if weights == 256 { 96 } else { 40 };
     assert!(repack(&vec![0; bytes], 1, partial).is_err(), "{dtype:?}: a row of part of a block refused");
     assert!(repack(&vec![0; 2 * bytes - 1], 2, weights).is_err(), "{dtype:?}: a truncated block refused");
+}
+
+/// A random 16-bit pattern that `keep` accepts.
+fn bits(rng: &mut ChaCha8Rng, keep: impl Fn(u16) -> bool) -> u16 {
+    loop {
+        let b = rng.random::<u16>();
+        if keep(b) {
+            return b;
+        }
+    }
+}
+
+/// Float weights of `dtype` from random bit patterns (no infinity or NaN: exponent not all ones;
+/// BF16's below 2^64), as candle stores them.
+fn float_weights(rng: &mut ChaCha8Rng, rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
+    let w: Vec<f32> = (0..rows * cols)
+        .map(|_| match dtype {
+            GgmlDType::F32 => rng.random_range(-4.0f32..4.0),
+            GgmlDType::F16 => half::f16::from_bits(bits(rng, |b| b & 0x7c00 != 0x7c00)).to_f32(),
+            // Exponents up to 2^64, so a row's f32 sums stay finite.
+            GgmlDType::BF16 => half::bf16::from_bits(bits(rng, |b| (b >> 7) & 0xff < 0xc0)).to_f32(),
+            other => panic!("{other:?} is no float type"),
+        })
+        .collect();
+    candle_weights(&w, rows, cols, dtype)
+}
+
+/// A float type's `QuantMatrix` against the exact product (f64 sums) of candle's dequantized
+/// weights with unrounded inputs, on every kernel, odd shapes, decode and prefill token counts
+/// and sentinels past the output: within 1e-5 of sum |w x| per output (f32 summation order).
+fn check_float(dtype: GgmlDType, build: fn(&[u8], usize, usize) -> tokenscope::Result<FloatRows>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let bytes = if dtype == GgmlDType::F32 { 4 } else { 2 };
+    for (rows, cols, n) in [(37, 96, 1), (37, 96, 3), (53, 160, 11), (7, 32, 9), (101, 576, 17), (1, 64, 1), (579, 192, 1), (4099, 256, 1)]
+    {
+        let q = float_weights(&mut rng, rows, cols, dtype);
+        let w = q.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("dequantize");
+        let m = QuantMatrix::Float(build(&q.data().expect("bytes"), rows, cols).expect("float rows"));
+        assert_eq!((m.rows(), m.cols(), m.bytes()), (rows, cols, rows * cols * bytes));
+        let mut row_out = vec![SENTINEL; cols + 1];
+        m.dequantize_row(rows / 2, &mut row_out[..cols]);
+        assert_eq!(&row_out[..cols], &w[rows / 2 * cols..(rows / 2 + 1) * cols], "{dtype:?}: a row read back is candle's, exactly");
+        assert_eq!(row_out[cols], SENTINEL);
+        let x = random(&mut rng, n * cols);
+        for kernel in DotKernel::available() {
+            let at = format!("{dtype:?} [{rows}, {cols}] x {n} on {}", kernel.name());
+            let mut out = vec![SENTINEL; n * rows + 9];
+            m.forward_with(kernel, &x, n, &mut out).expect("forward");
+            assert!(out[n * rows..].iter().all(|&v| v == SENTINEL), "{at}: written past the output");
+            for t in 0..n {
+                let xt = &x[t * cols..(t + 1) * cols];
+                for r in 0..rows {
+                    let wr = &w[r * cols..(r + 1) * cols];
+                    let want: f64 = wr.iter().zip(xt).map(|(&w, &x)| f64::from(w) * f64::from(x)).sum();
+                    let scale: f64 = wr.iter().zip(xt).map(|(&w, &x)| (f64::from(w) * f64::from(x)).abs()).sum();
+                    let got = f64::from(out[t * rows + r]);
+                    assert!((got - want).abs() <= 1e-5 * scale, "{at}: token {t} row {r}: {got} vs exact {want} (sum |w x| {scale})");
+                }
+            }
+        }
+    }
+    assert!(build(&vec![0; 40 * bytes], 1, 40).is_err(), "{dtype:?}: a row of part of a block refused");
+    assert!(build(&vec![0; 64 * bytes - 1], 2, 32).is_err(), "{dtype:?}: a truncated matrix refused");
+}
+
+#[test]
+fn f32_weights_match_the_exact_product_on_every_kernel() {
+    check_float(GgmlDType::F32, FloatRows::from_f32);
+}
+
+#[test]
+fn f16_weights_match_the_exact_product_on_every_kernel() {
+    check_float(GgmlDType::F16, FloatRows::from_f16);
+}
+
+#[test]
+fn bf16_weights_match_the_exact_product_on_every_kernel() {
+    check_float(GgmlDType::BF16, FloatRows::from_bf16);
+}
+
+/// An F16 matrix holding an infinity or NaN is kept as F32 (four bytes a weight), and its
+/// products carry them as the exact product would.
+#[test]
+fn f16_weights_with_an_infinity_are_widened_at_load() {
+    let mut bits = [0x3c00u16; 2 * 32]; // 1.0
+    bits[40] = 0x7c00; // +infinity in row 1
+    let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    let m = QuantMatrix::Float(FloatRows::from_f16(&bytes, 2, 32).expect("float rows"));
+    assert_eq!(m.bytes(), 2 * 32 * 4);
+    for kernel in DotKernel::available() {
+        let mut out = [SENTINEL; 3];
+        m.forward_with(kernel, &[0.5; 32], 1, &mut out).expect("forward");
+        assert_eq!(out, [16.0, f32::INFINITY, SENTINEL], "{}", kernel.name());
+    }
 }
 
 /// Q4_0 (4-bit weights, `d (q - 8)`) read as Q4_1 blocks with offset `-8 d`, exactly.

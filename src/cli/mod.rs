@@ -83,8 +83,8 @@ pub struct ModelArgs {
 /// The backends the CLI offers.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
-    /// The CPU with activations rounded to 8 bits like llama.cpp (fast): our SIMD kernels (AVX2;
-    /// candle's quantized matmul on CPUs without it).
+    /// The CPU with activations rounded to 8 bits like llama.cpp for quantized weights, f32 for
+    /// float ones (fast): our SIMD kernels (AVX2; candle's quantized matmul on CPUs without it).
     Cpu,
     /// The CPU with exactly dequantized f32 weights (the reference; slower).
     CpuExact,

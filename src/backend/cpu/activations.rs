@@ -5,6 +5,7 @@
 
 use half::f16;
 
+use super::dot_kernel::InputRows;
 use crate::error::{Error, Result};
 
 /// Elements per quantization block (Q8_0, Q8_1, Q4_1).
@@ -60,6 +61,22 @@ impl Activations {
         let blocks = self.cols / BLOCK;
         let b = t * blocks..(t + 1) * blocks;
         (&self.q[t * self.cols..(t + 1) * self.cols], &self.d[b.clone()], &self.s[b])
+    }
+}
+
+impl InputRows for Activations {
+    type Row<'a> = ActivationRow<'a>;
+
+    fn rows(&self) -> usize {
+        Activations::rows(self)
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn row(&self, t: usize) -> ActivationRow<'_> {
+        Activations::row(self, t)
     }
 }
 

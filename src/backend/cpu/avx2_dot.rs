@@ -21,9 +21,10 @@ use super::activations::{ActivationRow, BLOCK};
 use super::q4_1_rows::NibbleRow;
 use super::q8_0_rows::ByteRow;
 
-/// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library).
+/// Whether this CPU runs the AVX2 kernels (the answer is cached by the standard library):
+/// AVX2 and FMA, and F16C for F16 weights (every CPU with AVX2 has it).
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
 }
 
 /// The weight side of one format for [`by_fours`].
@@ -224,6 +225,67 @@ pub unsafe fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [Activa
             by_fours(&Q4_1Avx2::<R, false>(w), blocks, &x)
         }
     }
+}
+
+/// A float weight type's eight values widened exactly to f32.
+pub trait WidenAvx2: Copy {
+    /// The eight values at `p`, as f32.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; `p` points at eight readable values.
+    unsafe fn widen8(p: *const Self) -> __m256;
+}
+
+impl WidenAvx2 for f32 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn widen8(p: *const f32) -> __m256 {
+        // SAFETY: eight values at p (the caller's promise).
+        unsafe { _mm256_loadu_ps(p) }
+    }
+}
+
+impl WidenAvx2 for half::f16 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn widen8(p: *const half::f16) -> __m256 {
+        // SAFETY: eight 2-byte values at p (the caller's promise).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+}
+
+impl WidenAvx2 for half::bf16 {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn widen8(p: *const half::bf16) -> __m256 {
+        // SAFETY: eight 2-byte values at p (the caller's promise); a bf16 is an f32's top half.
+        unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())))) }
+    }
+}
+
+/// `out[t][r] = w[r] . x[t]` for float weights, eight columns at a time, each weight widened
+/// once for all `T` tokens.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; every row of `w` and `x` holds the same number of values, a
+/// multiple of 8.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn float<E: WidenAvx2, const R: usize, const T: usize>(w: [&[E]; R], x: [&[f32]; T]) -> [[f32; R]; T] {
+    let cols = x.first().map_or(0, |x| x.len());
+    let mut acc = [[_mm256_setzero_ps(); R]; T];
+    for c in (0..cols).step_by(8) {
+        // SAFETY: c + 8 <= cols in every row (the caller's promise).
+        unsafe {
+            let xs = x.map(|x| _mm256_loadu_ps(x.as_ptr().add(c)));
+            for (r, w) in w.iter().enumerate() {
+                let wv = E::widen8(w.as_ptr().add(c));
+                for (a, xv) in acc.iter_mut().zip(&xs) {
+                    a[r] = _mm256_fmadd_ps(wv, *xv, a[r]);
+                }
+            }
+        }
+    }
+    acc.map(|a| a.map(|v| horizontal_sum(v)))
 }
 
 /// The sum of a vector's eight lanes.

@@ -4,12 +4,11 @@
 //! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]), and [`RowDot`], what each
 //! weight format computes with them.
 
-use super::activations::ActivationRow;
-
-/// A set of block dot-product loops (Q8_0 and Q4_1 weights against 8-bit activations).
+/// A set of dot-product loops (Q8_0 and Q4_1 blocks against 8-bit activations, float weights
+/// widened against f32 inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DotKernel {
-    /// x86-64 AVX2 and FMA (`vpmaddubsw`/`vpmaddwd`), detected at run time.
+    /// x86-64 AVX2, FMA and F16C (`vpmaddubsw`/`vpmaddwd`, `vcvtph2ps`), detected at run time.
     Avx2,
     /// wasm relaxed SIMD: Q4_1 blocks through `i32x4.relaxed_dot_i8x16_i7x16_add_s` (the
     /// nibbles are the 7-bit operand), 16 products per instruction; Q8_0 as [`Self::Simd128`],
@@ -62,9 +61,27 @@ impl DotKernel {
     }
 }
 
+/// The input rows a weight format multiplies: 8-bit blocks
+/// ([`Activations`](super::activations::Activations)) for the quantized formats, f32
+/// ([`FloatInput`](super::float_rows::FloatInput)) for float weights.
+pub trait InputRows: Sync {
+    /// One row as the format's kernels read it.
+    type Row<'a>: Copy
+    where
+        Self: 'a;
+    /// Rows (tokens).
+    fn rows(&self) -> usize;
+    /// Input features per row.
+    fn cols(&self) -> usize;
+    /// Row `t`.
+    fn row(&self, t: usize) -> Self::Row<'_>;
+}
+
 /// A weight format's dot products: `R` consecutive weight rows starting at `first` with `T`
-/// activation rows, one f32 per (token, row).
+/// input rows, one f32 per (token, row).
 pub trait RowDot: Sync {
+    /// The input rows this format multiplies.
+    type Input: InputRows;
     /// Output features.
     fn rows(&self) -> usize;
     /// Input features.
@@ -72,5 +89,10 @@ pub trait RowDot: Sync {
     /// Bytes read per use of the whole matrix.
     fn bytes(&self) -> usize;
     /// `out[t][i] = w[first + i] . x[t]` on `kernel`; `first + R <= rows`.
-    fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T];
+    fn dot<const R: usize, const T: usize>(
+        &self,
+        kernel: DotKernel,
+        first: usize,
+        x: [<Self::Input as InputRows>::Row<'_>; T],
+    ) -> [[f32; R]; T];
 }

@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::quant_matmul::{Activations, DotKernel, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
+use super::quant_matmul::{Activations, DotKernel, FloatRows, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -18,9 +18,10 @@ pub enum CpuPrecision {
     Exact,
     /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
     /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1,
-    /// Q5_K, Q6_K and Q8_0 read as stored or repacked exactly, on the band pool's threads), candle's quantized
-    /// matmul for the other types and on other CPUs (Q4_1, Q5_0 and Q5_1 requantized to Q8_0
-    /// at load, since candle has SIMD dot products for Q8_0, not for them).
+    /// Q5_K, Q6_K and Q8_0 read as stored or repacked exactly; F32, F16 and BF16 as stored,
+    /// against f32 activations; on the band pool's threads), candle's quantized matmul on other
+    /// CPUs (Q4_1, Q5_0 and Q5_1 requantized to Q8_0 at load, since candle has SIMD dot
+    /// products for Q8_0, not for them).
     Fast,
 }
 
@@ -35,8 +36,8 @@ fn own_quant_matmul() -> bool {
 
 /// The weight types the fast path's own kernels read (exactly, as stored or repacked):
 /// Q4_0, Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0 and Q6_K as
-/// [`Q8_0Rows`] (and Q5_0 too in wasm, widened exactly). The others (F16, BF16, F32) go
-/// through candle's quantized matmul.
+/// [`Q8_0Rows`] (and Q5_0 too in wasm, widened exactly), F32, F16 and BF16 as [`FloatRows`]:
+/// every type a model loads.
 fn packs(t: GgmlDType) -> bool {
     matches!(
         t,
@@ -48,6 +49,9 @@ fn packs(t: GgmlDType) -> bool {
             | GgmlDType::Q5K
             | GgmlDType::Q8_0
             | GgmlDType::Q6K
+            | GgmlDType::F32
+            | GgmlDType::F16
+            | GgmlDType::BF16
     )
 }
 
@@ -90,11 +94,11 @@ impl<'a> SharedInput<'a> {
 pub enum Linear {
     /// Exact f32 weights, row-major.
     Dense { w: Vec<f32>, rows: usize, cols: usize },
-    /// Q4_1, Q4_K, Q8_0 or Q5_0 weights as stored or repacked exactly ([`packs`]),
-    /// multiplied on the band pool's threads.
+    /// Weights as stored or repacked exactly ([`packs`]), multiplied on the band pool's
+    /// threads.
     Packed(QuantMatrix),
-    /// candle's quantized matmul (on CPUs without AVX2, and the types [`packs`] leaves out
-    /// everywhere); Q4_1, Q5_0 and Q5_1 are requantized to Q8_0.
+    /// candle's quantized matmul (natively on CPUs without AVX2, and rows of part of a block);
+    /// Q4_1, Q5_0 and Q5_1 are requantized to Q8_0.
     Quantized { m: QMatMul, rows: usize, cols: usize },
 }
 
@@ -118,6 +122,9 @@ impl Linear {
                     GgmlDType::Q5_1 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(&blocks, rows, cols)?),
                     GgmlDType::Q5K => QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(&blocks, rows, cols)?),
                     GgmlDType::Q6K => QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(&blocks, rows, cols)?),
+                    GgmlDType::F32 => QuantMatrix::Float(FloatRows::from_f32(&blocks, rows, cols)?),
+                    GgmlDType::F16 => QuantMatrix::Float(FloatRows::from_f16(&blocks, rows, cols)?),
+                    GgmlDType::BF16 => QuantMatrix::Float(FloatRows::from_bf16(&blocks, rows, cols)?),
                     _ => QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?),
                 })
             }
@@ -153,17 +160,7 @@ impl Linear {
     pub fn forward_shared(&self, input: &SharedInput, out: &mut [f32]) -> Result<()> {
         let (x, n) = (input.x, input.n);
         match self {
-            Linear::Packed(m) => {
-                let cols = m.cols();
-                if x.len() < n * cols {
-                    return Err(Error::Backend(format!("matmul [{}, {cols}] on {n} rows: x holds {}", m.rows(), x.len())));
-                }
-                let rounded = input.rounded.get_or_init(|| Activations::quantize(&x[..n * cols], cols));
-                if rounded.cols() != cols {
-                    return Err(Error::Backend(format!("a shared input of {} columns meets a matrix of {cols}", rounded.cols())));
-                }
-                m.forward_quantized(DotKernel::best(), rounded, out)
-            }
+            Linear::Packed(m) => m.forward_rounding_once(DotKernel::best(), x, n, &input.rounded, out),
             // Exact f32: row-outer so each weight row is read once from memory for the whole batch.
             Linear::Dense { w, rows, cols } => {
                 for (r, wr) in w.chunks_exact(*cols).enumerate() {

@@ -6,6 +6,7 @@ pub mod activations;
 mod avx2_dot;
 pub mod band_pool;
 pub mod dot_kernel;
+pub mod float_rows;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;

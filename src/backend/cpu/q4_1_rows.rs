@@ -186,6 +186,8 @@ impl Q4_1Rows {
 }
 
 impl RowDot for Q4_1Rows {
+    type Input = super::activations::Activations;
+
     fn rows(&self) -> usize {
         self.rows
     }

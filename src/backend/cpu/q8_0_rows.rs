@@ -119,6 +119,8 @@ impl Q8_0Rows {
 }
 
 impl RowDot for Q8_0Rows {
+    type Input = super::activations::Activations;
+
     fn rows(&self) -> usize {
         self.rows
     }

@@ -5,7 +5,8 @@
 //! format, repacked so the inner loop converts no f16 (wasm has no instruction for it):
 //! [`Q8_0Rows`] (Q8_0 tensors) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
 //! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0; Q4_K, and
-//! Q5_0, Q5_1 and Q5_K with a fifth bit per weight, 28 bytes, repacked exactly). Each
+//! Q5_0, Q5_1 and Q5_K with a fifth bit per weight, 28 bytes, repacked exactly); float
+//! weights (F32, F16, BF16) as stored, in [`FloatRows`], against f32 inputs. Each
 //! format computes the dot products of a few weight rows with a few activation rows at once
 //! ([`RowDot`]: four rows and one token when decoding, two rows and four tokens in a
 //! prefill), on the fastest [`DotKernel`] the build and CPU have (relaxed SIMD or SIMD128 in
@@ -15,11 +16,13 @@
 //! one-thread engine.
 //!
 //! Same integers and scales as candle's quantized matmul, so the results agree with it to float
-//! summation order (tests/cpu_quant_matmul.rs checks this on odd sizes, natively and in wasm).
+//! summation order, and float weights give the exact product to summation order
+//! (tests/cpu_quant_matmul.rs checks both on odd sizes, natively and in wasm).
 
 pub use super::activations::{ActivationRow, Activations, BLOCK};
 use super::band_pool::{pool, SharedOut};
-pub use super::dot_kernel::{DotKernel, RowDot};
+pub use super::dot_kernel::{DotKernel, InputRows, RowDot};
+pub use super::float_rows::{FloatInput, FloatRows};
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
 use crate::error::{Error, Result};
@@ -59,12 +62,14 @@ pub const MIN_THREADED_MACS: usize = 2 << 20;
 #[cfg(not(target_arch = "wasm32"))]
 pub const MIN_THREADED_MACS: usize = 1 << 16;
 
-/// A `[rows, cols]` weight matrix in one of the repacked block formats.
+/// A `[rows, cols]` weight matrix in one of the repacked block formats, or in floats.
 pub enum QuantMatrix {
     /// Q8_0 blocks.
     Q8_0(Q8_0Rows),
     /// Q4_1 blocks.
     Q4_1(Q4_1Rows),
+    /// F32, F16 or BF16 weights against f32 inputs (not rounded to 8 bits).
+    Float(FloatRows),
 }
 
 impl QuantMatrix {
@@ -74,6 +79,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(m) => m.dequantize_row(r, out),
             QuantMatrix::Q4_1(m) => m.dequantize_row(r, out),
+            QuantMatrix::Float(m) => m.dequantize_row(r, out),
         }
     }
 
@@ -82,6 +88,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.rows(),
             QuantMatrix::Q4_1(w) => w.rows(),
+            QuantMatrix::Float(w) => w.rows(),
         }
     }
 
@@ -90,6 +97,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.cols(),
             QuantMatrix::Q4_1(w) => w.cols(),
+            QuantMatrix::Float(w) => w.cols(),
         }
     }
 
@@ -98,6 +106,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.bytes(),
             QuantMatrix::Q4_1(w) => w.bytes(),
+            QuantMatrix::Float(w) => w.bytes(),
         }
     }
 
@@ -110,29 +119,41 @@ impl QuantMatrix {
     /// The same on a chosen kernel (the tests run each one); an error if this build or CPU
     /// lacks it.
     pub fn forward_with(&self, kernel: DotKernel, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        self.forward_rounding_once(kernel, x, n, &std::cell::OnceCell::new(), out)
+    }
+
+    /// `out[t] = W x[t]` for `n` rows of `x`, which the block formats round to 8 bits into
+    /// `rounded` unless a matrix before this one did (several matrices that share an input
+    /// round it once); float weights take `x` as it is. Shapes: `x`: `[n, cols]`, `out`:
+    /// `[n, rows]`.
+    pub fn forward_rounding_once(
+        &self,
+        kernel: DotKernel,
+        x: &[f32],
+        n: usize,
+        rounded: &std::cell::OnceCell<Activations>,
+        out: &mut [f32],
+    ) -> Result<()> {
         let (rows, cols) = (self.rows(), self.cols());
         if x.len() < n * cols || out.len() < n * rows {
             return Err(Error::Backend(format!("matmul [{rows}, {cols}] on {n} rows: x holds {}, out {}", x.len(), out.len())));
         }
-        self.forward_quantized(kernel, &Activations::quantize(&x[..n * cols], cols), out)
-    }
-
-    /// `out[t] = W x[t]` for activations already rounded (several matrices that share an
-    /// input round it once). Shapes: `x`: `[n, cols]`, `out`: `[n, rows]`.
-    pub fn forward_quantized(&self, kernel: DotKernel, x: &Activations, out: &mut [f32]) -> Result<()> {
         if !kernel.is_available() {
             return Err(Error::Backend(format!("the {} dot-product kernel does not run on this build or CPU", kernel.name())));
         }
+        let x = &x[..n * cols];
+        let rounded = || rounded.get_or_init(|| Activations::quantize(x, cols));
         match self {
-            QuantMatrix::Q8_0(w) => forward(w, kernel, x, out),
-            QuantMatrix::Q4_1(w) => forward(w, kernel, x, out),
+            QuantMatrix::Q8_0(w) => forward(w, kernel, rounded(), out),
+            QuantMatrix::Q4_1(w) => forward(w, kernel, rounded(), out),
+            QuantMatrix::Float(w) => forward(w, kernel, &FloatInput::new(x, cols), out),
         }
     }
 }
 
 /// `out[t] = W x[t]` for the `n` rows of `xq` on the band pool, with `kernel`'s dot products.
 /// Shapes: `xq`: `[n, cols]`, `out`: `[n, rows]`.
-fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &Activations, out: &mut [f32]) -> Result<()> {
+fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &W::Input, out: &mut [f32]) -> Result<()> {
     let (rows, cols) = (w.rows(), w.cols());
     let n = xq.rows();
     if xq.cols() != cols || out.len() < n * rows {

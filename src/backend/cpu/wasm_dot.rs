@@ -83,6 +83,67 @@ unsafe fn load4(v: &[f32], i: usize) -> v128 {
     unsafe { v128_load(v.as_ptr().add(i) as *const v128) }
 }
 
+/// A float weight type's four values widened exactly to f32.
+pub trait WidenWasm: Copy {
+    /// The four values at `p`, as f32.
+    ///
+    /// # Safety
+    /// `p` points at four readable values.
+    unsafe fn widen4(p: *const Self) -> v128;
+}
+
+impl WidenWasm for f32 {
+    #[inline(always)]
+    unsafe fn widen4(p: *const f32) -> v128 {
+        // SAFETY: four values at p (the caller's promise).
+        unsafe { v128_load(p.cast()) }
+    }
+}
+
+impl WidenWasm for half::f16 {
+    /// The 15 bits of magnitude moved to an f32's exponent and mantissa (`<< 13`) read as an
+    /// f32 2^112 times too small (the exponent bias 127 against 15), subnormals included; the
+    /// sign moved alike. Exact for every finite half; [`FloatRows`](super::float_rows::FloatRows)
+    /// keeps no infinity or NaN in this form.
+    #[inline(always)]
+    unsafe fn widen4(p: *const half::f16) -> v128 {
+        // SAFETY: four 2-byte values at p (the caller's promise).
+        let h = unsafe { u32x4_load_extend_u16x4(p.cast()) };
+        let magnitude = f32x4_mul(i32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13), f32x4_splat(f32::from_bits((127 + 112) << 23)));
+        v128_or(magnitude, i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16))
+    }
+}
+
+impl WidenWasm for half::bf16 {
+    #[inline(always)]
+    unsafe fn widen4(p: *const half::bf16) -> v128 {
+        // SAFETY: four 2-byte values at p (the caller's promise); a bf16 is an f32's top half.
+        unsafe { i32x4_shl(u32x4_load_extend_u16x4(p.cast()), 16) }
+    }
+}
+
+/// `out[t][r] = w[r] . x[t]` for float weights, four columns at a time, each weight widened
+/// once for all `T` tokens; fused multiply-adds where `RELAXED`. Every row of `w` and `x` holds
+/// the same number of values, a multiple of 4 (asserted).
+pub fn float<const RELAXED: bool, E: WidenWasm, const R: usize, const T: usize>(w: [&[E]; R], x: [&[f32]; T]) -> [[f32; R]; T] {
+    let cols = x.first().map_or(0, |x| x.len());
+    assert!(cols.is_multiple_of(4) && w.iter().all(|w| w.len() == cols) && x.iter().all(|x| x.len() == cols));
+    let mut acc = [[f32x4_splat(0.0); R]; T];
+    for c in (0..cols).step_by(4) {
+        // SAFETY: c + 4 <= cols in every row (asserted above).
+        unsafe {
+            let xs = x.map(|x| load4(x, c));
+            for (r, w) in w.iter().enumerate() {
+                let wv = E::widen4(w.as_ptr().add(c));
+                for (a, xv) in acc.iter_mut().zip(&xs) {
+                    a[r] = madd(RELAXED, wv, *xv, a[r]);
+                }
+            }
+        }
+    }
+    acc.map(|a| a.map(lane_sum))
+}
+
 /// The weight side of one format for [`by_fours`].
 trait WasmRows<const T: usize> {
     /// Whether the kernel is the relaxed-SIMD one (fused multiply-adds too).

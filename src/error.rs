@@ -129,6 +129,10 @@ pub enum ModelError {
     /// The header or metadata could not be parsed.
     #[error("the GGUF file is malformed: {0}")]
     Malformed(String),
+    /// Our header walk and candle's parse read the same header differently (a defect of ours
+    /// if it ever shows: the fuzzer and tests/gguf_hostile.rs look for it).
+    #[error("the GGUF header reads two ways ({0}): this file cannot be trusted; please report it")]
+    ReadersDisagree(String),
     /// A model architecture the engine does not run.
     #[error("unsupported architecture {name:?} (general.architecture): tokenscope runs {supported}")]
     UnsupportedArchitecture {

@@ -258,7 +258,7 @@ fn the_metadata_is_counted_as_it_will_sit_in_memory() {
     use tokenscope::gguf::scan::check_header;
     let footprint = |m: &SyntheticModel| {
         let bytes = m.to_bytes().expect("bytes");
-        check_header(&mut std::io::Cursor::new(&bytes), bytes.len() as u64).expect("a sound header")
+        check_header(&mut std::io::Cursor::new(&bytes), bytes.len() as u64).expect("a sound header").metadata_bytes
     };
     let mut m = synthetic();
     let base = footprint(&m);

@@ -15,6 +15,16 @@ fn hostile_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_hostile")
 }
 
+/// Every kept hostile file: `(path, bytes)`.
+fn hostile_files() -> Vec<(String, Vec<u8>)> {
+    std::fs::read_dir(hostile_dir())
+        .expect("tests/fixtures/gguf_hostile exists")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .map(|p| (p.display().to_string(), std::fs::read(&p).expect("read")))
+        .collect()
+}
+
 #[test]
 fn every_kept_hostile_file_is_refused_in_words() {
     let crafted = fuzz::crafted();
@@ -73,12 +83,7 @@ fn the_header_check_refuses_what_the_load_refuses() {
         let early = Model::check_header(&bytes[..bytes.len().min(START)], bytes.len() as u64);
         (full, early)
     };
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(hostile_dir())
-        .expect("tests/fixtures/gguf_hostile exists")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
-        .map(|p| (p.display().to_string(), std::fs::read(&p).expect("read")))
-        .collect();
+    let mut files = hostile_files();
     let seeds = fuzz::seeds();
     files.extend((0..3000).map(|i| (format!("mutated input {i}"), fuzz::input(&seeds, 7, i))));
     let (mut refused, mut sound) = (0, 0);
@@ -103,4 +108,54 @@ fn the_header_check_refuses_what_the_load_refuses() {
     // A download cut short is refused from its header: its tensors run past its end.
     let cut = model.len() as u64 - 1;
     assert!(Model::check_header(&model[..START], cut).expect_err("truncated").to_string().contains("truncated"));
+}
+
+/// Our header walk is the one reader of truth, and candle's parse must agree with it: on every
+/// seed, every kept hostile file, the real model, and thousands of mutations, wherever both
+/// read the header, they name the same keys with the same value types and array lengths, the
+/// same tensors with the same shapes, types and offsets, and the same start of the tensor data.
+/// And the comparison does see a difference: the walk of one file held to candle's parse of
+/// another (one key more) is named.
+#[test]
+fn the_header_walk_and_candle_agree_on_every_key_of_every_seed() {
+    use candle_core::quantized::gguf_file::Content;
+    use tokenscope::gguf::scan::{check_header, Header};
+    // candle is asked only where the walk reads the header: elsewhere it may panic (it divides
+    // by a zero alignment the walk refuses).
+    let read = |bytes: &[u8]| -> (Option<Header>, Option<Content>) {
+        let header = check_header(&mut std::io::Cursor::new(bytes), bytes.len() as u64).ok();
+        let content = header.as_ref().and_then(|_| Content::read(&mut std::io::Cursor::new(bytes)).ok());
+        (header, content)
+    };
+    let seeds = fuzz::seeds();
+    let mut files = hostile_files();
+    files.extend(seeds.iter().enumerate().map(|(i, s)| (format!("seed {i}"), s.clone())));
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    files.push(("the real model".into(), std::fs::read(model).expect("the model (make model)")));
+    files.extend((0..10_000).map(|i| (format!("mutated input {i}"), fuzz::input(&seeds, 11, i))));
+    let (mut compared, mut keys) = (0, 0);
+    for (name, bytes) in &files {
+        if let (Some(header), Some(content)) = read(bytes) {
+            assert_eq!(header.disagreement(&content), None, "{name}: the walk and candle read the header differently");
+            compared += 1;
+            keys += header.keys.len();
+        }
+    }
+    assert!(compared > 1000 && keys > 10 * compared, "{compared} files compared, {keys} keys: too few to say much");
+    // What candle would read one way and llama.cpp another, the walk refuses: a key or a tensor
+    // named twice (candle keeps the last), an alignment in a type candle ignores.
+    for (name, bytes, _) in
+        fuzz::crafted().into_iter().filter(|(n, _, _)| ["key-twice.gguf", "tensor-twice.gguf", "alignment-u64.gguf"].contains(n))
+    {
+        assert!(Content::read(&mut std::io::Cursor::new(&bytes)).is_ok(), "{name}: candle reads it");
+        assert!(read(&bytes).0.is_none(), "{name}: the walk refuses it");
+    }
+
+    let base = seeds[0].clone();
+    let mut more = fuzz::tiny_model();
+    more.metadata.push(("general.extra".into(), candle_core::quantized::gguf_file::Value::U32(1)));
+    let (header, _) = read(&base);
+    let (_, content) = read(&more.to_bytes().expect("bytes"));
+    let difference = header.expect("the seed walks").disagreement(&content.expect("candle reads it")).expect("a difference");
+    assert!(difference.contains("metadata keys"), "{difference}");
 }

@@ -1,7 +1,8 @@
 //! GGUF bytes -> header, metadata and tensors, through candle-core's GGUF reader: the bottom
 //! of the data flow, read by the model's loader and the tokenizer alike.
 //!
-//! [`check_header`] walks the header first, so nothing candle reads is trusted blindly.
+//! [`check_header`] walks the header first, so nothing candle reads is trusted blindly, and
+//! candle's parse is then held to what the walk found ([`scan::Header::disagreement`]).
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
 //! we cannot compute with) becomes a [`ModelError`], never a panic.
 
@@ -52,6 +53,27 @@ pub fn type_name(t: GgmlDType) -> &'static str {
     }
 }
 
+/// A tensor type's GGML id, as a GGUF file stores it.
+pub fn type_id(t: GgmlDType) -> u32 {
+    match t {
+        GgmlDType::F32 => 0,
+        GgmlDType::F16 => 1,
+        GgmlDType::Q4_0 => 2,
+        GgmlDType::Q4_1 => 3,
+        GgmlDType::Q5_0 => 6,
+        GgmlDType::Q5_1 => 7,
+        GgmlDType::Q8_0 => 8,
+        GgmlDType::Q8_1 => 9,
+        GgmlDType::Q2K => 10,
+        GgmlDType::Q3K => 11,
+        GgmlDType::Q4K => 12,
+        GgmlDType::Q5K => 13,
+        GgmlDType::Q6K => 14,
+        GgmlDType::Q8K => 15,
+        GgmlDType::BF16 => 30,
+    }
+}
+
 /// [`SUPPORTED_TYPES`] by name, comma-separated, for error messages.
 pub fn supported_type_names() -> String {
     SUPPORTED_TYPES.map(type_name).join(", ")
@@ -75,10 +97,14 @@ impl Gguf {
             return Err(ModelError::NotGguf { found });
         }
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
-        let metadata_bytes = check_header(reader, file_len)?;
-        crate::memory::check_fits("metadata", metadata_bytes, crate::memory::available_bytes())?;
+        let header = check_header(reader, file_len)?;
+        crate::memory::check_fits("metadata", header.metadata_bytes, crate::memory::available_bytes())?;
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
         let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
+        // Our walk is the truth about the header; candle's parse of it must say the same.
+        if let Some(difference) = header.disagreement(&content) {
+            return Err(ModelError::ReadersDisagree(difference));
+        }
         let gguf = Gguf { content, file_len };
         gguf.check_extents()?;
         Ok(gguf)

@@ -1,16 +1,24 @@
-//! A bounds-checked walk over a GGUF header, before candle's reader sees the bytes.
+//! A bounds-checked walk over a GGUF header, before candle's reader sees the bytes: the reader
+//! of truth for what the header says.
 //!
 //! candle trusts a few numbers it reads: `general.alignment` is a divisor (0 panics), and a
 //! tensor's dimensions are multiplied without overflow checks. This walk reads every length,
 //! count, dimension and the alignment with explicit limits derived from the file's size and
 //! allocates nothing proportional to what the file claims, so a hostile header fails here with
-//! a message naming the field. It also adds up what candle's parsed metadata will take in
+//! a message naming the field. It names keys and tensors exactly as candle does (trailing NUL
+//! bytes dropped, invalid UTF-8 replaced), refuses a key or tensor name given twice (candle
+//! would keep the last, llama.cpp refuses), and honours `general.alignment` only in the types
+//! candle reads it from, so the two readings cannot differ about which value is checked; the
+//! [`Header`] it returns lists every key and tensor it walked, and [`Header::disagreement`]
+//! holds candle's parse to it. It also adds up what candle's parsed metadata will take in
 //! memory (every value, an array's elements each, is a [`Value`]), for the caller to check
 //! against the memory there is before candle allocates it.
 
 use std::io::Read;
 
-use candle_core::quantized::gguf_file::Value;
+use std::collections::HashSet;
+
+use candle_core::quantized::gguf_file::{Content, Value};
 
 use crate::error::ModelError;
 
@@ -31,13 +39,104 @@ const MAX_ALIGNMENT: u64 = 1 << 16;
 /// `8 / 1.5` elements per byte of file; 8 per byte is a safe ceiling.
 const MAX_ELEMENTS_PER_FILE_BYTE: u64 = 8;
 
+/// The GGUF value type ids `general.alignment` is read from (u8, i8, u16, i16, u32, i32: those
+/// candle honours; it ignores any other and aligns to 32).
+const ALIGNMENT_TYPES: std::ops::RangeInclusive<u32> = 0..=5;
+/// GGUF's alignment where `general.alignment` is absent.
+const DEFAULT_ALIGNMENT: u64 = 32;
+/// Longest key or tensor name we accept (llama.cpp's tensor names are under 64 bytes).
+const MAX_NAME_BYTES: u64 = 4096;
+
+/// What a GGUF header says, as walked by [`check_header`].
+#[derive(Debug, Default)]
+pub struct Header {
+    /// Bytes candle's parse of the metadata will take in memory: keys, values (each array
+    /// element a [`Value`]) and strings.
+    pub metadata_bytes: u64,
+    /// Each metadata key in file order, named as candle names it, with its value type id and,
+    /// for an array, its length.
+    pub keys: Vec<(String, u32, Option<u64>)>,
+    /// Each tensor in file order: name, dimensions (innermost first, as stored), GGML type id
+    /// and offset in the data.
+    pub tensors: Vec<(String, Vec<u64>, u32, u64)>,
+    /// Where the tensor data starts: the header's end rounded up to the alignment.
+    pub data_offset: u64,
+}
+
+/// GGUF's value type id of a parsed value.
+fn type_id(v: &Value) -> u32 {
+    match v {
+        Value::U8(_) => 0,
+        Value::I8(_) => 1,
+        Value::U16(_) => 2,
+        Value::I16(_) => 3,
+        Value::U32(_) => 4,
+        Value::I32(_) => 5,
+        Value::F32(_) => 6,
+        Value::Bool(_) => 7,
+        Value::String(_) => 8,
+        Value::Array(_) => 9,
+        Value::U64(_) => 10,
+        Value::I64(_) => 11,
+        Value::F64(_) => 12,
+    }
+}
+
+impl Header {
+    /// Where candle's parse of the same bytes says something else than this walk: a key, a
+    /// value type, an array length, a tensor's shape, type or offset, or where the data starts;
+    /// `None` when the two agree on all of it.
+    pub fn disagreement(&self, content: &Content) -> Option<String> {
+        if content.metadata.len() != self.keys.len() {
+            return Some(format!("{} metadata keys against candle's {}", self.keys.len(), content.metadata.len()));
+        }
+        for (key, ty, len) in &self.keys {
+            let Some(value) = content.metadata.get(key) else {
+                return Some(format!("key {} is not among candle's", shown(key)));
+            };
+            let candle_len = match value {
+                Value::Array(a) => Some(a.len() as u64),
+                _ => None,
+            };
+            if type_id(value) != *ty || candle_len != *len {
+                return Some(format!(
+                    "key {} is type {ty} (length {len:?}), candle's type {} (length {candle_len:?})",
+                    shown(key),
+                    type_id(value)
+                ));
+            }
+        }
+        if content.tensor_infos.len() != self.tensors.len() {
+            return Some(format!("{} tensors against candle's {}", self.tensors.len(), content.tensor_infos.len()));
+        }
+        for (name, dims, ty, offset) in &self.tensors {
+            let Some(info) = content.tensor_infos.get(name) else {
+                return Some(format!("tensor {} is not among candle's", shown(name)));
+            };
+            let candle_dims: Vec<u64> = info.shape.dims().iter().rev().map(|&d| d as u64).collect();
+            let candle_type = crate::gguf::type_id(info.ggml_dtype);
+            if candle_dims != *dims || candle_type != *ty || info.offset != *offset {
+                return Some(format!(
+                    "tensor {} is {dims:?} of type {ty} at {offset}, candle's {candle_dims:?} of type {candle_type} at {}",
+                    shown(name),
+                    info.offset
+                ));
+            }
+        }
+        (content.tensor_data_offset != self.data_offset)
+            .then(|| format!("the tensor data starts at byte {}, candle's at {}", self.data_offset, content.tensor_data_offset))
+    }
+}
+
 /// Walks the header of a GGUF file of `file_len` bytes (the magic already checked by the
 /// caller, `reader` positioned at byte 0) and checks every count and size against the bytes
-/// that remain, every tensor's rank and element count against the file's size, and
-/// `general.alignment` for a power of two. Returns the bytes candle's parse of the metadata
-/// will take in memory: keys, values (each array element a [`Value`]) and strings.
-pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<u64, ModelError> {
+/// that remain, every tensor's rank and element count against the file's size, every key and
+/// tensor name for a second use, and `general.alignment` for a power of two in a type candle
+/// reads. Returns what the header says ([`Header`]).
+pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<Header, ModelError> {
     let mut s = Scan { reader, pos: 0, file_len, metadata_bytes: 0 };
+    let mut header = Header::default();
+    let mut alignment = DEFAULT_ALIGNMENT;
     s.skip(4, "the magic")?;
     let version = s.u32("the version")?;
     let wide = match version {
@@ -52,12 +151,23 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<u64, Model
     let prefix = if wide { 8 } else { 4 };
     s.fits(kv_count, prefix + 5, "the metadata count")?;
     s.fits(tensor_count, prefix + 16, "the tensor count")?;
+    let mut seen = HashSet::new();
     for _ in 0..kv_count {
         let key = s.string(wide, "a metadata key")?;
+        if !seen.insert(key.clone()) {
+            return Err(ModelError::Metadata { key: shown(&key), problem: "is given twice".into() });
+        }
         s.metadata_bytes = s.metadata_bytes.saturating_add(key.len() as u64 + VALUE_BYTES);
         let ty = s.u32("a metadata type")?;
+        let mut len = None;
         if key == "general.alignment" {
-            let alignment = s.integer(ty, "general.alignment")?;
+            if !ALIGNMENT_TYPES.contains(&ty) {
+                return Err(ModelError::Metadata {
+                    key: key.clone(),
+                    problem: format!("has value type {ty}; it must be an integer of at most 32 bits"),
+                });
+            }
+            alignment = s.integer(ty, "general.alignment")?;
             if alignment == 0 || !alignment.is_power_of_two() || alignment > MAX_ALIGNMENT {
                 return Err(ModelError::Metadata {
                     key: "general.alignment".into(),
@@ -65,30 +175,40 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<u64, Model
                 });
             }
         } else {
-            s.value(ty, wide, 0, &key)?;
+            len = s.value(ty, wide, 0, &key)?;
         }
+        header.keys.push((key, ty, len));
     }
     let max_elements = file_len.saturating_mul(MAX_ELEMENTS_PER_FILE_BYTE);
+    let mut names = HashSet::new();
     for _ in 0..tensor_count {
         let name = s.string(wide, "a tensor name")?;
+        if !names.insert(name.clone()) {
+            return Err(ModelError::Malformed(format!("tensor {} is named twice", shown(&name))));
+        }
         let rank = u64::from(s.u32("a tensor rank")?);
         if rank > MAX_DIMS {
             return Err(ModelError::Malformed(format!("tensor {} has {rank} dimensions; GGUF allows at most {MAX_DIMS}", shown(&name))));
         }
         let mut elements = 1u64;
+        let mut dims = Vec::with_capacity(rank as usize);
         for _ in 0..rank {
             let d = if wide { s.u64("a tensor dimension")? } else { u64::from(s.u32("a tensor dimension")?) };
             elements = elements.checked_mul(d).filter(|&n| n <= max_elements).ok_or_else(|| {
                 ModelError::Malformed(format!("tensor {} claims more elements than a {file_len}-byte file can hold", shown(&name)))
             })?;
+            dims.push(d);
         }
         let ty = s.u32("a tensor type")?;
         if !GGML_TYPE_IDS.contains(&ty) {
             return Err(ModelError::Malformed(format!("tensor {} has type id {ty}, which is no GGML type", shown(&name))));
         }
-        s.skip(8, "a tensor offset")?;
+        let offset = s.u64("a tensor offset")?;
+        header.tensors.push((name, dims, ty, offset));
     }
-    Ok(s.metadata_bytes)
+    header.metadata_bytes = s.metadata_bytes;
+    header.data_offset = s.pos.div_ceil(alignment) * alignment;
+    Ok(header)
 }
 
 /// A file string made safe to print: control characters (terminal escapes among them) and
@@ -165,19 +285,22 @@ impl<R: Read> Scan<'_, R> {
         Ok(())
     }
 
-    /// Reads a length-prefixed string; only short ones (keys, names) are kept whole.
+    /// Reads a key or tensor name (at most [`MAX_NAME_BYTES`]) as candle does: trailing NUL
+    /// bytes dropped, invalid UTF-8 replaced.
     fn string(&mut self, wide: bool, what: &str) -> Result<String, ModelError> {
         let n = self.len(wide, what)?;
         if n > self.remaining() {
             return Err(self.truncated(what));
         }
-        if n > 4096 {
-            self.skip(n, what)?;
-            return Ok(String::from("(a string over 4096 bytes)"));
+        if n > MAX_NAME_BYTES {
+            return Err(ModelError::Malformed(format!("{what} is {n} bytes long; at most {MAX_NAME_BYTES} are accepted")));
         }
         let mut v = vec![0u8; n as usize];
         self.reader.read_exact(&mut v).map_err(|_| self.truncated(what))?;
         self.pos += n;
+        while v.last() == Some(&0) {
+            v.pop();
+        }
         Ok(String::from_utf8_lossy(&v).into_owned())
     }
 
@@ -193,19 +316,20 @@ impl<R: Read> Scan<'_, R> {
         })
     }
 
-    fn value(&mut self, ty: u32, wide: bool, depth: usize, key: &str) -> Result<(), ModelError> {
+    /// Walks a value of type `ty`; returns its length if it is an array.
+    fn value(&mut self, ty: u32, wide: bool, depth: usize, key: &str) -> Result<Option<u64>, ModelError> {
         self.metadata_bytes = self.metadata_bytes.saturating_add(VALUE_BYTES);
         if ty == BOOL {
-            return self.boolean(key);
+            return self.boolean(key).map(|_| None);
         }
         if let Some(size) = Self::fixed_size(ty, key)? {
-            return self.skip(size, key);
+            return self.skip(size, key).map(|_| None);
         }
         if ty == 8 {
             let n = self.len(wide, key)?;
             self.skip(n, key)?;
             self.metadata_bytes = self.metadata_bytes.saturating_add(n);
-            return Ok(());
+            return Ok(None);
         }
         if depth >= MAX_DEPTH {
             return Err(ModelError::Malformed(format!("metadata {} nests arrays deeper than {MAX_DEPTH}", shown(key))));
@@ -216,12 +340,12 @@ impl<R: Read> Scan<'_, R> {
             Some(_) if elem == BOOL => {
                 self.fits(n, 1, &format!("the length of array {}", shown(key)))?;
                 self.metadata_bytes = self.metadata_bytes.saturating_add(n.saturating_mul(VALUE_BYTES));
-                (0..n).try_for_each(|_| self.boolean(key))
+                (0..n).try_for_each(|_| self.boolean(key))?;
             }
             Some(size) => {
                 self.fits(n, size, &format!("the length of array {}", shown(key)))?;
                 self.metadata_bytes = self.metadata_bytes.saturating_add(n.saturating_mul(VALUE_BYTES));
-                self.skip(n * size, key)
+                self.skip(n * size, key)?;
             }
             None => {
                 // Strings and arrays take at least their length prefix each.
@@ -229,9 +353,9 @@ impl<R: Read> Scan<'_, R> {
                 for _ in 0..n {
                     self.value(elem, wide, depth + 1, key)?;
                 }
-                Ok(())
             }
         }
+        Ok(Some(n))
     }
 
     /// Reads a boolean: one byte, 0 or 1.

@@ -149,6 +149,10 @@ test('crafted files are each refused in words, and the page keeps the model it h
     // candle took as true unchecked), and a type id no GGML type has: both found by the fuzzer.
     { name: 'bool-byte.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s2-504819-bool-byte.gguf')), says: /add_bos_token: holds a boolean byte 2, not 0 or 1/ },
     { name: 'type-id.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s1-10130-type-id.gguf')), says: /has type id 196611, which is no GGML type/ },
+    // Keys candle would read otherwise than our walk: "general.alignment\0" (candle drops the
+    // NUL and divided by its 0), a key given twice (candle keeps the last).
+    { name: 'alignment-nul.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/alignment-key-nul.gguf')), says: /general\.alignment: is 0; it must be a power of two/ },
+    { name: 'key-twice.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/key-twice.gguf')), says: /llama\.block_count: is given twice/ },
     // A few hundred KB declaring a 2^40-row embedding (terabytes): refused before a byte of it is
     // allocated.
     { name: 'oversized.gguf', buffer: declaring(qwen2, 'token_embd.weight', 1, 2 ** 40), says: /token_embd\.weight claims more elements than a [0-9]+-byte file can hold/ },

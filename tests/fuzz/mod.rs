@@ -131,8 +131,25 @@ pub fn crafted() -> Vec<(&'static str, Vec<u8>, &'static str)> {
         m.set_tensor("blk.0.attn_q.weight", candle_core::quantized::QTensor::quantize(&t, GgmlDType::Q8_1).expect("q8_1"));
         m.to_bytes().expect("bytes")
     };
+    // The same key or tensor read two ways: candle drops a key's trailing NUL bytes and keeps
+    // the last of two entries of one name.
+    let pushed = |key: &str, v: Value| {
+        let mut m = tiny_model();
+        m.metadata.push((key.to_string(), v));
+        m.to_bytes().expect("bytes")
+    };
+    let tensor_twice = {
+        let mut m = tiny_model();
+        let t = m.tensors.iter().position(|(n, _)| n == "blk.0.ffn_up.weight").expect("tensor");
+        m.tensors[t].0 = "blk.0.ffn_gate.weight".to_string();
+        m.to_bytes().expect("bytes")
+    };
     vec![
         ("alignment-zero.gguf", with("general.alignment", Value::U32(0)), "general.alignment"),
+        ("alignment-key-nul.gguf", pushed("general.alignment\0", Value::U32(0)), "general.alignment"),
+        ("alignment-u64.gguf", with("general.alignment", Value::U64(64)), "general.alignment"),
+        ("key-twice.gguf", pushed("llama.block_count", Value::U32(1)), "given twice"),
+        ("tensor-twice.gguf", tensor_twice, "named twice"),
         ("alignment-odd.gguf", with("general.alignment", Value::U32(24)), "general.alignment"),
         ("block-count-max.gguf", with("llama.block_count", Value::U32(u32::MAX)), "llama.block_count"),
         ("context-length-max.gguf", with("llama.context_length", Value::U32(u32::MAX)), "llama.context_length"),

@@ -8,8 +8,9 @@ WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test cha
 PORT ?= 8080
 
 BIG_MODEL := models/synthetic/llama-1b-shape.Q4_K_M.gguf
+TYPE_MODELS := models/synthetic/types/reference.json
 
-.PHONY: setup model requantized big-model build www run test lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
+.PHONY: setup model requantized big-model type-models build www run test lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -32,6 +33,13 @@ big-model: $(BIG_MODEL)
 
 $(BIG_MODEL): examples/llama_1b_shape.rs src/model/synthetic.rs
 	cargo run --release --example llama_1b_shape -- $@
+
+# A small random-weight model per weight type and the exact CPU path's greedy run on each,
+# for the page's per-type kernel test (tests/e2e/weight_types.test.mjs).
+type-models: $(TYPE_MODELS)
+
+$(TYPE_MODELS): examples/weight_type_models.rs src/model/synthetic.rs
+	cargo run --release --example weight_type_models -- $(dir $@)
 
 build: setup
 	cargo build --release
@@ -79,7 +87,7 @@ test-types: www
 	node_modules/.bin/tsc -p tests/types/tsconfig.www.json
 
 # The page in headless Chromium (Playwright), against `tokenscope serve`.
-test-e2e: model www build big-model
+test-e2e: model www build big-model type-models
 	node --test --test-concurrency=1 tests/e2e/
 
 # tokenscope against llama.cpp natively and wllama in Chromium, CPU and GPU, in one run, on the

@@ -49,20 +49,10 @@ fn compare(m: &SyntheticModel, prompt_len: usize, steps: usize, what: &str) {
     eprintln!("{what}: worst |logit diff| / max |logit| {worst:.2e} over a {prompt_len}-token prompt and {steps} steps");
 }
 
-/// A synthetic spec with `t` weights and embeddings, widths a multiple of `t`'s block (K-quant
-/// blocks hold 256 weights).
-fn spec_of(t: GgmlDType) -> SyntheticSpec {
-    let base = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
-    if t.block_size() < 256 {
-        return base;
-    }
-    SyntheticSpec { dim: 256, ffn_dim: 512, ..base }
-}
-
 #[test]
 fn every_weight_type_matches_the_exact_cpu_path() {
     for t in tokenscope::gguf::SUPPORTED_TYPES {
-        compare(&SyntheticModel::new(&spec_of(t)).expect("model"), 9, 4, &format!("{t:?} weights, tied head"));
+        compare(&SyntheticModel::new(&SyntheticSpec::of_type(t)).expect("model"), 9, 4, &format!("{t:?} weights, tied head"));
     }
 }
 
@@ -96,7 +86,7 @@ fn retype(m: &mut SyntheticModel, name: &str, rows: usize, cols: usize, t: GgmlD
 #[test]
 fn layers_mixing_weight_types_match_the_exact_cpu_path() {
     // Q4_K_M's pattern: Q6_K value and down projections among Q4_K ones.
-    let spec = spec_of(GgmlDType::Q4K);
+    let spec = SyntheticSpec::of_type(GgmlDType::Q4K);
     let kv = spec.n_kv_heads * spec.dim / spec.n_heads;
     let mut m = SyntheticModel::new(&spec).expect("model");
     retype(&mut m, "blk.0.attn_v.weight", kv, spec.dim, GgmlDType::Q6K);

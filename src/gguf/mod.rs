@@ -8,6 +8,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
+use candle_core::quantized::ggml_file::qtensor_from_ggml;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
@@ -256,10 +257,31 @@ impl Gguf {
         Ok(())
     }
 
-    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`].
+    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`]. Its bytes are
+    /// read into a buffer reserved fallibly (candle's own read allocates it outright), so a
+    /// tensor the memory cannot take is refused with its size and what is free, not the end of
+    /// the process; the checked extents bound it by the file's size.
     pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
         self.check_type(name)?;
-        self.content.tensor(reader, name, &Device::Cpu).map_err(|e| classify_read_error(&e))
+        let info = self.content.tensor_infos.get(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        let bytes = self.tensor_bytes(name);
+        let too_large =
+            || ModelError::TooLarge { part: "weights", needed: bytes, available: crate::memory::available_bytes().unwrap_or(0) };
+        let len = usize::try_from(bytes).map_err(|_| too_large())?;
+        let mut raw = Vec::new();
+        raw.try_reserve_exact(len).map_err(|_| too_large())?;
+        raw.resize(len, 0);
+        let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        reader.seek(SeekFrom::Start(start)).map_err(|e| ModelError::Malformed(format!("cannot seek to tensor {}: {e}", shown(name))))?;
+        reader.read_exact(&mut raw).map_err(|e| {
+            let detail = format!("tensor {} at byte {start}: {e}", shown(name));
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                ModelError::Truncated { detail }
+            } else {
+                ModelError::Malformed(format!("cannot read {detail}"))
+            }
+        })?;
+        qtensor_from_ggml(info.ggml_dtype, &raw, info.shape.dims().to_vec(), &Device::Cpu).map_err(|e| classify_read_error(&e))
     }
 
     /// Size in bytes of a tensor's stored data.

@@ -58,6 +58,18 @@ pub struct SyntheticSpec {
     pub random_blocks: bool,
 }
 
+impl SyntheticSpec {
+    /// The default spec with every weight (the embedding and tied LM head too) stored as `t`,
+    /// its widths a multiple of `t`'s block (K-quant blocks hold 256 weights).
+    pub fn of_type(t: GgmlDType) -> Self {
+        let base = SyntheticSpec { weight_type: t, embedding_type: t, ..SyntheticSpec::default() };
+        if t.block_size() < 256 {
+            return base;
+        }
+        SyntheticSpec { dim: 256, ffn_dim: 512, ..base }
+    }
+}
+
 impl Default for SyntheticSpec {
     fn default() -> Self {
         SyntheticSpec {

@@ -1,7 +1,8 @@
 // What every browser test needs, once: `tokenscope serve` on a free port, Debian's Chromium
 // with WebGPU (SwiftShader), and the page helpers the tests drive it with.
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
 export const ROOT = new URL('../../', import.meta.url).pathname;
@@ -68,3 +69,73 @@ export async function fixSeed(p, seed = 42) {
 
 // Lets the chart's short transitions finish, so a screenshot shows the settled page.
 export const settle = (p) => p.waitForTimeout(400);
+
+// Waits for a load, saying what the page shows if it never ends.
+export async function loaded(p, what) {
+  try {
+    await waitLoaded(p);
+  } catch (e) {
+    const status = await p.locator('#load-status').textContent();
+    const alert = await p.getByRole('alert').allTextContents();
+    throw new Error(`${what} did not load: ${status} ${alert.join(' ')} (${e.message})`);
+  }
+}
+
+// Drops model `file` (a path) on the page with `backend` chosen, generates `prompt` greedily
+// (Completion, Top-k 1, no repetition penalty) for `maxTokens` tokens and returns the exported
+// run, kept as test-results/`name`.json.
+export async function greedyRun(p, { backend, file, prompt, maxTokens, name }) {
+  if ((await p.locator('#backend').inputValue()) !== backend) {
+    await p.evaluate(() => { delete document.body.dataset.loadMs; });
+    await p.locator('#backend').selectOption(backend);
+    await loaded(p, `the ${backend} backend`);
+  }
+  await p.evaluate(() => { delete document.body.dataset.loadMs; });
+  await p.locator('#model-file').setInputFiles(file);
+  await loaded(p, file);
+  if ((await p.evaluate(() => document.body.dataset.backend)) !== backend) throw new Error(`${file} loaded on ${await p.evaluate(() => document.body.dataset.backend)}, not ${backend}`);
+  await p.getByRole('radio', { name: 'Completion' }).check();
+  await p.getByRole('textbox', { name: 'Prompt' }).fill(prompt);
+  await setSlider(p, 'Top-k', 1);
+  await setSlider(p, 'Repetition penalty', 1);
+  await setSlider(p, 'Max tokens', maxTokens);
+  await p.evaluate(() => { delete document.body.dataset.finish; });
+  await p.getByRole('button', { name: 'Generate', exact: true }).click();
+  await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 300_000 });
+  const download = p.waitForEvent('download');
+  await p.getByRole('button', { name: 'Export', exact: true }).click();
+  const path = `${SHOTS}/${name}.json`;
+  await (await download).saveAs(path);
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+// Holds a greedy page run to a reference's steps (`{token, top: [[id, logit], ...]}`): from the
+// first step on, at every step where the page's tokens so far are the reference's, each shown
+// candidate the reference also ranks is within `tolerance(step)` of its logit, and the page
+// picks the reference's token wherever the reference's top-1 margin is at least `smallMargin`
+// (below it, two correct implementations may part, and the contexts differ from there: the
+// comparison ends). Returns {compared, worst}.
+export function compareSteps(run, reference, { tolerance, smallMargin, what }) {
+  const steps = run.branches[run.current].steps;
+  let worst = 0;
+  let compared = 0;
+  for (const [i, want] of reference.entries()) {
+    const got = steps[i];
+    if (!got) break;
+    const theirs = new Map(want.top.map(([t, l]) => [t, l]));
+    const tol = tolerance(want);
+    for (const c of got.sample.distribution.candidates) {
+      if (!theirs.has(c.token_id)) continue;
+      const d = Math.abs(c.logit - theirs.get(c.token_id));
+      worst = Math.max(worst, d);
+      assert.ok(d <= tol, `${what}, step ${i}: token ${c.token_id}'s logit ${c.logit} against the reference's ${theirs.get(c.token_id)} (tolerance ${tol})`);
+    }
+    compared += 1;
+    const margin = want.top[0][1] - want.top[1][1];
+    if (got.token_id !== want.token) {
+      assert.ok(margin < smallMargin, `${what}, step ${i}: the page picked ${got.token_id} where the reference picked ${want.token} by a margin of ${margin.toFixed(3)}`);
+      break; // the contexts differ from here on
+    }
+  }
+  return { compared, worst };
+}

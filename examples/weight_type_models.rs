@@ -42,7 +42,8 @@ fn run(dir: &std::path::Path) -> tokenscope::Result<()> {
         let bytes = SyntheticModel::new(&SyntheticSpec::of_type(t))?.to_bytes()?;
         let file = format!("{name}.gguf");
         let path = dir.join(&file);
-        std::fs::write(&path, &bytes).map_err(|source| tokenscope::Error::Io { context: format!("cannot write {}", path.display()), source })?;
+        std::fs::write(&path, &bytes)
+            .map_err(|source| tokenscope::Error::Io { context: format!("cannot write {}", path.display()), source })?;
         let model = Model::read(&mut Cursor::new(bytes), &mut |_, _| {})?;
         let prompt = model.tokenizer.encode_prompt(&PromptFormat::Completion, PROMPT)?;
         let mut cpu = CpuBackend::new(&model.config, model.weights, CpuPrecision::Exact, None)?;
@@ -59,9 +60,11 @@ fn run(dir: &std::path::Path) -> tokenscope::Result<()> {
         models.push(serde_json::json!({ "type": name, "file": file, "prompt_ids": prompt, "steps": steps }));
         println!("wrote {} ({} bytes)", path.display(), std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0));
     }
-    let reference = serde_json::json!({ "made_by": "examples/weight_type_models.rs, CpuPrecision::Exact", "prompt": PROMPT, "models": models });
+    let reference =
+        serde_json::json!({ "made_by": "examples/weight_type_models.rs, CpuPrecision::Exact", "prompt": PROMPT, "models": models });
     let path = dir.join("reference.json");
-    std::fs::write(&path, reference.to_string()).map_err(|source| tokenscope::Error::Io { context: format!("cannot write {}", path.display()), source })?;
+    std::fs::write(&path, reference.to_string())
+        .map_err(|source| tokenscope::Error::Io { context: format!("cannot write {}", path.display()), source })?;
     println!("wrote {}", path.display());
     Ok(())
 }

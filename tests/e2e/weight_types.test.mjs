@@ -5,7 +5,8 @@
 // (models/synthetic/types/reference.json, written natively beside the models). On WebGPU
 // (SwiftShader here) the WGSL template's block for the type computes in f32 as the exact path
 // does: within TOLERANCE.webgpu of the largest logit. The wasm CPU engine rounds a quantized
-// type's activations to 8 bits as llama.cpp does: within TOLERANCE.cpu of it.
+// type's activations to 8 bits as llama.cpp does: within TOLERANCE.cpu of it (its float types
+// are exact but for summation order).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -14,10 +15,12 @@ import { ROOT, openPage, greedyRun, compareSteps } from './harness.mjs';
 
 const DIR = join(ROOT, 'models/synthetic/types');
 const REFERENCE = JSON.parse(readFileSync(join(DIR, 'reference.json'), 'utf8'));
-// Fractions of the step's largest |logit|. Natively on lavapipe the GPU is within 1e-4 of the
-// exact path (tests/gpu_weight_types.rs).
-const TOLERANCE = { cpu: 0.05, webgpu: 1e-3 };
-const SMALL_MARGIN = { cpu: 0.05, webgpu: 1e-3 };
+// Fractions of the step's largest |logit|. WebGPU: natively on lavapipe the GPU is within 1e-4
+// of the exact path (tests/gpu_weight_types.rs); measured here on SwiftShader at most 7e-6
+// (Q4_K). The wasm CPU engine's 8-bit activations: measured here at most 3.6% (Q4_K: 0.95 of a
+// largest logit of 26.7); its float types compute exactly (1e-5).
+const TOLERANCE = { cpu: 0.06, webgpu: 1e-4 };
+const SMALL_MARGIN = { cpu: 0.06, webgpu: 1e-4 };
 
 let env;
 let page;

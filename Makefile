@@ -34,11 +34,12 @@ big-model: $(BIG_MODEL)
 $(BIG_MODEL): examples/llama_1b_shape.rs src/model/synthetic.rs
 	cargo run --release --example llama_1b_shape -- $@
 
-# A small random-weight model per weight type and the exact CPU path's greedy run on each,
-# for the page's per-type kernel test (tests/e2e/weight_types.test.mjs).
+# A small random-weight model per weight type and the exact CPU path's greedy run on each and on
+# each architecture fixture, for the page's per-type and per-architecture test
+# (tests/e2e/weight_types.test.mjs).
 type-models: $(TYPE_MODELS)
 
-$(TYPE_MODELS): examples/weight_type_models.rs src/model/synthetic.rs
+$(TYPE_MODELS): examples/weight_type_models.rs src/model/synthetic.rs $(wildcard tests/fixtures/architectures/*.gguf)
 	cargo run --release --example weight_type_models -- $(dir $@)
 
 build: setup

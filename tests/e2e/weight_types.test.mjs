@@ -1,8 +1,10 @@
-// Every weight type the engine reads runs in the page on both engines, kernel by kernel: a
-// small random-weight model per type (every matrix, the embedding and the tied LM head in that
-// type: `make type-models`, examples/weight_type_models.rs) dropped on the page, its prompt
+// Every weight type and architecture the engine reads runs in the page on both engines: a small
+// random-weight model per type (every matrix, the embedding and the tied LM head in that type:
+// `make type-models`, examples/weight_type_models.rs) and each architecture's fixture (llama
+// with linear RoPE scaling, Llama 3's RoPE factors, qwen2, qwen3: the files
+// tests/architectures.rs holds to llama.cpp's logits natively) dropped on the page, the prompt
 // generated greedily for 8 tokens and held to the exact CPU path's run on the same file
-// (models/synthetic/types/reference.json, written natively beside the models). On WebGPU
+// (models/synthetic/types/reference.json, written natively). On WebGPU
 // (SwiftShader here) the WGSL template's block for the type computes in f32 as the exact path
 // does: within TOLERANCE.webgpu of the largest logit. The wasm CPU engine rounds a quantized
 // type's activations to 8 bits as llama.cpp does: within TOLERANCE.cpu of it (its float types
@@ -13,8 +15,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, openPage, greedyRun, compareSteps } from './harness.mjs';
 
-const DIR = join(ROOT, 'models/synthetic/types');
-const REFERENCE = JSON.parse(readFileSync(join(DIR, 'reference.json'), 'utf8'));
+const REFERENCE = JSON.parse(readFileSync(join(ROOT, 'models/synthetic/types/reference.json'), 'utf8'));
 // Fractions of the step's largest |logit|. WebGPU: natively on lavapipe the GPU is within 1e-4
 // of the exact path (tests/gpu_weight_types.rs); measured here on SwiftShader at most 7e-6
 // (Q4_K). The wasm CPU engine's 8-bit activations: measured here at most 3.6% (Q4_K: 0.95 of a
@@ -32,21 +33,23 @@ before(async () => {
 after(async () => { await env?.close(); });
 
 for (const backend of ['webgpu', 'cpu']) {
-  test(`every weight type's kernels match the exact CPU path in the page on ${backend === 'cpu' ? 'the wasm CPU engine' : 'WebGPU'}`, async () => {
-    const types = [];
+  test(`every weight type and architecture matches the exact CPU path in the page on ${backend === 'cpu' ? 'the wasm CPU engine' : 'WebGPU'}`, async () => {
+    const names = [];
     for (const model of REFERENCE.models) {
-      const run = await greedyRun(page, { backend, file: join(DIR, model.file), prompt: REFERENCE.prompt, maxTokens: model.steps.length, name: `weight-type-${backend}-${model.type}` });
-      assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.type}: the prompt's token ids are the reference's`);
+      const run = await greedyRun(page, { backend, file: join(ROOT, model.file), prompt: REFERENCE.prompt, maxTokens: model.steps.length, name: `weight-type-${backend}-${model.name}` });
+      assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.name}: the prompt's token ids are the reference's`);
       const scale = (step) => Math.max(1, ...step.top.map(([, l]) => Math.abs(l)));
       const { compared, worst } = compareSteps(run, model.steps, {
         tolerance: (step) => TOLERANCE[backend] * scale(step),
         smallMargin: SMALL_MARGIN[backend] * scale(model.steps[0]),
-        what: `${model.type} on ${backend}`,
+        what: `${model.name} on ${backend}`,
       });
-      console.log(`# ${backend}, ${model.type}: ${compared} steps, worst |logit - exact| ${worst.toExponential(2)} (largest |logit| ${scale(model.steps[0]).toFixed(2)})`);
-      assert.ok(compared >= 1, `${model.type}: no step to compare`);
-      types.push(model.type);
+      console.log(`# ${backend}, ${model.name}: ${compared} steps, worst |logit - exact| ${worst.toExponential(2)} (largest |logit| ${scale(model.steps[0]).toFixed(2)})`);
+      assert.ok(compared >= 1, `${model.name}: no step to compare`);
+      names.push(model.name);
     }
-    assert.deepEqual(types, ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'], 'every supported type');
+    const types = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'];
+    const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf'];
+    assert.deepEqual(names, [...types, ...architectures], 'every supported type and architecture');
   });
 }

@@ -50,7 +50,8 @@ const handlers = {
     // The browser names its adapter to JS only; the engine sees an unnamed WebGPU adapter.
     state.adapterName = msg.adapter ? msg.adapter.name : '';
     document.body.dataset.adapter = state.adapterName;
-    state.lastStats = { position: 0, context_len: msg.info.context_len, kv_cache_bytes: 0, kv_bytes_per_value: 4, backend: msg.info.backend, device: msg.info.device };
+    state.lastStats = msg.stats;
+    document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
     // A run made with the previous model cannot go on with this one.
     if (liveRun() || state.beam) { state.run = null; state.beam = null; ui.text.replaceChildren(); beamTree.clear(); }
     setActive(false);

@@ -40,7 +40,7 @@
  * What the worker tells the page. Every error carries a name the page acts on ([ErrorName]).
  * @typedef {{ type: 'progress', phase: string, done: number, total: number }
  *   | { type: 'loaded', info: import('./pkg/tokenscope.js').ModelInfo, name: string, fromCache: boolean, ms: number, threads: number, threadsNote: string,
- *       backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }
+ *       backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string, stats: Stats }
  *   | { type: 'started', promptTokens: number }
  *   | { type: 'step', event: { type: 'step' } & import('./pkg/tokenscope.js').StepEvent, stats: Stats }
  *   | { type: 'paused', stats: Stats }

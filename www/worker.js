@@ -170,7 +170,7 @@ async function load(msg) {
   const old = engine;
   engine = fresh;
   old?.free();
-  post({ type: 'loaded', info, name: msg.name, fromCache, ms: performance.now() - t0, threads, threadsNote, ...choice });
+  post({ type: 'loaded', info, name: msg.name, fromCache, ms: performance.now() - t0, threads, threadsNote, ...choice, stats: statsOf(engine) });
 }
 
 // Yields to pending messages (Stop, sliders, a fork) without setTimeout's 4 ms clamp.

@@ -56,6 +56,32 @@ test('the page and the default model load, and a second visit reads the browser 
   assert.equal(await page.evaluate(() => document.body.dataset.backend), 'cpu');
 });
 
+test('the lessons\' switches sit in view beside the sliders at 1280x800, More settings closed, the chart above the fold', async () => {
+  const small = await env.browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const p = await small.newPage();
+  await p.goto(BASE);
+  await waitLoaded(p);
+  assert.equal(await p.locator('details.more').evaluate((d) => d.open), false, 'More settings starts closed');
+  const controls = [
+    p.getByRole('slider', { name: 'Top-p' }),
+    p.getByRole('combobox', { name: 'Sampler order' }),
+    p.getByRole('checkbox', { name: 'KV cache' }),
+    p.getByRole('checkbox', { name: 'Speculative decoding' }),
+    p.getByRole('figure', { name: 'Next-token probabilities' }),
+  ];
+  for (const c of controls) {
+    assert.ok(await c.isVisible(), `${c}: visible`);
+    const box = await c.boundingBox();
+    assert.ok(box && box.y >= 0 && box.y + box.height <= 800, `${c} lies within the 800-pixel window: ${JSON.stringify(box)}`);
+  }
+  // Each switch says what it shows to a screen reader, from the notes folded below them.
+  assert.match(await p.getByRole('checkbox', { name: 'KV cache' }).evaluate((el) => el.getAttribute('aria-describedby')), /kv-cache-note/);
+  // The stats name the engine's wasm memory from the load on, before any step.
+  assert.match(await p.locator('#stats').textContent(), /[0-9.]+ MB of wasm memory/);
+  await p.screenshot({ path: `${SHOTS}/page-1280x800.png` });
+  await small.close();
+});
+
 test('generating streams text and fills the chart with sane percentages', async () => {
   await page.getByRole('textbox', { name: 'Prompt' }).fill('Name three colors.');
   const t0 = Date.now();

@@ -32,7 +32,7 @@ requantized: model
 big-model: $(BIG_MODEL)
 
 $(BIG_MODEL): examples/llama_1b_shape.rs src/model/synthetic.rs
-	cargo run --release --example llama_1b_shape -- $@
+	cargo run --example llama_1b_shape -- $@
 
 # A small random-weight model per weight type and the exact CPU path's greedy run on each and on
 # each architecture fixture, for the page's per-type and per-architecture test
@@ -40,7 +40,7 @@ $(BIG_MODEL): examples/llama_1b_shape.rs src/model/synthetic.rs
 type-models: $(TYPE_MODELS)
 
 $(TYPE_MODELS): examples/weight_type_models.rs src/model/synthetic.rs $(wildcard tests/fixtures/architectures/*.gguf)
-	cargo run --release --example weight_type_models -- $(dir $@)
+	cargo run --example weight_type_models -- $(dir $@)
 
 build: setup
 	cargo build --release
@@ -87,9 +87,12 @@ test-types: www
 	node_modules/.bin/tsc -p tests/types
 	node_modules/.bin/tsc -p tests/types/tsconfig.www.json
 
-# The page in headless Chromium (Playwright), against `tokenscope serve`.
-test-e2e: model www build big-model type-models
-	node --test --test-concurrency=1 tests/e2e/
+# The page in headless Chromium (Playwright), against `tokenscope serve`: the dev build `cargo
+# test` made (optimized too: Cargo.toml), which serves the page as the release build does, so
+# `make test` compiles the native dependencies once, not twice. The examples above use it too.
+test-e2e: model www big-model type-models
+	cargo build --bin tokenscope
+	TOKENSCOPE_BIN=target/debug/tokenscope node --test --test-concurrency=1 tests/e2e/
 
 # tokenscope against llama.cpp natively and wllama in Chromium, CPU and GPU, in one run, on the
 # shipped Q4_1 file and llama.cpp's Q4_K_M of it (bench/run.mjs; bench/setup-peers.sh installs

@@ -9,6 +9,7 @@ export const ROOT = new URL('../../', import.meta.url).pathname;
 export const SHOTS = `${ROOT}test-results`;
 // The default model's file (what the page fetches from /models/).
 export const MODEL = `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`;
+// The server: TOKENSCOPE_BIN (make test: the dev build cargo test made), else the release build.
 const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 // CHROMIUM_FLAGS adds flags (bench/device/run.sh: WebGPU through Vulkan on a real GPU).

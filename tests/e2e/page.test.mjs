@@ -140,10 +140,13 @@ test('clicking a generated token shows that step', async () => {
 test('Stop stops a running generation', async () => {
   await page.evaluate(() => { delete document.body.dataset.finish; });
   await setSlider(page, 'Max tokens', 300);
+  // Half a second between tokens: Stop lands before the model could end the text itself.
+  await setSlider(page, 'Step delay', 500);
   await page.getByRole('button', { name: 'Generate', exact: true }).click();
   await page.waitForFunction(() => document.querySelectorAll('#text .tok').length >= 1, null, { timeout: 60_000 });
   await page.getByRole('button', { name: 'Stop', exact: true }).click();
   await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 60_000 });
+  await setSlider(page, 'Step delay', 0);
   assert.equal(await page.evaluate(() => document.body.dataset.finish), 'cancelled');
   assert.ok((await page.locator('#text .tok').count()) < 300);
 });

@@ -18,6 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::activations::{ActivationRow, BLOCK};
+use super::dot_kernel::tail_blocks;
 use super::q4_1_rows::NibbleRow;
 use super::q8_0_rows::ByteRow;
 
@@ -85,21 +86,11 @@ unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks
             }
         }
     }
-    let mut rest = [[0f32; R]; T];
-    for b in whole..blocks {
-        // SAFETY: b < blocks; the CPU has AVX2 and FMA.
-        unsafe {
-            for r in 0..R {
-                let (dw, mw) = w.scale(r, b);
-                let s = w.sums(r, b, x);
-                for (t, (o, (_, dx, sx))) in rest.iter_mut().zip(x).enumerate() {
-                    let scale = _mm256_set1_ps(dw * *dx.get_unchecked(b));
-                    acc[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), scale, acc[t][r]);
-                    o[r] += mw * *sx.get_unchecked(b);
-                }
-            }
-        }
-    }
+    // SAFETY: the blocks past `whole` lie in every row (b < blocks); the CPU has AVX2 and FMA.
+    let block = |r: usize, b: usize| unsafe { (w.scale(r, b), w.sums(r, b, x)) };
+    let fold = |a, sums, scale| _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(scale), a);
+    // SAFETY: as for `block`.
+    let rest = unsafe { tail_blocks(whole..blocks, x, &mut acc, block, fold) };
     std::array::from_fn(|t| std::array::from_fn(|r| horizontal_sum(acc[t][r]) + rest[t][r]))
 }
 

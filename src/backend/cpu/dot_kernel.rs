@@ -96,3 +96,35 @@ pub trait RowDot: Sync {
         x: [<Self::Input as InputRows>::Row<'_>; T],
     ) -> [[f32; R]; T];
 }
+
+/// The blocks of a row past its last whole group of four (`range`), one at a time, as every
+/// SIMD kernel ends its row: `block(r, b)` gives weight row `r`'s scale and offset for block
+/// `b` and its integer sums against each token's block (in the kernel's own vector type `S`);
+/// `fold(acc, sums, d_w d_x)` adds those sums, scaled, into the kernel's vector accumulator
+/// `acc[t][r]` (of its type `A`). Returns the offsets' part, `[token][row]` sums of `m_w s_x`.
+///
+/// # Safety
+/// Every token's scales and sums in `x` hold the blocks of `range` (`block` is the caller's to
+/// keep in bounds).
+#[inline(always)]
+pub(super) unsafe fn tail_blocks<S: Copy, A: Copy, const R: usize, const T: usize>(
+    range: std::ops::Range<usize>,
+    x: &[super::activations::ActivationRow; T],
+    acc: &mut [[A; R]; T],
+    block: impl Fn(usize, usize) -> ((f32, f32), [S; T]),
+    fold: impl Fn(A, S, f32) -> A,
+) -> [[f32; R]; T] {
+    let mut rest = [[0f32; R]; T];
+    for b in range {
+        for r in 0..R {
+            let ((dw, mw), sums) = block(r, b);
+            for (t, (_, dx, sx)) in x.iter().enumerate() {
+                // SAFETY: b lies in `range`, which every token's scales and sums hold.
+                let (dx, sx) = unsafe { (*dx.get_unchecked(b), *sx.get_unchecked(b)) };
+                acc[t][r] = fold(acc[t][r], sums[t], dw * dx);
+                rest[t][r] += mw * sx;
+            }
+        }
+    }
+    rest
+}

@@ -18,6 +18,7 @@
 use core::arch::wasm32::*;
 
 use super::activations::{ActivationRow, BLOCK};
+use super::dot_kernel::tail_blocks;
 use super::q4_1_rows::NibbleRow;
 use super::q8_0_rows::ByteRow;
 
@@ -186,19 +187,11 @@ fn by_fours<const R: usize, const T: usize, W: WasmRows<T>>(w: &W, blocks: usize
             }
         }
     }
-    let mut rest = [[0f32; R]; T];
-    for b in whole..blocks {
-        // SAFETY: b < blocks.
-        unsafe {
-            for r in 0..R {
-                let (dw, mw) = w.scale(r, b);
-                let s = w.sums(r, b, x);
-                for (t, (o, (_, dx, sx))) in rest.iter_mut().zip(x).enumerate() {
-                    o[r] += lane_sum(f32x4_convert_i32x4(s[t])) * (dw * *dx.get_unchecked(b)) + mw * *sx.get_unchecked(b);
-                }
-            }
-        }
-    }
+    // SAFETY: the blocks past `whole` lie in every row (b < blocks).
+    let block = |r: usize, b: usize| unsafe { (w.scale(r, b), w.sums(r, b, x)) };
+    let fold = |a, sums, scale| madd(W::RELAXED, f32x4_convert_i32x4(sums), f32x4_splat(scale), a);
+    // SAFETY: as for `block`.
+    let rest = unsafe { tail_blocks(whole..blocks, x, &mut acc, block, fold) };
     std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + rest[t][r]))
 }
 

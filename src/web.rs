@@ -357,6 +357,18 @@ impl Engine {
         to_js(&event)
     }
 
+    /// Step `step` of the current branch seen from inside: its forward pass recomputed from
+    /// the branch's tokens, keeping the attention weights of its last token and the logit lens
+    /// (`generation::inspect`). The run carries on as it would have.
+    #[wasm_bindgen(unchecked_return_type = "StepInside")]
+    pub async fn inspect(&mut self, step: usize) -> Result<JsValue, JsValue> {
+        let Ok((backend, tokenizer, Work::Run { generation, .. })) = self.loaded() else {
+            return Err(not_ready("no run to look inside: press Generate first"));
+        };
+        let inside = generation.inspect(backend, step, tokenizer).await.map_err(js_err)?;
+        to_js(&inside)
+    }
+
     /// Branches at `step` of the current branch: the steps from there on are set aside (they
     /// stay in their branch), the KV cache is truncated to what stays, and the next `step()`
     /// takes `token_id` at that step. Returns the new branch as the run records it (its id,

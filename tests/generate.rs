@@ -5,7 +5,7 @@
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::{Backend, BackendInfo, Checked, Logits, Pass};
+use tokenscope::backend::{Backend, BackendInfo, Checked, Forward, Logits, Pass};
 use tokenscope::generation::generate::{Event, FinishReason, GenerateParams, Generation};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Model;
@@ -35,12 +35,12 @@ impl Scripted {
 }
 
 impl Backend for Scripted {
-    async fn forward_checked(&mut self, input: Checked<'_>) -> tokenscope::Result<Vec<f32>> {
+    async fn forward_checked(&mut self, input: Checked<'_>) -> tokenscope::Result<Forward> {
         if input.pass().logits == Logits::All {
             return Err(tokenscope::Error::Backend("the scripted backend plays one token at a time".into()));
         }
         self.pos += input.tokens().len();
-        Ok(self.logits())
+        Ok(Forward { logits: self.logits(), inspection: None })
     }
     async fn draft(&mut self, _token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {
         Err(tokenscope::Error::Backend("the scripted backend has no draft".into()))
@@ -101,10 +101,12 @@ fn drive<B: Backend>(g: &mut Generation, b: &mut B, tok: &Tokenizer) -> (String,
 fn every_backend_gets_the_forward_checks_from_the_one_entry() {
     let mut b = Scripted { script: vec![5], vocab: 8, pos: 0, produced: 0, context: 4 };
     let refused = |r: tokenscope::Result<Vec<f32>>| r.expect_err("refused").to_string();
+    let refused_pass = |r: tokenscope::Result<Forward>| r.expect_err("refused").to_string();
     assert!(refused(pollster::block_on(b.prefill(&[]))).contains("no tokens"));
     assert!(refused(pollster::block_on(b.prefill(&[1; 5]))).contains("the context is full: 0 + 5 tokens exceed its 4 positions"));
     assert!(refused(pollster::block_on(b.verify(&[1]))).contains("a verify pass takes 2 to"));
-    assert!(refused(pollster::block_on(b.forward(&[1], Pass { layers: 2, logits: Logits::Last }))).contains("1 to 1 layers, got 2"));
+    let two_layers = Pass { layers: 2, logits: Logits::Last, inspect: false };
+    assert!(refused_pass(pollster::block_on(b.forward(&[1], two_layers))).contains("1 to 1 layers, got 2"));
     assert_eq!(b.position(), 0);
     pollster::block_on(b.prefill(&[1; 4])).expect("four tokens fit");
     assert!(refused(pollster::block_on(b.decode(1))).contains("the context is full: 4 + 1"));

@@ -4,7 +4,7 @@
 use super::cpu::{CpuBackend, CpuPrecision};
 use super::gpu::kernels::KernelOptions;
 use super::gpu::{GpuBackend, GpuContext};
-use super::{Backend, BackendInfo, Checked};
+use super::{Backend, BackendInfo, Checked, Forward};
 use crate::error::Result;
 use crate::model::{Config, Weights};
 
@@ -67,8 +67,11 @@ macro_rules! each {
 }
 
 impl Backend for AnyBackend {
-    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
         each!(self, b => b.forward_checked(input).await)
+    }
+    async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
+        each!(self, b => b.lens(residuals).await)
     }
     fn truncate(&mut self, len: usize) {
         each!(self, b => b.truncate(len))

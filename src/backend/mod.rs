@@ -3,10 +3,12 @@
 pub mod any;
 pub mod cpu;
 pub mod gpu;
+pub mod inspect;
 
 use serde::Serialize;
 
 pub use any::AnyBackend;
+pub use inspect::Inspection;
 
 use crate::error::{Error, Result};
 use crate::model::Config;
@@ -38,13 +40,25 @@ pub enum Logits {
 }
 
 /// What one forward pass runs: the model's first `layers` blocks (all of them, or fewer for a
-/// self-draft), then the final norm and the LM head, for the logits `logits` names.
+/// self-draft), then the final norm and the LM head, for the logits `logits` names; with
+/// `inspect`, it also keeps the last token's attention weights and residual stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pass {
     /// Transformer blocks to run, 1 to [`Backend::layers`].
     pub layers: usize,
     /// Whose logits come back.
     pub logits: Logits,
+    /// Keep an [`Inspection`] of the last token (a pass not asked keeps and costs nothing).
+    pub inspect: bool,
+}
+
+/// What a forward pass hands back.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// The logits the pass named: `[vocab]`, or `[n, vocab]` row-major.
+    pub logits: Vec<f32>,
+    /// The last token's inside, where the pass was asked to keep it.
+    pub inspection: Option<Inspection>,
 }
 
 /// A forward pass's tokens and shape after the checks every backend shares: only
@@ -98,9 +112,10 @@ impl<'a> Checked<'a> {
 #[allow(async_fn_in_trait)]
 pub trait Backend {
     /// Runs the checked tokens at positions `position()..` through the pass's layers, appends
-    /// their keys and values to the cache, and returns the logits the pass names. On error the
-    /// position is left as it was.
-    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>>;
+    /// their keys and values to the cache, and returns the logits the pass names (and its
+    /// inspection, where asked). On error the position is left as it was.
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward>;
+
     /// Forgets every position from `len` on (regenerate, branch); `len` beyond the current
     /// position is clamped.
     fn truncate(&mut self, len: usize);
@@ -116,14 +131,30 @@ pub trait Backend {
     fn info(&self) -> BackendInfo;
 
     /// The one forward entry: checks `tokens` and `pass` (see [`Checked`]) and runs them.
-    async fn forward(&mut self, tokens: &[u32], pass: Pass) -> Result<Vec<f32>> {
+    async fn forward(&mut self, tokens: &[u32], pass: Pass) -> Result<Forward> {
         let input = Checked::new(tokens, pass, self.position(), self.context_len(), self.layers())?;
         self.forward_checked(input).await
     }
     /// Appends `tokens` (one pass over all of them) and returns the last position's logits.
     async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        self.forward(tokens, Pass { layers, logits: Logits::Last }).await
+        Ok(self.forward(tokens, Pass { layers, logits: Logits::Last, inspect: false }).await?.logits)
+    }
+    /// The logit lens: each of `residuals`' rows (`[rows, dim]`, residual streams as an
+    /// [`Inspection`] keeps them) through the final norm and the LM head, `[rows, vocab]`,
+    /// each row computed as a pass computes its last token's logits. A backend that keeps no
+    /// inspections (a test's scripted one) refuses.
+    async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
+        let _ = residuals;
+        Err(Error::Backend(format!("the {} backend has no logit lens", self.info().name)))
+    }
+    /// Appends one token through every layer and returns its logits and its inspection: the
+    /// attention weights over every position and the residual stream after each layer.
+    async fn inspect(&mut self, token: u32) -> Result<(Vec<f32>, Inspection)> {
+        let layers = self.layers();
+        let name = self.info().name;
+        let pass = self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: true }).await?;
+        Ok((pass.logits, Inspection::expect_from(pass.inspection, &name)?))
     }
     /// Appends one token and returns its logits.
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
@@ -134,14 +165,14 @@ pub trait Backend {
     /// with this one pass.
     async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        self.forward(tokens, Pass { layers, logits: Logits::All }).await
+        Ok(self.forward(tokens, Pass { layers, logits: Logits::All, inspect: false }).await?.logits)
     }
     /// Appends one token through the first `layers` blocks only (1 to the model's layers),
     /// then the final norm and the LM head, and returns those logits: the model's own early
     /// layers as a draft model (self-draft). The keys and values it appends are those of
     /// the layers it ran; truncate the position before the full model runs there.
     async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        self.forward(&[token], Pass { layers, logits: Logits::Last }).await
+        Ok(self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: false }).await?.logits)
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::json;
 use tokenscope::backend::Backend;
 use tokenscope::generation::beam::{BeamEvent, BeamParams, BeamSearch};
 use tokenscope::generation::generate::{Event, GenerateParams, Generation};
+use tokenscope::generation::inspect::StepInside;
 use tokenscope::sampler::{SamplerOrder, SamplingParams};
 use tokenscope::tokenizer::PromptFormat;
 use tokenscope::{Error, Result};
@@ -54,6 +55,12 @@ pub struct GenerateArgs {
     /// Print one JSON object per step, then a summary line.
     #[arg(long)]
     jsonl: bool,
+    /// With --jsonl: each step's line also holds `inside`, the step seen from inside: the
+    /// attention weights of its pass's last token (`attention[layer][head][position]`) and
+    /// the logit lens (`lens`: after each layer, the top 5 tokens and the chosen one's rank).
+    /// Each step's pass runs once more to keep them.
+    #[arg(long, requires = "jsonl", conflicts_with = "beams")]
+    inspect: bool,
     /// Candidates per step in --jsonl (up to 100).
     #[arg(long, default_value_t = 20, allow_negative_numbers = true, value_parser = super::count::<usize>)]
     top_n: usize,
@@ -194,6 +201,10 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "forward_tokens": s.forward_tokens,
                         "candidates": candidates,
                     });
+                    if a.inspect {
+                        let inside = pollster::block_on(generation.inspect(&mut backend, s.step, &tokenizer))?;
+                        line["inside"] = inside_json(&inside);
+                    }
                     if let Some(d) = &s.draft {
                         line["draft"] = json!({
                             "round": d.round,
@@ -239,6 +250,24 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             }
         }
     }
+}
+
+/// `--inspect`'s `inside` object: the attention weights nested `[layer][head][position]`, the
+/// grouping of query heads on KV heads, and the logit lens.
+fn inside_json(inside: &StepInside) -> serde_json::Value {
+    let attention: Vec<Vec<&[f32]>> = inside
+        .attention
+        .chunks_exact(inside.heads * inside.positions)
+        .map(|layer| layer.chunks_exact(inside.positions).collect())
+        .collect();
+    json!({
+        "layers": inside.layers,
+        "heads": inside.heads,
+        "heads_per_kv_head": inside.group,
+        "positions": inside.positions,
+        "attention": attention,
+        "lens": inside.lens,
+    })
 }
 
 /// The prompt's tokens: the text itself, or with --chat the model's chat template around it.

@@ -23,6 +23,7 @@ use web_time::Instant;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::generation::inspect::{self, StepInside};
 use crate::generation::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
 use crate::generation::stop::{StopMatcher, MAX_STOP_STRINGS};
 use crate::sampler::{self, Choice, Sample, SamplerRng, SamplingParams, MAX_TOP_N};
@@ -302,6 +303,20 @@ impl Generation {
         for &t in generated {
             let _ = self.stop.push(&self.utf8.push(tokenizer.token_bytes(t)));
         }
+    }
+
+    /// Step `step` (a step already taken) seen from inside: its forward pass recomputed on
+    /// `backend` from this run's tokens, keeping the attention weights and the logit lens
+    /// ([`inspect::step_inside`]). The run carries on as it would have: the cache then holds
+    /// the tokens before the step's own, and the next step runs what it lacks.
+    pub async fn inspect<B: Backend>(&mut self, backend: &mut B, step: usize, tokenizer: &Tokenizer) -> Result<StepInside> {
+        let held = self.prompt_len + step;
+        // What the cache keeps whatever happens: the tokens before the pass's last one.
+        self.cached = self.cached.min(held.saturating_sub(1));
+        self.pending_cached = self.pending_cached.min(self.cached);
+        let (inside, _) = inspect::step_inside(backend, &self.context, self.prompt_len, self.cached, step, tokenizer).await?;
+        self.cached = held;
+        Ok(inside)
     }
 
     /// Runs one step: the forward pass over the tokens the KV cache lacks, then a sampled

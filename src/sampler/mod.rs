@@ -31,8 +31,8 @@
 //! IEEE-754 arithmetic in a fixed order, so the numbers are bit-identical natively and in
 //! wasm; the ranking (`ranking.rs`) is one integer key per token.
 
-pub(crate) mod ranking;
-mod softmax;
+pub mod ranking;
+pub mod softmax;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

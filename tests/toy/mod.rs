@@ -2,7 +2,7 @@
 //! token's logits: one for the model, one for its self-draft. For engine tests that need
 //! exact control over the distributions (beam search, speculative decoding).
 
-use tokenscope::backend::{Backend, BackendInfo, Checked, Logits};
+use tokenscope::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 
 /// Logits after a context.
 pub type LogitsFn = Box<dyn Fn(&[u32]) -> Vec<f32>>;
@@ -29,7 +29,7 @@ impl Toy {
 impl Backend for Toy {
     /// A pass of the model: the last token's logits (prefill, decode) or every token's
     /// (verify).
-    async fn forward_checked(&mut self, input: Checked<'_>) -> tokenscope::Result<Vec<f32>> {
+    async fn forward_checked(&mut self, input: Checked<'_>) -> tokenscope::Result<Forward> {
         self.passes += 1;
         let mut out = Vec::new();
         for &t in input.tokens() {
@@ -41,7 +41,7 @@ impl Backend for Toy {
         if input.pass().logits == Logits::Last {
             out = (self.logits)(&self.context);
         }
-        Ok(out)
+        Ok(Forward { logits: out, inspection: None })
     }
     /// The self-draft's own function, whatever the layer count, uncounted in `passes`.
     async fn draft(&mut self, token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {

@@ -25,7 +25,7 @@ pub use kv_cache::KvCache;
 use linear::SharedInput;
 pub use linear::{CpuPrecision, Linear};
 
-use super::{Backend, BackendInfo, Checked, Logits};
+use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
 use crate::model::{Config, HeadNorm, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
@@ -145,11 +145,12 @@ impl CpuBackend {
 
     /// Runs `tokens` at positions `position()..` through the first `layers` blocks, appends
     /// their keys and values to the cache (skipped layers get zeros at these positions), and
-    /// returns the logits of the last token or of every token (`[n, vocab]`). On error the
-    /// cache is left as it was. [`Backend::forward`] has checked the shape.
-    fn forward_pass(&mut self, tokens: &[u32], layers: usize, logits: Logits) -> Result<Vec<f32>> {
+    /// returns the logits of the last token or of every token (`[n, vocab]`), with the last
+    /// token's inspection where `inspect`. On error the cache is left as it was.
+    /// [`Backend::forward`] has checked the shape.
+    fn forward_pass(&mut self, tokens: &[u32], layers: usize, logits: Logits, inspect: bool) -> Result<Forward> {
         let start = self.cache.len();
-        let result = self.forward_inner(tokens, layers, logits);
+        let result = self.forward_inner(tokens, layers, logits, inspect);
         // Sampling and handing the token over come next, on this thread alone.
         band_pool::pool().rest();
         if result.is_err() {
@@ -158,7 +159,7 @@ impl CpuBackend {
         result
     }
 
-    fn forward_inner(&mut self, tokens: &[u32], layers: usize, logits_for: Logits) -> Result<Vec<f32>> {
+    fn forward_inner(&mut self, tokens: &[u32], layers: usize, logits_for: Logits, inspect: bool) -> Result<Forward> {
         let n = tokens.len();
         let start = self.cache.len();
         let c = &self.cfg;
@@ -177,6 +178,8 @@ impl CpuBackend {
 
         // RoPE's sines and cosines per position, the same in every layer.
         let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(&self.rope, start + t)).collect();
+        // Asked for: the last token's attention weights and residual stream, layer by layer.
+        let mut inspection = inspect.then(|| Inspection::new(layers, c.n_heads, group, start + n, d));
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
@@ -203,26 +206,33 @@ impl CpuBackend {
             }
             self.cache.append(layer, &k, &v);
             let (keys, values) = self.cache.layer(layer);
+            // Token t's query head h over the positions up to its own.
+            let head = |t: usize, h: usize| AttentionInput {
+                q: &q[t * qd + h * hd..][..hd],
+                keys,
+                values,
+                kv_stride: kv,
+                kv_offset: (h / group) * hd,
+                n_pos: start + t + 1,
+            };
             // Each token's heads, tokens spread over the band pool's threads when the work
             // is worth handing over (a prefill's; a decode step's stays on this thread).
             let attend = |t: usize, out: &mut [f32]| {
                 let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
                 for (h, out) in out.chunks_exact_mut(hd).enumerate() {
-                    let input = AttentionInput {
-                        q: &q[t * qd + h * hd..][..hd],
-                        keys,
-                        values,
-                        kv_stride: kv,
-                        kv_offset: (h / group) * hd,
-                        n_pos: start + t + 1,
-                    };
-                    ops::attention(&input, &mut scores, out);
+                    ops::attention(&head(t, h), &mut scores, out);
                 }
             };
             let work = n * (start + n) * qd * 2;
             let pool = band_pool::pool();
             let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
             pool.for_each_piece(&mut att[..n * qd], qd, tasks, attend);
+            if let Some(inspection) = &mut inspection {
+                // The last token's weights again, head by head, as `attend` computed them.
+                for h in 0..c.n_heads {
+                    ops::attention_weights(&head(n - 1, h), inspection.weights_mut(layer, h));
+                }
+            }
             b.wo.forward(&att, n, &mut proj)?;
             ops::add(&mut x, &proj);
 
@@ -236,6 +246,9 @@ impl CpuBackend {
             ops::swiglu(&mut gate, &up);
             b.w_down.forward(&gate, n, &mut proj)?;
             ops::add(&mut x, &proj);
+            if let Some(inspection) = &mut inspection {
+                inspection.residual_mut(layer).copy_from_slice(&x[(n - 1) * d..][..d]);
+            }
         }
         k.fill(0.0);
         for layer in layers..self.blocks.len() {
@@ -254,6 +267,23 @@ impl CpuBackend {
         }
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
+        Ok(Forward { logits, inspection })
+    }
+
+    /// The final norm and the LM head on each row of `residuals` (`[rows, dim]`), as a pass
+    /// computes its last token's logits: the logit lens.
+    fn lens_rows(&self, residuals: &[f32]) -> Result<Vec<f32>> {
+        let d = self.cfg.dim;
+        if residuals.is_empty() || !residuals.len().is_multiple_of(d) {
+            return Err(Error::InvalidParams(format!("the logit lens takes rows of {d} values, got {}", residuals.len())));
+        }
+        let rows = residuals.len() / d;
+        let mut normed = vec![0.0f32; rows * d]; // final-normed rows [rows, d]
+        for (row, out) in residuals.chunks_exact(d).zip(normed.chunks_exact_mut(d)) {
+            ops::rmsnorm(row, &self.output_norm, self.cfg.rms_eps, out);
+        }
+        let mut logits = vec![0.0f32; rows * self.lm_head.rows()]; // [rows, vocab]
+        self.lm_head.forward(&normed, rows, &mut logits)?;
         Ok(logits)
     }
 
@@ -269,9 +299,15 @@ impl CpuBackend {
 }
 
 impl Backend for CpuBackend {
-    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
         let pass = input.pass();
-        self.forward_pass(input.tokens(), pass.layers, pass.logits)
+        self.forward_pass(input.tokens(), pass.layers, pass.logits, pass.inspect)
+    }
+
+    async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
+        let logits = self.lens_rows(residuals);
+        band_pool::pool().rest();
+        logits
     }
 
     fn truncate(&mut self, len: usize) {

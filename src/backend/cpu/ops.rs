@@ -78,28 +78,37 @@ pub struct AttentionInput<'a> {
     pub n_pos: usize,
 }
 
-/// Computes one head's attention output into `out`, using `scores` as scratch.
+/// Computes one head's attention output into `out`, leaving its weights in `scores[..n_pos]`.
 pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     let hd = a.q.len();
-    let scale = 1.0 / (hd as f32).sqrt();
-    let scores = &mut scores[..a.n_pos];
-    for (j, s) in scores.iter_mut().enumerate() {
-        let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
-        *s = dot(a.q, k) * scale;
-    }
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for s in scores.iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
+    attention_weights(a, scores);
     out.fill(0.0);
-    for (j, &w) in scores.iter().enumerate() {
+    for (j, &w) in scores[..a.n_pos].iter().enumerate() {
         let v = &a.values[j * a.kv_stride + a.kv_offset..][..hd];
-        let w = w / sum;
         for (o, &x) in out.iter_mut().zip(v) {
             *o += w * x;
         }
+    }
+}
+
+/// One head's attention weights over its positions into `weights[..n_pos]`:
+/// `softmax(q . k_j / sqrt(head_dim))`, max-subtracted for stability; they sum to 1.
+pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
+    let hd = a.q.len();
+    let scale = 1.0 / (hd as f32).sqrt();
+    let weights = &mut weights[..a.n_pos];
+    for (j, s) in weights.iter_mut().enumerate() {
+        let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
+        *s = dot(a.q, k) * scale;
+    }
+    let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f32;
+    for s in weights.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    for s in weights.iter_mut() {
+        *s /= sum;
     }
 }
 

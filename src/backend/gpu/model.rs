@@ -22,7 +22,7 @@ use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
-use crate::backend::{Backend, BackendInfo, Checked, Logits, MAX_VERIFY_TOKENS};
+use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 
@@ -619,7 +619,7 @@ impl Backend for GpuBackend {
     /// layer: the prefill lists (decode's for one token), [`PREFILL_BATCH`] tokens a pass, the
     /// last pass read back. Through fewer layers: the self-draft's lists, built for that
     /// layer count on first use, one token.
-    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Vec<f32>> {
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
         let (tokens, pass) = (input.tokens(), input.pass());
         let start = self.pos;
         let logits = match pass.logits {
@@ -648,7 +648,7 @@ impl Backend for GpuBackend {
             }
         };
         match logits {
-            Ok(Some(logits)) => Ok(logits),
+            Ok(Some(logits)) => Ok(Forward { logits, inspection: None }),
             Ok(None) => Err(Error::Backend("no logits".into())),
             Err(e) => {
                 self.pos = start;

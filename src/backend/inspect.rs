@@ -1,0 +1,71 @@
+//! What a forward pass can be asked to keep besides its logits, to look inside the model at
+//! one step: the attention weights of the pass's last token over every position, for every
+//! layer and query head, and the residual stream after every layer (which the logit lens puts
+//! through the final norm and the LM head). A pass not asked keeps nothing and costs nothing.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The inside of one forward pass, at its last token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inspection {
+    /// Transformer blocks the pass ran.
+    pub layers: usize,
+    /// Query heads per layer.
+    pub heads: usize,
+    /// Query heads that read one key/value head (grouped-query attention): heads
+    /// `g * group .. (g + 1) * group` share KV head `g`.
+    pub group: usize,
+    /// Positions the token attended to: every cached one and its own.
+    pub positions: usize,
+    /// Attention weights, `[layers, heads, positions]`: each row sums to 1.
+    pub attention: Vec<f32>,
+    /// Width of the residual stream.
+    pub dim: usize,
+    /// The residual stream after each layer, `[layers, dim]`.
+    pub residuals: Vec<f32>,
+}
+
+impl Inspection {
+    /// An inspection of `layers` layers of `heads` heads (`group` to a KV head) over
+    /// `positions` positions, for a residual stream `dim` wide, every value 0 until the pass
+    /// writes it.
+    pub fn new(layers: usize, heads: usize, group: usize, positions: usize, dim: usize) -> Self {
+        Inspection {
+            layers,
+            heads,
+            group,
+            positions,
+            attention: vec![0.0; layers * heads * positions],
+            dim,
+            residuals: vec![0.0; layers * dim],
+        }
+    }
+
+    /// Layer `layer`'s head `head`'s weights over the positions, `[positions]`.
+    pub fn weights(&self, layer: usize, head: usize) -> &[f32] {
+        &self.attention[(layer * self.heads + head) * self.positions..][..self.positions]
+    }
+
+    /// The same, to write.
+    pub fn weights_mut(&mut self, layer: usize, head: usize) -> &mut [f32] {
+        &mut self.attention[(layer * self.heads + head) * self.positions..][..self.positions]
+    }
+
+    /// The residual stream after layer `layer`, `[dim]`.
+    pub fn residual(&self, layer: usize) -> &[f32] {
+        &self.residuals[layer * self.dim..][..self.dim]
+    }
+
+    /// The same, to write.
+    pub fn residual_mut(&mut self, layer: usize) -> &mut [f32] {
+        &mut self.residuals[layer * self.dim..][..self.dim]
+    }
+
+    /// The inspection a pass that was asked for one hands back; an error names the backend
+    /// that kept none.
+    pub fn expect_from(kept: Option<Inspection>, backend: &str) -> Result<Inspection> {
+        kept.ok_or_else(|| Error::Backend(format!("the {backend} backend kept no attention weights or residuals for this pass")))
+    }
+}

@@ -1,0 +1,167 @@
+//! A step seen from inside on the real model, on the CPU's exact and fast paths: every
+//! attention row is a distribution over the positions before the step's token; the lens's
+//! last layer is the step's own logits, bit for bit; a past step recomputed on demand gives
+//! the logits seen live; asking changes nothing in the run; and the fast path's weights stay
+//! near the exact path's. Native only: it reads the model file from disk.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+use tokenscope::backend::Backend;
+use tokenscope::generation::generate::{Event, GenerateParams, Generation};
+use tokenscope::generation::inspect::{StepInside, LENS_TOP};
+use tokenscope::model::Model;
+use tokenscope::sampler::SamplingParams;
+use tokenscope::tokenizer::{PromptFormat, Tokenizer};
+
+/// How far a row of attention weights may sum from 1 (f32 division by the row's own sum).
+const ROW_SUM_TOL: f32 = 1e-5;
+/// How far one of the fast path's weights may sit from the exact path's: its 8-bit
+/// activations move the queries and keys, and a sharp head's softmax magnifies that. Measured
+/// here at most 7.1e-2 over 6 steps x 270 rows.
+const FAST_WEIGHT_TOL: f32 = 0.15;
+/// The same on average over every weight: the bulk of the weights barely moves.
+const FAST_MEAN_TOL: f32 = 5e-3;
+
+const STEPS: usize = 6;
+
+fn cpu(precision: CpuPrecision) -> (CpuBackend, Tokenizer) {
+    let m = Model::open(&common::model_path()).expect("the default model loads");
+    (CpuBackend::new(&m.config, m.weights, precision, Some(256)).expect("cpu"), m.tokenizer)
+}
+
+fn prompt(tok: &Tokenizer) -> Vec<u32> {
+    tok.encode_prompt(&PromptFormat::Completion, "The capital of France is").expect("encodes")
+}
+
+fn params() -> GenerateParams {
+    GenerateParams {
+        sampling: SamplingParams { temperature: 0.8, ..SamplingParams::default() },
+        max_tokens: STEPS,
+        seed: 7,
+        ..GenerateParams::default()
+    }
+}
+
+/// Runs the whole generation, inspecting each step right after it when `inspect`; returns the
+/// tokens, each step's live logits and the inspections.
+fn run(b: &mut CpuBackend, tok: &Tokenizer, inspect: bool) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    let mut g = Generation::new(prompt(tok), params(), tok, b.context_len()).expect("starts");
+    let (mut tokens, mut logits, mut insides) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        match pollster::block_on(g.step_keeping_logits(b, tok)).expect("step") {
+            (Event::Step(s), Some(l)) => {
+                tokens.push(s.token_id);
+                logits.push(l);
+                if inspect {
+                    insides.push(pollster::block_on(g.inspect(b, s.step, tok)).expect("inspects"));
+                }
+            }
+            (Event::Finished(_), _) => return (tokens, logits, insides, g),
+            (other, _) => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn attention_rows_are_distributions_over_the_positions_before_the_token() {
+    for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
+        let (mut b, tok) = cpu(precision);
+        let prompt_len = prompt(&tok).len();
+        let (_, _, insides, _) = run(&mut b, &tok, true);
+        let mut worst = 0.0f32;
+        for inside in &insides {
+            assert_eq!((inside.layers, inside.heads, inside.group), (30, 9, 3), "SmolLM2: 30 layers of 9 query heads, 3 to a KV head");
+            assert_eq!(inside.positions, prompt_len + inside.step, "step {}: the prompt and the tokens before it", inside.step);
+            assert_eq!(inside.attention.len(), 30 * 9 * inside.positions);
+            for row in inside.attention.chunks_exact(inside.positions) {
+                assert!(row.iter().all(|&w| (0.0..=1.0).contains(&w)), "a weight outside [0, 1]: {row:?}");
+                let sum: f32 = row.iter().sum();
+                worst = worst.max((sum - 1.0).abs());
+            }
+        }
+        eprintln!("{precision:?}: {} steps x 270 rows, worst |row sum - 1| {worst:.1e}", insides.len());
+        assert!(worst <= ROW_SUM_TOL, "{precision:?}: a row sums to 1 +- {worst}");
+    }
+}
+
+#[test]
+fn the_last_layer_of_the_lens_is_the_steps_distribution_bit_for_bit() {
+    for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
+        let (mut b, tok) = cpu(precision);
+        let (tokens, logits, insides, _) = run(&mut b, &tok, true);
+        for ((inside, live), &chosen) in insides.iter().zip(&logits).zip(&tokens) {
+            assert_eq!(inside.lens.len(), 30);
+            let last = &inside.lens[29];
+            assert_eq!(last.layer, 30);
+            let p = tokenscope::sampler::softmax::softmax(live, 1.0).p;
+            let want = tokenscope::sampler::ranking::top(live, LENS_TOP);
+            let got: Vec<u32> = last.top.iter().map(|t| t.token_id).collect();
+            assert_eq!(got, want, "step {}: the last layer's top tokens are the step's", inside.step);
+            for t in &last.top {
+                assert_eq!(t.probability.to_bits(), p[t.token_id as usize].to_bits(), "step {}: {t:?}", inside.step);
+            }
+            assert_eq!(last.chosen_probability.to_bits(), p[chosen as usize].to_bits());
+            assert_eq!(last.chosen_rank, tokenscope::sampler::ranking::rank_of(live, chosen) + 1);
+            for layer in &inside.lens {
+                assert_eq!(layer.top.len(), LENS_TOP);
+                assert!(layer.chosen_rank >= 1 && layer.chosen_probability >= 0.0);
+            }
+        }
+        let ranks: Vec<usize> = insides[0].lens.iter().map(|l| l.chosen_rank).collect();
+        eprintln!("{precision:?}: step 0's chosen token's rank after each layer: {ranks:?}");
+    }
+}
+
+#[test]
+fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_on_unchanged() {
+    let (mut b, tok) = cpu(CpuPrecision::Fast);
+    let (plain_tokens, live, _, _) = run(&mut b, &tok, false);
+    b.truncate(0);
+    let (inspected_tokens, inspected_live, insides, mut g) = run(&mut b, &tok, true);
+    assert_eq!(inspected_tokens, plain_tokens, "inspecting each step changes no token");
+    assert_eq!(inspected_live, live, "nor any step's logits");
+    // Every past step again, latest first, from the finished run: the same attention.
+    for step in (0..STEPS).rev() {
+        let again = pollster::block_on(g.inspect(&mut b, step, &tok)).expect("inspects");
+        assert_eq!(again.attention, insides[step].attention, "step {step}: the attention seen live");
+        assert_eq!(again.lens, insides[step].lens, "step {step}: the lens seen live");
+    }
+    let context = g.tokens().to_vec();
+    let prompt_len = g.prompt_len();
+    for (step, seen) in live.iter().enumerate() {
+        let (logits, _) =
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut b, &context, prompt_len, 0, step)).expect("recomputes");
+        assert_eq!(&logits, seen, "step {step}: recomputed from an empty cache");
+    }
+    assert!(pollster::block_on(g.inspect(&mut b, STEPS, &tok)).is_err(), "a step not taken yet is refused");
+}
+
+#[test]
+fn the_fast_paths_attention_stays_near_the_exact_paths() {
+    let (mut exact, tok) = cpu(CpuPrecision::Exact);
+    let (mut fast, _) = cpu(CpuPrecision::Fast);
+    let context = {
+        let (tokens, _, _, g) = run(&mut exact, &tok, false);
+        assert_eq!(tokens.len(), STEPS);
+        g.tokens().to_vec()
+    };
+    let prompt_len = prompt(&tok).len();
+    let (mut worst, mut total, mut count) = (0.0f32, 0.0f64, 0usize);
+    for step in 0..STEPS {
+        let (_, a) =
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut exact, &context, prompt_len, 0, step)).expect("exact");
+        let (_, f) =
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut fast, &context, prompt_len, 0, step)).expect("fast");
+        for (x, y) in a.attention.iter().zip(&f.attention) {
+            worst = worst.max((x - y).abs());
+            total += f64::from((x - y).abs());
+            count += 1;
+        }
+    }
+    let mean = (total / count as f64) as f32;
+    eprintln!("fast vs exact attention weights over {STEPS} steps: worst |difference| {worst:.2e}, mean {mean:.2e}");
+    assert!(worst <= FAST_WEIGHT_TOL, "fast path's weights {worst} from the exact path's");
+    assert!(mean <= FAST_MEAN_TOL, "fast path's weights {mean} from the exact path's on average");
+}

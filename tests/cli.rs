@@ -597,4 +597,7 @@ fn inspect_adds_each_steps_attention_and_logit_lens_and_changes_nothing_else() {
     }
     let (code, _, err) = tokenscope(&["generate", "--model", &m, "--inspect", "hi"]);
     assert_eq!(code, 2, "--inspect without --jsonl: {err}");
+    let (code, _, err) = tokenscope(&["generate", "--model", &m, "--backend", "gpu", "--jsonl", "--inspect", "hi"]);
+    assert_eq!(code, 2, "--inspect on the GPU: {err}");
+    assert!(err.contains("--inspect runs on the CPU backends"), "{err}");
 }

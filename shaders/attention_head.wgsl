@@ -14,16 +14,7 @@
 // workgroup calls both functions (barriers); a caller reusing `scores` for the next head
 // puts a workgroupBarrier between.
 
-const EMPTY: f32 = -3.0e38; // below any real score; Tint rejects literals at the f32 limit
-
-// Keys i and i + 1 of the cache (i even: a head's dimensions come in pairs).
-fn key_pair(i: u32) -> vec2<f32> {
-#ifdef KV_F16
-    return unpack2x16float(k_cache[i / 2u]);
-#else
-    return vec2<f32>(k_cache[i], k_cache[i + 1u]);
-#endif
-}
+#include cache_keys.wgsl
 
 // Value i of the cache.
 fn value(i: u32) -> f32 {
@@ -34,43 +25,7 @@ fn value(i: u32) -> f32 {
 #endif
 }
 
-#ifdef SUBGROUP
-// Which subgroup the thread is in, its lane, and how many subgroups the workgroup has.
-var<private> sg_id: u32;
-var<private> sg_lane: u32;
-var<private> sg_count: u32;
-
-// max (is_max) or sum of v over the workgroup, for every thread: in each subgroup first
-// (subgroupMax, subgroupAdd), then across the subgroups' results in workgroup memory.
-fn reduce(v: f32, t: u32, is_max: bool) -> f32 {
-    var r = select(subgroupAdd(v), subgroupMax(v), is_max);
-    if (sg_lane == 0u) {
-        partial[sg_id] = r;
-    }
-    workgroupBarrier();
-    r = partial[0];
-    for (var i = 1u; i < sg_count; i = i + 1u) {
-        r = select(r + partial[i], max(r, partial[i]), is_max);
-    }
-    workgroupBarrier();
-    return r;
-}
-#else
-// max (is_max) or sum of v over the workgroup, for every thread: a tree in workgroup memory.
-fn reduce(v: f32, t: u32, is_max: bool) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var r = WG / 2u; r > 0u; r = r / 2u) {
-        if (t < r) {
-            partial[t] = select(partial[t] + partial[t + r], max(partial[t], partial[t + r]), is_max);
-        }
-        workgroupBarrier();
-    }
-    let total = partial[0];
-    workgroupBarrier();
-    return total;
-}
-#endif
+#include workgroup_reduce.wgsl
 
 // Scores of the query at q[q_off ..] against positions start .. start + n (n <= CHUNK) of
 // the KV head at column kv_off of cache rows `stride` wide; leaves exp(s_j - m) in
@@ -80,13 +35,7 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     let scale = inverseSqrt(f32(hd));
     var local_max = EMPTY;
     for (var j = t; j < n; j = j + WG) {
-        let row = (start + j) * stride + kv_off;
-        var s = 0.0;
-        for (var dim = 0u; dim < hd; dim = dim + 2u) {
-            let k = key_pair(row + dim);
-            s = s + q[q_off + dim] * k.x + q[q_off + dim + 1u] * k.y;
-        }
-        s = s * scale;
+        let s = key_score(q_off, (start + j) * stride + kv_off, hd) * scale;
         scores[j] = s;
         local_max = max(local_max, s);
     }

@@ -105,7 +105,7 @@ fn every_backend_gets_the_forward_checks_from_the_one_entry() {
     assert!(refused(pollster::block_on(b.prefill(&[]))).contains("no tokens"));
     assert!(refused(pollster::block_on(b.prefill(&[1; 5]))).contains("the context is full: 0 + 5 tokens exceed its 4 positions"));
     assert!(refused(pollster::block_on(b.verify(&[1]))).contains("a verify pass takes 2 to"));
-    let two_layers = Pass { layers: 2, logits: Logits::Last, inspect: false };
+    let two_layers = Pass { layers: 2, logits: Logits::Last, inspect: false, batching: tokenscope::backend::Batching::Natural };
     assert!(refused_pass(pollster::block_on(b.forward(&[1], two_layers))).contains("1 to 1 layers, got 2"));
     assert_eq!(b.position(), 0);
     pollster::block_on(b.prefill(&[1; 4])).expect("four tokens fit");

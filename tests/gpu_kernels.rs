@@ -748,6 +748,87 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
     }
 }
 
+/// How far a GPU attention weight may sit from its CPU twin's (both softmax rows of f32
+/// scores; the GPU's exp and sums differ in the last bits).
+const WEIGHT_TOL: f32 = 1e-5;
+
+/// The attention-weights kernel (an inspecting step's) against its twin
+/// `ops::attention_weights`, for the step's last token, over f32 and half-float caches: each
+/// head's row lands at its layer's place in `[layers, heads, positions]`, every other layer's
+/// rows and the sentinels around the output stay as they were, and heads of one group read
+/// the same keys (equal queries give equal rows).
+#[test]
+fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
+    let ctx = context_with_subgroups();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    // (first position, tokens, layer, layers, [heads, kv heads, head dim])
+    let cases = [
+        (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64]),
+        (6, 1, 2, 3, [9, 3, 64]),
+        (300, 1, 1, 2, [9, 3, 64]),
+        (997, 3, 4, 5, [5, 1, 6]),
+        (70, 1, 0, 2, [7, 7, 10]),
+    ];
+    for kv_f16 in [false, true] {
+        let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
+        for (pos, n, layer, layers, [heads, kv_heads, hd]) in cases {
+            let positions = pos + n;
+            let kv = kv_heads * hd;
+            let group = heads / kv_heads;
+            let mut q = random(&mut rng, n * heads * hd, 1.0);
+            // The last token's second head of group 0 asks what its first asks.
+            if group > 1 {
+                let last = (n - 1) * heads * hd;
+                q.copy_within(last..last + hd, last + hd);
+            }
+            let mut keys = random(&mut rng, positions * kv, 2.0);
+            if kv_f16 {
+                keys = to_f16_and_back(&keys);
+            }
+            let out_len = layers * heads * positions;
+            let out = guarded(&ctx, out_len);
+            let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
+            let (qb, kb) = (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)));
+            let shape = [heads as u32, kv_heads as u32, hd as u32];
+            let d = k
+                .attention_weights(&ctx, shape, layer as u32, &qb, &kb, Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)), &step)
+                .expect("dispatch");
+            kernels::run_once(&ctx, d, n as u32);
+            let got = read_guarded(&ctx, &out, out_len);
+            let what = format!(
+                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}"
+            );
+            for (l, rows) in got.chunks_exact(heads * positions).enumerate() {
+                if l != layer {
+                    assert!(rows.iter().all(|v| v.to_bits() == SENTINEL), "{what}: layer {l}'s rows were written");
+                }
+            }
+            let mut want = vec![0.0; heads * positions];
+            for h in 0..heads {
+                let input = ops::AttentionInput {
+                    q: &q[((n - 1) * heads + h) * hd..][..hd],
+                    keys: &keys,
+                    values: &keys,
+                    kv_stride: kv,
+                    kv_offset: (h / group) * hd,
+                    n_pos: positions,
+                };
+                ops::attention_weights(&input, &mut want[h * positions..][..positions]);
+            }
+            let mine = &got[layer * heads * positions..][..heads * positions];
+            assert_close(mine, &want, |_| WEIGHT_TOL, &what);
+            for row in mine.chunks_exact(positions) {
+                let sum: f32 = row.iter().sum();
+                assert!((sum - 1.0).abs() <= 1e-5, "{what}: a row sums to {sum}");
+            }
+            if group > 1 && positions > 1 {
+                assert_eq!(mine[..positions], mine[positions..2 * positions], "{what}: heads 0 and 1 share keys and a query");
+                assert_ne!(mine[..positions], mine[2 * positions..3 * positions], "{what}: head 2 asks something else");
+            }
+        }
+    }
+}
+
 /// A random `rows x cols` matrix in `dtype`: its dequantized values (the CPU twin's) and the
 /// GPU's copy.
 fn random_matrix(ctx: &GpuContext, rng: &mut ChaCha8Rng, rows: usize, cols: usize, dtype: GgmlDType) -> (Vec<f32>, GpuMatrix) {

@@ -8,7 +8,7 @@
 mod common;
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::Backend;
+use tokenscope::backend::{Backend, Batching};
 use tokenscope::generation::generate::{Event, GenerateParams, Generation};
 use tokenscope::generation::inspect::{StepInside, LENS_TOP};
 use tokenscope::model::Model;
@@ -35,19 +35,24 @@ fn prompt(tok: &Tokenizer) -> Vec<u32> {
     tok.encode_prompt(&PromptFormat::Completion, "The capital of France is").expect("encodes")
 }
 
-fn params() -> GenerateParams {
+fn params(steps: usize) -> GenerateParams {
     GenerateParams {
         sampling: SamplingParams { temperature: 0.8, ..SamplingParams::default() },
-        max_tokens: STEPS,
+        max_tokens: steps,
         seed: 7,
         ..GenerateParams::default()
     }
 }
 
-/// Runs the whole generation, inspecting each step right after it when `inspect`; returns the
-/// tokens, each step's live logits and the inspections.
-fn run(b: &mut CpuBackend, tok: &Tokenizer, inspect: bool) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
-    let mut g = Generation::new(prompt(tok), params(), tok, b.context_len()).expect("starts");
+/// Runs [`STEPS`] steps, inspecting each right after it when `inspect`; returns the tokens,
+/// each step's live logits and the inspections.
+fn run(b: &mut impl Backend, tok: &Tokenizer, inspect: bool) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    run_steps(b, tok, inspect, STEPS)
+}
+
+/// [`run`] for `steps` steps.
+fn run_steps(b: &mut impl Backend, tok: &Tokenizer, inspect: bool, steps: usize) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    let mut g = Generation::new(prompt(tok), params(steps), tok, b.context_len()).expect("starts");
     let (mut tokens, mut logits, mut insides) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         match pollster::block_on(g.step_keeping_logits(b, tok)).expect("step") {
@@ -64,25 +69,54 @@ fn run(b: &mut CpuBackend, tok: &Tokenizer, inspect: bool) -> (Vec<u32>, Vec<Vec
     }
 }
 
+/// Checks every attention row of `insides` is a distribution over the prompt and the tokens
+/// before its step; returns the worst |row sum - 1|.
+fn check_rows(insides: &[StepInside], prompt_len: usize, what: &str) -> f32 {
+    let mut worst = 0.0f32;
+    for inside in insides {
+        assert_eq!((inside.layers, inside.heads, inside.group), (30, 9, 3), "SmolLM2: 30 layers of 9 query heads, 3 to a KV head");
+        assert_eq!(inside.positions, prompt_len + inside.step, "step {}: the prompt and the tokens before it", inside.step);
+        assert_eq!(inside.attention.len(), 30 * 9 * inside.positions);
+        for row in inside.attention.chunks_exact(inside.positions) {
+            assert!(row.iter().all(|&w| (0.0..=1.0).contains(&w)), "{what}: a weight outside [0, 1]: {row:?}");
+            let sum: f32 = row.iter().sum();
+            worst = worst.max((sum - 1.0).abs());
+        }
+    }
+    eprintln!("{what}: {} steps x 270 rows, worst |row sum - 1| {worst:.1e}", insides.len());
+    assert!(worst <= ROW_SUM_TOL, "{what}: a row sums to 1 +- {worst}");
+    worst
+}
+
 #[test]
 fn attention_rows_are_distributions_over_the_positions_before_the_token() {
     for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
         let (mut b, tok) = cpu(precision);
-        let prompt_len = prompt(&tok).len();
         let (_, _, insides, _) = run(&mut b, &tok, true);
-        let mut worst = 0.0f32;
-        for inside in &insides {
-            assert_eq!((inside.layers, inside.heads, inside.group), (30, 9, 3), "SmolLM2: 30 layers of 9 query heads, 3 to a KV head");
-            assert_eq!(inside.positions, prompt_len + inside.step, "step {}: the prompt and the tokens before it", inside.step);
-            assert_eq!(inside.attention.len(), 30 * 9 * inside.positions);
-            for row in inside.attention.chunks_exact(inside.positions) {
-                assert!(row.iter().all(|&w| (0.0..=1.0).contains(&w)), "a weight outside [0, 1]: {row:?}");
-                let sum: f32 = row.iter().sum();
-                worst = worst.max((sum - 1.0).abs());
-            }
+        check_rows(&insides, prompt(&tok).len(), &format!("{precision:?}"));
+    }
+}
+
+/// Checks the lens's last layer of each step is the step's own distribution, bit for bit: its
+/// top tokens, their probabilities, the chosen token's probability and rank.
+fn check_lens(tokens: &[u32], logits: &[Vec<f32>], insides: &[StepInside]) {
+    for ((inside, live), &chosen) in insides.iter().zip(logits).zip(tokens) {
+        assert_eq!(inside.lens.len(), 30);
+        let last = &inside.lens[29];
+        assert_eq!(last.layer, 30);
+        let p = tokenscope::sampler::softmax::softmax(live, 1.0).p;
+        let want = tokenscope::sampler::ranking::top(live, LENS_TOP);
+        let got: Vec<u32> = last.top.iter().map(|t| t.token_id).collect();
+        assert_eq!(got, want, "step {}: the last layer's top tokens are the step's", inside.step);
+        for t in &last.top {
+            assert_eq!(t.probability.to_bits(), p[t.token_id as usize].to_bits(), "step {}: {t:?}", inside.step);
         }
-        eprintln!("{precision:?}: {} steps x 270 rows, worst |row sum - 1| {worst:.1e}", insides.len());
-        assert!(worst <= ROW_SUM_TOL, "{precision:?}: a row sums to 1 +- {worst}");
+        assert_eq!(last.chosen_probability.to_bits(), p[chosen as usize].to_bits());
+        assert_eq!(last.chosen_rank, tokenscope::sampler::ranking::rank_of(live, chosen) + 1);
+        for layer in &inside.lens {
+            assert_eq!(layer.top.len(), LENS_TOP);
+            assert!(layer.chosen_rank >= 1 && layer.chosen_probability >= 0.0);
+        }
     }
 }
 
@@ -91,24 +125,7 @@ fn the_last_layer_of_the_lens_is_the_steps_distribution_bit_for_bit() {
     for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
         let (mut b, tok) = cpu(precision);
         let (tokens, logits, insides, _) = run(&mut b, &tok, true);
-        for ((inside, live), &chosen) in insides.iter().zip(&logits).zip(&tokens) {
-            assert_eq!(inside.lens.len(), 30);
-            let last = &inside.lens[29];
-            assert_eq!(last.layer, 30);
-            let p = tokenscope::sampler::softmax::softmax(live, 1.0).p;
-            let want = tokenscope::sampler::ranking::top(live, LENS_TOP);
-            let got: Vec<u32> = last.top.iter().map(|t| t.token_id).collect();
-            assert_eq!(got, want, "step {}: the last layer's top tokens are the step's", inside.step);
-            for t in &last.top {
-                assert_eq!(t.probability.to_bits(), p[t.token_id as usize].to_bits(), "step {}: {t:?}", inside.step);
-            }
-            assert_eq!(last.chosen_probability.to_bits(), p[chosen as usize].to_bits());
-            assert_eq!(last.chosen_rank, tokenscope::sampler::ranking::rank_of(live, chosen) + 1);
-            for layer in &inside.lens {
-                assert_eq!(layer.top.len(), LENS_TOP);
-                assert!(layer.chosen_rank >= 1 && layer.chosen_probability >= 0.0);
-            }
-        }
+        check_lens(&tokens, &logits, &insides);
         let ranks: Vec<usize> = insides[0].lens.iter().map(|l| l.chosen_rank).collect();
         eprintln!("{precision:?}: step 0's chosen token's rank after each layer: {ranks:?}");
     }
@@ -131,8 +148,15 @@ fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_
     let context = g.tokens().to_vec();
     let prompt_len = g.prompt_len();
     for (step, seen) in live.iter().enumerate() {
-        let (logits, _) =
-            pollster::block_on(tokenscope::generation::inspect::recompute(&mut b, &context, prompt_len, 0, step)).expect("recomputes");
+        let (logits, _) = pollster::block_on(tokenscope::generation::inspect::recompute(
+            &mut b,
+            &context,
+            prompt_len,
+            0,
+            step,
+            if step == 0 { Batching::Prefill } else { Batching::Natural },
+        ))
+        .expect("recomputes");
         assert_eq!(&logits, seen, "step {step}: recomputed from an empty cache");
     }
     assert!(pollster::block_on(g.inspect(&mut b, STEPS, &tok)).is_err(), "a step not taken yet is refused");
@@ -151,9 +175,11 @@ fn the_fast_paths_attention_stays_near_the_exact_paths() {
     let (mut worst, mut total, mut count) = (0.0f32, 0.0f64, 0usize);
     for step in 0..STEPS {
         let (_, a) =
-            pollster::block_on(tokenscope::generation::inspect::recompute(&mut exact, &context, prompt_len, 0, step)).expect("exact");
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut exact, &context, prompt_len, 0, step, Batching::Natural))
+                .expect("exact");
         let (_, f) =
-            pollster::block_on(tokenscope::generation::inspect::recompute(&mut fast, &context, prompt_len, 0, step)).expect("fast");
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut fast, &context, prompt_len, 0, step, Batching::Natural))
+                .expect("fast");
         for (x, y) in a.attention.iter().zip(&f.attention) {
             worst = worst.max((x - y).abs());
             total += f64::from((x - y).abs());
@@ -164,4 +190,63 @@ fn the_fast_paths_attention_stays_near_the_exact_paths() {
     eprintln!("fast vs exact attention weights over {STEPS} steps: worst |difference| {worst:.2e}, mean {mean:.2e}");
     assert!(worst <= FAST_WEIGHT_TOL, "fast path's weights {worst} from the exact path's");
     assert!(mean <= FAST_MEAN_TOL, "fast path's weights {mean} from the exact path's on average");
+}
+
+/// Steps the GPU test runs (lavapipe takes about 2 s a decode step and 5 s a lens here).
+const GPU_STEPS: usize = 3;
+/// How far the GPU's attention weights may sit from the exact CPU path's: both compute in
+/// f32, in other orders, so the scores differ in their last bits (the logits by about 4e-5).
+/// Measured on lavapipe: 2.9e-6.
+const GPU_WEIGHT_TOL: f32 = 1e-4;
+
+/// The GPU (lavapipe here, any adapter elsewhere) inside a step: rows are distributions, the
+/// lens's last layer is the step's logits bit for bit, the weights stay near the exact CPU
+/// path's, inspecting changes no token and no logit, and a past step recomputed gives what
+/// was seen live.
+#[test]
+fn the_gpu_shows_the_inside_the_exact_path_shows() {
+    let m = Model::open(&common::model_path()).expect("the default model loads");
+    let mut gpu = match pollster::block_on(tokenscope::backend::gpu::GpuBackend::new(&m.config, m.weights, Some(256))) {
+        Ok(b) => b,
+        Err(e) => panic!("{e}: the GPU tests need an adapter (run scripts/setup.sh)"),
+    };
+    let tok = m.tokenizer;
+    let (plain_tokens, plain_logits, _, _) = run_steps(&mut gpu, &tok, false, GPU_STEPS);
+    gpu.truncate(0);
+    let (tokens, logits, insides, mut g) = run_steps(&mut gpu, &tok, true, GPU_STEPS);
+    assert_eq!(tokens, plain_tokens, "inspecting each step changes no token");
+    for (step, (a, b)) in logits.iter().zip(&plain_logits).enumerate() {
+        assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "inspecting changed step {step}'s logits");
+    }
+    let prompt_len = prompt(&tok).len();
+    check_rows(&insides, prompt_len, "GPU");
+    check_lens(&tokens, &logits, &insides);
+    let again = pollster::block_on(g.inspect(&mut gpu, 0, &tok)).expect("inspects");
+    assert_eq!(again.attention, insides[0].attention, "step 0 recomputed: the attention seen live");
+    assert_eq!(again.lens, insides[0].lens, "step 0 recomputed: the lens seen live");
+    let (mut exact, _) = cpu(CpuPrecision::Exact);
+    let context = g.tokens().to_vec();
+    let mut worst = 0.0f32;
+    for (step, inside) in insides.iter().enumerate() {
+        let (_, want) =
+            pollster::block_on(tokenscope::generation::inspect::recompute(&mut exact, &context, prompt_len, 0, step, Batching::Natural))
+                .expect("exact");
+        for (x, y) in inside.attention.iter().zip(&want.attention) {
+            worst = worst.max((x - y).abs());
+        }
+        let gpu_ranks: Vec<usize> = inside.lens.iter().map(|l| l.chosen_rank).collect();
+        eprintln!("GPU step {step}: the chosen token's rank after each layer: {gpu_ranks:?}");
+    }
+    eprintln!("GPU vs exact attention weights over {GPU_STEPS} steps: worst |difference| {worst:.2e}");
+    assert!(worst <= GPU_WEIGHT_TOL, "the GPU's weights {worst} from the exact path's");
+    // A token first computed inside a verify pass (a speculative round's check), recomputed
+    // with Batching::Verify, gives its row of that pass's logits bit for bit.
+    let ids = &context[..prompt_len + 2];
+    gpu.truncate(0);
+    pollster::block_on(gpu.prefill(&ids[..prompt_len - 1])).expect("prefill");
+    let rows = pollster::block_on(gpu.verify(&ids[prompt_len - 1..])).expect("verify");
+    let vocab = rows.len() / 3;
+    gpu.truncate(prompt_len);
+    let (again, _) = pollster::block_on(gpu.inspect(ids[prompt_len], Batching::Verify)).expect("inspects");
+    assert!(again.iter().zip(&rows[vocab..2 * vocab]).all(|(x, y)| x.to_bits() == y.to_bits()), "a verify pass's row recomputed");
 }

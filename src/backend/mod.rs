@@ -50,6 +50,23 @@ pub struct Pass {
     pub logits: Logits,
     /// Keep an [`Inspection`] of the last token (a pass not asked keeps and costs nothing).
     pub inspect: bool,
+    /// Which kernels compute the tokens, where a backend has several ([`Batching`]).
+    pub batching: Batching,
+}
+
+/// How a pass computes its tokens, for a backend with other kernels for one token than for
+/// several (the GPU's matrix-vector and matrix-matrix products, which round differently):
+/// recomputing a token the way its pass first computed it gives its bits again. Backends that
+/// compute every token alike ignore it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Batching {
+    /// As the token count decides: one token a decode step, several a prefill pass.
+    #[default]
+    Natural,
+    /// As a prefill pass of several tokens computes each (the LM head on the last).
+    Prefill,
+    /// As a verify pass computes each (the LM head on every token).
+    Verify,
 }
 
 /// What a forward pass hands back.
@@ -138,7 +155,7 @@ pub trait Backend {
     /// Appends `tokens` (one pass over all of them) and returns the last position's logits.
     async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        Ok(self.forward(tokens, Pass { layers, logits: Logits::Last, inspect: false }).await?.logits)
+        Ok(self.forward(tokens, Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural }).await?.logits)
     }
     /// The logit lens: each of `residuals`' rows (`[rows, dim]`, residual streams as an
     /// [`Inspection`] keeps them) through the final norm and the LM head, `[rows, vocab]`,
@@ -149,11 +166,12 @@ pub trait Backend {
         Err(Error::Backend(format!("the {} backend has no logit lens", self.info().name)))
     }
     /// Appends one token through every layer and returns its logits and its inspection: the
-    /// attention weights over every position and the residual stream after each layer.
-    async fn inspect(&mut self, token: u32) -> Result<(Vec<f32>, Inspection)> {
+    /// attention weights over every position and the residual stream after each layer; with
+    /// computed as `batching` says ([`Batching`]).
+    async fn inspect(&mut self, token: u32, batching: Batching) -> Result<(Vec<f32>, Inspection)> {
         let layers = self.layers();
         let name = self.info().name;
-        let pass = self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: true }).await?;
+        let pass = self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: true, batching }).await?;
         Ok((pass.logits, Inspection::expect_from(pass.inspection, &name)?))
     }
     /// Appends one token and returns its logits.
@@ -165,14 +183,14 @@ pub trait Backend {
     /// with this one pass.
     async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        Ok(self.forward(tokens, Pass { layers, logits: Logits::All, inspect: false }).await?.logits)
+        Ok(self.forward(tokens, Pass { layers, logits: Logits::All, inspect: false, batching: Batching::Natural }).await?.logits)
     }
     /// Appends one token through the first `layers` blocks only (1 to the model's layers),
     /// then the final norm and the LM head, and returns those logits: the model's own early
     /// layers as a draft model (self-draft). The keys and values it appends are those of
     /// the layers it ran; truncate the position before the full model runs there.
     async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        Ok(self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: false }).await?.logits)
+        Ok(self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural }).await?.logits)
     }
 }
 

@@ -58,7 +58,7 @@ pub struct GenerateArgs {
     /// With --jsonl: each step's line also holds `inside`, the step seen from inside: the
     /// attention weights of its pass's last token (`attention[layer][head][position]`) and
     /// the logit lens (`lens`: after each layer, the top 5 tokens and the chosen one's rank).
-    /// Each step's pass runs once more to keep them. The CPU backends only, so far.
+    /// Each step's pass runs once more to keep them, on every backend.
     #[arg(long, requires = "jsonl", conflicts_with = "beams")]
     inspect: bool,
     /// Candidates per step in --jsonl (up to 100).
@@ -145,11 +145,6 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         speculative: a.speculative.params(),
     };
     params.validate()?;
-    if a.inspect && a.model.backend == super::BackendKind::Gpu {
-        return Err(Error::InvalidParams(
-            "--inspect runs on the CPU backends (cpu, cpu-exact) so far: the GPU backend keeps no attention weights yet".into(),
-        ));
-    }
     let (mut backend, tokenizer) = a.model.load()?;
     if let Some(spec) = &params.speculative {
         spec.layers(backend.layers())?;
@@ -270,6 +265,7 @@ fn inside_json(inside: &StepInside) -> serde_json::Value {
         "heads": inside.heads,
         "heads_per_kv_head": inside.group,
         "positions": inside.positions,
+        "tokens": inside.tokens,
         "attention": attention,
         "lens": inside.lens,
     })

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Batching};
 use crate::error::{Error, Result};
 use crate::generation::inspect::{self, StepInside};
 use crate::generation::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
@@ -191,6 +191,10 @@ pub struct Generation {
     forced: Option<u32>,
     /// Forward-pass milliseconds of every step so far.
     forward_ms: Vec<f64>,
+    /// How each step's logits were computed: in a decode step, a prefill pass (the prompt, the
+    /// tokens a branch or a cacheless step reruns) or a speculative round's verify pass;
+    /// recomputing the step to show its inside computes it the same way.
+    batching: Vec<Batching>,
     /// Tokens a speculative round decided, not yet handed out as steps.
     pending: VecDeque<Decided>,
     /// Leading tokens of the context plus `pending` the backend holds after that round.
@@ -215,6 +219,7 @@ impl Generation {
             done: None,
             forced: None,
             forward_ms: Vec::new(),
+            batching: Vec::new(),
             pending: VecDeque::new(),
             pending_cached: 0,
             stats: SpeculativeStats::default(),
@@ -293,6 +298,7 @@ impl Generation {
         // At least the last token must run again to give the next step's logits.
         self.cached = self.cached.min(self.prompt_len + common).min(self.context.len() - 1);
         self.forward_ms.truncate(common);
+        self.batching.truncate(common);
         self.pending.clear();
         self.forced = None;
         self.done = None;
@@ -314,7 +320,8 @@ impl Generation {
         // What the cache keeps whatever happens: the tokens before the pass's last one.
         self.cached = self.cached.min(held.saturating_sub(1));
         self.pending_cached = self.pending_cached.min(self.cached);
-        let (inside, _) = inspect::step_inside(backend, &self.context, self.prompt_len, self.cached, step, tokenizer).await?;
+        let batching = self.batching.get(step).copied().unwrap_or_default();
+        let (inside, _) = inspect::step_inside(backend, &self.context, self.prompt_len, self.cached, step, batching, tokenizer).await?;
         self.cached = held;
         Ok(inside)
     }
@@ -337,6 +344,11 @@ impl Generation {
         };
         let Next { mut sample, logits, forward_ms, forward_tokens, sample_ms, mut draft } = next;
         self.forward_ms.push(forward_ms);
+        self.batching.push(match (&draft, forward_tokens) {
+            (Some(_), _) => Batching::Verify,
+            (None, 1) => Batching::Natural,
+            (None, _) => Batching::Prefill,
+        });
         tokenizer.label(&mut sample.distribution);
         if let Some(d) = &mut draft {
             d.proposed_text = d.proposed.map(|t| tokenizer.token_text(t)).unwrap_or_default();

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::backend::{Backend, Inspection};
+use crate::backend::{Backend, Batching, Inspection};
 use crate::error::{Error, Result};
 use crate::sampler::ranking;
 use crate::sampler::softmax::softmax;
@@ -60,6 +60,8 @@ pub struct StepInside {
     pub group: usize,
     /// Positions attended to (the context before the step's token).
     pub positions: usize,
+    /// The text of each position's token, `[positions]` (the prompt's template tokens too).
+    pub tokens: Vec<String>,
     /// Attention weights of the pass's last token, `[layers, heads, positions]`, each row
     /// summing to 1.
     pub attention: Vec<f32>,
@@ -71,14 +73,18 @@ pub struct StepInside {
 /// prompt of `prompt_len` tokens and the steps' tokens), keeping its inspection: `backend`'s
 /// cache is truncated to the tokens before that pass's last one, keeping what it holds of
 /// them (`cached` leading tokens of `context`; the rest run first), and that token runs again.
-/// Returns the pass's logits (the step's, as seen live) and its inspection; the backend then
-/// holds the first `prompt_len + step` tokens of `context`.
+/// `batching`: how the step's live pass computed its last token, and so how this one runs
+/// it ([`Batching`]: a step first computed in a prefill or a verify pass is recomputed the same
+/// way, for the same bits). Returns the pass's logits (the step's, as seen
+/// live) and its inspection; the backend then holds the first `prompt_len + step` tokens of
+/// `context`.
 pub async fn recompute<B: Backend>(
     backend: &mut B,
     context: &[u32],
     prompt_len: usize,
     cached: usize,
     step: usize,
+    batching: Batching,
 ) -> Result<(Vec<f32>, Inspection)> {
     let generated = context.len().saturating_sub(prompt_len);
     if prompt_len == 0 || step >= generated {
@@ -90,7 +96,7 @@ pub async fn recompute<B: Backend>(
     if keep < last {
         backend.prefill(&context[keep..last]).await?;
     }
-    backend.inspect(context[last]).await
+    backend.inspect(context[last], batching).await
 }
 
 /// The logit lens of `inspection` on `backend` (the model that made it) for a step that chose
@@ -122,11 +128,13 @@ pub async fn step_inside<B: Backend>(
     prompt_len: usize,
     cached: usize,
     step: usize,
+    batching: Batching,
     tokenizer: &Tokenizer,
 ) -> Result<(StepInside, Vec<f32>)> {
-    let (logits, inspection) = recompute(backend, context, prompt_len, cached, step).await?;
+    let (logits, inspection) = recompute(backend, context, prompt_len, cached, step, batching).await?;
     let chosen = context[prompt_len + step];
     let lens = lens(backend, &inspection, chosen, tokenizer).await?;
     let Inspection { layers, heads, group, positions, attention, .. } = inspection;
-    Ok((StepInside { step, chosen, layers, heads, group, positions, attention, lens }, logits))
+    let tokens = context[..positions].iter().map(|&t| tokenizer.token_text(t)).collect();
+    Ok((StepInside { step, chosen, layers, heads, group, positions, tokens, attention, lens }, logits))
 }

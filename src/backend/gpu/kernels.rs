@@ -35,8 +35,10 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 5] = [
+const INCLUDES: [(&str, &str); 7] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
+    ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
+    ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
@@ -65,6 +67,7 @@ pub fn all_shaders() -> Vec<ShaderSource> {
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
+    all.extend(ops::AttentionWeightsKernel::all().map(|a| a.source()));
     all.extend(MatrixKernel::all().map(|m| m.source()));
     all
 }
@@ -132,7 +135,7 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// takes, within WebGPU's 16 KB default); wider models run attention as its own dispatch.
 pub const FUSED_ATTENTION_MAX_WIDTH: usize = 2048;
 
-pub use super::params::{AttentionParams, EmbeddingParams, MatrixParams, RopeParams, StepParams};
+pub use super::params::{AttentionParams, EmbeddingParams, InspectParams, MatrixParams, RopeParams, StepParams};
 
 /// One compiled kernel: its shader's name and its pipeline.
 #[derive(Clone)]
@@ -183,6 +186,8 @@ pub struct Kernels {
     rope_kv: std::sync::Mutex<std::collections::HashMap<ops::RopeKvKernel, Kernel>>,
     /// The embedding lookup's pipelines by the table's format, compiled on first use.
     embedding: std::sync::Mutex<std::collections::HashMap<ops::WeightFormat, Kernel>>,
+    /// The attention-weights pipeline (inspecting steps only), compiled on first use.
+    attention_weights: std::sync::Mutex<std::collections::HashMap<ops::AttentionWeightsKernel, Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -240,6 +245,7 @@ impl Kernels {
             matrix: Default::default(),
             rope_kv: Default::default(),
             embedding: Default::default(),
+            attention_weights: Default::default(),
         })
     }
 
@@ -252,6 +258,13 @@ impl Kernels {
     /// The pipeline of a RoPE/KV-write variant, compiled the first time it is asked for.
     pub fn rope_kv_kernel(&self, ctx: &GpuContext, variant: ops::RopeKvKernel) -> Result<Kernel> {
         cached(&self.rope_kv, variant, || pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64)]))
+    }
+
+    /// The attention-weights pipeline for the cache the options name, compiled the first
+    /// time it is asked for.
+    pub fn attention_weights_kernel(&self, ctx: &GpuContext) -> Result<Kernel> {
+        let variant = ops::AttentionWeightsKernel { kv_f16: self.options.kv_f16 };
+        cached(&self.attention_weights, variant, || pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64)]))
     }
 
     /// The pipeline of the embedding lookup from a table in `format`, compiled the first

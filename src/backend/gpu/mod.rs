@@ -5,6 +5,7 @@
 //! encoder (kernels.rs), the forward pass and KV cache (model.rs).
 
 pub mod device;
+mod inspect;
 pub mod kernels;
 pub mod model;
 pub mod ops;

@@ -83,14 +83,27 @@ pub const DEFAULT_CONTEXT: usize = 2048;
 
 /// The model on a GPU.
 pub struct GpuBackend {
-    ctx: GpuContext,
-    cfg: Config,
+    pub(super) ctx: GpuContext,
+    pub(super) cfg: Config,
     /// `[pos, n_tokens, 0, 0]` of the current step.
-    step: wgpu::Buffer,
+    pub(super) step: wgpu::Buffer,
     /// The step's token ids, `[PREFILL_BATCH]` u32.
-    tokens: wgpu::Buffer,
-    logits: wgpu::Buffer,
-    staging: wgpu::Buffer,
+    pub(super) tokens: wgpu::Buffer,
+    /// Logits `[MAX_VERIFY_TOKENS, vocab]`; a decode step writes row 0.
+    pub(super) logits: wgpu::Buffer,
+    pub(super) staging: wgpu::Buffer,
+    /// The residual stream `[PREFILL_BATCH, dim]` (decode: row 0).
+    pub(super) x: wgpu::Buffer,
+    /// The step's rotated queries `[PREFILL_BATCH, n_heads * head_dim]`.
+    pub(super) q: wgpu::Buffer,
+    /// Each layer's key cache.
+    pub(super) key_caches: Vec<wgpu::Buffer>,
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub(super) att_shape: [u32; 3],
+    /// The pipelines, for the kernels compiled on first use (an inspecting step's).
+    pub(super) kernels: Kernels,
+    /// An inspecting step's buffers and dispatches, made the first time one runs.
+    pub(super) inspector: Option<super::inspect::Inspector>,
     /// One token: matvec kernels.
     decode: Lowered,
     /// Up to [`PREFILL_BATCH`] tokens at once: matmul kernels, causal attention.
@@ -98,14 +111,18 @@ pub struct GpuBackend {
     /// Up to [`MAX_VERIFY_TOKENS`] tokens with logits for each: prefill with the LM head on
     /// every token.
     verify: Lowered,
-    /// Every op of the pass, in order (the self-draft's lists are cut from it).
-    ops: Vec<Op>,
+    /// Every op of the pass, in order (the self-draft's lists and an inspecting step are cut
+    /// from it).
+    pub(super) ops: Vec<Op>,
     /// The index in `ops` after each layer's last op.
-    layer_ends: Vec<usize>,
+    pub(super) layer_ends: Vec<usize>,
+    /// The LM head on every token of the step (the verify lists' last op; `ops` ends with the
+    /// LM head on the last token).
+    pub(super) verify_head: Op,
     /// The self-draft's decode lists, for the number of layers they run.
     draft: Option<(usize, Lowered)>,
-    capacity: usize,
-    pos: usize,
+    pub(super) capacity: usize,
+    pub(super) pos: usize,
     gpu_bytes: u64,
     weight_bytes: u64,
     kv_bytes_per_token: usize,
@@ -116,15 +133,15 @@ pub struct GpuBackend {
 /// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
 /// token (decode) or many (prefill), while every token sees at most one attention chunk of
 /// positions (short) or past that (long).
-struct Op {
+pub(super) struct Op {
     /// One token, short context.
-    one_short: Vec<Dispatch>,
+    pub(super) one_short: Vec<Dispatch>,
     /// One token, long context.
-    one_long: Vec<Dispatch>,
+    pub(super) one_long: Vec<Dispatch>,
     /// Many tokens, short context.
-    many_short: Vec<Dispatch>,
+    pub(super) many_short: Vec<Dispatch>,
     /// Many tokens, long context.
-    many_long: Vec<Dispatch>,
+    pub(super) many_long: Vec<Dispatch>,
 }
 
 impl Op {
@@ -268,12 +285,7 @@ impl GpuBackend {
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
-        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("logits readback"),
-            size: (MAX_VERIFY_TOKENS * cfg.vocab_size * 4) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = ctx.staging("logits readback", (MAX_VERIFY_TOKENS * cfg.vocab_size * 4) as u64);
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
         let linear = |op: LinearOp| -> Result<Op> { Ok(Op::linear(k.matvec(&ctx, &op, &step)?, k.matmul(&ctx, &op, &step)?)) };
@@ -284,6 +296,7 @@ impl GpuBackend {
         // bind groups that reference them.
         let mut ops = Vec::new();
         let mut layer_ends = Vec::new();
+        let mut key_caches = Vec::new();
         let Weights { token_embd, output_norm, output, layers, .. } = weights;
         let embd = banded(&ctx, &token_embd, &mut weight_bytes)?;
         // Uploaded: the file's copy goes now, before the blocks are read.
@@ -310,6 +323,7 @@ impl GpuBackend {
             let k_cache = ctx.storage("k cache", &vec![0u32; cache_words]);
             let v_cache = ctx.storage("v cache", &vec![0u32; cache_words]);
             gpu_bytes += 2 * (cache_words * 4) as u64;
+            key_caches.push(k_cache.clone());
             // Attention: qkv = Wqkv norm(x); q, K/V cache[pos..] = rope(q), rope(k), v, each
             // with its bias and q, k with their head norms where the model has them (decode: in
             // one dispatch, the projection's epilogue, when it has neither).
@@ -412,11 +426,18 @@ impl GpuBackend {
             tokens,
             logits,
             staging,
+            x,
+            q,
+            key_caches,
+            att_shape,
+            kernels: k,
+            inspector: None,
             decode,
             prefill,
             verify,
             ops,
             layer_ends,
+            verify_head,
             draft: None,
             capacity,
             pos: 0,
@@ -622,6 +643,13 @@ impl Backend for GpuBackend {
     async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
         let (tokens, pass) = (input.tokens(), input.pass());
         let start = self.pos;
+        if pass.inspect {
+            if tokens.len() != 1 || pass.layers < self.layers() || pass.logits != Logits::Last {
+                return Err(Error::Backend("the GPU shows the inside of a one-token pass through every layer only".into()));
+            }
+            let (logits, inspection) = self.run_inspecting(tokens[0], pass.batching).await?;
+            return Ok(Forward { logits, inspection: Some(inspection) });
+        }
         let logits = match pass.logits {
             Logits::All => self.run(tokens, Lists::Verify, tokens.len()).await,
             Logits::Last if pass.layers < self.layers() => {
@@ -655,6 +683,12 @@ impl Backend for GpuBackend {
                 Err(e)
             }
         }
+    }
+
+    /// Each row through the decode step's own final norm and LM head (see
+    /// [`super::inspect`]).
+    async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
+        self.lens_rows(residuals).await
     }
 
     fn truncate(&mut self, len: usize) {

@@ -129,25 +129,42 @@ impl StepParams {
     }
 }
 
+uniform_struct! {
+    /// The attention-weights kernel's per-layer uniform (`Inspect` in attention_weights.wgsl):
+    /// which layer's rows of the output it writes.
+    InspectParams as "Inspect" {
+        /// The layer, 0-based.
+        layer: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
+    }
+}
+
 /// Each uniform struct's WGSL declaration and its Rust fields' offsets.
-pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 5] {
+pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 6] {
     [
         (MatrixParams::wgsl(), MatrixParams::offsets()),
         (EmbeddingParams::wgsl(), EmbeddingParams::offsets()),
         (RopeParams::wgsl(), RopeParams::offsets()),
         (AttentionParams::wgsl(), AttentionParams::offsets()),
         (StepParams::wgsl(), StepParams::offsets()),
+        (InspectParams::wgsl(), InspectParams::offsets()),
     ]
 }
 
 /// The generated includes: each uniform struct's WGSL under the name the shaders
 /// `#include`.
-pub fn wgsl_includes() -> [(&'static str, String); 5] {
+pub fn wgsl_includes() -> [(&'static str, String); 6] {
     [
         ("matrix_params.wgsl", MatrixParams::wgsl()),
         ("embedding_params.wgsl", EmbeddingParams::wgsl()),
         ("rope_params.wgsl", RopeParams::wgsl()),
         ("attention_struct.wgsl", AttentionParams::wgsl()),
         ("step.wgsl", StepParams::wgsl()),
+        ("inspect_params.wgsl", InspectParams::wgsl()),
     ]
 }

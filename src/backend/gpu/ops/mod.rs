@@ -4,10 +4,12 @@
 //! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
 
 pub mod attention;
+pub mod attention_weights;
 pub mod embedding;
 pub mod matrix;
 pub mod rope_kv;
 
 pub use attention::{attention_parts_len, Attention, AttentionKernel};
+pub use attention_weights::AttentionWeightsKernel;
 pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

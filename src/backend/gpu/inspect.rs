@@ -1,0 +1,127 @@
+//! A decode step that shows its inside on the GPU, and the logit lens. Asked for, the step
+//! runs the ordinary decode dispatches layer by layer, each layer followed by the
+//! attention-weights kernel (its queries and keys are still in place) and a copy of the
+//! residual stream; the weights `[layers, heads, positions]` and residuals `[layers, dim]`
+//! come back in one small readback beside the logits. The buffers, the pipeline and the
+//! per-layer dispatches are made the first time a step is inspected: an ordinary step runs
+//! exactly as before and pays nothing. The lens puts residual rows through the decode step's
+//! own final-norm-and-LM-head dispatches, one row after another in one submit, so the last
+//! layer's row gives the step's logits bit for bit.
+
+use super::kernels::{self, Dispatch, StepParams};
+use super::model::{GpuBackend, Op};
+use crate::backend::{Batching, Inspection};
+use crate::error::{Error, Result};
+
+/// An inspecting step's buffers and its attention-weights dispatches, one per layer.
+pub struct Inspector {
+    /// `[layers, n_heads, positions]` for the longest context (the kernel's `out`).
+    weights: wgpu::Buffer,
+    /// The residual stream after each layer, `[layers, dim]`.
+    residuals: wgpu::Buffer,
+    /// Both read back: the weights the step wrote, then the residuals.
+    staging: wgpu::Buffer,
+    /// Layer l's attention-weights dispatch.
+    dispatches: Vec<Dispatch>,
+}
+
+impl GpuBackend {
+    /// The inspector, made on first use.
+    fn inspector(&mut self) -> Result<&Inspector> {
+        if self.inspector.is_none() {
+            let (layers, dim) = (self.layer_ends.len(), self.cfg.dim);
+            let weight_floats = layers * self.cfg.n_heads * self.capacity;
+            let weights = self.ctx.storage("attention weights", &vec![0f32; weight_floats]);
+            let residuals = self.ctx.storage("residuals", &vec![0f32; layers * dim]);
+            let staging = self.ctx.staging("inspection readback", ((weight_floats + layers * dim) * 4) as u64);
+            let dispatches = (0..layers)
+                .map(|l| {
+                    let out = kernels::whole(&weights);
+                    self.kernels.attention_weights(&self.ctx, self.att_shape, l as u32, &self.q, &self.key_caches[l], out, &self.step)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.inspector = Some(Inspector { weights, residuals, staging, dispatches });
+        }
+        self.inspector.as_ref().ok_or_else(|| Error::Backend("no inspector".into()))
+    }
+
+    /// Appends `token` (one token, checked by [`crate::backend::Backend::forward`]) through the
+    /// kernels `batching` names: a decode step's, or a prefill pass's (the LM head on the last
+    /// token, or on every token as a verify pass) as a token of a longer pass runs; returns its
+    /// logits and its inspection. One submit; the position moves only on success.
+    pub(super) async fn run_inspecting(&mut self, token: u32, batching: Batching) -> Result<(Vec<f32>, Inspection)> {
+        self.ctx.check()?;
+        if token as usize >= self.cfg.vocab_size {
+            return Err(Error::Backend(format!("token id {token} is outside the vocabulary of {}", self.cfg.vocab_size)));
+        }
+        let scopes = self.ctx.error_scopes();
+        self.inspector()?;
+        let inspector = self.inspector.as_ref().ok_or_else(|| Error::Backend("no inspector".into()))?;
+        let (layers, dim, heads, vocab) = (self.layer_ends.len(), self.cfg.dim, self.cfg.n_heads, self.cfg.vocab_size);
+        let positions = self.pos + 1;
+        self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        let short = positions <= kernels::ATTENTION_CHUNK;
+        let batched = batching != Batching::Natural;
+        fn pick(op: &Op, batched: bool, short: bool) -> &[Dispatch] {
+            match (batched, short) {
+                (false, true) => &op.one_short,
+                (false, false) => &op.one_long,
+                (true, true) => &op.many_short,
+                (true, false) => &op.many_long,
+            }
+        }
+        let one = |ops: &[Op]| -> Vec<Dispatch> { ops.iter().flat_map(|op| pick(op, batched, short)).cloned().collect() };
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("inspect") });
+        let mut start = 0;
+        for (l, &end) in self.layer_ends.iter().enumerate() {
+            // The embedding lookup goes with the first layer.
+            let mut list = one(&self.ops[start..end]);
+            list.push(inspector.dispatches[l].clone());
+            kernels::encode(&mut encoder, &list, 1);
+            encoder.copy_buffer_to_buffer(&self.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
+            start = end;
+        }
+        let head = if batching == Batching::Verify { std::slice::from_ref(&self.verify_head) } else { &self.ops[start..] };
+        kernels::encode(&mut encoder, &one(head), 1);
+        let weight_floats = layers * heads * positions;
+        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (vocab * 4) as u64);
+        encoder.copy_buffer_to_buffer(&inspector.weights, 0, &inspector.staging, 0, (weight_floats * 4) as u64);
+        encoder.copy_buffer_to_buffer(&inspector.residuals, 0, &inspector.staging, (weight_floats * 4) as u64, (layers * dim * 4) as u64);
+        self.ctx.queue.submit([encoder.finish()]);
+        scopes.finish("an inspecting step").await?;
+        let logits = self.ctx.map_f32(&self.staging, vocab).await?;
+        let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim).await?;
+        let residuals = read.split_off(weight_floats);
+        let (n_heads, n_kv_heads) = (self.cfg.n_heads, self.cfg.n_kv_heads);
+        let inspection =
+            Inspection { layers, heads: n_heads, group: n_heads / n_kv_heads.max(1), positions, attention: read, dim, residuals };
+        self.pos += 1;
+        Ok((logits, inspection))
+    }
+
+    /// The logit lens: each `[dim]` row of `residuals` through the decode step's final norm and
+    /// LM head dispatches (copied into the residual stream's row 0 in turn), `[rows, vocab]`.
+    pub(super) async fn lens_rows(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
+        self.ctx.check()?;
+        let (dim, vocab) = (self.cfg.dim, self.cfg.vocab_size);
+        if residuals.is_empty() || !residuals.len().is_multiple_of(dim) {
+            return Err(Error::InvalidParams(format!("the logit lens takes rows of {dim} values, got {}", residuals.len())));
+        }
+        let rows = residuals.len() / dim;
+        let scopes = self.ctx.error_scopes();
+        let input = self.ctx.storage("lens input", residuals);
+        let output = self.ctx.staging("lens readback", (rows * vocab * 4) as u64);
+        let head: Vec<Dispatch> = self.ops.last().map(|op| op.one_short.clone()).unwrap_or_default();
+        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("lens") });
+        for r in 0..rows {
+            encoder.copy_buffer_to_buffer(&input, (r * dim * 4) as u64, &self.x, 0, (dim * 4) as u64);
+            kernels::encode(&mut encoder, &head, 1);
+            encoder.copy_buffer_to_buffer(&self.logits, 0, &output, (r * vocab * 4) as u64, (vocab * 4) as u64);
+        }
+        self.ctx.queue.submit([encoder.finish()]);
+        scopes.finish("the logit lens").await?;
+        self.ctx.map_f32(&output, rows * vocab).await
+    }
+}

@@ -12,6 +12,7 @@ import { load, loadDefault, loadFile, engineCrashed, DEFAULT_SOURCE } from './lo
 import { onEngineMessage } from './messages.js';
 import { visibleToken } from './chart.js';
 import { parseLessonLogits } from './text.js';
+import { shownInside } from './inside.js';
 import {
   actions, chart, beamTree, download, showError, setActive, renderButtons, renderAll, markSelected, showStep, renderTimelines, timingSeries,
 } from './views.js';
@@ -244,8 +245,9 @@ ui.importRun.addEventListener('change', async () => {
 Object.assign(actions, { selectStep, fork, switchBranch });
 onEngine(onEngineMessage, engineCrashed);
 spawnWorker();
-// For the crash-recovery test: makes the engine panic as an unforeseen bug would.
-/** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }) };
+// For the e2e tests: crashEngine makes the engine panic as an unforeseen bug would (the
+// recovery test); inside gives the engine's figures behind the views inside a step.
+/** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }), inside: shownInside };
 showDecoding();
 renderAll();
 loadDefault();

@@ -6,6 +6,7 @@ import { send } from './link.js';
 import { fmtBytes, modelLabel } from './stats.js';
 import { tokenNodes } from './text.js';
 import { load, engineCrashed, recovered, DEFAULT_SOURCE } from './loading.js';
+import { onInspected, inspectFailed } from './inside.js';
 import {
   actions, chart, beamTree, download, showError, setActive, offerChat, renderAll, renderText, renderBeamText, renderStats,
   renderBranches, renderTimelines, showStep, showLesson,
@@ -162,6 +163,10 @@ const handlers = {
     state.draws = { key: `step:${state.run.current}:${msg.step}`, counts: new Map(msg.counts.map((c) => [c.token_id, c.count])), n: msg.n };
     send({ type: 'reshape', step: msg.step, params: msg.params, topN: TOP_N });
   },
+  /** @param {Extract<Response, { type: 'inspected' }>} msg */
+  inspected(msg) {
+    onInspected(msg);
+  },
   /** @param {Extract<Response, { type: 'lesson' }>} msg */
   lesson(msg) {
     if (state.lesson) showLesson(msg);
@@ -194,6 +199,8 @@ const handlers = {
   error(msg) {
     document.body.dataset.errorName = msg.name;
     if (msg.name === 'EngineCrashed') { engineCrashed(msg.message); return; }
+    // The views inside a step say their own failure, in place.
+    if (msg.during === 'inspect') { inspectFailed(msg.message); if (msg.name !== 'GpuLost') return; }
     showError(msg.message);
     // Auto falls back to the CPU after a GPU error (never after a bad file or bad input).
     if ((msg.name === 'GpuLost' || msg.name === 'NoGpu') && ui.backend.value === 'auto' && msg.during !== 'load' && document.body.dataset.backend === 'webgpu') {

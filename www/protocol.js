@@ -29,6 +29,7 @@
  *   | { type: 'reset' }
  *   | { type: 'reshape', step: number, params: SamplingParams, topN: number }
  *   | { type: 'draw', step: number, params: SamplingParams, n: number }
+ *   | { type: 'inspect', id: number, step: number, branch: number }
  *   | { type: 'lesson', logits: number[], labels: string[], params: SamplingParams, topN: number, n?: number }
  *   | { type: 'export', name: string }
  *   | { type: 'import', text: string }
@@ -51,6 +52,7 @@
  *   | { type: 'switched', branch: import('./pkg/tokenscope.js').Branch, stats: Stats }
  *   | { type: 'reshaped', step: number, dist: import('./pkg/tokenscope.js').Distribution, params: SamplingParams }
  *   | { type: 'drawn', step: number, counts: import('./pkg/tokenscope.js').DrawCount[], n: number, params: SamplingParams }
+ *   | { type: 'inspected', id: number, step: number, branch: number, inside: import('./pkg/tokenscope.js').StepInside, ms: number }
  *   | { type: 'lesson', dist: import('./pkg/tokenscope.js').Distribution, counts: import('./pkg/tokenscope.js').DrawCount[] | null, n: number, params: SamplingParams }
  *   | { type: 'exported', json: string }
  *   | { type: 'imported', record: import('./pkg/tokenscope.js').RunRecord }

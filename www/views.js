@@ -9,6 +9,7 @@ import { BeamTree } from './beam_tree.js';
 import { meanDecodeMs, runRows, beamRows, fill as fillStats } from './stats.js';
 import { tokenNodes } from './text.js';
 import { $, ui, state, branch, steps, liveRun, displayedStep, canContinue } from './page.js';
+import { refreshInside } from './inside.js';
 
 /** What the drawn controls do, set by main.js. */
 export const actions = {
@@ -94,6 +95,7 @@ export function showStep(index, dist, params) {
   const how = ev.sample.forced
     ? `Forced ${JSON.stringify(visibleToken(ev.token_text))} (you chose it; p = ${pct(ev.sample.p)}, rank ${ev.sample.rank + 1}).`
     : `Sampled ${JSON.stringify(visibleToken(ev.token_text))}.`;
+  refreshInside();
   ui.chartSummary.textContent = `${how} Entropy ${d.entropy_bits.toFixed(2)} bits; ` +
     `${kept.toLocaleString()} of ${d.vocab_size.toLocaleString()} tokens could be drawn ` +
     `(top-k left ${d.after_top_k.toLocaleString()}, top-p ${d.after_top_p.toLocaleString()}, min-p ${d.after_min_p.toLocaleString()}).` +
@@ -204,6 +206,7 @@ export function renderAll() {
   renderTimelines();
   renderStats();
   renderButtons();
+  refreshInside();
 }
 
 /**

@@ -355,6 +355,15 @@ self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>
         post({ type: 'drawn', step: msg.step, counts, n: msg.n, params: msg.params });
         break;
       }
+      case 'inspect': {
+        // The step's pass again, keeping its attention and residuals (the run stays as it
+        // was); between two streamed steps when it comes during a stream.
+        needEngine();
+        const t0 = performance.now();
+        const inside = await withEngine(() => engine.inspect(msg.step));
+        post({ type: 'inspected', id: msg.id, step: msg.step, branch: msg.branch, inside, ms: performance.now() - t0 });
+        break;
+      }
       case 'lesson':
         await initOnce();
         lesson(msg);

@@ -1,6 +1,6 @@
 // What every browser test needs, once: `tokenscope serve` on a free port, Debian's Chromium
 // with WebGPU (SwiftShader), and the page helpers the tests drive it with.
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
@@ -14,6 +14,12 @@ const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 // CHROMIUM_FLAGS adds flags (bench/device/run.sh: WebGPU through Vulkan on a real GPU).
 const FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox', ...(process.env.CHROMIUM_FLAGS || '').split(' ').filter(Boolean)];
+
+// Runs the CLI (the same binary as the server) with `args` and returns its stdout; a failure
+// throws with its stderr.
+export function cli(args) {
+  return execFileSync(BIN, args, { encoding: 'utf8', maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'pipe'] });
+}
 
 // Starts the server on a free port (`--port 0`; it prints the address it got) and Chromium;
 // returns {base, browser, close()}.

@@ -4,7 +4,7 @@
 import type {
   Beam, BeamEvent, BeamParams, BeamStartOptions, Branch, Candidate, Config, Distribution, DrawCount, EngineStats, Engine, Event, Filter, Finish,
   FinishReason, GenerateParams, ModelInfo, PromptFormat, RunRecord, Sample, SamplingParams,
-  StartOptions, StepEvent, DraftStep, Drafter, SpeculativeParams,
+  StartOptions, StepEvent, DraftStep, Drafter, SpeculativeParams, StepInside, LensLayer,
 } from '../../www/pkg/tokenscope';
 
 // The chart's bars: one per candidate, labelled by the token's text (optional in the type:
@@ -93,4 +93,14 @@ export function describeBeams(e: BeamEvent): string {
 export async function oneBeamStep(engine: Engine): Promise<string> {
   const started: { prompt_tokens: number } = engine.startBeams(startBeams);
   return `${started.prompt_tokens} ${describeBeams(await engine.beamStep())}`;
+}
+
+// The views inside a step: the attention rows by layer and head over the labelled positions,
+// grouped-query heads, and the logit lens's layers with the chosen token's rank.
+export function insideViews(s: StepInside): { rows: number; labels: string[]; group: number; step: number; chosen: number; ranks: number[]; top: string[] } {
+  const lens: LensLayer[] = s.lens;
+  return {
+    rows: s.attention.length / s.positions, labels: s.tokens, group: s.group, step: s.step, chosen: s.chosen,
+    ranks: lens.map((l) => l.chosen_rank), top: lens.flatMap((l) => l.top.map((t) => `${t.token_id}:${t.text}:${t.probability}:${l.layer}:${l.chosen_probability}:${s.layers}:${s.heads}`)),
+  };
 }

@@ -1,0 +1,120 @@
+// @ts-check
+// The two views inside the forward pass, opened on demand between the text and the Stats:
+// Attention (the shown step's last token's attention over the context, for every layer and
+// query head) and Layers (the logit lens: each layer's residual stream through the final norm
+// and the LM head). The
+// engine recomputes the step to keep them (the worker's 'inspect'; nothing is stored per
+// step). One request is in flight at a time: a step streamed meanwhile is asked for when the
+// answer comes, so a stream never queues more than one. Drawing the views is inside_draw.js's.
+import { $, button, state, steps, liveRun, displayedStep } from './page.js';
+import { send } from './link.js';
+import { drawAttention, drawLayers, attentionControls } from './inside_draw.js';
+
+const ui = {
+  attentionButton: button('show-attention'), layersButton: button('show-layers'),
+  attentionPanel: $('attention-panel'), layersPanel: $('layers-panel'),
+  attentionSummary: $('attention-summary'), layersSummary: $('layers-summary'), output: /** @type {HTMLElement} */ (document.querySelector('section.output')),
+};
+
+/**
+ * The step the views show, and the one asked for.
+ * @typedef {{ id: number, run: object, branch: number, step: number, t0: number }} Ask
+ * @type {(Ask & { inside: import('./pkg/tokenscope.js').StepInside }) | null}
+ */
+let shown = null;
+/** @type {Ask | null} */
+let asked = null;
+let serial = 0;
+
+const isOpen = () => !ui.attentionPanel.hidden || !ui.layersPanel.hidden;
+
+/**
+ * The step the views should show: the chart's (the latest, or the one chosen), of a live run;
+ * or why there is none.
+ * @returns {{ why: string } | { run: object, branch: number, step: number }}
+ */
+function wanted() {
+  if (state.beam) return { why: 'Beam search keeps no single step to look inside: switch Decoding to Sampling.' };
+  if (state.run?.imported) return { why: 'An imported run has no model to recompute its steps: look inside a run made here.' };
+  if (state.run?.frozen) return { why: 'The engine that made this run is gone: start a new run to look inside it.' };
+  const step = displayedStep();
+  if (!liveRun() || !steps()[step]) return { why: 'Press Generate or Step, then look inside the step the chart shows.' };
+  return { run: state.run, branch: state.run.current, step };
+}
+
+const same = (a, b) => a && b && a.run === b.run && a.branch === b.branch && a.step === b.step;
+
+// Says `text` in both open views (a step on its way, or why there is none).
+function say(text) {
+  ui.attentionSummary.textContent = text;
+  ui.layersSummary.textContent = text;
+}
+
+/** Brings the open views to the shown step: draws it, or asks the engine for it. */
+export function refreshInside() {
+  ui.attentionButton.setAttribute('aria-expanded', String(!ui.attentionPanel.hidden));
+  ui.layersButton.setAttribute('aria-expanded', String(!ui.layersPanel.hidden));
+  // The text gives up some height while a view is open, so the view opens in sight.
+  ui.output.classList.toggle('inspecting', isOpen());
+  if (!isOpen()) return;
+  const want = wanted();
+  if ('why' in want) {
+    shown = null;
+    drawAttention(null);
+    drawLayers(null);
+    say(want.why);
+    return;
+  }
+  if (same(shown, want)) return;
+  if (asked) return; // refreshed again when the answer comes
+  asked = { id: ++serial, ...want, t0: performance.now() };
+  for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.setAttribute('aria-busy', 'true');
+  if (!shown) say(`Looking inside step ${want.step + 1}…`);
+  send({ type: 'inspect', step: want.step, branch: want.branch, id: asked.id });
+}
+
+/** The engine's answer to the request in flight. @param {Extract<import('./protocol.js').Response, { type: 'inspected' }>} msg */
+export function onInspected(msg) {
+  if (!asked || msg.id !== asked.id) return;
+  const a = asked;
+  asked = null;
+  for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.removeAttribute('aria-busy');
+  if (a.run === state.run && a.branch === state.run.current) {
+    shown = { ...a, inside: msg.inside };
+    draw();
+    // For the e2e tests and the benchmark: which step is drawn, and the time from asking
+    // (at the step's arrival, when nothing was in flight) to drawn.
+    document.body.dataset.insideStep = String(a.step);
+    document.body.dataset.insideMs = String(Math.round(performance.now() - a.t0));
+    document.body.dataset.insideEngineMs = String(Math.round(msg.ms));
+  }
+  refreshInside();
+}
+
+/** The step the views show, as the engine gave it (for the e2e tests). */
+export const shownInside = () => shown?.inside ?? null;
+
+/** The request in flight failed: the views say why. @param {string} message */
+export function inspectFailed(message) {
+  asked = null;
+  shown = null;
+  for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.removeAttribute('aria-busy');
+  say(`Could not look inside this step: ${message}`);
+}
+
+function draw() {
+  if (!shown) return;
+  const ev = steps()[shown.step];
+  if (!ui.attentionPanel.hidden) drawAttention(shown.inside, ev);
+  if (!ui.layersPanel.hidden) drawLayers(shown.inside, ev);
+}
+
+/** @param {HTMLElement} panel */
+function toggle(panel) {
+  panel.hidden = !panel.hidden;
+  draw();
+  refreshInside();
+}
+ui.attentionButton.addEventListener('click', () => toggle(ui.attentionPanel));
+ui.layersButton.addEventListener('click', () => toggle(ui.layersPanel));
+attentionControls(() => { if (shown) drawAttention(shown.inside, steps()[shown.step]); });

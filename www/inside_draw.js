@@ -1,0 +1,221 @@
+// @ts-check
+// Drawing the views inside a step (inside.js asks the engine for them): the Attention panel
+// (its Layer slider and Head control, the context shaded by the chosen weights with the
+// strongest positions named in words, and the grid of every layer and head, each cell a bar
+// strip over the context, heads grouped under the KV head they share) and the Layers panel
+// (the logit lens as a table, with the chosen token's rank traced across the layers).
+import { $, input, select } from './page.js';
+import { visibleToken, pct } from './chart.js';
+
+/** @typedef {import('./pkg/tokenscope.js').StepInside} StepInside */
+/** @typedef {{ step: number, token_text: string }} StepEvent */
+
+const ui = {
+  layer: input('attention-layer'), layerValue: $('attention-layer-value'), head: select('attention-head'),
+  summary: $('attention-summary'), text: $('attention-text'), grid: $('attention-grid'),
+  layersSummary: $('layers-summary'), layersBody: $('layers-body'), rankTrace: $('rank-trace'),
+};
+
+// The grid's geometry, CSS pixels.
+const GRID = { label: 56, header: 18, cellH: 11, gap: 2, groupGap: 8 };
+
+// ---- attention --------------------------------------------------------------------------
+
+/** Wires the Layer slider, the Head control and clicks on the grid to `redraw`. @param {() => void} redraw */
+export function attentionControls(redraw) {
+  ui.layer.addEventListener('input', redraw);
+  ui.head.addEventListener('change', redraw);
+  ui.grid.addEventListener('click', (e) => {
+    const cell = gridCell(/** @type {MouseEvent} */ (e));
+    if (!cell) return;
+    ui.layer.value = String(cell.layer + 1);
+    ui.head.value = String(cell.head);
+    redraw();
+  });
+}
+
+// The shape the Head control was built for, `heads/group`.
+let headShape = '';
+
+/** The Head control's choices: the layer's mean, then each query head under its KV head. @param {StepInside} inside */
+function headOptions(inside) {
+  const shape = `${inside.heads}/${inside.group}`;
+  if (shape === headShape) return;
+  headShape = shape;
+  const mean = new Option("Mean of the layer's heads", 'mean');
+  const groups = [];
+  for (let g = 0; g * inside.group < inside.heads; g++) {
+    const og = document.createElement('optgroup');
+    const first = g * inside.group;
+    const last = Math.min(inside.heads, first + inside.group);
+    og.label = inside.group > 1 ? `KV head ${g + 1}: query heads ${first + 1}–${last} read the same keys` : `KV head ${g + 1}`;
+    for (let h = first; h < last; h++) og.append(new Option(`Head ${h + 1}`, String(h)));
+    groups.push(og);
+  }
+  ui.head.replaceChildren(mean, ...groups);
+}
+
+/** Layer `l`'s weights over the positions: head `head`'s, or the mean of its heads. */
+function weights(/** @type {StepInside} */ inside, l, /** @type {string} */ head) {
+  const { heads, positions, attention } = inside;
+  const row = (h) => attention.slice((l * heads + h) * positions, (l * heads + h + 1) * positions);
+  if (head !== 'mean') return row(Number(head));
+  const mean = new Array(positions).fill(0);
+  for (let h = 0; h < heads; h++) row(h).forEach((w, j) => { mean[j] += w / heads; });
+  return mean;
+}
+
+/** Draws the Attention panel for `inside` (null: empties it). @param {StepInside | null} inside @param {StepEvent} [ev] */
+export function drawAttention(inside, ev) {
+  if (!inside) {
+    ui.text.replaceChildren();
+    ui.grid.replaceChildren();
+    return;
+  }
+  headOptions(inside);
+  ui.layer.max = String(inside.layers);
+  const l = Math.min(Math.max(Number(ui.layer.value) || inside.layers, 1), inside.layers) - 1;
+  ui.layer.value = String(l + 1);
+  ui.layerValue.textContent = `${l + 1} of ${inside.layers}`;
+  const head = ui.head.value || 'mean';
+  const w = weights(inside, l, head);
+  const strongest = w.map((p, j) => ({ p, j })).sort((a, b) => b.p - a.p).slice(0, 3);
+  const who = head === 'mean' ? `the mean of its ${inside.heads} heads` : `head ${Number(head) + 1} (KV head ${Math.floor(Number(head) / inside.group) + 1})`;
+  const name = (j) => JSON.stringify(visibleToken(inside.tokens[j]));
+  const chose = ev ? `, which chose ${JSON.stringify(visibleToken(ev.token_text))}` : '';
+  ui.summary.textContent = `Step ${inside.step + 1}${chose}: its pass ran ${name(inside.positions - 1)} (position ${inside.positions}) over ${inside.positions} positions. ` +
+    `Layer ${l + 1}, ${who}: strongest on ${strongest.map(({ p, j }) => `${name(j)} at position ${j + 1} (${pct(p)})`).join(', ')}.`;
+  const top = Math.max(...w) || 1;
+  ui.text.replaceChildren(...inside.tokens.map((t, j) => {
+    const span = document.createElement('span');
+    span.className = 'att-tok';
+    span.textContent = t || '∅';
+    span.title = `position ${j + 1}: ${pct(w[j])}`;
+    span.style.backgroundColor = `rgba(232, 89, 12, ${(0.85 * w[j]) / top})`;
+    if (j === inside.positions - 1) span.classList.add('last');
+    return span;
+  }));
+  drawGrid(inside, l, head);
+}
+
+// Where each head's cell sits in the grid.
+let gridLayout = null;
+
+/** @param {StepInside} inside @param {number} layer @param {string} head */
+function drawGrid(inside, layer, head) {
+  const { layers, heads, group, positions, attention } = inside;
+  const groups = Math.ceil(heads / group);
+  const width = Math.max(ui.grid.clientWidth, 240);
+  const cellW = (width - GRID.label - (groups - 1) * GRID.groupGap - heads * GRID.gap) / heads;
+  const height = GRID.header + layers * (GRID.cellH + GRID.gap);
+  let canvas = /** @type {HTMLCanvasElement | null} */ (ui.grid.querySelector('canvas'));
+  if (!canvas) {
+    canvas = document.createElement('canvas');
+    canvas.setAttribute('role', 'img');
+    ui.grid.append(canvas);
+  }
+  canvas.setAttribute('aria-label', `${layers} layers by ${heads} query heads, ${groups} groups of ${group} sharing a KV head; each cell's bars are its weights over ${positions} positions. Layer ${layer + 1} is outlined.`);
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * dpr);
+  canvas.height = Math.round(height * dpr);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const g = /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d'));
+  g.scale(dpr, dpr);
+  g.font = '10px system-ui, sans-serif';
+  g.textBaseline = 'middle';
+  const x0 = (h) => GRID.label + h * (cellW + GRID.gap) + Math.floor(h / group) * GRID.groupGap;
+  const y0 = (l) => GRID.header + l * (GRID.cellH + GRID.gap);
+  gridLayout = { x0, y0, cellW, layers, heads };
+  g.fillStyle = '#636b7a';
+  for (let k = 0; k < groups; k++) g.fillText(group > 1 ? `KV head ${k + 1}` : `${k + 1}`, x0(k * group), GRID.header / 2);
+  const bar = cellW / positions;
+  for (let l = 0; l < layers; l++) {
+    if (l === layer || (l + 1) % 5 === 0 || l === 0) {
+      g.fillStyle = l === layer ? '#e8590c' : '#636b7a';
+      g.fillText(`Layer ${l + 1}`, 0, y0(l) + GRID.cellH / 2);
+    }
+    for (let h = 0; h < heads; h++) {
+      g.fillStyle = '#f1f3f5';
+      g.fillRect(x0(h), y0(l), cellW, GRID.cellH);
+      g.fillStyle = '#4c6ef5';
+      const base = (l * heads + h) * positions;
+      for (let j = 0; j < positions; j++) {
+        const hgt = attention[base + j] * GRID.cellH;
+        if (hgt > 0.05) g.fillRect(x0(h) + j * bar, y0(l) + GRID.cellH - hgt, Math.max(bar, 0.6), hgt);
+      }
+    }
+  }
+  g.strokeStyle = '#e8590c';
+  g.lineWidth = 1.5;
+  if (head === 'mean') g.strokeRect(x0(0) - 1, y0(layer) - 1, x0(heads - 1) + cellW - x0(0) + 2, GRID.cellH + 2);
+  else g.strokeRect(x0(Number(head)) - 1, y0(layer) - 1, cellW + 2, GRID.cellH + 2);
+}
+
+/** The layer and head under a click on the grid, if any. @param {MouseEvent} e */
+function gridCell(e) {
+  if (!gridLayout) return null;
+  const { x0, y0, cellW, layers, heads } = gridLayout;
+  const layer = Math.floor((e.offsetY - GRID.header) / (GRID.cellH + GRID.gap));
+  if (layer < 0 || layer >= layers) return null;
+  for (let h = 0; h < heads; h++) if (e.offsetX >= x0(h) && e.offsetX < x0(h) + cellW) return { layer, head: h };
+  return null;
+}
+
+// ---- the logit lens ---------------------------------------------------------------------
+
+/** Draws the Layers panel for `inside` (null: empties it). @param {StepInside | null} inside @param {StepEvent} [ev] */
+export function drawLayers(inside, ev) {
+  if (!inside) {
+    ui.layersBody.replaceChildren();
+    ui.rankTrace.replaceChildren();
+    return;
+  }
+  const lens = inside.lens;
+  const last = lens[lens.length - 1];
+  ui.layersBody.replaceChildren(...lens.map((layer) => {
+    const tr = document.createElement('tr');
+    if (layer.chosen_rank === 1) tr.className = 'chosen-first';
+    const th = document.createElement('th');
+    th.scope = 'row';
+    th.textContent = layer === last ? `${layer.layer} (the step's distribution)` : String(layer.layer);
+    const top = document.createElement('td');
+    for (const t of layer.top) {
+      const span = document.createElement(t.token_id === inside.chosen ? 'strong' : 'span');
+      span.className = 'lens-tok';
+      span.textContent = `${JSON.stringify(visibleToken(t.text))} ${pct(t.probability)}`;
+      top.append(span, ' ');
+    }
+    const rank = document.createElement('td');
+    rank.textContent = layer.chosen_rank.toLocaleString();
+    const p = document.createElement('td');
+    p.textContent = pct(layer.chosen_probability);
+    tr.append(th, top, rank, p);
+    return tr;
+  }));
+  // The first layer from which the chosen token stays the most likely.
+  let from = null;
+  for (let i = lens.length - 1; i >= 0 && lens[i].chosen_rank === 1; i--) from = lens[i].layer;
+  const chosen = JSON.stringify(visibleToken(ev ? ev.token_text : ''));
+  ui.layersSummary.textContent = `Step ${inside.step + 1} chose ${chosen}. After layer 1 it ranks ${lens[0].chosen_rank.toLocaleString()}; ` +
+    (from !== null ? `it is the most likely token from layer ${from} on. ` : `it is never the most likely (rank ${last.chosen_rank} at the end: it was drawn, not the top token). `) +
+    `Layer ${last.layer} is the step's own distribution (p = ${pct(last.chosen_probability)}).`;
+  drawRankTrace(lens);
+}
+
+/** The chosen token's rank after each layer, on a log scale with rank 1 on top. @param {StepInside['lens']} lens */
+function drawRankTrace(lens) {
+  const width = Math.max(ui.rankTrace.clientWidth, 240);
+  const height = 90;
+  const m = { top: 8, right: 10, bottom: 18, left: 46 };
+  const x = d3.scaleLinear().domain([1, lens.length]).range([m.left, width - m.right]);
+  const worst = Math.max(2, ...lens.map((l) => l.chosen_rank));
+  const y = d3.scaleLog().domain([1, worst]).range([m.top, height - m.bottom]);
+  const svg = d3.create('svg').attr('width', width).attr('height', height).attr('aria-hidden', 'true');
+  svg.append('g').attr('transform', `translate(0,${height - m.bottom})`).call(d3.axisBottom(x).ticks(Math.min(lens.length, 10)).tickFormat((d) => `${d}`));
+  svg.append('g').attr('transform', `translate(${m.left},0)`).call(d3.axisLeft(y).ticks(3, '~s'));
+  svg.append('path').attr('class', 'rank-line').attr('d', d3.line()(lens.map((l) => [x(l.layer), y(l.chosen_rank)])));
+  svg.selectAll('circle').data(lens).join('circle').attr('class', (l) => (l.chosen_rank === 1 ? 'rank-dot first' : 'rank-dot'))
+    .attr('cx', (l) => x(l.layer)).attr('cy', (l) => y(l.chosen_rank)).attr('r', 2.5);
+  ui.rankTrace.replaceChildren(/** @type {SVGSVGElement} */ (svg.node()));
+}

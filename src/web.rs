@@ -358,14 +358,15 @@ impl Engine {
     }
 
     /// Step `step` of the current branch seen from inside: its forward pass recomputed from
-    /// the branch's tokens, keeping the attention weights of its last token and the logit lens
-    /// (`generation::inspect`). The run carries on as it would have.
+    /// the branch's tokens, keeping the attention weights of its last token, and with `lens`
+    /// the logit lens (`generation::inspect`; the Attention view alone skips its 30 rows of
+    /// the LM head). The run carries on as it would have.
     #[wasm_bindgen(unchecked_return_type = "StepInside")]
-    pub async fn inspect(&mut self, step: usize) -> Result<JsValue, JsValue> {
+    pub async fn inspect(&mut self, step: usize, lens: bool) -> Result<JsValue, JsValue> {
         let Ok((backend, tokenizer, Work::Run { generation, .. })) = self.loaded() else {
             return Err(not_ready("no run to look inside: press Generate first"));
         };
-        let inside = generation.inspect(backend, step, tokenizer).await.map_err(js_err)?;
+        let inside = generation.inspect(backend, step, lens, tokenizer).await.map_err(js_err)?;
         to_js(&inside)
     }
 

@@ -60,7 +60,7 @@ fn run_steps(b: &mut impl Backend, tok: &Tokenizer, inspect: bool, steps: usize)
                 tokens.push(s.token_id);
                 logits.push(l);
                 if inspect {
-                    insides.push(pollster::block_on(g.inspect(b, s.step, tok)).expect("inspects"));
+                    insides.push(pollster::block_on(g.inspect(b, s.step, true, tok)).expect("inspects"));
                 }
             }
             (Event::Finished(_), _) => return (tokens, logits, insides, g),
@@ -141,9 +141,12 @@ fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_
     assert_eq!(inspected_live, live, "nor any step's logits");
     // Every past step again, latest first, from the finished run: the same attention.
     for step in (0..STEPS).rev() {
-        let again = pollster::block_on(g.inspect(&mut b, step, &tok)).expect("inspects");
+        let again = pollster::block_on(g.inspect(&mut b, step, true, &tok)).expect("inspects");
         assert_eq!(again.attention, insides[step].attention, "step {step}: the attention seen live");
         assert_eq!(again.lens, insides[step].lens, "step {step}: the lens seen live");
+        let attention_only = pollster::block_on(g.inspect(&mut b, step, false, &tok)).expect("inspects");
+        assert_eq!(attention_only.attention, insides[step].attention, "step {step}: the attention without the lens");
+        assert!(attention_only.lens.is_empty(), "no lens asked, none computed");
     }
     let context = g.tokens().to_vec();
     let prompt_len = g.prompt_len();
@@ -159,7 +162,7 @@ fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_
         .expect("recomputes");
         assert_eq!(&logits, seen, "step {step}: recomputed from an empty cache");
     }
-    assert!(pollster::block_on(g.inspect(&mut b, STEPS, &tok)).is_err(), "a step not taken yet is refused");
+    assert!(pollster::block_on(g.inspect(&mut b, STEPS, true, &tok)).is_err(), "a step not taken yet is refused");
 }
 
 #[test]
@@ -221,7 +224,7 @@ fn the_gpu_shows_the_inside_the_exact_path_shows() {
     let prompt_len = prompt(&tok).len();
     check_rows(&insides, prompt_len, "GPU");
     check_lens(&tokens, &logits, &insides);
-    let again = pollster::block_on(g.inspect(&mut gpu, 0, &tok)).expect("inspects");
+    let again = pollster::block_on(g.inspect(&mut gpu, 0, true, &tok)).expect("inspects");
     assert_eq!(again.attention, insides[0].attention, "step 0 recomputed: the attention seen live");
     assert_eq!(again.lens, insides[0].lens, "step 0 recomputed: the lens seen live");
     let (mut exact, _) = cpu(CpuPrecision::Exact);

@@ -18,7 +18,7 @@ const ui = {
 
 /**
  * The step the views show, and the one asked for.
- * @typedef {{ id: number, run: object, branch: number, step: number, t0: number }} Ask
+ * @typedef {{ id: number, run: object, branch: number, step: number, lens: boolean, t0: number }} Ask
  * @type {(Ask & { inside: import('./pkg/tokenscope.js').StepInside }) | null}
  */
 let shown = null;
@@ -31,7 +31,7 @@ const isOpen = () => !ui.attentionPanel.hidden || !ui.layersPanel.hidden;
 /**
  * The step the views should show: the chart's (the latest, or the one chosen), of a live run;
  * or why there is none.
- * @returns {{ why: string } | { run: object, branch: number, step: number }}
+ * @returns {{ why: string } | { run: object, branch: number, step: number, lens: boolean }}
  */
 function wanted() {
   if (state.beam) return { why: 'Beam search keeps no single step to look inside: switch Decoding to Sampling.' };
@@ -39,10 +39,11 @@ function wanted() {
   if (state.run?.frozen) return { why: 'The engine that made this run is gone: start a new run to look inside it.' };
   const step = displayedStep();
   if (!liveRun() || !steps()[step]) return { why: 'Press Generate or Step, then look inside the step the chart shows.' };
-  return { run: state.run, branch: state.run.current, step };
+  return { run: state.run, branch: state.run.current, step, lens: !ui.layersPanel.hidden };
 }
 
-const same = (a, b) => a && b && a.run === b.run && a.branch === b.branch && a.step === b.step;
+// Whether `a` (shown) answers `b` (wanted): the same step, with the lens if it is wanted.
+const answers = (a, b) => a && b && a.run === b.run && a.branch === b.branch && a.step === b.step && (a.lens || !b.lens);
 
 // Says `text` in both open views (a step on its way, or why there is none).
 function say(text) {
@@ -52,11 +53,7 @@ function say(text) {
 
 /** Brings the open views to the shown step: draws it, or asks the engine for it. */
 export function refreshInside() {
-  ui.attentionButton.setAttribute('aria-expanded', String(!ui.attentionPanel.hidden));
-  ui.layersButton.setAttribute('aria-expanded', String(!ui.layersPanel.hidden));
-  // The text gives up some height while a view is open, so the view opens in sight.
-  ui.output.classList.toggle('inspecting', isOpen());
-  if (!isOpen()) return;
+  if (!isOpen()) return; // a step with both views closed costs nothing more
   const want = wanted();
   if ('why' in want) {
     shown = null;
@@ -65,12 +62,13 @@ export function refreshInside() {
     say(want.why);
     return;
   }
-  if (same(shown, want)) return;
+  if (answers(shown, want)) return;
   if (asked) return; // refreshed again when the answer comes
   asked = { id: ++serial, ...want, t0: performance.now() };
   for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.setAttribute('aria-busy', 'true');
   if (!shown) say(`Looking inside step ${want.step + 1}…`);
-  send({ type: 'inspect', step: want.step, branch: want.branch, id: asked.id });
+  // The lens (30 rows of the LM head) only while Layers is open.
+  send({ type: 'inspect', step: want.step, branch: want.branch, lens: want.lens, id: asked.id });
 }
 
 /** The engine's answer to the request in flight. @param {Extract<import('./protocol.js').Response, { type: 'inspected' }>} msg */
@@ -106,15 +104,18 @@ function draw() {
   if (!shown) return;
   const ev = steps()[shown.step];
   if (!ui.attentionPanel.hidden) drawAttention(shown.inside, ev);
-  if (!ui.layersPanel.hidden) drawLayers(shown.inside, ev);
+  if (!ui.layersPanel.hidden && shown.lens) drawLayers(shown.inside, ev);
 }
 
-/** @param {HTMLElement} panel */
-function toggle(panel) {
+/** @param {HTMLElement} panel @param {HTMLButtonElement} control */
+function toggle(panel, control) {
   panel.hidden = !panel.hidden;
+  control.setAttribute('aria-expanded', String(!panel.hidden));
+  // The text gives up some height while a view is open, so the view opens in sight.
+  ui.output.classList.toggle('inspecting', isOpen());
   draw();
   refreshInside();
 }
-ui.attentionButton.addEventListener('click', () => toggle(ui.attentionPanel));
-ui.layersButton.addEventListener('click', () => toggle(ui.layersPanel));
+ui.attentionButton.addEventListener('click', () => toggle(ui.attentionPanel, ui.attentionButton));
+ui.layersButton.addEventListener('click', () => toggle(ui.layersPanel, ui.layersButton));
 attentionControls(() => { if (shown) drawAttention(shown.inside, steps()[shown.step]); });

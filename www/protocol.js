@@ -29,7 +29,7 @@
  *   | { type: 'reset' }
  *   | { type: 'reshape', step: number, params: SamplingParams, topN: number }
  *   | { type: 'draw', step: number, params: SamplingParams, n: number }
- *   | { type: 'inspect', id: number, step: number, branch: number }
+ *   | { type: 'inspect', id: number, step: number, branch: number, lens: boolean }
  *   | { type: 'lesson', logits: number[], labels: string[], params: SamplingParams, topN: number, n?: number }
  *   | { type: 'export', name: string }
  *   | { type: 'import', text: string }

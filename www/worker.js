@@ -356,11 +356,11 @@ self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>
         break;
       }
       case 'inspect': {
-        // The step's pass again, keeping its attention and residuals (the run stays as it
-        // was); between two streamed steps when it comes during a stream.
+        // The step's pass again, keeping its attention (and with `lens` the logit lens; the
+        // run stays as it was); between two streamed steps when it comes during a stream.
         needEngine();
         const t0 = performance.now();
-        const inside = await withEngine(() => engine.inspect(msg.step));
+        const inside = await withEngine(() => engine.inspect(msg.step, msg.lens));
         post({ type: 'inspected', id: msg.id, step: msg.step, branch: msg.branch, inside, ms: performance.now() - t0 });
         break;
       }

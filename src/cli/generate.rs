@@ -202,7 +202,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "candidates": candidates,
                     });
                     if a.inspect {
-                        let inside = pollster::block_on(generation.inspect(&mut backend, s.step, &tokenizer))?;
+                        let inside = pollster::block_on(generation.inspect(&mut backend, s.step, true, &tokenizer))?;
                         line["inside"] = inside_json(&inside);
                     }
                     if let Some(d) = &s.draft {

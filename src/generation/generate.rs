@@ -312,18 +312,25 @@ impl Generation {
     }
 
     /// Step `step` (a step already taken) seen from inside: its forward pass recomputed on
-    /// `backend` from this run's tokens, keeping the attention weights and the logit lens
-    /// ([`inspect::step_inside`]). The run carries on as it would have: the cache then holds
-    /// the tokens before the step's own, and the next step runs what it lacks.
-    pub async fn inspect<B: Backend>(&mut self, backend: &mut B, step: usize, tokenizer: &Tokenizer) -> Result<StepInside> {
+    /// `backend` from this run's tokens as it first ran ([`inspect::recompute`]), keeping the
+    /// attention weights, and with `with_lens` the logit lens ([`inspect::step_inside`]). The
+    /// run carries on as it would have: the cache then holds the tokens before the step's own,
+    /// and the next step runs what it lacks.
+    pub async fn inspect<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        step: usize,
+        with_lens: bool,
+        tokenizer: &Tokenizer,
+    ) -> Result<StepInside> {
         let held = self.prompt_len + step;
         // What the cache keeps whatever happens: the tokens before the pass's last one.
         self.cached = self.cached.min(held.saturating_sub(1));
         self.pending_cached = self.pending_cached.min(self.cached);
         let batching = self.batching.get(step).copied().unwrap_or_default();
-        let (inside, _) = inspect::step_inside(backend, &self.context, self.prompt_len, self.cached, step, batching, tokenizer).await?;
+        let (_, inspection) = inspect::recompute(backend, &self.context, self.prompt_len, self.cached, step, batching).await?;
         self.cached = held;
-        Ok(inside)
+        inspect::step_inside(backend, &self.context, step, inspection, with_lens, tokenizer).await
     }
 
     /// Runs one step: the forward pass over the tokens the KV cache lacks, then a sampled

@@ -65,7 +65,8 @@ pub struct StepInside {
     /// Attention weights of the pass's last token, `[layers, heads, positions]`, each row
     /// summing to 1.
     pub attention: Vec<f32>,
-    /// The logit lens, one entry per layer, the last the step's own distribution.
+    /// The logit lens, one entry per layer, the last the step's own distribution (empty
+    /// where it was not asked for).
     pub lens: Vec<LensLayer>,
 }
 
@@ -121,20 +122,22 @@ pub async fn lens<B: Backend>(backend: &mut B, inspection: &Inspection, chosen: 
         .collect())
 }
 
-/// Step `step` seen from inside: [`recompute`], then [`lens`]; also returns the pass's logits.
+/// Step `step` of `context` seen from inside, from its recomputed pass's `inspection`: the
+/// attention, the text of each position's token, and with `with_lens` the logit lens (30 rows
+/// of the LM head more; empty without).
 pub async fn step_inside<B: Backend>(
     backend: &mut B,
     context: &[u32],
-    prompt_len: usize,
-    cached: usize,
     step: usize,
-    batching: Batching,
+    inspection: Inspection,
+    with_lens: bool,
     tokenizer: &Tokenizer,
-) -> Result<(StepInside, Vec<f32>)> {
-    let (logits, inspection) = recompute(backend, context, prompt_len, cached, step, batching).await?;
-    let chosen = context[prompt_len + step];
-    let lens = lens(backend, &inspection, chosen, tokenizer).await?;
+) -> Result<StepInside> {
+    let chosen = *context
+        .get(inspection.positions)
+        .ok_or_else(|| Error::InvalidParams(format!("step {step} has no token in a context of {}", context.len())))?;
+    let lens = if with_lens { lens(backend, &inspection, chosen, tokenizer).await? } else { Vec::new() };
     let Inspection { layers, heads, group, positions, attention, .. } = inspection;
     let tokens = context[..positions].iter().map(|&t| tokenizer.token_text(t)).collect();
-    Ok((StepInside { step, chosen, layers, heads, group, positions, tokens, attention, lens }, logits))
+    Ok(StepInside { step, chosen, layers, heads, group, positions, tokens, attention, lens })
 }

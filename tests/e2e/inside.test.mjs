@@ -1,5 +1,5 @@
 // The views inside a step (Attention, Layers) in real Chromium on the real model (the CPU
-// engine in wasm), driven by their accessible names (Attention, Layer, Head, Layers) at
+// engine in wasm; then the WebGPU engine on SwiftShader against the exact CPU path), driven by their accessible names (Attention, Layer, Head, Layers) at
 // 1280x800, their figures held to `tokenscope generate --jsonl --inspect` for the same seed
 // (the native fast path: the same algorithm in other kernels, so the same tokens and ranks,
 // and weights within the fast path's own noise). Screenshots: test-results/inside-*.png.
@@ -19,6 +19,9 @@ const STEPS = 2;
 // RANK_TOL of itself, at least 1.
 const WEIGHT_TOL = 0.1;
 const PROB_TOL = 0.04;
+// The WebGPU engine against the exact CPU path: both f32 throughout, in other orders (natively
+// on lavapipe 2.9e-6, tests/inspect.rs; in Chromium on SwiftShader 2.0e-6).
+const GPU_WEIGHT_TOL = 1e-4;
 const RANK_TOL = 0.1;
 const nearRank = (got, want) => Math.abs(got - want) <= Math.max(1, RANK_TOL * want);
 
@@ -138,4 +141,32 @@ test('choosing a past step shows its inside, recomputed: the same figures as see
   await button('Layers').click();
   assert.equal(await page.locator('#attention-panel').isHidden(), true);
   assert.equal(await button('Attention').getAttribute('aria-expanded'), 'false');
+});
+
+test('the WebGPU engine (SwiftShader here) shows the same inside, through its own kernels', async () => {
+  const exact = cli(['generate', '--model', MODEL, '--backend', 'cpu-exact', '--jsonl', '--inspect', '--seed', String(SEED), '--temperature', '0.9',
+    '--top-k', '40', '--top-p', '0.95', '--min-p', '0', '--repetition-penalty', '1', '--max-tokens', '1', PROMPT]).trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.inside);
+  await page.locator('details.more').evaluate((d) => { d.open = true; });
+  await page.evaluate(() => { delete document.body.dataset.loadMs; });
+  await page.getByRole('combobox', { name: 'Backend' }).selectOption('webgpu');
+  await waitLoaded(page);
+  assert.equal(await page.evaluate(() => document.body.dataset.backend), 'webgpu');
+  await setSlider(page, 'Max tokens', 1);
+  await page.locator('details.more').evaluate((d) => { d.open = false; });
+  await page.evaluate(() => { delete document.body.dataset.finish; delete document.body.dataset.insideStep; });
+  await button('Generate').click();
+  await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 300_000 });
+  await button('Attention').click();
+  await button('Layers').click();
+  await waitInside(0);
+  const got = await page.evaluate(() => window.tokenscopeTestHooks.inside());
+  assert.equal(got.chosen, exact.token_id, 'the same first token');
+  let worst = 0;
+  const { positions } = exact.inside;
+  for (let l = 0; l < 30; l++) for (let h = 0; h < 9; h++) for (let j = 0; j < positions; j++) worst = Math.max(worst, Math.abs(got.attention[(l * 9 + h) * positions + j] - exact.inside.attention[l][h][j]));
+  console.log(`WebGPU page vs the exact CPU path's attention weights: worst |difference| ${worst.toExponential(2)}`);
+  assert.ok(worst <= GPU_WEIGHT_TOL, `WebGPU weights differ from exact math by ${worst}`);
+  assert.deepEqual(got.lens.map((l) => l.chosen_rank), exact.inside.lens.map((l) => l.chosen_rank), "the chosen token's rank after each layer");
+  const rows = await page.getByRole('table', { name: 'Layers' }).locator('tbody tr').count();
+  assert.equal(rows, 30);
 });

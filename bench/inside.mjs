@@ -7,7 +7,8 @@
 // both views closed and with both open, no delay: decode tok/s as the engine reports them
 // (its forward passes alone) and as the page's Tokens/s shows them (the looks included).
 // Prints a table and writes bench/results-inside.json. BENCH_TOKENS (default 24) steps a run,
-// BENCH_PROMPT a prompt file of bench/ (default prompt-short.txt).
+// BENCH_PROMPT a prompt file of bench/ (default prompt-short.txt), BENCH_QUERY what follows the
+// page's address (for example `?threads=2`, the threaded engine on 2 threads).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ROOT, start, waitLoaded, setSlider } from '../tests/e2e/harness.mjs';
 
@@ -17,7 +18,7 @@ const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 const env = await start();
 const page = await (await env.browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-await page.goto(env.base);
+await page.goto(env.base + (process.env.BENCH_QUERY || ''));
 await waitLoaded(page);
 const backend = await page.evaluate(() => document.body.dataset.backend);
 if (backend !== 'cpu') throw new Error(`the page loaded the ${backend} backend; this benchmark measures the CPU engine`);

@@ -8,7 +8,7 @@
 // answer comes, so a stream never queues more than one. Drawing the views is inside_draw.js's.
 import { $, button, state, steps, liveRun, displayedStep } from './page.js';
 import { send } from './link.js';
-import { drawAttention, drawLayers, attentionControls } from './inside_draw.js';
+import { drawAttention, drawLayers, attentionControls, clearTextShade } from './inside_draw.js';
 
 const ui = {
   attentionButton: button('show-attention'), layersButton: button('show-layers'),
@@ -113,6 +113,7 @@ function toggle(panel, control) {
   control.setAttribute('aria-expanded', String(!panel.hidden));
   // The text gives up some height while a view is open, so the view opens in sight.
   ui.output.classList.toggle('inspecting', isOpen());
+  if (ui.attentionPanel.hidden) clearTextShade();
   draw();
   refreshInside();
 }

@@ -1,10 +1,11 @@
 // @ts-check
 // Drawing the views inside a step (inside.js asks the engine for them): the Attention panel
 // (its Layer slider and Head control, the context shaded by the chosen weights with the
-// strongest positions named in words, and the grid of every layer and head, each cell a bar
+// strongest positions named in words, the page's own text underlined by the same weights, and
+// the grid of every layer and head, each cell a bar
 // strip over the context, heads grouped under the KV head they share) and the Layers panel
 // (the logit lens as a table, with the chosen token's rank traced across the layers).
-import { $, input, select } from './page.js';
+import { $, input, select, ui as pageUi } from './page.js';
 import { visibleToken, pct } from './chart.js';
 
 /** @typedef {import('./pkg/tokenscope.js').StepInside} StepInside */
@@ -70,6 +71,8 @@ export function drawAttention(inside, ev) {
   if (!inside) {
     ui.text.replaceChildren();
     ui.grid.replaceChildren();
+    textShade = null;
+    shadeText();
     return;
   }
   headOptions(inside);
@@ -96,6 +99,69 @@ export function drawAttention(inside, ev) {
     return span;
   }));
   drawGrid(inside, l, head);
+  // Generated token `j` (a step before the shown one) sits at position prompt + j.
+  textShade = { prompt: inside.positions - inside.step, before: inside.step, w, top, tokens: inside.tokens };
+  shadeText();
+}
+
+/**
+ * The weights the page's own text is shaded by: the drawn Attention view's, or none.
+ * @type {{ prompt: number, before: number, w: number[], top: number, tokens: string[] } | null}
+ */
+let textShade = null;
+
+/**
+ * A completion's prompt, shown as one piece of text, split into its tokens and each
+ * underlined by its weight while the Attention view is drawn (where the prompt's tokens spell
+ * it exactly: a chat's template tokens are not in the text), and put back as it was after.
+ * @param {HTMLElement | null} span
+ */
+function shadePrompt(span) {
+  if (!span) return;
+  const prompt = span.dataset.prompt ?? span.textContent ?? '';
+  span.dataset.prompt = prompt;
+  const tokens = textShade?.tokens.slice(0, textShade.prompt);
+  if (!textShade || !tokens || tokens.join('') !== prompt) {
+    span.textContent = prompt;
+    return;
+  }
+  const { w, top } = textShade;
+  span.replaceChildren(...tokens.map((t, j) => {
+    const piece = document.createElement('span');
+    piece.className = 'prompt-tok';
+    piece.textContent = t;
+    piece.style.setProperty('--att', ((0.9 * w[j]) / top).toFixed(3));
+    piece.dataset.attention = String(w[j]);
+    return piece;
+  }));
+}
+
+/** Takes the Attention view's underlines off the page's text (the view was closed). */
+export function clearTextShade() {
+  textShade = null;
+  shadeText();
+}
+
+/**
+ * Underlines each generated token of the page's text by the weight the shown step gives it
+ * (the Attention view's layer and head), or takes the underlines away when the view is closed
+ * or empty. Called again whenever the text is redrawn.
+ */
+export function shadeText() {
+  const text = pageUi.text;
+  text.classList.toggle('attending', textShade !== null);
+  shadePrompt(/** @type {HTMLElement | null} */ (text.querySelector('.prompt-text')));
+  for (const span of /** @type {NodeListOf<HTMLElement>} */ (text.querySelectorAll('.tok[data-step]'))) {
+    const j = Number(span.dataset.step);
+    if (!textShade || j >= textShade.before) {
+      span.style.removeProperty('--att');
+      delete span.dataset.attention;
+      continue;
+    }
+    const weight = textShade.w[textShade.prompt + j] ?? 0;
+    span.style.setProperty('--att', ((0.9 * weight) / textShade.top).toFixed(3));
+    span.dataset.attention = String(weight);
+  }
 }
 
 // Where each head's cell sits in the grid.

@@ -10,6 +10,7 @@ import { meanDecodeMs, runRows, beamRows, fill as fillStats } from './stats.js';
 import { tokenNodes } from './text.js';
 import { $, ui, state, branch, steps, liveRun, displayedStep, canContinue } from './page.js';
 import { refreshInside } from './inside.js';
+import { shadeText } from './inside_draw.js';
 
 /** What the drawn controls do, set by main.js. */
 export const actions = {
@@ -58,6 +59,7 @@ export function renderText() {
   if (tail) parts.push(document.createTextNode(tail));
   ui.text.replaceChildren(...parts);
   markSelected();
+  shadeText();
 }
 
 // In a beam search the text is the most likely live beam's, then the winner's.

@@ -117,6 +117,16 @@ test('Attention opens with a Layer slider and a Head control grouped by KV head,
   for (let l = 0; l < 30; l++) for (let h = 0; h < 9; h++) for (let j = 0; j < positions; j++) worst = Math.max(worst, Math.abs(page_weights[(l * 9 + h) * positions + j] - inside.attention[l][h][j]));
   console.log(`page vs CLI attention weights: worst |difference| ${worst.toExponential(2)}`);
   assert.ok(worst <= WEIGHT_TOL, `page vs CLI weights differ by ${worst}`);
+  // The page's own text is underlined by the same weights: the step before the shown one sits
+  // at the context's last position; the shown step's own token is not attended to.
+  const underlined = await page.locator('#text .tok').evaluateAll((ts) => ts.map((t) => t.dataset.attention));
+  assert.equal(underlined.length, STEPS);
+  assert.ok(Math.abs(Number(underlined[0]) - want[positions - 1]) <= WEIGHT_TOL, `step 1's token underlined by ${underlined[0]}, the CLI's weight ${want[positions - 1]}`);
+  assert.equal(underlined[1], undefined, 'the shown step\'s own token has no weight');
+  // The prompt too, token by token (a completion's tokens spell it).
+  const prompt = await page.locator('#text .prompt-tok').evaluateAll((ts) => ts.map((t) => [t.textContent, Number(t.dataset.attention)]));
+  assert.deepEqual(prompt.map(([t]) => t), inside.tokens.slice(0, positions - 1));
+  assert.ok(prompt.every(([, a], j) => Math.abs(a - want[j]) <= WEIGHT_TOL), `the prompt underlined by ${prompt.map(([, a]) => a)}, the CLI's ${want}`);
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/inside-views.png`, fullPage: true });
   await page.screenshot({ path: `${SHOTS}/inside-fold.png` });
@@ -137,7 +147,13 @@ test('choosing a past step shows its inside, recomputed: the same figures as see
   const ranks = (await page.getByRole('table', { name: 'Layers' }).locator('tbody td:nth-child(3)').allTextContents()).map((t) => Number(t.replace(/,/g, '')));
   assert.ok(ranks.every((r, i) => nearRank(r, reference[0].inside.lens[i].chosen_rank)), `step 1's ranks ${ranks}`);
   assert.equal(await page.locator('#attention-text .att-tok').count(), reference[0].inside.positions);
+  assert.equal(await page.locator('#text .tok[data-attention]').count(), 0, 'step 1 attends to no generated token');
+  await page.locator('#text .tok').last().click();
+  await waitInside(STEPS - 1);
+  assert.equal(await page.locator('#text .tok[data-attention]').count(), 1);
   await button('Attention').click();
+  assert.equal(await page.locator('#text .tok[data-attention], #text .prompt-tok').count(), 0, 'closing Attention takes the underlines away');
+  assert.equal(await page.locator('#text .prompt-text').textContent(), PROMPT);
   await button('Layers').click();
   assert.equal(await page.locator('#attention-panel').isHidden(), true);
   assert.equal(await button('Attention').getAttribute('aria-expanded'), 'false');

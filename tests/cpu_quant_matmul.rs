@@ -2,7 +2,8 @@
 //! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
-//! be threaded, and sentinels past the output's end. For Q8_0 and Q4_1 both round the
+//! be threaded, and sentinels past the output's end; each token alone gives the same bits as
+//! among others. For Q8_0 and Q4_1 both round the
 //! activations to 8 bits the same way and sum the same integer products per block, so they
 //! agree to float summation order: within 1e-5 of sum |w x| per output; the repacked types are
 //! held to candle's dequantized weights. Every dot-product kernel the build has is checked
@@ -69,6 +70,15 @@ fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], byte
                 }
             }
             assert!(worst <= 1e-5, "{at}: worst error {worst:e} of sum |w x|");
+            // Each token alone (a decode step) gives the bits it gave among the others (a
+            // prefill, the logit lens's rows): whatever order the loops take, each output sums
+            // its blocks in one order.
+            for t in 0..n {
+                let mut alone = vec![SENTINEL; rows];
+                m.forward_with(kernel, &x[t * cols..(t + 1) * cols], 1, &mut alone).expect("forward");
+                let same = alone.iter().zip(&out[t * rows..(t + 1) * rows]).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{at}: token {t} alone differs from its row among {n}");
+            }
         }
     }
 }

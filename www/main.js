@@ -246,8 +246,9 @@ Object.assign(actions, { selectStep, fork, switchBranch });
 onEngine(onEngineMessage, engineCrashed);
 spawnWorker();
 // For the e2e tests: crashEngine makes the engine panic as an unforeseen bug would (the
-// recovery test); inside gives the engine's figures behind the views inside a step.
-/** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }), inside: shownInside };
+// recovery test); inside gives the engine's figures behind the views inside a step, step(i)
+// the step as the page keeps it.
+/** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }), inside: shownInside, step: (i) => steps()[i] };
 showDecoding();
 renderAll();
 loadDefault();

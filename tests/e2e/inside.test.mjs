@@ -83,6 +83,14 @@ test('Layers opens on demand and shows the logit lens of the latest step, as the
   const worstP = Math.max(...lastTop.map((m, i) => Math.abs(Number(m[2]) / 100 - want[29].top[i].probability)));
   console.log(`page vs CLI last-layer probabilities: worst |difference| ${worstP.toFixed(4)}`);
   assert.ok(worstP <= PROB_TOL, `the last layer's probabilities differ by ${worstP}`);
+  // In the engine itself the last layer is the step's own distribution bit for bit: the
+  // lens's 30 rows go through the LM head together, the step's one row alone, and a row's
+  // products give the same bits either way. Its probabilities (softmax at temperature 1) equal
+  // the step's own p_t1 exactly.
+  const [lens, step] = await page.evaluate((s) => [window.tokenscopeTestHooks.inside().lens, window.tokenscopeTestHooks.step(s)], STEPS - 1);
+  const pT1 = new Map(step.sample.distribution.candidates.map((c) => [c.token_id, c.p_t1]));
+  for (const t of lens[29].top) assert.equal(t.probability, pT1.get(t.token_id), `token ${t.token_id}: the lens's last layer against the step's p at temperature 1`);
+  assert.equal(lens[29].chosen_probability, pT1.get(step.token_id));
   const summary = await page.locator('#layers-summary').textContent();
   assert.match(summary, new RegExp(`^Step ${STEPS} chose `));
   assert.match(summary, /Layer 30 is the step's own distribution/);

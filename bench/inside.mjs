@@ -1,11 +1,14 @@
 // make bench-inside: what the views inside a step (Attention, Layers) cost on the page's CPU
-// engine in headless Chromium, driven as a user would. With Attention, Layers or both open and
-// a Step delay long enough for each look to land before the next step, each step of a stream
-// is followed by the engine recomputing it (its pass again, keeping the attention; with
-// Layers open, the logit lens too): the time from the step's arrival on the page to the open
-// views drawn is the page's own `insideMs` (the engine's share `insideEngineMs`). Then the same greedy run with
+// engine in headless Chromium, driven as a user would. With Attention, Layers or both open,
+// each step's own pass keeps its inside and the step arrives with it (with Layers open the
+// engine first puts the 30 residuals through the LM head: the logit lens); a step that came
+// without one (none should here) is recomputed on request. Step delay 400 ms. The time from
+// the step's arrival on the page to the open views drawn is the page's own `insideMs`, the
+// engine's time for the inside beyond the step's pass `insideEngineMs`, and how each step's
+// inside came `insideFrom` ('step' or 'request'). Then the same greedy run with
 // both views closed and with both open, no delay: decode tok/s as the engine reports them
-// (its forward passes alone) and as the page's Tokens/s shows them (the looks included).
+// and as the page's Tokens/s shows them (its forward passes alone), and the engine's time
+// per step on the views beyond that (the page's "Looking inside").
 // Prints a table and writes bench/results-inside.json. BENCH_TOKENS (default 24) steps a run,
 // BENCH_PROMPT a prompt file of bench/ (default prompt-short.txt), BENCH_QUERY what follows the
 // page's address (for example `?threads=2`, the threaded engine on 2 threads).
@@ -37,19 +40,21 @@ async function run(delayMs, watch) {
   await page.evaluate(() => { delete document.body.dataset.finish; delete document.body.dataset.insideStep; });
   const seen = [];
   if (watch) {
-    await page.exposeFunction(`inside${watch}`, (step, ms, engineMs) => seen.push({ step, ms, engineMs })).catch(() => {});
+    await page.exposeFunction(`inside${watch}`, (step, ms, engineMs, from) => seen.push({ step, ms, engineMs, from })).catch(() => {});
     await page.evaluate((name) => {
       new MutationObserver(() => {
         const d = document.body.dataset;
-        if (d.insideStep !== undefined && d.insideMs !== undefined) /** @type {any} */ (window)[name](Number(d.insideStep), Number(d.insideMs), Number(d.insideEngineMs));
+        if (d.insideStep !== undefined && d.insideMs !== undefined) /** @type {any} */ (window)[name](Number(d.insideStep), Number(d.insideMs), Number(d.insideEngineMs), d.insideFrom);
       }).observe(document.body, { attributes: true, attributeFilter: ['data-inside-ms'] });
     }, `inside${watch}`);
   }
   await button('Generate').click();
   await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
   await page.waitForTimeout(delayMs + 500);
-  const asSeen = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
-  return { decode: Number(await page.evaluate(() => document.body.dataset.decodeTokS)), asSeen, seen };
+  const stats = await page.locator('#stats').textContent();
+  const asSeen = Number(stats.match(/Tokens\/s([\d.]+)/)?.[1] || 0);
+  const insideMs = Number(stats.match(/Looking inside([\d.]+) ms/)?.[1] || 0);
+  return { decode: Number(await page.evaluate(() => document.body.dataset.decodeTokS)), asSeen, insideMs, seen };
 }
 
 // The views as a person opens them: `views` lists the buttons to have pressed.
@@ -71,18 +76,19 @@ for (const [i, views] of [['Attention'], ['Layers'], ['Attention', 'Layers']].en
 await env.close();
 
 const result = { date: new Date().toISOString(), prompt_file: process.env.BENCH_PROMPT || 'prompt-short.txt', tokens: TOKENS, paced: {} };
-console.log(`| views inside a step, CPU engine in Chromium (Step delay 400 ms, ${TOKENS} steps) | steps drawn | step to drawn, median / worst (ms) | in the engine, median (ms) |`);
+console.log(`| views inside a step, CPU engine in Chromium (Step delay 400 ms, ${TOKENS} steps) | steps drawn (came with the step) | step to drawn, median / worst (ms) | in the engine beyond the pass, median (ms) |`);
 console.log('| --- | ---: | ---: | ---: |');
 for (const [views, r] of Object.entries(paced)) {
   const latest = r.seen.filter((s, i, all) => all.findIndex((t) => t.step === s.step) === i);
   const ms = latest.map((s) => s.ms);
   const engineMs = latest.map((s) => s.engineMs);
-  result.paced[views] = { steps_drawn: latest.length, inside_ms_median: median(ms), inside_ms_max: Math.max(...ms), engine_ms_median: median(engineMs) };
-  console.log(`| ${views} | ${latest.length} | ${median(ms)} / ${Math.max(...ms)} | ${median(engineMs)} |`);
+  const withStep = latest.filter((s) => s.from === 'step').length;
+  result.paced[views] = { steps_drawn: latest.length, came_with_step: withStep, inside_ms_median: median(ms), inside_ms_max: Math.max(...ms), engine_ms_median: median(engineMs) };
+  console.log(`| ${views} | ${latest.length} (${withStep}) | ${median(ms)} / ${Math.max(...ms)} | ${median(engineMs)} |`);
 }
 Object.assign(result, {
   decode_tok_s_views_closed: closed.decode, decode_tok_s_views_open: open.decode,
-  tok_s_as_seen_views_closed: closed.asSeen, tok_s_as_seen_views_open: open.asSeen,
+  tok_s_as_seen_views_closed: closed.asSeen, tok_s_as_seen_views_open: open.asSeen, inside_ms_per_step_views_open: open.insideMs,
 });
-console.log(`\nEngine decode tok/s with the views closed / both open (no delay): ${closed.decode.toFixed(1)} / ${open.decode.toFixed(1)}; tokens/s as the page shows them: ${closed.asSeen.toFixed(1)} / ${open.asSeen.toFixed(1)}.`);
+console.log(`\nEngine decode tok/s with the views closed / both open (no delay): ${closed.decode.toFixed(1)} / ${open.decode.toFixed(1)}; tokens/s as the page shows them: ${closed.asSeen.toFixed(1)} / ${open.asSeen.toFixed(1)}; with both open the engine spent ${open.insideMs.toFixed(1)} ms more per step on the views (the page's "Looking inside").`);
 writeFileSync(`${ROOT}bench/results-inside.json`, `${JSON.stringify(result, null, 2)}\n`);

@@ -342,12 +342,14 @@ impl Engine {
     }
 
     /// Runs one step of the current branch; returns `{type: "step", ...}` or
-    /// `{type: "finished", ...}`.
+    /// `{type: "finished", ...}`. With `keep_inside` (a view inside the step is open) the
+    /// step's pass keeps its attention weights and residuals for [`Engine::take_inside`].
     #[wasm_bindgen(unchecked_return_type = "Event")]
-    pub async fn step(&mut self) -> Result<JsValue, JsValue> {
+    pub async fn step(&mut self, keep_inside: bool) -> Result<JsValue, JsValue> {
         let Ok((backend, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no generation is running: press Generate"));
         };
+        generation.keep_inside(keep_inside);
         let (event, logits) = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
         match (&event, logits) {
             (Event::Step(s), Some(logits)) => run.push_step(s.clone(), logits),
@@ -368,6 +370,21 @@ impl Engine {
         };
         let inside = generation.inspect(backend, step, lens, tokenizer).await.map_err(js_err)?;
         to_js(&inside)
+    }
+
+    /// The latest step seen from inside, from what its own pass kept (`step(true)`), with
+    /// `lens` the logit lens computed now: what `inspect` would give for it, without running
+    /// its pass again. `undefined` where that step kept nothing (a speculative round's step,
+    /// or taken already).
+    #[wasm_bindgen(js_name = takeInside, unchecked_return_type = "StepInside | undefined")]
+    pub async fn take_inside(&mut self, lens: bool) -> Result<JsValue, JsValue> {
+        let Ok((backend, tokenizer, Work::Run { generation, .. })) = self.loaded() else {
+            return Ok(JsValue::UNDEFINED);
+        };
+        match generation.take_inside(backend, lens, tokenizer).await.map_err(js_err)? {
+            Some(inside) => to_js(&inside),
+            None => Ok(JsValue::UNDEFINED),
+        }
     }
 
     /// Branches at `step` of the current branch: the steps from there on are set aside (they

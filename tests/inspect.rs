@@ -1,8 +1,9 @@
 //! A step seen from inside on the real model, on the CPU's exact and fast paths: every
 //! attention row is a distribution over the positions before the step's token; the lens's
-//! last layer is the step's own logits, bit for bit; a past step recomputed on demand gives
-//! the logits seen live; asking changes nothing in the run; and the fast path's weights stay
-//! near the exact path's. Native only: it reads the model file from disk.
+//! last layer is the step's own logits, bit for bit; what a step's own pass keeps while it is
+//! watched equals that step recomputed on demand, and a recomputed step gives the logits seen
+//! live; asking changes nothing in the run; and the fast path's weights stay near the exact
+//! path's. Native only: it reads the model file from disk.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -26,6 +27,17 @@ const FAST_MEAN_TOL: f32 = 5e-3;
 
 const STEPS: usize = 6;
 
+/// How a test run looks inside its steps.
+#[derive(Clone, Copy, PartialEq)]
+enum Inside {
+    /// Not at all.
+    No,
+    /// Each step recomputed right after it (`Generation::inspect`).
+    Recomputed,
+    /// Each step's own pass keeping it (`keep_inside`, `take_inside`).
+    Live,
+}
+
 fn cpu(precision: CpuPrecision) -> (CpuBackend, Tokenizer) {
     let m = Model::open(&common::model_path()).expect("the default model loads");
     (CpuBackend::new(&m.config, m.weights, precision, Some(256)).expect("cpu"), m.tokenizer)
@@ -44,23 +56,46 @@ fn params(steps: usize) -> GenerateParams {
     }
 }
 
-/// Runs [`STEPS`] steps, inspecting each right after it when `inspect`; returns the tokens,
-/// each step's live logits and the inspections.
-fn run(b: &mut impl Backend, tok: &Tokenizer, inspect: bool) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
-    run_steps(b, tok, inspect, STEPS)
+/// Runs [`STEPS`] steps, looking inside each as `inside` says; returns the tokens, each
+/// step's live logits and the inspections.
+fn run(b: &mut impl Backend, tok: &Tokenizer, inside: Inside) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    run_steps(b, tok, inside, STEPS)
 }
 
 /// [`run`] for `steps` steps.
-fn run_steps(b: &mut impl Backend, tok: &Tokenizer, inspect: bool, steps: usize) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
-    let mut g = Generation::new(prompt(tok), params(steps), tok, b.context_len()).expect("starts");
+fn run_steps(
+    b: &mut impl Backend,
+    tok: &Tokenizer,
+    inside: Inside,
+    steps: usize,
+) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    run_with(b, tok, inside, params(steps))
+}
+
+/// [`run`] with `params`.
+fn run_with(
+    b: &mut impl Backend,
+    tok: &Tokenizer,
+    inside: Inside,
+    params: GenerateParams,
+) -> (Vec<u32>, Vec<Vec<f32>>, Vec<StepInside>, Generation) {
+    let mut g = Generation::new(prompt(tok), params, tok, b.context_len()).expect("starts");
+    g.keep_inside(inside == Inside::Live);
     let (mut tokens, mut logits, mut insides) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         match pollster::block_on(g.step_keeping_logits(b, tok)).expect("step") {
             (Event::Step(s), Some(l)) => {
                 tokens.push(s.token_id);
                 logits.push(l);
-                if inspect {
-                    insides.push(pollster::block_on(g.inspect(b, s.step, true, tok)).expect("inspects"));
+                match inside {
+                    Inside::No => {
+                        assert!(pollster::block_on(g.take_inside(b, true, tok)).expect("takes").is_none(), "a step not asked keeps nothing")
+                    }
+                    Inside::Recomputed => insides.push(pollster::block_on(g.inspect(b, s.step, true, tok)).expect("inspects")),
+                    Inside::Live => {
+                        insides.push(pollster::block_on(g.take_inside(b, true, tok)).expect("takes").expect("the step kept its inside"));
+                        assert!(pollster::block_on(g.take_inside(b, true, tok)).expect("takes").is_none(), "taken once");
+                    }
                 }
             }
             (Event::Finished(_), _) => return (tokens, logits, insides, g),
@@ -92,7 +127,7 @@ fn check_rows(insides: &[StepInside], prompt_len: usize, what: &str) -> f32 {
 fn attention_rows_are_distributions_over_the_positions_before_the_token() {
     for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
         let (mut b, tok) = cpu(precision);
-        let (_, _, insides, _) = run(&mut b, &tok, true);
+        let (_, _, insides, _) = run(&mut b, &tok, Inside::Recomputed);
         check_rows(&insides, prompt(&tok).len(), &format!("{precision:?}"));
     }
 }
@@ -124,7 +159,7 @@ fn check_lens(tokens: &[u32], logits: &[Vec<f32>], insides: &[StepInside]) {
 fn the_last_layer_of_the_lens_is_the_steps_distribution_bit_for_bit() {
     for precision in [CpuPrecision::Exact, CpuPrecision::Fast] {
         let (mut b, tok) = cpu(precision);
-        let (tokens, logits, insides, _) = run(&mut b, &tok, true);
+        let (tokens, logits, insides, _) = run(&mut b, &tok, Inside::Live);
         check_lens(&tokens, &logits, &insides);
         let ranks: Vec<usize> = insides[0].lens.iter().map(|l| l.chosen_rank).collect();
         eprintln!("{precision:?}: step 0's chosen token's rank after each layer: {ranks:?}");
@@ -134,12 +169,18 @@ fn the_last_layer_of_the_lens_is_the_steps_distribution_bit_for_bit() {
 #[test]
 fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_on_unchanged() {
     let (mut b, tok) = cpu(CpuPrecision::Fast);
-    let (plain_tokens, live, _, _) = run(&mut b, &tok, false);
+    let (plain_tokens, live, _, _) = run(&mut b, &tok, Inside::No);
+    for inside in [Inside::Recomputed, Inside::Live] {
+        b.truncate(0);
+        let (inspected_tokens, inspected_live, _, _) = run(&mut b, &tok, inside);
+        assert_eq!(inspected_tokens, plain_tokens, "inspecting each step changes no token");
+        assert_eq!(inspected_live, live, "nor any step's logits");
+    }
+    // What each step's own pass kept (the prompt's step through a prefill of all but its
+    // last token, then that token) against every past step again, latest first, from the
+    // finished run: the same attention and lens.
     b.truncate(0);
-    let (inspected_tokens, inspected_live, insides, mut g) = run(&mut b, &tok, true);
-    assert_eq!(inspected_tokens, plain_tokens, "inspecting each step changes no token");
-    assert_eq!(inspected_live, live, "nor any step's logits");
-    // Every past step again, latest first, from the finished run: the same attention.
+    let (_, _, insides, mut g) = run(&mut b, &tok, Inside::Live);
     for step in (0..STEPS).rev() {
         let again = pollster::block_on(g.inspect(&mut b, step, true, &tok)).expect("inspects");
         assert_eq!(again.attention, insides[step].attention, "step {step}: the attention seen live");
@@ -166,11 +207,47 @@ fn a_past_step_recomputed_on_demand_gives_the_logits_seen_live_and_the_run_goes_
 }
 
 #[test]
+fn with_the_kv_cache_off_a_watched_step_keeps_what_recomputing_it_gives() {
+    // Every step a prefill of the whole context: its own pass runs all but the last token,
+    // then the last one keeping its inside.
+    let (mut b, tok) = cpu(CpuPrecision::Fast);
+    let no_cache = GenerateParams { kv_cache: false, ..params(4) };
+    let (plain_tokens, plain_logits, _, _) = run_with(&mut b, &tok, Inside::No, no_cache.clone());
+    b.truncate(0);
+    let (tokens, logits, insides, mut g) = run_with(&mut b, &tok, Inside::Live, no_cache);
+    assert_eq!((tokens, logits), (plain_tokens, plain_logits), "keeping the inside changes no token and no logit");
+    for (step, live) in insides.iter().enumerate() {
+        let again = pollster::block_on(g.inspect(&mut b, step, true, &tok)).expect("inspects");
+        assert_eq!((&again.attention, &again.lens), (&live.attention, &live.lens), "step {step}");
+    }
+}
+
+#[test]
+fn a_speculative_rounds_steps_keep_no_inside_and_are_recomputed() {
+    let (mut b, tok) = cpu(CpuPrecision::Fast);
+    let spec = GenerateParams { speculative: Some(Default::default()), ..params(STEPS) };
+    let mut g = Generation::new(prompt(&tok), spec, &tok, b.context_len()).expect("starts");
+    g.keep_inside(true);
+    let mut rounds = 0;
+    while let Event::Step(s) = pollster::block_on(g.step(&mut b, &tok)).expect("step") {
+        let kept = pollster::block_on(g.take_inside(&mut b, false, &tok)).expect("takes");
+        // The prompt's step is a plain pass; every later one comes from a round.
+        assert_eq!(kept.is_some(), s.draft.is_none(), "step {}: kept an inside only outside a round", s.step);
+        rounds += usize::from(s.draft.is_some());
+        if s.draft.is_some() {
+            let again = pollster::block_on(g.inspect(&mut b, s.step, false, &tok)).expect("a round's step is recomputed");
+            assert_eq!(again.step, s.step);
+        }
+    }
+    assert!(rounds > 0, "the run went through speculative rounds");
+}
+
+#[test]
 fn the_fast_paths_attention_stays_near_the_exact_paths() {
     let (mut exact, tok) = cpu(CpuPrecision::Exact);
     let (mut fast, _) = cpu(CpuPrecision::Fast);
     let context = {
-        let (tokens, _, _, g) = run(&mut exact, &tok, false);
+        let (tokens, _, _, g) = run(&mut exact, &tok, Inside::No);
         assert_eq!(tokens.len(), STEPS);
         g.tokens().to_vec()
     };
@@ -204,8 +281,8 @@ const GPU_WEIGHT_TOL: f32 = 1e-4;
 
 /// The GPU (lavapipe here, any adapter elsewhere) inside a step: rows are distributions, the
 /// lens's last layer is the step's logits bit for bit, the weights stay near the exact CPU
-/// path's, inspecting changes no token and no logit, and a past step recomputed gives what
-/// was seen live.
+/// path's, a step's own pass keeping its inside changes no token and no logit, and a past
+/// step recomputed gives what that pass kept.
 #[test]
 fn the_gpu_shows_the_inside_the_exact_path_shows() {
     let m = Model::open(&common::model_path()).expect("the default model loads");
@@ -214,9 +291,9 @@ fn the_gpu_shows_the_inside_the_exact_path_shows() {
         Err(e) => panic!("{e}: the GPU tests need an adapter (run scripts/setup.sh)"),
     };
     let tok = m.tokenizer;
-    let (plain_tokens, plain_logits, _, _) = run_steps(&mut gpu, &tok, false, GPU_STEPS);
+    let (plain_tokens, plain_logits, _, _) = run_steps(&mut gpu, &tok, Inside::No, GPU_STEPS);
     gpu.truncate(0);
-    let (tokens, logits, insides, mut g) = run_steps(&mut gpu, &tok, true, GPU_STEPS);
+    let (tokens, logits, insides, mut g) = run_steps(&mut gpu, &tok, Inside::Live, GPU_STEPS);
     assert_eq!(tokens, plain_tokens, "inspecting each step changes no token");
     for (step, (a, b)) in logits.iter().zip(&plain_logits).enumerate() {
         assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "inspecting changed step {step}'s logits");

@@ -2,10 +2,13 @@
 // The two views inside the forward pass, opened on demand between the text and the Stats:
 // Attention (the shown step's last token's attention over the context, for every layer and
 // query head) and Layers (the logit lens: each layer's residual stream through the final norm
-// and the LM head). The
-// engine recomputes the step to keep them (the worker's 'inspect'; nothing is stored per
-// step). One request is in flight at a time: a step streamed meanwhile is asked for when the
-// answer comes, so a stream never queues more than one. Drawing the views is inside_draw.js's.
+// and the LM head). While either is open, each new step's own pass keeps its inside and the
+// step arrives with it (the worker's 'watch'; with Layers open the engine adds the lens
+// before handing the step over), so the views follow the stream with no pass run again. Any
+// other step (one picked on the timeline, a speculative round's) the engine recomputes on
+// request (the worker's 'inspect'; nothing is stored per step). One request is in flight at
+// a time: a step streamed meanwhile is asked for when the answer comes, so a stream never
+// queues more than one. Drawing the views is inside_draw.js's.
 import { $, button, state, steps, liveRun, displayedStep } from './page.js';
 import { send } from './link.js';
 import { drawAttention, drawLayers, attentionControls, clearTextShade } from './inside_draw.js';
@@ -17,9 +20,9 @@ const ui = {
 };
 
 /**
- * The step the views show, and the one asked for.
+ * The step the views show (drawn yet or not, and the engine's time for it), and the one asked for.
  * @typedef {{ id: number, run: object, branch: number, step: number, lens: boolean, t0: number }} Ask
- * @type {(Ask & { inside: import('./pkg/tokenscope.js').StepInside }) | null}
+ * @type {(Ask & { inside: import('./pkg/tokenscope.js').StepInside, drawn: boolean, engineMs: number, live: boolean }) | null}
  */
 let shown = null;
 /** @type {Ask | null} */
@@ -51,6 +54,11 @@ function say(text) {
   ui.layersSummary.textContent = text;
 }
 
+/** Tells the engine whether steps should keep their inside as they run: while a view is open. */
+export function watchInside() {
+  send({ type: 'watch', inside: isOpen(), lens: !ui.layersPanel.hidden });
+}
+
 /** Brings the open views to the shown step: draws it, or asks the engine for it. */
 export function refreshInside() {
   if (!isOpen()) return; // a step with both views closed costs nothing more
@@ -62,7 +70,10 @@ export function refreshInside() {
     say(want.why);
     return;
   }
-  if (answers(shown, want)) return;
+  if (answers(shown, want)) {
+    if (!shown.drawn) drawShown();
+    return;
+  }
   if (asked) return; // refreshed again when the answer comes
   asked = { id: ++serial, ...want, t0: performance.now() };
   for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.setAttribute('aria-busy', 'true');
@@ -77,16 +88,38 @@ export function onInspected(msg) {
   const a = asked;
   asked = null;
   for (const panel of [ui.attentionPanel, ui.layersPanel]) panel.removeAttribute('aria-busy');
-  if (a.run === state.run && a.branch === state.run.current) {
-    shown = { ...a, inside: msg.inside };
-    draw();
-    // For the e2e tests and the benchmark: which step is drawn, and the time from asking
-    // (at the step's arrival, when nothing was in flight) to drawn.
-    document.body.dataset.insideStep = String(a.step);
-    document.body.dataset.insideMs = String(Math.round(performance.now() - a.t0));
-    document.body.dataset.insideEngineMs = String(Math.round(msg.ms));
+  // A step that came with its own inside meanwhile may already answer what is wanted.
+  const want = wanted();
+  const stale = answers(shown, want) && !answers(a, want);
+  if (a.run === state.run && a.branch === state.run.current && !stale) {
+    shown = { ...a, inside: msg.inside, drawn: false, engineMs: msg.ms, live: false };
+    drawShown();
   }
   refreshInside();
+}
+
+/**
+ * A new step's own inside, kept by its pass while a view was open: it becomes the shown step
+ * if it is the one the views want (the latest), drawn when the step's drawing refreshes them.
+ * @param {number} step @param {NonNullable<Extract<import('./protocol.js').Response, { type: 'step' }>['inside']>} kept
+ * @param {number} t0 the step's arrival
+ */
+export function onStepInside(step, kept, t0) {
+  if (!isOpen() || !liveRun() || step !== displayedStep()) return;
+  shown = { id: 0, run: state.run, branch: state.run.current, step, lens: kept.lens, t0, inside: kept.inside, drawn: false, engineMs: kept.ms, live: true };
+}
+
+/** Draws the shown step and notes it for the e2e tests and the benchmark. */
+function drawShown() {
+  draw();
+  shown.drawn = true;
+  // Which step is drawn, whether it came with the step or on request, the time from asking
+  // (at the step's arrival, when nothing was in flight) or from the step's arrival with its
+  // own inside to drawn, and the engine's part.
+  document.body.dataset.insideStep = String(shown.step);
+  document.body.dataset.insideFrom = shown.live ? 'step' : 'request';
+  document.body.dataset.insideMs = String(Math.round(performance.now() - shown.t0));
+  document.body.dataset.insideEngineMs = String(Math.round(shown.engineMs));
 }
 
 /** The step the views show, as the engine gave it (for the e2e tests). */
@@ -114,6 +147,7 @@ function toggle(panel, control) {
   // The text gives up some height while a view is open, so the view opens in sight.
   ui.output.classList.toggle('inspecting', isOpen());
   if (ui.attentionPanel.hidden) clearTextShade();
+  watchInside();
   draw();
   refreshInside();
 }

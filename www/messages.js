@@ -6,7 +6,7 @@ import { send } from './link.js';
 import { fmtBytes, modelLabel } from './stats.js';
 import { tokenNodes } from './text.js';
 import { load, engineCrashed, recovered, DEFAULT_SOURCE } from './loading.js';
-import { onInspected, inspectFailed } from './inside.js';
+import { onInspected, inspectFailed, onStepInside, watchInside } from './inside.js';
 import {
   actions, chart, beamTree, download, showError, setActive, offerChat, renderAll, renderText, renderBeamText, renderStats,
   renderBranches, renderTimelines, showStep, showLesson,
@@ -53,6 +53,8 @@ const handlers = {
     document.body.dataset.adapter = state.adapterName;
     state.lastStats = msg.stats;
     document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
+    // A fresh engine (a reload, a crash's recovery) learns whether the views are open.
+    watchInside();
     // A run made with the previous model cannot go on with this one.
     if (liveRun() || state.beam) { state.run = null; state.beam = null; ui.text.replaceChildren(); beamTree.clear(); }
     setActive(false);
@@ -87,13 +89,17 @@ const handlers = {
   },
   /** @param {Extract<Response, { type: 'step' }>} msg */
   step(msg) {
+    const arrived = performance.now();
     // The page keeps each step with the sampling it was drawn with.
-    const ev = /** @type {typeof msg.event & { params?: import('./protocol.js').SamplingParams }} */ (msg.event);
+    const ev = /** @type {typeof msg.event & { params?: import('./protocol.js').SamplingParams, insideMs?: number }} */ (msg.event);
     ev.params = sampling();
+    // What looking inside it cost the engine beyond its pass (the Stats' "Looking inside").
+    if (msg.inside) ev.insideMs = msg.inside.ms;
     const b = branch();
     b.steps.length = ev.step; // a fork truncated the branch there
     b.steps.push(ev);
     b.finish = null;
+    if (msg.inside) onStepInside(ev.step, msg.inside, arrived);
     state.lastStats = msg.stats;
     document.body.dataset.wasmBytes = String(msg.stats.wasm_memory_bytes);
     ui.text.querySelector('.placeholder')?.remove();

@@ -30,6 +30,7 @@
  *   | { type: 'reshape', step: number, params: SamplingParams, topN: number }
  *   | { type: 'draw', step: number, params: SamplingParams, n: number }
  *   | { type: 'inspect', id: number, step: number, branch: number, lens: boolean }
+ *   | { type: 'watch', inside: boolean, lens: boolean }
  *   | { type: 'lesson', logits: number[], labels: string[], params: SamplingParams, topN: number, n?: number }
  *   | { type: 'export', name: string }
  *   | { type: 'import', text: string }
@@ -39,11 +40,15 @@
 
 /**
  * What the worker tells the page. Every error carries a name the page acts on ([ErrorName]).
+ * A step's `inside`, while the page watches ('watch'): the step seen from inside, kept by its
+ * own pass (with the logit lens where `lens`), and the engine's time to hand it over (the
+ * lens, the copy to JS).
  * @typedef {{ type: 'progress', phase: string, done: number, total: number }
  *   | { type: 'loaded', info: import('./pkg/tokenscope.js').ModelInfo, name: string, fromCache: boolean, ms: number, threads: number, threadsNote: string,
  *       backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string, stats: Stats }
  *   | { type: 'started', promptTokens: number }
- *   | { type: 'step', event: { type: 'step' } & import('./pkg/tokenscope.js').StepEvent, stats: Stats }
+ *   | { type: 'step', event: { type: 'step' } & import('./pkg/tokenscope.js').StepEvent, stats: Stats,
+ *       inside?: { inside: import('./pkg/tokenscope.js').StepInside, lens: boolean, ms: number } }
  *   | { type: 'paused', stats: Stats }
  *   | { type: 'finished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').Finish, stats: Stats, outsideMs: number | null }
  *   | { type: 'beamstep', event: { type: 'step' } & import('./pkg/tokenscope.js').BeamStep, stats: Stats }

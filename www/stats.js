@@ -75,6 +75,19 @@ export function meanDecodeMs(evs) {
 }
 
 /**
+ * The mean time the engine spent per step on the views inside it (the lens, the hand-over),
+ * over the steps that came with their inside, or null.
+ * @param {{ insideMs?: number }[]} evs
+ */
+export function meanInsideMs(evs) {
+  const ms = evs.filter((e) => e.insideMs != null).map((e) => e.insideMs);
+  return ms.length ? ms.reduce((a, b) => a + b, 0) / ms.length : null;
+}
+
+/** @param {number | null} ms */
+const insideLabel = (ms) => (ms == null ? '–' : `${ms.toFixed(1)} ms more per token (the views inside the step, kept as it ran)`);
+
+/**
  * A run's rows.
  * @param {{ stats: Stats | null, run: any, branch: any, steps: any[], decodeAvg: number | null, active: boolean, live: boolean,
  *   adapterName: string | null, config: import('./pkg/tokenscope.js').Config | undefined, plainDecode: { ms: number, backend?: string } | null,
@@ -91,6 +104,7 @@ export function runRows(a) {
     ['Per-token decode', decodeAvg ? `${decodeAvg.toFixed(1)} ms` : '–'],
     ['Tokens/s', decodeAvg ? (1000 / decodeAvg).toFixed(1) : '–'],
     ['Outside the engine', branch?.outsideMs != null ? `${branch.outsideMs.toFixed(2)} ms per token (passing each step to the page)` : '–'],
+    ['Looking inside', insideLabel(meanInsideMs(evs))],
     ['Prompt tokens', run?.promptTokens || '–'],
     ['Generated tokens', evs.length],
     ['KV cache', run && !run.kvCache ? `off: each step recomputes the sequence (${formula})` : formula],

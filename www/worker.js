@@ -88,6 +88,9 @@ let loopDone = Promise.resolve();
 let quiet = false;
 // Whether the engine holds a run that steps can continue (a failed start leaves none).
 let hasRun = false;
+// Whether each step's pass keeps its inside for the views (the page's 'watch': a view is
+// open), and with the logit lens (Layers is open).
+let watching = { inside: false, lens: false };
 // Whether that run is a beam search (start with `beams`): the same loop, Step, Stop and step
 // delay drive it, one token per beam a step.
 let beamMode = false;
@@ -216,14 +219,22 @@ async function stepOnce() {
     return event.type !== 'finished';
   }
   const t0 = performance.now();
-  const event = await withEngine(() => engine.step());
-  const stats = statsOf(engine);
+  const event = await withEngine(() => engine.step(watching.inside));
   if (event.type === 'finished') {
-    post({ type: 'finished', finish: event, stats, outsideMs: outsideMs(t0) });
+    post({ type: 'finished', finish: event, stats: statsOf(engine), outsideMs: outsideMs(t0) });
     return false;
   }
-  if (pace && event.step > 0) pace.push([t0, event.forward_ms + event.sample_ms]);
-  post({ type: 'step', event, stats });
+  // The step's inside, kept by its own pass, goes with it (a speculative round's steps keep
+  // none: the page asks for them).
+  let inside;
+  if (watching.inside) {
+    const t1 = performance.now();
+    const lens = watching.lens;
+    const kept = await withEngine(() => engine.takeInside(lens));
+    if (kept) inside = { inside: kept, lens, ms: performance.now() - t1 };
+  }
+  if (pace && event.step > 0) pace.push([t0, event.forward_ms + event.sample_ms + (inside ? inside.ms : 0)]);
+  post({ type: 'step', event, stats: statsOf(engine), inside });
   return true;
 }
 
@@ -364,6 +375,9 @@ self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>
         post({ type: 'inspected', id: msg.id, step: msg.step, branch: msg.branch, inside, ms: performance.now() - t0 });
         break;
       }
+      case 'watch':
+        watching = { inside: msg.inside, lens: msg.lens };
+        break;
       case 'lesson':
         await initOnce();
         lesson(msg);

@@ -58,7 +58,8 @@ pub struct GenerateArgs {
     /// With --jsonl: each step's line also holds `inside`, the step seen from inside: the
     /// attention weights of its pass's last token (`attention[layer][head][position]`) and
     /// the logit lens (`lens`: after each layer, the top 5 tokens and the chosen one's rank).
-    /// Each step's pass runs once more to keep them, on every backend.
+    /// Each step's own pass keeps them, on every backend (a speculative round's steps run
+    /// their pass once more).
     #[arg(long, requires = "jsonl", conflicts_with = "beams")]
     inspect: bool,
     /// Candidates per step in --jsonl (up to 100).
@@ -156,6 +157,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let prompt = prompt_tokens(&a, &tokenizer)?;
     let context = backend.context_len();
     let mut generation = Generation::new(prompt, params, &tokenizer, context)?;
+    generation.keep_inside(a.inspect && a.jsonl);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     loop {
@@ -202,7 +204,12 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "candidates": candidates,
                     });
                     if a.inspect {
-                        let inside = pollster::block_on(generation.inspect(&mut backend, s.step, true, &tokenizer))?;
+                        // What the step's own pass kept; a speculative round's steps kept
+                        // nothing, and are recomputed.
+                        let inside = match pollster::block_on(generation.take_inside(&mut backend, true, &tokenizer))? {
+                            Some(inside) => inside,
+                            None => pollster::block_on(generation.inspect(&mut backend, s.step, true, &tokenizer))?,
+                        };
                         line["inside"] = inside_json(&inside);
                     }
                     if let Some(d) = &s.draft {

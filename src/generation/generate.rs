@@ -15,13 +15,18 @@
 //! [`speculative`] round instead: it decides one to K + 1 tokens, which the next steps hand
 //! out one at a time without a forward pass; the KV cache then holds everything but the last
 //! of them, as after a plain step.
+//!
+//! A step can keep its inside as it runs ([`Generation::keep_inside`], the page's Attention
+//! and Layers views open): its pass's last token then runs through [`Backend::inspect`],
+//! which gives the same logits bit for bit and the attention weights and residuals besides,
+//! handed out once by [`Generation::take_inside`]. A step not asked runs as before.
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
-use crate::backend::{Backend, Batching};
+use crate::backend::{Backend, Batching, Inspection};
 use crate::error::{Error, Result};
 use crate::generation::inspect::{self, StepInside};
 use crate::generation::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
@@ -201,6 +206,11 @@ pub struct Generation {
     pending_cached: usize,
     /// Speculative decoding's counts so far.
     stats: SpeculativeStats,
+    /// Whether each plain step's pass keeps its inspection ([`Generation::keep_inside`]).
+    keep_inside: bool,
+    /// The latest step's index and its pass's inspection, where it kept one and it was not
+    /// taken yet.
+    live: Option<(usize, Inspection)>,
 }
 
 impl Generation {
@@ -223,6 +233,8 @@ impl Generation {
             pending: VecDeque::new(),
             pending_cached: 0,
             stats: SpeculativeStats::default(),
+            keep_inside: false,
+            live: None,
             params,
         })
     }
@@ -302,6 +314,7 @@ impl Generation {
         self.pending.clear();
         self.forced = None;
         self.done = None;
+        self.live = None;
         // The text state after these tokens (none of them completed a stop string, or the
         // generation would have ended there).
         self.utf8 = Utf8Stream::new();
@@ -327,10 +340,35 @@ impl Generation {
         // What the cache keeps whatever happens: the tokens before the pass's last one.
         self.cached = self.cached.min(held.saturating_sub(1));
         self.pending_cached = self.pending_cached.min(self.cached);
+        self.live = None;
         let batching = self.batching.get(step).copied().unwrap_or_default();
         let (_, inspection) = inspect::recompute(backend, &self.context, self.prompt_len, self.cached, step, batching).await?;
         self.cached = held;
         inspect::step_inside(backend, &self.context, step, inspection, with_lens, tokenizer).await
+    }
+
+    /// Whether the following steps keep their inside as they run (on the page: while the
+    /// Attention or Layers view is open): a plain step's pass then keeps the attention weights
+    /// of its last token and the residual stream after each layer, at the price of copying
+    /// them out, for [`Generation::take_inside`]. A speculative round's steps keep none (ask
+    /// [`Generation::inspect`] for them).
+    pub fn keep_inside(&mut self, keep: bool) {
+        self.keep_inside = keep;
+        if !keep {
+            self.live = None;
+        }
+    }
+
+    /// The latest step seen from inside, from what its own pass kept
+    /// ([`Generation::keep_inside`]), with `with_lens` the logit lens computed now on
+    /// `backend`: the same as [`Generation::inspect`] would give for that step, without its
+    /// pass again. `None` where the latest step kept nothing (not asked, a speculative round's
+    /// step, or taken already).
+    pub async fn take_inside<B: Backend>(&mut self, backend: &mut B, with_lens: bool, tokenizer: &Tokenizer) -> Result<Option<StepInside>> {
+        let Some((step, inspection)) = self.live.take() else {
+            return Ok(None);
+        };
+        inspect::step_inside(backend, &self.context, step, inspection, with_lens, tokenizer).await.map(Some)
     }
 
     /// Runs one step: the forward pass over the tokens the KV cache lacks, then a sampled
@@ -345,11 +383,12 @@ impl Generation {
         if let Some((reason, tail)) = &self.done {
             return Ok((Event::Finished(self.finish(*reason, tail.clone())), None));
         }
+        self.live = None;
         let next = match self.pending.pop_front() {
             Some(decided) => Next::from_round(decided, 0.0, 0, 0.0),
             None => self.forward(backend).await?,
         };
-        let Next { mut sample, logits, forward_ms, forward_tokens, sample_ms, mut draft } = next;
+        let Next { mut sample, logits, forward_ms, forward_tokens, sample_ms, mut draft, inspection } = next;
         self.forward_ms.push(forward_ms);
         self.batching.push(match (&draft, forward_tokens) {
             (Some(_), _) => Batching::Verify,
@@ -365,6 +404,7 @@ impl Generation {
         }
         let token_id = sample.token_id;
         self.context.push(token_id);
+        self.live = inspection.map(|i| (self.completion_len() - 1, i));
         if draft.is_some() {
             // The round's kept tokens are in the backend already; the next forward pass
             // starts after them.
@@ -441,7 +481,16 @@ impl Generation {
         }
         let start = Instant::now();
         let fresh = &self.context[self.cached..];
-        let logits = if fresh.len() == 1 { backend.decode(fresh[0]).await? } else { backend.prefill(fresh).await? };
+        let (logits, inspection) = match (fresh.split_last(), self.keep_inside) {
+            (Some((&last, [])), true) => inspected(backend.inspect(last, Batching::Natural).await?),
+            // The tokens before the last, then the last as that pass would have computed it.
+            (Some((&last, before)), true) => {
+                backend.prefill(before).await?;
+                inspected(backend.inspect(last, Batching::Prefill).await?)
+            }
+            _ if fresh.len() == 1 => (backend.decode(fresh[0]).await?, None),
+            _ => (backend.prefill(fresh).await?, None),
+        };
         let forward_tokens = fresh.len();
         self.cached = self.context.len();
         self.stats.target_forward_passes += 1;
@@ -453,7 +502,7 @@ impl Generation {
             None => Choice::Draw(&mut self.rng),
         };
         let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
-        Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None })
+        Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None, inspection })
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that
@@ -500,12 +549,19 @@ struct Next {
     forward_tokens: usize,
     sample_ms: f64,
     draft: Option<DraftStep>,
+    /// What the pass kept of its inside, where the step was asked to keep it.
+    inspection: Option<Inspection>,
 }
 
 impl Next {
     fn from_round(d: Decided, forward_ms: f64, forward_tokens: usize, sample_ms: f64) -> Self {
-        Next { sample: d.sample, logits: d.logits, forward_ms, forward_tokens, sample_ms, draft: Some(d.draft) }
+        Next { sample: d.sample, logits: d.logits, forward_ms, forward_tokens, sample_ms, draft: Some(d.draft), inspection: None }
     }
+}
+
+/// An inspecting pass's logits and its inspection, as a step keeps them.
+fn inspected((logits, inspection): (Vec<f32>, Inspection)) -> (Vec<f32>, Option<Inspection>) {
+    (logits, Some(inspection))
 }
 
 /// A prompt a backend with `context_len` positions can continue: not empty, and leaving room

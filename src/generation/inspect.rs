@@ -2,9 +2,11 @@
 //! position, for every layer and head, and the logit lens (each layer's residual stream put
 //! through the final norm and the LM head: what the model would say if it stopped there).
 //!
-//! Nothing is kept per step: a step is recomputed on demand from the run's tokens, the KV
-//! cache truncated to the tokens before that pass's last one (as branching does) and that
-//! token run again with [`Backend::inspect`].
+//! Nothing is kept per step: the latest step's own pass keeps its inside while it is watched
+//! ([`Generation::keep_inside`](super::generate::Generation::keep_inside)), and any other step
+//! is recomputed on demand from the run's tokens, the KV cache truncated to the tokens before
+//! that pass's last one (as branching does) and that token run again with
+//! [`Backend::inspect`]. Both give the same bits.
 
 use serde::Serialize;
 

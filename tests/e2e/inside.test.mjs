@@ -167,6 +167,31 @@ test('choosing a past step shows its inside, recomputed: the same figures as see
   assert.equal(await button('Attention').getAttribute('aria-expanded'), 'false');
 });
 
+test('with a view open each step arrives with its own inside, as recomputing it gives', async () => {
+  await button('Attention').click();
+  await button('Layers').click();
+  await page.evaluate(() => { delete document.body.dataset.finish; delete document.body.dataset.insideStep; });
+  await button('Generate').click();
+  await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
+  await waitInside(STEPS - 1);
+  assert.equal(await page.evaluate(() => document.body.dataset.insideFrom), 'step', 'the latest step came with its inside: no pass again');
+  const ids = await page.locator('#text .tok').evaluateAll((toks) => toks.map((t) => Number(/** @type {HTMLElement} */ (t).dataset.tokenId)));
+  assert.deepEqual(ids, reference.map((s) => s.token_id), 'watching changes no token');
+  const live = await page.evaluate(() => window.tokenscopeTestHooks.inside());
+  assert.equal(live.lens.length, 30);
+  // The same step recomputed on request: the same bits.
+  await page.locator('#text .tok').first().click();
+  await waitInside(0);
+  await page.locator('#text .tok').last().click();
+  await waitInside(STEPS - 1);
+  assert.equal(await page.evaluate(() => document.body.dataset.insideFrom), 'request');
+  const again = await page.evaluate(() => window.tokenscopeTestHooks.inside());
+  assert.deepEqual(again.attention, live.attention, 'the attention seen live');
+  assert.deepEqual(again.lens, live.lens, 'the lens seen live');
+  await button('Attention').click();
+  await button('Layers').click();
+});
+
 test('the WebGPU engine (SwiftShader here) shows the same inside, through its own kernels', async () => {
   const exact = cli(['generate', '--model', MODEL, '--backend', 'cpu-exact', '--jsonl', '--inspect', '--seed', String(SEED), '--temperature', '0.9',
     '--top-k', '40', '--top-p', '0.95', '--min-p', '0', '--repetition-penalty', '1', '--max-tokens', '1', PROMPT]).trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.inside);

@@ -73,9 +73,11 @@ export function histogram(counts: DrawCount[]): Map<number, number> {
 // The engine's methods as the worker calls them.
 export async function oneStep(engine: Engine): Promise<string> {
   engine.start(startCompletion);
-  const ev: Event = await engine.step();
+  const ev: Event = await engine.step(true);
+  // The step's own inside, kept by its pass (none after a speculative round's step).
+  const kept: StepInside | undefined = await engine.takeInside(true);
   const again: Distribution = engine.reshape(0, sliders, 20);
-  return describe(ev) + caption(again) + engine.tokenText(ev.type === 'step' ? ev.token_id : 0);
+  return describe(ev) + caption(again) + engine.tokenText(ev.type === 'step' ? ev.token_id : 0) + (kept ? kept.lens.length : 'none');
 }
 
 // Beam search: what the page sends, and what the Beam tree, its list and the stats read.

@@ -8,7 +8,8 @@
 // inside came `insideFrom` ('step' or 'request'). Then the same greedy run with
 // both views closed and with both open, no delay: decode tok/s as the engine reports them
 // and as the page's Tokens/s shows them (its forward passes alone), and the engine's time
-// per step on the views beyond that (the page's "Looking inside").
+// per step on the views beyond that (the page's "Looking inside"). Last, each view opened on
+// a paused run's latest step, which kept nothing and is recomputed on request.
 // Prints a table and writes bench/results-inside.json. BENCH_TOKENS (default 24) steps a run,
 // BENCH_PROMPT a prompt file of bench/ (default prompt-short.txt), BENCH_QUERY what follows the
 // page's address (for example `?threads=2`, the threaded engine on 2 threads).
@@ -65,6 +66,25 @@ async function show(views) {
   }
 }
 
+// Opening a view on a paused run's latest step, which kept nothing (the views were closed):
+// the engine recomputes it on request. `times` new steps, each taken with Step, then the view
+// opened and closed again; returns each time from asking to drawn.
+async function openOnPaused(name, times) {
+  await show([]);
+  await setSlider(page, 'Step delay', 0);
+  const ms = [];
+  for (let i = 0; i < times; i++) {
+    await page.evaluate(() => { delete document.body.dataset.paused; delete document.body.dataset.insideStep; });
+    await button('Step').click();
+    await page.waitForFunction(() => document.body.dataset.paused !== undefined, null, { timeout: 60_000 });
+    await button(name).click();
+    await page.waitForFunction(() => document.body.dataset.insideStep !== undefined && !document.querySelector('.inside-panel[aria-busy=true]'), null, { timeout: 60_000 });
+    ms.push(Number(await page.evaluate(() => document.body.dataset.insideMs)));
+    await button(name).click();
+  }
+  return ms;
+}
+
 const closed = await run(0, 0);
 await show(['Attention', 'Layers']);
 const open = await run(0, 0);
@@ -73,6 +93,7 @@ for (const [i, views] of [['Attention'], ['Layers'], ['Attention', 'Layers']].en
   await show(views);
   paced[views.join(' and ')] = await run(400, i + 1);
 }
+const opened = { Attention: await openOnPaused('Attention', 5), Layers: await openOnPaused('Layers', 5) };
 await env.close();
 
 const result = { date: new Date().toISOString(), prompt_file: process.env.BENCH_PROMPT || 'prompt-short.txt', tokens: TOKENS, paced: {} };
@@ -85,6 +106,12 @@ for (const [views, r] of Object.entries(paced)) {
   const withStep = latest.filter((s) => s.from === 'step').length;
   result.paced[views] = { steps_drawn: latest.length, came_with_step: withStep, inside_ms_median: median(ms), inside_ms_max: Math.max(...ms), engine_ms_median: median(engineMs) };
   console.log(`| ${views} | ${latest.length} (${withStep}) | ${median(ms)} / ${Math.max(...ms)} | ${median(engineMs)} |`);
+}
+console.log('\n| opening a view on a paused step (recomputed on request) | open to drawn, median / worst (ms) |\n| --- | ---: |');
+result.opened_on_paused_step = {};
+for (const [views, ms] of Object.entries(opened)) {
+  result.opened_on_paused_step[views] = { ms_median: median(ms), ms_max: Math.max(...ms) };
+  console.log(`| ${views} | ${median(ms)} / ${Math.max(...ms)} |`);
 }
 Object.assign(result, {
   decode_tok_s_views_closed: closed.decode, decode_tok_s_views_open: open.decode,

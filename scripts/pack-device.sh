@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # make bench-device: packs everything a GPU machine with no network needs to test and bench
-# tokenscope against its peers there, in pieces that each fit one transfer (PIECE_MIB, 60 by
+# tokenscope against its peers there, in pieces that each fit one transfer (PIECE_MIB, 56 by
 # default: the device tool takes at most 64 MiB a call, the working tree included).
 #
 # Built here (the 2-core machine), then archived with paths relative to the repository root:
-#   target/release/tokenscope                 the CLI and server
+#   target/release/tokenscope                 the CLI and server (built for x86-64-v3, not for
+#                                             this machine's CPU)
 #   target/device-tests/<name>                the GPU test binaries (gpu_kernels, gpu_weight_types,
 #                                             oracle_gpu, gpu_speculative), debug info stripped
-#   models/                                   the default model and the tokenizer fixture
+#   models/<default>.gguf, <tokenizer>.gguf   the default model and the tokenizer fixture
 #   www/pkg*, www/vendor, www/shaders         the page's built engines, d3 and kernel variants
 #   node_modules/playwright-core              drives Chromium
 #   bench/node_modules, bench/web/wllama      the peers: node-llama-cpp with llama.cpp's CPU and
 #                                             Vulkan builds, wllama 3.8.1 (WebGPU in Chromium)
 #   target/device-rt/                         what the machine lacks: node, Debian's Chromium,
 #                                             every shared library either needs that is not
-#                                             glibc itself (the Vulkan loader included), a font,
+#                                             glibc itself (the Vulkan loader included), glvnd's
+#                                             Debian packages (NVIDIA's Vulkan driver needs them), a font,
 #                                             and the path the test binaries were built at
 # The archive is xz-packed and split into target/device/pieces/<n>/tokenscope-device.tar.xz.<n>,
 # one folder per transfer, with its SHA-256 in target/device/pieces/1/SHA256SUMS.
@@ -23,15 +25,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-PIECE_MIB="${PIECE_MIB:-60}"
+PIECE_MIB="${PIECE_MIB:-56}"
 DEVICE="target/device"
 STAGE="$DEVICE/stage"
 RT="$STAGE/target/device-rt"
 GPU_TESTS=(gpu_kernels gpu_weight_types oracle_gpu gpu_speculative)
 VULKAN_PEER="@node-llama-cpp/linux-x64-vulkan"
 
-# The GPU test binaries, built as `make test` builds them, found through cargo's own report.
-echo "pack-device: building the GPU test binaries"
+# Built for any x86-64 with AVX2 (x86-64-v3), not for this machine's own CPU: .cargo/config.toml
+# builds with target-cpu=native, and a binary built so on this AMD EPYC stopped with "Illegal
+# instruction" on an H100 machine's Intel Xeon. Apart from `make build`'s own target folder.
+export RUSTFLAGS="-C target-cpu=x86-64-v3"
+export CARGO_TARGET_DIR="$ROOT/target/device-build"
+echo "pack-device: building the release binary and the GPU test binaries (x86-64-v3)"
+cargo build --release
 args=()
 for t in "${GPU_TESTS[@]}"; do args+=(--test "$t"); done
 mapfile -t test_bins < <(cargo test --no-run --message-format=json "${args[@]}" \
@@ -46,12 +53,15 @@ rm -rf "$STAGE" "$DEVICE/pieces" "$DEVICE/tokenscope-device.tar.xz"
 mkdir -p "$STAGE/target/release" "$STAGE/target/device-tests" "$STAGE/www" "$STAGE/node_modules" \
   "$STAGE/bench/web" "$RT/bin" "$RT/lib" "$RT/fonts"
 
-cp target/release/tokenscope "$STAGE/target/release/"
+cp "$CARGO_TARGET_DIR/release/tokenscope" "$STAGE/target/release/"
 for line in "${test_bins[@]}"; do
   name="${line%% *}"
   strip --strip-debug -o "$STAGE/target/device-tests/$name" "${line#* }"
 done
-cp -r models "$STAGE/"
+# The default model and its tokenizer only (models/ also holds the requantized and synthetic
+# files other tests make, over a gigabyte the GPU runs do not read).
+mkdir -p "$STAGE/models"
+cp models/SmolLM2-135M-Instruct.Q4_1.gguf models/SmolLM2-135M-Instruct.tokenizer.gguf "$STAGE/models/"
 for d in pkg pkg-relaxed pkg-threads vendor shaders; do cp -r "www/$d" "$STAGE/www/"; done
 cp -r node_modules/playwright-core "$STAGE/node_modules/"
 cp -r bench/node_modules "$STAGE/bench/"
@@ -82,6 +92,15 @@ GLIBC='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64)\.so
   # glibc is the machine's; a peer's own libraries (beside its binding) stay where it finds them.
   if ! [[ "$name" =~ $GLIBC ]] && [[ "$path" != "$STAGE"/* ]] && [ ! -e "$RT/lib/$name" ]; then cp -L "$path" "$RT/lib/$name"; fi
 done
+# The GL vendor-neutral dispatch libraries (glvnd): NVIDIA's Vulkan driver (libGLX_nvidia) will
+# not load without them ("Could not get 'vkCreateInstance'"), and a GPU machine's image may lack
+# them. Debian's packages, unpacked there only where the machine lacks libGLdispatch.so.0.
+mkdir -p "$RT/debs" /tmp/pack-device-apt/partial
+(cd "$RT/debs" && apt-get -qq -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 \
+  -oDir::State::Lists=/tmp/pack-device-apt update && apt-get -qq -oAPT::Architecture=amd64 \
+  -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/pack-device-apt download \
+  libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 2>&1 | grep -v 'unsandboxed' || true)
+[ "$(ls "$RT/debs"/*.deb | wc -l)" -eq 6 ] || { echo "pack-device: could not download the glvnd packages" >&2; exit 1; }
 cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf "$RT/fonts/" 2>/dev/null || true
 echo "$ROOT" >"$RT/built-at"
 git rev-parse HEAD >"$RT/commit"

@@ -8,6 +8,10 @@ import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
 
 const CANDIDATES = [
+  // Headless Chromium has no window to draw in: without --disable-vulkan-surface its Vulkan asks
+  // for a presentation surface, fails, and WebGPU falls back to SwiftShader.
+  '--use-angle=vulkan --enable-features=Vulkan --disable-vulkan-surface --ignore-gpu-blocklist --enable-gpu',
+  '--use-vulkan=native --enable-features=Vulkan,VulkanFromANGLE --disable-vulkan-surface --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan,VulkanFromANGLE,DefaultANGLEVulkan --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan --ignore-gpu-blocklist',
@@ -43,6 +47,27 @@ for (const flags of CANDIDATES) {
   if (adapter) fallback = flags;
 }
 const out = process.argv[2];
+// Without a GPU adapter, Chromium's own account of its GPU process (chrome://gpu) says why.
+if (chosen === undefined && process.env.OUT) {
+  let browser;
+  try {
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE, ...CANDIDATES[0].split(' ')], timeout: 60_000 });
+    const page = await browser.newPage();
+    await page.goto('chrome://gpu');
+    await page.waitForTimeout(2000);
+    const text = await page.evaluate(() => {
+      const root = document.querySelector('info-view')?.shadowRoot;
+      const parts = root ? [...root.children].filter((e) => e.tagName !== 'STYLE') : [document.body];
+      return parts.map((e) => (e instanceof HTMLElement ? e.innerText : e.textContent)).join('\n');
+    });
+    writeFileSync(`${process.env.OUT}/chrome-gpu.txt`, text);
+    console.log(`probe-webgpu: chrome://gpu written to ${process.env.OUT}/chrome-gpu.txt`);
+  } catch (e) {
+    console.log(`probe-webgpu: chrome://gpu could not be read (${String(e.message || e).split('\n')[0]})`);
+  } finally {
+    await browser?.close().catch(() => {});
+  }
+}
 if (chosen !== undefined) {
   console.log(`probe-webgpu: Chromium reaches the GPU with [${chosen}]`);
   writeFileSync(out, chosen);

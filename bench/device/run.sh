@@ -5,11 +5,15 @@
 #   receive  moves the carried pieces (target/device/pieces/<n>/) to /tmp/tokenscope-device,
 #            which outlives the calls while the machine is up
 #   unpack   joins the pieces once all have come, checks their SHA-256 and unpacks them over the
-#            tree; keeps only the packed shared libraries the machine lacks
+#            tree; keeps only the packed shared libraries the machine lacks, and unpacks glvnd
+#            over / where the machine lacks it (NVIDIA's Vulkan driver needs it)
 #   info     the GPU, its driver, the Vulkan loader, and the Chromium flags that give WebGPU the
 #            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found)
-#   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit, so a
-#            hang is reported as one (exit 124) instead of waited out
+#   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit
+#            (TEST_LIMIT_S, 240 by default), so a hang is reported as one (exit 124) instead of
+#            waited out
+#   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
+#            (bench --profile: timestamps inside the step's one pass), natively
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
 #            wllama (WebGPU) in Chromium, plus greedy text in Chromium against the exact CPU path
 #   sweep    the matrix kernels' workgroup shape: native decode and prefill at 1 to 32 threads
@@ -63,6 +67,13 @@ unpack() {
   for lib in "$RT"/lib/*; do
     if ldconfig -p | awk '{print $1}' | grep -qx "$(basename "$lib")"; then mv "$lib" "$RT/lib-unused/"; fi
   done
+  # NVIDIA's Vulkan driver loads only beside glvnd; where the image lacks it, Debian's packages
+  # are unpacked over / (how the device tool's notes bring GL and Vulkan loaders).
+  if ! ldconfig -p | grep -q libGLdispatch.so.0; then
+    for deb in "$RT"/debs/*.deb; do dpkg -x "$deb" /; done
+    ldconfig
+    echo "run.sh: glvnd unpacked from $(ls "$RT/debs" | tr '\n' ' ')"
+  fi
   echo "run.sh: unpacked commit $(cat "$RT/commit"); libraries brought: $(ls "$RT/lib" | tr '\n' ' ')"
   cat >"$RT/fonts.conf" <<EOF
 <?xml version="1.0"?>
@@ -77,7 +88,7 @@ info() {
     echo "Vulkan loader: $(ls "$RT"/lib/libvulkan.so.1 2>/dev/null || ldconfig -p | grep -m1 libvulkan.so.1)"
     echo "Vulkan driver files: ${VK_DRIVER_FILES:-none found}"
     "$CHROMIUM" --version
-    node bench/device/probe-webgpu.mjs "$RT/chromium-flags"
+    node bench/device/probe-webgpu.mjs "$RT/chromium-flags" || echo "run.sh: Chromium gave WebGPU no adapter; the browser rows will say why"
   } 2>&1 | tee "$OUT/info.txt"
 }
 
@@ -89,9 +100,9 @@ tests() {
     for bin in target/device-tests/*; do
       echo "== $(basename "$bin") --test-threads $threads" | tee -a "$log"
       local rc=0
-      timeout 240 "$bin" --test-threads "$threads" >"$OUT/last-test.txt" 2>&1 || rc=$?
+      timeout "${TEST_LIMIT_S:-240}" "$bin" --test-threads "$threads" >"$OUT/last-test.txt" 2>&1 || rc=$?
       grep -E '^test result|FAILED|panicked' "$OUT/last-test.txt" | tee -a "$log" || true
-      [ "$rc" = 124 ] && echo "HANG: $(basename "$bin") at $threads threads ran past 240 s; tests seen: $(grep -c ' \.\.\. ' "$OUT/last-test.txt")" | tee -a "$log"
+      [ "$rc" = 124 ] && echo "HANG: $(basename "$bin") at $threads threads ran past ${TEST_LIMIT_S:-240} s; tests seen: $(grep -c ' \.\.\. ' "$OUT/last-test.txt")" | tee -a "$log"
       [ "$rc" = 0 ] || echo "exit $rc" | tee -a "$log"
     done
   done
@@ -116,15 +127,23 @@ sweep() {
   }' "$log" | tee "$OUT/sweep.txt"
 }
 
+profile() {
+  runtime
+  for prompt in short long; do
+    echo "== profile, $prompt prompt"
+    target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
+  done 2>&1 | tee "$OUT/profile.txt"
+}
+
 bench() {
   runtime
   BENCH_OUT="$OUT" node bench/run.mjs --device 2>&1 | tee "$OUT/bench.txt"
 }
 
-[ "$#" -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
+[ "$#" -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }
 for step in "$@"; do
   case "$step" in
-    receive | unpack | info | tests | bench | sweep) "$step" ;;
-    *) echo "run.sh: unknown step '$step' (receive, unpack, info, tests, bench, sweep)" >&2; exit 2 ;;
+    receive | unpack | info | tests | profile | bench | sweep) "$step" ;;
+    *) echo "run.sh: unknown step '$step' (receive, unpack, info, tests, profile, bench, sweep)" >&2; exit 2 ;;
   esac
 done

@@ -1,11 +1,12 @@
 // attention_head.wgsl: one query head's attention over a run of cached positions, by one
 // workgroup; included by attention_partial.wgsl (a head and chunk per workgroup) and by
-// matrix.wgsl's ATTENTION prologue (every head, one after another, in each workgroup of the
-// output projection). For query q (head_dim values) and positions start .. start + n of its
+// matrix.wgsl's ATTENTION prologue (every head of a short context at once, in each workgroup
+// of the output projection). For query q (head_dim values) and positions start .. start + n of its
 // KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with
 //     s_j = q.k_j / sqrt(head_dim), m = max_j s_j, l = sum_j w_j;
-//   head_value(d) = sum_j w_j v_j[d] (divide by l for the attention output).
+//   head_value(d, ..., w) = sum_j w_j v_j[d] (divide by l for the attention output), the
+//     weights read from scores[w ..] (matrix.wgsl's prologue keeps several heads' there).
 // The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
@@ -51,11 +52,24 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     return vec2<f32>(m, l);
 }
 
-// sum_j scores[j] v_j[dim] over the positions head_softmax scored.
-fn head_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32) -> f32 {
-    var acc = 0.0;
-    for (var j = 0u; j < n; j = j + 1u) {
-        acc = acc + scores[j] * value((start + j) * stride + kv_off + dim);
+// sum_j scores[w + j] v_j[dim] over positions start .. start + n, with the weights from
+// scores[w] on (head_softmax leaves them at w = 0): four positions an iteration, their loads
+// issued before the first is used (as key_score does), into two sums.
+fn head_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32) -> f32 {
+    var a0 = 0.0;
+    var a1 = 0.0;
+    var j = 0u;
+    for (; j + 4u <= n; j = j + 4u) {
+        let at = (start + j) * stride + kv_off + dim;
+        let v0 = value(at);
+        let v1 = value(at + stride);
+        let v2 = value(at + 2u * stride);
+        let v3 = value(at + 3u * stride);
+        a0 = a0 + scores[w + j] * v0 + scores[w + j + 2u] * v2;
+        a1 = a1 + scores[w + j + 1u] * v1 + scores[w + j + 3u] * v3;
     }
-    return acc;
+    for (; j < n; j = j + 1u) {
+        a0 = a0 + scores[w + j] * value((start + j) * stride + kv_off + dim);
+    }
+    return a0 + a1;
 }

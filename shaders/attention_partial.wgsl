@@ -91,7 +91,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
 #endif
     for (var dim = t; dim < hd; dim = dim + WG) {
-        let acc = head_value(dim, kv_off, stride, start, n);
+        let acc = head_value(dim, kv_off, stride, start, n, 0u);
 #ifdef SINGLE
         out[q_off + dim] = acc / ml.y;
 #else

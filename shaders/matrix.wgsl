@@ -20,7 +20,7 @@
 //     [n_heads * hd], the turned keys and the values into row step.pos of the caches. Rows
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate.
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
-//     fits one chunk, pos < CHUNK): the input row is the attention output of every head for
+//     is short, pos < FUSED_POSITIONS): the input row is the attention output of every head for
 //     the step's token over cache positions 0 ..= step.pos (attention_head.wgsl), which each
 //     workgroup computes into workgroup memory (cols = n_heads * hd <= ATT_MAX) before its
 //     rows' products: no dispatch of its own, and no trip through device memory.
@@ -110,18 +110,45 @@ var<workgroup> att_in: array<f32, ATT_MAX>;
 
 #include attention_head.wgsl
 
-// Every head's attention for the step's one token over positions 0 ..= step.pos into
-// att_in, head after head. Called by all threads (barriers).
+// Every head's attention for the step's one token over positions 0 ..= step.pos (at most
+// FUSED_POSITIONS: the host's pick) into att_in. As many heads at once as `scores` holds
+// (CHUNK / n: all of them for short contexts), so every thread has work in each phase however
+// few the positions: all (head, position) scores, one thread per (head, position); each head's
+// max and sum, one thread per head (n <= FUSED_POSITIONS scores each, in workgroup memory,
+// the sums left in `partial`); then all the heads' output dimensions, one thread per (head,
+// dimension). Called by all threads (barriers).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;
-    let n = min(step.pos + 1u, CHUNK);
+    let n = min(step.pos + 1u, FUSED_POSITIONS);
     let stride = params.n_kv_heads * hd;
     let group = params.n_heads / params.n_kv_heads;
-    for (var h = 0u; h < params.n_heads; h = h + 1u) {
-        let kv_off = (h / group) * hd;
-        let ml = head_softmax(h * hd, kv_off, stride, 0u, n, t);
-        for (var dim = t; dim < hd; dim = dim + WG) {
-            att_in[h * hd + dim] = head_value(dim, kv_off, stride, 0u, n) / ml.y;
+    let scale = inverseSqrt(f32(hd));
+    let per = min(params.n_heads, CHUNK / n);
+    for (var h0 = 0u; h0 < params.n_heads; h0 = h0 + per) {
+        let heads = min(per, params.n_heads - h0);
+        for (var p = t; p < heads * n; p = p + WG) {
+            let h = h0 + p / n;
+            scores[p] = key_score(h * hd, (p % n) * stride + (h / group) * hd, hd) * scale;
+        }
+        workgroupBarrier();
+        for (var i = t; i < heads; i = i + WG) {
+            var m = EMPTY;
+            for (var j = 0u; j < n; j = j + 1u) {
+                m = max(m, scores[i * n + j]);
+            }
+            var l = 0.0;
+            for (var j = 0u; j < n; j = j + 1u) {
+                let e = exp(scores[i * n + j] - m);
+                scores[i * n + j] = e;
+                l = l + e;
+            }
+            partial[i] = l;
+        }
+        workgroupBarrier();
+        for (var o = t; o < heads * hd; o = o + WG) {
+            let i = o / hd;
+            let h = h0 + i;
+            att_in[h * hd + o % hd] = head_value(o % hd, (h / group) * hd, stride, 0u, n, i * n) / partial[i];
         }
         workgroupBarrier();
     }

@@ -929,8 +929,9 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
 /// The decode output projection with every head's attention in its prologue (ATTENTION)
 /// against its twins: `ops::attention` of each query head over cache positions 0..=pos of
 /// its KV head, then the dequantized matrix times the heads' outputs, added to y. Odd row
-/// counts, head shapes other than this model's, positions up to the chunk's last, every row
-/// sharing, subgroups, both cache precisions.
+/// counts, head shapes other than this model's, positions up to the last the prologue takes
+/// (`FUSED_ATTENTION_POSITIONS`), heads in one round or several, every row sharing,
+/// subgroups, both cache precisions.
 #[test]
 fn the_attention_prologue_matches_attention_then_the_projection() {
     let ctx = context_with_subgroups();
@@ -939,12 +940,16 @@ fn the_attention_prologue_matches_attention_then_the_projection() {
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(22);
         // (query heads, KV heads, head_dim, rows, weight type, position, capacity).
+        // The prologue scores CHUNK / (pos + 1) heads at a time: 18 heads at 16 positions take
+        // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9).
+        let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
         let cases = [
             (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
-            (9, 3, 64, 37, GgmlDType::Q8_0, 254, 256),
+            (9, 3, 64, 37, GgmlDType::Q8_0, last, last + 1),
             (4, 2, 8, 37, GgmlDType::F32, 5, 7),
-            (6, 3, 16, 70, GgmlDType::F16, 255, 300),
-            (2, 2, 16, 1, GgmlDType::Q4_0, 130, 131),
+            (18, 3, 16, 70, GgmlDType::F16, last, 300),
+            (34, 17, 16, 45, GgmlDType::Q8_0, 9, 10),
+            (2, 2, 16, 1, GgmlDType::Q4_0, 12, 13),
         ];
         for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
             let (cols, kv) = (heads * hd, kv_heads * hd);

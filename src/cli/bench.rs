@@ -206,7 +206,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 "per decode step: {} dispatches ({} past {} positions), {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
                 s.dispatches,
                 s.dispatches_long_context,
-                tokenscope::backend::gpu::kernels::ATTENTION_CHUNK,
+                tokenscope::backend::gpu::kernels::FUSED_ATTENTION_POSITIONS,
                 s.passes,
                 s.submits,
                 s.readback_bytes,

@@ -74,7 +74,7 @@ pub struct ModelArgs {
     #[arg(long)]
     no_subgroups: bool,
     /// GPU: threads that share one row in the matrix kernels, 1, 2, 4, 8, 16 or 32 (64 / N rows
-    /// per workgroup; default by adapter: 1 on a software adapter, 8 on a GPU). For measuring
+    /// per workgroup; default by adapter: 1 on a software adapter, 32 on a GPU). For measuring
     /// the workgroup shape on a GPU (`bench/device/run.sh sweep`).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     threads_per_row: Option<u32>,

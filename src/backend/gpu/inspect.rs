@@ -61,8 +61,10 @@ impl GpuBackend {
         let positions = self.pos + 1;
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
-        let short = positions <= kernels::ATTENTION_CHUNK;
         let batched = batching != Batching::Natural;
+        // The form of attention the step's own pass took (a batched one runs the many-token
+        // lists).
+        let short = kernels::short_attention(self.pos, 1, batched);
         fn pick(op: &Op, batched: bool, short: bool) -> &[Dispatch] {
             match (batched, short) {
                 (false, true) => &op.one_short,

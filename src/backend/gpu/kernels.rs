@@ -46,10 +46,11 @@ const INCLUDES: [(&str, &str); 7] = [
 ];
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
-/// one source: CHUNK ([`ATTENTION_CHUNK`]) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
+/// one source: CHUNK ([`ATTENTION_CHUNK`]), FUSED_POSITIONS ([`FUSED_ATTENTION_POSITIONS`]) and
+/// ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
 fn wgsl_constants() -> String {
     format!(
-        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst FUSED_POSITIONS: u32 = {FUSED_ATTENTION_POSITIONS}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
     )
 }
 
@@ -95,12 +96,15 @@ impl KernelOptions {
     /// tok/s with 1 thread per row, 2.6 with 4, 2.1 with 16, 1.1 with 64), 64 rows per
     /// workgroup; with subgroups those 64 rows go to the subgroups in turn (measured on
     /// lavapipe, 12 decode steps, twice: 4.28 and 4.37 tok/s, against 3.69 and 3.76 plain and
-    /// 2.73 and 2.91 with subgroups on 8 rows per workgroup). Hardware GPUs get 8 rows per
-    /// workgroup (8 threads per row in the plain kernels). Subgroups wider than a workgroup
+    /// 2.73 and 2.91 with subgroups on 8 rows per workgroup). Hardware GPUs get 2 rows per
+    /// workgroup (32 threads per row in the plain kernels), as many workgroups as rows / 2
+    /// to spread over the compute units: on an NVIDIA H100 (2026-11-26, decode after a
+    /// 5-token prompt, with subgroups) 192.5 tok/s against 173.1 with 8 rows and 137.4 with
+    /// 16 (bench/device/h100-vulkan-1126-sweep.jsonl). Subgroups wider than a workgroup
     /// are left alone: a subgroup matvec strides by the subgroup size, which would skip the
     /// lanes the workgroup does not fill. The KV cache stays f32 unless asked.
     pub fn for_device(ctx: &GpuContext) -> Self {
-        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 8 }, subgroups: Self::subgroups_usable(ctx), kv_f16: false }
+        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 32 }, subgroups: Self::subgroups_usable(ctx), kv_f16: false }
     }
 
     /// Whether the device's subgroups suit the kernels: it has them, at most a workgroup
@@ -129,6 +133,23 @@ pub const WORKGROUP: u32 = 64;
 
 /// Positions per chunk of split-K decode attention (`CHUNK` in the shaders).
 pub const ATTENTION_CHUNK: usize = 256;
+
+/// Most positions a decode step's attention covers in the output projection's prologue
+/// (`FUSED_POSITIONS` in the shaders); past them a decode step runs split-K attention as
+/// dispatches of its own. Every workgroup of the projection computes the whole attention
+/// itself, so the prologue pays off only while that work is short: on an NVIDIA H100 it took
+/// 189 us a layer over 5 positions when it ran head after head (2026-11-26), against about
+/// 25 us for each matrix kernel.
+pub const FUSED_ATTENTION_POSITIONS: usize = 16;
+
+/// Whether a step of `n_tokens` from position `pos` runs the short-context form of attention:
+/// through the one-token (decode) kernels over at most [`FUSED_ATTENTION_POSITIONS`]
+/// positions (in the output projection's prologue), or through the many-token ones (`many`:
+/// prefill, speculative checks) over at most one [`ATTENTION_CHUNK`] (one dispatch). Past
+/// that, split-K.
+pub fn short_attention(pos: usize, n_tokens: usize, many: bool) -> bool {
+    pos + n_tokens <= if many { ATTENTION_CHUNK } else { FUSED_ATTENTION_POSITIONS }
+}
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its
 /// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 2 KB the rest
@@ -175,7 +196,8 @@ pub fn binding_numbers(code: &str) -> std::result::Result<Vec<(String, u32)>, St
 pub struct Kernels {
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
     pub attention_partial: Kernel,
-    /// Attention in one dispatch while the context fits one chunk.
+    /// Attention in one dispatch while the context fits one chunk (many tokens; one token
+    /// takes it in the output projection's prologue up to [`FUSED_ATTENTION_POSITIONS`]).
     pub attention_single: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
     pub attention_combine: Kernel,

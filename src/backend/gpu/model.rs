@@ -7,14 +7,14 @@
 //!
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
-//! the context fits one chunk) or split-K. A decode step's layer is 4 dispatches while the
-//! context fits the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions, 6 past
-//! them: the RMSNorms run inside the projections after them, RoPE and the KV-cache write in
+//! the context is short) or split-K. A decode step's layer is 4 dispatches while the
+//! context is at most [`FUSED_ATTENTION_POSITIONS`](kernels::FUSED_ATTENTION_POSITIONS)
+//! positions, 6 past them: the RMSNorms run inside the projections after them, RoPE and the KV-cache write in
 //! the Q/K/V projection's epilogue, attention (short contexts) in the output projection's
 //! prologue, and SwiGLU in the gate/up projection's epilogue. A model with Q/K/V biases
 //! (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where they are applied
 //! (5 a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
-//! 8 past the first chunk).
+//! 8 past the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
 
 use candle_core::quantized::QTensor;
 
@@ -29,7 +29,8 @@ use crate::model::{Config, Weights};
 /// Counts of what one decode step does on the GPU.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StepShape {
-    /// Kernel dispatches per decode step while the context fits one attention chunk.
+    /// Kernel dispatches per decode step while the context is short (at most
+    /// [`kernels::FUSED_ATTENTION_POSITIONS`] positions).
     pub dispatches: usize,
     /// Kernel dispatches per decode step past it (split-K attention).
     pub dispatches_long_context: usize,
@@ -163,10 +164,12 @@ impl Op {
 
 /// One kind of step's command lists, by the attention form its context allows.
 struct Lowered {
-    /// While every token of the step sees at most one chunk of positions.
+    /// While the step's context is short ([`kernels::short_attention`]).
     short: Vec<Dispatch>,
     /// Past that.
     long: Vec<Dispatch>,
+    /// Lowered for many tokens.
+    many: bool,
 }
 
 impl Lowered {
@@ -174,15 +177,15 @@ impl Lowered {
     fn new(ops: &[&Op], many: bool) -> Self {
         let lower = |pick: fn(&Op) -> &Vec<Dispatch>| ops.iter().flat_map(|&op| pick(op).iter().cloned()).collect();
         if many {
-            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long) }
+            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long), many }
         } else {
-            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long) }
+            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long), many }
         }
     }
 
     /// The list for a step of `n_tokens` from position `pos`.
     fn pick(&self, pos: usize, n_tokens: usize) -> &[Dispatch] {
-        if pos + n_tokens <= kernels::ATTENTION_CHUNK {
+        if kernels::short_attention(pos, n_tokens, self.many) {
             &self.short
         } else {
             &self.long
@@ -446,8 +449,8 @@ impl GpuBackend {
         })
     }
 
-    /// Kernel dispatches the next decode step runs (fewer while the context fits one
-    /// attention chunk).
+    /// Kernel dispatches the next decode step runs (fewer while the context is short:
+    /// [`kernels::FUSED_ATTENTION_POSITIONS`]).
     pub fn dispatches_per_step(&self) -> usize {
         self.decode.pick(self.pos, 1).len()
     }

@@ -122,7 +122,8 @@ pub struct MatrixKernel {
     /// Decode only: RoPE and the KV-cache write as the epilogue (the Q/K/V projection).
     pub rope_kv: bool,
     /// Decode only: every head's attention over the cache as the prologue (the output
-    /// projection, while the context fits one chunk).
+    /// projection, while the context is short:
+    /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)).
     pub attention: bool,
     /// With `rope_kv` or `attention`: the cache holds half floats.
     pub kv_f16: bool,
@@ -210,7 +211,9 @@ pub struct LinearOp<'a> {
     /// `y` and k, v into the caches at the step's position.
     pub rope_kv: Option<RopeKv<'a>>,
     /// Decode only: the input is every head's attention for the queries in `x` over the cache
-    /// (positions 0 ..= the step's, at most [`ATTENTION_CHUNK`]), computed in the kernel.
+    /// (positions 0 ..= the step's, at most
+    /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)),
+    /// computed in the kernel.
     pub attention: Option<AttentionInput<'a>>,
     /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:

@@ -13,7 +13,9 @@
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
 //   m, l, o[0..head_dim]); 5 uniform Step {pos, n_tokens}.
-// Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override). n_chunks =
+// Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override; the host's
+// ATTENTION_WORKGROUP, 256: a thread per position of a chunk when scoring, and WG / head_dim
+// slices of the chunk's positions at once when weighing the values). n_chunks =
 // ceil(capacity / CHUNK) is fixed at load; a chunk past p returns at once and writes nothing
 // (the combine reads only chunks 0..=p / CHUNK).
 // SINGLE (define): the whole attention in one dispatch while every token of the step sees
@@ -90,12 +92,42 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         parts[at + 1u] = ml.y;
     }
 #endif
-    for (var dim = t; dim < hd; dim = dim + WG) {
-        let acc = head_value(dim, kv_off, stride, start, n, 0u);
-#ifdef SINGLE
-        out[q_off + dim] = acc / ml.y;
-#else
-        parts[at + 2u + dim] = acc;
-#endif
+    // The values. With hd <= WG, WG / hd slices of the positions at once (thread t takes
+    // dimension t % hd of slice t / hd), the slices' sums then added up in `partial` (free
+    // again after head_softmax's last barrier): each thread's loop is 1 / (WG / hd) of the
+    // chunk. Wider heads: a dimension per thread, in turn.
+    if (hd <= WG) {
+        let slices = WG / hd;
+        let s = t / hd;
+        let per = (n + slices - 1u) / slices;
+        let j0 = min(s * per, n);
+        let j1 = min(j0 + per, n);
+        var acc = 0.0;
+        if (s < slices) {
+            acc = head_value(t % hd, kv_off, stride, start + j0, j1 - j0, j0);
+        }
+        partial[t] = acc;
+        workgroupBarrier();
+        if (t < hd) {
+            var sum = 0.0;
+            for (var i = 0u; i < slices; i = i + 1u) {
+                sum = sum + partial[i * hd + t];
+            }
+            write_dim(t, sum, q_off, at, ml.y);
+        }
+    } else {
+        for (var dim = t; dim < hd; dim = dim + WG) {
+            write_dim(dim, head_value(dim, kv_off, stride, start, n, 0u), q_off, at, ml.y);
+        }
     }
+}
+
+// Dimension `dim` of the head's result: o[dim] / l into `out` (SINGLE), or o[dim] into the
+// chunk's statistics.
+fn write_dim(dim: u32, acc: f32, q_off: u32, at: u32, l: f32) {
+#ifdef SINGLE
+    out[q_off + dim] = acc / l;
+#else
+    parts[at + 2u + dim] = acc;
+#endif
 }

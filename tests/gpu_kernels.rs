@@ -617,11 +617,12 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
     let kv_f16 = options.kv_f16;
     let k = Kernels::with_options(ctx, options).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let (heads, kv_heads, hd) = (9usize, 3usize, 64usize);
-    let kv = kv_heads * hd;
     // (first position, tokens, cache capacity): decode at one position, chunk edges, odd
     // sizes, a cache far past one workgroup's memory, empty chunks, and prefill batches whose
-    // tokens each see a different number of positions (causal), across chunk edges.
+    // tokens each see a different number of positions (causal), across chunk edges; this
+    // model's heads on all of them, and on some, heads of 24 (256 / 24: ten slices of the
+    // positions and 16 idle threads when weighing values) and of 320 (wider than the
+    // workgroup: a dimension per thread in turn).
     let cases = [
         (0usize, 1usize, 1usize),
         (1, 1, 700),
@@ -635,7 +636,11 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         (250, 13, 600),
         (2990, 40, 3100),
     ];
-    for (pos, n, capacity) in cases {
+    let shapes = [(9usize, 3usize, 64usize, &cases[..]), (4, 2, 24, &cases[1..4]), (2, 1, 320, &[cases[2], cases[9]])];
+    for (pos, n, capacity, heads, kv_heads, hd) in
+        shapes.iter().flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, heads, kv_heads, hd)))
+    {
+        let kv = kv_heads * hd;
         let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
         let mut keys: Vec<f32> =
@@ -722,7 +727,9 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 }
             }
         }
-        eprintln!("attention_partial {options:?}, {n} tokens from position {pos} (capacity {capacity}): worst |diff| / l {worst:.2e}");
+        eprintln!(
+            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}): worst |diff| / l {worst:.2e}"
+        );
         // Part 2 on the GPU's part 1, against the twins' combine.
         kernels::run_once(ctx, att.combine, n as u32);
         let got = read_guarded(ctx, &out, n * heads * hd);

@@ -131,6 +131,12 @@ impl KernelOptions {
 /// Threads per workgroup (the shaders' `WG` override).
 pub const WORKGROUP: u32 = 64;
 
+/// Threads per workgroup of attention_partial.wgsl (one dispatch's or split-K's part 1): one
+/// per position of a chunk of [`ATTENTION_CHUNK`] when scoring, and 256 / head_dim slices of
+/// the positions at once when weighing the values, so a thread's serial loops are short (on
+/// an H100, at 64 threads, split-K took 136 us a layer after a 257-token prompt).
+pub const ATTENTION_WORKGROUP: u32 = 256;
+
 /// Positions per chunk of split-K decode attention (`CHUNK` in the shaders).
 pub const ATTENTION_CHUNK: usize = 256;
 
@@ -257,8 +263,10 @@ impl Kernels {
             )));
         }
         let wg = [("WG", WORKGROUP as f64)];
-        let attention =
-            |single| pipeline(ctx, &AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 }.source(), &wg);
+        let attention = |single| {
+            let variant = AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 };
+            pipeline(ctx, &variant.source(), &[("WG", ATTENTION_WORKGROUP as f64)])
+        };
         Ok(Kernels {
             attention_partial: attention(false)?,
             attention_single: attention(true)?,

@@ -10,8 +10,9 @@
 // The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
-// `scores: array<f32, CHUNK>` and `partial: array<f32, 256>` in workgroup memory, and with
-// SUBGROUP sets sg_id, sg_lane and sg_count before the first call. Every thread of the
+// `scores: array<f32, CHUNK>` and `partial: array<f32, 256>` in workgroup memory, includes
+// workgroup_reduce.wgsl (`reduce`), and with SUBGROUP sets sg_id, sg_lane and sg_count
+// before the first call. Every thread of the
 // workgroup calls both functions (barriers); a caller reusing `scores` for the next head
 // puts a workgroupBarrier between.
 
@@ -25,8 +26,6 @@ fn value(i: u32) -> f32 {
     return v_cache[i];
 #endif
 }
-
-#include workgroup_reduce.wgsl
 
 // Scores of the query at q[q_off ..] against positions start .. start + n (n <= CHUNK) of
 // the KV head at column kv_off of cache rows `stride` wide; leaves exp(s_j - m) in
@@ -52,24 +51,25 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     return vec2<f32>(m, l);
 }
 
+// scores[w + j] v_j[dim] for position start + j of the run (n long), or 0 for j >= n (the
+// load then reads the run's last position, so it stays in bounds).
+fn weighted_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32, j: u32) -> f32 {
+    let p = min(j, n - 1u);
+    return select(0.0, scores[w + p] * value((start + p) * stride + kv_off + dim), j < n);
+}
+
 // sum_j scores[w + j] v_j[dim] over positions start .. start + n, with the weights from
-// scores[w] on (head_softmax leaves them at w = 0): four positions an iteration, their loads
-// issued before the first is used (as key_score does), into two sums.
+// scores[w] on (head_softmax leaves them at w = 0): eight positions an iteration, the last
+// one padded with zero weights, so all eight loads are in flight before the first is used
+// (as key_score does), into two sums.
 fn head_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32) -> f32 {
     var a0 = 0.0;
     var a1 = 0.0;
-    var j = 0u;
-    for (; j + 4u <= n; j = j + 4u) {
-        let at = (start + j) * stride + kv_off + dim;
-        let v0 = value(at);
-        let v1 = value(at + stride);
-        let v2 = value(at + 2u * stride);
-        let v3 = value(at + 3u * stride);
-        a0 = a0 + scores[w + j] * v0 + scores[w + j + 2u] * v2;
-        a1 = a1 + scores[w + j + 1u] * v1 + scores[w + j + 3u] * v3;
-    }
-    for (; j < n; j = j + 1u) {
-        a0 = a0 + scores[w + j] * value((start + j) * stride + kv_off + dim);
+    for (var j = 0u; j < n; j = j + 8u) {
+        a0 = a0 + weighted_value(dim, kv_off, stride, start, n, w, j) + weighted_value(dim, kv_off, stride, start, n, w, j + 2u)
+            + weighted_value(dim, kv_off, stride, start, n, w, j + 4u) + weighted_value(dim, kv_off, stride, start, n, w, j + 6u);
+        a1 = a1 + weighted_value(dim, kv_off, stride, start, n, w, j + 1u) + weighted_value(dim, kv_off, stride, start, n, w, j + 3u)
+            + weighted_value(dim, kv_off, stride, start, n, w, j + 5u) + weighted_value(dim, kv_off, stride, start, n, w, j + 7u);
     }
     return a0 + a1;
 }

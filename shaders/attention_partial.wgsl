@@ -55,6 +55,8 @@ override WG: u32 = 64u;
 var<workgroup> scores: array<f32, CHUNK>;
 var<workgroup> partial: array<f32, 256>;
 
+#include workgroup_reduce.wgsl
+
 #include attention_head.wgsl
 
 @compute @workgroup_size(WG)

@@ -44,14 +44,15 @@
 // projections).
 // SUBGROUP (MATVEC only; the adapter's subgroups feature): the same dispatch and the same
 //   WG / TPR rows per workgroup, but a whole subgroup shares a row, its lanes taking every
-//   subgroup_size-th word and adding up with subgroupAdd: no workgroup memory and no
-//   barriers (the NORM prologue too: each subgroup sums the squares of the whole row). Rows
-//   go to subgroups round-robin (row i of the workgroup to subgroup i % num_subgroups), so
-//   any subgroup size up to WG and any subgroup layout of the workgroup gives the same rows
-//   (the host takes no wider subgroups: lanes = subgroup_size would skip unfilled lanes).
+//   subgroup_size-th unit and adding up with subgroupAdd (the NORM prologue sums the squares
+//   with the whole workgroup, each subgroup's share with subgroupAdd, then across them in
+//   workgroup memory). Rows go to subgroups round-robin (row i of the workgroup to subgroup
+//   i % num_subgroups), so any subgroup size up to WG and any subgroup layout of the
+//   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
+//   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG). TPR threads
-// share a row, each taking every TPR-th word of it, then add up their sums in workgroup
+// share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
 // memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
 // reads the last valid row in their place).
@@ -103,6 +104,9 @@ alias Acc = vec4<f32>;
 #endif
 
 var<workgroup> partial: array<Acc, 256>;
+#ifdef MATVEC
+#include workgroup_reduce.wgsl
+#endif
 #ifdef ATTENTION
 var<workgroup> scores: array<f32, CHUNK>;
 // The attention output: the input row of the product.
@@ -207,158 +211,216 @@ fn tree_sum(t: u32, width: u32) {
 }
 
 #ifdef NORM
-// Every thread of the workgroup sums the squares of a strided slice of the input row(s);
-// their sum over the workgroup gives 1 / rms. Called by all threads (barriers).
-fn norm_prologue(t: u32) {
-    var squares = Acc(0.0);
-    for (var col = t; col < params.cols; col = col + WG) {
-        let v = X_raw(col);
-        squares = squares + v * v;
+// Column `col` of the input row(s), or 0 past the row.
+fn X_within(col: u32) -> Acc {
+    return select(Acc(0.0), X_raw(min(col, params.cols - 1u)), col < params.cols);
+}
+
+// This thread's share of the sum of squares of the input row(s): columns t, t + WG, ...,
+// four loads an iteration, issued before the first is used.
+fn row_squares(t: u32) -> Acc {
+    var a = Acc(0.0);
+    var b = Acc(0.0);
+    for (var col = t; col < params.cols; col = col + 4u * WG) {
+        let v0 = X_raw(col);
+        let v1 = X_within(col + WG);
+        let v2 = X_within(col + 2u * WG);
+        let v3 = X_within(col + 3u * WG);
+        a = a + v0 * v0 + v2 * v2;
+        b = b + v1 * v1 + v3 * v3;
     }
-    partial[t] = squares;
+    return a + b;
+}
+
+// 1 / rms of the input row(s) into inv_rms, every thread's share of the squares summed over
+// the whole workgroup (with SUBGROUP in each subgroup first, workgroup_reduce.wgsl; else a
+// tree). Called by all threads (barriers).
+fn norm_prologue(t: u32) {
+#ifdef SUBGROUP
+    let squares = reduce(row_squares(t), t, false);
+#else
+    partial[t] = row_squares(t);
     tree_sum(t, WG);
-    inv_rms = inverseSqrt(partial[0] / f32(params.cols) + params.eps);
+    let squares = partial[0];
     workgroupBarrier();
+#endif
+    inv_rms = inverseSqrt(squares / f32(params.cols) + params.eps);
 }
 #endif
 
-// This thread's share (every `lanes`-th word from `lane`) of row `row` times the input.
-fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
-    var sum = Acc(0.0);
+// A matrix row is read in units, each one word of weights (8 of Q4_1's, 4 of Q8_0's, 2 of
+// F16's; Q5_1's with its block's high bits, the K formats' with their scales): each format
+// gives UNIT_WEIGHTS, the weights in a unit, and unit_dot(row, u), unit u of row `row` times
+// the input.
 #ifdef Q4_1
-    let words = params.cols / 8u;
-    let blocks = params.cols / 32u;
-    for (var w = lane; w < words; w = w + lanes) {
-        let b = w / 4u;
-        let s = unpack2x16float(dm[row * blocks + b]);
-        let word = qs[row * words + w];
-        let base = b * 32u + (w % 4u) * 4u;
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let q = (word >> (8u * k)) & 0xffu;
-            let lo = f32(q & 0xfu) * s.x + s.y;
-            let hi = f32(q >> 4u) * s.x + s.y;
-            sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
-        }
+const UNIT_WEIGHTS: u32 = 8u;
+
+fn unit_dot(row: u32, w: u32) -> Acc {
+    let s = unpack2x16float(dm[row * (params.cols / 32u) + w / 4u]);
+    let word = qs[row * (params.cols / 8u) + w];
+    let base = (w / 4u) * 32u + (w % 4u) * 4u;
+    var sum = Acc(0.0);
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let q = (word >> (8u * k)) & 0xffu;
+        let lo = f32(q & 0xfu) * s.x + s.y;
+        let hi = f32(q >> 4u) * s.x + s.y;
+        sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
     }
+    return sum;
+}
 #endif
 #ifdef Q8_0
-    let words = params.cols / 4u;
-    let blocks = params.cols / 32u;
-    for (var w = lane; w < words; w = w + lanes) {
-        let word = qs[row * words + w];
-        let base = w * 4u;
-        var dot = Acc(0.0);
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
-            dot = dot + f32(q) * X(base + k);
-        }
-        sum = sum + dot * d[row * blocks + w / 8u];
+const UNIT_WEIGHTS: u32 = 4u;
+
+fn unit_dot(row: u32, w: u32) -> Acc {
+    let word = qs[row * (params.cols / 4u) + w];
+    let base = w * 4u;
+    var dot = Acc(0.0);
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
+        dot = dot + f32(q) * X(base + k);
     }
+    return dot * d[row * (params.cols / 32u) + w / 8u];
+}
 #endif
 #ifdef Q5_1
-    // Q4_1's loop with each block's high bits.
-    let words = params.cols / 8u;
-    let blocks = params.cols / 32u;
-    for (var w = lane; w < words; w = w + lanes) {
-        let b = row * blocks + w / 4u;
-        let s = unpack2x16float(dm[b]);
-        let high = qs[b * 5u];
-        let word = qs[b * 5u + 1u + w % 4u];
-        let base = (w / 4u) * 32u + (w % 4u) * 4u;
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let i = (w % 4u) * 4u + k;
-            let q = byte_of(word, k);
-            let lo = f32((q & 0xfu) | (((high >> i) & 1u) << 4u)) * s.x + s.y;
-            let hi = f32((q >> 4u) | (((high >> (i + 16u)) & 1u) << 4u)) * s.x + s.y;
-            sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
-        }
+// Q4_1's unit with its block's high bits.
+const UNIT_WEIGHTS: u32 = 8u;
+
+fn unit_dot(row: u32, w: u32) -> Acc {
+    let b = row * (params.cols / 32u) + w / 4u;
+    let s = unpack2x16float(dm[b]);
+    let high = qs[b * 5u];
+    let word = qs[b * 5u + 1u + w % 4u];
+    let base = (w / 4u) * 32u + (w % 4u) * 4u;
+    var sum = Acc(0.0);
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let i = (w % 4u) * 4u + k;
+        let q = byte_of(word, k);
+        let lo = f32((q & 0xfu) | (((high >> i) & 1u) << 4u)) * s.x + s.y;
+        let hi = f32((q >> 4u) | (((high >> (i + 16u)) & 1u) << 4u)) * s.x + s.y;
+        sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
     }
+    return sum;
+}
 #endif
 #ifdef K_SCALES
-    // A unit is one word of a block's nibbles: 4 bytes, 8 weights of two sub-blocks.
-    let units = params.cols / 8u;
-    for (var u = lane; u < units; u = u + lanes) {
-        let base = (row * params.cols / 256u + u / 32u) * BLOCK_WORDS;
-        let w = u % 32u;
-        let c = w / 8u;
-        let i0 = (w % 8u) * 4u;
-        let col = (u / 32u) * 256u + 64u * c + i0;
-        let s_lo = k_scales(base, 2u * c);
-        let s_hi = k_scales(base, 2u * c + 1u);
+// A unit is one word of a block's nibbles: 4 bytes, 8 weights of two sub-blocks.
+const UNIT_WEIGHTS: u32 = 8u;
+
+fn unit_dot(row: u32, u: u32) -> Acc {
+    let base = (row * params.cols / 256u + u / 32u) * BLOCK_WORDS;
+    let w = u % 32u;
+    let c = w / 8u;
+    let i0 = (w % 8u) * 4u;
+    let col = (u / 32u) * 256u + 64u * c + i0;
+    let s_lo = k_scales(base, 2u * c);
+    let s_hi = k_scales(base, 2u * c + 1u);
 #ifdef Q4_K
-        let word = blocks[base + 4u + w];
+    let word = blocks[base + 4u + w];
 #endif
 #ifdef Q5_K
-        let word = blocks[base + 12u + w];
-        let high = blocks[base + 4u + w % 8u];
+    let word = blocks[base + 12u + w];
+    let high = blocks[base + 4u + w % 8u];
 #endif
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let q = byte_of(word, k);
+    var sum = Acc(0.0);
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let q = byte_of(word, k);
 #ifdef Q4_K
-            let q_lo = q & 0xfu;
-            let q_hi = q >> 4u;
+        let q_lo = q & 0xfu;
+        let q_hi = q >> 4u;
 #endif
 #ifdef Q5_K
-            let h = byte_of(high, k);
-            let q_lo = (q & 0xfu) + 16u * ((h >> (2u * c)) & 1u);
-            let q_hi = (q >> 4u) + 16u * ((h >> (2u * c + 1u)) & 1u);
+        let h = byte_of(high, k);
+        let q_lo = (q & 0xfu) + 16u * ((h >> (2u * c)) & 1u);
+        let q_hi = (q >> 4u) + 16u * ((h >> (2u * c + 1u)) & 1u);
 #endif
-            let lo = s_lo.x * f32(q_lo) - s_lo.y;
-            let hi = s_hi.x * f32(q_hi) - s_hi.y;
-            sum = sum + lo * X(col + k) + hi * X(col + 32u + k);
-        }
+        let lo = s_lo.x * f32(q_lo) - s_lo.y;
+        let hi = s_hi.x * f32(q_hi) - s_hi.y;
+        sum = sum + lo * X(col + k) + hi * X(col + 32u + k);
     }
+    return sum;
+}
 #endif
 #ifdef Q6_K
-    // A unit is one word of a block's high bit pairs: 16 weights, 4 bytes in each quarter of
-    // a 128-weight half.
-    let units = params.cols / 16u;
-    for (var u = lane; u < units; u = u + lanes) {
-        let base = (row * params.cols / 256u + u / 16u) * BLOCK_WORDS;
-        let h = u % 16u;
-        let n = h / 8u;
-        let l0 = (h % 8u) * 4u;
-        let col = (u / 16u) * 256u + n * 128u + l0;
-        let pairs = blocks[base + 32u + h];
-        let low_a = blocks[base + 16u * n + h % 8u];
-        let low_b = blocks[base + 16u * n + 8u + h % 8u];
-        let sc = n * 8u + l0 / 16u;
-        let s = vec4<f32>(q6_scale(base, sc), q6_scale(base, sc + 2u), q6_scale(base, sc + 4u), q6_scale(base, sc + 6u));
-        for (var k = 0u; k < 4u; k = k + 1u) {
-            let p = byte_of(pairs, k);
-            let a = byte_of(low_a, k);
-            let b = byte_of(low_b, k);
-            let q = vec4<i32>(
-                i32((a & 0xfu) | ((p & 3u) << 4u)),
-                i32((b & 0xfu) | (((p >> 2u) & 3u) << 4u)),
-                i32((a >> 4u) | (((p >> 4u) & 3u) << 4u)),
-                i32((b >> 4u) | (((p >> 6u) & 3u) << 4u))
-            ) - vec4<i32>(32);
-            let v = s * vec4<f32>(q);
-            sum = sum + v.x * X(col + k) + v.y * X(col + 32u + k) + v.z * X(col + 64u + k) + v.w * X(col + 96u + k);
-        }
+// A unit is one word of a block's high bit pairs: 16 weights, 4 bytes in each quarter of a
+// 128-weight half.
+const UNIT_WEIGHTS: u32 = 16u;
+
+fn unit_dot(row: u32, u: u32) -> Acc {
+    let base = (row * params.cols / 256u + u / 16u) * BLOCK_WORDS;
+    let h = u % 16u;
+    let n = h / 8u;
+    let l0 = (h % 8u) * 4u;
+    let col = (u / 16u) * 256u + n * 128u + l0;
+    let pairs = blocks[base + 32u + h];
+    let low_a = blocks[base + 16u * n + h % 8u];
+    let low_b = blocks[base + 16u * n + 8u + h % 8u];
+    let sc = n * 8u + l0 / 16u;
+    let s = vec4<f32>(q6_scale(base, sc), q6_scale(base, sc + 2u), q6_scale(base, sc + 4u), q6_scale(base, sc + 6u));
+    var sum = Acc(0.0);
+    for (var k = 0u; k < 4u; k = k + 1u) {
+        let p = byte_of(pairs, k);
+        let a = byte_of(low_a, k);
+        let b = byte_of(low_b, k);
+        let q = vec4<i32>(
+            i32((a & 0xfu) | ((p & 3u) << 4u)),
+            i32((b & 0xfu) | (((p >> 2u) & 3u) << 4u)),
+            i32((a >> 4u) | (((p >> 4u) & 3u) << 4u)),
+            i32((b >> 4u) | (((p >> 6u) & 3u) << 4u))
+        ) - vec4<i32>(32);
+        let v = s * vec4<f32>(q);
+        sum = sum + v.x * X(col + k) + v.y * X(col + 32u + k) + v.z * X(col + 64u + k) + v.w * X(col + 96u + k);
     }
+    return sum;
+}
 #endif
 #ifdef BF16
-    let words = params.cols / 2u;
-    for (var i = lane; i < words; i = i + lanes) {
-        let pair = unpack_bf16(w[row * words + i]);
-        sum = sum + pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
-    }
+const UNIT_WEIGHTS: u32 = 2u;
+
+fn unit_dot(row: u32, i: u32) -> Acc {
+    let pair = unpack_bf16(w[row * (params.cols / 2u) + i]);
+    return pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
+}
 #endif
 #ifdef F16
-    let words = params.cols / 2u;
-    for (var i = lane; i < words; i = i + lanes) {
-        let pair = unpack2x16float(w[row * words + i]);
-        sum = sum + pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
-    }
+const UNIT_WEIGHTS: u32 = 2u;
+
+fn unit_dot(row: u32, i: u32) -> Acc {
+    let pair = unpack2x16float(w[row * (params.cols / 2u) + i]);
+    return pair.x * X(2u * i) + pair.y * X(2u * i + 1u);
+}
 #endif
 #ifdef F32
-    for (var i = lane; i < params.cols; i = i + lanes) {
-        sum = sum + w[row * params.cols + i] * X(i);
-    }
+const UNIT_WEIGHTS: u32 = 1u;
+
+fn unit_dot(row: u32, i: u32) -> Acc {
+    return w[row * params.cols + i] * X(i);
+}
 #endif
-    return sum;
+
+// Units in a row.
+fn row_units() -> u32 {
+    return params.cols / UNIT_WEIGHTS;
+}
+
+// This thread's share of row `row` times the input: units lane, lane + lanes, ..., two an
+// iteration into two sums, so both units' loads are in flight at once (a GPU waits out
+// each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per serial
+// load, 23-28 us a dispatch, 2026-11-26).
+fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
+    let n = row_units();
+    var a = Acc(0.0);
+    var b = Acc(0.0);
+    var u = lane;
+    for (; u + lanes < n; u = u + 2u * lanes) {
+        a = a + unit_dot(row, u);
+        b = b + unit_dot(row, u + lanes);
+    }
+    if (u < n) {
+        a = a + unit_dot(row, u);
+    }
+    return a + b;
 }
 
 // silu(g) * u, SwiGLU's output for gate g and up u.
@@ -392,49 +454,25 @@ fn store(i: u32, v: f32) {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) lanes: u32,
         @builtin(subgroup_id) sg: u32, @builtin(num_subgroups) n_sg: u32) {
+    let t = lid.x;
     x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
-#ifdef ATTENTION
     sg_id = sg;
     sg_lane = lane;
     sg_count = n_sg;
-    attention_prologue(lid.x);
+#ifdef ATTENTION
+    attention_prologue(t);
 #endif
 #ifdef NORM
-    var squares = 0.0;
-    for (var col = lane; col < params.cols; col = col + lanes) {
-        let v = X_raw(col);
-        squares = squares + v * v;
-    }
-    inv_rms = inverseSqrt(subgroupAdd(squares) / f32(params.cols) + params.eps);
+    norm_prologue(t);
 #else
     let inv_rms = 1.0;
 #endif
-    let first = wg.x * (WG / TPR);
-#ifdef PAIRS
-    // Units of work: row pairs.
-    let units = WG / TPR / 2u;
-#else
     let units = WG / TPR;
-#endif
+    let first = wg.x * units;
     // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
     let rounds = (units + n_sg - 1u) / n_sg;
     for (var k = 0u; k < rounds; k = k + 1u) {
         let i = sg + k * n_sg;
-#ifdef PAIRS
-        let row = first + 2u * i;
-        let live = i < units && row + 1u < params.rows;
-        var g = 0.0;
-        var u = 0.0;
-        if (live) {
-            g = row_dot(row, lane, lanes);
-            u = row_dot(row + 1u, lane, lanes);
-        }
-        g = subgroupAdd(g) * inv_rms;
-        u = subgroupAdd(u) * inv_rms;
-        if (live && lane == 0u) {
-            pair_out(row, g, u);
-        }
-#else
         let row = first + i;
         let live = i < units && row < params.rows;
         var sum = 0.0;
@@ -443,10 +481,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
         sum = subgroupAdd(sum) * inv_rms;
         if (live && lane == 0u) {
+#ifdef PAIRS
+            partial[i] = sum;
+#else
             store(row, sum);
-        }
 #endif
+        }
     }
+#ifdef PAIRS
+    // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
+    workgroupBarrier();
+    let row = first + 2u * t;
+    if (2u * t < units && row + 1u < params.rows) {
+        pair_out(row, partial[2u * t], partial[2u * t + 1u]);
+    }
+#endif
 }
 #else
 @compute @workgroup_size(WG)

@@ -40,15 +40,18 @@ fn context_with_subgroups() -> GpuContext {
     ctx
 }
 
-/// The variants a kernel test runs: every row sharing the plain kernels support (one thread
-/// per row as on software adapters, a few, the whole workgroup), subgroups with 64 and 8
-/// rows per workgroup, and both with a half-float KV cache.
+/// The variants a kernel test runs: every row sharing the plain kernels support in
+/// workgroups of 64 (one thread per row as on software adapters, a few, the whole
+/// workgroup), subgroups with 64 and 8 rows per workgroup, a hardware GPU's shape (32
+/// threads per row in workgroups of 256, plain and with subgroups), and half-float KV caches.
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
-    all.extend([1, 8].map(|threads_per_row| KernelOptions { threads_per_row, subgroups: true, kv_f16: false }));
+    let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions { threads_per_row, workgroup, subgroups: true, kv_f16 };
+    all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false)]);
     all.extend([
+        KernelOptions { workgroup: 256, ..KernelOptions::plain(32) },
         KernelOptions { kv_f16: true, ..KernelOptions::plain(1) },
-        KernelOptions { threads_per_row: 8, subgroups: true, kv_f16: true },
+        subgroups(32, 256, true),
     ]);
     all
 }
@@ -219,7 +222,7 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
             let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
             let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
             for (norm, glu) in FUSIONS {
-                if glu && (rows % 2 == 1 || threads_per_row == 64) {
+                if glu && (rows % 2 == 1 || threads_per_row > options.workgroup / 2) {
                     continue;
                 }
                 let accumulate = accumulate && !glu;
@@ -609,7 +612,7 @@ fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     // Plain and subgroup reductions, over f32 and half-float caches (the twins read the same
     // halves, widened: the tolerances stay). Rows per workgroup do not touch attention.
     for (subgroups, kv_f16) in [(false, false), (true, false), (false, true), (true, true)] {
-        check_attention(&ctx, KernelOptions { threads_per_row: 8, subgroups, kv_f16 });
+        check_attention(&ctx, KernelOptions { subgroups, kv_f16, ..KernelOptions::plain(8) });
     }
 }
 

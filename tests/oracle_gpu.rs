@@ -63,20 +63,25 @@ const ALL_CASES: usize = usize::MAX;
 const SHORT_CASES: usize = 3;
 
 /// The kernel variants besides the device's own pick (on lavapipe: subgroup reductions, 64
-/// rows per workgroup, an f32 cache), through the whole model: plain reductions and subgroups
-/// on 2 rows per workgroup (a hardware GPU's) within the same tolerance, and the half-float
-/// cache within its own, each on the oracle's short cases.
+/// rows per workgroup, an f32 cache), through the whole model: plain reductions, and
+/// subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each)
+/// within the same tolerance, and the half-float cache within its own, each on the oracle's
+/// short cases.
 #[test]
 fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     let new_ctx = || pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
     let ctx = new_ctx();
     assert!(ctx.info.subgroups, "{} offers no subgroups: the subgroup kernels would go untested", ctx.info.name);
-    check_exact(&mut gpu_with(ctx, KernelOptions { threads_per_row: 32, subgroups: true, kv_f16: false }), TOL, SHORT_CASES);
+    check_exact(
+        &mut gpu_with(ctx, KernelOptions { threads_per_row: 32, workgroup: 256, subgroups: true, kv_f16: false }),
+        TOL,
+        SHORT_CASES,
+    );
     check_exact(&mut gpu_with(new_ctx(), KernelOptions::plain(1)), TOL, SHORT_CASES);
     let worst = check_exact(&mut gpu_with(new_ctx(), KernelOptions { kv_f16: true, ..KernelOptions::plain(8) }), TOL_KV_F16, SHORT_CASES);
     // The cache's rounding must show: a half-float cache that stayed f32 would be as exact.
     assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");
-    let mut half = gpu_with(new_ctx(), KernelOptions { threads_per_row: 8, subgroups: true, kv_f16: true });
+    let mut half = gpu_with(new_ctx(), KernelOptions { subgroups: true, kv_f16: true, ..KernelOptions::plain(8) });
     check_exact(&mut half, TOL_KV_F16, SHORT_CASES);
     assert_eq!(half.kv_cache_bytes(), half.position() * 30 * 2 * 192 * 2, "two bytes per cached value");
 }

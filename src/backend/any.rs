@@ -29,6 +29,8 @@ pub struct GpuChoice {
     pub no_subgroups: bool,
     /// Threads per matrix row in place of the device's default.
     pub threads_per_row: Option<u32>,
+    /// Threads per matrix workgroup in place of the device's default.
+    pub matrix_workgroup: Option<u32>,
 }
 
 impl AnyBackend {
@@ -43,6 +45,7 @@ impl AnyBackend {
                 options.kv_f16 = gpu.kv_f16;
                 options.subgroups &= !gpu.no_subgroups;
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
+                options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
             }
         })

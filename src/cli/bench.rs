@@ -176,6 +176,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         if let AnyBackend::Gpu(g) = &backend {
             out["threads_per_row"] = json!(g.kernel_options().threads_per_row);
+            out["matrix_workgroup"] = json!(g.kernel_options().workgroup);
         }
         if let Some(s) = &gpu {
             out["dispatches_per_step"] = json!(s.dispatches);
@@ -215,7 +216,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
         }
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
-            println!("GPU kernels: {k}, {} threads per matrix row", g.kernel_options().threads_per_row);
+            let o = g.kernel_options();
+            println!("GPU kernels: {k}, {} threads per matrix row, {} per matrix workgroup", o.threads_per_row, o.workgroup);
         }
         if let Some(s) = &speculative {
             println!(

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::WORKGROUP;
+use tokenscope::backend::gpu::kernels::{MATRIX_WORKGROUPS, WORKGROUP};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -73,11 +73,15 @@ pub struct ModelArgs {
     /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
     #[arg(long)]
     no_subgroups: bool,
-    /// GPU: threads that share one row in the matrix kernels, 1, 2, 4, 8, 16 or 32 (64 / N rows
-    /// per workgroup; default by adapter: 1 on a software adapter, 32 on a GPU). For measuring
-    /// the workgroup shape on a GPU (`bench/device/run.sh sweep`).
+    /// GPU: threads that share one row in the matrix kernels, 1, 2, 4, 8, 16 or 32 (W / N rows
+    /// per workgroup of W threads; default by adapter: 1 on a software adapter, 32 on a GPU).
+    /// For measuring the workgroup shape on a GPU (`bench/device/run.sh sweep`).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     threads_per_row: Option<u32>,
+    /// GPU: threads per workgroup of the matrix kernels, 64, 128 or 256 (default by adapter: 64
+    /// on a software adapter, 256 on a GPU). For measuring the workgroup shape on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    matrix_workgroup: Option<u32>,
 }
 
 /// The backends the CLI offers.
@@ -119,15 +123,21 @@ impl ModelArgs {
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
     fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
-        if self.backend != BackendKind::Gpu && (self.kv_cache_f16 || self.no_subgroups || self.threads_per_row.is_some()) {
+        let gpu_only = self.kv_cache_f16 || self.no_subgroups || self.threads_per_row.is_some() || self.matrix_workgroup.is_some();
+        if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups and --threads-per-row choose GPU kernels: use them with --backend gpu".into(),
+                "--kv-cache-f16, --no-subgroups, --threads-per-row and --matrix-workgroup choose GPU kernels: use them with --backend gpu"
+                    .into(),
             ));
         }
-        // The fused SwiGLU and RoPE epilogues keep both rows of a pair in one workgroup.
+        // The fused SwiGLU and RoPE epilogues keep both rows of a pair in one workgroup (of at
+        // least WORKGROUP threads).
         let widest = WORKGROUP / 2;
         if let Some(n) = self.threads_per_row.filter(|n| !n.is_power_of_two() || *n > widest) {
             return Err(Error::InvalidParams(format!("--threads-per-row must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
+        }
+        if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {
+            return Err(Error::InvalidParams(format!("--matrix-workgroup must be one of {MATRIX_WORKGROUPS:?}, not {n}")));
         }
         let choice = match self.backend {
             BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
@@ -137,6 +147,7 @@ impl ModelArgs {
                 kv_f16: self.kv_cache_f16,
                 no_subgroups: self.no_subgroups,
                 threads_per_row: self.threads_per_row,
+                matrix_workgroup: self.matrix_workgroup,
             }),
         };
         let model = self.open()?;

@@ -2,7 +2,8 @@
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
 // shader must compile without errors and make a compute pipeline with our override
-// constants (subgroup variants on a device with the subgroups feature). The RoPE/KV write,
+// constants, at workgroups of 64 and of 256 threads (subgroup variants on a device with the
+// subgroups feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
 // subgroup reductions too), embedding and attention kernels (with subgroup reductions and a
 // half-float cache too) also run small cases checked in JS (the quantized kernels run in the
@@ -47,12 +48,16 @@ for (const name of SHADERS) {
       const module = device.createShaderModule({ code });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
-      let pipeline = null;
-      try {
-        await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants: { WG: 64 } } });
-        pipeline = 'ok';
-      } catch (e) {
-        pipeline = String(e.message || e);
+      // Both workgroup sizes the engine gives its kernels: 64, and 256 (split-K attention's,
+      // and a hardware GPU's matrix kernels', with 32 threads per row).
+      const shapes = [{ WG: 64 }, { WG: 256, ...(/^override TPR/m.test(code) && { TPR: 32 }) }];
+      let pipeline = 'ok';
+      for (const constants of shapes) {
+        try {
+          await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });
+        } catch (e) {
+          pipeline = `${JSON.stringify(constants)}: ${e.message || e}`;
+        }
       }
       return { errors, pipeline, subgroups: requiredFeatures.length > 0 };
     }, name);

@@ -77,9 +77,11 @@ pub fn all_shaders() -> Vec<ShaderSource> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelOptions {
     /// Threads that share one matrix row in the plain matvec kernels (a power of two up to
-    /// [`WORKGROUP`]); with subgroups, WORKGROUP / threads_per_row is still the rows per
-    /// workgroup.
+    /// half of `workgroup`); with subgroups, workgroup / threads_per_row is still the rows
+    /// per workgroup (a subgroup a row).
     pub threads_per_row: u32,
+    /// Threads per workgroup of the matrix kernels, one of [`MATRIX_WORKGROUPS`].
+    pub workgroup: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
     pub subgroups: bool,
@@ -96,15 +98,24 @@ impl KernelOptions {
     /// tok/s with 1 thread per row, 2.6 with 4, 2.1 with 16, 1.1 with 64), 64 rows per
     /// workgroup; with subgroups those 64 rows go to the subgroups in turn (measured on
     /// lavapipe, 12 decode steps, twice: 4.28 and 4.37 tok/s, against 3.69 and 3.76 plain and
-    /// 2.73 and 2.91 with subgroups on 8 rows per workgroup). Hardware GPUs get 2 rows per
-    /// workgroup (32 threads per row in the plain kernels), as many workgroups as rows / 2
-    /// to spread over the compute units: on an NVIDIA H100 (2026-11-26, decode after a
-    /// 5-token prompt, with subgroups) 192.5 tok/s against 173.1 with 8 rows and 137.4 with
-    /// 16 (bench/device/h100-vulkan-1126-sweep.jsonl). Subgroups wider than a workgroup
-    /// are left alone: a subgroup matvec strides by the subgroup size, which would skip the
-    /// lanes the workgroup does not fill. The KV cache stays f32 unless asked.
+    /// 2.73 and 2.91 with subgroups on 8 rows per workgroup). Hardware GPUs get 32 threads
+    /// per row: on an NVIDIA H100 (2026-11-26, decode after a 5-token prompt,
+    /// with subgroups, 64-thread workgroups) 192.5 tok/s against 173.1 with 8 and 137.4 with
+    /// 4 (bench/device/h100-vulkan-1126-sweep.jsonl), and 256-thread workgroups, 8 rows each
+    /// (with subgroups of 32 a row per subgroup), so the prologues that every thread of a
+    /// workgroup shares (the RMSNorm's sum of squares, the fused attention) are short for
+    /// each thread: that step was a chain of serial loads, about 1 us each on the H100.
+    /// Subgroups wider than 64 lanes are left alone: a subgroup matvec strides by the
+    /// subgroup size, which would skip the lanes a 64-thread workgroup does not fill. The
+    /// KV cache stays f32 unless asked.
     pub fn for_device(ctx: &GpuContext) -> Self {
-        KernelOptions { threads_per_row: if ctx.info.software { 1 } else { 32 }, subgroups: Self::subgroups_usable(ctx), kv_f16: false }
+        let software = ctx.info.software;
+        KernelOptions {
+            threads_per_row: if software { 1 } else { 32 },
+            workgroup: if software { WORKGROUP } else { 256 },
+            subgroups: Self::subgroups_usable(ctx),
+            kv_f16: false,
+        }
     }
 
     /// Whether the device's subgroups suit the kernels: it has them, at most a workgroup
@@ -122,14 +133,19 @@ impl KernelOptions {
         )
     }
 
-    /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row.
+    /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row in
+    /// workgroups of [`WORKGROUP`].
     pub fn plain(threads_per_row: u32) -> Self {
-        KernelOptions { threads_per_row, subgroups: false, kv_f16: false }
+        KernelOptions { threads_per_row, workgroup: WORKGROUP, subgroups: false, kv_f16: false }
     }
 }
 
-/// Threads per workgroup (the shaders' `WG` override).
+/// Threads per workgroup (the shaders' `WG` override) of the kernels with no shape of
+/// their own, and the fewest a matrix kernel's workgroup has.
 pub const WORKGROUP: u32 = 64;
+
+/// The workgroup sizes a matrix kernel may take ([`KernelOptions::workgroup`]).
+pub const MATRIX_WORKGROUPS: [u32; 3] = [64, 128, 256];
 
 /// Threads per workgroup of attention_partial.wgsl (one dispatch's or split-K's part 1): one
 /// per position of a chunk of [`ATTENTION_CHUNK`] when scoring, and 256 / head_dim slices of
@@ -244,7 +260,7 @@ impl Kernels {
     }
 
     /// Compiles the fixed kernels; matrix kernels will use `threads_per_row` threads (a power
-    /// of two <= 64) per row, plain reductions and an f32 cache.
+    /// of two <= 64) per row in workgroups of 64, plain reductions and an f32 cache.
     pub fn with_threads_per_row(ctx: &GpuContext, threads_per_row: u32) -> Result<Self> {
         Self::with_options(ctx, KernelOptions::plain(threads_per_row))
     }
@@ -252,9 +268,12 @@ impl Kernels {
     /// Compiles the fixed kernels of the variants `options` names. Subgroups on a device
     /// without them are an error.
     pub fn with_options(ctx: &GpuContext, options: KernelOptions) -> Result<Self> {
-        let threads_per_row = options.threads_per_row;
-        if !threads_per_row.is_power_of_two() || threads_per_row > WORKGROUP {
-            return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {WORKGROUP} is needed")));
+        let (threads_per_row, workgroup) = (options.threads_per_row, options.workgroup);
+        if !MATRIX_WORKGROUPS.contains(&workgroup) {
+            return Err(Error::Backend(format!("matrix workgroups of {workgroup} threads: one of {MATRIX_WORKGROUPS:?} is needed")));
+        }
+        if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {
+            return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {workgroup} is needed")));
         }
         if options.subgroups && !KernelOptions::subgroups_usable(ctx) {
             return Err(Error::Backend(format!(
@@ -281,7 +300,7 @@ impl Kernels {
 
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
-        let constants = [("WG", WORKGROUP as f64), ("TPR", self.options.threads_per_row as f64)];
+        let constants = [("WG", self.options.workgroup as f64), ("TPR", self.options.threads_per_row as f64)];
         cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
     }
 

@@ -3,7 +3,7 @@
 //! (matmul); its CPU twins are `cpu::ops` and the dequantized matrix (tests/gpu_kernels.rs).
 
 use super::super::device::GpuContext;
-use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, FUSED_ATTENTION_MAX_WIDTH, WORKGROUP};
+use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, FUSED_ATTENTION_MAX_WIDTH};
 use super::super::params::MatrixParams;
 use super::super::repack::Repacked;
 use crate::error::{Error, Result};
@@ -268,13 +268,13 @@ impl Kernels {
 
     fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
         let w = op.w;
-        let threads_per_row = self.options.threads_per_row;
+        let (threads_per_row, workgroup) = (self.options.threads_per_row, self.options.workgroup);
         let pairs = op.glu || op.rope_kv.is_some();
-        if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > WORKGROUP / 2) {
+        if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > workgroup / 2) {
             return Err(Error::Backend(format!(
                 "the SwiGLU and RoPE epilogues need an even row count ({}), no accumulate, and at most {} threads per row ({threads_per_row})",
                 w.rows,
-                WORKGROUP / 2,
+                workgroup / 2,
             )));
         }
         let shape = check_fusions(op, prefill)?;
@@ -302,7 +302,7 @@ impl Kernels {
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
-        let groups = w.rows.div_ceil(WORKGROUP / threads_per_row);
+        let groups = w.rows.div_ceil(workgroup / threads_per_row);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!(
                 "a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})",

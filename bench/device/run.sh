@@ -11,7 +11,8 @@
 #            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found)
 #   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit
 #            (TEST_LIMIT_S, 240 by default), so a hang is reported as one (exit 124) instead of
-#            waited out
+#            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
+#            contention does) and the tests that had not finished
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
@@ -100,13 +101,45 @@ tests() {
     for bin in target/device-tests/*; do
       echo "== $(basename "$bin") --test-threads $threads" | tee -a "$log"
       local rc=0
-      timeout "${TEST_LIMIT_S:-240}" "$bin" --test-threads "$threads" >"$OUT/last-test.txt" 2>&1 || rc=$?
+      run_limited "$bin" "$threads" || rc=$?
       grep -E '^test result|FAILED|panicked' "$OUT/last-test.txt" | tee -a "$log" || true
-      [ "$rc" = 124 ] && echo "HANG: $(basename "$bin") at $threads threads ran past ${TEST_LIMIT_S:-240} s; tests seen: $(grep -c ' \.\.\. ' "$OUT/last-test.txt")" | tee -a "$log"
+      [ "$rc" = 124 ] && stuck "$bin" "$threads" | tee -a "$log"
       [ "$rc" = 0 ] || echo "exit $rc" | tee -a "$log"
     done
   done
   rm -f "$OUT/last-test.txt"
+}
+
+# Runs test binary $1 at $2 threads for at most TEST_LIMIT_S seconds (exit 124 past it). Before
+# stopping one that ran over, samples its CPU time for 5 s into $OUT/stuck-cpu.txt: a process
+# that waits (a hang) uses next to none, one that contends for the cores uses them.
+run_limited() {
+  "$1" --test-threads "$2" >"$OUT/last-test.txt" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${TEST_LIMIT_S:-240}" ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    local before after
+    before="$(awk '{print $14 + $15}' "/proc/$pid/stat")"
+    sleep 5
+    after="$(awk '{print $14 + $15}' "/proc/$pid/stat")"
+    echo "$(( (after - before) * 100 / $(getconf CLK_TCK) / 5 ))% of a core over 5 s, $(ls "/proc/$pid/task" | wc -l) threads" >"$OUT/stuck-cpu.txt"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >>"$OUT/stuck-cpu.txt" 2>&1 || true; fi
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    return 124
+  fi
+  wait "$pid"
+}
+
+# What a test binary ($1, at $2 threads) that ran over its limit was doing: how busy it was
+# (run_limited's sample) and which tests had not finished.
+stuck() {
+  echo "HANG: $(basename "$1") at $2 threads ran past ${TEST_LIMIT_S:-240} s; $(cat "$OUT/stuck-cpu.txt")"
+  echo "  unfinished: $(comm -23 <("$1" --list 2>/dev/null | sed -n 's/: test$//p' | sort) \
+    <(sed -n 's/^test \(.*\) \.\.\. .*/\1/p' "$OUT/last-test.txt" | sort) | tr '\n' ' ')"
 }
 
 sweep() {

@@ -1,6 +1,7 @@
 // attention_combine.wgsl: split-K causal attention, part 2 of 2. Merges the per-chunk softmax
-// statistics of attention_partial.wgsl for query head h of token b (the online-softmax rescaling):
-//   M = max_c m_c,  out[d] = sum_c exp(m_c - M) o_c[d] / sum_c exp(m_c - M) l_c.
+// statistics of attention_partial.wgsl for query head h of token b (attention_merge.wgsl;
+// a decode step of a model whose attention fits ATT_MAX merges them in the output
+// projection's COMBINE prologue instead).
 // Token b (position p = step.pos + b) reads its chunks 0..=p / CHUNK, the ones part 1 wrote.
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
 //   1 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read);
@@ -19,6 +20,8 @@ override WG: u32 = 64u;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 @group(0) @binding(3) var<uniform> step: Step;
 
+#include attention_merge.wgsl
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
@@ -29,19 +32,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     let base = (b * params.n_heads + h) * params.n_chunks * (2u + hd);
     let used = min((step.pos + b) / CHUNK + 1u, params.n_chunks);
-    var m = parts[base];
-    for (var c = 1u; c < used; c = c + 1u) {
-        m = max(m, parts[base + c * (2u + hd)]);
-    }
     for (var d = lid.x; d < hd; d = d + WG) {
-        var num = 0.0;
-        var den = 0.0;
-        for (var c = 0u; c < used; c = c + 1u) {
-            let at = base + c * (2u + hd);
-            let w = exp(parts[at] - m);
-            den = den + w * parts[at + 1u];
-            num = num + w * parts[at + 2u + d];
-        }
-        out[(b * params.n_heads + h) * hd + d] = num / den;
+        out[(b * params.n_heads + h) * hd + d] = merge_chunks(base, used, hd, d);
     }
 }

@@ -5,8 +5,9 @@
 // KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with
 //     s_j = q.k_j / sqrt(head_dim), m = max_j s_j, l = sum_j w_j;
-//   head_value(d, ..., w) = sum_j w_j v_j[d] (divide by l for the attention output), the
-//     weights read from scores[w ..] (matrix.wgsl's prologue keeps several heads' there).
+//   head_values(d, ..., w) = sum_j w_j v_j[d .. d + 4] (divide by l for the attention
+//     output; d and head_dim multiples of 4), the weights read from scores[w ..]
+//     (matrix.wgsl's prologue keeps several heads' there).
 // The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
@@ -18,12 +19,12 @@
 
 #include cache_keys.wgsl
 
-// Value i of the cache.
-fn value(i: u32) -> f32 {
+// Values i .. i + 3 of the cache (i a multiple of 4, as head_dim is: the host checks).
+fn values4(i: u32) -> vec4<f32> {
 #ifdef KV_F16
-    return unpack2x16float(v_cache[i / 2u])[i % 2u];
+    return vec4<f32>(unpack2x16float(v_cache[i / 2u]), unpack2x16float(v_cache[i / 2u + 1u]));
 #else
-    return v_cache[i];
+    return vec4<f32>(v_cache[i], v_cache[i + 1u], v_cache[i + 2u], v_cache[i + 3u]);
 #endif
 }
 
@@ -51,25 +52,25 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     return vec2<f32>(m, l);
 }
 
-// scores[w + j] v_j[dim] for position start + j of the run (n long), or 0 for j >= n (the
-// load then reads the run's last position, so it stays in bounds).
-fn weighted_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32, j: u32) -> f32 {
+// scores[w + j] v_j[dim .. dim + 4] for position start + j of the run (n long), or 0 for
+// j >= n (the loads then read the run's last position, so they stay in bounds).
+fn weighted_values(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32, j: u32) -> vec4<f32> {
     let p = min(j, n - 1u);
-    return select(0.0, scores[w + p] * value((start + p) * stride + kv_off + dim), j < n);
+    return select(vec4<f32>(0.0), scores[w + p] * values4((start + p) * stride + kv_off + dim), j < n);
 }
 
-// sum_j scores[w + j] v_j[dim] over positions start .. start + n, with the weights from
-// scores[w] on (head_softmax leaves them at w = 0): eight positions an iteration, the last
-// one padded with zero weights, so all eight loads are in flight before the first is used
-// (as key_score does), into two sums.
-fn head_value(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32) -> f32 {
-    var a0 = 0.0;
-    var a1 = 0.0;
+// sum_j scores[w + j] v_j[dim .. dim + 4] over positions start .. start + n (dim a multiple
+// of 4), with the weights from scores[w] on (head_softmax leaves them at w = 0): eight
+// positions an iteration, the last one padded with zero weights, so all their loads are in
+// flight before the first is used (as key_score does), into two sums.
+fn head_values(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32) -> vec4<f32> {
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
     for (var j = 0u; j < n; j = j + 8u) {
-        a0 = a0 + weighted_value(dim, kv_off, stride, start, n, w, j) + weighted_value(dim, kv_off, stride, start, n, w, j + 2u)
-            + weighted_value(dim, kv_off, stride, start, n, w, j + 4u) + weighted_value(dim, kv_off, stride, start, n, w, j + 6u);
-        a1 = a1 + weighted_value(dim, kv_off, stride, start, n, w, j + 1u) + weighted_value(dim, kv_off, stride, start, n, w, j + 3u)
-            + weighted_value(dim, kv_off, stride, start, n, w, j + 5u) + weighted_value(dim, kv_off, stride, start, n, w, j + 7u);
+        a0 = a0 + weighted_values(dim, kv_off, stride, start, n, w, j) + weighted_values(dim, kv_off, stride, start, n, w, j + 2u)
+            + weighted_values(dim, kv_off, stride, start, n, w, j + 4u) + weighted_values(dim, kv_off, stride, start, n, w, j + 6u);
+        a1 = a1 + weighted_values(dim, kv_off, stride, start, n, w, j + 1u) + weighted_values(dim, kv_off, stride, start, n, w, j + 3u)
+            + weighted_values(dim, kv_off, stride, start, n, w, j + 5u) + weighted_values(dim, kv_off, stride, start, n, w, j + 7u);
     }
     return a0 + a1;
 }

@@ -14,8 +14,9 @@
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
 //   m, l, o[0..head_dim]); 5 uniform Step {pos, n_tokens}.
 // Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override; the host's
-// ATTENTION_WORKGROUP, 256: a thread per position of a chunk when scoring, and WG / head_dim
-// slices of the chunk's positions at once when weighing the values). n_chunks =
+// ATTENTION_WORKGROUP, 256: a thread per position of a chunk when scoring, and 4 WG / head_dim
+// slices of the chunk's positions at once when weighing the values, 4 dimensions a thread;
+// head_dim a multiple of 4). n_chunks =
 // ceil(capacity / CHUNK) is fixed at load; a chunk past p returns at once and writes nothing
 // (the combine reads only chunks 0..=p / CHUNK).
 // SINGLE (define): the whole attention in one dispatch while every token of the step sees
@@ -54,6 +55,8 @@ override WG: u32 = 64u;
 
 var<workgroup> scores: array<f32, CHUNK>;
 var<workgroup> partial: array<f32, 256>;
+// Each thread's 4 value sums, for adding up the slices.
+var<workgroup> wide: array<vec4<f32>, 256>;
 
 #include workgroup_reduce.wgsl
 
@@ -94,32 +97,35 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         parts[at + 1u] = ml.y;
     }
 #endif
-    // The values. With hd <= WG, WG / hd slices of the positions at once (thread t takes
-    // dimension t % hd of slice t / hd), the slices' sums then added up in `partial` (free
-    // again after head_softmax's last barrier): each thread's loop is 1 / (WG / hd) of the
-    // chunk. Wider heads: a dimension per thread, in turn.
-    if (hd <= WG) {
-        let slices = WG / hd;
-        let s = t / hd;
+    // The values: 4 dimensions a thread, so hd / 4 threads take a run of positions, and
+    // WG / (hd / 4) runs (slices of the chunk) go at once, their sums then added up in `wide`.
+    // Each thread's loop is 1 / slices of the chunk. Heads wider than 4 WG: in turn.
+    let lanes = hd / 4u;
+    if (lanes <= WG) {
+        let slices = WG / lanes;
+        let s = t / lanes;
         let per = (n + slices - 1u) / slices;
         let j0 = min(s * per, n);
         let j1 = min(j0 + per, n);
-        var acc = 0.0;
+        var acc = vec4<f32>(0.0);
         if (s < slices) {
-            acc = head_value(t % hd, kv_off, stride, start + j0, j1 - j0, j0);
+            acc = head_values((t % lanes) * 4u, kv_off, stride, start + j0, j1 - j0, j0);
         }
-        partial[t] = acc;
+        wide[t] = acc;
         workgroupBarrier();
-        if (t < hd) {
+        for (var dim = t; dim < hd; dim = dim + WG) {
             var sum = 0.0;
             for (var i = 0u; i < slices; i = i + 1u) {
-                sum = sum + partial[i * hd + t];
+                sum = sum + wide[i * lanes + dim / 4u][dim % 4u];
             }
-            write_dim(t, sum, q_off, at, ml.y);
+            write_dim(dim, sum, q_off, at, ml.y);
         }
     } else {
-        for (var dim = t; dim < hd; dim = dim + WG) {
-            write_dim(dim, head_value(dim, kv_off, stride, start, n, 0u), q_off, at, ml.y);
+        for (var dim = 4u * t; dim < hd; dim = dim + 4u * WG) {
+            let v = head_values(dim, kv_off, stride, start, n, 0u);
+            for (var k = 0u; k < 4u; k = k + 1u) {
+                write_dim(dim + k, v[k], q_off, at, ml.y);
+            }
         }
     }
 }

@@ -24,13 +24,20 @@
 //     the step's token over cache positions 0 ..= step.pos (attention_head.wgsl), which each
 //     workgroup computes into workgroup memory (cols = n_heads * hd <= ATT_MAX) before its
 //     rows' products: no dispatch of its own, and no trip through device memory.
+//   COMBINE (MATVEC prologue; the output projection of a decode step past them): the input
+//     row is split-K attention's chunk statistics merged (attention_merge.wgsl, as
+//     attention_combine.wgsl would write it), which each workgroup computes into workgroup
+//     memory: split-K takes its own dispatch for part 1 only.
 //   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
-//   ROPE_KV and ATTENTION (the cache bindings).
+//   ROPE_KV and ATTENTION (the cache bindings); ATT_IN with ATTENTION and COMBINE (the input
+//   row in workgroup memory).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
-//   n_kv_heads, head_dim (those three: ROPE_KV and ATTENTION), y_stride (MATMUL)}; 1 and 2 the weights
-//   (weight_formats.wgsl: qs, dm or d, blocks, or w); 3 x: array<f32> [n_tokens, cols] (read), with
-//   ATTENTION q: array<f32> [n_heads * hd], the step's rotated queries; 4 y: array<f32>
+//   n_kv_heads, head_dim (those three: ROPE_KV, ATTENTION and COMBINE), y_stride (MATMUL),
+//   n_chunks (COMBINE)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
+//   w); 3 x: array<f32> [n_tokens, cols] (read), with ATTENTION q: array<f32> [n_heads * hd],
+//   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
+//   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
 //   only); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
@@ -83,7 +90,11 @@ alias Acc = vec4<f32>;
 #ifdef ATTENTION
 @group(0) @binding(3) var<storage, read> q: array<f32>;
 #else
+#ifdef COMBINE
+@group(0) @binding(3) var<storage, read> parts: array<f32>;
+#else
 @group(0) @binding(3) var<storage, read> x: array<f32>;
+#endif
 #endif
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> step: Step;
@@ -107,20 +118,38 @@ var<workgroup> partial: array<Acc, 256>;
 #ifdef MATVEC
 #include workgroup_reduce.wgsl
 #endif
-#ifdef ATTENTION
-var<workgroup> scores: array<f32, CHUNK>;
+#ifdef ATT_IN
 // The attention output: the input row of the product.
 var<workgroup> att_in: array<f32, ATT_MAX>;
+#endif
+#ifdef COMBINE
+#include attention_merge.wgsl
+
+// Every head's attention output for the step's one token, merged from the chunks split-K's
+// part 1 wrote for positions 0 ..= step.pos, into att_in: a thread per (head, dimension).
+// Called by all threads (a barrier).
+fn combine_prologue(t: u32) {
+    let hd = params.head_dim;
+    let used = min(step.pos / CHUNK + 1u, params.n_chunks);
+    for (var o = t; o < params.n_heads * hd; o = o + WG) {
+        att_in[o] = merge_chunks((o / hd) * params.n_chunks * (2u + hd), used, hd, o % hd);
+    }
+    workgroupBarrier();
+}
+#endif
+#ifdef ATTENTION
+var<workgroup> scores: array<f32, CHUNK>;
 
 #include attention_head.wgsl
 
 // Every head's attention for the step's one token over positions 0 ..= step.pos (at most
 // FUSED_POSITIONS: the host's pick) into att_in. As many heads at once as `scores` holds
 // (CHUNK / n: all of them for short contexts), so every thread has work in each phase however
-// few the positions: all (head, position) scores, one thread per (head, position); each head's
-// max and sum, one thread per head (n <= FUSED_POSITIONS scores each, in workgroup memory,
-// the sums left in `partial`); then all the heads' output dimensions, one thread per (head,
-// dimension). Called by all threads (barriers).
+// few the positions: all (head, position) scores, each split over `split` threads (a share
+// of the dimensions each, as many as the workgroup has threads for, summed in `partial`);
+// each head's max and sum, one thread per head (n <= FUSED_POSITIONS scores each, in
+// workgroup memory, the sums left in `partial`); then all the heads' output dimensions, a
+// thread per (head, 4 dimensions). Called by all threads (barriers).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;
     let n = min(step.pos + 1u, FUSED_POSITIONS);
@@ -130,9 +159,26 @@ fn attention_prologue(t: u32) {
     let per = min(params.n_heads, CHUNK / n);
     for (var h0 = 0u; h0 < params.n_heads; h0 = h0 + per) {
         let heads = min(per, params.n_heads - h0);
-        for (var p = t; p < heads * n; p = p + WG) {
-            let h = h0 + p / n;
-            scores[p] = key_score(h * hd, (p % n) * stride + (h / group) * hd, hd) * scale;
+        let pairs = heads * n;
+        // Shares of at least 16 dimensions (one round of key_score's loads), of even length.
+        var split = 1u;
+        while (2u * split * pairs <= WG && 32u * split <= hd && hd % (4u * split) == 0u) {
+            split = 2u * split;
+        }
+        let len = hd / split;
+        for (var p = t; p < pairs * split; p = p + WG) {
+            let pair = p / split;
+            let h = h0 + pair / n;
+            let d = (p % split) * len;
+            partial[p] = key_score(h * hd + d, (pair % n) * stride + (h / group) * hd + d, len);
+        }
+        workgroupBarrier();
+        for (var p = t; p < pairs; p = p + WG) {
+            var s = 0.0;
+            for (var i = 0u; i < split; i = i + 1u) {
+                s = s + partial[p * split + i];
+            }
+            scores[p] = s * scale;
         }
         workgroupBarrier();
         for (var i = t; i < heads; i = i + WG) {
@@ -149,10 +195,14 @@ fn attention_prologue(t: u32) {
             partial[i] = l;
         }
         workgroupBarrier();
-        for (var o = t; o < heads * hd; o = o + WG) {
+        // Four of a head's dimensions a thread (hd is a multiple of 4).
+        for (var o = 4u * t; o < heads * hd; o = o + 4u * WG) {
             let i = o / hd;
             let h = h0 + i;
-            att_in[h * hd + o % hd] = head_value(o % hd, (h / group) * hd, stride, 0u, n, i * n) / partial[i];
+            let v = head_values(o % hd, (h / group) * hd, stride, 0u, n, i * n) / partial[i];
+            for (var k = 0u; k < 4u; k = k + 1u) {
+                att_in[h0 * hd + o + k] = v[k];
+            }
         }
         workgroupBarrier();
     }
@@ -175,7 +225,7 @@ var<private> inv_rms: Acc;
 
 // Column `col` of the input row(s), as stored.
 fn X_raw(col: u32) -> Acc {
-#ifdef ATTENTION
+#ifdef ATT_IN
     return att_in[col];
 #else
 #ifdef MATVEC
@@ -462,6 +512,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #ifdef ATTENTION
     attention_prologue(t);
 #endif
+#ifdef COMBINE
+    combine_prologue(t);
+#endif
 #ifdef NORM
     norm_prologue(t);
 #else
@@ -518,6 +571,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #endif
 #ifdef ATTENTION
     attention_prologue(t);
+#endif
+#ifdef COMBINE
+    combine_prologue(t);
 #endif
     var sum = Acc(0.0);
     if (live) {

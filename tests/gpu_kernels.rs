@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
 use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels};
-use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, GpuMatrix, LinearOp, RopeKv};
+use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
 use tokenscope::model::RopeFrequencies;
@@ -941,9 +941,11 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
 /// its KV head, then the dequantized matrix times the heads' outputs, added to y. Odd row
 /// counts, head shapes other than this model's, positions up to the last the prologue takes
 /// (`FUSED_ATTENTION_POSITIONS`), heads in one round or several, every row sharing,
-/// subgroups, both cache precisions.
+/// subgroups, both cache precisions. The same for split-K's part 1 followed by the
+/// projection with the COMBINE prologue (the decode step past the short context), at those
+/// positions and past one and two chunks.
 #[test]
-fn the_attention_prologue_matches_attention_then_the_projection() {
+fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
     let ctx = context_with_subgroups();
     for options in all_options() {
         let kv_f16 = options.kv_f16;
@@ -951,7 +953,9 @@ fn the_attention_prologue_matches_attention_then_the_projection() {
         let mut rng = ChaCha8Rng::seed_from_u64(22);
         // (query heads, KV heads, head_dim, rows, weight type, position, capacity).
         // The prologue scores CHUNK / (pos + 1) heads at a time: 18 heads at 16 positions take
-        // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9).
+        // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9). Each score is
+        // split over up to hd / 16 threads where the workgroup has them to spare (hd 64: 4
+        // shares of 16; hd 96: 4 of 24 and hd 40: 2 of 20, key_score's tail loop in each).
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
         let cases = [
             (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
@@ -960,6 +964,10 @@ fn the_attention_prologue_matches_attention_then_the_projection() {
             (18, 3, 16, 70, GgmlDType::F16, last, 300),
             (34, 17, 16, 45, GgmlDType::Q8_0, 9, 10),
             (2, 2, 16, 1, GgmlDType::Q4_0, 12, 13),
+            (4, 2, 96, 37, GgmlDType::Q8_0, 2, 5),
+            (3, 1, 40, 21, GgmlDType::F32, 7, 9),
+            (9, 3, 64, 129, GgmlDType::Q4_1, 300, 600),
+            (4, 2, 16, 37, GgmlDType::Q8_0, 700, 1000),
         ];
         for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
             let (cols, kv) = (heads * hd, kv_heads * hd);
@@ -1000,20 +1008,31 @@ fn the_attention_prologue_matches_attention_then_the_projection() {
             let (qb, kb, vb) =
                 (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
             let step = kernels::step_uniform(&ctx, pos as u32, 1);
-            let input = AttentionInput { shape: [heads as u32, kv_heads as u32, hd as u32], keys: &kb, values: &vb };
-            let op = LinearOp {
-                accumulate: true,
-                attention: Some(input),
-                ..LinearOp::new(&m, &qb, Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64)))
-            };
+            let shape = [heads as u32, kv_heads as u32, hd as u32];
+            let y = Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64));
+            let what =
+                |form| format!("{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, {options:?}");
+            if pos < kernels::FUSED_ATTENTION_POSITIONS {
+                let op = LinearOp {
+                    accumulate: true,
+                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb }),
+                    ..LinearOp::new(&m, &qb, y)
+                };
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+                assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("attention"));
+                ctx.queue.write_buffer(&out, (PAD * 4) as u64, bytemuck::cast_slice(&prior));
+            }
+            // Split-K part 1 into its chunk statistics, then the projection merging them.
+            let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1)]);
+            let scratch = ctx.storage("att", &vec![0.0f32; cols]);
+            let a = k
+                .attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
+                .expect("attention");
+            kernels::run_once(&ctx, a.partial, 1);
+            let merged = CombineInput { shape, parts: Bind(&parts, 0, None), n_chunks: gpu_ops::attention_chunks(capacity) };
+            let op = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&m, &qb, y) };
             kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
-            let got = read_guarded(&ctx, &out, rows);
-            assert_close(
-                &got,
-                &want,
-                |i| tol[i],
-                &format!("attention + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, {options:?}"),
-            );
+            assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("split-K, combine"));
         }
     }
 }
@@ -1039,6 +1058,22 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
         |shape| LinearOp { attention: Some(AttentionInput { shape, keys: &kc, values: &vc }), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &attention([4, 2, 16]), &step).is_ok(), "64 columns are 4 heads of 16");
     assert!(k.matvec(&ctx, &attention([4, 2, 8]), &step).is_err(), "64 columns are not 4 heads of 8");
+    assert!(k.matvec(&ctx, &attention([32, 32, 2]), &step).is_err(), "heads of 2: values go 4 dimensions at a time");
+    let parts = ctx.storage("parts", &[0.0f32; 4 * 18]);
+    let combine = |shape, n_chunks| LinearOp {
+        combine: Some(CombineInput { shape, parts: Bind(&parts, 0, None), n_chunks }),
+        ..LinearOp::new(&m, &x, Bind(&y, 0, None))
+    };
+    assert!(k.matvec(&ctx, &combine([4, 2, 16], 1), &step).is_ok(), "64 columns are 4 heads of 16, merged from one chunk");
+    assert!(k.matvec(&ctx, &combine([4, 2, 8], 1), &step).is_err(), "64 columns are not 4 heads of 8");
+    assert!(k.matvec(&ctx, &combine([4, 2, 16], 0), &step).is_err(), "no chunks to merge");
+    assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
+    let both = LinearOp { attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc }), ..combine([4, 2, 16], 1) };
+    assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
+    let split_k = |shape| k.attention(&ctx, shape, 4, &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
+    assert!(split_k([4, 2, 16]).is_ok(), "4 heads of 16 over 2 KV heads");
+    assert!(split_k([8, 4, 6]).is_err(), "heads of 6: values go 4 dimensions at a time");
+    assert!(split_k([3, 2, 16]).is_err(), "3 query heads cannot share 2 KV heads");
     assert!(k.matmul(&ctx, &attention([4, 2, 16]), &step).is_err(), "the prologue is decode-only");
     let (_, wide) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     let too_wide = LinearOp {

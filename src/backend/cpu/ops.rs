@@ -142,7 +142,7 @@ pub fn attention_chunk(a: &AttentionInput, range: std::ops::Range<usize>) -> Chu
 }
 
 /// Merges chunk statistics into the attention output (the CPU twin of
-/// attention_combine.wgsl): `out = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c`.
+/// attention_merge.wgsl): `out = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c`.
 pub fn combine_chunks(chunks: &[ChunkStats], out: &mut [f32]) {
     let m = chunks.iter().map(|c| c.max).fold(f32::NEG_INFINITY, f32::max);
     let den: f32 = chunks.iter().map(|c| (c.max - m).exp() * c.sum).sum();

@@ -35,13 +35,14 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 7] = [
+const INCLUDES: [(&str, &str); 8] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
     ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
+    ("attention_merge.wgsl", include_str!("../../../shaders/attention_merge.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
 ];
 
@@ -148,8 +149,9 @@ pub const WORKGROUP: u32 = 64;
 pub const MATRIX_WORKGROUPS: [u32; 3] = [64, 128, 256];
 
 /// Threads per workgroup of attention_partial.wgsl (one dispatch's or split-K's part 1): one
-/// per position of a chunk of [`ATTENTION_CHUNK`] when scoring, and 256 / head_dim slices of
-/// the positions at once when weighing the values, so a thread's serial loops are short (on
+/// per position of a chunk of [`ATTENTION_CHUNK`] when scoring, and 1024 / head_dim slices of
+/// the positions at once when weighing the values (4 dimensions a thread: 16 slices of 16
+/// positions for this model's heads of 64), so a thread's serial loops are short (on
 /// an H100, at 64 threads, split-K took 136 us a layer after a 257-token prompt).
 pub const ATTENTION_WORKGROUP: u32 = 256;
 
@@ -157,8 +159,8 @@ pub const ATTENTION_WORKGROUP: u32 = 256;
 pub const ATTENTION_CHUNK: usize = 256;
 
 /// Most positions a decode step's attention covers in the output projection's prologue
-/// (`FUSED_POSITIONS` in the shaders); past them a decode step runs split-K attention as
-/// dispatches of its own. Every workgroup of the projection computes the whole attention
+/// (`FUSED_POSITIONS` in the shaders); past them a decode step runs split-K's part 1 as a
+/// dispatch of its own and the projection merges its chunks in its prologue. Every workgroup of the projection computes the whole attention
 /// itself, so the prologue pays off only while that work is short: on an NVIDIA H100 it took
 /// 189 us a layer over 5 positions when it ran head after head (2026-11-26), against about
 /// 25 us for each matrix kernel.

@@ -9,18 +9,19 @@
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
 //! the context is short) or split-K. A decode step's layer is 4 dispatches while the
 //! context is at most [`FUSED_ATTENTION_POSITIONS`](kernels::FUSED_ATTENTION_POSITIONS)
-//! positions, 6 past them: the RMSNorms run inside the projections after them, RoPE and the KV-cache write in
-//! the Q/K/V projection's epilogue, attention (short contexts) in the output projection's
-//! prologue, and SwiGLU in the gate/up projection's epilogue. A model with Q/K/V biases
-//! (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where they are applied
-//! (5 a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
+//! positions, 5 past them: the RMSNorms run inside the projections after them, RoPE and the
+//! KV-cache write in the Q/K/V projection's epilogue, attention in the output projection's
+//! prologue (past the short context, split-K's part 1 is a dispatch of its own and the
+//! prologue merges its chunks), and SwiGLU in the gate/up projection's epilogue. A model
+//! with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where
+//! they are applied (one more a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
 //! 8 past the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
 
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::ops::{self, AttentionInput, CombineInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -354,24 +355,24 @@ impl GpuBackend {
             };
             ops.push(Op::by_tokens(one, vec![k.matmul(&ctx, &project, &step)?, rope_kv_dispatch]));
             // att = attention(q, cache); x += Wo att (decode over a short context: one
-            // dispatch, attention in the projection's prologue).
+            // dispatch, attention in the projection's prologue; past it two, split-K's part 1
+            // and the projection merging its chunks in its prologue).
             let a =
                 k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step)?;
             let wo_op = LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) };
             let (wo_one, wo_many) = (k.matvec(&ctx, &wo_op, &step)?, k.matmul(&ctx, &wo_op, &step)?);
-            let one_short = if fuse_attention {
+            let (one_short, one_long) = if fuse_attention {
                 let input = AttentionInput { shape: att_shape, keys: &k_cache, values: &v_cache };
-                vec![k.matvec(
-                    &ctx,
-                    &LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) },
-                    &step,
-                )?]
+                let short = LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) };
+                let merged = CombineInput { shape: att_shape, parts: Bind(&att_parts, 0, None), n_chunks: ops::attention_chunks(capacity) };
+                let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) };
+                (vec![k.matvec(&ctx, &short, &step)?], vec![a.partial.clone(), k.matvec(&ctx, &long, &step)?])
             } else {
-                vec![a.single.clone(), wo_one.clone()]
+                (vec![a.single.clone(), wo_one.clone()], vec![a.partial.clone(), a.combine.clone(), wo_one])
             };
             ops.push(Op {
                 one_short,
-                one_long: vec![a.partial.clone(), a.combine.clone(), wo_one],
+                one_long,
                 many_short: vec![a.single, wo_many.clone()],
                 many_long: vec![a.partial, a.combine, wo_many],
             });

@@ -55,8 +55,8 @@ uniform_struct! {
         /// MATMUL: elements from one token's outputs to the next in y (`rows`, or the whole
         /// LM head's rows when this matrix is one band of it).
         y_stride: u32,
-        /// Padding to 16 bytes.
-        _pad0: u32,
+        /// COMBINE: chunks of split-K attention per head in the chunk statistics.
+        n_chunks: u32,
         /// Padding to 16 bytes.
         _pad1: u32,
         /// Padding to 16 bytes.

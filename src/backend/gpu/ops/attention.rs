@@ -1,12 +1,13 @@
 //! The attention op: one dispatch while the context fits one chunk, split-K's two after
 //! (attention_partial.wgsl, attention_combine.wgsl); its twins are `cpu::ops::attention`,
 //! `attention_chunk` and `combine_chunks` (tests/gpu_kernels.rs). A decode step over a short
-//! context runs it in the output projection's prologue instead ([`super::matrix`]).
+//! context runs it in the output projection's prologue instead, and past it runs split-K's
+//! part 1 here and the merge in that prologue ([`super::matrix`]).
 
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, ATTENTION_CHUNK};
 use super::super::params::AttentionParams;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 const ATTENTION_PARTIAL: &str = include_str!("../../../../shaders/attention_partial.wgsl");
 
@@ -54,7 +55,13 @@ impl AttentionKernel {
 /// Floats of chunk statistics split-K attention needs for `tokens` tokens per step:
 /// `[tokens, n_heads, n_chunks, 2 + head_dim]`.
 pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize) -> usize {
-    tokens * shape[0] as usize * capacity.div_ceil(ATTENTION_CHUNK).max(1) * (2 + shape[2] as usize)
+    tokens * shape[0] as usize * attention_chunks(capacity) as usize * (2 + shape[2] as usize)
+}
+
+/// Chunks of [`ATTENTION_CHUNK`] positions split-K attention keeps statistics for per head,
+/// over caches of `capacity` positions.
+pub fn attention_chunks(capacity: usize) -> u32 {
+    capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32
 }
 
 /// Attention for one layer, `out = attention(q, cache[0..n_pos])` for every head: one
@@ -87,7 +94,13 @@ impl Kernels {
         step: &wgpu::Buffer,
     ) -> Result<Attention> {
         let [n_heads, n_kv_heads, head_dim] = shape;
-        let n_chunks = capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32;
+        // The kernels weigh the values 4 dimensions at a time.
+        if n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) || head_dim == 0 || !head_dim.is_multiple_of(4) {
+            return Err(Error::Backend(format!(
+                "GPU attention needs query heads in whole groups per KV head and heads of a multiple of 4 dimensions, not {n_heads} over {n_kv_heads} of {head_dim}"
+            )));
+        }
+        let n_chunks = attention_chunks(capacity);
         let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];

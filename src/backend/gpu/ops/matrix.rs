@@ -125,6 +125,9 @@ pub struct MatrixKernel {
     /// projection, while the context is short:
     /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)).
     pub attention: bool,
+    /// Decode only: split-K attention's chunk statistics merged as the prologue (the output
+    /// projection past the short context).
+    pub combine: bool,
     /// With `rope_kv` or `attention`: the cache holds half floats.
     pub kv_f16: bool,
     /// Decode only: a subgroup per row, reduced with subgroupAdd.
@@ -134,18 +137,20 @@ pub struct MatrixKernel {
 impl MatrixKernel {
     /// A variant with nothing fused (the fusions are set by field).
     pub fn plain(prefill: bool, format: WeightFormat, subgroup: bool) -> Self {
-        MatrixKernel { prefill, format, norm: false, glu: false, rope_kv: false, attention: false, kv_f16: false, subgroup }
+        MatrixKernel { prefill, format, norm: false, glu: false, rope_kv: false, attention: false, combine: false, kv_f16: false, subgroup }
     }
 
     /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
     /// decode also normed with RoPE/KV write and with the attention prologue, over both cache
-    /// precisions (the forms the forward pass uses); and each decode one with subgroups too.
+    /// precisions, and with the combine prologue (the forms the forward pass uses); and each
+    /// decode one with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
                 let plain = MatrixKernel::plain(prefill, format, subgroup);
                 let mut all = vec![plain, MatrixKernel { norm: true, ..plain }, MatrixKernel { norm: true, glu: true, ..plain }];
                 if !prefill {
+                    all.push(MatrixKernel { combine: true, ..plain });
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
@@ -159,10 +164,11 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
+            if self.combine { "_combine" } else { "" },
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
@@ -180,6 +186,8 @@ impl MatrixKernel {
             (self.glu, "GLU"),
             (self.rope_kv, "ROPE_KV"),
             (self.attention, "ATTENTION"),
+            (self.combine, "COMBINE"),
+            (self.attention || self.combine, "ATT_IN"),
             (self.glu || self.rope_kv, "PAIRS"),
             (self.rope_kv || self.attention, "KV_CACHE"),
             (self.kv_f16, "KV_F16"),
@@ -215,6 +223,9 @@ pub struct LinearOp<'a> {
     /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)),
     /// computed in the kernel.
     pub attention: Option<AttentionInput<'a>>,
+    /// Decode only: the input is every head's attention merged from split-K's chunk
+    /// statistics (part 1's, for the step's one token), merged in the kernel; `x` is unused.
+    pub combine: Option<CombineInput<'a>>,
     /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
     /// the matrix's rows.
@@ -243,10 +254,32 @@ pub struct AttentionInput<'a> {
     pub values: &'a wgpu::Buffer,
 }
 
+/// The COMBINE prologue's operands (see [`LinearOp::combine`]).
+pub struct CombineInput<'a> {
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub shape: [u32; 3],
+    /// Split-K part 1's chunk statistics, `[n_heads, n_chunks, 2 + head_dim]` for the step's token.
+    pub parts: Bind<'a>,
+    /// Chunks per head in `parts` ([`attention_chunks`](super::attention_chunks) of the capacity).
+    pub n_chunks: u32,
+}
+
 impl<'a> LinearOp<'a> {
     /// A plain `y = W x`.
     pub fn new(w: &'a GpuMatrix, x: &'a wgpu::Buffer, y: Bind<'a>) -> Self {
-        LinearOp { w, x, y, accumulate: false, last_token: false, norm: None, glu: false, rope_kv: None, attention: None, y_stride: None }
+        LinearOp {
+            w,
+            x,
+            y,
+            accumulate: false,
+            last_token: false,
+            norm: None,
+            glu: false,
+            rope_kv: None,
+            attention: None,
+            combine: None,
+            y_stride: None,
+        }
     }
 }
 
@@ -284,7 +317,8 @@ impl Kernels {
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
             attention: op.attention.is_some(),
-            kv_f16: shape.is_some() && self.options.kv_f16,
+            combine: op.combine.is_some(),
+            kv_f16: (op.rope_kv.is_some() || op.attention.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
         let kernel = self.matrix(ctx, variant)?;
@@ -299,6 +333,7 @@ impl Kernels {
             n_kv_heads,
             head_dim,
             y_stride: op.y_stride.unwrap_or(w.rows),
+            n_chunks: op.combine.as_ref().map_or(0, |c| c.n_chunks),
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
@@ -311,8 +346,11 @@ impl Kernels {
         }
         let mut binds = vec![("params", whole(&params))];
         binds.extend(w.binds());
-        let x = if op.attention.is_some() { "q" } else { "x" };
-        binds.extend([(x, whole(op.x)), ("y", op.y), ("step", whole(step))]);
+        match &op.combine {
+            Some(c) => binds.push(("parts", c.parts)),
+            None => binds.push((if op.attention.is_some() { "q" } else { "x" }, whole(op.x))),
+        }
+        binds.extend([("y", op.y), ("step", whole(step))]);
         if let Some((gain, _)) = op.norm {
             binds.push(("gain", whole(gain)));
         }
@@ -328,22 +366,22 @@ impl Kernels {
     }
 }
 
-/// Checks the RoPE/KV and attention fusions of `op` (decode only, one at a time, shapes that
-/// fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`, if any.
+/// Checks the RoPE/KV, attention and combine fusions of `op` (decode only, one at a time,
+/// shapes that fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`, if any.
 fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
-    let (w, fused) = (op.w, op.rope_kv.is_some() || op.attention.is_some());
-    if fused && (prefill || op.glu || op.last_token || (op.rope_kv.is_some() && op.attention.is_some())) {
+    let w = op.w;
+    let shapes = [op.rope_kv.as_ref().map(|r| r.shape), op.attention.as_ref().map(|a| a.shape), op.combine.as_ref().map(|c| c.shape)];
+    let fused = shapes.iter().flatten().count();
+    if fused > 1 || (fused == 1 && (prefill || op.glu || op.last_token)) {
         return Err(Error::Backend(
-            "the RoPE/KV epilogue and the attention prologue are decode-only, one at a time, without SwiGLU".into(),
+            "the RoPE/KV epilogue and the attention and combine prologues are decode-only, one at a time, without SwiGLU".into(),
         ));
     }
-    let shape = match (&op.rope_kv, &op.attention) {
-        (Some(r), _) => r.shape,
-        (_, Some(a)) => a.shape,
-        _ => return Ok(None),
-    };
+    let Some(shape) = shapes.into_iter().flatten().next() else { return Ok(None) };
     let [n_heads, n_kv_heads, head_dim] = shape;
-    if n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) || !head_dim.is_multiple_of(2) {
+    // RoPE turns dimension pairs; attention weighs the values 4 dimensions at a time.
+    let multiple = if op.rope_kv.is_some() { 2 } else { 4 };
+    if n_kv_heads == 0 || !n_heads.is_multiple_of(n_kv_heads) || !head_dim.is_multiple_of(multiple) {
         return Err(Error::Backend(format!("{n_heads} query heads over {n_kv_heads} KV heads of {head_dim} dimensions cannot run fused")));
     }
     if op.rope_kv.is_some() && w.rows != (n_heads + 2 * n_kv_heads) * head_dim {
@@ -356,12 +394,15 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     if op.rope_kv.is_some() && op.accumulate {
         return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
     }
-    if op.attention.is_some() && (w.cols != n_heads * head_dim || w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {
+    if op.rope_kv.is_none() && (w.cols != n_heads * head_dim || w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {
         return Err(Error::Backend(format!(
-            "the attention prologue needs n_heads * head_dim = {} columns, at most {FUSED_ATTENTION_MAX_WIDTH} (the matrix has {})",
+            "the attention and combine prologues need n_heads * head_dim = {} columns, at most {FUSED_ATTENTION_MAX_WIDTH} (the matrix has {})",
             n_heads * head_dim,
             w.cols
         )));
+    }
+    if op.combine.as_ref().is_some_and(|c| c.n_chunks == 0) {
+        return Err(Error::Backend("the combine prologue needs at least one chunk".into()));
     }
     Ok(Some(shape))
 }

@@ -9,7 +9,9 @@ pub mod embedding;
 pub mod matrix;
 pub mod rope_kv;
 
-pub use attention::{attention_parts_len, Attention, AttentionKernel};
+pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel};
 pub use attention_weights::AttentionWeightsKernel;
-pub use matrix::{AttentionInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat, MATMUL_TOKENS, MAX_GROUPS};
+pub use matrix::{
+    AttentionInput, CombineInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat, MATMUL_TOKENS, MAX_GROUPS,
+};
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

@@ -18,8 +18,10 @@
 // bench/results-web.json.
 // With --device (bench/device/run.sh bench, on a GPU machine): the GPU alone, RUNS timed runs
 // each: `tokenscope bench --backend gpu` against llama.cpp's Vulkan build natively, and the
-// page's WebGPU backend against wllama's WebGPU backend in the same Chromium; then whether the
-// page's greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
+// page's WebGPU backend against wllama's WebGPU backend in the same Chromium; the page's engine
+// in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU adapter, labelled
+// so); then whether each one's greedy text on that GPU equals the exact CPU path's (`generate
+// --backend cpu-exact`).
 // Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -216,14 +218,44 @@ async function onTheGpu() {
   await attempt('llama.cpp vulkan', () => llamaCpp('vulkan'));
   const texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
   await attempt('wllama webgpu', () => wllama(env, THREADS, true));
-  for (const [name, text] of Object.entries(texts ? PROMPTS : {})) {
-    const run = spawnSync(BIN, ['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', String(TOKENS), '--jsonl', text], { encoding: 'utf8', maxBuffer: 1 << 28 });
-    const exact = run.stdout.split('\n').filter((l) => l.startsWith('{"after')).map((l) => JSON.parse(l).token_text);
-    const page = texts[name];
-    const first = exact.findIndex((t, i) => t !== page[i]);
-    const same = first < 0 && exact.length === page.length;
-    greedy.push({ prompt: name, same, tokens: page.length, first_difference: same ? null : (first < 0 ? Math.min(exact.length, page.length) : first), page: page.join(''), exact: exact.join('') });
+  const dawn = await import('./dawn.mjs');
+  const standIn = await attempt(`tokenscope ${dawn.WHERE}`, () => oursOnDawn(dawn, RUNS));
+  const exact = {};
+  for (const [where, got] of [['Chromium (WebGPU)', texts], [dawn.WHERE, standIn]]) {
+    for (const [name, text] of Object.entries(got ? PROMPTS : {})) {
+      if (!exact[name]) {
+        const run = spawnSync(BIN, ['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', String(TOKENS), '--jsonl', text], { encoding: 'utf8', maxBuffer: 1 << 28 });
+        exact[name] = run.stdout.split('\n').filter((l) => l.startsWith('{"after')).map((l) => JSON.parse(l).token_text);
+      }
+      const page = got[name];
+      const first = exact[name].findIndex((t, i) => t !== page[i]);
+      const same = first < 0 && exact[name].length === page.length;
+      greedy.push({ where, prompt: name, same, tokens: page.length, first_difference: same ? null : (first < 0 ? Math.min(exact[name].length, page.length) : first), page: page.join(''), exact: exact[name].join('') });
+    }
   }
+}
+
+// The page's engine in Node.js on Dawn (bench/dawn.mjs), as the bench drives the page: greedy,
+// completion mode, a warm-up run then `runs` timed ones per prompt. Returns each prompt's
+// generated tokens (the last run's).
+async function oursOnDawn(dawn, runs) {
+  const { engine, adapter, info, dispose } = await dawn.loadOnDawn(MODEL);
+  const texts = {};
+  try {
+    for (const [name, text] of Object.entries(PROMPTS)) {
+      const timed = [];
+      for (let r = 0; r < runs + 1; r++) {
+        const run = await dawn.greedyRun(engine, text, TOKENS);
+        if (r > 0) timed.push(run);
+        texts[name] = run.texts;
+      }
+      add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step });
+    }
+  } finally {
+    dispose();
+    dawn.releaseDawn();
+  }
+  return texts;
 }
 
 // One table: each of our rows against the best peer on the same file in the same place
@@ -246,7 +278,7 @@ console.log('\ntime per token outside the engine in the page (the worker\'s wall
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);
 for (const f of failures) console.log(`did not run: ${f}`);
-for (const g of greedy) console.log(`greedy text in Chromium (WebGPU) against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);
+for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);
 const results = DEVICE ? `${process.env.BENCH_OUT || `${ROOT}bench/device`}/results-device.json` : `${ROOT}bench/${WEB_ONLY ? 'results-web.json' : 'results.json'}`;
 writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows, greedy, failures }, null, 2) + '\n');
 console.log(`bench: wrote ${results}`);

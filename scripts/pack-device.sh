@@ -12,7 +12,9 @@
 #   www/pkg*, www/vendor, www/shaders         the page's built engines, d3 and kernel variants
 #   node_modules/playwright-core              drives Chromium
 #   bench/node_modules, bench/web/wllama      the peers: node-llama-cpp with llama.cpp's CPU and
-#                                             Vulkan builds, wllama 3.8.1 (WebGPU in Chromium)
+#                                             Vulkan builds, wllama 3.8.1 (WebGPU in Chromium); and
+#                                             dawn.node (npm webgpu, Linux x64 only: bench/dawn.mjs,
+#                                             the page's engine on Dawn where Chromium gets no GPU)
 #   target/device-rt/                         what the machine lacks: node, Debian's Chromium,
 #                                             every shared library either needs that is not
 #                                             glibc itself (the Vulkan loader included), glvnd's
@@ -70,6 +72,13 @@ cp -r bench/web/wllama "$STAGE/bench/web/"
 (cd "$DEVICE" && rm -f node-llama-cpp-linux-x64-vulkan-*.tgz && npm pack --silent "$VULKAN_PEER@$peer_version" >/dev/null)
 mkdir -p "$STAGE/bench/node_modules/$VULKAN_PEER"
 tar -xzf "$DEVICE"/node-llama-cpp-linux-x64-vulkan-*.tgz -C "$STAGE/bench/node_modules/$VULKAN_PEER" --strip-components 1
+# dawn.node at the version bench/package.json pins under gpuMachineOnly, its Linux x64 build alone
+# (the package carries five platforms' builds, 21 MB each).
+dawn_version="$(node -p "require('./bench/package.json').gpuMachineOnly.webgpu")"
+(cd "$DEVICE" && rm -f webgpu-*.tgz && npm pack --silent "webgpu@$dawn_version" >/dev/null)
+mkdir -p "$STAGE/bench/node_modules/webgpu"
+tar -xzf "$DEVICE"/webgpu-*.tgz -C "$STAGE/bench/node_modules/webgpu" --strip-components 1 \
+  package/package.json package/index.js package/LICENSE.md package/dist/linux-x64
 
 # The runtime: node, Chromium, and the shared libraries they load that are not glibc's own
 # (the machine's glibc is newer, so these older builds run on it; its GPU driver stays its own).
@@ -79,7 +88,8 @@ GLIBC='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64)\.so
 {
   for elf in "$RT/bin/node" "$RT/chromium/chromium" "$RT"/chromium/*.so \
              "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.node \
-             "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.so; do
+             "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.so \
+             "$STAGE"/bench/node_modules/webgpu/dist/linux-x64/dawn.node; do
     if [ -f "$elf" ]; then ldd "$elf" 2>/dev/null | awk '/=> \//{print $1" "$3}'; fi
   done
   # Loaded at run time, not linked: the Vulkan loader (wgpu, llama.cpp) and NSS's modules.

@@ -1,7 +1,8 @@
 // @ts-check
 // Loading models: the default one, a picked or dropped file, the last good one again (after a
 // change of backend, a failed load, or an engine crash, which also starts a fresh worker).
-import { DEFAULT_MODEL_URL, PAGE_CONTEXT, ui, state } from './page.js';
+import { DEFAULT_MODEL_URL, PAGE_CONTEXT } from './defaults.js';
+import { ui, state } from './page.js';
 import { send, spawnWorker } from './link.js';
 import { setActive, showError } from './views.js';
 

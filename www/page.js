@@ -4,11 +4,7 @@
 // page (views.js), load models (loading.js), handle the engine's messages (messages.js) and
 // wire the controls (main.js). Nothing here talks to the engine.
 
-export const DEFAULT_MODEL_URL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 export const TOP_N = 20;
-// The context the page loads every model with (tokens): the KV cache's size in the browser's
-// memory, decided here alone (the worker takes what the page asks).
-export const PAGE_CONTEXT = 2048;
 export const DRAWS = 1000;
 // The page's elements by id, typed as index.html makes them.
 /** @param {string} id */

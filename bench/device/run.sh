@@ -7,8 +7,9 @@
 #   unpack   joins the pieces once all have come, checks their SHA-256 and unpacks them over the
 #            tree; keeps only the packed shared libraries the machine lacks, and unpacks glvnd
 #            over / where the machine lacks it (NVIDIA's Vulkan driver needs it)
-#   info     the GPU, its driver, the Vulkan loader, and the Chromium flags that give WebGPU the
-#            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found)
+#   info     the GPU, its driver, the Vulkan loader, the Chromium flags that give WebGPU the
+#            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found),
+#            and the adapter Dawn gives the page's engine in Node.js (bench/dawn.mjs)
 #   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit
 #            (TEST_LIMIT_S, 240 by default), so a hang is reported as one (exit 124) instead of
 #            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
@@ -16,7 +17,8 @@
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
-#            wllama (WebGPU) in Chromium, plus greedy text in Chromium against the exact CPU path
+#            wllama (WebGPU) in Chromium, the page's engine in Node.js on Dawn (the stand-in
+#            where Chromium gets no GPU), and the greedy text of both against the exact CPU path
 #   sweep    the matrix kernels' workgroup shape: native decode and prefill at 8 to 32 threads
 #            per row in workgroups of 64 and 256, with and without subgroups, both prompts
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
@@ -90,6 +92,7 @@ info() {
     echo "Vulkan driver files: ${VK_DRIVER_FILES:-none found}"
     "$CHROMIUM" --version
     node bench/device/probe-webgpu.mjs "$RT/chromium-flags" || echo "run.sh: Chromium gave WebGPU no adapter; the browser rows will say why"
+    node bench/dawn.mjs || echo "run.sh: Dawn in Node.js (the stand-in for Chromium) found no adapter either"
   } 2>&1 | tee "$OUT/info.txt"
 }
 

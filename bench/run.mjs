@@ -18,10 +18,10 @@
 // bench/results-web.json.
 // With --device (bench/device/run.sh bench, on a GPU machine): the GPU alone, RUNS timed runs
 // each: `tokenscope bench --backend gpu` against llama.cpp's Vulkan build natively, and the
-// page's WebGPU backend against wllama's WebGPU backend in the same Chromium; the page's engine
-// in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU adapter, labelled
-// so); then whether each one's greedy text on that GPU equals the exact CPU path's (`generate
-// --backend cpu-exact`).
+// page's engine in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU
+// adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
+// Chromium, only where Chromium's adapter is a GPU (not SwiftShader); then whether each one's
+// greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
 // Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -216,10 +216,19 @@ async function onTheGpu() {
   };
   await attempt('tokenscope native gpu', async () => oursNative('gpu', RUNS));
   await attempt('llama.cpp vulkan', () => llamaCpp('vulkan'));
-  const texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
-  await attempt('wllama webgpu', () => wllama(env, THREADS, true));
   const dawn = await import('./dawn.mjs');
   const standIn = await attempt(`tokenscope ${dawn.WHERE}`, () => oursOnDawn(dawn, RUNS));
+  // On a software adapter the browser rows are no GPU figure and take many minutes (the page
+  // on SwiftShader: 0.9 tok/s on the 2026-11-27 H100), so they run only on a GPU adapter.
+  const adapter = await attempt('Chromium WebGPU adapter', () => chromiumAdapter(env));
+  let texts;
+  if (adapter && !adapter.software) {
+    texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
+    await attempt('wllama webgpu', () => wllama(env, THREADS, true));
+  } else {
+    failures.push(`tokenscope and wllama in Chromium (WebGPU): Chromium gave WebGPU ${adapter ? `only a software adapter (${adapter.name})` : 'no adapter'}, so no GPU figure comes from the browser (info.txt's probe says which flags were tried)`);
+    console.log(`bench: ${failures.at(-1)}`);
+  }
   const exact = {};
   for (const [where, got] of [['Chromium (WebGPU)', texts], [dawn.WHERE, standIn]]) {
     for (const [name, text] of Object.entries(got ? PROMPTS : {})) {
@@ -232,6 +241,18 @@ async function onTheGpu() {
       const same = first < 0 && exact[name].length === page.length;
       greedy.push({ where, prompt: name, same, tokens: page.length, first_difference: same ? null : (first < 0 ? Math.min(exact[name].length, page.length) : first), page: page.join(''), exact: exact[name].join('') });
     }
+  }
+}
+
+// The WebGPU adapter Chromium gives a page of ours, judged as the page judges it
+// (www/worker_io.js: `{ name, software }`), or null.
+async function chromiumAdapter(env) {
+  const page = await (await env.browser.newContext()).newPage();
+  try {
+    await page.goto(`${env.base}defaults.js`); // same origin as the page, no model loaded
+    return await page.evaluate(async () => (await (await import('/worker_io.js')).chooseBackend('auto')).adapter);
+  } finally {
+    await page.close();
   }
 }
 

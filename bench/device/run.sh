@@ -16,9 +16,10 @@
 #            contention does) and the tests that had not finished
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively
-#   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively and against
-#            wllama (WebGPU) in Chromium, the page's engine in Node.js on Dawn (the stand-in
-#            where Chromium gets no GPU), and the greedy text of both against the exact CPU path
+#   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
+#            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
+#            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
+#            greedy text of the page's engine against the exact CPU path
 #   sweep    the matrix kernels' workgroup shape: native decode and prefill at 8 to 32 threads
 #            per row in workgroups of 64 and 256, with and without subgroups, both prompts
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.

@@ -29,6 +29,68 @@ pub struct GpuInfo {
     pub timestamps: bool,
 }
 
+/// Serializes opening devices natively. On an NVIDIA H100 (driver 580.159.04, Vulkan), 6 tests
+/// each opening their own instance and device at once deadlocked in 2 runs of 6: every thread
+/// asleep, three of them on a priority-inheritance lock inside the driver
+/// (bench/device/h100-vulkan-1127-tests.txt); wgpu's issues report the same driver crashing on
+/// devices and pipelines created at once from several threads. Devices are opened once per
+/// model load, so the wait costs nothing a user sees.
+#[cfg(not(target_arch = "wasm32"))]
+static OPENING: Mutex<()> = Mutex::new(());
+
+/// The wgpu instance devices are opened from: natively one for the process (each instance
+/// loads and enumerates every Vulkan driver again), in a browser a new one each time (the
+/// page opens one device per worker; a wasm instance is not shared between threads).
+fn instance() -> wgpu::Instance {
+    let create = || wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+        INSTANCE.get_or_init(create).clone()
+    }
+    #[cfg(target_arch = "wasm32")]
+    create()
+}
+
+/// The timestamp features the profile asks for, natively, where the adapter has them.
+const TIMESTAMPS: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
+/// Finds an adapter (a hardware one when there is one) and opens a device on it with the
+/// limits and features [`GpuContext::new`] describes; returns them with the limits asked for.
+async fn open() -> Result<(wgpu::Adapter, wgpu::Device, wgpu::Queue, wgpu::Limits)> {
+    let adapter = instance()
+        .request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| Error::NoGpu(format!("no adapter ({e})")))?;
+    let offered = adapter.limits();
+    let mut required_features = adapter.features() & wgpu::Features::SUBGROUP;
+    if !cfg!(target_arch = "wasm32") && adapter.features().contains(TIMESTAMPS) {
+        required_features |= TIMESTAMPS;
+    }
+    let limits = wgpu::Limits {
+        max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
+        max_buffer_size: offered.max_buffer_size.min(1 << 30),
+        ..wgpu::Limits::default()
+    };
+    let (device, queue) = adapter
+        .request_device(&wgpu::DeviceDescriptor {
+            label: Some("tokenscope"),
+            required_features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        })
+        .await
+        .map_err(|e| Error::NoGpu(format!("cannot open a device on {} ({e})", adapter.get_info().name)))?;
+    Ok((adapter, device, queue, limits))
+}
+
 /// A device and its queue, ready for the kernels.
 pub struct GpuContext {
     /// The logical device.
@@ -54,41 +116,18 @@ impl GpuContext {
     /// As [`GpuContext::new`], told by the caller that the adapter is a software one when
     /// wgpu cannot see it (a browser names its adapter to JavaScript only).
     pub async fn with_hint(software: bool) -> Result<Self> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: false,
-                compatible_surface: None,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::NoGpu(format!("no adapter ({e})")))?;
-        let ai = adapter.get_info();
-        let offered = adapter.limits();
-        let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP);
-        let timestamp_features = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        let timestamps = !cfg!(target_arch = "wasm32") && adapter.features().contains(timestamp_features);
-        let mut required_features = if subgroups { wgpu::Features::SUBGROUP } else { wgpu::Features::empty() };
-        if timestamps {
-            required_features |= timestamp_features;
-        }
-        let limits = wgpu::Limits {
-            max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
-            max_buffer_size: offered.max_buffer_size.min(1 << 30),
-            ..wgpu::Limits::default()
+        // Natively wgpu answers both requests on the spot (there is no callback to wait for),
+        // so they run to completion under OPENING, which no await may hold.
+        #[cfg(not(target_arch = "wasm32"))]
+        let (adapter, device, queue, limits) = {
+            let _one_at_a_time = OPENING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            pollster::block_on(open())?
         };
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("tokenscope"),
-                required_features,
-                required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| Error::NoGpu(format!("cannot open a device on {} ({e})", ai.name)))?;
+        #[cfg(target_arch = "wasm32")]
+        let (adapter, device, queue, limits) = open().await?;
+        let ai = adapter.get_info();
+        let subgroups = device.features().contains(wgpu::Features::SUBGROUP);
+        let timestamps = device.features().contains(TIMESTAMPS);
         let fault = Arc::new(Mutex::new(None));
         let record = |slot: &Arc<Mutex<Option<String>>>, message: String| {
             if let Ok(mut f) = slot.lock() {

@@ -20,7 +20,7 @@
 //     [n_heads * hd], the turned keys and the values into row step.pos of the caches. Rows
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate.
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
-//     is short, pos < FUSED_POSITIONS): the input row is the attention output of every head for
+//     is short, pos < the host's limit, at most CHUNK): the input row is the attention output of every head for
 //     the step's token over cache positions 0 ..= step.pos (attention_head.wgsl), which each
 //     workgroup computes into workgroup memory (cols = n_heads * hd <= ATT_MAX) before its
 //     rows' products: no dispatch of its own, and no trip through device memory.
@@ -142,17 +142,17 @@ var<workgroup> scores: array<f32, CHUNK>;
 
 #include attention_head.wgsl
 
-// Every head's attention for the step's one token over positions 0 ..= step.pos (at most
-// FUSED_POSITIONS: the host's pick) into att_in. As many heads at once as `scores` holds
+// Every head's attention for the step's one token over positions 0 ..= step.pos (as many as
+// the host picks, at most CHUNK) into att_in. As many heads at once as `scores` holds
 // (CHUNK / n: all of them for short contexts), so every thread has work in each phase however
 // few the positions: all (head, position) scores, each split over `split` threads (a share
 // of the dimensions each, as many as the workgroup has threads for, summed in `partial`);
-// each head's max and sum, one thread per head (n <= FUSED_POSITIONS scores each, in
+// each head's max and sum, one thread per head (n <= CHUNK scores each, in
 // workgroup memory, the sums left in `partial`); then all the heads' output dimensions, a
 // thread per (head, 4 dimensions). Called by all threads (barriers).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;
-    let n = min(step.pos + 1u, FUSED_POSITIONS);
+    let n = min(step.pos + 1u, CHUNK);
     let stride = params.n_kv_heads * hd;
     let group = params.n_heads / params.n_kv_heads;
     let scale = inverseSqrt(f32(hd));

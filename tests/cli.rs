@@ -178,12 +178,24 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     let plain = gpu_bench_json(&["--decode-tokens", "1", "--context", "512"]);
     let half = gpu_bench_json(&["--decode-tokens", "1", "--context", "512", "--kv-cache-f16"]);
     assert_eq!(half["gpu_kernels"], "subgroup reductions, f16 KV cache", "{half}");
-    let plain_kernels = gpu_bench_json(&["--decode-tokens", "1", "--no-subgroups", "--threads-per-row", "4", "--matrix-workgroup", "256"]);
+    let plain_kernels = gpu_bench_json(&[
+        "--decode-tokens",
+        "1",
+        "--no-subgroups",
+        "--threads-per-row",
+        "4",
+        "--matrix-workgroup",
+        "256",
+        "--fused-attention-positions",
+        "64",
+    ]);
     assert_eq!(plain_kernels["gpu_kernels"], "workgroup reductions, f32 KV cache", "{plain_kernels}");
     assert_eq!(plain_kernels["threads_per_row"], 4, "the shape asked for (lavapipe's own is 1)");
     assert_eq!(plain_kernels["matrix_workgroup"], 256, "the shape asked for (lavapipe's own is 64)");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["matrix_workgroup"], 64, "and 64 rows per workgroup");
+    assert_eq!(plain_kernels["fused_attention_positions"], 64, "the limit asked for");
+    assert_eq!(plain["fused_attention_positions"], 16, "the default limit");
     // 30 layers x K and V x 512 positions x 192 values: 4 bytes each, then 2.
     let saved = plain["gpu_bytes"].as_u64().expect("bytes") - half["gpu_bytes"].as_u64().expect("bytes");
     assert_eq!(saved, 30 * 2 * 512 * 192 * 2, "{plain} vs {half}");
@@ -325,6 +337,9 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--matrix-workgroup", "256", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "100", "hi"], "one of [64, 128, 256], not 100"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "512", "hi"], "not 512"),
+        (vec!["generate", "--model", &m, "--fused-attention-positions", "64", "hi"], "use them with --backend gpu"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "0", "hi"], "1 to 256, not 0"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "257", "hi"], "1 to 256, not 257"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = tokenscope(&args);

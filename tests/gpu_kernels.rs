@@ -46,7 +46,13 @@ fn context_with_subgroups() -> GpuContext {
 /// threads per row in workgroups of 256, plain and with subgroups), and half-float KV caches.
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
-    let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions { threads_per_row, workgroup, subgroups: true, kv_f16 };
+    let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions {
+        threads_per_row,
+        workgroup,
+        subgroups: true,
+        kv_f16,
+        ..KernelOptions::plain(1)
+    };
     all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false)]);
     all.extend([
         KernelOptions { workgroup: 256, ..KernelOptions::plain(32) },
@@ -940,7 +946,8 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
 /// against its twins: `ops::attention` of each query head over cache positions 0..=pos of
 /// its KV head, then the dequantized matrix times the heads' outputs, added to y. Odd row
 /// counts, head shapes other than this model's, positions up to the last the prologue takes
-/// (`FUSED_ATTENTION_POSITIONS`), heads in one round or several, every row sharing,
+/// (`ATTENTION_CHUNK`; the host's default stops at `FUSED_ATTENTION_POSITIONS`), heads in one
+/// round or several, every row sharing,
 /// subgroups, both cache precisions. The same for split-K's part 1 followed by the
 /// projection with the COMBINE prologue (the decode step past the short context), at those
 /// positions and past one and two chunks.
@@ -956,6 +963,8 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9). Each score is
         // split over up to hd / 16 threads where the workgroup has them to spare (hd 64: 4
         // shares of 16; hd 96: 4 of 24 and hd 40: 2 of 20, key_score's tail loop in each).
+        // Past the default limit: 64 positions (4 heads a round), 101 (2 a round, 4 x 101 pairs
+        // over the workgroup's threads), the whole chunk (one head a round, 256 scores).
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
         let cases = [
             (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
@@ -968,6 +977,9 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             (3, 1, 40, 21, GgmlDType::F32, 7, 9),
             (9, 3, 64, 129, GgmlDType::Q4_1, 300, 600),
             (4, 2, 16, 37, GgmlDType::Q8_0, 700, 1000),
+            (9, 3, 64, 37, GgmlDType::Q4_1, 63, 64),
+            (4, 2, 96, 21, GgmlDType::F32, 100, 130),
+            (9, 3, 64, 21, GgmlDType::Q8_0, kernels::ATTENTION_CHUNK - 1, 300),
         ];
         for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
             let (cols, kv) = (heads * hd, kv_heads * hd);
@@ -1012,7 +1024,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let y = Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64));
             let what =
                 |form| format!("{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, {options:?}");
-            if pos < kernels::FUSED_ATTENTION_POSITIONS {
+            if pos < kernels::ATTENTION_CHUNK {
                 let op = LinearOp {
                     accumulate: true,
                     attention: Some(AttentionInput { shape, keys: &kb, values: &vb }),

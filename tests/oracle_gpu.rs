@@ -10,7 +10,7 @@ mod common;
 use common::{argmax, ids, max_diff};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
-use tokenscope::backend::gpu::kernels::KernelOptions;
+use tokenscope::backend::gpu::kernels::{self, KernelOptions};
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::Backend;
 use tokenscope::model::Model;
@@ -73,7 +73,11 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     let ctx = new_ctx();
     assert!(ctx.info.subgroups, "{} offers no subgroups: the subgroup kernels would go untested", ctx.info.name);
     check_exact(
-        &mut gpu_with(ctx, KernelOptions { threads_per_row: 32, workgroup: 256, subgroups: true, kv_f16: false }),
+        // A hardware GPU's shape, with every step's attention in the output projection.
+        &mut gpu_with(
+            ctx,
+            KernelOptions { workgroup: 256, subgroups: true, fused_positions: kernels::ATTENTION_CHUNK as u32, ..KernelOptions::plain(32) },
+        ),
         TOL,
         SHORT_CASES,
     );

@@ -15,13 +15,16 @@
 #            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
 #            contention does) and the tests that had not finished
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
-#            (bench --profile: timestamps inside the step's one pass), natively
+#            (bench --profile: timestamps inside the step's one pass), natively; after the
+#            short one also with attention inside the output projection (the fused prologue)
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
 #            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
 #            greedy text of the page's engine against the exact CPU path
-#   sweep    the matrix kernels' workgroup shape: native decode and prefill at 8 to 32 threads
-#            per row in workgroups of 64 and 256, with and without subgroups, both prompts
+#   sweep    native decode after the short prompt with attention inside the output projection up
+#            to 16 ... 256 positions (--fused-attention-positions), then the matrix kernels'
+#            workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with and
+#            without subgroups, both prompts
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -150,6 +153,12 @@ sweep() {
   runtime
   local log="$OUT/sweep.jsonl"
   : >"$log"
+  # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69).
+  for fused in 16 32 64 128 256; do
+    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
+      --fused-attention-positions "$fused" --prompt-file bench/prompt-short.txt |
+      sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
+  done
   # Fewer than 8 threads per row lost on the H100 (2026-11-26: 137 tok/s at 4 against 193 at 32).
   for subgroups in "" --no-subgroups; do
     for workgroup in 64 256; do
@@ -164,7 +173,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, `workgroups of ${r.matrix_workgroup}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 
@@ -174,6 +183,9 @@ profile() {
     echo "== profile, $prompt prompt"
     target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
   done 2>&1 | tee "$OUT/profile.txt"
+  echo "== profile, short prompt, attention fused up to 256 positions" | tee -a "$OUT/profile.txt"
+  target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --fused-attention-positions 256 \
+    --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
 }
 
 bench() {

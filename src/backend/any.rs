@@ -31,6 +31,9 @@ pub struct GpuChoice {
     pub threads_per_row: Option<u32>,
     /// Threads per matrix workgroup in place of the device's default.
     pub matrix_workgroup: Option<u32>,
+    /// Most positions of a decode step's attention in the output projection's prologue, in
+    /// place of the default ([`KernelOptions::fused_positions`]).
+    pub fused_attention_positions: Option<u32>,
 }
 
 impl AnyBackend {
@@ -46,6 +49,7 @@ impl AnyBackend {
                 options.subgroups &= !gpu.no_subgroups;
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
+                options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
             }
         })

@@ -181,6 +181,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(s) = &gpu {
             out["dispatches_per_step"] = json!(s.dispatches);
             out["dispatches_per_step_long_context"] = json!(s.dispatches_long_context);
+            out["fused_attention_positions"] = json!(s.fused_positions);
             out["passes_per_step"] = json!(s.passes);
             out["submits_per_step"] = json!(s.submits);
             out["readback_bytes_per_step"] = json!(s.readback_bytes);
@@ -207,7 +208,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 "per decode step: {} dispatches ({} past {} positions), {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
                 s.dispatches,
                 s.dispatches_long_context,
-                tokenscope::backend::gpu::kernels::FUSED_ATTENTION_POSITIONS,
+                s.fused_positions,
                 s.passes,
                 s.submits,
                 s.readback_bytes,

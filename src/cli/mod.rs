@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::{MATRIX_WORKGROUPS, WORKGROUP};
+use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, WORKGROUP};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -82,6 +82,11 @@ pub struct ModelArgs {
     /// on a software adapter, 256 on a GPU). For measuring the workgroup shape on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     matrix_workgroup: Option<u32>,
+    /// GPU: most context positions a decode step's attention runs inside the output
+    /// projection (every workgroup computing it, no dispatch of its own), 1 to 256; past them
+    /// split-K attention takes a dispatch of its own (default 16). For measuring on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    fused_attention_positions: Option<u32>,
 }
 
 /// The backends the CLI offers.
@@ -123,10 +128,14 @@ impl ModelArgs {
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
     fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
-        let gpu_only = self.kv_cache_f16 || self.no_subgroups || self.threads_per_row.is_some() || self.matrix_workgroup.is_some();
+        let gpu_only = self.kv_cache_f16
+            || self.no_subgroups
+            || self.threads_per_row.is_some()
+            || self.matrix_workgroup.is_some()
+            || self.fused_attention_positions.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row and --matrix-workgroup choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --matrix-workgroup and --fused-attention-positions choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -139,6 +148,9 @@ impl ModelArgs {
         if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {
             return Err(Error::InvalidParams(format!("--matrix-workgroup must be one of {MATRIX_WORKGROUPS:?}, not {n}")));
         }
+        if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
+            return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));
+        }
         let choice = match self.backend {
             BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
             BackendKind::CpuExact => BackendChoice::Cpu(CpuPrecision::Exact),
@@ -148,6 +160,7 @@ impl ModelArgs {
                 no_subgroups: self.no_subgroups,
                 threads_per_row: self.threads_per_row,
                 matrix_workgroup: self.matrix_workgroup,
+                fused_attention_positions: self.fused_attention_positions,
             }),
         };
         let model = self.open()?;

@@ -64,7 +64,7 @@ impl GpuBackend {
         let batched = batching != Batching::Natural;
         // The form of attention the step's own pass took (a batched one runs the many-token
         // lists).
-        let short = kernels::short_attention(self.pos, 1, batched);
+        let short = self.kernel_options().short_attention(self.pos, 1, batched);
         fn pick(op: &Op, batched: bool, short: bool) -> &[Dispatch] {
             match (batched, short) {
                 (false, true) => &op.one_short,

@@ -47,11 +47,10 @@ const INCLUDES: [(&str, &str); 8] = [
 ];
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
-/// one source: CHUNK ([`ATTENTION_CHUNK`]), FUSED_POSITIONS ([`FUSED_ATTENTION_POSITIONS`]) and
-/// ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
+/// one source: CHUNK ([`ATTENTION_CHUNK`]) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
 fn wgsl_constants() -> String {
     format!(
-        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst FUSED_POSITIONS: u32 = {FUSED_ATTENTION_POSITIONS}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
     )
 }
 
@@ -89,6 +88,10 @@ pub struct KernelOptions {
     /// The KV cache holds half floats (half the memory; packed two per word, so any adapter
     /// can).
     pub kv_f16: bool,
+    /// Most positions a decode step's attention covers in the output projection's prologue
+    /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] unless measured otherwise);
+    /// past them split-K. The same kernels either way: the host picks the command list.
+    pub fused_positions: u32,
 }
 
 impl KernelOptions {
@@ -116,6 +119,7 @@ impl KernelOptions {
             workgroup: if software { WORKGROUP } else { 256 },
             subgroups: Self::subgroups_usable(ctx),
             kv_f16: false,
+            fused_positions: FUSED_ATTENTION_POSITIONS as u32,
         }
     }
 
@@ -137,7 +141,22 @@ impl KernelOptions {
     /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row in
     /// workgroups of [`WORKGROUP`].
     pub fn plain(threads_per_row: u32) -> Self {
-        KernelOptions { threads_per_row, workgroup: WORKGROUP, subgroups: false, kv_f16: false }
+        KernelOptions {
+            threads_per_row,
+            workgroup: WORKGROUP,
+            subgroups: false,
+            kv_f16: false,
+            fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+        }
+    }
+
+    /// Whether a step of `n_tokens` from position `pos` runs the short-context form of
+    /// attention: through the one-token (decode) kernels over at most
+    /// [`KernelOptions::fused_positions`] positions (in the output projection's prologue), or
+    /// through the many-token ones (`many`: prefill, speculative checks) over at most one
+    /// [`ATTENTION_CHUNK`] (one dispatch). Past that, split-K.
+    pub fn short_attention(&self, pos: usize, n_tokens: usize, many: bool) -> bool {
+        pos + n_tokens <= if many { ATTENTION_CHUNK } else { self.fused_positions as usize }
     }
 }
 
@@ -158,22 +177,15 @@ pub const ATTENTION_WORKGROUP: u32 = 256;
 /// Positions per chunk of split-K decode attention (`CHUNK` in the shaders).
 pub const ATTENTION_CHUNK: usize = 256;
 
-/// Most positions a decode step's attention covers in the output projection's prologue
-/// (`FUSED_POSITIONS` in the shaders); past them a decode step runs split-K's part 1 as a
-/// dispatch of its own and the projection merges its chunks in its prologue. Every workgroup of the projection computes the whole attention
-/// itself, so the prologue pays off only while that work is short: on an NVIDIA H100 it took
-/// 189 us a layer over 5 positions when it ran head after head (2026-11-26), against about
-/// 25 us for each matrix kernel.
+/// Most positions a decode step's attention covers in the output projection's prologue by
+/// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
+/// as a dispatch of its own and the projection merges its chunks in its prologue. Every
+/// workgroup of the projection computes the whole attention itself, so the prologue pays off
+/// only while that work is short: on an NVIDIA H100 it took 189 us a layer over 5 positions
+/// when it ran head after head (2026-11-26), against about 25 us for each matrix kernel.
+/// Since then it scores every head at once; `bench/device/run.sh sweep` measures decode at 16
+/// to 256 (`--fused-attention-positions`) to set this from figures.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
-
-/// Whether a step of `n_tokens` from position `pos` runs the short-context form of attention:
-/// through the one-token (decode) kernels over at most [`FUSED_ATTENTION_POSITIONS`]
-/// positions (in the output projection's prologue), or through the many-token ones (`many`:
-/// prefill, speculative checks) over at most one [`ATTENTION_CHUNK`] (one dispatch). Past
-/// that, split-K.
-pub fn short_attention(pos: usize, n_tokens: usize, many: bool) -> bool {
-    pos + n_tokens <= if many { ATTENTION_CHUNK } else { FUSED_ATTENTION_POSITIONS }
-}
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its
 /// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 2 KB the rest
@@ -221,7 +233,7 @@ pub struct Kernels {
     /// Decode attention part 1: softmax statistics per (head, chunk of positions).
     pub attention_partial: Kernel,
     /// Attention in one dispatch while the context fits one chunk (many tokens; one token
-    /// takes it in the output projection's prologue up to [`FUSED_ATTENTION_POSITIONS`]).
+    /// takes it in the output projection's prologue up to [`KernelOptions::fused_positions`]).
     pub attention_single: Kernel,
     /// Decode attention part 2: merges the chunks of each head.
     pub attention_combine: Kernel,

@@ -8,8 +8,8 @@
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
 //! the context is short) or split-K. A decode step's layer is 4 dispatches while the
-//! context is at most [`FUSED_ATTENTION_POSITIONS`](kernels::FUSED_ATTENTION_POSITIONS)
-//! positions, 5 past them: the RMSNorms run inside the projections after them, RoPE and the
+//! context is at most [`KernelOptions::fused_positions`] positions (16 unless measured
+//! otherwise), 5 past them: the RMSNorms run inside the projections after them, RoPE and the
 //! KV-cache write in the Q/K/V projection's epilogue, attention in the output projection's
 //! prologue (past the short context, split-K's part 1 is a dispatch of its own and the
 //! prologue merges its chunks), and SwiGLU in the gate/up projection's epilogue. A model
@@ -31,10 +31,12 @@ use crate::model::{Config, Weights};
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StepShape {
     /// Kernel dispatches per decode step while the context is short (at most
-    /// [`kernels::FUSED_ATTENTION_POSITIONS`] positions).
+    /// [`KernelOptions::fused_positions`] positions).
     pub dispatches: usize,
     /// Kernel dispatches per decode step past it (split-K attention).
     pub dispatches_long_context: usize,
+    /// The most positions a short context has ([`KernelOptions::fused_positions`]).
+    pub fused_positions: usize,
     /// Compute passes per decode step.
     pub passes: usize,
     /// Queue submits per decode step.
@@ -165,28 +167,30 @@ impl Op {
 
 /// One kind of step's command lists, by the attention form its context allows.
 struct Lowered {
-    /// While the step's context is short ([`kernels::short_attention`]).
+    /// While the step's context is short ([`KernelOptions::short_attention`]).
     short: Vec<Dispatch>,
     /// Past that.
     long: Vec<Dispatch>,
     /// Lowered for many tokens.
     many: bool,
+    /// The kernel options, which say how long a context is short.
+    options: KernelOptions,
 }
 
 impl Lowered {
     /// Lowers the op list for one token (`many == false`) or many.
-    fn new(ops: &[&Op], many: bool) -> Self {
+    fn new(ops: &[&Op], many: bool, options: KernelOptions) -> Self {
         let lower = |pick: fn(&Op) -> &Vec<Dispatch>| ops.iter().flat_map(|&op| pick(op).iter().cloned()).collect();
         if many {
-            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long), many }
+            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long), many, options }
         } else {
-            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long), many }
+            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long), many, options }
         }
     }
 
     /// The list for a step of `n_tokens` from position `pos`.
     fn pick(&self, pos: usize, n_tokens: usize) -> &[Dispatch] {
-        if kernels::short_attention(pos, n_tokens, self.many) {
+        if self.options.short_attention(pos, n_tokens, self.many) {
             &self.short
         } else {
             &self.long
@@ -416,9 +420,9 @@ impl GpuBackend {
         ops.push(Op::same(head_ops(false)?));
         gpu_bytes += weight_bytes;
         let all: Vec<&Op> = ops.iter().collect();
-        let (decode, prefill) = (Lowered::new(&all, false), Lowered::new(&all, true));
+        let (decode, prefill) = (Lowered::new(&all, false, options), Lowered::new(&all, true, options));
         let body = &all[..all.len() - 1];
-        let verify = Lowered::new(&[body, &[&verify_head]].concat(), true);
+        let verify = Lowered::new(&[body, &[&verify_head]].concat(), true, options);
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
@@ -451,7 +455,7 @@ impl GpuBackend {
     }
 
     /// Kernel dispatches the next decode step runs (fewer while the context is short:
-    /// [`kernels::FUSED_ATTENTION_POSITIONS`]).
+    /// [`KernelOptions::fused_positions`]).
     pub fn dispatches_per_step(&self) -> usize {
         self.decode.pick(self.pos, 1).len()
     }
@@ -461,6 +465,7 @@ impl GpuBackend {
         StepShape {
             dispatches: self.decode.short.len(),
             dispatches_long_context: self.decode.long.len(),
+            fused_positions: self.options.fused_positions as usize,
             passes: 1,
             submits: 1,
             readback_bytes: self.cfg.vocab_size * 4,
@@ -663,7 +668,7 @@ impl Backend for GpuBackend {
                 if self.draft.as_ref().is_none_or(|(l, _)| *l != pass.layers) {
                     let mut ops: Vec<&Op> = self.ops[..self.layer_ends[pass.layers - 1]].iter().collect();
                     ops.extend(self.ops.last());
-                    self.draft = Some((pass.layers, Lowered::new(&ops, false)));
+                    self.draft = Some((pass.layers, Lowered::new(&ops, false, self.options)));
                 }
                 self.run(tokens, Lists::Draft, 1).await
             }

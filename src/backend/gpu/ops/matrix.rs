@@ -123,7 +123,7 @@ pub struct MatrixKernel {
     pub rope_kv: bool,
     /// Decode only: every head's attention over the cache as the prologue (the output
     /// projection, while the context is short:
-    /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)).
+    /// [`KernelOptions::fused_positions`](super::super::kernels::KernelOptions::fused_positions)).
     pub attention: bool,
     /// Decode only: split-K attention's chunk statistics merged as the prologue (the output
     /// projection past the short context).
@@ -220,7 +220,7 @@ pub struct LinearOp<'a> {
     pub rope_kv: Option<RopeKv<'a>>,
     /// Decode only: the input is every head's attention for the queries in `x` over the cache
     /// (positions 0 ..= the step's, at most
-    /// [`FUSED_ATTENTION_POSITIONS`](super::super::kernels::FUSED_ATTENTION_POSITIONS)),
+    /// [`KernelOptions::fused_positions`](super::super::kernels::KernelOptions::fused_positions)),
     /// computed in the kernel.
     pub attention: Option<AttentionInput<'a>>,
     /// Decode only: the input is every head's attention merged from split-K's chunk

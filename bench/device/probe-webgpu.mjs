@@ -54,12 +54,18 @@ if (chosen === undefined && process.env.OUT) {
     browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE, ...CANDIDATES[0].split(' ')], timeout: 60_000 });
     const page = await browser.newPage();
     await page.goto('chrome://gpu');
-    await page.waitForTimeout(2000);
-    const text = await page.evaluate(() => {
+    const read = () => page.evaluate(() => {
       const root = document.querySelector('info-view')?.shadowRoot;
       const parts = root ? [...root.children].filter((e) => e.tagName !== 'STYLE') : [document.body];
       return parts.map((e) => (e instanceof HTMLElement ? e.innerText : e.textContent)).join('\n');
     });
+    // Its "Dawn Info" section (each adapter Dawn found, and why WebGPU may not offer it) comes
+    // from the GPU process later than the rest: on the 2026-11-27 H100, 2 s was too soon.
+    let text = '';
+    for (let waited = 0; waited < 20_000 && !/Dawn Info/.test(text); waited += 1000) {
+      await page.waitForTimeout(1000);
+      text = await read();
+    }
     writeFileSync(`${process.env.OUT}/chrome-gpu.txt`, text);
     console.log(`probe-webgpu: chrome://gpu written to ${process.env.OUT}/chrome-gpu.txt`);
   } catch (e) {

@@ -226,6 +226,10 @@ fn bench_profile_gives_each_matrix_kernels_bandwidth() {
     let gpu = v["profile_gpu_s"].as_f64().expect("profile_gpu_s");
     assert!(gpu > 0.0 && (gpu - kernel_seconds).abs() <= 1e-9 * gpu.max(1.0), "{gpu} vs {kernel_seconds}");
     assert!(v["profile_step_wall_s"].as_f64().is_some_and(|w| w > 0.0), "{v}");
+    // The floor of a dispatch that waits for the one before: the embedding lookup's, at most
+    // what the whole step took per dispatch, and more than nothing.
+    let floor = v["profile_dispatch_floor_s"].as_f64().expect("a dispatch floor where timestamps are");
+    assert!(floor > 0.0 && floor < gpu, "{floor} s a dispatch, the step {gpu} s");
 }
 
 /// The steps of a `--jsonl` run (the summary line dropped).

@@ -62,6 +62,12 @@ pub struct StepProfile {
     /// back. `1 - gpu_seconds / wall_seconds` is the share spent outside the GPU (with
     /// timestamps; submitting alone times more than the GPU).
     pub wall_seconds: f64,
+    /// What a dispatch that waits for the one before it costs when it does next to nothing:
+    /// the step's cheapest kernel, the embedding lookup, as many times in a row as the step
+    /// has dispatches (each writes the buffer the next writes, so each waits), the mean of all
+    /// but the first. Times the step's dispatch count, the least a step of them can take on
+    /// this device whatever its kernels do. With timestamps only.
+    pub dispatch_floor_seconds: Option<f64>,
 }
 
 /// Where one decode step's time goes, by kernel.
@@ -541,10 +547,17 @@ impl GpuBackend {
                 k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
+        let dispatch_floor_seconds = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
+            Some(lookup) if self.ctx.info.timestamps && list.len() > 1 => {
+                let chain = self.dispatch_seconds_by_timestamps(&vec![lookup.clone(); list.len()])?;
+                Some(chain[1..].iter().sum::<f64>() / (chain.len() - 1) as f64)
+            }
+            _ => None,
+        };
         self.pos += 1;
         self.ctx.check()?;
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds })
+        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds, dispatch_floor_seconds })
     }
 
     /// The GPU time of each of `list`'s dispatches, encoded as a step is (one pass, one

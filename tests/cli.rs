@@ -230,6 +230,8 @@ fn bench_profile_gives_each_matrix_kernels_bandwidth() {
     // what the whole step took per dispatch, and more than nothing.
     let floor = v["profile_dispatch_floor_s"].as_f64().expect("a dispatch floor where timestamps are");
     assert!(floor > 0.0 && floor < gpu, "{floor} s a dispatch, the step {gpu} s");
+    let each = v["profile_dispatch_floor_timed_each_s"].as_f64().expect("the floor timed as the kernels are");
+    assert!(each > 0.0 && each < gpu, "{each} s a dispatch, the step {gpu} s");
 }
 
 /// The steps of a `--jsonl` run (the summary line dropped).

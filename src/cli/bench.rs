@@ -194,6 +194,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["profile_gpu_s"] = json!(p.gpu_seconds);
             out["profile_step_wall_s"] = json!(p.wall_seconds);
             out["profile_dispatch_floor_s"] = json!(p.dispatch_floor_seconds);
+            out["profile_dispatch_floor_timed_each_s"] = json!(p.dispatch_floor_seconds_timed_each);
         }
         if let Some(s) = &speculative {
             out["speculative"] = json!(s);
@@ -268,11 +269,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     100.0 * k.seconds / total.max(1e-12)
                 );
             }
-            if let Some(floor) = p.dispatch_floor_seconds {
+            if let (Some(floor), Some(each)) = (p.dispatch_floor_seconds, p.dispatch_floor_seconds_timed_each) {
                 let n: usize = p.kernels.iter().map(|k| k.dispatches).sum();
                 println!(
-                    "a dispatch that waits for the one before and does next to nothing (the embedding lookup, {n} in a row): {:.1} us; {n} of them: {:.2} ms, {:.0} tok/s at most",
+                    "a dispatch that waits for the one before and does next to nothing (the embedding lookup, {n} in a row): {:.1} us ({:.1} with a timestamp after each, as above); {n} of them: {:.2} ms, {:.0} tok/s at most",
                     floor * 1e6,
+                    each * 1e6,
                     floor * n as f64 * 1e3,
                     1.0 / (floor * n as f64).max(1e-12)
                 );

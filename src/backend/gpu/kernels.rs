@@ -437,12 +437,26 @@ pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tok
     encode_timed(encoder, dispatches, n_tokens, None);
 }
 
-/// As [`encode`], with a timestamp written into `timestamps` (at least `dispatches.len() + 1`
-/// queries; the device needs TIMESTAMP_QUERY_INSIDE_PASSES) before the first dispatch and
-/// after each: query i + 1 minus query i is dispatch i's GPU time.
-pub fn encode_timed(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32, timestamps: Option<&wgpu::QuerySet>) {
+/// Where [`encode_timed`] writes timestamps (the device needs TIMESTAMP_QUERY_INSIDE_PASSES).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamps {
+    /// Before the first dispatch and after each (`dispatches.len() + 1` queries): query i + 1
+    /// minus query i is dispatch i's GPU time.
+    EachDispatch,
+    /// Before the first dispatch and after the last (2 queries): the whole list's GPU time,
+    /// with no timestamp between dispatches to add its own cost.
+    Ends,
+}
+
+/// As [`encode`], with timestamps written into a query set where `timestamps` says.
+pub fn encode_timed(
+    encoder: &mut wgpu::CommandEncoder,
+    dispatches: &[Dispatch],
+    n_tokens: u32,
+    timestamps: Option<(&wgpu::QuerySet, Stamps)>,
+) {
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
-    if let Some(q) = timestamps {
+    if let Some((q, _)) = timestamps {
         pass.write_timestamp(q, 0);
     }
     for (i, d) in dispatches.iter().enumerate() {
@@ -450,8 +464,10 @@ pub fn encode_timed(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch],
         pass.set_bind_group(0, &d.group, &[]);
         let [x, y, z] = d.groups_for_tokens(n_tokens);
         pass.dispatch_workgroups(x, y, z);
-        if let Some(q) = timestamps {
-            pass.write_timestamp(q, i as u32 + 1);
+        match timestamps {
+            Some((q, Stamps::EachDispatch)) => pass.write_timestamp(q, i as u32 + 1),
+            Some((q, Stamps::Ends)) if i + 1 == dispatches.len() => pass.write_timestamp(q, 1),
+            _ => {}
         }
     }
 }

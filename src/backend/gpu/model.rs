@@ -64,10 +64,14 @@ pub struct StepProfile {
     pub wall_seconds: f64,
     /// What a dispatch that waits for the one before it costs when it does next to nothing:
     /// the step's cheapest kernel, the embedding lookup, as many times in a row as the step
-    /// has dispatches (each writes the buffer the next writes, so each waits), the mean of all
-    /// but the first. Times the step's dispatch count, the least a step of them can take on
-    /// this device whatever its kernels do. With timestamps only.
+    /// has dispatches (each writes the buffer the next writes, so each waits), timed from
+    /// before the first to after the last, over their count. Times the step's dispatch count,
+    /// the least a step of them can take on this device whatever its kernels do. With
+    /// timestamps only.
     pub dispatch_floor_seconds: Option<f64>,
+    /// The same chain with a timestamp after each dispatch, as the kernels above were timed
+    /// (the mean past the first): what those timestamps add to each.
+    pub dispatch_floor_seconds_timed_each: Option<f64>,
 }
 
 /// Where one decode step's time goes, by kernel.
@@ -520,7 +524,7 @@ impl GpuBackend {
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
         let (method, seconds) = if self.ctx.info.timestamps {
-            ("timestamps in one pass", self.dispatch_seconds_by_timestamps(&list)?)
+            ("timestamps in one pass", self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::EachDispatch)?)
         } else {
             ("one submit per dispatch", self.dispatch_seconds_alone(&list)?)
         };
@@ -547,25 +551,28 @@ impl GpuBackend {
                 k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
-        let dispatch_floor_seconds = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
+        let (dispatch_floor_seconds, dispatch_floor_seconds_timed_each) = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
             Some(lookup) if self.ctx.info.timestamps && list.len() > 1 => {
-                let chain = self.dispatch_seconds_by_timestamps(&vec![lookup.clone(); list.len()])?;
-                Some(chain[1..].iter().sum::<f64>() / (chain.len() - 1) as f64)
+                let chain = vec![lookup.clone(); list.len()];
+                let whole = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::Ends)?[0];
+                let each = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::EachDispatch)?;
+                (Some(whole / chain.len() as f64), Some(each[1..].iter().sum::<f64>() / (each.len() - 1) as f64))
             }
-            _ => None,
+            _ => (None, None),
         };
         self.pos += 1;
         self.ctx.check()?;
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds, dispatch_floor_seconds })
+        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds, dispatch_floor_seconds, dispatch_floor_seconds_timed_each })
     }
 
     /// The GPU time of each of `list`'s dispatches, encoded as a step is (one pass, one
-    /// submit, the logits read back) with a timestamp before the first and after each.
+    /// submit, the logits read back) with a timestamp before the first and after each; or,
+    /// with [`kernels::Stamps::Ends`], the whole list's time alone.
     #[cfg(not(target_arch = "wasm32"))]
-    fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch]) -> Result<Vec<f64>> {
+    fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch], stamps: kernels::Stamps) -> Result<Vec<f64>> {
         let ctx = &self.ctx;
-        let count = list.len() as u32 + 1;
+        let count = if stamps == kernels::Stamps::Ends { 2 } else { list.len() as u32 + 1 };
         let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
         let queries =
             ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count });
@@ -575,7 +582,7 @@ impl GpuBackend {
         let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
         let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
-        kernels::encode_timed(&mut encoder, list, 1, Some(&queries));
+        kernels::encode_timed(&mut encoder, list, 1, Some((&queries, stamps)));
         encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
         encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
         encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (self.cfg.vocab_size * 4) as u64);

@@ -139,6 +139,8 @@ fn combine_prologue(t: u32) {
 #endif
 #ifdef ATTENTION
 var<workgroup> scores: array<f32, CHUNK>;
+// Each thread's share of the values, one slice of the positions for 4 dimensions of a head.
+var<workgroup> wide: array<vec4<f32>, 256>;
 
 #include attention_head.wgsl
 
@@ -149,7 +151,8 @@ var<workgroup> scores: array<f32, CHUNK>;
 // of the dimensions each, as many as the workgroup has threads for, summed in `partial`);
 // each head's max and sum, one thread per head (n <= CHUNK scores each, in
 // workgroup memory, the sums left in `partial`); then all the heads' output dimensions, a
-// thread per (head, 4 dimensions). Called by all threads (barriers).
+// thread per (head, 4 dimensions) and slice of the positions. Called by all threads
+// (barriers).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;
     let n = min(step.pos + 1u, CHUNK);
@@ -195,13 +198,42 @@ fn attention_prologue(t: u32) {
             partial[i] = l;
         }
         workgroupBarrier();
-        // Four of a head's dimensions a thread (hd is a multiple of 4).
-        for (var o = 4u * t; o < heads * hd; o = o + 4u * WG) {
+        // Four of a head's dimensions a lane (hd is a multiple of 4). Where the round's lanes
+        // leave threads over, WG / lanes slices of the positions go at once, each thread a
+        // lane and a slice, their sums then added up in `wide`: a thread's loop stays short
+        // however long the context (at most 28 positions for heads of 64 in workgroups of 256).
+        let lanes = heads * hd / 4u;
+        if (lanes <= WG) {
+            let slices = WG / lanes;
+            let s = t / lanes;
+            let o = 4u * (t % lanes);
             let i = o / hd;
-            let h = h0 + i;
-            let v = head_values(o % hd, (h / group) * hd, stride, 0u, n, i * n) / partial[i];
-            for (var k = 0u; k < 4u; k = k + 1u) {
-                att_in[h0 * hd + o + k] = v[k];
+            let per_slice = (n + slices - 1u) / slices;
+            let j0 = min(s * per_slice, n);
+            let j1 = min(j0 + per_slice, n);
+            var acc = vec4<f32>(0.0);
+            if (s < slices) {
+                acc = head_values(o % hd, ((h0 + i) / group) * hd, stride, j0, j1 - j0, i * n + j0);
+            }
+            wide[t] = acc;
+            workgroupBarrier();
+            if (t < lanes) {
+                var sum = vec4<f32>(0.0);
+                for (var k = 0u; k < slices; k = k + 1u) {
+                    sum = sum + wide[k * lanes + t];
+                }
+                let v = sum / partial[(4u * t) / hd];
+                for (var k = 0u; k < 4u; k = k + 1u) {
+                    att_in[h0 * hd + 4u * t + k] = v[k];
+                }
+            }
+        } else {
+            for (var o = 4u * t; o < lanes * 4u; o = o + 4u * WG) {
+                let i = o / hd;
+                let v = head_values(o % hd, ((h0 + i) / group) * hd, stride, 0u, n, i * n) / partial[i];
+                for (var k = 0u; k < 4u; k = k + 1u) {
+                    att_in[h0 * hd + o + k] = v[k];
+                }
             }
         }
         workgroupBarrier();

@@ -183,8 +183,10 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// workgroup of the projection computes the whole attention itself, so the prologue pays off
 /// only while that work is short: on an NVIDIA H100 it took 189 us a layer over 5 positions
 /// when it ran head after head (2026-11-26), against about 25 us for each matrix kernel.
-/// Since then it scores every head at once; `bench/device/run.sh sweep` measures decode at 16
-/// to 256 (`--fused-attention-positions`) to set this from figures.
+/// Since then it scores every head at once and weighs the values in slices of the positions
+/// (a thread's loop at most 28 positions for heads of 64 in workgroups of 256, however long
+/// the context); `bench/device/run.sh sweep` measures decode at 16 to 256
+/// (`--fused-attention-positions`) to set this from figures.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its

@@ -16,7 +16,7 @@
 #                                             dawn.node (npm webgpu, Linux x64 only: bench/dawn.mjs,
 #                                             the page's engine on Dawn where Chromium gets no GPU)
 #   target/device-rt/                         what the machine lacks: node, Debian's Chromium,
-#                                             every shared library either needs that is not
+#                                             vulkaninfo, every shared library they need that is not
 #                                             glibc itself (the Vulkan loader included), glvnd's
 #                                             Debian packages (NVIDIA's Vulkan driver needs them), a font,
 #                                             and the path the test binaries were built at
@@ -84,9 +84,18 @@ tar -xzf "$DEVICE"/webgpu-*.tgz -C "$STAGE/bench/node_modules/webgpu" --strip-co
 # (the machine's glibc is newer, so these older builds run on it; its GPU driver stays its own).
 cp "$(readlink -f "$(command -v node)")" "$RT/bin/node"
 cp -r /usr/lib/chromium "$RT/chromium"
+# vulkaninfo (Debian's vulkan-tools): run.sh info lists the device extensions Chromium's WebGPU
+# needs of a Vulkan adapter (external memory and semaphore file descriptors).
+mkdir -p /tmp/pack-device-apt/partial /tmp/pack-device-vulkan-tools
+(cd /tmp/pack-device-vulkan-tools && rm -f ./*.deb && apt-get -qq -oAPT::Architecture=amd64 \
+  -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/pack-device-apt update && apt-get -qq \
+  -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/pack-device-apt \
+  download vulkan-tools 2>&1 | grep -v 'unsandboxed' || true)
+dpkg-deb --fsys-tarfile /tmp/pack-device-vulkan-tools/vulkan-tools_*.deb | tar -xOf - ./usr/bin/vulkaninfo >"$RT/bin/vulkaninfo"
+chmod +x "$RT/bin/vulkaninfo"
 GLIBC='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64)\.so'
 {
-  for elf in "$RT/bin/node" "$RT/chromium/chromium" "$RT"/chromium/*.so \
+  for elf in "$RT/bin/node" "$RT/bin/vulkaninfo" "$RT/chromium/chromium" "$RT"/chromium/*.so \
              "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.node \
              "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.so \
              "$STAGE"/bench/node_modules/webgpu/dist/linux-x64/dawn.node; do

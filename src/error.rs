@@ -82,8 +82,9 @@ pub enum Error {
     /// The prompt is empty: there is nothing to continue.
     #[error("the prompt is empty: type something for the model to continue")]
     EmptyPrompt,
-    /// The model computed a NaN logit: its weights (or its numerics) are broken.
-    #[error("the model produced NaN at logit {index}: its weights are broken, so choose another model file")]
+    /// The model computed a NaN logit: its weights are broken, or the backend computed them
+    /// wrong (on 2026-11-27 WebGPU on llvmpipe's OpenGL ES through ANGLE did).
+    #[error("the model produced NaN at logit {index}: its weights are broken, or the backend computed them wrong, so choose another model file, or the CPU backend")]
     NanLogits {
         /// The first NaN logit's token id.
         index: usize,

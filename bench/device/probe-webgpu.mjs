@@ -1,12 +1,25 @@
 // bench/device/run.sh info: which Chromium flags give WebGPU a real GPU on this machine.
-// Tries each candidate set in turn (Chromium at $CHROMIUM, headless, as the bench starts it),
-// prints the adapter each one gets, and writes the first set whose adapter is not a software
-// one (SwiftShader, llvmpipe) to the file named by its argument; with none, it writes the
-// last set that gave any adapter, and says so. Exit 1 when no set gives an adapter at all.
-import { writeFileSync } from 'node:fs';
+// Tries each candidate set in turn (Chromium at $CHROMIUM, headless, with the flags every
+// Chromium of ours starts with), prints the adapter each one gets, and writes the first set whose
+// adapter is not a software one (SwiftShader, llvmpipe) to the file named by its argument; with
+// none, it writes the last set that gave any adapter, and says so. Exit 1 when no set gives an
+// adapter at all.
+//
+// Why a set fails is in Chromium's own words: each try runs with Chromium's log in a file and
+// the page's console recorded; the lines about the GPU, Vulkan, Dawn and WebGPU are printed under
+// the try, and everything goes to $OUT/chrome-probe.txt. Without a GPU adapter, chrome://gpu (its
+// "Dawn Info": each adapter Dawn found, and why WebGPU may not offer it) goes to
+// $OUT/chrome-gpu.txt.
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
+import { BASE_FLAGS } from '../../tests/e2e/harness.mjs';
 
+// Chromium on Linux offers WebGPU a Vulkan adapter only where Skia runs on Vulkan too, and only
+// one that can import external images (Dawn's SupportsExternalImages: external memory and
+// semaphore file descriptors) or SwiftShader; else, with --use-webgpu-adapter=opengles, Dawn's
+// OpenGL ES backend over ANGLE's EGL, which offers only WebGPU's compatibility mode
+// (--force-webgpu-compat makes every request one).
 const CANDIDATES = [
   // Headless Chromium has no window to draw in: without --disable-vulkan-surface its Vulkan asks
   // for a presentation surface, fails, and WebGPU falls back to SwiftShader.
@@ -14,44 +27,82 @@ const CANDIDATES = [
   '--use-vulkan=native --enable-features=Vulkan,VulkanFromANGLE --disable-vulkan-surface --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan,VulkanFromANGLE,DefaultANGLEVulkan --use-angle=vulkan --ignore-gpu-blocklist --enable-gpu',
+  // WebGPU's compatibility mode on Dawn's GL ES backend: over ANGLE on the driver's own EGL, then
+  // over ANGLE on Vulkan.
+  '--use-webgpu-adapter=opengles --force-webgpu-compat --use-gl=angle --use-angle=gl-egl --ignore-gpu-blocklist --enable-gpu',
+  '--use-webgpu-adapter=opengles --force-webgpu-compat --use-angle=vulkan --enable-features=Vulkan --disable-vulkan-surface --ignore-gpu-blocklist --enable-gpu',
   '--enable-features=Vulkan --ignore-gpu-blocklist',
   '--ignore-gpu-blocklist',
   '',
 ];
-const BASE = ['--enable-unsafe-webgpu', '--no-first-run', '--no-sandbox', '--disable-background-networking'];
+// Only for the probe: Chromium's log (every process's, in one file), and the adapter's backend
+// and driver in its info (WebGPU's developer features).
+const LOG_FILE = `${tmpdir()}/probe-webgpu-chromium.log`;
+const DIAGNOSE = ['--enable-logging', `--log-file=${LOG_FILE}`, '--log-level=0', '--enable-webgpu-developer-features'];
 const PAGE = `file://${tmpdir()}/probe-webgpu.html`;
 writeFileSync(new URL(PAGE), '<!doctype html><title>probe</title>');
 const software = (a) => /swiftshader|llvmpipe|lavapipe|software/i.test(JSON.stringify(a));
+const ABOUT_GPU = /webgpu|dawn|vulkan|adapter|gpu|angle|egl|icd/i;
+const SHOWN_PER_TRY = 20;
+const OUT = process.env.OUT;
 
-let chosen;
-let fallback;
-for (const flags of CANDIDATES) {
+/**
+ * Chromium started with `flags` (and ours), asked for a high-performance adapter from a page.
+ * Returns { adapter, error, log }: the adapter's info or null, what failed, and every line
+ * the page logged on its console and Chromium's processes in their log meanwhile.
+ */
+async function tryFlags(flags) {
+  const log = [];
   let adapter = null;
   let error;
   let browser;
+  rmSync(LOG_FILE, { force: true });
   try {
-    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE, ...flags.split(' ').filter(Boolean)], timeout: 60_000 });
-    const page = await browser.newPage();
-    await page.goto(PAGE); // WebGPU is only offered to a secure context: a file: page is one
-    adapter = await page.evaluate(async () => {
-      const a = await navigator.gpu?.requestAdapter({ powerPreference: 'high-performance' });
-      return a ? { vendor: a.info.vendor, architecture: a.info.architecture, device: a.info.device, description: a.info.description, fallback: a.isFallbackAdapter ?? a.info.isFallbackAdapter } : null;
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM,
+      args: [...BASE_FLAGS, ...DIAGNOSE, ...flags.split(' ').filter(Boolean)],
+      timeout: 60_000,
     });
+    const page = await browser.newPage();
+    page.on('console', (m) => log.push(`console.${m.type()}: ${m.text()}`));
+    await page.goto(PAGE); // WebGPU is only offered to a secure context: a file: page is one
+    const asked = page.evaluate(async () => {
+      const a = await navigator.gpu?.requestAdapter({ powerPreference: 'high-performance' });
+      if (!a) return null;
+      const { vendor, architecture, device, description, backend, type, driver } = a.info;
+      return { vendor, architecture, device, description, backend, type, driver, fallback: a.isFallbackAdapter ?? a.info.isFallbackAdapter, core: a.features.has('core-features-and-limits') };
+    });
+    adapter = await Promise.race([asked, new Promise((_, reject) => setTimeout(() => reject(new Error('requestAdapter gave no answer in 30 s')), 30_000))]);
   } catch (e) {
     error = String(e.message || e).split('\n')[0];
   } finally {
     await browser?.close().catch(() => {});
   }
-  console.log(`probe-webgpu: [${flags || 'no extra flags'}] -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`);
+  if (existsSync(LOG_FILE)) log.push(...readFileSync(LOG_FILE, 'utf8').split('\n').filter(Boolean));
+  return { adapter, error, log };
+}
+
+let chosen;
+let fallback;
+const record = [];
+for (const flags of CANDIDATES) {
+  const { adapter, error, log } = await tryFlags(flags);
+  const said = `probe-webgpu: [${flags || 'no extra flags'}] -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`;
+  console.log(said);
+  const relevant = log.filter((l) => ABOUT_GPU.test(l));
+  for (const line of relevant.slice(0, SHOWN_PER_TRY)) console.log(`    ${line.slice(0, 300)}`);
+  if (relevant.length > SHOWN_PER_TRY) console.log(`    (${relevant.length - SHOWN_PER_TRY} more such lines${OUT ? ` in ${OUT}/chrome-probe.txt` : ''})`);
+  record.push(said, ...log.map((l) => `    ${l}`), '');
   if (adapter && !software(adapter)) { chosen = flags; break; }
   if (adapter) fallback = flags;
 }
+if (OUT) writeFileSync(`${OUT}/chrome-probe.txt`, record.join('\n'));
 const out = process.argv[2];
 // Without a GPU adapter, Chromium's own account of its GPU process (chrome://gpu) says why.
-if (chosen === undefined && process.env.OUT) {
+if (chosen === undefined && OUT) {
   let browser;
   try {
-    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE, ...CANDIDATES[0].split(' ')], timeout: 60_000 });
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE_FLAGS, ...CANDIDATES[0].split(' ')], timeout: 60_000 });
     const page = await browser.newPage();
     await page.goto('chrome://gpu');
     const read = () => page.evaluate(() => {
@@ -59,15 +110,15 @@ if (chosen === undefined && process.env.OUT) {
       const parts = root ? [...root.children].filter((e) => e.tagName !== 'STYLE') : [document.body];
       return parts.map((e) => (e instanceof HTMLElement ? e.innerText : e.textContent)).join('\n');
     });
-    // Its "Dawn Info" section (each adapter Dawn found, and why WebGPU may not offer it) comes
-    // from the GPU process later than the rest: on the 2026-11-27 H100, 2 s was too soon.
+    // Its "Dawn Info" section comes from the GPU process later than the rest: on the
+    // 2026-11-27 H100, 2 s was too soon.
     let text = '';
     for (let waited = 0; waited < 20_000 && !/Dawn Info/.test(text); waited += 1000) {
       await page.waitForTimeout(1000);
       text = await read();
     }
-    writeFileSync(`${process.env.OUT}/chrome-gpu.txt`, text);
-    console.log(`probe-webgpu: chrome://gpu written to ${process.env.OUT}/chrome-gpu.txt`);
+    writeFileSync(`${OUT}/chrome-gpu.txt`, text);
+    console.log(`probe-webgpu: chrome://gpu written to ${OUT}/chrome-gpu.txt${/Dawn Info/.test(text) ? '' : ' (no Dawn Info section came in 20 s)'}`);
   } catch (e) {
     console.log(`probe-webgpu: chrome://gpu could not be read (${String(e.message || e).split('\n')[0]})`);
   } finally {

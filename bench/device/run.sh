@@ -7,9 +7,11 @@
 #   unpack   joins the pieces once all have come, checks their SHA-256 and unpacks them over the
 #            tree; keeps only the packed shared libraries the machine lacks, and unpacks glvnd
 #            over / where the machine lacks it (NVIDIA's Vulkan driver needs it)
-#   info     the GPU, its driver, the Vulkan loader, the Chromium flags that give WebGPU the
-#            GPU (bench/device/probe-webgpu.mjs tries several; the bench uses the one found),
-#            and the adapter Dawn gives the page's engine in Node.js (bench/dawn.mjs)
+#   info     the GPU, its driver, the Vulkan loader, the device's Vulkan extensions Chromium's
+#            WebGPU looks for (vulkaninfo), the Chromium flags that give WebGPU the GPU
+#            (bench/device/probe-webgpu.mjs tries several, with Chromium's log of each try in
+#            chrome-probe.txt; the bench uses the one found), and the adapter Dawn gives the
+#            page's engine in Node.js (bench/dawn.mjs)
 #   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit
 #            (TEST_LIMIT_S, 240 by default), so a hang is reported as one (exit 124) instead of
 #            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
@@ -95,6 +97,10 @@ info() {
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
     echo "Vulkan loader: $(ls "$RT"/lib/libvulkan.so.1 2>/dev/null || ldconfig -p | grep -m1 libvulkan.so.1)"
     echo "Vulkan driver files: ${VK_DRIVER_FILES:-none found}"
+    # Chromium offers WebGPU a Vulkan adapter only if it can import external memory and
+    # semaphores by file descriptor (Dawn's SupportsExternalImages): which of those it has.
+    vulkaninfo --summary 2>/dev/null | sed -n '/^Devices:/,$p' || echo "vulkaninfo: none"
+    echo "Device extensions Chromium's WebGPU looks for: $(vulkaninfo 2>/dev/null | grep -o -E 'VK_(KHR_external_memory_fd|EXT_external_memory_dma_buf|EXT_image_drm_format_modifier|KHR_external_semaphore_fd)' | sort -u | tr '\n' ' ')"
     "$CHROMIUM" --version
     node bench/device/probe-webgpu.mjs "$RT/chromium-flags" || echo "run.sh: Chromium gave WebGPU no adapter; the browser rows will say why"
     node bench/dawn.mjs || echo "run.sh: Dawn in Node.js (the stand-in for Chromium) found no adapter either"

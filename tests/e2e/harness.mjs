@@ -12,8 +12,10 @@ export const MODEL = `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`;
 // The server: TOKENSCOPE_BIN (make test: the dev build cargo test made), else the release build.
 const BIN = process.env.TOKENSCOPE_BIN || `${ROOT}target/release/tokenscope`;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-// CHROMIUM_FLAGS adds flags (bench/device/run.sh: WebGPU through Vulkan on a real GPU).
-const FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox', ...(process.env.CHROMIUM_FLAGS || '').split(' ').filter(Boolean)];
+// The flags every Chromium of ours starts with (the tests, the bench, bench/device's probe).
+export const BASE_FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'];
+// CHROMIUM_FLAGS adds flags (bench/device/run.sh: the set its probe found gives WebGPU the GPU).
+const FLAGS = [...BASE_FLAGS, ...(process.env.CHROMIUM_FLAGS || '').split(' ').filter(Boolean)];
 
 // Runs the CLI (the same binary as the server) with `args` and returns its stdout; a failure
 // throws with its stderr.

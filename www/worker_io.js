@@ -81,6 +81,15 @@ async function findAdapter() {
   }
 }
 
+// What a Linux desktop user can do when Chrome gave WebGPU no adapter, or only a software one:
+// Chromium on Linux offers WebGPU a GPU only where it runs on Vulkan, and a GPU not yet on its
+// WebGPU list only with unsafe WebGPU allowed (its webgpu_decoder_impl.cc). Empty elsewhere.
+function linuxChromeHint() {
+  const ua = self.navigator?.userAgent || '';
+  if (!/Linux/.test(ua) || /Android|CrOS/.test(ua) || !/Chrome\//.test(ua)) return '';
+  return ' On Linux, Chrome gives WebGPU the GPU with chrome://flags/#enable-vulkan and #enable-unsafe-webgpu turned on.';
+}
+
 // Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
 /**
  * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
@@ -91,10 +100,10 @@ export async function chooseBackend(requested) {
   const adapter = await findAdapter();
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
-    if (!adapter) throw named('NoGpu', 'This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.');
+    if (!adapter) throw named('NoGpu', `This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.${linuxChromeHint()}`);
     return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
   }
-  if (!adapter) return { backend: 'cpu', adapter, note: 'Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.' };
-  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.` };
+  if (!adapter) return { backend: 'cpu', adapter, note: `Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.${linuxChromeHint()}` };
+  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.${linuxChromeHint()}` };
   return { backend: 'webgpu', adapter, note: `Auto: WebGPU on ${adapter.name}.` };
 }

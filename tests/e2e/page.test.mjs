@@ -51,8 +51,9 @@ test('the page and the default model load, and a second visit reads the browser 
   for (const name of ['Temperature', 'Top-k', 'Top-p']) await page.getByRole('slider', { name }).waitFor();
   for (const name of ['Generate', 'Stop', 'Reset']) await page.getByRole('button', { name, exact: true }).waitFor();
   await page.getByRole('figure', { name: 'Next-token probabilities' }).waitFor();
-  // SwiftShader is a software adapter: Auto says so and runs the wasm CPU backend.
-  assert.match(await page.locator('#backend-note').textContent(), /software one .* CPU backend/);
+  // SwiftShader is a software adapter: Auto says so, runs the wasm CPU backend, and (headless
+  // Chromium says it runs on Linux) names the flags that give Chrome's WebGPU the GPU there.
+  assert.match(await page.locator('#backend-note').textContent(), /software one .* CPU backend runs the model\. On Linux, Chrome gives WebGPU the GPU with chrome:\/\/flags\/#enable-vulkan and #enable-unsafe-webgpu turned on\./);
   assert.equal(await page.evaluate(() => document.body.dataset.backend), 'cpu');
 });
 

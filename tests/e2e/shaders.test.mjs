@@ -1,9 +1,9 @@
 // Every WGSL kernel, as the engine compiles it (www/shaders/: the templates expanded into
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
-// slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium. Each
-// shader must compile without errors and make a compute pipeline with our override
-// constants, at workgroups of 64 and of 256 threads (subgroup variants on a device with the
-// subgroups feature). The RoPE/KV write,
+// slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium (or the
+// adapter CHROMIUM_FLAGS gives). Each shader must compile without errors and make a compute
+// pipeline with our override constants, at workgroups of 64 and of 256 threads, on a device
+// with the engine's compute limits (subgroup variants on a device with the subgroups feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
 // subgroup reductions too), embedding and attention kernels (with subgroup reductions and a
 // half-float cache too) also run small cases checked in JS (the quantized kernels run in the
@@ -14,6 +14,9 @@ import { readdirSync } from 'node:fs';
 import { ROOT, start } from './harness.mjs';
 
 const SHADERS = readdirSync(`${ROOT}www/shaders`).filter((f) => f.endsWith('.wgsl')).sort();
+// The compute limits the engine asks for (src/backend/gpu/device.rs: WebGPU's core defaults),
+// which a compatibility-mode adapter (Dawn's OpenGL ES backend) gives only when asked.
+const LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, maxStorageBuffersPerShaderStage: 8 };
 
 let env;
 let page;
@@ -39,12 +42,12 @@ test('Chromium has a WebGPU adapter', async () => {
 
 for (const name of SHADERS) {
   test(`${name} compiles in Chromium and makes a pipeline`, async () => {
-    const result = await page.evaluate(async (file) => {
+    const result = await page.evaluate(async ({ file, requiredLimits }) => {
       const code = await (await fetch(`/shaders/${file}`)).text();
       // Subgroup variants need the device feature (SwiftShader offers it; an adapter
       // without it fails here, as it should: the variant would go uncompiled).
       const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
-      const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
+      const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures, requiredLimits });
       const module = device.createShaderModule({ code });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
@@ -60,7 +63,7 @@ for (const name of SHADERS) {
         }
       }
       return { errors, pipeline, subgroups: requiredFeatures.length > 0 };
-    }, name);
+    }, { file: name, requiredLimits: LIMITS });
     // The engine's wasm writes the directive Tint needs into exactly the subgroup variants.
     assert.equal(result.subgroups, name.includes('_subgroup'), `${name}: enable subgroups;`);
     assert.deepEqual(result.errors, [], `${name}: ${result.errors.join('; ')}`);
@@ -74,10 +77,10 @@ for (const name of SHADERS) {
 // the layout has one source), unnamed fields 0, f32 fields as their bits. Returns binding
 // `out`'s contents as floats. `groups` is [x, y, z].
 async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
-  return page.evaluate(async ({ file, bindings, out, groups, constants }) => {
+  return page.evaluate(async ({ file, bindings, out, groups, constants, requiredLimits }) => {
     const code = await (await fetch(`/shaders/${file}`)).text();
     const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
-    const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures });
+    const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures, requiredLimits });
     const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main', constants } });
     const numbers = bindings.map((b, i) => (b.binding === undefined ? i : b.binding));
     // A uniform's words from its fields, in the order of the struct the shader declares for it.
@@ -109,7 +112,7 @@ async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
     device.queue.submit([enc.finish()]);
     await read.mapAsync(GPUMapMode.READ);
     return Array.from(new Float32Array(read.getMappedRange()));
-  }, { file, bindings, out, groups, constants });
+  }, { file, bindings, out, groups, constants, requiredLimits: LIMITS });
 }
 
 const close = (got, want, tol, what) => {

@@ -49,6 +49,11 @@ const PROMPTS = { short: readFileSync(`${ROOT}bench/prompt-short.txt`, 'utf8'), 
 const SKIP = new Set((process.env.BENCH_SKIP || '').split(',').filter(Boolean));
 const WEB_ONLY = process.argv.includes('--web');
 const DEVICE = process.argv.includes('--device');
+// The browser's WebGPU rows, named for the backend Chromium's flags (CHROMIUM_FLAGS, from
+// bench/device's probe) give them: compatibility mode on Dawn's OpenGL ES backend is not the
+// Vulkan path Chrome takes where it can.
+const BROWSER_FLAGS = process.env.CHROMIUM_FLAGS || '';
+const BROWSER_WEBGPU = `Chromium webgpu${/--force-webgpu-compat/.test(BROWSER_FLAGS) ? ' (compatibility mode, Dawn on OpenGL ES)' : ''}`;
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const rows = [];
 const greedy = [];
@@ -138,7 +143,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
-    if (record) add({ engine: 'tokenscope', where: `Chromium ${backend === 'cpu' ? `cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : 'webgpu'}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
   }
   await page.close();
   return texts;
@@ -171,7 +176,7 @@ async function wllama(env, threads, gpu = false) {
   const out = await page.evaluate((args) => window.runWllama(args), { threads, gpu, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
   for (const [name, runs] of Object.entries(out.prompts)) {
     const timed = runs.slice(1);
-    add({ engine: `wllama ${version}`, where: gpu ? 'Chromium webgpu' : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${offload[0] || 'no layers offloaded'}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
+    add({ engine: `wllama ${version}`, where: gpu ? BROWSER_WEBGPU : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${offload[0] || 'no layers offloaded'}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
   }
   await page.close();
   server.close();
@@ -230,7 +235,7 @@ async function onTheGpu() {
     console.log(`bench: ${failures.at(-1)}`);
   }
   const exact = {};
-  for (const [where, got] of [['Chromium (WebGPU)', texts], [dawn.WHERE, standIn]]) {
+  for (const [where, got] of [[BROWSER_WEBGPU, texts], [dawn.WHERE, standIn]]) {
     for (const [name, text] of Object.entries(got ? PROMPTS : {})) {
       if (!exact[name]) {
         const run = spawnSync(BIN, ['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', String(TOKENS), '--jsonl', text], { encoding: 'utf8', maxBuffer: 1 << 28 });
@@ -298,8 +303,9 @@ for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.promp
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);
+if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);
 const results = DEVICE ? `${process.env.BENCH_OUT || `${ROOT}bench/device`}/results-device.json` : `${ROOT}bench/${WEB_ONLY ? 'results-web.json' : 'results.json'}`;
-writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, rows, greedy, failures }, null, 2) + '\n');
+writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, chromium_flags: BROWSER_FLAGS, rows, greedy, failures }, null, 2) + '\n');
 console.log(`bench: wrote ${results}`);

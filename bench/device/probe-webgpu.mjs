@@ -1,9 +1,9 @@
 // bench/device/run.sh info: which Chromium flags give WebGPU a real GPU on this machine.
 // Tries each candidate set in turn (Chromium at $CHROMIUM, headless, with the flags every
 // Chromium of ours starts with), prints the adapter each one gets, and writes the first set whose
-// adapter is not a software one (SwiftShader, llvmpipe) to the file named by its argument; with
-// none, it writes the last set that gave any adapter, and says so. Exit 1 when no set gives an
-// adapter at all.
+// adapter is not a software one (SwiftShader, llvmpipe) to the file named by its argument, with
+// WebGPU's developer features added; with none, it writes the last set that gave any adapter,
+// and says so. Exit 1 when no set gives an adapter at all.
 //
 // Why a set fails is in Chromium's own words: each try runs with Chromium's log in a file and
 // the page's console recorded; the lines about the GPU, Vulkan, Dawn and WebGPU are printed under
@@ -97,7 +97,11 @@ for (const flags of CANDIDATES) {
   if (adapter) fallback = flags;
 }
 if (OUT) writeFileSync(`${OUT}/chrome-probe.txt`, record.join('\n'));
+// The bench runs with the set found plus WebGPU's developer features, so that the adapter's
+// description names it (without them a compatibility-mode adapter has no vendor, architecture
+// or description, and a page could not tell llvmpipe's from a GPU's).
 const out = process.argv[2];
+const written = (flags) => [flags, '--enable-webgpu-developer-features'].filter(Boolean).join(' ');
 // Without a GPU adapter, Chromium's own account of its GPU process (chrome://gpu) says why.
 if (chosen === undefined && OUT) {
   let browser;
@@ -127,10 +131,10 @@ if (chosen === undefined && OUT) {
 }
 if (chosen !== undefined) {
   console.log(`probe-webgpu: Chromium reaches the GPU with [${chosen}]`);
-  writeFileSync(out, chosen);
+  writeFileSync(out, written(chosen));
 } else if (fallback !== undefined) {
   console.log(`probe-webgpu: no flag set reached the GPU; the browser rows will run on the software adapter [${fallback}]`);
-  writeFileSync(out, fallback);
+  writeFileSync(out, written(fallback));
 } else {
   console.log('probe-webgpu: no flag set gave Chromium a WebGPU adapter');
   process.exit(1);

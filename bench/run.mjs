@@ -163,23 +163,26 @@ function peerServer() {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-// `gpu`: every layer on WebGPU (wllama's default where the browser has it) or none.
+// `gpu`: every layer on WebGPU (wllama's default where the browser has it) or none. A WebGPU
+// run whose llama.cpp log names no layer offloaded ran on the CPU (so wllama 3.8.1 did on
+// SwiftShader): it throws, so no CPU figure passes for a WebGPU one.
 async function wllama(env, threads, gpu = false) {
   const server = await peerServer();
   const page = await (await env.browser.newContext()).newPage();
-  // llama.cpp's own log says where the layers went ("offloaded 31/31 layers to GPU").
-  const offload = [];
-  page.on('console', (m) => { if (/offloaded \d+\/\d+ layers/.test(m.text())) offload.push(m.text().match(/offloaded \d+\/\d+ layers to GPU/)?.[0] || m.text()); });
-  await page.goto(`http://127.0.0.1:${server.address().port}/wllama.html`);
-  await page.waitForFunction(() => document.body.dataset.ready === 'true');
-  const version = JSON.parse(readFileSync(new URL('./node_modules/@wllama/wllama/package.json', import.meta.url), 'utf8')).version;
-  const out = await page.evaluate((args) => window.runWllama(args), { threads, gpu, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
-  for (const [name, runs] of Object.entries(out.prompts)) {
-    const timed = runs.slice(1);
-    add({ engine: `wllama ${version}`, where: gpu ? BROWSER_WEBGPU : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${offload[0] || 'no layers offloaded'}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
+  try {
+    await page.goto(`http://127.0.0.1:${server.address().port}/wllama.html`);
+    await page.waitForFunction(() => document.body.dataset.ready === 'true');
+    const version = JSON.parse(readFileSync(new URL('./node_modules/@wllama/wllama/package.json', import.meta.url), 'utf8')).version;
+    const out = await page.evaluate((args) => window.runWllama(args), { threads, gpu, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
+    if (gpu && !out.offload) throw new Error(`wllama ${version} put no layer on WebGPU (adapter: ${out.adapter || 'none'}; llama.cpp's log names none offloaded), so its figures would be the CPU's`);
+    for (const [name, runs] of Object.entries(out.prompts)) {
+      const timed = runs.slice(1);
+      add({ engine: `wllama ${version}`, where: gpu ? BROWSER_WEBGPU : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${out.offload}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });
+    }
+  } finally {
+    await page.close();
+    server.close();
   }
-  await page.close();
-  server.close();
 }
 
 const env = await start();

@@ -131,19 +131,20 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   await setSlider(page, 'Max tokens', TOKENS);
   for (const [name, text] of Object.entries(PROMPTS)) {
     const prefill = [], decode = [], seen = [], outside = [];
-    let dispatches;
+    let dispatches, encodeMs;
     for (let r = 0; r < runs + 1; r++) {
       await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
       await page.evaluate(() => { delete document.body.dataset.finish; });
       await page.getByRole('button', { name: 'Generate', exact: true }).click();
       await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
-      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches }));
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches, e: document.body.dataset.gpuEncodeMs }));
       dispatches = f.k === undefined ? undefined : Number(f.k);
+      encodeMs = f.e === undefined ? undefined : Number(f.e);
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs });
   }
   await page.close();
   return texts;
@@ -278,7 +279,7 @@ async function oursOnDawn(dawn, runs) {
         if (r > 0) timed.push(run);
         texts[name] = run.texts;
       }
-      add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step });
+      add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step, gpu_encode_ms_per_step: timed[0].gpu_encode_ms_per_step });
     }
   } finally {
     dispose();
@@ -305,7 +306,7 @@ console.log(['engine', 'where', 'device', 'model', 'prompt', 'prefill tok/s', 'r
 for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
-for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)`);
+for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, each encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);

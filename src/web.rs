@@ -76,6 +76,9 @@ struct Stats {
     device: String,
     /// GPU only: kernel dispatches of the next decode step (one compute pass, one submit).
     gpu_dispatches_per_step: Option<usize>,
+    /// GPU only: mean milliseconds of the engine's own time encoding a decode step's commands
+    /// (done while the GPU runs the step before); None before the first decode step.
+    gpu_encode_ms_per_step: Option<f64>,
     /// GPU only: the kernel variants it runs, in words.
     gpu_kernels: Option<String>,
     /// GPU only: bytes of every buffer on the GPU (weights, KV cache, activations, logits).
@@ -524,6 +527,10 @@ impl Engine {
             gpu_kernels: info.gpu_kernels,
             gpu_dispatches_per_step: match b {
                 AnyBackend::Gpu(g) => Some(g.dispatches_per_step()),
+                AnyBackend::Cpu(_) => None,
+            },
+            gpu_encode_ms_per_step: match b {
+                AnyBackend::Gpu(g) => g.encode_seconds_per_step().map(|s| s * 1e3),
                 AnyBackend::Cpu(_) => None,
             },
             gpu_buffer_bytes: match b {

@@ -157,9 +157,11 @@ fn bench_on_the_gpu_reports_its_step_shape() {
         "submits_per_step",
         "readback_bytes_per_step",
         "gpu_bytes",
+        "encode_s_per_step",
     ] {
         assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
     }
+    assert_eq!(v["encode_ahead"], true, "{v}");
     assert_eq!(v["passes_per_step"], 1);
     assert_eq!(v["submits_per_step"], 1);
     // SmolLM2-135M has 30 layers: at most 4 dispatches each while the context is short (the
@@ -333,6 +335,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--kv-cache-f16", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--threads-per-row", "4", "hi"], "use them with --backend gpu"),
         (vec!["bench", "--model", &m, "--runs", "0"], "--runs 0 times nothing"),
+        (vec!["bench", "--model", &m, "--no-encode-ahead"], "use it with --backend gpu"),
         (vec!["bench", "--model", &m, "--prompt-tokens", "0"], "--prompt-tokens 0 prefills nothing"),
         (vec!["bench", "--model", &m, "--context", "16", "--decode-tokens", "4"], "more than the context of 16"),
         (vec!["generate", "--model", &m, "--max-tokens", "3", "--force", "3:42", "hi"], "--force 3:42 is past --max-tokens 3"),

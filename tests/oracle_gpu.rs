@@ -128,7 +128,9 @@ fn check_exact(g: &mut GpuBackend, tol: f64, cases: usize) -> f64 {
 /// tokens, causal attention inside the pass) against 5 decode steps, and a pass after a full
 /// one (64 tokens cached by one pass of [`PREFILL_BATCH`], then 6 in a second pass attending
 /// to them) against those 6 decoded one at a time on the same cache; then greedy tokens, the
-/// cache truncated back and generated again, are the same.
+/// cache truncated back and generated again, are the same, logits bit for bit (each step's
+/// commands encoded ahead, while the step before ran, the first time; just before its submit
+/// the second).
 ///
 /// [`PREFILL_BATCH`]: tokenscope::backend::gpu::model::PREFILL_BATCH
 #[test]
@@ -159,21 +161,30 @@ fn gpu_prefill_equals_decode_and_truncate_regenerates() {
     );
     assert!(d_first < 1e-4, "a first prefill pass vs decode: {d_first}");
     assert!(d_second < 1e-4, "a prefill pass after a full one vs decode: {d_second}");
-    // Greedy from here, then truncate back and generate again: the same tokens.
+    // Greedy from here, each step's commands encoded while the step before ran (the
+    // default), then truncate back and generate again with each step encoding its own: the
+    // same tokens, and the same logits bit for bit.
     let run = |g: &mut GpuBackend, first: &[f32]| {
         let mut logits = first.to_vec();
         let mut out = Vec::new();
         for _ in 0..4 {
             let t = argmax(&logits) as u32;
-            out.push(t);
             logits = pollster::block_on(g.decode(t)).expect("decode");
+            out.push((t, logits.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()));
         }
         out
     };
     let a = run(&mut g, &decoded);
     g.truncate(prompt.len());
+    g.set_encode_ahead(false);
     let b = run(&mut g, &decoded);
-    assert_eq!(a, b);
+    g.set_encode_ahead(true);
+    assert!(
+        a == b,
+        "encoded ahead vs each step its own: tokens {:?} vs {:?}",
+        a.iter().map(|s| s.0).collect::<Vec<_>>(),
+        b.iter().map(|s| s.0).collect::<Vec<_>>()
+    );
     assert_eq!(g.kv_cache_bytes(), g.position() * 30 * 2 * 192 * 4);
 }
 

@@ -116,8 +116,17 @@ export function runRows(a) {
     ['Memory', memoryLabel(s)],
   ];
   if (run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s, run.speculative.drafter, a.plainDecode)]);
-  if (s?.gpu_dispatches_per_step) rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit`]);
+  if (s?.gpu_dispatches_per_step) rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit${encodeLabel(s.gpu_encode_ms_per_step)}`]);
   return rows;
+}
+
+/**
+ * The engine's own time encoding a decode step's commands, done while the GPU runs the step
+ * before (none before the first decode step).
+ * @param {number | null | undefined} ms
+ */
+function encodeLabel(ms) {
+  return ms == null ? '' : `, encoded in ${ms.toFixed(2)} ms while the GPU runs the step before`;
 }
 
 /**

@@ -190,6 +190,8 @@ export function renderStats() {
   if (!state.run?.speculative && liveRun() && decodeAvg && evs.length > 8 && state.run.kvCache) state.plainDecode = { ms: decodeAvg, backend: s?.backend };
   if (s?.gpu_dispatches_per_step) document.body.dataset.gpuDispatches = String(s.gpu_dispatches_per_step);
   else delete document.body.dataset.gpuDispatches;
+  if (s?.gpu_encode_ms_per_step != null) document.body.dataset.gpuEncodeMs = String(s.gpu_encode_ms_per_step);
+  else delete document.body.dataset.gpuEncodeMs;
   fillStats(ui.stats, rows);
 }
 

@@ -19,7 +19,8 @@
 #            then gpu_weight_types at 16 threads six more times
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively; after the
-#            short one also with attention inside the output projection (the fused prologue)
+#            short one also with attention inside the output projection (the fused prologue),
+#            and without encoding each step's commands ahead (--no-encode-ahead)
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
 #            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
@@ -28,6 +29,7 @@
 #            to 16 ... 256 positions (--fused-attention-positions), then the matrix kernels'
 #            workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with and
 #            without subgroups, both prompts
+# profile and bench also sample the GPU's clocks (nvidia-smi) while they run: clocks-<step>.csv.
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -202,6 +204,7 @@ sweep() {
 
 profile() {
   runtime
+  clocks_start profile
   for prompt in short long; do
     echo "== profile, $prompt prompt"
     target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
@@ -209,11 +212,44 @@ profile() {
   echo "== profile, short prompt, attention fused up to 256 positions" | tee -a "$OUT/profile.txt"
   target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --fused-attention-positions 256 \
     --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
+  # What encoding each step's commands while the GPU runs the step before saves (the default).
+  echo "== short prompt, each step encoded just before its submit (--no-encode-ahead)" | tee -a "$OUT/profile.txt"
+  target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --no-encode-ahead \
+    --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
+  clocks_stop profile | tee -a "$OUT/profile.txt"
 }
 
 bench() {
   runtime
+  clocks_start bench
   BENCH_OUT="$OUT" node bench/run.mjs --device 2>&1 | tee "$OUT/bench.txt"
+  clocks_stop bench | tee -a "$OUT/bench.txt"
+}
+
+# The GPU's clocks, power and throttle reasons every 200 ms while a step runs, into
+# $OUT/clocks-<step>.csv (nvidia-smi; nothing elsewhere): a GPU left at a low clock makes every
+# dispatch slower, which would read as a dispatch floor of the kernels' own.
+clocks_start() {
+  command -v nvidia-smi >/dev/null || return 0
+  mkdir -p "$HOLD"
+  nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,utilization.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 200 >"$OUT/clocks-$1.csv" 2>&1 &
+  echo $! >"$HOLD/clocks.pid"
+}
+
+# Stops clocks_start's sampler and sums it up: the SM clock's range and median, against its
+# most, and the performance states seen.
+clocks_stop() {
+  [ -f "$HOLD/clocks.pid" ] || return 0
+  kill "$(cat "$HOLD/clocks.pid")" 2>/dev/null || true
+  rm -f "$HOLD/clocks.pid"
+  local csv="$OUT/clocks-$1.csv" sm n
+  sm="$(awk -F', ' '$3 ~ /MHz/ { print $3 + 0 }' "$csv" | sort -n)"
+  n="$(printf '%s\n' "$sm" | grep -c . || true)"
+  if [ "$n" = 0 ]; then echo "GPU clocks: no samples ($(head -c 200 "$csv"))"; return 0; fi
+  echo "GPU clocks while it ran ($n samples, every 200 ms): SM $(echo "$sm" | head -1)-$(echo "$sm" | tail -1) MHz," \
+    "median $(echo "$sm" | sed -n "$(((n + 1) / 2))p"), of at most $(awk -F', ' '$4 ~ /MHz/ { print $4 + 0; exit }' "$csv") MHz;" \
+    "performance states: $(awk -F', ' '$3 ~ /MHz/ { print $2 }' "$csv" | sort | uniq -c | awk '{ printf "%s%s (%d)", sep, $2, $1; sep = ", " }')"
 }
 
 [ "$#" -gt 0 ] || { sed -n '2,20p' "$0"; exit 2; }

@@ -44,6 +44,10 @@ pub struct BenchArgs {
     /// GPU only: also time each kernel of one decode step (GPU timestamps inside the step's one pass where the adapter has them, else every dispatch submitted alone) and the share of the step spent outside the GPU.
     #[arg(long)]
     profile: bool,
+    /// GPU only: encode each decode step's commands just before its submit, instead of while
+    /// the GPU runs the step before (the default). For measuring what encoding ahead saves.
+    #[arg(long)]
+    no_encode_ahead: bool,
     /// Wrap the prompt in the model's chat template (as a user message).
     #[arg(long)]
     chat: bool,
@@ -102,6 +106,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         return Err(tokenscope::Error::InvalidParams("--prompt-tokens 0 prefills nothing: choose at least 1".into()));
     }
     let (mut backend, tokenizer) = a.model.load()?;
+    match &mut backend {
+        AnyBackend::Gpu(g) => g.set_encode_ahead(!a.no_encode_ahead),
+        AnyBackend::Cpu(_) if a.no_encode_ahead => {
+            return Err(tokenscope::Error::InvalidParams("--no-encode-ahead is about GPU commands: use it with --backend gpu".into()))
+        }
+        AnyBackend::Cpu(_) => {}
+    }
     let text = match &a.prompt_file {
         Some(path) => read_prompt_file(path, backend.context_len())?,
         None => BENCH_PROMPT.to_string(),
@@ -137,6 +148,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
+    let encode_seconds = match &backend {
+        AnyBackend::Gpu(g) => g.encode_seconds_per_step(),
+        AnyBackend::Cpu(_) => None,
+    };
     let speculative = match a.speculative.params() {
         Some(spec) => {
             spec.validate()?;
@@ -187,6 +202,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["readback_bytes_per_step"] = json!(s.readback_bytes);
             out["gpu_bytes"] = json!(s.gpu_bytes);
             out["prefill_batch"] = json!(s.prefill_batch);
+            out["encode_s_per_step"] = json!(encode_seconds);
+            out["encode_ahead"] = json!(!a.no_encode_ahead);
         }
         if let Some(p) = &profile {
             out["profile"] = json!(p.kernels);
@@ -217,6 +234,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 s.gpu_bytes as f64 / 1e6
             );
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
+            if let Some(e) = encode_seconds {
+                let when = if a.no_encode_ahead { "before its submit (--no-encode-ahead)" } else { "while the GPU runs the step before" };
+                println!("encoding a decode step's commands: {:.3} ms of CPU, {when}", e * 1e3);
+            }
         }
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
             let o = g.kernel_options();

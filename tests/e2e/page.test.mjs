@@ -196,7 +196,10 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   // layers at 4 dispatches each (a short context), plus the embedding and the LM head.
   const dispatches = Number(await page.evaluate(() => document.body.dataset.gpuDispatches));
   assert.equal(dispatches, 4 * 30 + 2);
-  assert.match(stats, new RegExp(`GPU dispatches per step${dispatches} kernel dispatches in one compute pass and one submit`));
+  assert.match(stats, new RegExp(`GPU dispatches per step${dispatches} kernel dispatches in one compute pass and one submit, encoded in \\d+\\.\\d\\d ms while the GPU runs the step before`));
+  const encodeMs = Number(await page.evaluate(() => document.body.dataset.gpuEncodeMs));
+  assert.ok(encodeMs > 0 && encodeMs < 1000, `encoding a step: ${encodeMs} ms`);
+  figures.webgpu_encode_ms_per_step = encodeMs;
   const gpuText = await page.locator('#text .tok').allTextContents();
   assert.ok(gpuText.length >= 1 && gpuText.length <= 3, gpuText.join('|'));
   const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));

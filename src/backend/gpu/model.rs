@@ -3,7 +3,10 @@
 //! KV cache on the device. One decode step = one command encoder, one compute pass, one
 //! submit, one readback of the logits; a prefill pass runs up to 64 prompt tokens the same
 //! way with matrix-matrix kernels and causal attention. Pipelines, bind groups and buffers
-//! are made at load.
+//! are made at load. A decode step's commands depend only on its position (its token and
+//! position reach the kernels through buffers written before the submit), so each decode
+//! step encodes the next one's while the GPU runs it: the CPU's share of a step (a few us a
+//! dispatch) overlaps the GPU's.
 //!
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
@@ -142,6 +145,16 @@ pub struct GpuBackend {
     kv_bytes_per_token: usize,
     /// The kernel variants it runs.
     options: KernelOptions,
+    /// The next decode step's commands, encoded while the GPU ran the step before (its
+    /// position, its command buffer): a decode step's commands depend only on its position
+    /// (the token and the position reach the kernels through buffers written before submit),
+    /// so the CPU's share of a step (encoding every dispatch) overlaps the GPU's.
+    next_decode: Option<(usize, wgpu::CommandBuffer)>,
+    /// Whether decode steps encode the next one's commands ahead (on unless switched off:
+    /// [`GpuBackend::set_encode_ahead`]).
+    encode_ahead: bool,
+    /// CPU seconds encoding decode steps' commands took, and how many were encoded.
+    encoding: (f64, usize),
 }
 
 /// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
@@ -461,6 +474,9 @@ impl GpuBackend {
             pos: 0,
             gpu_bytes,
             weight_bytes,
+            next_decode: None,
+            encode_ahead: true,
+            encoding: (0.0, 0),
         })
     }
 
@@ -630,26 +646,73 @@ impl GpuBackend {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
         let n = tokens.len() as u32;
-        let lists = match lists {
-            Lists::Forward if n == 1 => &self.decode,
-            Lists::Forward => &self.prefill,
-            Lists::Verify => &self.verify,
-            Lists::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
-        };
+        let decode = matches!(lists, Lists::Forward) && n == 1 && read == 1;
+        let floats = read * self.cfg.vocab_size;
+        // The buffers the commands read are written first: queue writes come before any
+        // later submit, whenever its commands were encoded.
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
-        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
-        kernels::encode(&mut encoder, lists.pick(self.pos, tokens.len()), n);
-        let floats = read * self.cfg.vocab_size;
-        if read > 0 {
-            encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
-        }
-        self.ctx.queue.submit([encoder.finish()]);
+        let commands = match self.next_decode.take() {
+            Some((pos, commands)) if decode && pos == self.pos => commands,
+            _ => {
+                let list = match lists {
+                    Lists::Forward if n == 1 => &self.decode,
+                    Lists::Forward => &self.prefill,
+                    Lists::Verify => &self.verify,
+                    Lists::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
+                };
+                let (commands, seconds) = self.encode_step(list, self.pos, n, floats);
+                if decode {
+                    self.encoding = (self.encoding.0 + seconds, self.encoding.1 + 1);
+                }
+                commands
+            }
+        };
+        self.ctx.queue.submit([commands]);
         self.pos += tokens.len();
+        // A decode step is most often followed by the next one: its commands are encoded now,
+        // while the GPU runs this one (before the readback's wait). Anything else (a
+        // truncated cache, a prefill, a verify pass) runs its own and drops these unsubmitted.
+        if decode && self.encode_ahead && self.pos < self.capacity {
+            let (commands, seconds) = self.encode_step(&self.decode, self.pos, 1, self.cfg.vocab_size);
+            self.next_decode = Some((self.pos, commands));
+            self.encoding = (self.encoding.0 + seconds, self.encoding.1 + 1);
+        }
         if read == 0 {
             return Ok(None);
         }
         Ok(Some(self.ctx.map_f32(&self.staging, floats).await?))
+    }
+
+    /// One step's commands for `n` tokens from position `pos` from `lists`, with the first
+    /// `floats` logits copied to the staging buffer (0: none), and the CPU seconds encoding
+    /// them took.
+    fn encode_step(&self, lists: &Lowered, pos: usize, n: u32, floats: usize) -> (wgpu::CommandBuffer, f64) {
+        let start = web_time::Instant::now();
+        let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
+        kernels::encode(&mut encoder, lists.pick(pos, n as usize), n);
+        if floats > 0 {
+            encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
+        }
+        let commands = encoder.finish();
+        (commands, start.elapsed().as_secs_f64())
+    }
+
+    /// Whether a decode step encodes the next one's commands while the GPU runs it (on by
+    /// default; off, each step encodes its own before its submit: for measuring what encoding
+    /// ahead saves, and for checking it changes nothing).
+    pub fn set_encode_ahead(&mut self, on: bool) {
+        self.encode_ahead = on;
+        if !on {
+            self.next_decode = None;
+        }
+    }
+
+    /// Mean CPU seconds encoding a decode step's commands took since load (mostly while the
+    /// step before ran on the GPU, see [`GpuBackend::run`]); None before the first.
+    pub fn encode_seconds_per_step(&self) -> Option<f64> {
+        let (seconds, steps) = self.encoding;
+        (steps > 0).then(|| seconds / steps as f64)
     }
 }
 

@@ -2,7 +2,7 @@
 // statistics of attention_partial.wgsl for query head h of token b (attention_merge.wgsl;
 // a decode step of a model whose attention fits ATT_MAX merges them in the output
 // projection's COMBINE prologue instead).
-// Token b (position p = step.pos + b) reads its chunks 0..=p / CHUNK, the ones part 1 wrote.
+// Token b (position p = step.pos + b) reads its chunks 0..=p / SPLIT, the ones part 1 wrote.
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
 //   1 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read);
 //   2 out: array<f32> [n_tokens, n_heads * head_dim] (read_write); 3 uniform Step {pos, n_tokens}.
@@ -31,7 +31,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         return;
     }
     let base = (b * params.n_heads + h) * params.n_chunks * (2u + hd);
-    let used = min((step.pos + b) / CHUNK + 1u, params.n_chunks);
+    let used = min((step.pos + b) / SPLIT + 1u, params.n_chunks);
     for (var d = lid.x; d < hd; d = d + WG) {
         out[(b * params.n_heads + h) * hd + d] = merge_chunks(base, used, hd, d);
     }

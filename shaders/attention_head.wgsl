@@ -30,15 +30,46 @@ fn values4(i: u32) -> vec4<f32> {
 
 // Scores of the query at q[q_off ..] against positions start .. start + n (n <= CHUNK) of
 // the KV head at column kv_off of cache rows `stride` wide; leaves exp(s_j - m) in
-// scores[j] and returns (m, l). Thread t takes positions t, t + WG, ...
+// scores[j] and returns (m, l). Thread t takes positions t, t + WG, ... where the run has
+// more than WG / 2; a shorter one leaves threads over, so `shares` threads share each
+// position (the most, a power of two up to hd / 16, that n * shares <= WG allows: 4 for a
+// split-K chunk of 64 and heads of 64), each taking every shares-th pair of its dimensions
+// (cache_keys.wgsl's key_share: at least eight pairs a share, one round of its loads), their
+// sums then added up in `partial`.
 fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32) -> vec2<f32> {
     let hd = params.head_dim;
     let scale = inverseSqrt(f32(hd));
+    var shares = 1u;
+    while (2u * shares * n <= WG && 32u * shares <= hd) {
+        shares = 2u * shares;
+    }
     var local_max = EMPTY;
-    for (var j = t; j < n; j = j + WG) {
-        let s = key_score(q_off, (start + j) * stride + kv_off, hd) * scale;
-        scores[j] = s;
-        local_max = max(local_max, s);
+    if (shares == 1u) {
+        for (var j = t; j < n; j = j + WG) {
+            let s = key_score(q_off, (start + j) * stride + kv_off, hd) * scale;
+            scores[j] = s;
+            local_max = max(local_max, s);
+        }
+    } else {
+        // n * shares <= WG: a share per thread at most.
+        let j = t / shares;
+        var part = 0.0;
+        if (j < n) {
+            part = key_share(q_off, (start + j) * stride + kv_off, hd, t % shares, shares);
+        }
+        partial[t] = part;
+        workgroupBarrier();
+        if (t < n) {
+            var s = 0.0;
+            for (var i = 0u; i < shares; i = i + 1u) {
+                s = s + partial[t * shares + i];
+            }
+            s = s * scale;
+            scores[t] = s;
+            local_max = s;
+        }
+        // reduce writes `partial` first: every sum above has read it by then.
+        workgroupBarrier();
     }
     let m = reduce(local_max, t, true);
     var local_sum = 0.0;

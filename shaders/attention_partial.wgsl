@@ -1,6 +1,6 @@
 // attention_partial.wgsl: split-K causal attention, part 1 of 2. Token b of the step sits at
 // position p = step.pos + b and attends to positions 0..=p. Workgroup (h, c, b) scores query
-// head h of token b against positions [c * CHUNK, min((c + 1) * CHUNK, p + 1)) of its KV head
+// head h of token b against positions [c * SPLIT, min((c + 1) * SPLIT, p + 1)) of its KV head
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],  s_j = q.k_j / sqrt(hd).
@@ -14,11 +14,12 @@
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
 //   m, l, o[0..head_dim]); 5 uniform Step {pos, n_tokens}.
 // Dispatch: (n_heads, n_chunks, n_tokens) workgroups of WG threads (override; the host's
-// ATTENTION_WORKGROUP, 256: a thread per position of a chunk when scoring, and 4 WG / head_dim
-// slices of the chunk's positions at once when weighing the values, 4 dimensions a thread;
+// ATTENTION_WORKGROUP, 256: when scoring, a thread per position, or several sharing one where
+// the run has fewer positions than threads (attention_head.wgsl), and 4 WG / head_dim
+// slices of the run's positions at once when weighing the values, 4 dimensions a thread;
 // head_dim a multiple of 4). n_chunks =
-// ceil(capacity / CHUNK) is fixed at load; a chunk past p returns at once and writes nothing
-// (the combine reads only chunks 0..=p / CHUNK).
+// ceil(capacity / SPLIT) is fixed at load; a chunk past p returns at once and writes nothing
+// (the combine reads only chunks 0..=p / SPLIT).
 // SINGLE (define): the whole attention in one dispatch while every token of the step sees
 // at most CHUNK positions (the host picks it then: step.pos + n_tokens <= CHUNK): one chunk,
 // and binding 4 is out: array<f32> [n_tokens, n_heads * head_dim] (read_write), written
@@ -78,7 +79,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let t = lid.x;
     let hd = params.head_dim;
     let at = ((b * params.n_heads + h) * params.n_chunks + c) * (2u + hd);
-    let start = c * CHUNK;
+#ifdef SINGLE
+    let len = CHUNK;
+#else
+    let len = SPLIT;
+#endif
+    let start = c * len;
     let n_pos = step.pos + b + 1u;
     if (h >= params.n_heads || c >= params.n_chunks || b >= step.n_tokens) {
         return;
@@ -86,7 +92,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     if (start >= n_pos) {
         return;
     }
-    let n = min(CHUNK, n_pos - start);
+    let n = min(len, n_pos - start);
     let stride = params.n_kv_heads * hd;
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let q_off = (b * params.n_heads + h) * hd;

@@ -18,27 +18,35 @@ fn pair_dot(at: u32, k: vec2<f32>) -> f32 {
 }
 
 // q[q_off .. q_off + hd] . k_cache[row .. row + hd] (hd even), before the 1 / sqrt(hd) scale.
-// Sixteen dimensions an iteration, their eight key loads issued before the first is used,
+fn key_score(q_off: u32, row: u32, hd: u32) -> f32 {
+    return key_share(q_off, row, hd, 0u, 1u);
+}
+
+// Share `share` of `shares` of that dot product: the dimension pairs share, share + shares,
+// ..., so threads sharing a key read adjacent words of it (a key in whole 32-byte pieces
+// when 4 share it). Eight pairs an iteration, their loads issued before the first is used,
 // into two sums: a loop of one pair at a time waited out each load's latency in turn (on an
 // H100 the fused attention took 189 us a layer for 5 positions that way).
-fn key_score(q_off: u32, row: u32, hd: u32) -> f32 {
+fn key_share(q_off: u32, row: u32, hd: u32, share: u32, shares: u32) -> f32 {
+    let step = 2u * shares;
     var s0 = 0.0;
     var s1 = 0.0;
-    var dim = 0u;
-    for (; dim + 16u <= hd; dim = dim + 16u) {
+    var dim = 2u * share;
+    for (; dim + 7u * step < hd; dim = dim + 8u * step) {
         let r = row + dim;
         let k0 = key_pair(r);
-        let k1 = key_pair(r + 2u);
-        let k2 = key_pair(r + 4u);
-        let k3 = key_pair(r + 6u);
-        let k4 = key_pair(r + 8u);
-        let k5 = key_pair(r + 10u);
-        let k6 = key_pair(r + 12u);
-        let k7 = key_pair(r + 14u);
-        s0 = s0 + pair_dot(q_off + dim, k0) + pair_dot(q_off + dim + 4u, k2) + pair_dot(q_off + dim + 8u, k4) + pair_dot(q_off + dim + 12u, k6);
-        s1 = s1 + pair_dot(q_off + dim + 2u, k1) + pair_dot(q_off + dim + 6u, k3) + pair_dot(q_off + dim + 10u, k5) + pair_dot(q_off + dim + 14u, k7);
+        let k1 = key_pair(r + step);
+        let k2 = key_pair(r + 2u * step);
+        let k3 = key_pair(r + 3u * step);
+        let k4 = key_pair(r + 4u * step);
+        let k5 = key_pair(r + 5u * step);
+        let k6 = key_pair(r + 6u * step);
+        let k7 = key_pair(r + 7u * step);
+        let d = q_off + dim;
+        s0 = s0 + pair_dot(d, k0) + pair_dot(d + 2u * step, k2) + pair_dot(d + 4u * step, k4) + pair_dot(d + 6u * step, k6);
+        s1 = s1 + pair_dot(d + step, k1) + pair_dot(d + 3u * step, k3) + pair_dot(d + 5u * step, k5) + pair_dot(d + 7u * step, k7);
     }
-    for (; dim < hd; dim = dim + 2u) {
+    for (; dim < hd; dim = dim + step) {
         s0 = s0 + pair_dot(q_off + dim, key_pair(row + dim));
     }
     return s0 + s1;

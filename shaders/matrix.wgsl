@@ -123,6 +123,8 @@ var<workgroup> partial: array<Acc, 256>;
 var<workgroup> att_in: array<f32, ATT_MAX>;
 #endif
 #ifdef COMBINE
+#include split_chunk.wgsl
+
 #include attention_merge.wgsl
 
 // Every head's attention output for the step's one token, merged from the chunks split-K's
@@ -130,7 +132,7 @@ var<workgroup> att_in: array<f32, ATT_MAX>;
 // Called by all threads (a barrier).
 fn combine_prologue(t: u32) {
     let hd = params.head_dim;
-    let used = min(step.pos / CHUNK + 1u, params.n_chunks);
+    let used = min(step.pos / SPLIT + 1u, params.n_chunks);
     for (var o = t; o < params.n_heads * hd; o = o + WG) {
         att_in[o] = merge_chunks((o / hd) * params.n_chunks * (2u + hd), used, hd, o % hd);
     }
@@ -147,8 +149,8 @@ var<workgroup> wide: array<vec4<f32>, 256>;
 // Every head's attention for the step's one token over positions 0 ..= step.pos (as many as
 // the host picks, at most CHUNK) into att_in. As many heads at once as `scores` holds
 // (CHUNK / n: all of them for short contexts), so every thread has work in each phase however
-// few the positions: all (head, position) scores, each split over `split` threads (a share
-// of the dimensions each, as many as the workgroup has threads for, summed in `partial`);
+// few the positions: all (head, position) scores, each split over `split` threads (every
+// split-th pair of dimensions each, as many as the workgroup has threads for, summed in `partial`);
 // each head's max and sum, one thread per head (n <= CHUNK scores each, in
 // workgroup memory, the sums left in `partial`); then all the heads' output dimensions, a
 // thread per (head, 4 dimensions) and slice of the positions. Called by all threads
@@ -163,17 +165,18 @@ fn attention_prologue(t: u32) {
     for (var h0 = 0u; h0 < params.n_heads; h0 = h0 + per) {
         let heads = min(per, params.n_heads - h0);
         let pairs = heads * n;
-        // Shares of at least 16 dimensions (one round of key_score's loads), of even length.
+        // Each score split over `split` threads where the workgroup has them to spare (up
+        // to hd / 16: at least eight pairs of dimensions a share, one round of key_share's
+        // loads), each taking every split-th pair (the threads of a score read adjacent
+        // words of its key).
         var split = 1u;
-        while (2u * split * pairs <= WG && 32u * split <= hd && hd % (4u * split) == 0u) {
+        while (2u * split * pairs <= WG && 32u * split <= hd) {
             split = 2u * split;
         }
-        let len = hd / split;
         for (var p = t; p < pairs * split; p = p + WG) {
             let pair = p / split;
             let h = h0 + pair / n;
-            let d = (p % split) * len;
-            partial[p] = key_score(h * hd + d, (pair % n) * stride + (h / group) * hd + d, len);
+            partial[p] = key_share(h * hd, (pair % n) * stride + (h / group) * hd, hd, p % split, split);
         }
         workgroupBarrier();
         for (var p = t; p < pairs; p = p + WG) {

@@ -349,6 +349,9 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--fused-attention-positions", "64", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "0", "hi"], "1 to 256, not 0"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "257", "hi"], "1 to 256, not 257"),
+        (vec!["generate", "--model", &m, "--split-k-chunk", "32", "hi"], "use them with --backend gpu"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--split-k-chunk", "0", "hi"], "--split-k-chunk must be 1 to 256, not 0"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--split-k-chunk", "512", "hi"], "not 512"),
     ];
     for (args, needle) in cases {
         let (code, _, err) = tokenscope(&args);

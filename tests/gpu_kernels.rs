@@ -616,9 +616,14 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
 fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     let ctx = context_with_subgroups();
     // Plain and subgroup reductions, over f32 and half-float caches (the twins read the same
-    // halves, widened: the tolerances stay). Rows per workgroup do not touch attention.
-    for (subgroups, kv_f16) in [(false, false), (true, false), (false, true), (true, true)] {
-        check_attention(&ctx, KernelOptions { subgroups, kv_f16, ..KernelOptions::plain(8) });
+    // halves, widened: the tolerances stay), in split-K chunks of the default length and of
+    // 37 positions (odd: chunk edges off every power of two). Rows per workgroup do not
+    // touch attention.
+    let default = KernelOptions::plain(8).split_chunk;
+    for (subgroups, kv_f16, split_chunk) in
+        [(false, false, default), (true, false, default), (false, true, default), (true, true, default), (true, false, 37)]
+    {
+        check_attention(&ctx, KernelOptions { subgroups, kv_f16, split_chunk, ..KernelOptions::plain(8) });
     }
 }
 
@@ -626,7 +631,8 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
     let kv_f16 = options.kv_f16;
     let k = Kernels::with_options(ctx, options).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    // (first position, tokens, cache capacity): decode at one position, chunk edges, odd
+    // (first position, tokens, cache capacity): decode at one position, chunk edges (of
+    // split-K's chunks of 64 and of the one-dispatch form's 256), odd
     // sizes, a cache far past one workgroup's memory, empty chunks, and prefill batches whose
     // tokens each see a different number of positions (causal), across chunk edges; this
     // model's heads on all of them, and on some, heads of 24 (256 / 24: ten slices of the
@@ -636,6 +642,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         (0usize, 1usize, 1usize),
         (1, 1, 700),
         (254, 1, 256),
+        (63, 2, 130),
         (256, 1, 300),
         (999, 1, 2048),
         (5000, 1, 5001),
@@ -645,7 +652,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         (250, 13, 600),
         (2990, 40, 3100),
     ];
-    let shapes = [(9usize, 3usize, 64usize, &cases[..]), (4, 2, 24, &cases[1..4]), (2, 1, 320, &[cases[2], cases[9]])];
+    let shapes = [(9usize, 3usize, 64usize, &cases[..]), (4, 2, 24, &cases[1..5]), (2, 1, 320, &[cases[2], cases[10]])];
     for (pos, n, capacity, heads, kv_heads, hd) in
         shapes.iter().flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, heads, kv_heads, hd)))
     {
@@ -663,8 +670,9 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         let (qb, kb, vb) =
             (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
         let shape = [heads as u32, kv_heads as u32, hd as u32];
-        let parts_len = gpu_ops::attention_parts_len(shape, capacity, n);
-        let n_chunks = capacity.div_ceil(kernels::ATTENTION_CHUNK);
+        let split = options.split_chunk as usize;
+        let parts_len = gpu_ops::attention_parts_len(shape, capacity, n, options.split_chunk);
+        let n_chunks = capacity.div_ceil(split);
         assert_eq!(parts_len, n * heads * n_chunks * (2 + hd));
         let parts_buf = guarded(ctx, parts_len);
         // The layer's attention dispatches, writing into the guarded output `into`.
@@ -702,7 +710,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
                     let got = &parts[((b * heads + h) * n_chunks + c) * (2 + hd)..][..2 + hd];
-                    let start = c * kernels::ATTENTION_CHUNK;
+                    let start = c * split;
                     if start >= n_pos {
                         assert!(
                             got.iter().all(|v| v.to_bits() == SENTINEL),
@@ -711,7 +719,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                         );
                         continue;
                     }
-                    let twin = ops::attention_chunk(&input, start..(start + kernels::ATTENTION_CHUNK).min(n_pos));
+                    let twin = ops::attention_chunk(&input, start..(start + split).min(n_pos));
                     assert!(
                         (got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0),
                         "token {b} head {h} chunk {c} max {} vs {}",
@@ -954,15 +962,17 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
 #[test]
 fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
     let ctx = context_with_subgroups();
-    for options in all_options() {
+    // Every variant, and split-K in chunks of 37 positions (the merge prologue's SPLIT override).
+    for options in all_options().into_iter().chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }]) {
         let kv_f16 = options.kv_f16;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(22);
         // (query heads, KV heads, head_dim, rows, weight type, position, capacity).
         // The prologue scores CHUNK / (pos + 1) heads at a time: 18 heads at 16 positions take
         // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9). Each score is
-        // split over up to hd / 16 threads where the workgroup has them to spare (hd 64: 4
-        // shares of 16; hd 96: 4 of 24 and hd 40: 2 of 20, key_score's tail loop in each).
+        // split over up to hd / 16 threads where the workgroup has them to spare, each taking
+        // every split-th pair of dimensions (hd 64: 4 shares of 8 pairs; hd 96: 4 of 12 and hd
+        // 40: 2 of 10, key_share's tail loop in each).
         // Past the default limit: 64 positions (4 heads a round), 101 (2 a round, 4 x 101 pairs
         // over the workgroup's threads), the whole chunk (one head a round, 256 scores).
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
@@ -1035,13 +1045,14 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
                 ctx.queue.write_buffer(&out, (PAD * 4) as u64, bytemuck::cast_slice(&prior));
             }
             // Split-K part 1 into its chunk statistics, then the projection merging them.
-            let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1)]);
+            let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1, options.split_chunk)]);
             let scratch = ctx.storage("att", &vec![0.0f32; cols]);
             let a = k
                 .attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
                 .expect("attention");
             kernels::run_once(&ctx, a.partial, 1);
-            let merged = CombineInput { shape, parts: Bind(&parts, 0, None), n_chunks: gpu_ops::attention_chunks(capacity) };
+            let merged =
+                CombineInput { shape, parts: Bind(&parts, 0, None), n_chunks: gpu_ops::attention_chunks(capacity, options.split_chunk) };
             let op = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&m, &qb, y) };
             kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
             assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("split-K, combine"));

@@ -26,7 +26,8 @@
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
 #            greedy text of the page's engine against the exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
-#            to 16 ... 256 positions (--fused-attention-positions), then the matrix kernels'
+#            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
+#            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk), then the matrix kernels'
 #            workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with and
 #            without subgroups, both prompts
 # profile and bench also sample the GPU's clocks (nvidia-smi) while they run: clocks-<step>.csv.
@@ -184,6 +185,13 @@ sweep() {
       --fused-attention-positions "$fused" --prompt-file bench/prompt-short.txt |
       sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
   done
+  # Split-K's chunk length after the long prompt (positions 257 to 321): 64 by default; 256
+  # was the only length before 2026-11-27's evening (18 workgroups a layer there, 28 us).
+  for split in 32 64 128 256; do
+    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
+      --split-k-chunk "$split" --prompt-file bench/prompt-long.txt |
+      sed "s/^{/{\"prompt\":\"long\",/" >>"$log"
+  done
   # Fewer than 8 threads per row lost on the H100 (2026-11-26: 137 tok/s at 4 against 193 at 32).
   for subgroups in "" --no-subgroups; do
     for workgroup in 64 256; do
@@ -198,7 +206,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 

@@ -34,6 +34,9 @@ pub struct GpuChoice {
     /// Most positions of a decode step's attention in the output projection's prologue, in
     /// place of the default ([`KernelOptions::fused_positions`]).
     pub fused_attention_positions: Option<u32>,
+    /// Positions per chunk of split-K attention in place of the default
+    /// ([`KernelOptions::split_chunk`]).
+    pub split_k_chunk: Option<u32>,
 }
 
 impl AnyBackend {
@@ -50,6 +53,7 @@ impl AnyBackend {
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
+                options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
             }
         })

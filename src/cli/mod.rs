@@ -87,6 +87,11 @@ pub struct ModelArgs {
     /// split-K attention takes a dispatch of its own (default 16). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     fused_attention_positions: Option<u32>,
+    /// GPU: positions per chunk of split-K attention, 1 to 256 (default 64): a workgroup per
+    /// query head and chunk, so a longer context spreads over more workgroups. For measuring
+    /// on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    split_k_chunk: Option<u32>,
 }
 
 /// The backends the CLI offers.
@@ -132,10 +137,11 @@ impl ModelArgs {
             || self.no_subgroups
             || self.threads_per_row.is_some()
             || self.matrix_workgroup.is_some()
-            || self.fused_attention_positions.is_some();
+            || self.fused_attention_positions.is_some()
+            || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --matrix-workgroup and --fused-attention-positions choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --matrix-workgroup, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -151,6 +157,9 @@ impl ModelArgs {
         if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));
         }
+        if let Some(n) = self.split_k_chunk.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
+            return Err(Error::InvalidParams(format!("--split-k-chunk must be 1 to {ATTENTION_CHUNK}, not {n}")));
+        }
         let choice = match self.backend {
             BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
             BackendKind::CpuExact => BackendChoice::Cpu(CpuPrecision::Exact),
@@ -161,6 +170,7 @@ impl ModelArgs {
                 threads_per_row: self.threads_per_row,
                 matrix_workgroup: self.matrix_workgroup,
                 fused_attention_positions: self.fused_attention_positions,
+                split_k_chunk: self.split_k_chunk,
             }),
         };
         let model = self.open()?;

@@ -10,7 +10,7 @@
 // page test's WebGPU generation).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { ROOT, start } from './harness.mjs';
 
 const SHADERS = readdirSync(`${ROOT}www/shaders`).filter((f) => f.endsWith('.wgsl')).sort();
@@ -205,8 +205,12 @@ const cacheBinding = (v, f16) => (f16 ? { u32: Array.from({ length: v.length / 2
 
 for (const variant of ['', '_subgroup', '_kv_f16', '_subgroup_kv_f16']) test(`attention_partial${variant}.wgsl and attention_combine.wgsl, and attention_single${variant}.wgsl within one chunk, run small causal cases in Chromium`, async () => {
   const f16 = variant.endsWith('_kv_f16');
+  // Split-K's chunk length: the override SPLIT's default, as the engine expanded it into the
+  // kernel (constants.wgsl, split_chunk.wgsl); this pipeline is made without overrides.
+  const split = Number(readFileSync(`${ROOT}www/shaders/attention_partial${variant}.wgsl`, 'utf8').match(/^const SPLIT_K_CHUNK: u32 = (\d+)u;/m)?.[1]);
+  assert.ok(split > 0 && 256 % split === 0, `split-K chunks of ${split}`);
   const [heads, kvHeads, hd, capacity, pos, n] = [4, 2, 8, 300, 255, 3]; // tokens at 255..257 cross a chunk edge
-  const chunks = Math.ceil(capacity / 256);
+  const chunks = Math.ceil(capacity / split);
   const q = Array.from({ length: n * heads * hd }, (_, i) => Math.sin(i * 0.7));
   // Multiples of 1/64: a half-float cache holds them exactly, so one reference serves all.
   const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.cos(i * 0.13)) / 64);

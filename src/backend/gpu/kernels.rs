@@ -35,8 +35,9 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 8] = [
+const INCLUDES: [(&str, &str); 9] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
+    ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
     ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
@@ -47,10 +48,11 @@ const INCLUDES: [(&str, &str); 8] = [
 ];
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
-/// one source: CHUNK ([`ATTENTION_CHUNK`]) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
+/// one source: CHUNK ([`ATTENTION_CHUNK`]), SPLIT_K_CHUNK (the default of the override SPLIT,
+/// split_chunk.wgsl) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
 fn wgsl_constants() -> String {
     format!(
-        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst SPLIT_K_CHUNK: u32 = {SPLIT_K_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
     )
 }
 
@@ -92,6 +94,10 @@ pub struct KernelOptions {
     /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] unless measured otherwise);
     /// past them split-K. The same kernels either way: the host picks the command list.
     pub fused_positions: u32,
+    /// Positions per chunk of split-K attention (1 to [`ATTENTION_CHUNK`];
+    /// [`SPLIT_K_CHUNK`] unless measured otherwise): the override `SPLIT` of the kernels
+    /// that write and merge the chunks.
+    pub split_chunk: u32,
 }
 
 impl KernelOptions {
@@ -120,6 +126,7 @@ impl KernelOptions {
             subgroups: Self::subgroups_usable(ctx),
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+            split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
 
@@ -147,6 +154,7 @@ impl KernelOptions {
             subgroups: false,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+            split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
 
@@ -167,15 +175,28 @@ pub const WORKGROUP: u32 = 64;
 /// The workgroup sizes a matrix kernel may take ([`KernelOptions::workgroup`]).
 pub const MATRIX_WORKGROUPS: [u32; 3] = [64, 128, 256];
 
-/// Threads per workgroup of attention_partial.wgsl (one dispatch's or split-K's part 1): one
-/// per position of a chunk of [`ATTENTION_CHUNK`] when scoring, and 1024 / head_dim slices of
-/// the positions at once when weighing the values (4 dimensions a thread: 16 slices of 16
-/// positions for this model's heads of 64), so a thread's serial loops are short (on
-/// an H100, at 64 threads, split-K took 136 us a layer after a 257-token prompt).
+/// Threads per workgroup of attention_partial.wgsl (one dispatch's or split-K's part 1): a
+/// position each when scoring a run of more than half as many positions, several sharing one
+/// below that, and 1024 / head_dim slices of the positions at once when weighing the values (4
+/// dimensions a thread: 16 slices for this model's heads of 64), so a thread's serial loops
+/// are short (on an H100, at 64 threads, split-K took 136 us a layer after a 257-token
+/// prompt).
 pub const ATTENTION_WORKGROUP: u32 = 256;
 
-/// Positions per chunk of split-K decode attention (`CHUNK` in the shaders).
+/// Most positions one workgroup's attention covers (`CHUNK` in the shaders): the one-dispatch
+/// form of a prefill pass while its tokens see at most this many, and the most a decode
+/// step's attention may run inside the output projection ([`KernelOptions::fused_positions`]).
 pub const ATTENTION_CHUNK: usize = 256;
+
+/// Positions per chunk of split-K attention by default ([`KernelOptions::split_chunk`], the
+/// override `SPLIT` in the shaders): a workgroup per query
+/// head and chunk, so a longer context spreads over more workgroups rather than lengthening
+/// each (flash-decoding). 64 positions a chunk keep four threads on each position's score in
+/// a workgroup of [`ATTENTION_WORKGROUP`], its key read in whole 32-byte pieces, and a
+/// 300-position decode step at 45 workgroups for this model's 9 heads (with chunks of 256: 18,
+/// the longer of them taking 28 us a layer on the 2026-11-27 H100, against 18 us at 69
+/// positions); the merge then walks one chunk per 64 positions.
+pub const SPLIT_K_CHUNK: usize = 64;
 
 /// Most positions a decode step's attention covers in the output projection's prologue by
 /// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
@@ -297,15 +318,21 @@ impl Kernels {
                 ctx.info.name, ctx.info.subgroup_sizes
             )));
         }
-        let wg = [("WG", WORKGROUP as f64)];
+        if !(1..=ATTENTION_CHUNK as u32).contains(&options.split_chunk) {
+            return Err(Error::Backend(format!(
+                "split-K chunks of {} positions: 1 to {ATTENTION_CHUNK} are possible",
+                options.split_chunk
+            )));
+        }
+        let split = ("SPLIT", options.split_chunk as f64);
         let attention = |single| {
             let variant = AttentionKernel { single, subgroup: options.subgroups, kv_f16: options.kv_f16 };
-            pipeline(ctx, &variant.source(), &[("WG", ATTENTION_WORKGROUP as f64)])
+            pipeline(ctx, &variant.source(), &[("WG", ATTENTION_WORKGROUP as f64), split])
         };
         Ok(Kernels {
             attention_partial: attention(false)?,
             attention_single: attention(true)?,
-            attention_combine: pipeline(ctx, &ops::attention::combine_source(), &wg)?,
+            attention_combine: pipeline(ctx, &ops::attention::combine_source(), &[("WG", WORKGROUP as f64), split])?,
             options,
             matrix: Default::default(),
             rope_kv: Default::default(),
@@ -316,7 +343,10 @@ impl Kernels {
 
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
-        let constants = [("WG", self.options.workgroup as f64), ("TPR", self.options.threads_per_row as f64)];
+        let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", self.options.threads_per_row as f64)];
+        if variant.combine {
+            constants.push(("SPLIT", self.options.split_chunk as f64));
+        }
         cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
     }
 

@@ -311,7 +311,7 @@ impl GpuBackend {
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size); // logits [verify tokens, vocab]; decode row 0
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
         // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
-        let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b));
+        let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, options.split_chunk));
         let table = ctx.storage("rope", &ops::rope_table(capacity, &weights.rope));
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
@@ -391,7 +391,11 @@ impl GpuBackend {
             let (one_short, one_long) = if fuse_attention {
                 let input = AttentionInput { shape: att_shape, keys: &k_cache, values: &v_cache };
                 let short = LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) };
-                let merged = CombineInput { shape: att_shape, parts: Bind(&att_parts, 0, None), n_chunks: ops::attention_chunks(capacity) };
+                let merged = CombineInput {
+                    shape: att_shape,
+                    parts: Bind(&att_parts, 0, None),
+                    n_chunks: ops::attention_chunks(capacity, options.split_chunk),
+                };
                 let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) };
                 (vec![k.matvec(&ctx, &short, &step)?], vec![a.partial.clone(), k.matvec(&ctx, &long, &step)?])
             } else {

@@ -102,7 +102,7 @@ uniform_struct! {
         n_kv_heads: u32,
         /// Dimensions per head.
         head_dim: u32,
-        /// Chunks of [`ATTENTION_CHUNK`](super::kernels::ATTENTION_CHUNK) positions the capacity spans.
+        /// Chunks of split-K's positions ([`KernelOptions::split_chunk`](super::kernels::KernelOptions::split_chunk)) the capacity spans.
         n_chunks: u32,
     }
 }

@@ -5,7 +5,7 @@
 //! part 1 here and the merge in that prologue ([`super::matrix`]).
 
 use super::super::device::GpuContext;
-use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, ATTENTION_CHUNK};
+use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
 use super::super::params::AttentionParams;
 use crate::error::{Error, Result};
 
@@ -52,20 +52,20 @@ impl AttentionKernel {
     }
 }
 
-/// Floats of chunk statistics split-K attention needs for `tokens` tokens per step:
-/// `[tokens, n_heads, n_chunks, 2 + head_dim]`.
-pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize) -> usize {
-    tokens * shape[0] as usize * attention_chunks(capacity) as usize * (2 + shape[2] as usize)
+/// Floats of chunk statistics split-K attention needs for `tokens` tokens per step in chunks
+/// of `split` positions: `[tokens, n_heads, n_chunks, 2 + head_dim]`.
+pub fn attention_parts_len(shape: [u32; 3], capacity: usize, tokens: usize, split: u32) -> usize {
+    tokens * shape[0] as usize * attention_chunks(capacity, split) as usize * (2 + shape[2] as usize)
 }
 
-/// Chunks of [`ATTENTION_CHUNK`] positions split-K attention keeps statistics for per head,
-/// over caches of `capacity` positions.
-pub fn attention_chunks(capacity: usize) -> u32 {
-    capacity.div_ceil(ATTENTION_CHUNK).max(1) as u32
+/// Chunks of `split` positions ([`KernelOptions::split_chunk`](super::super::kernels::KernelOptions::split_chunk))
+/// split-K attention keeps statistics for per head, over caches of `capacity` positions.
+pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
+    capacity.div_ceil(split.max(1) as usize).max(1) as u32
 }
 
 /// Attention for one layer, `out = attention(q, cache[0..n_pos])` for every head: one
-/// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`] positions, split-K's two
+/// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`](super::super::kernels::ATTENTION_CHUNK) positions, split-K's two
 /// after.
 pub struct Attention {
     /// The whole attention in one dispatch (only while `pos + n_tokens <= ATTENTION_CHUNK`).
@@ -100,7 +100,7 @@ impl Kernels {
                 "GPU attention needs query heads in whole groups per KV head and heads of a multiple of 4 dimensions, not {n_heads} over {n_kv_heads} of {head_dim}"
             )));
         }
-        let n_chunks = attention_chunks(capacity);
+        let n_chunks = attention_chunks(capacity, self.options.split_chunk);
         let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];

@@ -91,11 +91,11 @@ pub struct KernelOptions {
     /// can).
     pub kv_f16: bool,
     /// Most positions a decode step's attention covers in the output projection's prologue
-    /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] unless measured otherwise);
+    /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] by default);
     /// past them split-K. The same kernels either way: the host picks the command list.
     pub fused_positions: u32,
     /// Positions per chunk of split-K attention (1 to [`ATTENTION_CHUNK`];
-    /// [`SPLIT_K_CHUNK`] unless measured otherwise): the override `SPLIT` of the kernels
+    /// [`SPLIT_K_CHUNK`] by default): the override `SPLIT` of the kernels
     /// that write and merge the chunks.
     pub split_chunk: u32,
 }
@@ -195,7 +195,9 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// a workgroup of [`ATTENTION_WORKGROUP`], its key read in whole 32-byte pieces, and a
 /// 300-position decode step at 45 workgroups for this model's 9 heads (with chunks of 256: 18,
 /// the longer of them taking 28 us a layer on the 2026-11-27 H100, against 18 us at 69
-/// positions); the merge then walks one chunk per 64 positions.
+/// positions); the merge then walks one chunk per 64 positions. Measured on an H100
+/// (2026-11-27, sixteenth session, decode after the 256-token prompt): chunks of 32 656.3
+/// tok/s, 64 659.6, 128 624.1, 256 519.8.
 pub const SPLIT_K_CHUNK: usize = 64;
 
 /// Most positions a decode step's attention covers in the output projection's prologue by
@@ -206,8 +208,9 @@ pub const SPLIT_K_CHUNK: usize = 64;
 /// when it ran head after head (2026-11-26), against about 25 us for each matrix kernel.
 /// Since then it scores every head at once and weighs the values in slices of the positions
 /// (a thread's loop at most 28 positions for heads of 64 in workgroups of 256, however long
-/// the context); `bench/device/run.sh sweep` measures decode at 16 to 256
-/// (`--fused-attention-positions`) to set this from figures.
+/// the context). Measured on an H100 (2026-11-27, sixteenth session, `bench/device/run.sh
+/// sweep`, decode after the 5-token prompt, so positions 5-69): up to 16 positions 690.5
+/// tok/s, 32 677.8, 64 529.8, 128 523.8, 256 505.9.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its

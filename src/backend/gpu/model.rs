@@ -11,8 +11,8 @@
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
 //! the context is short) or split-K. A decode step's layer is 4 dispatches while the
-//! context is at most [`KernelOptions::fused_positions`] positions (16 unless measured
-//! otherwise), 5 past them: the RMSNorms run inside the projections after them, RoPE and the
+//! context is at most [`KernelOptions::fused_positions`] positions (16 by default, as
+//! measured on an H100), 5 past them: the RMSNorms run inside the projections after them, RoPE and the
 //! KV-cache write in the Q/K/V projection's epilogue, attention in the output projection's
 //! prologue (past the short context, split-K's part 1 is a dispatch of its own and the
 //! prologue merges its chunks), and SwiGLU in the gate/up projection's epilogue. A model
@@ -310,7 +310,7 @@ impl GpuBackend {
         let hidden = buf("hidden", b * cfg.ffn_dim); //     SwiGLU out      [B, ffn]
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size); // logits [verify tokens, vocab]; decode row 0
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
-        // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / 256), 2 + hd]
+        // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / split_chunk), 2 + hd]
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, options.split_chunk));
         let table = ctx.storage("rope", &ops::rope_table(capacity, &weights.rope));
         gpu_bytes += table.size();

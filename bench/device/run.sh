@@ -27,9 +27,10 @@
 #            greedy text of the page's engine against the exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
-#            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk), then the matrix kernels'
-#            workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with and
-#            without subgroups, both prompts
+#            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk), prefill of
+#            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
+#            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
+#            and without subgroups, both prompts
 # profile and bench also sample the GPU's clocks (nvidia-smi) while they run: clocks-<step>.csv.
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
@@ -192,6 +193,15 @@ sweep() {
       --split-k-chunk "$split" --prompt-file bench/prompt-long.txt |
       sed "s/^{/{\"prompt\":\"long\",/" >>"$log"
   done
+  # Prefill's threads per row (8 by default on a GPU since the sixteenth session's H100 run:
+  # 11136-11448 tok/s on the long prompt against 5702-5740 at 32, the decode's own).
+  for tpr in 4 8 16 32; do
+    for prompt in short long; do
+      target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 16 \
+        --prefill-threads-per-row "$tpr" --prompt-file "bench/prompt-$prompt.txt" |
+        sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
+    done
+  done
   # Fewer than 8 threads per row lost on the H100 (2026-11-26: 137 tok/s at 4 against 193 at 32).
   for subgroups in "" --no-subgroups; do
     for workgroup in 64 256; do
@@ -206,7 +216,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 

@@ -29,6 +29,8 @@ pub struct GpuChoice {
     pub no_subgroups: bool,
     /// Threads per matrix row in place of the device's default.
     pub threads_per_row: Option<u32>,
+    /// Threads per matrix row of the prefill kernels in place of the device's default.
+    pub prefill_threads_per_row: Option<u32>,
     /// Threads per matrix workgroup in place of the device's default.
     pub matrix_workgroup: Option<u32>,
     /// Most positions of a decode step's attention in the output projection's prologue, in
@@ -51,6 +53,7 @@ impl AnyBackend {
                 options.kv_f16 = gpu.kv_f16;
                 options.subgroups &= !gpu.no_subgroups;
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
+                options.prefill_threads_per_row = gpu.prefill_threads_per_row.unwrap_or(options.prefill_threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);

@@ -73,11 +73,15 @@ pub struct ModelArgs {
     /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
     #[arg(long)]
     no_subgroups: bool,
-    /// GPU: threads that share one row in the matrix kernels, 1, 2, 4, 8, 16 or 32 (W / N rows
-    /// per workgroup of W threads; default by adapter: 1 on a software adapter, 32 on a GPU).
-    /// For measuring the workgroup shape on a GPU (`bench/device/run.sh sweep`).
+    /// GPU: threads that share one row in the decode (matrix-vector) kernels, 1, 2, 4, 8, 16 or
+    /// 32 (W / N rows per workgroup of W threads; default by adapter: 1 on a software adapter,
+    /// 32 on a GPU). For measuring the workgroup shape on a GPU (`bench/device/run.sh sweep`).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     threads_per_row: Option<u32>,
+    /// GPU: threads that share one row in the prefill (matrix-matrix) kernels, 1, 2, 4, 8, 16
+    /// or 32 (default by adapter: 1 on a software adapter, 8 on a GPU). For measuring on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    prefill_threads_per_row: Option<u32>,
     /// GPU: threads per workgroup of the matrix kernels, 64, 128 or 256 (default by adapter: 64
     /// on a software adapter, 256 on a GPU). For measuring the workgroup shape on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
@@ -136,20 +140,23 @@ impl ModelArgs {
         let gpu_only = self.kv_cache_f16
             || self.no_subgroups
             || self.threads_per_row.is_some()
+            || self.prefill_threads_per_row.is_some()
             || self.matrix_workgroup.is_some()
             || self.fused_attention_positions.is_some()
             || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --matrix-workgroup, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
         // The fused SwiGLU and RoPE epilogues keep both rows of a pair in one workgroup (of at
         // least WORKGROUP threads).
         let widest = WORKGROUP / 2;
-        if let Some(n) = self.threads_per_row.filter(|n| !n.is_power_of_two() || *n > widest) {
-            return Err(Error::InvalidParams(format!("--threads-per-row must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
+        for (flag, value) in [("threads-per-row", self.threads_per_row), ("prefill-threads-per-row", self.prefill_threads_per_row)] {
+            if let Some(n) = value.filter(|n| !n.is_power_of_two() || *n > widest) {
+                return Err(Error::InvalidParams(format!("--{flag} must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
+            }
         }
         if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {
             return Err(Error::InvalidParams(format!("--matrix-workgroup must be one of {MATRIX_WORKGROUPS:?}, not {n}")));
@@ -168,6 +175,7 @@ impl ModelArgs {
                 kv_f16: self.kv_cache_f16,
                 no_subgroups: self.no_subgroups,
                 threads_per_row: self.threads_per_row,
+                prefill_threads_per_row: self.prefill_threads_per_row,
                 matrix_workgroup: self.matrix_workgroup,
                 fused_attention_positions: self.fused_attention_positions,
                 split_k_chunk: self.split_k_chunk,

@@ -82,6 +82,10 @@ pub struct KernelOptions {
     /// half of `workgroup`); with subgroups, workgroup / threads_per_row is still the rows
     /// per workgroup (a subgroup a row).
     pub threads_per_row: u32,
+    /// Threads that share one matrix row in the prefill (matrix-matrix) kernels, which
+    /// reduce in workgroup memory whatever `subgroups` says (a power of two up to
+    /// `workgroup`; the SwiGLU epilogue needs at most half of it).
+    pub prefill_threads_per_row: u32,
     /// Threads per workgroup of the matrix kernels, one of [`MATRIX_WORKGROUPS`].
     pub workgroup: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
@@ -115,6 +119,10 @@ impl KernelOptions {
     /// (with subgroups of 32 a row per subgroup), so the prologues that every thread of a
     /// workgroup shares (the RMSNorm's sum of squares, the fused attention) are short for
     /// each thread: that step was a chain of serial loads, about 1 us each on the H100.
+    /// Prefill on a hardware GPU gets 8 threads per row, whose rows each cover 4 tokens: on an
+    /// H100 (2026-11-27, sixteenth session, the 256-token prompt) 11136-11448 tok/s against
+    /// 9078-9212 with 16 and 5702-5740 with 32 (a tenth slower on the 5-token prompt, 1437-1447
+    /// against 1500-1666; bench/device/h100-vulkan-1127e-sweep.jsonl).
     /// Subgroups wider than 64 lanes are left alone: a subgroup matvec strides by the
     /// subgroup size, which would skip the lanes a 64-thread workgroup does not fill. The
     /// KV cache stays f32 unless asked.
@@ -122,6 +130,7 @@ impl KernelOptions {
         let software = ctx.info.software;
         KernelOptions {
             threads_per_row: if software { 1 } else { 32 },
+            prefill_threads_per_row: if software { 1 } else { 8 },
             workgroup: if software { WORKGROUP } else { 256 },
             subgroups: Self::subgroups_usable(ctx),
             kv_f16: false,
@@ -145,11 +154,22 @@ impl KernelOptions {
         )
     }
 
-    /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row in
+    /// Threads per matrix row of the prefill kernels (`prefill`) or the decode ones.
+    pub fn threads_per_row_for(&self, prefill: bool) -> u32 {
+        if prefill {
+            self.prefill_threads_per_row
+        } else {
+            self.threads_per_row
+        }
+    }
+
+    /// Plain kernels (no subgroups, f32 cache) with `threads_per_row` threads per row (decode
+    /// and prefill) in
     /// workgroups of [`WORKGROUP`].
     pub fn plain(threads_per_row: u32) -> Self {
         KernelOptions {
             threads_per_row,
+            prefill_threads_per_row: threads_per_row,
             workgroup: WORKGROUP,
             subgroups: false,
             kv_f16: false,
@@ -308,12 +328,14 @@ impl Kernels {
     /// Compiles the fixed kernels of the variants `options` names. Subgroups on a device
     /// without them are an error.
     pub fn with_options(ctx: &GpuContext, options: KernelOptions) -> Result<Self> {
-        let (threads_per_row, workgroup) = (options.threads_per_row, options.workgroup);
+        let workgroup = options.workgroup;
         if !MATRIX_WORKGROUPS.contains(&workgroup) {
             return Err(Error::Backend(format!("matrix workgroups of {workgroup} threads: one of {MATRIX_WORKGROUPS:?} is needed")));
         }
-        if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {
-            return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {workgroup} is needed")));
+        for threads_per_row in [options.threads_per_row, options.prefill_threads_per_row] {
+            if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {
+                return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {workgroup} is needed")));
+            }
         }
         if options.subgroups && !KernelOptions::subgroups_usable(ctx) {
             return Err(Error::Backend(format!(
@@ -346,7 +368,8 @@ impl Kernels {
 
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
-        let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", self.options.threads_per_row as f64)];
+        let threads_per_row = self.options.threads_per_row_for(variant.prefill);
+        let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", threads_per_row as f64)];
         if variant.combine {
             constants.push(("SPLIT", self.options.split_chunk as f64));
         }

@@ -301,7 +301,7 @@ impl Kernels {
 
     fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
         let w = op.w;
-        let (threads_per_row, workgroup) = (self.options.threads_per_row, self.options.workgroup);
+        let (threads_per_row, workgroup) = (self.options.threads_per_row_for(prefill), self.options.workgroup);
         let pairs = op.glu || op.rope_kv.is_some();
         if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > workgroup / 2) {
             return Err(Error::Backend(format!(

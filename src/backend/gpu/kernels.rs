@@ -122,7 +122,8 @@ impl KernelOptions {
     /// Prefill on a hardware GPU gets 8 threads per row, whose rows each cover 4 tokens: on an
     /// H100 (2026-11-27, sixteenth session, the 256-token prompt) 11136-11448 tok/s against
     /// 9078-9212 with 16 and 5702-5740 with 32 (a tenth slower on the 5-token prompt, 1437-1447
-    /// against 1500-1666; bench/device/h100-vulkan-1127e-sweep.jsonl).
+    /// against 1500-1666; bench/device/h100-vulkan-1127e-sweep.jsonl), and with decode at 32
+    /// 11501.6 against 5698.6 (h100-vulkan-1127f-prefill.jsonl).
     /// Subgroups wider than 64 lanes are left alone: a subgroup matvec strides by the
     /// subgroup size, which would skip the lanes a 64-thread workgroup does not fill. The
     /// KV cache stays f32 unless asked.

@@ -232,6 +232,10 @@ fn bench_profile_gives_each_matrix_kernels_bandwidth() {
     let gpu = v["profile_gpu_s"].as_f64().expect("profile_gpu_s");
     assert!(gpu > 0.0 && (gpu - kernel_seconds).abs() <= 1e-9 * gpu.max(1.0), "{gpu} vs {kernel_seconds}");
     assert!(v["profile_step_wall_s"].as_f64().is_some_and(|w| w > 0.0), "{v}");
+    // The whole step timed at its ends only: the same kernels without a timestamp between
+    // them, so no longer than with one after each (half again of slack for the noise of a shared CPU device).
+    let step = v["profile_step_gpu_s"].as_f64().expect("the step's GPU time where timestamps are");
+    assert!(step > 0.0 && step <= 1.5 * gpu, "{step} s the step at its ends, {gpu} s its kernels timed each");
     // The floor of a dispatch that waits for the one before: the embedding lookup's, at most
     // what the whole step took per dispatch, and more than nothing.
     let floor = v["profile_dispatch_floor_s"].as_f64().expect("a dispatch floor where timestamps are");

@@ -62,9 +62,14 @@ pub struct StepProfile {
     /// The kernels' GPU time, added up.
     pub gpu_seconds: f64,
     /// An ordinary decode step's wall time: inputs written, encoded, submitted, logits read
-    /// back. `1 - gpu_seconds / wall_seconds` is the share spent outside the GPU (with
-    /// timestamps; submitting alone times more than the GPU).
+    /// back.
     pub wall_seconds: f64,
+    /// The same step's GPU time with a timestamp only before its first dispatch and after its
+    /// last, so no timestamp between kernels adds its cost (on the 2026-11-27 H100 a
+    /// timestamp after each dispatch added about 6 us to each): `1 - step_gpu_seconds /
+    /// wall_seconds` is the share of a step spent outside the GPU (writing its inputs,
+    /// encoding, submitting, reading the logits back). With timestamps only.
+    pub step_gpu_seconds: Option<f64>,
     /// What a dispatch that waits for the one before it costs when it does next to nothing:
     /// the step's cheapest kernel, the embedding lookup, as many times in a row as the step
     /// has dispatches (each writes the buffer the next writes, so each waits), timed from
@@ -529,7 +534,8 @@ impl GpuBackend {
     /// timed from writing its inputs to having its logits back (the step's wall time), then
     /// the profiled one. Where the device has timestamp queries inside passes the profiled
     /// step is an ordinary step too, one pass and one submit, with a timestamp after every
-    /// dispatch; elsewhere each dispatch is submitted and awaited alone, less an empty
+    /// dispatch, then once more with timestamps at its ends only (the step's GPU time as it
+    /// runs); elsewhere each dispatch is submitted and awaited alone, less an empty
     /// submit's time.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
@@ -571,6 +577,10 @@ impl GpuBackend {
                 k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
+        let step_gpu_seconds = match self.ctx.info.timestamps {
+            true => Some(self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::Ends)?[0]),
+            false => None,
+        };
         let (dispatch_floor_seconds, dispatch_floor_seconds_timed_each) = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
             Some(lookup) if self.ctx.info.timestamps && list.len() > 1 => {
                 let chain = vec![lookup.clone(); list.len()];
@@ -583,7 +593,15 @@ impl GpuBackend {
         self.pos += 1;
         self.ctx.check()?;
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
-        Ok(StepProfile { method, kernels, gpu_seconds, wall_seconds, dispatch_floor_seconds, dispatch_floor_seconds_timed_each })
+        Ok(StepProfile {
+            method,
+            kernels,
+            gpu_seconds,
+            wall_seconds,
+            step_gpu_seconds,
+            dispatch_floor_seconds,
+            dispatch_floor_seconds_timed_each,
+        })
     }
 
     /// The GPU time of each of `list`'s dispatches, encoded as a step is (one pass, one

@@ -113,13 +113,15 @@ export async function loadOnDawn(model, { kvCacheF16 = false } = {}) {
 export async function greedyRun(engine, prompt, tokens) {
   engine.start({ prompt, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: tokens } });
   const texts = [];
+  const forwardMs = [];
   for (;;) {
     const event = await engine.step(false);
     if (event.type === 'finished') {
       const stats = engine.stats();
-      return { prefill_tok_s: event.prefill_tok_s, decode_tok_s: event.decode_tok_s, prompt_tokens: event.prompt_tokens, texts, gpu_dispatches_per_step: stats.gpu_dispatches_per_step, gpu_encode_ms_per_step: stats.gpu_encode_ms_per_step };
+      return { prefill_tok_s: event.prefill_tok_s, decode_tok_s: event.decode_tok_s, prompt_tokens: event.prompt_tokens, texts, forward_ms: forwardMs, gpu_dispatches_per_step: stats.gpu_dispatches_per_step, gpu_encode_ms_per_step: stats.gpu_encode_ms_per_step };
     }
     texts.push(event.token_text);
+    forwardMs.push(event.forward_ms);
   }
 }
 
@@ -131,7 +133,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     else if (process.argv.includes('--greedy')) {
       const { engine, info, dispose } = await loadOnDawn(`${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`);
       const run = await greedyRun(engine, readFileSync(`${ROOT}bench/prompt-short.txt`, 'utf8'), 64);
-      console.log(`dawn: ${info.backend} on ${info.device}: prefill ${run.prefill_tok_s.toFixed(1)}, decode ${run.decode_tok_s.toFixed(1)} tok/s, ${run.gpu_dispatches_per_step} dispatches a step, each encoded in ${run.gpu_encode_ms_per_step?.toFixed(2)} ms while the GPU ran the step before`);
+      console.log(`dawn: ${info.backend} on ${info.device}: prefill ${run.prefill_tok_s.toFixed(1)}, decode ${run.decode_tok_s.toFixed(1)} tok/s, ${run.gpu_dispatches_per_step} dispatches a step, its commands encoded in ${run.gpu_encode_ms_per_step?.toFixed(2)} ms while the GPU ran the step before`);
       console.log(`dawn: ${JSON.stringify(run.texts.join(''))}`);
       dispose();
     }

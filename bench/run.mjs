@@ -55,6 +55,13 @@ const DEVICE = process.argv.includes('--device');
 const BROWSER_FLAGS = process.env.CHROMIUM_FLAGS || '';
 const BROWSER_WEBGPU = `Chromium webgpu${/--force-webgpu-compat/.test(BROWSER_FLAGS) ? ' (compatibility mode, Dawn on OpenGL ES)' : ''}`;
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+// A run's decode steps' forward passes (step 0, the prefill, left out): the median of the
+// first 8 and of the last 8, in ms. On a GPU they tell a short context's steps (the first
+// ones after the short prompt, attention inside the output projection) from a longer one's.
+const stepEnds = (forwardMs) => {
+  const decode = forwardMs.slice(1);
+  return decode.length < 16 ? {} : { decode_forward_ms_first8: median(decode.slice(0, 8)), decode_forward_ms_last8: median(decode.slice(-8)) };
+};
 const rows = [];
 const greedy = [];
 const failures = [];
@@ -144,7 +151,8 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
       if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs });
+    const forwardMs = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => Number(e.dataset.forwardMs)));
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
   }
   await page.close();
   return texts;
@@ -279,7 +287,7 @@ async function oursOnDawn(dawn, runs) {
         if (r > 0) timed.push(run);
         texts[name] = run.texts;
       }
-      add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step, gpu_encode_ms_per_step: timed[0].gpu_encode_ms_per_step });
+      add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step, gpu_encode_ms_per_step: timed[0].gpu_encode_ms_per_step, ...stepEnds(timed.at(-1).forward_ms) });
     }
   } finally {
     dispose();
@@ -306,7 +314,8 @@ console.log(['engine', 'where', 'device', 'model', 'prompt', 'prefill tok/s', 'r
 for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
-for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, each encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
+for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, a step's commands encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
+for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run)`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);

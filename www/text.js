@@ -29,6 +29,8 @@ function tokenSpan(ev, onSelect) {
   span.className = (ev.sample.forced ? 'tok forced' : 'tok') + draftClass;
   span.dataset.step = String(ev.step);
   span.dataset.tokenId = String(ev.token_id);
+  // The step's forward pass in ms (the prompt's prefill at step 0), for black-box timing.
+  span.dataset.forwardMs = String(ev.forward_ms);
   span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
   const alpha = 0.08 + 0.55 * (1 - ev.sample.p_filtered);
   span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;

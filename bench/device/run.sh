@@ -27,7 +27,8 @@
 #            greedy text of the page's engine against the exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
-#            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk), prefill of
+#            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
+#            short prompt too, chunks of 16 and 32), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
 #            and without subgroups, both prompts
@@ -192,6 +193,13 @@ sweep() {
     target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
       --split-k-chunk "$split" --prompt-file bench/prompt-long.txt |
       sed "s/^{/{\"prompt\":\"long\",/" >>"$log"
+  done
+  # And after the short prompt, where positions 17 to 69 are one or two chunks of 64 (9 to
+  # 18 workgroups a layer for the H100's 132 units): do shorter chunks spread them better?
+  for split in 16 32; do
+    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
+      --split-k-chunk "$split" --prompt-file bench/prompt-short.txt |
+      sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
   done
   # Prefill's threads per row (8 by default on a GPU since the sixteenth session's H100 run:
   # 11136-11448 tok/s on the long prompt against 5702-5740 at 32, the decode's own).

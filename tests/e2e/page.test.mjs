@@ -296,6 +296,9 @@ test('the engines with and without relaxed SIMD both follow llama.cpp\'s greedy 
     }
     const ids = (await p.locator('#text .tok').evaluateAll((spans) => spans.map((s) => Number(s.dataset.tokenId))));
     assert.equal(ids.length, sure + 3, `?${query}: ${ids}`);
+    // Each token carries its step's forward pass in ms, the prompt's prefill on the first.
+    const ms = await p.locator('#text .tok').evaluateAll((spans) => spans.map((s) => Number(s.dataset.forwardMs)));
+    assert.ok(ms.length === ids.length && ms.every((m) => Number.isFinite(m) && m > 0), `?${query}: data-forward-ms ${ms}`);
     const parted = ids.findIndex((id, i) => id !== ref.generated_ids[i]);
     assert.ok(parted === -1 || ref.per_step_top1[parted].margin_to_2nd < SMALL_MARGIN,
       `?${query}: step ${parted} differs from llama.cpp (${ids} vs ${ref.generated_ids.slice(0, ids.length)}) where its margin is ${ref.per_step_top1[parted]?.margin_to_2nd}`);

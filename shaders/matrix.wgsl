@@ -58,7 +58,8 @@
 //   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
 //   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
-// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG). TPR threads
+// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2 or
+// 4 units of a row loaded at once by each thread). TPR threads
 // share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
 // memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
@@ -68,6 +69,9 @@
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
+// Units of a row each thread has in flight at once in row_dot: 4, or 2 (the kernels before
+// 2026-11-27's sixteenth session, kept to measure against).
+override IN_FLIGHT: u32 = 4u;
 
 #include matrix_params.wgsl
 
@@ -489,23 +493,41 @@ fn row_units() -> u32 {
     return params.cols / UNIT_WEIGHTS;
 }
 
-// This thread's share of row `row` times the input: units lane, lane + lanes, ..., two an
-// iteration into two sums, so both units' loads are in flight at once (a GPU waits out
-// each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per serial
-// load, 23-28 us a dispatch, 2026-11-26).
+// This thread's share of row `row` times the input: units lane, lane + lanes, ...,
+// IN_FLIGHT an iteration into as many sums, so their loads are in flight at once (a GPU
+// waits out each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per
+// serial load, 23-28 us a dispatch, 2026-11-26). With 4, the last 0-3 units go at once too,
+// each index clamped into the row and its product dropped past the end (a select, no
+// branch between the loads): a row of 576 columns is one round of loads for 32 threads, one
+// of 1536 two (with 2: two and three).
 fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     let n = row_units();
     var a = Acc(0.0);
     var b = Acc(0.0);
+    var c = Acc(0.0);
+    var d = Acc(0.0);
     var u = lane;
-    for (; u + lanes < n; u = u + 2u * lanes) {
-        a = a + unit_dot(row, u);
-        b = b + unit_dot(row, u + lanes);
+    if (IN_FLIGHT == 4u) {
+        for (; u + 3u * lanes < n; u = u + 4u * lanes) {
+            a = a + unit_dot(row, u);
+            b = b + unit_dot(row, u + lanes);
+            c = c + unit_dot(row, u + 2u * lanes);
+            d = d + unit_dot(row, u + 3u * lanes);
+        }
+        let last = max(n, 1u) - 1u;
+        a = a + select(Acc(0.0), unit_dot(row, min(u, last)), u < n);
+        b = b + select(Acc(0.0), unit_dot(row, min(u + lanes, last)), u + lanes < n);
+        c = c + select(Acc(0.0), unit_dot(row, min(u + 2u * lanes, last)), u + 2u * lanes < n);
+    } else {
+        for (; u + lanes < n; u = u + 2u * lanes) {
+            a = a + unit_dot(row, u);
+            b = b + unit_dot(row, u + lanes);
+        }
+        if (u < n) {
+            a = a + unit_dot(row, u);
+        }
     }
-    if (u < n) {
-        a = a + unit_dot(row, u);
-    }
-    return a + b;
+    return (a + b) + (c + d);
 }
 
 // silu(g) * u, SwiGLU's output for gate g and up u.

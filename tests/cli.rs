@@ -188,6 +188,8 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
         "4",
         "--prefill-threads-per-row",
         "16",
+        "--units-in-flight",
+        "2",
         "--matrix-workgroup",
         "256",
         "--fused-attention-positions",
@@ -197,6 +199,8 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     assert_eq!(plain_kernels["threads_per_row"], 4, "the shape asked for (lavapipe's own is 1)");
     assert_eq!(plain_kernels["matrix_workgroup"], 256, "the shape asked for (lavapipe's own is 64)");
     assert_eq!(plain_kernels["prefill_threads_per_row"], 16, "prefill's own shape, as asked for");
+    assert_eq!(plain_kernels["units_in_flight"], 2, "as asked for");
+    assert_eq!(plain["units_in_flight"], 4, "the default");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["prefill_threads_per_row"], 1, "in prefill too");
     assert_eq!(plain["matrix_workgroup"], 64, "and 64 rows per workgroup");
@@ -352,6 +356,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "64", "hi"], "not 64"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "0", "hi"], "not 0"),
         (vec!["generate", "--model", &m, "--prefill-threads-per-row", "8", "hi"], "use them with --backend gpu"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--units-in-flight", "3", "hi"], "--units-in-flight must be 2 or 4, not 3"),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--prefill-threads-per-row", "6", "hi"],
             "--prefill-threads-per-row must be 1, 2, 4, 8, 16 or 32, not 6",

@@ -43,7 +43,8 @@ fn context_with_subgroups() -> GpuContext {
 /// The variants a kernel test runs: every row sharing the plain kernels support in
 /// workgroups of 64 (one thread per row as on software adapters, a few, the whole
 /// workgroup), subgroups with 64 and 8 rows per workgroup, a hardware GPU's shape (32
-/// threads per row in workgroups of 256, plain and with subgroups), and half-float KV caches.
+/// threads per row in workgroups of 256, plain and with subgroups), and half-float KV caches
+/// (all with 4 units of a row in flight, the default; `check_linear` adds 2).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
     let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions {
@@ -199,8 +200,10 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
     let ctx = context_with_subgroups();
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row (no GLU there: a row pair must share a workgroup),
-    // and the subgroup reductions (the KV cache's precision does not touch these kernels).
-    for options in all_options().into_iter().filter(|o| !o.kv_f16) {
+    // and the subgroup reductions (the KV cache's precision does not touch these kernels);
+    // and a row's units loaded 2 at a time, as the kernels did before 4.
+    let two_in_flight = KernelOptions { units_in_flight: 2, ..KernelOptions::plain(8) };
+    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([two_in_flight]) {
         let threads_per_row = options.threads_per_row;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -316,6 +319,19 @@ fn the_swiglu_epilogue_refuses_what_it_cannot_do() {
     assert!(whole_workgroup.matvec(&ctx, &pair, &step).is_err(), "one row per workgroup cannot pair rows");
     let accumulating = LinearOp { accumulate: true, ..pair };
     assert!(k.matvec(&ctx, &accumulating, &step).is_err(), "SwiGLU output cannot be added to y");
+}
+
+/// Kernel options the kernels cannot take are refused in words, before any pipeline.
+#[test]
+fn kernel_options_out_of_range_are_refused() {
+    let ctx = context();
+    let refused = |options: KernelOptions, words: &str| match Kernels::with_options(&ctx, options) {
+        Ok(_) => panic!("{options:?} was taken"),
+        Err(e) => assert!(e.to_string().contains(words), "{options:?}: {e}"),
+    };
+    refused(KernelOptions { units_in_flight: 3, ..KernelOptions::plain(1) }, "2 or 4 are possible");
+    refused(KernelOptions { prefill_threads_per_row: 3, ..KernelOptions::plain(1) }, "3 threads per row");
+    refused(KernelOptions { split_chunk: 0, ..KernelOptions::plain(1) }, "split-K chunks of 0");
 }
 
 /// The gate/up interleave the SwiGLU epilogue reads equals the interleaved dense matrix,

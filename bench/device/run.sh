@@ -28,7 +28,8 @@
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
-#            short prompt too, chunks of 16 and 32), prefill of
+#            short prompt too, chunks of 16 and 32), 2 and 4 units of a row in flight
+#            (--units-in-flight), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
 #            and without subgroups, both prompts
@@ -201,6 +202,15 @@ sweep() {
       --split-k-chunk "$split" --prompt-file bench/prompt-short.txt |
       sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
   done
+  # Units of a row each thread of the matrix kernels loads at once: 4 by default since the
+  # sixteenth session, 2 before (the rows are the same; 4 overlaps more memory latencies).
+  for units in 2 4; do
+    for prompt in short long; do
+      target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
+        --units-in-flight "$units" --prompt-file "bench/prompt-$prompt.txt" |
+        sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
+    done
+  done
   # Prefill's threads per row (8 by default on a GPU since the sixteenth session's H100 run:
   # 11136-11448 tok/s on the long prompt against 5702-5740 at 32, the decode's own).
   for tpr in 4 8 16 32; do
@@ -224,7 +234,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 

@@ -33,6 +33,9 @@ pub struct GpuChoice {
     pub prefill_threads_per_row: Option<u32>,
     /// Threads per matrix workgroup in place of the device's default.
     pub matrix_workgroup: Option<u32>,
+    /// Units of a matrix row each thread loads at once in place of the default
+    /// ([`KernelOptions::units_in_flight`]).
+    pub units_in_flight: Option<u32>,
     /// Most positions of a decode step's attention in the output projection's prologue, in
     /// place of the default ([`KernelOptions::fused_positions`]).
     pub fused_attention_positions: Option<u32>,
@@ -55,6 +58,7 @@ impl AnyBackend {
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
                 options.prefill_threads_per_row = gpu.prefill_threads_per_row.unwrap_or(options.prefill_threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
+                options.units_in_flight = gpu.units_in_flight.unwrap_or(options.units_in_flight);
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))

@@ -193,6 +193,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["threads_per_row"] = json!(g.kernel_options().threads_per_row);
             out["prefill_threads_per_row"] = json!(g.kernel_options().prefill_threads_per_row);
             out["matrix_workgroup"] = json!(g.kernel_options().workgroup);
+            out["units_in_flight"] = json!(g.kernel_options().units_in_flight);
             out["split_k_chunk"] = json!(g.kernel_options().split_chunk);
         }
         if let Some(s) = &gpu {
@@ -245,8 +246,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
             let o = g.kernel_options();
             println!(
-                "GPU kernels: {k}, {} threads per matrix row ({} in prefill), {} per matrix workgroup, split-K attention in chunks of {} positions",
-                o.threads_per_row, o.prefill_threads_per_row, o.workgroup, o.split_chunk
+                "GPU kernels: {k}, {} threads per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight, split-K attention in chunks of {} positions",
+                o.threads_per_row, o.prefill_threads_per_row, o.workgroup, o.units_in_flight, o.split_chunk
             );
         }
         if let Some(s) = &speculative {

@@ -86,6 +86,11 @@ pub struct ModelArgs {
     /// on a software adapter, 256 on a GPU). For measuring the workgroup shape on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     matrix_workgroup: Option<u32>,
+    /// GPU: units of a matrix row (a word of weights each) that each thread of the matrix
+    /// kernels loads at once, 2 or 4 (default 4; 2 as the kernels were before). For measuring
+    /// on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    units_in_flight: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
     /// projection (every workgroup computing it, no dispatch of its own), 1 to 256; past them
     /// split-K attention takes a dispatch of its own (default 16). For measuring on a GPU.
@@ -142,11 +147,12 @@ impl ModelArgs {
             || self.threads_per_row.is_some()
             || self.prefill_threads_per_row.is_some()
             || self.matrix_workgroup.is_some()
+            || self.units_in_flight.is_some()
             || self.fused_attention_positions.is_some()
             || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -160,6 +166,9 @@ impl ModelArgs {
         }
         if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {
             return Err(Error::InvalidParams(format!("--matrix-workgroup must be one of {MATRIX_WORKGROUPS:?}, not {n}")));
+        }
+        if let Some(n) = self.units_in_flight.filter(|n| ![2, 4].contains(n)) {
+            return Err(Error::InvalidParams(format!("--units-in-flight must be 2 or 4, not {n}")));
         }
         if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));
@@ -177,6 +186,7 @@ impl ModelArgs {
                 threads_per_row: self.threads_per_row,
                 prefill_threads_per_row: self.prefill_threads_per_row,
                 matrix_workgroup: self.matrix_workgroup,
+                units_in_flight: self.units_in_flight,
                 fused_attention_positions: self.fused_attention_positions,
                 split_k_chunk: self.split_k_chunk,
             }),

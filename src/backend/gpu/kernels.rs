@@ -88,6 +88,10 @@ pub struct KernelOptions {
     pub prefill_threads_per_row: u32,
     /// Threads per workgroup of the matrix kernels, one of [`MATRIX_WORKGROUPS`].
     pub workgroup: u32,
+    /// Units of a matrix row (a word of weights each) that each thread of the matrix kernels
+    /// loads at once, 2 or 4 (the override `IN_FLIGHT`): 4 by default, 2 as the kernels were
+    /// before, to measure against.
+    pub units_in_flight: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
     pub subgroups: bool,
@@ -133,6 +137,7 @@ impl KernelOptions {
             threads_per_row: if software { 1 } else { 32 },
             prefill_threads_per_row: if software { 1 } else { 8 },
             workgroup: if software { WORKGROUP } else { 256 },
+            units_in_flight: UNITS_IN_FLIGHT,
             subgroups: Self::subgroups_usable(ctx),
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
@@ -172,6 +177,7 @@ impl KernelOptions {
             threads_per_row,
             prefill_threads_per_row: threads_per_row,
             workgroup: WORKGROUP,
+            units_in_flight: UNITS_IN_FLIGHT,
             subgroups: false,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
@@ -220,6 +226,12 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// (2026-11-27, sixteenth session, decode after the 256-token prompt): chunks of 32 656.3
 /// tok/s, 64 659.6, 128 624.1, 256 519.8.
 pub const SPLIT_K_CHUNK: usize = 64;
+
+/// Units of a matrix row each thread loads at once by default ([`KernelOptions::units_in_flight`]):
+/// with 4, the rows of this model's 576-column matrices are one round of loads for 32 threads
+/// a row, the 1536-column down projection two (with 2, as before 2026-11-27's sixteenth
+/// session: two and three), each round a memory latency on the GPU (about 1 us on an H100).
+pub const UNITS_IN_FLIGHT: u32 = 4;
 
 /// Most positions a decode step's attention covers in the output projection's prologue by
 /// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
@@ -333,6 +345,9 @@ impl Kernels {
         if !MATRIX_WORKGROUPS.contains(&workgroup) {
             return Err(Error::Backend(format!("matrix workgroups of {workgroup} threads: one of {MATRIX_WORKGROUPS:?} is needed")));
         }
+        if ![2, 4].contains(&options.units_in_flight) {
+            return Err(Error::Backend(format!("{} units of a row in flight: 2 or 4 are possible", options.units_in_flight)));
+        }
         for threads_per_row in [options.threads_per_row, options.prefill_threads_per_row] {
             if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {
                 return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {workgroup} is needed")));
@@ -370,7 +385,11 @@ impl Kernels {
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
         let threads_per_row = self.options.threads_per_row_for(variant.prefill);
-        let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", threads_per_row as f64)];
+        let mut constants = vec![
+            ("WG", self.options.workgroup as f64),
+            ("TPR", threads_per_row as f64),
+            ("IN_FLIGHT", self.options.units_in_flight as f64),
+        ];
         if variant.combine {
             constants.push(("SPLIT", self.options.split_chunk as f64));
         }

@@ -246,8 +246,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
             let o = g.kernel_options();
             println!(
-                "GPU kernels: {k}, {} threads per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight, split-K attention in chunks of {} positions",
-                o.threads_per_row, o.prefill_threads_per_row, o.workgroup, o.units_in_flight, o.split_chunk
+                "GPU kernels: {k}, {} per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight, split-K attention in chunks of {} positions",
+                threads(o.threads_per_row),
+                o.prefill_threads_per_row,
+                o.workgroup,
+                o.units_in_flight,
+                o.split_chunk
             );
         }
         if let Some(s) = &speculative {
@@ -398,4 +402,9 @@ fn argmax(x: &[f32]) -> u32 {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// "1 thread" or "N threads".
+fn threads(n: u32) -> String {
+    format!("{n} thread{}", if n == 1 { "" } else { "s" })
 }

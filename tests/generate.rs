@@ -40,7 +40,7 @@ impl Backend for Scripted {
             return Err(tokenscope::Error::Backend("the scripted backend plays one token at a time".into()));
         }
         self.pos += input.tokens().len();
-        Ok(Forward { logits: self.logits(), inspection: None })
+        Ok(Forward { logits: self.logits(), inspection: None, ran_ahead: false })
     }
     async fn draft(&mut self, _token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {
         Err(tokenscope::Error::Backend("the scripted backend has no draft".into()))
@@ -105,7 +105,7 @@ fn every_backend_gets_the_forward_checks_from_the_one_entry() {
     assert!(refused(pollster::block_on(b.prefill(&[]))).contains("no tokens"));
     assert!(refused(pollster::block_on(b.prefill(&[1; 5]))).contains("the context is full: 0 + 5 tokens exceed its 4 positions"));
     assert!(refused(pollster::block_on(b.verify(&[1]))).contains("a verify pass takes 2 to"));
-    let two_layers = Pass { layers: 2, logits: Logits::Last, inspect: false, batching: tokenscope::backend::Batching::Natural };
+    let two_layers = Pass::last(2);
     assert!(refused_pass(pollster::block_on(b.forward(&[1], two_layers))).contains("1 to 1 layers, got 2"));
     assert_eq!(b.position(), 0);
     pollster::block_on(b.prefill(&[1; 4])).expect("four tokens fit");

@@ -550,6 +550,55 @@ fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
     }
 }
 
+/// The argmax kernel picks what the sampler's greedy step picks (`ranking::top(_, 1)`: the
+/// highest by `f32::total_cmp`, ties to the lower id) on random logits of odd lengths, with
+/// the winner planted first, last, tied at two ids, among equal values, as +0 against -0 and
+/// among negative values only; it writes `tokens[0]` and nothing else (the sentinels after
+/// it stay).
+#[test]
+fn argmax_picks_the_samplers_greedy_token_and_writes_nothing_else() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut cases: Vec<(String, Vec<f32>)> = Vec::new();
+    for n in [1usize, 3, 255, 257, 2049, 4099, 49157] {
+        cases.push((format!("random {n}"), random(&mut rng, n, 30.0)));
+    }
+    let n = 3001;
+    let mut first = random(&mut rng, n, 1.0);
+    first[0] = 5.0;
+    let mut last = random(&mut rng, n, 1.0);
+    last[n - 1] = 5.0;
+    let mut tie = random(&mut rng, n, 1.0);
+    tie[1999] = 5.0;
+    tie[777] = 5.0;
+    let mut zeros = vec![-1.0f32; n];
+    zeros[5] = -0.0;
+    zeros[2900] = 0.0;
+    let negative: Vec<f32> = random(&mut rng, n, 1.0).iter().map(|v| -1.0 - v.abs()).collect();
+    cases.extend([
+        ("the first".to_string(), first),
+        ("the last".to_string(), last),
+        ("a tie".to_string(), tie),
+        ("all equal".to_string(), vec![0.25; n]),
+        ("+0 against -0".to_string(), zeros),
+        ("negative only".to_string(), negative),
+    ]);
+    for (what, logits) in cases {
+        let want = tokenscope::sampler::ranking::top(&logits, 1)[0];
+        let buf = ctx.storage("logits", &logits);
+        let tokens = ctx.storage("tokens", &vec![SENTINEL; 1 + PAD]);
+        let d = k.argmax(&ctx, kernels::whole(&buf), logits.len() as u32, &tokens).expect("dispatch");
+        kernels::run_once(&ctx, d, 1);
+        let got = pollster::block_on(ctx.read_f32(&tokens, 1 + PAD)).expect("readback");
+        assert_eq!(got[0].to_bits(), want, "argmax of {what} ({} logits)", logits.len());
+        assert!(got[1..].iter().all(|v| v.to_bits() == SENTINEL), "argmax of {what}: it wrote past tokens[0]");
+    }
+    // The logits a binding holds bound it.
+    let small = ctx.storage("logits", &[1.0f32; 10]);
+    assert!(k.argmax(&ctx, kernels::whole(&small), 11, &small).is_err(), "11 logits from a binding of 10 must be refused");
+}
+
 #[test]
 fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let ctx = context();

@@ -11,9 +11,11 @@ use common::{argmax, ids, max_diff};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::kernels::{self, KernelOptions};
+use tokenscope::backend::gpu::model::RunAheadCounts;
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
-use tokenscope::backend::Backend;
+use tokenscope::backend::{Backend, Pass};
 use tokenscope::model::Model;
+use tokenscope::sampler::ranking;
 
 /// GPU vs exact64: the same f32 math as the exact CPU path, other summation orders.
 const TOL: f64 = 1e-2;
@@ -193,6 +195,53 @@ fn gpu_prefill_equals_decode_and_truncate_regenerates() {
         b.iter().map(|s| s.0).collect::<Vec<_>>()
     );
     assert_eq!(g.kv_cache_bytes(), g.position() * 30 * 2 * 192 * 4);
+}
+
+/// Greedy decoding with the GPU running each step ahead on its own argmax
+/// ([`Pass::run_ahead`]) gives the plain steps' tokens and logits bit for bit. A token other
+/// than the argmax (as a forced one is) drops the step run ahead and runs its own, as does a
+/// truncate back past it; every run-ahead step a pass took is counted as taken, every other
+/// as dropped.
+#[test]
+fn gpu_run_ahead_gives_the_plain_steps_logits_and_drops_a_wrong_guess() {
+    let mut g = gpu();
+    let prompt = [504u32, 3575, 282, 4649, 314];
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let pass = |g: &mut GpuBackend, tokens: &[u32], run_ahead: bool| {
+        let layers = g.layers();
+        pollster::block_on(g.forward(tokens, Pass { run_ahead, ..Pass::last(layers) })).expect("pass")
+    };
+    // The prompt, then 5 steps: the argmax, but at step 3 the second-ranked token.
+    let script = |g: &mut GpuBackend, run_ahead: bool| {
+        g.truncate(0);
+        let mut f = pass(g, &prompt, run_ahead);
+        let mut out = Vec::new();
+        for step in 0..5 {
+            let ranked = ranking::top(&f.logits, 2);
+            let t = if step == 3 { ranked[1] } else { ranked[0] };
+            f = pass(g, &[t], run_ahead);
+            out.push((t, bits(&f.logits), f.ran_ahead));
+        }
+        out
+    };
+    let plain = script(&mut g, false);
+    assert_eq!(g.run_ahead_counts(), RunAheadCounts::default(), "plain passes run nothing ahead");
+    let ahead = script(&mut g, true);
+    let tokens = |run: &[(u32, Vec<u32>, bool)]| run.iter().map(|s| s.0).collect::<Vec<u32>>();
+    assert_eq!(tokens(&ahead), tokens(&plain), "run ahead vs plain: the tokens");
+    for (i, (a, p)) in ahead.iter().zip(&plain).enumerate() {
+        assert!(a.1 == p.1, "step {i}: the logits run ahead differ from the plain step's");
+    }
+    assert!(plain.iter().all(|s| !s.2), "a plain pass never ran ahead");
+    assert_eq!(ahead.iter().map(|s| s.2).collect::<Vec<bool>>(), [true, true, true, false, true], "which steps were run ahead");
+    assert_eq!(g.run_ahead_counts(), RunAheadCounts { taken: 4, dropped: 1 });
+    // The last step ran the one after it ahead (position 10); back to position 7, that
+    // one is dropped and step 2's token runs again there, with step 2's logits.
+    g.truncate(prompt.len() + 2);
+    let again = pass(&mut g, &[ahead[2].0], false);
+    assert!(!again.ran_ahead);
+    assert!(bits(&again.logits) == plain[2].1, "step 2 again after a truncate past a run-ahead step");
+    assert_eq!(g.run_ahead_counts(), RunAheadCounts { taken: 4, dropped: 2 });
 }
 
 #[test]

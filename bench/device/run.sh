@@ -20,7 +20,8 @@
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively; after the
 #            short one also with attention inside the output projection (the fused prologue),
-#            and without encoding each step's commands ahead (--no-encode-ahead)
+#            and without encoding each step's commands ahead (--no-encode-ahead); after both
+#            without running greedy steps ahead on the GPU's argmax (--no-run-ahead)
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
 #            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
@@ -252,6 +253,11 @@ profile() {
   echo "== short prompt, each step encoded just before its submit (--no-encode-ahead)" | tee -a "$OUT/profile.txt"
   target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --no-encode-ahead \
     --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
+  # What running each greedy step ahead on the GPU's argmax saves (the default).
+  for prompt in short long; do
+    echo "== $prompt prompt, each step waiting for the CPU's choice (--no-run-ahead)"
+    target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --no-run-ahead --prompt-file "bench/prompt-$prompt.txt"
+  done 2>&1 | tee -a "$OUT/profile.txt"
   clocks_stop profile | tee -a "$OUT/profile.txt"
 }
 

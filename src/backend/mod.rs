@@ -52,6 +52,20 @@ pub struct Pass {
     pub inspect: bool,
     /// Which kernels compute the tokens, where a backend has several ([`Batching`]).
     pub batching: Batching,
+    /// The caller decodes greedily: the token after this pass will most likely be the
+    /// argmax of its logits (the sampler's greedy choice). A backend that can (the GPU) then
+    /// starts that next one-token pass itself, on the argmax it computes, before handing these
+    /// logits back; a later pass of that very token at the next position finds it already
+    /// running ([`Forward::ran_ahead`]), any other pass drops it. The others ignore it.
+    pub run_ahead: bool,
+}
+
+impl Pass {
+    /// Every layer, the last token's logits, nothing kept, natural batching, no run-ahead:
+    /// a plain prefill or decode pass of a model of `layers` blocks.
+    pub fn last(layers: usize) -> Pass {
+        Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural, run_ahead: false }
+    }
 }
 
 /// How a pass computes its tokens, for a backend with other kernels for one token than for
@@ -76,6 +90,9 @@ pub struct Forward {
     pub logits: Vec<f32>,
     /// The last token's inside, where the pass was asked to keep it.
     pub inspection: Option<Inspection>,
+    /// The pass was already running when asked: the backend started it on its own after the
+    /// pass before ([`Pass::run_ahead`]), so its logits came sooner than a pass takes.
+    pub ran_ahead: bool,
 }
 
 /// A forward pass's tokens and shape after the checks every backend shares: only
@@ -155,7 +172,7 @@ pub trait Backend {
     /// Appends `tokens` (one pass over all of them) and returns the last position's logits.
     async fn prefill(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        Ok(self.forward(tokens, Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural }).await?.logits)
+        Ok(self.forward(tokens, Pass::last(layers)).await?.logits)
     }
     /// The logit lens: each of `residuals`' rows (`[rows, dim]`, residual streams as an
     /// [`Inspection`] keeps them) through the final norm and the LM head, `[rows, vocab]`,
@@ -171,26 +188,32 @@ pub trait Backend {
     async fn inspect(&mut self, token: u32, batching: Batching) -> Result<(Vec<f32>, Inspection)> {
         let layers = self.layers();
         let name = self.info().name;
-        let pass = self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: true, batching }).await?;
+        let pass = self.forward(&[token], Pass { inspect: true, batching, ..Pass::last(layers) }).await?;
         Ok((pass.logits, Inspection::expect_from(pass.inspection, &name)?))
     }
     /// Appends one token and returns its logits.
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
         self.prefill(&[token]).await
     }
+    /// Appends `tokens` (one pass) for a caller that decodes greedily: as
+    /// [`Backend::prefill`] or [`Backend::decode`], with [`Pass::run_ahead`].
+    async fn forward_greedy(&mut self, tokens: &[u32]) -> Result<Forward> {
+        let layers = self.layers();
+        self.forward(tokens, Pass { run_ahead: true, ..Pass::last(layers) }).await
+    }
     /// Appends `tokens` (2 to [`MAX_VERIFY_TOKENS`]) in one pass and returns the logits of
     /// every one of them, `[n, vocab]` row-major: speculative decoding checks a whole draft
     /// with this one pass.
     async fn verify(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let layers = self.layers();
-        Ok(self.forward(tokens, Pass { layers, logits: Logits::All, inspect: false, batching: Batching::Natural }).await?.logits)
+        Ok(self.forward(tokens, Pass { logits: Logits::All, ..Pass::last(layers) }).await?.logits)
     }
     /// Appends one token through the first `layers` blocks only (1 to the model's layers),
     /// then the final norm and the LM head, and returns those logits: the model's own early
     /// layers as a draft model (self-draft). The keys and values it appends are those of
     /// the layers it ran; truncate the position before the full model runs there.
     async fn draft(&mut self, token: u32, layers: usize) -> Result<Vec<f32>> {
-        Ok(self.forward(&[token], Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural }).await?.logits)
+        Ok(self.forward(&[token], Pass::last(layers)).await?.logits)
     }
 }
 

@@ -3,7 +3,7 @@
 use serde_json::json;
 use web_time::Instant;
 
-use tokenscope::backend::{AnyBackend, Backend};
+use tokenscope::backend::{AnyBackend, Backend, Pass};
 use tokenscope::generation::generate::{Event, Finish, GenerateParams, Generation};
 use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 use tokenscope::sampler::SamplingParams;
@@ -48,6 +48,12 @@ pub struct BenchArgs {
     /// the GPU runs the step before (the default). For measuring what encoding ahead saves.
     #[arg(long)]
     no_encode_ahead: bool,
+    /// Decode without running ahead: by default each decode step asks the backend to run
+    /// the next one on the argmax of its logits (the greedy choice) before they are read
+    /// back, as greedy generation does, so the GPU need not wait for the CPU between steps
+    /// (the CPU backends ignore it). For measuring what running ahead saves.
+    #[arg(long)]
+    no_run_ahead: bool,
     /// Wrap the prompt in the model's chat template (as a user message).
     #[arg(long)]
     chat: bool,
@@ -140,17 +146,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
         prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
         check_logits(&logits)?;
         let t = Instant::now();
-        for _ in 0..a.decode_tokens {
-            let next = argmax(&logits);
-            logits = pollster::block_on(backend.decode(next))?;
+        for left in (0..a.decode_tokens).rev() {
+            let next = tokenscope::sampler::ranking::top(&logits, 1)[0];
+            // As greedy generation asks: no run-ahead past the last step.
+            let run_ahead = !a.no_run_ahead && left > 0;
+            let layers = backend.layers();
+            logits = pollster::block_on(backend.forward(&[next], Pass { run_ahead, ..Pass::last(layers) }))?.logits;
         }
         check_logits(&logits)?;
         decode.push(a.decode_tokens as f64 / t.elapsed().as_secs_f64());
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
-    let encode_seconds = match &backend {
-        AnyBackend::Gpu(g) => g.encode_seconds_per_step(),
-        AnyBackend::Cpu(_) => None,
+    let (encode_seconds, run_ahead) = match &backend {
+        AnyBackend::Gpu(g) => (g.encode_seconds_per_step(), Some(g.run_ahead_counts())),
+        AnyBackend::Cpu(_) => (None, None),
     };
     let speculative = match a.speculative.params() {
         Some(spec) => {
@@ -207,6 +216,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["prefill_batch"] = json!(s.prefill_batch);
             out["encode_s_per_step"] = json!(encode_seconds);
             out["encode_ahead"] = json!(!a.no_encode_ahead);
+            out["run_ahead"] = json!(!a.no_run_ahead);
+        }
+        if let Some(r) = &run_ahead {
+            out["run_ahead_taken"] = json!(r.taken);
+            out["run_ahead_dropped"] = json!(r.dropped);
         }
         if let Some(p) = &profile {
             out["profile"] = json!(p.kernels);
@@ -241,6 +255,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
             if let Some(e) = encode_seconds {
                 let when = if a.no_encode_ahead { "before its submit (--no-encode-ahead)" } else { "while the GPU runs the step before" };
                 println!("encoding a decode step's commands: {:.3} ms of CPU, {when}", e * 1e3);
+            }
+        }
+        if let Some(r) = &run_ahead {
+            if a.no_run_ahead {
+                println!("run-ahead: off (--no-run-ahead): each decode step waits for the CPU's choice");
+            } else {
+                println!(
+                    "run-ahead: each decode step submitted on the GPU's argmax of the step before, before its logits were read back: {} taken as run, {} dropped",
+                    r.taken, r.dropped
+                );
             }
         }
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
@@ -387,16 +411,6 @@ fn generate(backend: &mut AnyBackend, tokenizer: &Tokenizer, prompt: &[u32], par
             Event::Finished(f) => return Ok((ids, f)),
         }
     }
-}
-
-fn argmax(x: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
-use crate::backend::{Backend, Batching, Inspection};
+use crate::backend::{Backend, Batching, Inspection, Pass};
 use crate::error::{Error, Result};
 use crate::generation::inspect::{self, StepInside};
 use crate::generation::speculative::{self, Decided, DraftStep, RoundInput, SpeculativeParams, SpeculativeStats};
@@ -127,7 +127,12 @@ pub struct StepEvent {
     pub token_text: String,
     /// The sample and its distribution (`sample.forced` marks a token the caller chose).
     pub sample: Sample,
-    /// Milliseconds of the forward pass that produced this step's logits.
+    /// Milliseconds of the forward pass that produced this step's logits. Where the backend
+    /// had run it ahead (greedy decoding on the GPU, [`crate::backend::Pass::run_ahead`]),
+    /// the pass began as the step before's logits were read back, so this counts from then:
+    /// the generator's own work since (sampling), the caller's time between the steps (up to
+    /// the step before's forward milliseconds: the pass cannot have run longer there) and
+    /// the wait for the logits.
     pub forward_ms: f64,
     /// Tokens that forward pass ran: the prompt at step 0, 1 per decode step with the KV
     /// cache, the whole sequence without it.
@@ -196,6 +201,11 @@ pub struct Generation {
     forced: Option<u32>,
     /// Forward-pass milliseconds of every step so far.
     forward_ms: Vec<f64>,
+    /// When the last forward pass's logits came back, and when the last step returned to
+    /// the caller: a pass the backend ran ahead is timed from them (see
+    /// [`StepEvent::forward_ms`]).
+    logits_at: Option<Instant>,
+    returned_at: Option<Instant>,
     /// How each step's logits were computed: in a decode step, a prefill pass (the prompt, the
     /// tokens a branch or a cacheless step reruns) or a speculative round's verify pass;
     /// recomputing the step to show its inside computes it the same way.
@@ -229,6 +239,8 @@ impl Generation {
             done: None,
             forced: None,
             forward_ms: Vec::new(),
+            logits_at: None,
+            returned_at: None,
             batching: Vec::new(),
             pending: VecDeque::new(),
             pending_cached: 0,
@@ -440,6 +452,7 @@ impl Generation {
             position: self.cached,
             draft,
         });
+        self.returned_at = Some(Instant::now());
         Ok((event, Some(logits)))
     }
 
@@ -480,7 +493,9 @@ impl Generation {
             }
         }
         let start = Instant::now();
+        let run_ahead = self.runs_ahead();
         let fresh = &self.context[self.cached..];
+        let mut ran_ahead = false;
         let (logits, inspection) = match (fresh.split_last(), self.keep_inside) {
             (Some((&last, [])), true) => inspected(backend.inspect(last, Batching::Natural).await?),
             // The tokens before the last, then the last as that pass would have computed it.
@@ -488,13 +503,26 @@ impl Generation {
                 backend.prefill(before).await?;
                 inspected(backend.inspect(last, Batching::Prefill).await?)
             }
-            _ if fresh.len() == 1 => (backend.decode(fresh[0]).await?, None),
-            _ => (backend.prefill(fresh).await?, None),
+            _ => {
+                let layers = backend.layers();
+                let pass = backend.forward(fresh, Pass { run_ahead, ..Pass::last(layers) }).await?;
+                ran_ahead = pass.ran_ahead;
+                (pass.logits, None)
+            }
         };
         let forward_tokens = fresh.len();
         self.cached = self.context.len();
         self.stats.target_forward_passes += 1;
-        let forward_ms = ms_since(start);
+        let waited = ms_since(start);
+        let forward_ms = match (ran_ahead, self.logits_at, self.returned_at) {
+            (true, Some(logits_at), Some(returned_at)) if returned_at >= logits_at && start >= returned_at => {
+                let own = (returned_at - logits_at).as_secs_f64() * 1e3;
+                let between = (start - returned_at).as_secs_f64() * 1e3;
+                own + between.min(self.forward_ms.last().copied().unwrap_or(0.0)) + waited
+            }
+            _ => waited,
+        };
+        self.logits_at = Some(Instant::now());
 
         let sample_start = Instant::now();
         let choice = match self.forced.take() {
@@ -503,6 +531,19 @@ impl Generation {
         };
         let sample = sampler::choose(&logits, &self.context, &self.params.sampling, self.params.top_n, choice)?;
         Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None, inspection })
+    }
+
+    /// Whether the next forward pass asks the backend to run the step after it ahead: only
+    /// where that step will most likely take the argmax of this one's logits (the sampling
+    /// picks it, no token is forced, the cache is kept, no speculative round decides it) and
+    /// will run at all (the run does not end with this step's token by its length).
+    fn runs_ahead(&self) -> bool {
+        self.params.sampling.picks_argmax()
+            && self.forced.is_none()
+            && self.params.kv_cache
+            && self.params.speculative.is_none()
+            && !self.keep_inside
+            && self.completion_len() + 1 < self.params.max_tokens
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that

@@ -125,6 +125,13 @@ impl SamplingParams {
     pub fn is_greedy(&self) -> bool {
         self.temperature < GREEDY_TEMPERATURE
     }
+
+    /// Whether a step always picks the highest-ranked raw logit, whatever it draws: greedy,
+    /// or a filter that keeps one token (top-k 1, top-p 0), with no repetition penalty to
+    /// change the logits first.
+    pub fn picks_argmax(&self) -> bool {
+        self.repetition_penalty == 1.0 && (self.is_greedy() || self.top_k == 1 || self.top_p == 0.0)
+    }
 }
 
 /// The filter that removed a token from the candidates.

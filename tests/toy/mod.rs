@@ -41,7 +41,7 @@ impl Backend for Toy {
         if input.pass().logits == Logits::Last {
             out = (self.logits)(&self.context);
         }
-        Ok(Forward { logits: out, inspection: None })
+        Ok(Forward { logits: out, inspection: None, ran_ahead: false })
     }
     /// The self-draft's own function, whatever the layer count, uncounted in `passes`.
     async fn draft(&mut self, token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {

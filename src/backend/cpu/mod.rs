@@ -267,7 +267,7 @@ impl CpuBackend {
         }
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
-        Ok(Forward { logits, inspection })
+        Ok(Forward { logits, inspection, ran_ahead: false })
     }
 
     /// The final norm and the LM head on each row of `residuals` (`[rows, dim]`), as a pass

@@ -223,7 +223,7 @@ impl GpuContext {
         let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
         encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
-        self.map_f32(&staging, len).await
+        self.map_f32(&staging, len, None).await
     }
 
     /// Lets the uploads queued so far go before more are made: natively it waits for them
@@ -242,9 +242,10 @@ impl GpuContext {
         self.check()
     }
 
-    /// Maps a MAP_READ buffer after the work submitted so far and returns its first `floats`
-    /// f32 values.
-    pub async fn map_f32(&self, staging: &wgpu::Buffer, floats: usize) -> Result<Vec<f32>> {
+    /// Maps a MAP_READ buffer and returns its first `floats` f32 values: after the submit
+    /// `after` natively (later submits may still run), or after all the work submitted so
+    /// far (None).
+    pub async fn map_f32(&self, staging: &wgpu::Buffer, floats: usize, after: Option<wgpu::SubmissionIndex>) -> Result<Vec<f32>> {
         let bytes = (floats * 4) as u64;
         if bytes == 0 || bytes > staging.size() {
             return Err(Error::Backend(format!("cannot read {floats} floats from a buffer of {} bytes", staging.size())));
@@ -254,7 +255,12 @@ impl GpuContext {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: after, timeout: None })
+            .map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+        // A browser maps the buffer once the last submit that uses it is done.
+        #[cfg(target_arch = "wasm32")]
+        let _ = after;
         let mapped = rx.await;
         // A lost device fails the map too; its own reason says more.
         self.check()?;

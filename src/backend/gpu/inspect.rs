@@ -92,8 +92,8 @@ impl GpuBackend {
         encoder.copy_buffer_to_buffer(&inspector.residuals, 0, &inspector.staging, (weight_floats * 4) as u64, (layers * dim * 4) as u64);
         self.ctx.queue.submit([encoder.finish()]);
         scopes.finish("an inspecting step").await?;
-        let logits = self.ctx.map_f32(&self.staging, vocab).await?;
-        let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim).await?;
+        let logits = self.ctx.map_f32(&self.staging, vocab, None).await?;
+        let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim, None).await?;
         let residuals = read.split_off(weight_floats);
         let (n_heads, n_kv_heads) = (self.cfg.n_heads, self.cfg.n_kv_heads);
         let inspection =
@@ -124,6 +124,6 @@ impl GpuBackend {
         }
         self.ctx.queue.submit([encoder.finish()]);
         scopes.finish("the logit lens").await?;
-        self.ctx.map_f32(&output, rows * vocab).await
+        self.ctx.map_f32(&output, rows * vocab, None).await
     }
 }

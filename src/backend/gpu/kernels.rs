@@ -66,7 +66,7 @@ impl ShaderSource {
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![ops::attention::combine_source()];
+    let mut all = vec![ops::attention::combine_source(), ops::argmax::source()];
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
@@ -305,6 +305,9 @@ pub struct Kernels {
     embedding: std::sync::Mutex<std::collections::HashMap<ops::WeightFormat, Kernel>>,
     /// The attention-weights pipeline (inspecting steps only), compiled on first use.
     attention_weights: std::sync::Mutex<std::collections::HashMap<ops::AttentionWeightsKernel, Kernel>>,
+    /// The argmax pipelines by the logits they rank (a greedy run-ahead's), compiled on first
+    /// use.
+    pub(super) argmax: std::sync::Mutex<std::collections::HashMap<u32, Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -379,6 +382,7 @@ impl Kernels {
             rope_kv: Default::default(),
             embedding: Default::default(),
             attention_weights: Default::default(),
+            argmax: Default::default(),
         })
     }
 
@@ -416,7 +420,7 @@ impl Kernels {
 }
 
 /// The kernel under `key` in `cache`, made by `make` the first time.
-fn cached<K: std::hash::Hash + Eq>(
+pub(super) fn cached<K: std::hash::Hash + Eq>(
     cache: &std::sync::Mutex<std::collections::HashMap<K, Kernel>>,
     key: K,
     make: impl FnOnce() -> Result<Kernel>,
@@ -515,6 +519,23 @@ pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tok
     encode_timed(encoder, dispatches, n_tokens, None);
 }
 
+/// Encodes `lists` one after another into one compute pass, for a step of `n_tokens` tokens
+/// (a step's list and what follows it, such as a greedy run-ahead's argmax).
+pub fn encode_lists(encoder: &mut wgpu::CommandEncoder, lists: &[&[Dispatch]], n_tokens: u32) {
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
+    for d in lists.iter().flat_map(|l| l.iter()) {
+        record(&mut pass, d, n_tokens);
+    }
+}
+
+/// Records one dispatch into `pass` for a step of `n_tokens` tokens.
+fn record(pass: &mut wgpu::ComputePass, d: &Dispatch, n_tokens: u32) {
+    pass.set_pipeline(&d.pipeline);
+    pass.set_bind_group(0, &d.group, &[]);
+    let [x, y, z] = d.groups_for_tokens(n_tokens);
+    pass.dispatch_workgroups(x, y, z);
+}
+
 /// Where [`encode_timed`] writes timestamps (the device needs TIMESTAMP_QUERY_INSIDE_PASSES).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamps {
@@ -538,10 +559,7 @@ pub fn encode_timed(
         pass.write_timestamp(q, 0);
     }
     for (i, d) in dispatches.iter().enumerate() {
-        pass.set_pipeline(&d.pipeline);
-        pass.set_bind_group(0, &d.group, &[]);
-        let [x, y, z] = d.groups_for_tokens(n_tokens);
-        pass.dispatch_workgroups(x, y, z);
+        record(&mut pass, d, n_tokens);
         match timestamps {
             Some((q, Stamps::EachDispatch)) => pass.write_timestamp(q, i as u32 + 1),
             Some((q, Stamps::Ends)) if i + 1 == dispatches.len() => pass.write_timestamp(q, 1),

@@ -1,7 +1,7 @@
 //! The GPU backend through wgpu (Vulkan, Metal, DX12 natively), with our own WGSL kernels
 //! from `shaders/`: device (device.rs), weight repacking (repack.rs), shader variants from
 //! templates (wgsl_defs.rs), the uniform structs shared with the WGSL (params.rs), one module
-//! per op (ops/: matrix, attention, RoPE/KV write, embedding), pipelines, dispatches and the
+//! per op (ops/: matrix, attention, RoPE/KV write, embedding, argmax), pipelines, dispatches and the
 //! encoder (kernels.rs), the forward pass and KV cache (model.rs).
 
 pub mod device;

@@ -6,7 +6,11 @@
 //! are made at load. A decode step's commands depend only on its position (its token and
 //! position reach the kernels through buffers written before the submit), so each decode
 //! step encodes the next one's while the GPU runs it: the CPU's share of a step (a few us a
-//! dispatch) overlaps the GPU's.
+//! dispatch) overlaps the GPU's. A greedy caller ([`crate::backend::Pass::run_ahead`]) has
+//! each pass rank its logits on the GPU (argmax.wgsl) and submit the next decode step on that
+//! token before the logits are read back, so the GPU does not wait for the readback, the
+//! sampler and the caller between steps; the next pass takes that step as run when its token
+//! is the one ranked first, and drops it otherwise.
 //!
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
@@ -44,7 +48,7 @@ pub struct StepShape {
     pub passes: usize,
     /// Queue submits per decode step.
     pub submits: usize,
-    /// Bytes read back per decode step (the logits).
+    /// Bytes read back per decode step (the logits; 4 more, the argmax, when it runs ahead).
     pub readback_bytes: usize,
     /// Bytes of GPU buffers in use (weights, KV cache, activations).
     pub gpu_bytes: u64,
@@ -113,7 +117,16 @@ pub struct GpuBackend {
     pub(super) tokens: wgpu::Buffer,
     /// Logits `[MAX_VERIFY_TOKENS, vocab]`; a decode step writes row 0.
     pub(super) logits: wgpu::Buffer,
+    /// Where the logits are read back: `[MAX_VERIFY_TOKENS, vocab]`, and one word more for
+    /// the argmax a greedy run-ahead ranks (its token id after the step's `vocab` logits).
     pub(super) staging: wgpu::Buffer,
+    /// A greedy run-ahead's second readback, `[vocab + 1]`: a run-ahead step and the one
+    /// submitted after it read back into different buffers (by the parity of the position
+    /// after them, [`Readback`]), so one is mapped while the next one's copy is queued.
+    staging_ahead: wgpu::Buffer,
+    /// The argmax of the logits' row 0 into `tokens[0]` (argmax.wgsl): the token of the decode
+    /// step a greedy run-ahead submits after a pass.
+    argmax: Dispatch,
     /// The residual stream `[PREFILL_BATCH, dim]` (decode: row 0).
     pub(super) x: wgpu::Buffer,
     /// The step's rotated queries `[PREFILL_BATCH, n_heads * head_dim]`.
@@ -154,12 +167,69 @@ pub struct GpuBackend {
     /// position, its command buffer): a decode step's commands depend only on its position
     /// (the token and the position reach the kernels through buffers written before submit),
     /// so the CPU's share of a step (encoding every dispatch) overlaps the GPU's.
-    next_decode: Option<(usize, wgpu::CommandBuffer)>,
+    next_decode: Option<(Encoded, wgpu::CommandBuffer)>,
+    /// The decode step a greedy run-ahead submitted after the last pass, on the GPU's argmax
+    /// of its logits ([`crate::backend::Pass::run_ahead`]).
+    ahead: Option<Ahead>,
+    /// Run-ahead steps a later pass took as run, and those it dropped for another token.
+    ahead_counts: RunAheadCounts,
     /// Whether decode steps encode the next one's commands ahead (on unless switched off:
     /// [`GpuBackend::set_encode_ahead`]).
     encode_ahead: bool,
     /// CPU seconds encoding decode steps' commands took, and how many were encoded.
     encoding: (f64, usize),
+}
+
+/// A decode step a greedy run-ahead submitted before its token was chosen.
+struct Ahead {
+    /// Its position.
+    pos: usize,
+    /// Its token: the GPU's argmax of the pass before, known once that pass's logits (and the
+    /// id after them) were read back.
+    token: Option<u32>,
+    /// Its submission, to wait for.
+    submission: wgpu::SubmissionIndex,
+}
+
+/// How a greedy run-ahead fared since load ([`GpuBackend::run_ahead_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunAheadCounts {
+    /// Steps a later pass took as run: the caller chose the token the GPU ranked first.
+    pub taken: usize,
+    /// Steps dropped: the caller chose another token (a tie the sampler broke otherwise, a
+    /// forced token), truncated the cache, or ran another kind of pass there.
+    pub dropped: usize,
+}
+
+/// Which step a command buffer encodes: its position, and whether it ranks its logits for a
+/// run-ahead (then it also runs the argmax and reads back into [`Readback::of`]'s buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Encoded {
+    pos: usize,
+    ranked: bool,
+}
+
+/// Which readback buffer a step copies its logits into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readback {
+    /// `staging`: every step that does not rank its logits, and ranked steps ending on an
+    /// even position.
+    Main,
+    /// `staging_ahead`: ranked steps ending on an odd position.
+    Ahead,
+}
+
+impl Readback {
+    /// The buffer of a step that ends before position `end` (its last token's position plus
+    /// one): ranked steps alternate, so a run-ahead step never copies into the buffer that the
+    /// step before it is being read from.
+    fn of(end: usize, ranked: bool) -> Readback {
+        if ranked && end % 2 == 1 {
+            Readback::Ahead
+        } else {
+            Readback::Main
+        }
+    }
 }
 
 /// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
@@ -321,7 +391,8 @@ impl GpuBackend {
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
-        let staging = ctx.staging("logits readback", (MAX_VERIFY_TOKENS * cfg.vocab_size * 4) as u64);
+        let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
+        let staging_ahead = ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64);
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
         let linear = |op: LinearOp| -> Result<Op> { Ok(Op::linear(k.matvec(&ctx, &op, &step)?, k.matmul(&ctx, &op, &step)?)) };
@@ -455,6 +526,7 @@ impl GpuBackend {
         let (decode, prefill) = (Lowered::new(&all, false, options), Lowered::new(&all, true, options));
         let body = &all[..all.len() - 1];
         let verify = Lowered::new(&[body, &[&verify_head]].concat(), true, options);
+        let argmax = k.argmax(&ctx, Bind(&logits, 0, Some((cfg.vocab_size * 4) as u64)), cfg.vocab_size as u32, &tokens)?;
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
@@ -466,6 +538,8 @@ impl GpuBackend {
             tokens,
             logits,
             staging,
+            staging_ahead,
+            argmax,
             x,
             q,
             key_caches,
@@ -484,6 +558,8 @@ impl GpuBackend {
             gpu_bytes,
             weight_bytes,
             next_decode: None,
+            ahead: None,
+            ahead_counts: RunAheadCounts::default(),
             encode_ahead: true,
             encoding: (0.0, 0),
         })
@@ -544,7 +620,7 @@ impl GpuBackend {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         let t = Instant::now();
-        pollster::block_on(self.run(&[token], Lists::Forward, 1))?;
+        pollster::block_on(self.run(&[token], Lists::Forward, 1, false))?;
         let wall_seconds = t.elapsed().as_secs_f64();
         let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
@@ -625,9 +701,9 @@ impl GpuBackend {
         encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
         encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (self.cfg.vocab_size * 4) as u64);
         ctx.queue.submit([encoder.finish()]);
-        pollster::block_on(ctx.map_f32(&self.staging, self.cfg.vocab_size))?;
+        pollster::block_on(ctx.map_f32(&self.staging, self.cfg.vocab_size, None))?;
         // Each timestamp is a u64 of ticks, low word first.
-        let words = pollster::block_on(ctx.map_f32(&readback, 2 * count as usize))?;
+        let words = pollster::block_on(ctx.map_f32(&readback, 2 * count as usize, None))?;
         let ticks: Vec<u64> = words.chunks_exact(2).map(|w| u64::from(w[0].to_bits()) | (u64::from(w[1].to_bits()) << 32)).collect();
         let period = f64::from(ctx.queue.get_timestamp_period());
         Ok(ticks.windows(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / 1e9).collect())
@@ -662,62 +738,145 @@ impl GpuBackend {
     /// Runs `tokens` (at most [`PREFILL_BATCH`], within the context: [`Backend::forward`]
     /// checked) at the current position in one pass and one submit, with the command lists
     /// `lists` names, and reads back the first `read` rows of logits (0: no readback).
-    async fn run(&mut self, tokens: &[u32], lists: Lists, read: usize) -> Result<Option<Vec<f32>>> {
+    ///
+    /// With `run_ahead` (a greedy caller, [`crate::backend::Pass::run_ahead`]; a pass through
+    /// every layer whose last logits are read) the pass also ranks its logits on the GPU
+    /// (argmax.wgsl, into `tokens[0]`), and the next decode step is submitted at once on that
+    /// token, before this pass's logits are read back: the GPU runs it while the caller reads,
+    /// samples and asks for it. A one-token pass of that very token at that position then
+    /// takes it as run (its commands are in the queue already; only its readback is awaited);
+    /// any other pass drops it, and the queue's order makes its writes harmless (the next step
+    /// at its position writes the same cache row again; a readback waits for its own submit).
+    async fn run(&mut self, tokens: &[u32], lists: Lists, read: usize, run_ahead: bool) -> Result<Option<(Vec<f32>, bool)>> {
         self.ctx.check()?;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
         let n = tokens.len() as u32;
         let decode = matches!(lists, Lists::Forward) && n == 1 && read == 1;
-        let floats = read * self.cfg.vocab_size;
-        // The buffers the commands read are written first: queue writes come before any
-        // later submit, whenever its commands were encoded.
-        self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
-        let commands = match self.next_decode.take() {
-            Some((pos, commands)) if decode && pos == self.pos => commands,
-            _ => {
-                let list = match lists {
-                    Lists::Forward if n == 1 => &self.decode,
-                    Lists::Forward => &self.prefill,
-                    Lists::Verify => &self.verify,
-                    Lists::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
+        let run_ahead = run_ahead && matches!(lists, Lists::Forward) && read == 1;
+        let vocab = self.cfg.vocab_size;
+        let floats = read * vocab;
+        let taken = match self.ahead.take() {
+            Some(a) if decode && a.pos == self.pos && a.token == Some(tokens[0]) => Some(a),
+            Some(_) => {
+                self.ahead_counts.dropped += 1;
+                None
+            }
+            None => None,
+        };
+        let ran_ahead = taken.is_some();
+        // A step taken as run ranked its logits (it was encoded to); a fresh one does if asked.
+        let ranked = ran_ahead || run_ahead;
+        let end = self.pos + tokens.len();
+        let submission = match taken {
+            Some(a) => {
+                self.ahead_counts.taken += 1;
+                a.submission
+            }
+            None => {
+                // The buffers the commands read are written first: queue writes come before
+                // any later submit, whenever its commands were encoded.
+                self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
+                self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, n)));
+                let key = Encoded { pos: self.pos, ranked };
+                // Commands encoded ahead for another step stay for it (a step's commands
+                // depend only on its position and whether it ranks).
+                let commands = match self.next_decode.take() {
+                    Some((encoded, commands)) if decode && encoded == key => commands,
+                    other => {
+                        self.next_decode = other;
+                        let list = match lists {
+                            Lists::Forward if n == 1 => &self.decode,
+                            Lists::Forward => &self.prefill,
+                            Lists::Verify => &self.verify,
+                            Lists::Draft => &self.draft.as_ref().ok_or_else(|| Error::Backend("no self-draft prepared".into()))?.1,
+                        };
+                        let (commands, seconds) = self.encode_step(list, self.pos, n, floats, ranked);
+                        if decode {
+                            self.count_encoding(seconds);
+                        }
+                        commands
+                    }
                 };
-                let (commands, seconds) = self.encode_step(list, self.pos, n, floats);
-                if decode {
-                    self.encoding = (self.encoding.0 + seconds, self.encoding.1 + 1);
-                }
-                commands
+                self.ctx.queue.submit([commands])
             }
         };
-        self.ctx.queue.submit([commands]);
-        self.pos += tokens.len();
-        // A decode step is most often followed by the next one: its commands are encoded now,
-        // while the GPU runs this one (before the readback's wait). Anything else (a
-        // truncated cache, a prefill, a verify pass) runs its own and drops these unsubmitted.
-        if decode && self.encode_ahead && self.pos < self.capacity {
-            let (commands, seconds) = self.encode_step(&self.decode, self.pos, 1, self.cfg.vocab_size);
-            self.next_decode = Some((self.pos, commands));
-            self.encoding = (self.encoding.0 + seconds, self.encoding.1 + 1);
+        self.pos = end;
+        if run_ahead && self.pos < self.capacity {
+            // The next step, on this one's argmax: its token reaches the embedding through
+            // `tokens`, which this step's argmax writes; its position is written now, after
+            // this step's submit (so this step still reads its own).
+            self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
+            let key = Encoded { pos: self.pos, ranked: true };
+            let commands = match self.next_decode.take() {
+                Some((encoded, commands)) if encoded == key => commands,
+                _ => {
+                    let (commands, seconds) = self.encode_step(&self.decode, self.pos, 1, vocab, true);
+                    self.count_encoding(seconds);
+                    commands
+                }
+            };
+            let submission = self.ctx.queue.submit([commands]);
+            self.ahead = Some(Ahead { pos: self.pos, token: None, submission });
+        }
+        // A decode step is most often followed by the next one: the commands of the next
+        // submit are encoded now, while the GPU runs (before the readback's wait). Anything
+        // else (a truncated cache, a prefill, a verify pass) runs its own and drops these
+        // unsubmitted.
+        let next = if run_ahead { self.pos + 1 } else { self.pos };
+        if decode && self.encode_ahead && next < self.capacity {
+            let (commands, seconds) = self.encode_step(&self.decode, next, 1, vocab, run_ahead);
+            self.count_encoding(seconds);
+            self.next_decode = Some((Encoded { pos: next, ranked: run_ahead }, commands));
         }
         if read == 0 {
             return Ok(None);
         }
-        Ok(Some(self.ctx.map_f32(&self.staging, floats).await?))
+        let buffer = match Readback::of(end, ranked) {
+            Readback::Main => &self.staging,
+            Readback::Ahead => &self.staging_ahead,
+        };
+        let mut logits = self.ctx.map_f32(buffer, floats + usize::from(ranked), Some(submission)).await?;
+        if ranked {
+            let token = logits.pop().map(f32::to_bits);
+            if let Some(a) = &mut self.ahead {
+                a.token = token;
+            }
+        }
+        Ok(Some((logits, ran_ahead)))
     }
 
     /// One step's commands for `n` tokens from position `pos` from `lists`, with the first
-    /// `floats` logits copied to the staging buffer (0: none), and the CPU seconds encoding
-    /// them took.
-    fn encode_step(&self, lists: &Lowered, pos: usize, n: u32, floats: usize) -> (wgpu::CommandBuffer, f64) {
+    /// `floats` logits copied to the readback buffer (0: none); `ranked`, the argmax of the
+    /// logits' first row into `tokens[0]` after them, copied to the readback after the
+    /// logits. Returns them and the CPU seconds encoding them took.
+    fn encode_step(&self, lists: &Lowered, pos: usize, n: u32, floats: usize, ranked: bool) -> (wgpu::CommandBuffer, f64) {
         let start = web_time::Instant::now();
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
-        kernels::encode(&mut encoder, lists.pick(pos, n as usize), n);
+        let argmax = if ranked { std::slice::from_ref(&self.argmax) } else { &[] };
+        kernels::encode_lists(&mut encoder, &[lists.pick(pos, n as usize), argmax], n);
+        let buffer = match Readback::of(pos + n as usize, ranked) {
+            Readback::Main => &self.staging,
+            Readback::Ahead => &self.staging_ahead,
+        };
         if floats > 0 {
-            encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (floats * 4) as u64);
+            encoder.copy_buffer_to_buffer(&self.logits, 0, buffer, 0, (floats * 4) as u64);
         }
-        let commands = encoder.finish();
-        (commands, start.elapsed().as_secs_f64())
+        if ranked {
+            encoder.copy_buffer_to_buffer(&self.tokens, 0, buffer, (floats * 4) as u64, 4);
+        }
+        (encoder.finish(), start.elapsed().as_secs_f64())
+    }
+
+    /// Counts one decode step's encoding, `seconds` of the CPU.
+    fn count_encoding(&mut self, seconds: f64) {
+        self.encoding = (self.encoding.0 + seconds, self.encoding.1 + 1);
+    }
+
+    /// How a greedy run-ahead fared since load: steps taken as run and steps dropped.
+    pub fn run_ahead_counts(&self) -> RunAheadCounts {
+        self.ahead_counts
     }
 
     /// Whether a decode step encodes the next one's commands while the GPU runs it (on by
@@ -761,11 +920,14 @@ impl Backend for GpuBackend {
             if tokens.len() != 1 || pass.layers < self.layers() || pass.logits != Logits::Last {
                 return Err(Error::Backend("the GPU shows the inside of a one-token pass through every layer only".into()));
             }
+            if self.ahead.take().is_some() {
+                self.ahead_counts.dropped += 1;
+            }
             let (logits, inspection) = self.run_inspecting(tokens[0], pass.batching).await?;
-            return Ok(Forward { logits, inspection: Some(inspection) });
+            return Ok(Forward { logits, inspection: Some(inspection), ran_ahead: false });
         }
         let logits = match pass.logits {
-            Logits::All => self.run(tokens, Lists::Verify, tokens.len()).await,
+            Logits::All => self.run(tokens, Lists::Verify, tokens.len(), false).await,
             Logits::Last if pass.layers < self.layers() => {
                 if tokens.len() != 1 {
                     return Err(Error::Backend(format!("a pass through {} of the model's layers takes one token", pass.layers)));
@@ -775,13 +937,14 @@ impl Backend for GpuBackend {
                     ops.extend(self.ops.last());
                     self.draft = Some((pass.layers, Lowered::new(&ops, false, self.options)));
                 }
-                self.run(tokens, Lists::Draft, 1).await
+                self.run(tokens, Lists::Draft, 1, false).await
             }
             Logits::Last => {
                 let batches = tokens.len().div_ceil(PREFILL_BATCH);
                 let mut logits = Ok(None);
                 for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
-                    logits = self.run(batch, Lists::Forward, usize::from(i + 1 == batches)).await;
+                    let last = i + 1 == batches;
+                    logits = self.run(batch, Lists::Forward, usize::from(last), last && pass.run_ahead).await;
                     if logits.is_err() {
                         break;
                     }
@@ -790,10 +953,11 @@ impl Backend for GpuBackend {
             }
         };
         match logits {
-            Ok(Some(logits)) => Ok(Forward { logits, inspection: None }),
+            Ok(Some((logits, ran_ahead))) => Ok(Forward { logits, inspection: None, ran_ahead }),
             Ok(None) => Err(Error::Backend("no logits".into())),
             Err(e) => {
                 self.pos = start;
+                self.ahead = None;
                 Err(e)
             }
         }
@@ -806,8 +970,13 @@ impl Backend for GpuBackend {
     }
 
     fn truncate(&mut self, len: usize) {
-        // Positions past `len` are simply overwritten by later steps.
+        // Positions past `len` are simply overwritten by later steps (a run-ahead step's
+        // too, once dropped).
         self.pos = self.pos.min(len);
+        if self.ahead.as_ref().is_some_and(|a| a.pos > self.pos) {
+            self.ahead = None;
+            self.ahead_counts.dropped += 1;
+        }
     }
 
     fn position(&self) -> usize {

@@ -1,8 +1,9 @@
-//! One module per GPU op: each owns its shader source and variant key, its dispatch (the
+//! One module per GPU op (matrix, attention, RoPE/KV write, embedding, argmax): each owns its shader source and variant key, its dispatch (the
 //! buffers bound by their WGSL names, the workgroup count) and the checks on its operands;
 //! the uniform structs they write are in [`super::params`], the pipeline cache and the
 //! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
 
+pub mod argmax;
 pub mod attention;
 pub mod attention_weights;
 pub mod embedding;

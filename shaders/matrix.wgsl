@@ -9,7 +9,8 @@
 //   and optionally, fused around the product:
 //   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
 //     eps) * gain, each workgroup reducing the sums of squares of its rows itself (so the
-//     norm before a projection needs no dispatch of its own);
+//     norm before a projection needs no dispatch of its own), after its rows' products of
+//     x * gain, which 1 / rms then scales;
 //   GLU (epilogue): rows 2i and 2i + 1 are the gate and up rows of output i (stacked
 //     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g):
 //     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
@@ -260,6 +261,10 @@ var<private> x_rows: vec4<u32>;
 #ifdef NORM
 // 1 / rms of the input row(s) (the prologue's result).
 var<private> inv_rms: Acc;
+#ifdef SUBGROUP
+// Each row's product before the norm's factor (written by lane 0 of its subgroup).
+var<workgroup> row_sums: array<f32, 256>;
+#endif
 #endif
 
 // Column `col` of the input row(s), as stored.
@@ -323,7 +328,10 @@ fn row_squares(t: u32) -> Acc {
 
 // 1 / rms of the input row(s) into inv_rms, every thread's share of the squares summed over
 // the whole workgroup (with SUBGROUP in each subgroup first, workgroup_reduce.wgsl; else a
-// tree). Called by all threads (barriers).
+// tree). Called by all threads (barriers), after the rows' products: the factor is the same
+// for the whole row, so it scales each row's sum, and the products' weight loads (from
+// device memory) need not wait behind the reduction's barriers (no load moves across a
+// barrier). `partial` is free again when it returns.
 fn norm_prologue(t: u32) {
 #ifdef SUBGROUP
     let squares = reduce(row_squares(t), t, false);
@@ -572,11 +580,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #ifdef COMBINE
     combine_prologue(t);
 #endif
-#ifdef NORM
-    norm_prologue(t);
-#else
-    let inv_rms = 1.0;
-#endif
     let units = WG / TPR;
     let first = wg.x * units;
     // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
@@ -589,15 +592,34 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         if (live) {
             sum = row_dot(row, lane, lanes);
         }
-        sum = subgroupAdd(sum) * inv_rms;
+        sum = subgroupAdd(sum);
         if (live && lane == 0u) {
+#ifdef NORM
+            row_sums[i] = sum;
+#else
 #ifdef PAIRS
             partial[i] = sum;
 #else
             store(row, sum);
 #endif
+#endif
         }
     }
+#ifdef NORM
+    // The RMSNorm's 1 / rms after the products (see norm_prologue), then each row's sum
+    // times it, a thread a row.
+    norm_prologue(t);
+    for (var i = t; i < units; i = i + WG) {
+        let row = first + i;
+        if (row < params.rows) {
+#ifdef PAIRS
+            partial[i] = row_sums[i] * inv_rms;
+#else
+            store(row, row_sums[i] * inv_rms);
+#endif
+        }
+    }
+#endif
 #ifdef PAIRS
     // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
     workgroupBarrier();
@@ -623,9 +645,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     x_rows = vec4<u32>(min(b0, last), min(b0 + 1u, last), min(b0 + 2u, last), min(b0 + 3u, last)) * params.cols;
     let live = row < params.rows && b0 < step.n_tokens;
 #endif
-#ifdef NORM
-    norm_prologue(t);
-#endif
 #ifdef ATTENTION
     attention_prologue(t);
 #endif
@@ -637,6 +656,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         sum = row_dot(row, lane, TPR);
     }
 #ifdef NORM
+    // The RMSNorm's 1 / rms after the product (see norm_prologue).
+    norm_prologue(t);
     sum = sum * inv_rms;
 #endif
     partial[t] = sum;

@@ -20,6 +20,8 @@ struct Scripted {
     pos: usize,
     produced: usize,
     context: usize,
+    /// Each pass's `run_ahead`, as the loop asked.
+    asked: Vec<bool>,
 }
 
 impl Scripted {
@@ -40,7 +42,10 @@ impl Backend for Scripted {
             return Err(tokenscope::Error::Backend("the scripted backend plays one token at a time".into()));
         }
         self.pos += input.tokens().len();
-        Ok(Forward { logits: self.logits(), inspection: None, ran_ahead: false })
+        // As a backend that runs ahead answers: a one-token pass after one that asked.
+        let ran_ahead = self.asked.last() == Some(&true) && input.tokens().len() == 1;
+        self.asked.push(input.pass().run_ahead);
+        Ok(Forward { logits: self.logits(), inspection: None, ran_ahead })
     }
     async fn draft(&mut self, _token: u32, _layers: usize) -> tokenscope::Result<Vec<f32>> {
         Err(tokenscope::Error::Backend("the scripted backend has no draft".into()))
@@ -71,7 +76,7 @@ fn synthetic_model() -> Model {
 }
 
 fn scripted(tok: &Tokenizer, text_tokens: &[u32]) -> Scripted {
-    Scripted { script: text_tokens.to_vec(), vocab: tok.vocab_size(), pos: 0, produced: 0, context: 64 }
+    Scripted { script: text_tokens.to_vec(), vocab: tok.vocab_size(), pos: 0, produced: 0, context: 64, asked: Vec::new() }
 }
 
 fn greedy(max_tokens: usize) -> GenerateParams {
@@ -99,7 +104,7 @@ fn drive<B: Backend>(g: &mut Generation, b: &mut B, tok: &Tokenizer) -> (String,
 /// (this scripted one) still refuses what no backend can run, and keeps its position.
 #[test]
 fn every_backend_gets_the_forward_checks_from_the_one_entry() {
-    let mut b = Scripted { script: vec![5], vocab: 8, pos: 0, produced: 0, context: 4 };
+    let mut b = Scripted { script: vec![5], vocab: 8, pos: 0, produced: 0, context: 4, asked: Vec::new() };
     let refused = |r: tokenscope::Result<Vec<f32>>| r.expect_err("refused").to_string();
     let refused_pass = |r: tokenscope::Result<Forward>| r.expect_err("refused").to_string();
     assert!(refused(pollster::block_on(b.prefill(&[]))).contains("no tokens"));
@@ -200,6 +205,44 @@ fn sampling_changes_apply_from_the_next_step() {
     let Event::Step(second) = pollster::block_on(g.step(&mut b, tok)).expect("step") else { panic!("a step") };
     assert!((second.sample.distribution.candidates[0].p - 0.881).abs() < 1e-3, "T = 0.5: e^2 / (e^2 + 1)");
     assert!(g.set_sampling(SamplingParams { temperature: -3.0, ..SamplingParams::default() }).is_err());
+}
+
+/// The loop asks the backend to run the next step ahead (`Pass::run_ahead`) only where that
+/// step will take the argmax of this one's logits and will run at all: greedy or top-k 1
+/// sampling with no repetition penalty, the cache kept, no token forced, a step still to
+/// come. A step the backend ran ahead reports forward milliseconds counted from the step
+/// before's logits: finite, not negative.
+#[test]
+fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
+    let m = synthetic_model();
+    let tok = &m.tokenizer;
+    let script = tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok");
+    let run = |sampling: SamplingParams, kv_cache: bool, force_third: bool| {
+        let mut b = scripted(tok, &script);
+        let params = GenerateParams { sampling, max_tokens: 5, kv_cache, ..GenerateParams::default() };
+        let mut g = Generation::new(tok.encode("x").expect("ok"), params, tok, 64).expect("ok");
+        let mut forward_ms = Vec::new();
+        for step in 0.. {
+            if force_third && step == 2 {
+                g.force_next(script[0]);
+            }
+            match pollster::block_on(g.step(&mut b, tok)).expect("step") {
+                Event::Step(s) => forward_ms.push(s.forward_ms),
+                Event::Finished(_) => break,
+            }
+        }
+        assert!(forward_ms.iter().all(|ms| ms.is_finite() && *ms >= 0.0), "forward ms {forward_ms:?}");
+        b.asked
+    };
+    let greedy = SamplingParams::greedy();
+    assert_eq!(run(greedy.clone(), true, false), [true, true, true, true, false], "greedy: all but the last");
+    assert_eq!(run(greedy.clone(), true, true), [true, true, false, true, false], "a forced token is no argmax");
+    let top_1 = SamplingParams { top_k: 1, ..SamplingParams::default() };
+    assert_eq!(run(top_1, true, false), [true, true, true, true, false], "top-k 1 keeps the argmax alone");
+    assert!(!run(SamplingParams::default(), true, false).contains(&true), "a draw");
+    let penalized = SamplingParams { repetition_penalty: 1.3, ..greedy.clone() };
+    assert!(!run(penalized, true, false).contains(&true), "a repetition penalty moves the argmax");
+    assert!(!run(greedy, false, false).contains(&true), "without the cache every step reruns the context");
 }
 
 #[test]

@@ -16,7 +16,9 @@
 #                                             dawn.node (npm webgpu, Linux x64 only: bench/dawn.mjs,
 #                                             the page's engine on Dawn where Chromium gets no GPU)
 #   target/device-rt/                         what the machine lacks: node, Debian's Chromium,
-#                                             vulkaninfo, every shared library they need that is not
+#                                             vulkaninfo, Xvfb with xkbcomp and its keymaps (an X
+#                                             display for a headed Chromium), every shared library
+#                                             they need that is not
 #                                             glibc itself (the Vulkan loader included), glvnd's
 #                                             Debian packages (NVIDIA's Vulkan driver needs them), a font,
 #                                             and the path the test binaries were built at
@@ -93,13 +95,26 @@ mkdir -p /tmp/pack-device-apt/partial /tmp/pack-device-vulkan-tools
   download vulkan-tools 2>&1 | grep -v 'unsandboxed' || true)
 dpkg-deb --fsys-tarfile /tmp/pack-device-vulkan-tools/vulkan-tools_*.deb | tar -xOf - ./usr/bin/vulkaninfo >"$RT/bin/vulkaninfo"
 chmod +x "$RT/bin/vulkaninfo"
+# Xvfb and xkbcomp (Debian's xvfb, x11-xkb-utils and what they load, xkb-data's keymaps): an
+# X display there, for a headed Chromium whose Vulkan may give WebGPU the GPU where a headless
+# one's does not (run.sh's probe tries both).
+X_DEBS=/tmp/pack-device-x
+mkdir -p "$X_DEBS" && rm -rf "$X_DEBS"/*.deb "$X_DEBS/root"
+(cd "$X_DEBS" && apt-get -qq -oAPT::Architecture=amd64 -oAPT::Architectures=amd64 \
+  -oDir::State::Lists=/tmp/pack-device-apt download xvfb x11-xkb-utils xkb-data libxfont2 \
+  libxkbfile1 libfontenc1 libunwind8 2>&1 | grep -v 'unsandboxed' || true)
+for deb in "$X_DEBS"/*.deb; do dpkg-deb -x "$deb" "$X_DEBS/root"; done
+[ -x "$X_DEBS/root/usr/bin/Xvfb" ] || { echo "pack-device: could not download Xvfb" >&2; exit 1; }
+cp "$X_DEBS/root/usr/bin/Xvfb" "$X_DEBS/root/usr/bin/xkbcomp" "$RT/bin/"
+cp -r "$X_DEBS/root/usr/share/X11/xkb" "$RT/xkb"
 GLIBC='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64)\.so'
 {
-  for elf in "$RT/bin/node" "$RT/bin/vulkaninfo" "$RT/chromium/chromium" "$RT"/chromium/*.so \
+  for elf in "$RT/bin/node" "$RT/bin/vulkaninfo" "$RT/bin/Xvfb" "$RT/bin/xkbcomp" "$RT/chromium/chromium" "$RT"/chromium/*.so \
              "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.node \
              "$STAGE"/bench/node_modules/@node-llama-cpp/*/bins/*/*.so \
              "$STAGE"/bench/node_modules/webgpu/dist/linux-x64/dawn.node; do
-    if [ -f "$elf" ]; then ldd "$elf" 2>/dev/null | awk '/=> \//{print $1" "$3}'; fi
+    # Xvfb's own libraries (libXfont2, ...) from the packages just unpacked.
+    if [ -f "$elf" ]; then LD_LIBRARY_PATH="$X_DEBS/root/usr/lib/x86_64-linux-gnu" ldd "$elf" 2>/dev/null | awk '/=> \//{print $1" "$3}'; fi
   done
   # Loaded at run time, not linked: the Vulkan loader (wgpu, llama.cpp) and NSS's modules.
   for so in libvulkan.so.1 libsoftokn3.so libfreebl3.so libfreeblpriv3.so libnssckbi.so; do

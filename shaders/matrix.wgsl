@@ -59,8 +59,8 @@
 //   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
 //   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
-// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2 or
-// 4 units of a row loaded at once by each thread). TPR threads
+// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
+// or 8 units of a row loaded at once by each thread). TPR threads
 // share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
 // memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
@@ -70,8 +70,8 @@
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
-// Units of a row each thread has in flight at once in row_dot: 4, or 2 (the kernels before
-// 2026-11-27's sixteenth session, kept to measure against).
+// Units of a row each thread has in flight at once in row_dot: 4, 2 (the kernels before
+// 2026-11-27's sixteenth session, kept to measure against) or 8.
 override IN_FLIGHT: u32 = 4u;
 
 #include matrix_params.wgsl
@@ -501,13 +501,19 @@ fn row_units() -> u32 {
     return params.cols / UNIT_WEIGHTS;
 }
 
+// Unit `v` of row `row` (of `n` units) times the input, or 0 past the row: the index is
+// clamped into the row, so the load goes out whatever the select keeps (no branch).
+fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
+    return select(Acc(0.0), unit_dot(row, min(v, max(n, 1u) - 1u)), v < n);
+}
+
 // This thread's share of row `row` times the input: units lane, lane + lanes, ...,
 // IN_FLIGHT an iteration into as many sums, so their loads are in flight at once (a GPU
 // waits out each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per
-// serial load, 23-28 us a dispatch, 2026-11-26). With 4, the last 0-3 units go at once too,
-// each index clamped into the row and its product dropped past the end (a select, no
-// branch between the loads): a row of 576 columns is one round of loads for 32 threads, one
-// of 1536 two (with 2: two and three).
+// serial load, 23-28 us a dispatch, 2026-11-26). With 4 or 8, the last units (up to
+// IN_FLIGHT - 1) go at once too, each index clamped into the row and its product dropped
+// past the end (a select, no branch between the loads): for 32 threads a row, a row of 576
+// columns is one round of loads, one of 1536 two with 4 (three with 2) and one with 8.
 fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     let n = row_units();
     var a = Acc(0.0);
@@ -515,6 +521,30 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     var c = Acc(0.0);
     var d = Acc(0.0);
     var u = lane;
+    if (IN_FLIGHT == 8u) {
+        var e = Acc(0.0);
+        var f = Acc(0.0);
+        var g = Acc(0.0);
+        var h = Acc(0.0);
+        for (; u + 7u * lanes < n; u = u + 8u * lanes) {
+            a = a + unit_dot(row, u);
+            b = b + unit_dot(row, u + lanes);
+            c = c + unit_dot(row, u + 2u * lanes);
+            d = d + unit_dot(row, u + 3u * lanes);
+            e = e + unit_dot(row, u + 4u * lanes);
+            f = f + unit_dot(row, u + 5u * lanes);
+            g = g + unit_dot(row, u + 6u * lanes);
+            h = h + unit_dot(row, u + 7u * lanes);
+        }
+        a = a + unit_or_zero(row, u, n);
+        b = b + unit_or_zero(row, u + lanes, n);
+        c = c + unit_or_zero(row, u + 2u * lanes, n);
+        d = d + unit_or_zero(row, u + 3u * lanes, n);
+        e = e + unit_or_zero(row, u + 4u * lanes, n);
+        f = f + unit_or_zero(row, u + 5u * lanes, n);
+        g = g + unit_or_zero(row, u + 6u * lanes, n);
+        return ((a + b) + (c + d)) + ((e + f) + (g + h));
+    }
     if (IN_FLIGHT == 4u) {
         for (; u + 3u * lanes < n; u = u + 4u * lanes) {
             a = a + unit_dot(row, u);
@@ -522,10 +552,9 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
             c = c + unit_dot(row, u + 2u * lanes);
             d = d + unit_dot(row, u + 3u * lanes);
         }
-        let last = max(n, 1u) - 1u;
-        a = a + select(Acc(0.0), unit_dot(row, min(u, last)), u < n);
-        b = b + select(Acc(0.0), unit_dot(row, min(u + lanes, last)), u + lanes < n);
-        c = c + select(Acc(0.0), unit_dot(row, min(u + 2u * lanes, last)), u + 2u * lanes < n);
+        a = a + unit_or_zero(row, u, n);
+        b = b + unit_or_zero(row, u + lanes, n);
+        c = c + unit_or_zero(row, u + 2u * lanes, n);
     } else {
         for (; u + lanes < n; u = u + 2u * lanes) {
             a = a + unit_dot(row, u);

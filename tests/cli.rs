@@ -356,7 +356,10 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "64", "hi"], "not 64"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "0", "hi"], "not 0"),
         (vec!["generate", "--model", &m, "--prefill-threads-per-row", "8", "hi"], "use them with --backend gpu"),
-        (vec!["generate", "--model", &m, "--backend", "gpu", "--units-in-flight", "3", "hi"], "--units-in-flight must be 2 or 4, not 3"),
+        (
+            vec!["generate", "--model", &m, "--backend", "gpu", "--units-in-flight", "3", "hi"],
+            "--units-in-flight must be one of [2, 4, 8], not 3",
+        ),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--prefill-threads-per-row", "6", "hi"],
             "--prefill-threads-per-row must be 1, 2, 4, 8, 16 or 32, not 6",

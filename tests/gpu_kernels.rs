@@ -201,9 +201,10 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row (no GLU there: a row pair must share a workgroup),
     // and the subgroup reductions (the KV cache's precision does not touch these kernels);
-    // and a row's units loaded 2 at a time, as the kernels did before 4.
-    let two_in_flight = KernelOptions { units_in_flight: 2, ..KernelOptions::plain(8) };
-    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([two_in_flight]) {
+    // and a row's units loaded 2 at a time, as the kernels did before 4, and 8 at a time.
+    let in_flight = |units_in_flight| KernelOptions { units_in_flight, ..KernelOptions::plain(8) };
+    let eight_with_subgroups = KernelOptions { units_in_flight: 8, subgroups: true, ..KernelOptions::plain(1) };
+    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([in_flight(2), in_flight(8), eight_with_subgroups]) {
         let threads_per_row = options.threads_per_row;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -329,7 +330,7 @@ fn kernel_options_out_of_range_are_refused() {
         Ok(_) => panic!("{options:?} was taken"),
         Err(e) => assert!(e.to_string().contains(words), "{options:?}: {e}"),
     };
-    refused(KernelOptions { units_in_flight: 3, ..KernelOptions::plain(1) }, "2 or 4 are possible");
+    refused(KernelOptions { units_in_flight: 3, ..KernelOptions::plain(1) }, "one of [2, 4, 8] is possible");
     refused(KernelOptions { prefill_threads_per_row: 3, ..KernelOptions::plain(1) }, "3 threads per row");
     refused(KernelOptions { split_chunk: 0, ..KernelOptions::plain(1) }, "split-K chunks of 0");
 }

@@ -1,8 +1,10 @@
 // bench/device/run.sh info: which Chromium flags give WebGPU a real GPU on this machine.
 // Tries each candidate set in turn (Chromium at $CHROMIUM, headless, with the flags every
-// Chromium of ours starts with), prints the adapter each one gets, and writes the first set whose
-// adapter is not a software one (SwiftShader, llvmpipe) to the file named by its argument, with
-// WebGPU's developer features added; with none, it writes the last set that gave any adapter,
+// Chromium of ours starts with; where an X display is at hand (DISPLAY: run.sh's Xvfb) the
+// Vulkan sets also with a window, after the headless ones), prints the adapter each one gets,
+// and writes the first set whose adapter is not a software one (SwiftShader, llvmpipe) to the
+// file named by its argument, with WebGPU's developer features added, and whether it ran headed
+// ("1" or "0") to that file's name plus ".headed"; with none, the last set that gave any adapter,
 // and says so. Exit 1 when no set gives an adapter at all.
 //
 // Why a set fails is in Chromium's own words: each try runs with Chromium's log in a file and
@@ -20,7 +22,7 @@ import { BASE_FLAGS } from '../../tests/e2e/harness.mjs';
 // semaphore file descriptors) or SwiftShader; else, with --use-webgpu-adapter=opengles, Dawn's
 // OpenGL ES backend over ANGLE's EGL, which offers only WebGPU's compatibility mode
 // (--force-webgpu-compat makes every request one).
-const CANDIDATES = [
+const FLAG_SETS = [
   // Headless Chromium has no window to draw in: without --disable-vulkan-surface its Vulkan asks
   // for a presentation surface, fails, and WebGPU falls back to SwiftShader.
   '--use-angle=vulkan --enable-features=Vulkan --disable-vulkan-surface --ignore-gpu-blocklist --enable-gpu',
@@ -34,6 +36,14 @@ const CANDIDATES = [
   '--enable-features=Vulkan --ignore-gpu-blocklist',
   '--ignore-gpu-blocklist',
   '',
+];
+// The first four sets are Vulkan's; headless Chromium has no window system, and a headed one on
+// an X display may fare otherwise (Xvfb: presentation still off, --disable-vulkan-surface).
+const VULKAN_SETS = 4;
+const CANDIDATES = [
+  ...FLAG_SETS.slice(0, VULKAN_SETS).map((flags) => ({ flags, headed: false })),
+  ...(process.env.DISPLAY ? FLAG_SETS.slice(0, VULKAN_SETS).map((flags) => ({ flags, headed: true })) : []),
+  ...FLAG_SETS.slice(VULKAN_SETS).map((flags) => ({ flags, headed: false })),
 ];
 // Only for the probe: Chromium's log (every process's, in one file), and the adapter's backend
 // and driver in its info (WebGPU's developer features).
@@ -51,7 +61,7 @@ const OUT = process.env.OUT;
  * Returns { adapter, error, log }: the adapter's info or null, what failed, and every line
  * the page logged on its console and Chromium's processes in their log meanwhile.
  */
-async function tryFlags(flags) {
+async function tryFlags({ flags, headed }) {
   const log = [];
   let adapter = null;
   let error;
@@ -61,6 +71,7 @@ async function tryFlags(flags) {
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM,
       args: [...BASE_FLAGS, ...DIAGNOSE, ...flags.split(' ').filter(Boolean)],
+      headless: !headed,
       timeout: 60_000,
     });
     const page = await browser.newPage();
@@ -85,28 +96,32 @@ async function tryFlags(flags) {
 let chosen;
 let fallback;
 const record = [];
-for (const flags of CANDIDATES) {
-  const { adapter, error, log } = await tryFlags(flags);
-  const said = `probe-webgpu: [${flags || 'no extra flags'}] -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`;
+for (const candidate of CANDIDATES) {
+  const { adapter, error, log } = await tryFlags(candidate);
+  const { flags, headed } = candidate;
+  const said = `probe-webgpu: [${flags || 'no extra flags'}]${headed ? ` headed on ${process.env.DISPLAY}` : ''} -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`;
   console.log(said);
   const relevant = log.filter((l) => ABOUT_GPU.test(l));
   for (const line of relevant.slice(0, SHOWN_PER_TRY)) console.log(`    ${line.slice(0, 300)}`);
   if (relevant.length > SHOWN_PER_TRY) console.log(`    (${relevant.length - SHOWN_PER_TRY} more such lines${OUT ? ` in ${OUT}/chrome-probe.txt` : ''})`);
   record.push(said, ...log.map((l) => `    ${l}`), '');
-  if (adapter && !software(adapter)) { chosen = flags; break; }
-  if (adapter) fallback = flags;
+  if (adapter && !software(adapter)) { chosen = candidate; break; }
+  if (adapter) fallback = candidate;
 }
 if (OUT) writeFileSync(`${OUT}/chrome-probe.txt`, record.join('\n'));
 // The bench runs with the set found plus WebGPU's developer features, so that the adapter's
 // description names it (without them a compatibility-mode adapter has no vendor, architecture
 // or description, and a page could not tell llvmpipe's from a GPU's).
 const out = process.argv[2];
-const written = (flags) => [flags, '--enable-webgpu-developer-features'].filter(Boolean).join(' ');
+const write = ({ flags, headed }) => {
+  writeFileSync(out, [flags, '--enable-webgpu-developer-features'].filter(Boolean).join(' '));
+  writeFileSync(`${out}.headed`, headed ? '1' : '0');
+};
 // Without a GPU adapter, Chromium's own account of its GPU process (chrome://gpu) says why.
 if (chosen === undefined && OUT) {
   let browser;
   try {
-    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE_FLAGS, ...CANDIDATES[0].split(' ')], timeout: 60_000 });
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: [...BASE_FLAGS, ...FLAG_SETS[0].split(' ')], timeout: 60_000 });
     const page = await browser.newPage();
     await page.goto('chrome://gpu');
     const read = () => page.evaluate(() => {
@@ -130,11 +145,11 @@ if (chosen === undefined && OUT) {
   }
 }
 if (chosen !== undefined) {
-  console.log(`probe-webgpu: Chromium reaches the GPU with [${chosen}]`);
-  writeFileSync(out, written(chosen));
+  console.log(`probe-webgpu: Chromium reaches the GPU with [${chosen.flags}]${chosen.headed ? ', headed' : ''}`);
+  write(chosen);
 } else if (fallback !== undefined) {
-  console.log(`probe-webgpu: no flag set reached the GPU; the browser rows will run on the software adapter [${fallback}]`);
-  writeFileSync(out, written(fallback));
+  console.log(`probe-webgpu: no flag set reached the GPU; the browser rows will run on the software adapter [${fallback.flags}]`);
+  write(fallback);
 } else {
   console.log('probe-webgpu: no flag set gave Chromium a WebGPU adapter');
   process.exit(1);

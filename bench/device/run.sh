@@ -9,9 +9,10 @@
 #            over / where the machine lacks it (NVIDIA's Vulkan driver needs it)
 #   info     the GPU, its driver, the Vulkan loader, the device's Vulkan extensions Chromium's
 #            WebGPU looks for (vulkaninfo), the Chromium flags that give WebGPU the GPU
-#            (bench/device/probe-webgpu.mjs tries several, with Chromium's log of each try in
-#            chrome-probe.txt; the bench uses the one found), and the adapter Dawn gives the
-#            page's engine in Node.js (bench/dawn.mjs)
+#            (bench/device/probe-webgpu.mjs tries several, headless and, for Vulkan's, headed on
+#            the packed Xvfb, with Chromium's log of each try in chrome-probe.txt; the bench uses
+#            the one found), and the adapter Dawn gives the page's engine in Node.js
+#            (bench/dawn.mjs)
 #   tests    the GPU test binaries at --test-threads 1, 4 and 16, each under a time limit
 #            (TEST_LIMIT_S, 240 by default), so a hang is reported as one (exit 124) instead of
 #            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
@@ -29,7 +30,7 @@
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
-#            short prompt too, chunks of 16 and 32), 2 and 4 units of a row in flight
+#            short prompt too, chunks of 16 and 32), 2, 4 and 8 units of a row in flight
 #            (--units-in-flight), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
@@ -48,8 +49,11 @@ runtime() {
   export PATH="$RT/bin:$PATH"
   export LD_LIBRARY_PATH="$RT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CHROMIUM="$RT/chromium/chromium"
-  # The flags the info step found give WebGPU the GPU (else Chromium's defaults).
+  # The flags the info step found give WebGPU the GPU (else Chromium's defaults), and whether
+  # Chromium needs a window for it (on Xvfb's display).
   export CHROMIUM_FLAGS="${CHROMIUM_FLAGS:-$(cat "$RT/chromium-flags" 2>/dev/null || true)}"
+  export CHROMIUM_HEADED="${CHROMIUM_HEADED:-$(cat "$RT/chromium-flags.headed" 2>/dev/null || true)}"
+  display
   export FONTCONFIG_FILE="$RT/fonts.conf"
   for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
     if [ -f "$icd" ]; then export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd"; break; fi
@@ -69,6 +73,18 @@ receive() {
   done
   [ "$got" = 1 ] || { echo "run.sh: no piece was carried (carry target/device/pieces/<n>)" >&2; exit 1; }
   ls -l "$HOLD"
+}
+
+# An X display for a headed Chromium (the probe tries Vulkan with a window too): the packed
+# Xvfb on :99, started once while the machine is up; DISPLAY names it. Without Xvfb, nothing.
+display() {
+  [ -x "$RT/bin/Xvfb" ] || return 0
+  if [ ! -S /tmp/.X11-unix/X99 ]; then
+    "$RT/bin/Xvfb" :99 -screen 0 1400x1000x24 -nolisten tcp -xkbdir "$RT/xkb" >"$HOLD/xvfb.log" 2>&1 &
+    for _ in $(seq 50); do [ -S /tmp/.X11-unix/X99 ] && break; sleep 0.1; done
+    [ -S /tmp/.X11-unix/X99 ] || { echo "run.sh: Xvfb did not start: $(tail -3 "$HOLD/xvfb.log")" >&2; return 0; }
+  fi
+  export DISPLAY=:99
 }
 
 unpack() {
@@ -91,6 +107,8 @@ unpack() {
     ldconfig
     echo "run.sh: glvnd unpacked from $(ls "$RT/debs" | tr '\n' ' ')"
   fi
+  # Xvfb runs xkbcomp from /usr/bin only (its keymaps come from $RT/xkb).
+  [ -x /usr/bin/xkbcomp ] || cp "$RT/bin/xkbcomp" /usr/bin/xkbcomp
   echo "run.sh: unpacked commit $(cat "$RT/commit"); libraries brought: $(ls "$RT/lib" | tr '\n' ' ')"
   cat >"$RT/fonts.conf" <<EOF
 <?xml version="1.0"?>
@@ -204,8 +222,8 @@ sweep() {
       sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
   done
   # Units of a row each thread of the matrix kernels loads at once: 4 by default since the
-  # sixteenth session, 2 before (the rows are the same; 4 overlaps more memory latencies).
-  for units in 2 4; do
+  # sixteenth session, 2 before, 8 (the rows are the same; more overlap more memory latencies).
+  for units in 2 4 8; do
     for prompt in short long; do
       target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
         --units-in-flight "$units" --prompt-file "bench/prompt-$prompt.txt" |

@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, WORKGROUP};
+use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, UNITS_IN_FLIGHT_CHOICES, WORKGROUP};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -87,8 +87,8 @@ pub struct ModelArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     matrix_workgroup: Option<u32>,
     /// GPU: units of a matrix row (a word of weights each) that each thread of the matrix
-    /// kernels loads at once, 2 or 4 (default 4; 2 as the kernels were before). For measuring
-    /// on a GPU.
+    /// kernels loads at once, 2, 4 or 8 (default 4; 2 as the kernels were before). For
+    /// measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     units_in_flight: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
@@ -167,8 +167,8 @@ impl ModelArgs {
         if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {
             return Err(Error::InvalidParams(format!("--matrix-workgroup must be one of {MATRIX_WORKGROUPS:?}, not {n}")));
         }
-        if let Some(n) = self.units_in_flight.filter(|n| ![2, 4].contains(n)) {
-            return Err(Error::InvalidParams(format!("--units-in-flight must be 2 or 4, not {n}")));
+        if let Some(n) = self.units_in_flight.filter(|n| !UNITS_IN_FLIGHT_CHOICES.contains(n)) {
+            return Err(Error::InvalidParams(format!("--units-in-flight must be one of {UNITS_IN_FLIGHT_CHOICES:?}, not {n}")));
         }
         if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));

@@ -16,6 +16,9 @@ const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 export const BASE_FLAGS = ['--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-sandbox'];
 // CHROMIUM_FLAGS adds flags (bench/device/run.sh: the set its probe found gives WebGPU the GPU).
 const FLAGS = [...BASE_FLAGS, ...(process.env.CHROMIUM_FLAGS || '').split(' ').filter(Boolean)];
+// CHROMIUM_HEADED=1 starts Chromium with a window on the X display in DISPLAY (bench/device/run.sh:
+// its Xvfb, where the probe found that only a headed Chromium's WebGPU reaches the GPU); else headless.
+export const HEADLESS = process.env.CHROMIUM_HEADED !== '1';
 
 // Runs the CLI (the same binary as the server) with `args` and returns its stdout; a failure
 // throws with its stderr.
@@ -38,7 +41,7 @@ export async function start() {
     });
     server.on('exit', (code) => reject(new Error(`tokenscope serve exited with ${code}`)));
   });
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: HEADLESS });
   return { base: url, browser, close: async () => { await browser.close(); server.kill(); } };
 }
 

@@ -89,8 +89,8 @@ pub struct KernelOptions {
     /// Threads per workgroup of the matrix kernels, one of [`MATRIX_WORKGROUPS`].
     pub workgroup: u32,
     /// Units of a matrix row (a word of weights each) that each thread of the matrix kernels
-    /// loads at once, 2 or 4 (the override `IN_FLIGHT`): 4 by default, 2 as the kernels were
-    /// before, to measure against.
+    /// loads at once, one of [`UNITS_IN_FLIGHT_CHOICES`] (the override `IN_FLIGHT`): 4 by
+    /// default, 2 as the kernels were before, to measure against, or 8.
     pub units_in_flight: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
@@ -233,6 +233,11 @@ pub const SPLIT_K_CHUNK: usize = 64;
 /// session: two and three), each round a memory latency on the GPU (about 1 us on an H100).
 pub const UNITS_IN_FLIGHT: u32 = 4;
 
+/// The units of a row in flight the matrix kernels can take ([`KernelOptions::units_in_flight`]):
+/// 2 (as before 2026-11-27's sixteenth session), 4 (the default) and 8 (the 1536-column down
+/// projection's rows in one round of loads for 32 threads, not two).
+pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
+
 /// Most positions a decode step's attention covers in the output projection's prologue by
 /// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
 /// as a dispatch of its own and the projection merges its chunks in its prologue. Every
@@ -348,8 +353,11 @@ impl Kernels {
         if !MATRIX_WORKGROUPS.contains(&workgroup) {
             return Err(Error::Backend(format!("matrix workgroups of {workgroup} threads: one of {MATRIX_WORKGROUPS:?} is needed")));
         }
-        if ![2, 4].contains(&options.units_in_flight) {
-            return Err(Error::Backend(format!("{} units of a row in flight: 2 or 4 are possible", options.units_in_flight)));
+        if !UNITS_IN_FLIGHT_CHOICES.contains(&options.units_in_flight) {
+            return Err(Error::Backend(format!(
+                "{} units of a row in flight: one of {UNITS_IN_FLIGHT_CHOICES:?} is possible",
+                options.units_in_flight
+            )));
         }
         for threads_per_row in [options.threads_per_row, options.prefill_threads_per_row] {
             if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {

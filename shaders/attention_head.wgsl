@@ -1,17 +1,17 @@
 // attention_head.wgsl: one query head's attention over a run of cached positions, by one
 // workgroup; included by attention_partial.wgsl (a head and chunk per workgroup) and by
-// matrix.wgsl's ATTENTION prologue (every head of a short context at once, in each workgroup
-// of the output projection). For query q (head_dim values) and positions start .. start + n of its
-// KV head (n <= CHUNK):
+// attention_prologue.wgsl (matrix.wgsl's ATTENTION prologue: every head of a short context,
+// in each workgroup of the output projection, which takes head_values and the cache reads).
+// For query q (head_dim values) and positions start .. start + n of its KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with
 //     s_j = q.k_j / sqrt(head_dim), m = max_j s_j, l = sum_j w_j;
 //   head_values(d, ..., w) = sum_j w_j v_j[d .. d + 4] (divide by l for the attention
 //     output; d and head_dim multiples of 4), the weights read from scores[w ..]
-//     (matrix.wgsl's prologue keeps several heads' there).
+//     (attention_prologue.wgsl keeps several heads' there).
 // The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
-// `scores: array<f32, CHUNK>` and `partial: array<f32, 256>` in workgroup memory, includes
+// `scores: array<f32, CHUNK or more>` and `partial: array<f32, 256>` in workgroup memory, includes
 // workgroup_reduce.wgsl (`reduce`), and with SUBGROUP sets sg_id, sg_lane and sg_count
 // before the first call. Every thread of the
 // workgroup calls both functions (barriers); a caller reusing `scores` for the next head

@@ -22,7 +22,8 @@
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate.
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
 //     is short, pos < the host's limit, at most CHUNK): the input row is the attention output of every head for
-//     the step's token over cache positions 0 ..= step.pos (attention_head.wgsl), which each
+//     the step's token over cache positions 0 ..= step.pos (attention_prologue.wgsl: heads
+//     in rounds, grouped-query heads sharing each key and value load), which each
 //     workgroup computes into workgroup memory (cols = n_heads * hd <= ATT_MAX) before its
 //     rows' products: no dispatch of its own, and no trip through device memory.
 //   COMBINE (MATVEC prologue; the output projection of a decode step past them): the input
@@ -145,108 +146,7 @@ fn combine_prologue(t: u32) {
 }
 #endif
 #ifdef ATTENTION
-var<workgroup> scores: array<f32, CHUNK>;
-// Each thread's share of the values, one slice of the positions for 4 dimensions of a head.
-var<workgroup> wide: array<vec4<f32>, 256>;
-
-#include attention_head.wgsl
-
-// Every head's attention for the step's one token over positions 0 ..= step.pos (as many as
-// the host picks, at most CHUNK) into att_in. As many heads at once as `scores` holds
-// (CHUNK / n: all of them for short contexts), so every thread has work in each phase however
-// few the positions: all (head, position) scores, each split over `split` threads (every
-// split-th pair of dimensions each, as many as the workgroup has threads for, summed in `partial`);
-// each head's max and sum, one thread per head (n <= CHUNK scores each, in
-// workgroup memory, the sums left in `partial`); then all the heads' output dimensions, a
-// thread per (head, 4 dimensions) and slice of the positions. Called by all threads
-// (barriers).
-fn attention_prologue(t: u32) {
-    let hd = params.head_dim;
-    let n = min(step.pos + 1u, CHUNK);
-    let stride = params.n_kv_heads * hd;
-    let group = params.n_heads / params.n_kv_heads;
-    let scale = inverseSqrt(f32(hd));
-    let per = min(params.n_heads, CHUNK / n);
-    for (var h0 = 0u; h0 < params.n_heads; h0 = h0 + per) {
-        let heads = min(per, params.n_heads - h0);
-        let pairs = heads * n;
-        // Each score split over `split` threads where the workgroup has them to spare (up
-        // to hd / 16: at least eight pairs of dimensions a share, one round of key_share's
-        // loads), each taking every split-th pair (the threads of a score read adjacent
-        // words of its key).
-        var split = 1u;
-        while (2u * split * pairs <= WG && 32u * split <= hd) {
-            split = 2u * split;
-        }
-        for (var p = t; p < pairs * split; p = p + WG) {
-            let pair = p / split;
-            let h = h0 + pair / n;
-            partial[p] = key_share(h * hd, (pair % n) * stride + (h / group) * hd, hd, p % split, split);
-        }
-        workgroupBarrier();
-        for (var p = t; p < pairs; p = p + WG) {
-            var s = 0.0;
-            for (var i = 0u; i < split; i = i + 1u) {
-                s = s + partial[p * split + i];
-            }
-            scores[p] = s * scale;
-        }
-        workgroupBarrier();
-        for (var i = t; i < heads; i = i + WG) {
-            var m = EMPTY;
-            for (var j = 0u; j < n; j = j + 1u) {
-                m = max(m, scores[i * n + j]);
-            }
-            var l = 0.0;
-            for (var j = 0u; j < n; j = j + 1u) {
-                let e = exp(scores[i * n + j] - m);
-                scores[i * n + j] = e;
-                l = l + e;
-            }
-            partial[i] = l;
-        }
-        workgroupBarrier();
-        // Four of a head's dimensions a lane (hd is a multiple of 4). Where the round's lanes
-        // leave threads over, WG / lanes slices of the positions go at once, each thread a
-        // lane and a slice, their sums then added up in `wide`: a thread's loop stays short
-        // however long the context (at most 28 positions for heads of 64 in workgroups of 256).
-        let lanes = heads * hd / 4u;
-        if (lanes <= WG) {
-            let slices = WG / lanes;
-            let s = t / lanes;
-            let o = 4u * (t % lanes);
-            let i = o / hd;
-            let per_slice = (n + slices - 1u) / slices;
-            let j0 = min(s * per_slice, n);
-            let j1 = min(j0 + per_slice, n);
-            var acc = vec4<f32>(0.0);
-            if (s < slices) {
-                acc = head_values(o % hd, ((h0 + i) / group) * hd, stride, j0, j1 - j0, i * n + j0);
-            }
-            wide[t] = acc;
-            workgroupBarrier();
-            if (t < lanes) {
-                var sum = vec4<f32>(0.0);
-                for (var k = 0u; k < slices; k = k + 1u) {
-                    sum = sum + wide[k * lanes + t];
-                }
-                let v = sum / partial[(4u * t) / hd];
-                for (var k = 0u; k < 4u; k = k + 1u) {
-                    att_in[h0 * hd + 4u * t + k] = v[k];
-                }
-            }
-        } else {
-            for (var o = 4u * t; o < lanes * 4u; o = o + 4u * WG) {
-                let i = o / hd;
-                let v = head_values(o % hd, ((h0 + i) / group) * hd, stride, 0u, n, i * n) / partial[i];
-                for (var k = 0u; k < 4u; k = k + 1u) {
-                    att_in[h0 * hd + o + k] = v[k];
-                }
-            }
-        }
-        workgroupBarrier();
-    }
-}
+#include attention_prologue.wgsl
 #endif
 #ifdef ROPE_KV
 fn store_query(at: u32, a: f32, b: f32) {

@@ -1034,13 +1034,13 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(22);
         // (query heads, KV heads, head_dim, rows, weight type, position, capacity).
-        // The prologue scores CHUNK / (pos + 1) heads at a time: 18 heads at 16 positions take
-        // two rounds (16, then 2), 34 heads at 10 positions two (25, then 9). Each score is
-        // split over up to hd / 16 threads where the workgroup has them to spare, each taking
-        // every split-th pair of dimensions (hd 64: 4 shares of 8 pairs; hd 96: 4 of 12 and hd
-        // 40: 2 of 10, key_share's tail loop in each).
-        // Past the default limit: 64 positions (4 heads a round), 101 (2 a round, 4 x 101 pairs
-        // over the workgroup's threads), the whole chunk (one head a round, 256 scores).
+        // The prologue takes min(SCORES / (pos + 1), WG) heads a round: every head in one
+        // round below 64 positions here (34 heads at 10 positions: more heads than a workgroup
+        // of 64 has threads for their (KV head, 4 dimensions), so each walks every position),
+        // 2 heads a round over the whole chunk (256 positions; the rounds split this model's
+        // groups of 3 query heads per KV head), 4 at 101. A key is loaded in pieces of 64
+        // dimensions (hd 96: 64 and 32; hd 40, 16 and 8: one piece, partly past its end);
+        // grouped-query groups of 1 to 6 heads.
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
         let cases = [
             (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),

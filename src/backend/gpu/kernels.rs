@@ -35,7 +35,7 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 9] = [
+const INCLUDES: [(&str, &str); 10] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
@@ -43,16 +43,18 @@ const INCLUDES: [(&str, &str); 9] = [
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
+    ("attention_prologue.wgsl", include_str!("../../../shaders/attention_prologue.wgsl")),
     ("attention_merge.wgsl", include_str!("../../../shaders/attention_merge.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
 ];
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
 /// one source: CHUNK ([`ATTENTION_CHUNK`]), SPLIT_K_CHUNK (the default of the override SPLIT,
-/// split_chunk.wgsl) and ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]).
+/// split_chunk.wgsl), ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]) and SCORES
+/// ([`FUSED_ATTENTION_SCORES`]).
 fn wgsl_constants() -> String {
     format!(
-        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst SPLIT_K_CHUNK: u32 = {SPLIT_K_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\n"
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst SPLIT_K_CHUNK: u32 = {SPLIT_K_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\nconst SCORES: u32 = {FUSED_ATTENTION_SCORES}u;\n"
     )
 }
 
@@ -244,17 +246,27 @@ pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
 /// workgroup of the projection computes the whole attention itself, so the prologue pays off
 /// only while that work is short: on an NVIDIA H100 it took 189 us a layer over 5 positions
 /// when it ran head after head (2026-11-26), against about 25 us for each matrix kernel.
-/// Since then it scores every head at once and weighs the values in slices of the positions
-/// (a thread's loop at most 28 positions for heads of 64 in workgroups of 256, however long
-/// the context). Measured on an H100 (2026-11-27, sixteenth session, `bench/device/run.sh
-/// sweep`, decode after the 5-token prompt, so positions 5-69): up to 16 positions 690.5
-/// tok/s, 32 677.8, 64 529.8, 128 523.8, 256 505.9.
+/// Measured on an H100 (2026-11-27, sixteenth session, `bench/device/run.sh sweep`, decode
+/// after the 5-token prompt, so positions 5-69) with the prologue before the eighteenth
+/// session's (scores split over threads, one thread per head for the softmax, a thread's
+/// loads of a key in rounds of 8 pairs, query heads apart): up to 16 positions 690.5 tok/s,
+/// 32 677.8, 64 529.8, 128 523.8, 256 505.9. Since then (attention_prologue.wgsl) a key is one
+/// round of loads for all the query heads that read it, the softmax runs on every thread and
+/// the values go in slices per KV head; unmeasured on a GPU, so the default stays until a
+/// sweep says where the prologue stops paying.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its
-/// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 2 KB the rest
+/// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 7.5 KB the rest
 /// takes, within WebGPU's 16 KB default); wider models run attention as its own dispatch.
 pub const FUSED_ATTENTION_MAX_WIDTH: usize = 2048;
+
+/// Scores one round of the output projection's attention prologue holds (`SCORES` in
+/// attention_prologue.wgsl: heads * positions, 2.5 KB of workgroup memory): this model's 9
+/// heads in one round up to 71 positions, and at least two heads a round up to
+/// [`ATTENTION_CHUNK`].
+pub const FUSED_ATTENTION_SCORES: usize = 640;
+const _: () = assert!(FUSED_ATTENTION_SCORES >= 2 * ATTENTION_CHUNK);
 
 pub use super::params::{AttentionParams, EmbeddingParams, InspectParams, MatrixParams, RopeParams, StepParams};
 

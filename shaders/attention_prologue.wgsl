@@ -18,9 +18,12 @@
 //      in a tree in `wide` (log2 L barriers); the scores become exp(s - M) and l goes to
 //      partial[head];
 //   3. values: a thread per (KV head, 4 dimensions) and slice of the positions (WG / lanes
-//      slices), walking its slice for each query head of that KV head in turn (the first walk
-//      from device memory, the rest mostly from the cache), each head's slices then summed in
-//      `wide` and divided by l into att_in.
+//      slices), walking its slice for each query head of that KV head in turn, each head's
+//      slices then summed in `wide` and divided by l into att_in. A slice of at most HELD
+//      positions (every slice up to 40 positions for this model in workgroups of 256) has its
+//      values loaded into registers at the start of the round, beside phase 1's keys, so the
+//      whole round waits out one load latency; a longer one walks the cache for each head
+//      (the first walk from device memory, the rest mostly from the cache).
 // Called by all threads (barriers); every branch around a barrier is uniform.
 
 #include attention_head.wgsl
@@ -134,6 +137,36 @@ fn softmax_rows(t: u32, heads: u32, n: u32) {
     workgroupBarrier();
 }
 
+// Positions of a values slice held in registers from the start of a round (phase 3 then
+// needs no loads of its own), when every slice has at most this many.
+const HELD: u32 = 8u;
+
+// The value vec4s of the slice's first HELD positions j0, j0 + 1, ... (clamped into the n
+// positions, so the loads stay in bounds; held_sum gives the clamped ones no weight) at
+// column `col` of cache rows `stride` wide: all 8 loads issued at once, before phase 1.
+fn held_values(col: u32, stride: u32, j0: u32, n: u32) -> array<vec4<f32>, 8> {
+    let last = n - 1u;
+    return array<vec4<f32>, 8>(
+        values4(min(j0, last) * stride + col), values4(min(j0 + 1u, last) * stride + col),
+        values4(min(j0 + 2u, last) * stride + col), values4(min(j0 + 3u, last) * stride + col),
+        values4(min(j0 + 4u, last) * stride + col), values4(min(j0 + 5u, last) * stride + col),
+        values4(min(j0 + 6u, last) * stride + col), values4(min(j0 + 7u, last) * stride + col));
+}
+
+// Weight of position j0 + i of a slice `len` long in the score row at `w` (n long), or 0 past
+// the slice.
+fn held_weight(w: u32, j0: u32, i: u32, len: u32, n: u32) -> f32 {
+    return select(0.0, scores[w + min(j0 + i, n - 1u)], i < len);
+}
+
+// sum_i w_i v_i over the slice's held values (len <= HELD).
+fn held_sum(v: array<vec4<f32>, 8>, w: u32, j0: u32, len: u32, n: u32) -> vec4<f32> {
+    return ((held_weight(w, j0, 0u, len, n) * v[0] + held_weight(w, j0, 1u, len, n) * v[1])
+        + (held_weight(w, j0, 2u, len, n) * v[2] + held_weight(w, j0, 3u, len, n) * v[3]))
+        + ((held_weight(w, j0, 4u, len, n) * v[4] + held_weight(w, j0, 5u, len, n) * v[5])
+        + (held_weight(w, j0, 6u, len, n) * v[6] + held_weight(w, j0, 7u, len, n) * v[7]));
+}
+
 // Every head's attention output for the step's token into att_in (see the header).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;
@@ -147,6 +180,24 @@ fn attention_prologue(t: u32) {
         let heads = min(per, params.n_heads - h0);
         let kv_first = h0 / group;
         let kvs = (h0 + heads - 1u) / group - kv_first + 1u;
+        // Phase 3's layout, decided first: a thread per (KV head, 4 dimensions) and slice of
+        // the positions, where the workgroup has a thread for every (KV head, 4 dimensions).
+        let lanes = kvs * quads;
+        let slices = max(WG / lanes, 1u);
+        let s = t / lanes;
+        let lane = t % lanes;
+        let kv_v = kv_first + lane / quads;
+        let dim = 4u * (lane % quads);
+        let per_slice = (n + slices - 1u) / slices;
+        let j0 = min(s * per_slice, n);
+        let j1 = min(j0 + per_slice, n);
+        // Short slices: their values loaded now, beside the keys, so the round waits out one
+        // load latency, not two.
+        let hold = lanes <= WG && per_slice <= HELD;
+        var held: array<vec4<f32>, 8>;
+        if (hold) {
+            held = held_values(kv_v * hd + dim, stride, j0, n);
+        }
         // 1. Scores: a thread per (KV head, position).
         for (var it = t; it < kvs * n; it = it + WG) {
             let kv = kv_first + it / n;
@@ -158,23 +209,18 @@ fn attention_prologue(t: u32) {
         workgroupBarrier();
         // 2. Softmax.
         softmax_rows(t, heads, n);
-        // 3. Values: a thread per (KV head, 4 dimensions) and slice of the positions.
-        let lanes = kvs * quads;
+        // 3. Values.
         if (lanes <= WG) {
-            let slices = WG / lanes;
-            let s = t / lanes;
-            let lane = t % lanes;
-            let kv = kv_first + lane / quads;
-            let dim = 4u * (lane % quads);
-            let per_slice = (n + slices - 1u) / slices;
-            let j0 = min(s * per_slice, n);
-            let j1 = min(j0 + per_slice, n);
             for (var g = 0u; g < group; g = g + 1u) {
-                let h = kv * group + g;
+                let h = kv_v * group + g;
                 let in_round = h >= h0 && h < h0 + heads;
                 var acc = vec4<f32>(0.0);
                 if (s < slices && in_round) {
-                    acc = head_values(dim, kv * hd, stride, j0, j1 - j0, (h - h0) * n + j0);
+                    if (hold) {
+                        acc = held_sum(held, (h - h0) * n, j0, j1 - j0, n);
+                    } else {
+                        acc = head_values(dim, kv_v * hd, stride, j0, j1 - j0, (h - h0) * n + j0);
+                    }
                 }
                 wide[t] = acc;
                 workgroupBarrier();

@@ -28,7 +28,8 @@
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
 #            greedy text of the page's engine against the exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
-#            to 16 ... 256 positions (--fused-attention-positions), after the long prompt with
+#            to 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
+#            slices the prologue holds in registers), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
 #            short prompt too, chunks of 16 and 32), 2, 4 and 8 units of a row in flight
 #            (--units-in-flight), prefill of
@@ -202,7 +203,7 @@ sweep() {
   local log="$OUT/sweep.jsonl"
   : >"$log"
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69).
-  for fused in 16 32 64 128 256; do
+  for fused in 16 32 40 64 128 256; do
     target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
       --fused-attention-positions "$fused" --prompt-file bench/prompt-short.txt |
       sed "s/^{/{\"prompt\":\"short\",/" >>"$log"

@@ -252,8 +252,9 @@ pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
 /// loads of a key in rounds of 8 pairs, query heads apart): up to 16 positions 690.5 tok/s,
 /// 32 677.8, 64 529.8, 128 523.8, 256 505.9. Since then (attention_prologue.wgsl) a key is one
 /// round of loads for all the query heads that read it, the softmax runs on every thread and
-/// the values go in slices per KV head; unmeasured on a GPU, so the default stays until a
-/// sweep says where the prologue stops paying.
+/// the values go in slices per KV head, loaded beside the keys while a slice has at most 8
+/// positions (up to 40 for this model on a GPU); unmeasured on a GPU, so the default stays
+/// until a sweep says where the prologue stops paying.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its

@@ -7,7 +7,10 @@
 //     s_j = q.k_j / sqrt(head_dim), m = max_j s_j, l = sum_j w_j;
 //   head_values(d, ..., w) = sum_j w_j v_j[d .. d + 4] (divide by l for the attention
 //     output; d and head_dim multiples of 4), the weights read from scores[w ..]
-//     (attention_prologue.wgsl keeps several heads' there).
+//     (attention_prologue.wgsl keeps several heads' there);
+//   held_values and held_sum the same for a slice of at most HELD positions, its values
+//     loaded into registers first (before the softmax: one load latency for the keys and
+//     the values together).
 // The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
@@ -104,4 +107,36 @@ fn head_values(dim: u32, kv_off: u32, stride: u32, start: u32, n: u32, w: u32) -
             + weighted_values(dim, kv_off, stride, start, n, w, j + 5u) + weighted_values(dim, kv_off, stride, start, n, w, j + 7u);
     }
     return a0 + a1;
+}
+
+// Positions of a slice of the values a thread holds in registers, loaded beside the keys
+// before the softmax (weighing them then needs no loads of its own), where every slice has
+// at most this many.
+const HELD: u32 = 8u;
+
+// The value vec4s of the slice's first HELD positions j0, j0 + 1, ... (clamped into the n
+// positions, so the loads stay in bounds; held_sum gives the clamped ones no weight) at
+// column `col` of cache rows `stride` wide (the run's first row's offset included): all 8
+// loads issued at once.
+fn held_values(col: u32, stride: u32, j0: u32, n: u32) -> array<vec4<f32>, 8> {
+    let last = n - 1u;
+    return array<vec4<f32>, 8>(
+        values4(min(j0, last) * stride + col), values4(min(j0 + 1u, last) * stride + col),
+        values4(min(j0 + 2u, last) * stride + col), values4(min(j0 + 3u, last) * stride + col),
+        values4(min(j0 + 4u, last) * stride + col), values4(min(j0 + 5u, last) * stride + col),
+        values4(min(j0 + 6u, last) * stride + col), values4(min(j0 + 7u, last) * stride + col));
+}
+
+// Weight of position j0 + i of a slice `len` long in the score row at `w` (n long), or 0 past
+// the slice.
+fn held_weight(w: u32, j0: u32, i: u32, len: u32, n: u32) -> f32 {
+    return select(0.0, scores[w + min(j0 + i, n - 1u)], i < len);
+}
+
+// sum_i w_i v_i over the slice's held values (len <= HELD).
+fn held_sum(v: array<vec4<f32>, 8>, w: u32, j0: u32, len: u32, n: u32) -> vec4<f32> {
+    return ((held_weight(w, j0, 0u, len, n) * v[0] + held_weight(w, j0, 1u, len, n) * v[1])
+        + (held_weight(w, j0, 2u, len, n) * v[2] + held_weight(w, j0, 3u, len, n) * v[3]))
+        + ((held_weight(w, j0, 4u, len, n) * v[4] + held_weight(w, j0, 5u, len, n) * v[5])
+        + (held_weight(w, j0, 6u, len, n) * v[6] + held_weight(w, j0, 7u, len, n) * v[7]));
 }

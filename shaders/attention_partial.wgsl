@@ -96,6 +96,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let stride = params.n_kv_heads * hd;
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let q_off = (b * params.n_heads + h) * hd;
+    // The values: 4 dimensions a thread, so hd / 4 threads take a run of positions, and
+    // WG / (hd / 4) runs (slices of the chunk) go at once, their sums then added up in `wide`.
+    // Each thread's loop is 1 / slices of the chunk. Heads wider than 4 WG: in turn. A slice
+    // of at most HELD positions (a split-K chunk of 64 at heads of 64: 4) is loaded now,
+    // beside the keys.
+    let lanes = hd / 4u;
+    let slices = max(WG / lanes, 1u);
+    let s = t / lanes;
+    let per = (n + slices - 1u) / slices;
+    let j0 = min(s * per, n);
+    let j1 = min(j0 + per, n);
+    let col = (t % lanes) * 4u;
+    let hold = lanes <= WG && per <= HELD;
+    var held: array<vec4<f32>, 8>;
+    if (hold) {
+        held = held_values(start * stride + kv_off + col, stride, j0, n);
+    }
     let ml = head_softmax(q_off, kv_off, stride, start, n, t);
 #ifndef SINGLE
     if (t == 0u) {
@@ -103,19 +120,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         parts[at + 1u] = ml.y;
     }
 #endif
-    // The values: 4 dimensions a thread, so hd / 4 threads take a run of positions, and
-    // WG / (hd / 4) runs (slices of the chunk) go at once, their sums then added up in `wide`.
-    // Each thread's loop is 1 / slices of the chunk. Heads wider than 4 WG: in turn.
-    let lanes = hd / 4u;
     if (lanes <= WG) {
-        let slices = WG / lanes;
-        let s = t / lanes;
-        let per = (n + slices - 1u) / slices;
-        let j0 = min(s * per, n);
-        let j1 = min(j0 + per, n);
         var acc = vec4<f32>(0.0);
         if (s < slices) {
-            acc = head_values((t % lanes) * 4u, kv_off, stride, start + j0, j1 - j0, j0);
+            if (hold) {
+                acc = held_sum(held, 0u, j0, j1 - j0, n);
+            } else {
+                acc = head_values(col, kv_off, stride, start + j0, j1 - j0, j0);
+            }
         }
         wide[t] = acc;
         workgroupBarrier();

@@ -137,36 +137,6 @@ fn softmax_rows(t: u32, heads: u32, n: u32) {
     workgroupBarrier();
 }
 
-// Positions of a values slice held in registers from the start of a round (phase 3 then
-// needs no loads of its own), when every slice has at most this many.
-const HELD: u32 = 8u;
-
-// The value vec4s of the slice's first HELD positions j0, j0 + 1, ... (clamped into the n
-// positions, so the loads stay in bounds; held_sum gives the clamped ones no weight) at
-// column `col` of cache rows `stride` wide: all 8 loads issued at once, before phase 1.
-fn held_values(col: u32, stride: u32, j0: u32, n: u32) -> array<vec4<f32>, 8> {
-    let last = n - 1u;
-    return array<vec4<f32>, 8>(
-        values4(min(j0, last) * stride + col), values4(min(j0 + 1u, last) * stride + col),
-        values4(min(j0 + 2u, last) * stride + col), values4(min(j0 + 3u, last) * stride + col),
-        values4(min(j0 + 4u, last) * stride + col), values4(min(j0 + 5u, last) * stride + col),
-        values4(min(j0 + 6u, last) * stride + col), values4(min(j0 + 7u, last) * stride + col));
-}
-
-// Weight of position j0 + i of a slice `len` long in the score row at `w` (n long), or 0 past
-// the slice.
-fn held_weight(w: u32, j0: u32, i: u32, len: u32, n: u32) -> f32 {
-    return select(0.0, scores[w + min(j0 + i, n - 1u)], i < len);
-}
-
-// sum_i w_i v_i over the slice's held values (len <= HELD).
-fn held_sum(v: array<vec4<f32>, 8>, w: u32, j0: u32, len: u32, n: u32) -> vec4<f32> {
-    return ((held_weight(w, j0, 0u, len, n) * v[0] + held_weight(w, j0, 1u, len, n) * v[1])
-        + (held_weight(w, j0, 2u, len, n) * v[2] + held_weight(w, j0, 3u, len, n) * v[3]))
-        + ((held_weight(w, j0, 4u, len, n) * v[4] + held_weight(w, j0, 5u, len, n) * v[5])
-        + (held_weight(w, j0, 6u, len, n) * v[6] + held_weight(w, j0, 7u, len, n) * v[7]));
-}
-
 // Every head's attention output for the step's token into att_in (see the header).
 fn attention_prologue(t: u32) {
     let hd = params.head_dim;

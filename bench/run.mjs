@@ -183,7 +183,12 @@ async function wllama(env, threads, gpu = false) {
     await page.waitForFunction(() => document.body.dataset.ready === 'true');
     const version = JSON.parse(readFileSync(new URL('./node_modules/@wllama/wllama/package.json', import.meta.url), 'utf8')).version;
     const out = await page.evaluate((args) => window.runWllama(args), { threads, gpu, prompts: PROMPTS, maxTokens: TOKENS, runs: RUNS + 1 });
-    if (gpu && !out.offload) throw new Error(`wllama ${version} put no layer on WebGPU (adapter: ${out.adapter || 'none'}; llama.cpp's log names none offloaded), so its figures would be the CPU's`);
+    if (gpu && DEVICE) writeFileSync(`${process.env.BENCH_OUT || `${ROOT}bench/device`}/wllama-webgpu-log.txt`, out.log.join('\n') + '\n');
+    if (gpu && !out.offload) {
+      // What llama.cpp said of WebGPU, so the failure names its cause (the whole log: wllama-webgpu-log.txt).
+      const said = out.log.filter((l) => /webgpu|wgpu|adapter|device|gpu/i.test(l)).slice(0, 6).join(' | ');
+      throw new Error(`wllama ${version} put no layer on WebGPU (adapter: ${out.adapter || 'none'}; llama.cpp's log names none offloaded${said ? `; of the GPU it said: ${said}` : ', nor anything of WebGPU'}; the adapter's features: ${out.features.join(' ') || 'none'}), so its figures would be the CPU's`);
+    }
     for (const [name, runs] of Object.entries(out.prompts)) {
       const timed = runs.slice(1);
       add({ engine: `wllama ${version}`, where: gpu ? BROWSER_WEBGPU : `Chromium cpu (wasm, ${out.threads} thread${out.threads > 1 ? 's' : ''}${out.multithread ? ', isolated' : ''})`, device: gpu ? `${out.adapter}, ${out.offload}` : 'cpu', prompt: name, prompt_tokens: timed[0].prompt_n, prefill_tok_s: median(timed.map((t) => t.prompt_per_second)), decode_tok_s: median(timed.map((t) => t.predicted_per_second)), decoded: timed[0].predicted_n });

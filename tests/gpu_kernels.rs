@@ -682,13 +682,19 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
 fn split_k_causal_attention_matches_its_cpu_twins_on_long_caches() {
     let ctx = context_with_subgroups();
     // Plain and subgroup reductions, over f32 and half-float caches (the twins read the same
-    // halves, widened: the tolerances stay), in split-K chunks of the default length and of
-    // 37 positions (odd: chunk edges off every power of two). Rows per workgroup do not
-    // touch attention.
+    // halves, widened: the tolerances stay), in split-K chunks of the default length, of 37
+    // positions (odd: chunk edges off every power of two) and of 128 (each thread's slice of
+    // the values 8 positions: the most it holds in registers; the default's are 4, and the
+    // one-dispatch form's up to 16 walk the cache). Rows per workgroup do not touch attention.
     let default = KernelOptions::plain(8).split_chunk;
-    for (subgroups, kv_f16, split_chunk) in
-        [(false, false, default), (true, false, default), (false, true, default), (true, true, default), (true, false, 37)]
-    {
+    for (subgroups, kv_f16, split_chunk) in [
+        (false, false, default),
+        (true, false, default),
+        (false, true, default),
+        (true, true, default),
+        (true, false, 37),
+        (false, true, 128),
+    ] {
         check_attention(&ctx, KernelOptions { subgroups, kv_f16, split_chunk, ..KernelOptions::plain(8) });
     }
 }
@@ -1040,7 +1046,9 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         // 2 heads a round over the whole chunk (256 positions; the rounds split this model's
         // groups of 3 query heads per KV head), 4 at 101. A key is loaded in pieces of 64
         // dimensions (hd 96: 64 and 32; hd 40, 16 and 8: one piece, partly past its end);
-        // grouped-query groups of 1 to 6 heads.
+        // grouped-query groups of 1 to 6 heads. In workgroups of 256 each thread's slice of
+        // the values is at most 8 positions (held in registers) up to 40 positions (pos 39:
+        // exactly 8 in each slice), more past them (pos 63: 13, walking the cache).
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
         let cases = [
             (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
@@ -1054,6 +1062,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             (9, 3, 64, 129, GgmlDType::Q4_1, 300, 600),
             (4, 2, 16, 37, GgmlDType::Q8_0, 700, 1000),
             (9, 3, 64, 37, GgmlDType::Q4_1, 63, 64),
+            (9, 3, 64, 37, GgmlDType::Q4_1, 39, 41),
             (4, 2, 96, 21, GgmlDType::F32, 100, 130),
             (9, 3, 64, 21, GgmlDType::Q8_0, kernels::ATTENTION_CHUNK - 1, 300),
         ];

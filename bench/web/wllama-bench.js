@@ -1,8 +1,10 @@
 // make bench: wllama's prefill and decode speed with llama.cpp's own timers (its `timings`),
 // greedy, on the model at /model.gguf, on the CPU (n_gpu_layers 0) or with every layer on
 // WebGPU (`gpu`, with llama.cpp's log on and kept, whose line "offloaded N/M layers to GPU"
-// says where the layers went: `offload`, or null where it said nothing of it). Called by
-// bench/run.mjs through window.runWllama.
+// says where the layers went: `offload`, or null where it said nothing of it; the whole log
+// comes back as `log`, and the adapter's features as `features`, so a run that offloaded
+// nothing can say why). Called by bench/run.mjs
+// through window.runWllama.
 import { Wllama } from './wllama/index.js';
 
 window.runWllama = async ({ threads, gpu, prompts, maxTokens, runs }) => {
@@ -11,10 +13,14 @@ window.runWllama = async ({ threads, gpu, prompts, maxTokens, runs }) => {
   const logger = { debug: keep, log: keep, warn: keep, error: keep };
   const wllama = new Wllama({ default: './wllama/wasm/wllama.wasm' }, { suppressNativeLog: !gpu, logger });
   await wllama.loadModelFromUrl(new URL('/model.gguf', location.href).href, { n_threads: threads, n_ctx: 1024, n_batch: 512, n_gpu_layers: gpu ? 99999 : 0 });
-  const info = gpu ? (await navigator.gpu?.requestAdapter())?.info : undefined;
+  const gpuAdapter = gpu ? await navigator.gpu?.requestAdapter() : undefined;
+  const info = gpuAdapter?.info;
   const adapter = info ? [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') : undefined;
+  // The adapter's features as this page sees it (llama.cpp's WebGPU backend needs some, e.g.
+  // shader-f16, and says nothing where it finds no device it can use).
+  const features = gpuAdapter ? [...gpuAdapter.features].sort() : [];
   const offload = native.map((l) => l.match(/offloaded \d+\/\d+ layers to GPU/)?.[0]).find(Boolean) || null;
-  const out = { multithread: wllama.isMultithread(), threads: wllama.getNumThreads(), adapter, offload, prompts: {} };
+  const out = { multithread: wllama.isMultithread(), threads: wllama.getNumThreads(), adapter, features, offload, log: gpu ? native : [], prompts: {} };
   for (const [name, prompt] of Object.entries(prompts)) {
     const rows = [];
     for (let r = 0; r < runs; r++) {

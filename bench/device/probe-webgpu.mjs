@@ -81,7 +81,7 @@ async function tryFlags({ flags, headed }) {
       const a = await navigator.gpu?.requestAdapter({ powerPreference: 'high-performance' });
       if (!a) return null;
       const { vendor, architecture, device, description, backend, type, driver } = a.info;
-      return { vendor, architecture, device, description, backend, type, driver, fallback: a.isFallbackAdapter ?? a.info.isFallbackAdapter, core: a.features.has('core-features-and-limits') };
+      return { vendor, architecture, device, description, backend, type, driver, fallback: a.isFallbackAdapter ?? a.info.isFallbackAdapter, core: a.features.has('core-features-and-limits'), shader_f16: a.features.has('shader-f16'), subgroups: a.features.has('subgroups') };
     });
     adapter = await Promise.race([asked, new Promise((_, reject) => setTimeout(() => reject(new Error('requestAdapter gave no answer in 30 s')), 30_000))]);
   } catch (e) {

@@ -410,58 +410,48 @@ fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
 // This thread's share of row `row` times the input: units lane, lane + lanes, ...,
 // IN_FLIGHT an iteration into as many sums, so their loads are in flight at once (a GPU
 // waits out each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per
-// serial load, 23-28 us a dispatch, 2026-11-26). With 4 or 8, the last units (up to
-// IN_FLIGHT - 1) go at once too, each index clamped into the row and its product dropped
-// past the end (a select, no branch between the loads): for 32 threads a row, a row of 576
-// columns is one round of loads, one of 1536 two with 4 (three with 2) and one with 8.
+// serial load, 23-28 us a dispatch, 2026-11-26). An iteration's units past the end of the
+// row are loaded clamped into it and their products dropped (a select, no branch between
+// the loads), so the row's last units go in the same round as the rest of their iteration:
+// for 32 threads a row, a row of 576 columns is one round of loads, one of 1536 two with 4
+// (three with 2) and one with 8. Each unit appears once in the loop body (its first always
+// lies in the row), which keeps the compiled kernel small: a separate tail after the loop
+// doubled the inlined unit products, and with them the compile time (lavapipe took over a
+// minute for the Q6_K kernels at 8 units in flight).
 fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     let n = row_units();
     var a = Acc(0.0);
     var b = Acc(0.0);
     var c = Acc(0.0);
     var d = Acc(0.0);
-    var u = lane;
     if (IN_FLIGHT == 8u) {
         var e = Acc(0.0);
         var f = Acc(0.0);
         var g = Acc(0.0);
         var h = Acc(0.0);
-        for (; u + 7u * lanes < n; u = u + 8u * lanes) {
+        for (var u = lane; u < n; u = u + 8u * lanes) {
             a = a + unit_dot(row, u);
-            b = b + unit_dot(row, u + lanes);
-            c = c + unit_dot(row, u + 2u * lanes);
-            d = d + unit_dot(row, u + 3u * lanes);
-            e = e + unit_dot(row, u + 4u * lanes);
-            f = f + unit_dot(row, u + 5u * lanes);
-            g = g + unit_dot(row, u + 6u * lanes);
-            h = h + unit_dot(row, u + 7u * lanes);
+            b = b + unit_or_zero(row, u + lanes, n);
+            c = c + unit_or_zero(row, u + 2u * lanes, n);
+            d = d + unit_or_zero(row, u + 3u * lanes, n);
+            e = e + unit_or_zero(row, u + 4u * lanes, n);
+            f = f + unit_or_zero(row, u + 5u * lanes, n);
+            g = g + unit_or_zero(row, u + 6u * lanes, n);
+            h = h + unit_or_zero(row, u + 7u * lanes, n);
         }
-        a = a + unit_or_zero(row, u, n);
-        b = b + unit_or_zero(row, u + lanes, n);
-        c = c + unit_or_zero(row, u + 2u * lanes, n);
-        d = d + unit_or_zero(row, u + 3u * lanes, n);
-        e = e + unit_or_zero(row, u + 4u * lanes, n);
-        f = f + unit_or_zero(row, u + 5u * lanes, n);
-        g = g + unit_or_zero(row, u + 6u * lanes, n);
         return ((a + b) + (c + d)) + ((e + f) + (g + h));
     }
     if (IN_FLIGHT == 4u) {
-        for (; u + 3u * lanes < n; u = u + 4u * lanes) {
+        for (var u = lane; u < n; u = u + 4u * lanes) {
             a = a + unit_dot(row, u);
-            b = b + unit_dot(row, u + lanes);
-            c = c + unit_dot(row, u + 2u * lanes);
-            d = d + unit_dot(row, u + 3u * lanes);
+            b = b + unit_or_zero(row, u + lanes, n);
+            c = c + unit_or_zero(row, u + 2u * lanes, n);
+            d = d + unit_or_zero(row, u + 3u * lanes, n);
         }
-        a = a + unit_or_zero(row, u, n);
-        b = b + unit_or_zero(row, u + lanes, n);
-        c = c + unit_or_zero(row, u + 2u * lanes, n);
     } else {
-        for (; u + lanes < n; u = u + 2u * lanes) {
+        for (var u = lane; u < n; u = u + 2u * lanes) {
             a = a + unit_dot(row, u);
-            b = b + unit_dot(row, u + lanes);
-        }
-        if (u < n) {
-            a = a + unit_dot(row, u);
+            b = b + unit_or_zero(row, u + lanes, n);
         }
     }
     return (a + b) + (c + d);

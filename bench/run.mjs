@@ -22,7 +22,8 @@
 // adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader); then whether each one's
 // greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
-// Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
+// BENCH_SKIP=native,dawn leaves out the native rows and the Dawn stand-in (a short lease's
+// browser-only round). Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -236,10 +237,12 @@ async function onTheGpu() {
   const attempt = async (what, run) => {
     try { return await run(); } catch (e) { failures.push(`${what}: ${String(e.message || e).split('\n')[0]}`); console.log(`bench: ${failures.at(-1)}`); }
   };
-  await attempt('tokenscope native gpu', async () => oursNative('gpu', RUNS));
-  await attempt('llama.cpp vulkan', () => llamaCpp('vulkan'));
+  if (!SKIP.has('native')) {
+    await attempt('tokenscope native gpu', async () => oursNative('gpu', RUNS));
+    await attempt('llama.cpp vulkan', () => llamaCpp('vulkan'));
+  }
   const dawn = await import('./dawn.mjs');
-  const standIn = await attempt(`tokenscope ${dawn.WHERE}`, () => oursOnDawn(dawn, RUNS));
+  const standIn = SKIP.has('dawn') ? null : await attempt(`tokenscope ${dawn.WHERE}`, () => oursOnDawn(dawn, RUNS));
   // On a software adapter the browser rows are no GPU figure and take many minutes (the page
   // on SwiftShader: 0.9 tok/s on the 2026-11-27 H100), so they run only on a GPU adapter.
   const adapter = await attempt('Chromium WebGPU adapter', () => chromiumAdapter(env));

@@ -77,11 +77,16 @@ receive() {
 }
 
 # An X display for a headed Chromium (the probe tries Vulkan with a window too): the packed
-# Xvfb on :99, started once while the machine is up; DISPLAY names it. Without Xvfb, nothing.
+# Xvfb on :99, started once per call; DISPLAY names it. Without Xvfb, nothing.
 display() {
   [ -x "$RT/bin/Xvfb" ] || return 0
-  if [ ! -S /tmp/.X11-unix/X99 ]; then
+  # A call's processes end with it, so an Xvfb an earlier call started is gone while its socket
+  # and lock stay: start one unless the one recorded is still alive.
+  if ! kill -0 "$(cat "$HOLD/xvfb.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+    rm -f /tmp/.X11-unix/X99 /tmp/.X99-lock
+    mkdir -p "$HOLD"
     "$RT/bin/Xvfb" :99 -screen 0 1400x1000x24 -nolisten tcp -xkbdir "$RT/xkb" >"$HOLD/xvfb.log" 2>&1 &
+    echo $! >"$HOLD/xvfb.pid"
     for _ in $(seq 50); do [ -S /tmp/.X11-unix/X99 ] && break; sleep 0.1; done
     [ -S /tmp/.X11-unix/X99 ] || { echo "run.sh: Xvfb did not start: $(tail -3 "$HOLD/xvfb.log")" >&2; return 0; }
   fi

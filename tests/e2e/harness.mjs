@@ -41,7 +41,8 @@ export async function start() {
     });
     server.on('exit', (code) => reject(new Error(`tokenscope serve exited with ${code}`)));
   });
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: HEADLESS });
+  // A browser that cannot start must not leave the server holding the caller's stdout open.
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: HEADLESS }).catch((e) => { server.kill(); throw e; });
   return { base: url, browser, close: async () => { await browser.close(); server.kill(); } };
 }
 

@@ -20,7 +20,8 @@
 // each: `tokenscope bench --backend gpu` against llama.cpp's Vulkan build natively, and the
 // page's engine in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU
 // adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
-// Chromium, only where Chromium's adapter is a GPU (not SwiftShader); then whether each one's
+// Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
+// alone there (driven by its protocol, nothing drawn: what the page's drawing costs); then whether each one's
 // greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
 // BENCH_SKIP=native,dawn leaves out the native rows and the Dawn stand-in (a short lease's
 // browser-only round). Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
@@ -59,9 +60,13 @@ const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 // A run's decode steps' forward passes (step 0, the prefill, left out): the median of the
 // first 8 and of the last 8, in ms. On a GPU they tell a short context's steps (the first
 // ones after the short prompt, attention inside the output projection) from a longer one's.
+// The decode steps' forward passes of a run (its first entry is the prefill's): every step's
+// in ms (which steps are slow says more than the two medians), and the medians of its first
+// and last 8.
 const stepEnds = (forwardMs) => {
   const decode = forwardMs.slice(1);
-  return decode.length < 16 ? {} : { decode_forward_ms_first8: median(decode.slice(0, 8)), decode_forward_ms_last8: median(decode.slice(-8)) };
+  const every = { decode_forward_ms: decode.map((ms) => Math.round(ms * 1000) / 1000) };
+  return decode.length < 16 ? every : { ...every, decode_forward_ms_first8: median(decode.slice(0, 8)), decode_forward_ms_last8: median(decode.slice(-8)) };
 };
 const rows = [];
 const greedy = [];
@@ -249,6 +254,7 @@ async function onTheGpu() {
   let texts;
   if (adapter && !adapter.software) {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
+    await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
     await attempt('wllama webgpu', () => wllama(env, THREADS, true));
   } else {
     failures.push(`tokenscope and wllama in Chromium (WebGPU): Chromium gave WebGPU ${adapter ? `only a software adapter (${adapter.name})` : 'no adapter'}, so no GPU figure comes from the browser (info.txt's probe says which flags were tried)`);
@@ -266,6 +272,53 @@ async function onTheGpu() {
       const same = first < 0 && exact[name].length === page.length;
       greedy.push({ where, prompt: name, same, tokens: page.length, first_difference: same ? null : (first < 0 ? Math.min(exact[name].length, page.length) : first), page: page.join(''), exact: exact[name].join('') });
     }
+  }
+}
+
+// The page's own worker (www/worker.js) driven by its protocol from a blank page of the same
+// origin: the engine in Chromium exactly as the page runs it, with no chart, text or stats drawn
+// and nothing composited, so beside the page's row it says what the page's own drawing costs
+// the GPU's steps (Chromium runs WebGPU's commands on the GPU process's main thread, which also
+// composites the page). Greedy, `runs` timed runs after a warm-up one, per prompt.
+async function workerAlone(env, runs) {
+  const page = await (await env.browser.newContext()).newPage();
+  try {
+    await page.goto(`${env.base}defaults.js`);
+    const out = await page.evaluate(async ({ prompts, tokens, runs }) => {
+      const { DEFAULT_MODEL_URL, PAGE_CONTEXT } = await import('/defaults.js');
+      const worker = new Worker('/worker.js', { type: 'module' });
+      let waiting = null;
+      const steps = [];
+      worker.onmessage = ({ data }) => {
+        if (data.type === 'step') steps.push(data.event.forward_ms);
+        else if (data.type === 'error') waiting?.reject(new Error(`${data.name}: ${data.message}`));
+        else if (data.type === 'loaded' || data.type === 'finished') waiting?.resolve(data);
+      };
+      const ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; worker.postMessage(msg); });
+      try {
+        const loaded = await ask({ type: 'load', backend: 'webgpu', context: PAGE_CONTEXT, kvCacheF16: false, url: DEFAULT_MODEL_URL, name: 'default' });
+        const result = { adapter: loaded.adapter, backend: loaded.backend, prompts: {} };
+        for (const [name, prompt] of Object.entries(prompts)) {
+          result.prompts[name] = [];
+          for (let r = 0; r < runs + 1; r++) {
+            steps.length = 0;
+            worker.postMessage({ type: 'start', prompt, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: tokens } });
+            const { finish, stats } = await ask({ type: 'run', mode: 'stream' });
+            result.prompts[name].push({ prefill: finish.prefill_tok_s, decode: finish.decode_tok_s, forwardMs: [...steps], dispatches: stats.gpu_dispatches_per_step });
+          }
+        }
+        return result;
+      } finally {
+        worker.terminate();
+      }
+    }, { prompts: PROMPTS, tokens: TOKENS, runs });
+    if (out.backend !== 'webgpu' || !out.adapter || out.adapter.software) throw new Error(`the worker got ${out.backend}${out.adapter ? ` on ${out.adapter.name}` : ''}, not a GPU adapter`);
+    for (const [name, all] of Object.entries(out.prompts)) {
+      const timed = all.slice(1);
+      add({ engine: 'tokenscope', where: `${BROWSER_WEBGPU}, the page's worker alone (nothing drawn)`, device: out.adapter.name, prompt: name, prefill_tok_s: median(timed.map((t) => t.prefill)), decode_tok_s: median(timed.map((t) => t.decode)), gpu_dispatches_per_step: timed.at(-1).dispatches, ...stepEnds(timed.at(-1).forwardMs) });
+    }
+  } finally {
+    await page.close();
   }
 }
 
@@ -323,7 +376,7 @@ for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.promp
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, a step's commands encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
-for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run)`);
+for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run; every step's in the results' decode_forward_ms)`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);

@@ -71,9 +71,9 @@
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
-// Units of a row each thread has in flight at once in row_dot: 4, 2 (the kernels before
-// 2026-11-27's sixteenth session, kept to measure against) or 8.
-override IN_FLIGHT: u32 = 4u;
+// Units of a row each thread has in flight at once in row_dot: 2 (the host's default,
+// UNITS_IN_FLIGHT), 4 or 8.
+override IN_FLIGHT: u32 = 2u;
 
 #include matrix_params.wgsl
 

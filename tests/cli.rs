@@ -189,7 +189,7 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
         "--prefill-threads-per-row",
         "16",
         "--units-in-flight",
-        "2",
+        "4",
         "--matrix-workgroup",
         "256",
         "--fused-attention-positions",
@@ -199,8 +199,8 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     assert_eq!(plain_kernels["threads_per_row"], 4, "the shape asked for (lavapipe's own is 1)");
     assert_eq!(plain_kernels["matrix_workgroup"], 256, "the shape asked for (lavapipe's own is 64)");
     assert_eq!(plain_kernels["prefill_threads_per_row"], 16, "prefill's own shape, as asked for");
-    assert_eq!(plain_kernels["units_in_flight"], 2, "as asked for");
-    assert_eq!(plain["units_in_flight"], 4, "the default");
+    assert_eq!(plain_kernels["units_in_flight"], 4, "as asked for");
+    assert_eq!(plain["units_in_flight"], 2, "the default");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["prefill_threads_per_row"], 1, "in prefill too");
     assert_eq!(plain["matrix_workgroup"], 64, "and 64 rows per workgroup");

@@ -201,10 +201,10 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row (no GLU there: a row pair must share a workgroup),
     // and the subgroup reductions (the KV cache's precision does not touch these kernels);
-    // and a row's units loaded 2 at a time, as the kernels did before 4, and 8 at a time.
+    // and a row's units loaded 4 and 8 at a time as well as the default 2.
     let in_flight = |units_in_flight| KernelOptions { units_in_flight, ..KernelOptions::plain(8) };
     let eight_with_subgroups = KernelOptions { units_in_flight: 8, subgroups: true, ..KernelOptions::plain(1) };
-    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([in_flight(2), in_flight(8), eight_with_subgroups]) {
+    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([in_flight(4), in_flight(8), eight_with_subgroups]) {
         let threads_per_row = options.threads_per_row;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

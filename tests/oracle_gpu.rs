@@ -89,8 +89,8 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
         TOL,
         SHORT_CASES,
     );
-    // One thread a row, loading 2 units of it at once (the kernels before 4).
-    check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 2, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
+    // One thread a row, loading 4 units of it at once (the default is 2).
+    check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 4, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
     let worst = check_exact(&mut gpu_with(new_ctx(), KernelOptions { kv_f16: true, ..KernelOptions::plain(8) }), TOL_KV_F16, SHORT_CASES);
     // The cache's rounding must show: a half-float cache that stayed f32 would be as exact.
     assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");

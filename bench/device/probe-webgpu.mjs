@@ -5,7 +5,9 @@
 // and writes the first set whose adapter is not a software one (SwiftShader, llvmpipe) to the
 // file named by its argument, with WebGPU's developer features added, and whether it ran headed
 // ("1" or "0") to that file's name plus ".headed"; with none, the last set that gave any adapter,
-// and says so. Exit 1 when no set gives an adapter at all.
+// and says so; on NVIDIA's Vulkan driver, whose adapter Chromium gives no shader-f16, the set
+// found plus Dawn's toggle that allows it, where the adapter then has it. Exit 1 when no set
+// gives an adapter at all.
 //
 // Why a set fails is in Chromium's own words: each try runs with Chromium's log in a file and
 // the page's console recorded; the lines about the GPU, Vulkan, Dawn and WebGPU are printed under
@@ -105,8 +107,21 @@ for (const candidate of CANDIDATES) {
   for (const line of relevant.slice(0, SHOWN_PER_TRY)) console.log(`    ${line.slice(0, 300)}`);
   if (relevant.length > SHOWN_PER_TRY) console.log(`    (${relevant.length - SHOWN_PER_TRY} more such lines${OUT ? ` in ${OUT}/chrome-probe.txt` : ''})`);
   record.push(said, ...log.map((l) => `    ${l}`), '');
-  if (adapter && !software(adapter)) { chosen = candidate; break; }
+  if (adapter && !software(adapter)) { chosen = { ...candidate, adapter }; break; }
   if (adapter) fallback = candidate;
+}
+// Chromium withholds shader-f16 from NVIDIA's Vulkan driver (a driver-bug blocklist,
+// crbug.com/42251215; the H200 on 2026-11-28 had none), and llama.cpp's WebGPU backend (wllama)
+// asks for it, so without it wllama runs on the CPU. Dawn's toggle lifts the blocklist; where
+// the adapter then has shader-f16 the bench runs with it (its flags are printed with its rows).
+const F16_ON_NVIDIA = '--enable-dawn-features=vulkan_enable_f16_on_nvidia';
+if (chosen && !chosen.adapter.shader_f16 && /nvidia/i.test(chosen.adapter.vendor) && chosen.adapter.backend === 'vulkan') {
+  const candidate = { flags: `${chosen.flags} ${F16_ON_NVIDIA}`, headed: chosen.headed };
+  const { adapter, error, log } = await tryFlags(candidate);
+  const said = `probe-webgpu: [${candidate.flags}]${candidate.headed ? ` headed on ${process.env.DISPLAY}` : ''} -> ${adapter ? JSON.stringify(adapter) : `no adapter${error ? ` (${error})` : ''}`}`;
+  console.log(said);
+  record.push(said, ...log.map((l) => `    ${l}`), '');
+  if (adapter?.shader_f16 && !software(adapter)) chosen = { ...candidate, adapter };
 }
 if (OUT) writeFileSync(`${OUT}/chrome-probe.txt`, record.join('\n'));
 // The bench runs with the set found plus WebGPU's developer features, so that the adapter's

@@ -82,7 +82,9 @@ display() {
   [ -x "$RT/bin/Xvfb" ] || return 0
   # A call's processes end with it, so an Xvfb an earlier call started is gone while its socket
   # and lock stay: start one unless the one recorded is still alive.
-  if ! kill -0 "$(cat "$HOLD/xvfb.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+  local pid
+  pid="$(cat "$HOLD/xvfb.pid" 2>/dev/null || true)"
+  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
     rm -f /tmp/.X11-unix/X99 /tmp/.X99-lock
     mkdir -p "$HOLD"
     "$RT/bin/Xvfb" :99 -screen 0 1400x1000x24 -nolisten tcp -xkbdir "$RT/xkb" >"$HOLD/xvfb.log" 2>&1 &

@@ -91,8 +91,8 @@ pub struct KernelOptions {
     /// Threads per workgroup of the matrix kernels, one of [`MATRIX_WORKGROUPS`].
     pub workgroup: u32,
     /// Units of a matrix row (a word of weights each) that each thread of the matrix kernels
-    /// loads at once, one of [`UNITS_IN_FLIGHT_CHOICES`] (the override `IN_FLIGHT`): 4 by
-    /// default, 2 as the kernels were before, to measure against, or 8.
+    /// loads at once, one of [`UNITS_IN_FLIGHT_CHOICES`] (the override `IN_FLIGHT`): 2 by
+    /// default (the fastest measured), 4 or 8, to measure against.
     pub units_in_flight: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
@@ -230,14 +230,16 @@ pub const ATTENTION_CHUNK: usize = 256;
 pub const SPLIT_K_CHUNK: usize = 64;
 
 /// Units of a matrix row each thread loads at once by default ([`KernelOptions::units_in_flight`]):
-/// with 4, the rows of this model's 576-column matrices are one round of loads for 32 threads
-/// a row, the 1536-column down projection two (with 2, as before 2026-11-27's sixteenth
-/// session: two and three), each round a memory latency on the GPU (about 1 us on an H100).
-pub const UNITS_IN_FLIGHT: u32 = 4;
+/// with 2, the rows of this model's 576-column matrices are two rounds of loads for 32 threads
+/// a row, the 1536-column down projection three (with 4: one and two), each round a memory
+/// latency on the GPU. Fewer rounds did not pay: on an NVIDIA H200 (2026-11-28, decode after
+/// the short / long prompt) 2 units decoded 775.1 / 732.9 tok/s, 4 751.3 / 710.1, 8 669.3 /
+/// 636.3; 2 also compiles several times faster on lavapipe.
+pub const UNITS_IN_FLIGHT: u32 = 2;
 
 /// The units of a row in flight the matrix kernels can take ([`KernelOptions::units_in_flight`]):
-/// 2 (as before 2026-11-27's sixteenth session), 4 (the default) and 8 (the 1536-column down
-/// projection's rows in one round of loads for 32 threads, not two).
+/// 2 (the default), 4 (one round of loads for a 576-column row at 32 threads a row) and 8 (the
+/// 1536-column down projection's rows in one round too).
 pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
 
 /// Most positions a decode step's attention covers in the output projection's prologue by

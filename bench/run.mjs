@@ -21,7 +21,8 @@
 // page's engine in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU
 // adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
-// alone there (driven by its protocol, nothing drawn: what the page's drawing costs); then whether each one's
+// alone there (driven by its protocol, nothing drawn: what the page's drawing costs) and the
+// page keeping 3 greedy steps submitted ahead (?runahead=3); then whether each one's
 // greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
 // BENCH_SKIP=native,dawn leaves out the native rows and the Dawn stand-in (a short lease's
 // browser-only round). Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
@@ -117,10 +118,10 @@ async function llamaCpp(gpu = false) {
 // `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
 // With `record` false it only warms up (one untimed run per prompt, no rows).
 // Returns each prompt's generated tokens (the last run's), as the page shows them.
-async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true) {
+async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true, runAhead = 0) {
   const texts = {};
   const page = await (await env.browser.newContext()).newPage();
-  await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}`);
+  await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${runAhead ? `&runahead=${runAhead}` : ''}`);
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -158,7 +159,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
     const forwardMs = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => Number(e.dataset.forwardMs)));
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : BROWSER_WEBGPU, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${runAhead ? `, ${runAhead} greedy steps run ahead` : ''}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
   }
   await page.close();
   return texts;
@@ -255,6 +256,7 @@ async function onTheGpu() {
   if (adapter && !adapter.software) {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
+    await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, 3));
     await attempt('wllama webgpu', () => wllama(env, THREADS, true));
   } else {
     failures.push(`tokenscope and wllama in Chromium (WebGPU): Chromium gave WebGPU ${adapter ? `only a software adapter (${adapter.name})` : 'no adapter'}, so no GPU figure comes from the browser (info.txt's probe says which flags were tried)`);

@@ -15,6 +15,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
+use crate::backend::gpu::model::check_run_ahead_steps;
 use crate::backend::{AnyBackend, Backend};
 use crate::blob_reader::BlobReader;
 use crate::error::{Error, ErrorName};
@@ -431,6 +432,17 @@ impl Engine {
         match self.loaded() {
             Ok((_, _, Work::Run { generation, .. })) => generation.set_sampling(p).map_err(js_err),
             _ => p.validate().map_err(js_err),
+        }
+    }
+
+    /// How many decode steps greedy generation keeps submitted ahead on WebGPU, each on the
+    /// GPU's argmax of the one before (1 by default, up to 3: more hides a longer readback
+    /// round trip). The CPU backend runs nothing ahead and takes any valid count.
+    #[wasm_bindgen(js_name = setRunAheadSteps)]
+    pub fn set_run_ahead_steps(&mut self, steps: usize) -> Result<(), JsValue> {
+        match self.loaded()? {
+            (AnyBackend::Gpu(g), _, _) => g.set_run_ahead_steps(steps).map_err(js_err),
+            (AnyBackend::Cpu(_), _, _) => check_run_ahead_steps(steps).map_err(js_err),
         }
     }
 

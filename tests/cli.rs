@@ -162,6 +162,8 @@ fn bench_on_the_gpu_reports_its_step_shape() {
         assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
     }
     assert_eq!(v["encode_ahead"], true, "{v}");
+    assert_eq!(v["run_ahead_steps"], 1, "the default: {v}");
+    assert_eq!(v["run_ahead_taken"], 1, "the second decode step ran ahead: {v}");
     assert_eq!(v["passes_per_step"], 1);
     assert_eq!(v["submits_per_step"], 1);
     // SmolLM2-135M has 30 layers: at most 4 dispatches each while the context is short (the
@@ -194,12 +196,15 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
         "256",
         "--fused-attention-positions",
         "64",
+        "--run-ahead-steps",
+        "3",
     ]);
     assert_eq!(plain_kernels["gpu_kernels"], "workgroup reductions, f32 KV cache", "{plain_kernels}");
     assert_eq!(plain_kernels["threads_per_row"], 4, "the shape asked for (lavapipe's own is 1)");
     assert_eq!(plain_kernels["matrix_workgroup"], 256, "the shape asked for (lavapipe's own is 64)");
     assert_eq!(plain_kernels["prefill_threads_per_row"], 16, "prefill's own shape, as asked for");
     assert_eq!(plain_kernels["units_in_flight"], 4, "as asked for");
+    assert_eq!(plain_kernels["run_ahead_steps"], 3, "as asked for");
     assert_eq!(plain["units_in_flight"], 2, "the default");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["prefill_threads_per_row"], 1, "in prefill too");
@@ -347,7 +352,8 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--kv-cache-f16", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--threads-per-row", "4", "hi"], "use them with --backend gpu"),
         (vec!["bench", "--model", &m, "--runs", "0"], "--runs 0 times nothing"),
-        (vec!["bench", "--model", &m, "--no-encode-ahead"], "use it with --backend gpu"),
+        (vec!["bench", "--model", &m, "--no-encode-ahead"], "use them with --backend gpu"),
+        (vec!["bench", "--model", &m, "--run-ahead-steps", "2"], "use them with --backend gpu"),
         (vec!["bench", "--model", &m, "--prompt-tokens", "0"], "--prompt-tokens 0 prefills nothing"),
         (vec!["bench", "--model", &m, "--context", "16", "--decode-tokens", "4"], "more than the context of 16"),
         (vec!["generate", "--model", &m, "--max-tokens", "3", "--force", "3:42", "hi"], "--force 3:42 is past --max-tokens 3"),
@@ -371,6 +377,9 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "0", "hi"], "1 to 256, not 0"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "257", "hi"], "1 to 256, not 257"),
         (vec!["generate", "--model", &m, "--split-k-chunk", "32", "hi"], "use them with --backend gpu"),
+        (vec!["bench", "--model", &m, "--backend", "gpu", "--run-ahead-steps", "4"], "run-ahead steps must be 1 to 3, not 4"),
+        (vec!["bench", "--model", &m, "--backend", "gpu", "--run-ahead-steps", "0"], "not 0"),
+        (vec!["bench", "--model", &m, "--run-ahead-steps", "2", "--no-run-ahead"], "cannot be used with"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--split-k-chunk", "0", "hi"], "--split-k-chunk must be 1 to 256, not 0"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--split-k-chunk", "512", "hi"], "not 512"),
     ];

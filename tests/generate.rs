@@ -21,7 +21,7 @@ struct Scripted {
     produced: usize,
     context: usize,
     /// Each pass's `run_ahead`, as the loop asked.
-    asked: Vec<bool>,
+    asked: Vec<usize>,
 }
 
 impl Scripted {
@@ -43,7 +43,7 @@ impl Backend for Scripted {
         }
         self.pos += input.tokens().len();
         // As a backend that runs ahead answers: a one-token pass after one that asked.
-        let ran_ahead = self.asked.last() == Some(&true) && input.tokens().len() == 1;
+        let ran_ahead = self.asked.last().is_some_and(|&n| n > 0) && input.tokens().len() == 1;
         self.asked.push(input.pass().run_ahead);
         Ok(Forward { logits: self.logits(), inspection: None, ran_ahead })
     }
@@ -207,10 +207,9 @@ fn sampling_changes_apply_from_the_next_step() {
     assert!(g.set_sampling(SamplingParams { temperature: -3.0, ..SamplingParams::default() }).is_err());
 }
 
-/// The loop asks the backend to run the next step ahead (`Pass::run_ahead`) only where that
-/// step will take the argmax of this one's logits and will run at all: greedy or top-k 1
-/// sampling with no repetition penalty, the cache kept, no token forced, a step still to
-/// come. A step the backend ran ahead reports forward milliseconds counted from the step
+/// The loop asks the backend to run the next steps ahead (`Pass::run_ahead`: as many as are
+/// still to come) only where each will take the argmax of the logits before: greedy or top-k 1
+/// sampling with no repetition penalty, the cache kept, no token forced. A step the backend ran ahead reports forward milliseconds counted from the step
 /// before's logits: finite, not negative.
 #[test]
 fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
@@ -235,14 +234,15 @@ fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
         b.asked
     };
     let greedy = SamplingParams::greedy();
-    assert_eq!(run(greedy.clone(), true, false), [true, true, true, true, false], "greedy: all but the last");
-    assert_eq!(run(greedy.clone(), true, true), [true, true, false, true, false], "a forced token is no argmax");
+    assert_eq!(run(greedy.clone(), true, false), [4, 3, 2, 1, 0], "greedy: the steps still to come");
+    assert_eq!(run(greedy.clone(), true, true), [4, 3, 0, 1, 0], "a forced token is no argmax");
     let top_1 = SamplingParams { top_k: 1, ..SamplingParams::default() };
-    assert_eq!(run(top_1, true, false), [true, true, true, true, false], "top-k 1 keeps the argmax alone");
-    assert!(!run(SamplingParams::default(), true, false).contains(&true), "a draw");
+    assert_eq!(run(top_1, true, false), [4, 3, 2, 1, 0], "top-k 1 keeps the argmax alone");
+    let none = |asked: Vec<usize>| asked.iter().all(|&n| n == 0);
+    assert!(none(run(SamplingParams::default(), true, false)), "a draw");
     let penalized = SamplingParams { repetition_penalty: 1.3, ..greedy.clone() };
-    assert!(!run(penalized, true, false).contains(&true), "a repetition penalty moves the argmax");
-    assert!(!run(greedy, false, false).contains(&true), "without the cache every step reruns the context");
+    assert!(none(run(penalized, true, false)), "a repetition penalty moves the argmax");
+    assert!(none(run(greedy, false, false)), "without the cache every step reruns the context");
 }
 
 #[test]

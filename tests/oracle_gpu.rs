@@ -11,7 +11,7 @@ use common::{argmax, ids, max_diff};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::kernels::{self, KernelOptions};
-use tokenscope::backend::gpu::model::RunAheadCounts;
+use tokenscope::backend::gpu::model::{RunAheadCounts, MAX_RUN_AHEAD};
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::{Backend, Pass};
 use tokenscope::model::Model;
@@ -198,21 +198,22 @@ fn gpu_prefill_equals_decode_and_truncate_regenerates() {
 }
 
 /// Greedy decoding with the GPU running each step ahead on its own argmax
-/// ([`Pass::run_ahead`]) gives the plain steps' tokens and logits bit for bit. A token other
-/// than the argmax (as a forced one is) drops the step run ahead and runs its own, as does a
-/// truncate back past it; every run-ahead step a pass took is counted as taken, every other
-/// as dropped.
+/// ([`Pass::run_ahead`]) gives the plain steps' tokens and logits bit for bit, one step ahead
+/// (the default) and three (each on the argmax of the one before, each read back into its own
+/// buffer). A token other than the argmax (as a forced one is) drops the steps run ahead and
+/// runs its own, as does a truncate back past them; every run-ahead step a pass took is
+/// counted as taken, every other as dropped.
 #[test]
 fn gpu_run_ahead_gives_the_plain_steps_logits_and_drops_a_wrong_guess() {
     let mut g = gpu();
     let prompt = [504u32, 3575, 282, 4649, 314];
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-    let pass = |g: &mut GpuBackend, tokens: &[u32], run_ahead: bool| {
+    let pass = |g: &mut GpuBackend, tokens: &[u32], run_ahead: usize| {
         let layers = g.layers();
         pollster::block_on(g.forward(tokens, Pass { run_ahead, ..Pass::last(layers) })).expect("pass")
     };
     // The prompt, then 5 steps: the argmax, but at step 3 the second-ranked token.
-    let script = |g: &mut GpuBackend, run_ahead: bool| {
+    let script = |g: &mut GpuBackend, run_ahead: usize| {
         g.truncate(0);
         let mut f = pass(g, &prompt, run_ahead);
         let mut out = Vec::new();
@@ -224,24 +225,36 @@ fn gpu_run_ahead_gives_the_plain_steps_logits_and_drops_a_wrong_guess() {
         }
         out
     };
-    let plain = script(&mut g, false);
+    // Each pass asks for more steps ahead than the backend keeps: it runs its own number.
+    let asked = 5;
+    let plain = script(&mut g, 0);
     assert_eq!(g.run_ahead_counts(), RunAheadCounts::default(), "plain passes run nothing ahead");
-    let ahead = script(&mut g, true);
     let tokens = |run: &[(u32, Vec<u32>, bool)]| run.iter().map(|s| s.0).collect::<Vec<u32>>();
-    assert_eq!(tokens(&ahead), tokens(&plain), "run ahead vs plain: the tokens");
-    for (i, (a, p)) in ahead.iter().zip(&plain).enumerate() {
-        assert!(a.1 == p.1, "step {i}: the logits run ahead differ from the plain step's");
-    }
+    let same_as_plain = |run: &[(u32, Vec<u32>, bool)], what: &str| {
+        assert_eq!(tokens(run), tokens(&plain), "{what} vs plain: the tokens");
+        for (i, (a, p)) in run.iter().zip(&plain).enumerate() {
+            assert!(a.1 == p.1, "step {i}: the logits {what} differ from the plain step's");
+        }
+        assert_eq!(run.iter().map(|s| s.2).collect::<Vec<bool>>(), [true, true, true, false, true], "{what}: which steps were run ahead");
+    };
     assert!(plain.iter().all(|s| !s.2), "a plain pass never ran ahead");
-    assert_eq!(ahead.iter().map(|s| s.2).collect::<Vec<bool>>(), [true, true, true, false, true], "which steps were run ahead");
-    assert_eq!(g.run_ahead_counts(), RunAheadCounts { taken: 4, dropped: 1 });
-    // The last step ran the one after it ahead (position 10); back to position 7, that
-    // one is dropped and step 2's token runs again there, with step 2's logits.
-    g.truncate(prompt.len() + 2);
-    let again = pass(&mut g, &[ahead[2].0], false);
-    assert!(!again.ran_ahead);
-    assert!(bits(&again.logits) == plain[2].1, "step 2 again after a truncate past a run-ahead step");
-    assert_eq!(g.run_ahead_counts(), RunAheadCounts { taken: 4, dropped: 2 });
+    assert!(g.set_run_ahead_steps(MAX_RUN_AHEAD + 1).is_err(), "more than the backend can keep");
+    // One step ahead (the default), then three: the second-ranked token at step 3 drops what
+    // was queued after step 2 (1, then 3 steps), and a truncate back to position 7 what was
+    // queued after step 4 (from position 10); step 2's token then runs again there, with
+    // step 2's logits. (taken, dropped) after the run and after the truncate, counted since load:
+    for (steps, after_run, after_truncate) in [(1, (4, 1), (4, 2)), (3, (8, 5), (8, 8))] {
+        g.set_run_ahead_steps(steps).expect("a count the backend keeps");
+        let run = script(&mut g, asked);
+        same_as_plain(&run, &format!("run {steps} ahead"));
+        let counts = |(taken, dropped)| RunAheadCounts { taken, dropped };
+        assert_eq!(g.run_ahead_counts(), counts(after_run), "{steps} ahead");
+        g.truncate(prompt.len() + 2);
+        let again = pass(&mut g, &[run[2].0], 0);
+        assert!(!again.ran_ahead);
+        assert!(bits(&again.logits) == plain[2].1, "step 2 again after a truncate past {steps} run-ahead steps");
+        assert_eq!(g.run_ahead_counts(), counts(after_truncate), "{steps} ahead, then the truncate");
+    }
 }
 
 #[test]

@@ -14,12 +14,16 @@
 // step: on 2 cores a second engine thread contended with it and decoded no faster (bench/HISTORY.md,
 // make bench). `worker.js?threads=N` (from the page's own ?threads=N) asks for N threads, at
 // most one per core; 1 picks a one-thread engine. `?simd=baseline` picks www/pkg.
+// `?runahead=N` (from the page's own) keeps N greedy decode steps submitted ahead on WebGPU
+// (Engine.setRunAheadSteps; 1 by default): for measuring what hiding a readback's round trip
+// buys.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
 const ASKS = new URL(self.location.href).searchParams;
 const ASKED_THREADS = Number(ASKS.get('threads')) || 0;
 const BASELINE_ASKED = ASKS.get('simd') === 'baseline';
+const RUN_AHEAD_ASKED = Number(ASKS.get('runahead')) || 0;
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -166,6 +170,7 @@ async function load(msg) {
       choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
       info = await fresh.loadModel(file, progress, context, 'cpu', false, false);
     }
+    if (RUN_AHEAD_ASKED) fresh.setRunAheadSteps(RUN_AHEAD_ASKED);
   } catch (e) {
     fresh.free();
     throw e;

@@ -25,13 +25,16 @@
 #            without running greedy steps ahead on the GPU's argmax (--no-run-ahead)
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
 #            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
-#            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), and the
-#            greedy text of the page's engine against the exact CPU path
+#            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), with the
+#            page's worker alone (nothing drawn) and the page keeping 3 greedy steps ahead
+#            (?runahead=3) beside it, and the greedy text of the page's engine against the
+#            exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
-#            short prompt too, chunks of 16 and 32), 2, 4 and 8 units of a row in flight
+#            short prompt too, chunks of 16 and 32), 1, 2 and 3 greedy steps kept submitted
+#            ahead (--run-ahead-steps), 2, 4 and 8 units of a row in flight
 #            (--units-in-flight), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
@@ -205,63 +208,55 @@ stuck() {
     <(sed -n 's/^test \(.*\) \.\.\. .*/\1/p' "$OUT/last-test.txt" | sort) | tr '\n' ' ')"
 }
 
+# One native bench run (median of 3) after bench/prompt-$1.txt, decoding $2 tokens, with the
+# options after them, its JSON line appended to sweep()'s log with the prompt's name.
+measure() {
+  local prompt=$1 tokens=$2
+  shift 2
+  target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens "$tokens" "$@" \
+    --prompt-file "bench/prompt-$prompt.txt" | sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
+}
+
 sweep() {
   runtime
   local log="$OUT/sweep.jsonl"
   : >"$log"
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69).
-  for fused in 16 32 40 64 128 256; do
-    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
-      --fused-attention-positions "$fused" --prompt-file bench/prompt-short.txt |
-      sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
-  done
+  for fused in 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
   # Split-K's chunk length after the long prompt (positions 257 to 321): 64 by default; 256
   # was the only length before 2026-11-27's evening (18 workgroups a layer there, 28 us).
-  for split in 32 64 128 256; do
-    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
-      --split-k-chunk "$split" --prompt-file bench/prompt-long.txt |
-      sed "s/^{/{\"prompt\":\"long\",/" >>"$log"
-  done
+  for split in 32 64 128 256; do measure long 64 --split-k-chunk "$split"; done
   # And after the short prompt, where positions 17 to 69 are one or two chunks of 64 (9 to
   # 18 workgroups a layer for the H100's 132 units): do shorter chunks spread them better?
-  for split in 16 32; do
-    target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
-      --split-k-chunk "$split" --prompt-file bench/prompt-short.txt |
-      sed "s/^{/{\"prompt\":\"short\",/" >>"$log"
+  for split in 16 32; do measure short 64 --split-k-chunk "$split"; done
+  # Greedy decode steps kept submitted ahead: 1 by default; 2 and 3 hide a longer readback
+  # round trip (natively the step was 1.33 ms against 1.24 on the GPU on the 2026-11-28 H200).
+  for ahead in 1 2 3; do
+    for prompt in short long; do measure "$prompt" 64 --run-ahead-steps "$ahead"; done
   done
-  # Units of a row each thread of the matrix kernels loads at once: 4 by default since the
-  # sixteenth session, 2 before, 8 (the rows are the same; more overlap more memory latencies).
+  # Units of a row each thread of the matrix kernels loads at once: 2 by default (the
+  # 2026-11-28 H200: 775 tok/s against 751 at 4, 669 at 8), 4 and 8 load more at once.
   for units in 2 4 8; do
-    for prompt in short long; do
-      target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 \
-        --units-in-flight "$units" --prompt-file "bench/prompt-$prompt.txt" |
-        sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
-    done
+    for prompt in short long; do measure "$prompt" 64 --units-in-flight "$units"; done
   done
   # Prefill's threads per row (8 by default on a GPU since the sixteenth session's H100 run:
   # 11136-11448 tok/s on the long prompt against 5702-5740 at 32, the decode's own).
   for tpr in 4 8 16 32; do
-    for prompt in short long; do
-      target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 16 \
-        --prefill-threads-per-row "$tpr" --prompt-file "bench/prompt-$prompt.txt" |
-        sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
-    done
+    for prompt in short long; do measure "$prompt" 16 --prefill-threads-per-row "$tpr"; done
   done
   # Fewer than 8 threads per row lost on the H100 (2026-11-26: 137 tok/s at 4 against 193 at 32).
   for subgroups in "" --no-subgroups; do
     for workgroup in 64 256; do
       for tpr in 8 16 32; do
         for prompt in short long; do
-          target/release/tokenscope bench --backend gpu --json --runs 3 --decode-tokens 64 $subgroups \
-            --matrix-workgroup "$workgroup" --threads-per-row "$tpr" --prompt-file "bench/prompt-$prompt.txt" |
-            sed "s/^{/{\"prompt\":\"$prompt\",/" >>"$log"
+          measure "$prompt" 64 $subgroups --matrix-workgroup "$workgroup" --threads-per-row "$tpr"
         done
       done
     done
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 

@@ -52,19 +52,20 @@ pub struct Pass {
     pub inspect: bool,
     /// Which kernels compute the tokens, where a backend has several ([`Batching`]).
     pub batching: Batching,
-    /// The caller decodes greedily: the token after this pass will most likely be the
-    /// argmax of its logits (the sampler's greedy choice). A backend that can (the GPU) then
-    /// starts that next one-token pass itself, on the argmax it computes, before handing these
-    /// logits back; a later pass of that very token at the next position finds it already
-    /// running ([`Forward::ran_ahead`]), any other pass drops it. The others ignore it.
-    pub run_ahead: bool,
+    /// The caller decodes greedily: the next this many one-token passes (0: none) will most
+    /// likely each take the argmax of the logits before (the sampler's greedy choice). A
+    /// backend that can (the GPU) then starts the next ones itself (as many as it keeps ahead),
+    /// each on the argmax it computes, before handing these logits back; a later pass of the
+    /// first one's very token at the next position finds it already running
+    /// ([`Forward::ran_ahead`]), any other pass drops them. The others ignore it.
+    pub run_ahead: usize,
 }
 
 impl Pass {
     /// Every layer, the last token's logits, nothing kept, natural batching, no run-ahead:
     /// a plain prefill or decode pass of a model of `layers` blocks.
     pub fn last(layers: usize) -> Pass {
-        Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural, run_ahead: false }
+        Pass { layers, logits: Logits::Last, inspect: false, batching: Batching::Natural, run_ahead: 0 }
     }
 }
 
@@ -195,11 +196,12 @@ pub trait Backend {
     async fn decode(&mut self, token: u32) -> Result<Vec<f32>> {
         self.prefill(&[token]).await
     }
-    /// Appends `tokens` (one pass) for a caller that decodes greedily: as
-    /// [`Backend::prefill`] or [`Backend::decode`], with [`Pass::run_ahead`].
+    /// Appends `tokens` (one pass) for a caller that decodes greedily with no end in sight:
+    /// as [`Backend::prefill`] or [`Backend::decode`], with [`Pass::run_ahead`] as far as the
+    /// backend runs ahead.
     async fn forward_greedy(&mut self, tokens: &[u32]) -> Result<Forward> {
         let layers = self.layers();
-        self.forward(tokens, Pass { run_ahead: true, ..Pass::last(layers) }).await
+        self.forward(tokens, Pass { run_ahead: usize::MAX, ..Pass::last(layers) }).await
     }
     /// Appends `tokens` (2 to [`MAX_VERIFY_TOKENS`]) in one pass and returns the logits of
     /// every one of them, `[n, vocab]` row-major: speculative decoding checks a whole draft

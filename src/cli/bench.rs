@@ -3,6 +3,7 @@
 use serde_json::json;
 use web_time::Instant;
 
+use tokenscope::backend::gpu::model::check_run_ahead_steps;
 use tokenscope::backend::{AnyBackend, Backend, Pass};
 use tokenscope::generation::generate::{Event, Finish, GenerateParams, Generation};
 use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
@@ -54,6 +55,11 @@ pub struct BenchArgs {
     /// (the CPU backends ignore it). For measuring what running ahead saves.
     #[arg(long)]
     no_run_ahead: bool,
+    /// GPU only: decode steps kept submitted ahead while running ahead, 1 (the default) to 3,
+    /// each on the GPU's argmax of the one before: more hides a longer readback round trip.
+    /// For measuring on a GPU.
+    #[arg(long, value_parser = super::count::<usize>, conflicts_with = "no_run_ahead")]
+    run_ahead_steps: Option<usize>,
     /// Wrap the prompt in the model's chat template (as a user message).
     #[arg(long)]
     chat: bool,
@@ -111,11 +117,21 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.prompt_tokens == Some(0) {
         return Err(tokenscope::Error::InvalidParams("--prompt-tokens 0 prefills nothing: choose at least 1".into()));
     }
+    if let Some(n) = a.run_ahead_steps {
+        check_run_ahead_steps(n)?;
+    }
     let (mut backend, tokenizer) = a.model.load()?;
     match &mut backend {
-        AnyBackend::Gpu(g) => g.set_encode_ahead(!a.no_encode_ahead),
-        AnyBackend::Cpu(_) if a.no_encode_ahead => {
-            return Err(tokenscope::Error::InvalidParams("--no-encode-ahead is about GPU commands: use it with --backend gpu".into()))
+        AnyBackend::Gpu(g) => {
+            g.set_encode_ahead(!a.no_encode_ahead);
+            if let Some(steps) = a.run_ahead_steps {
+                g.set_run_ahead_steps(steps)?;
+            }
+        }
+        AnyBackend::Cpu(_) if a.no_encode_ahead || a.run_ahead_steps.is_some() => {
+            return Err(tokenscope::Error::InvalidParams(
+                "--no-encode-ahead and --run-ahead-steps are about GPU commands: use them with --backend gpu".into(),
+            ))
         }
         AnyBackend::Cpu(_) => {}
     }
@@ -149,7 +165,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         for left in (0..a.decode_tokens).rev() {
             let next = tokenscope::sampler::ranking::top(&logits, 1)[0];
             // As greedy generation asks: no run-ahead past the last step.
-            let run_ahead = !a.no_run_ahead && left > 0;
+            let run_ahead = if a.no_run_ahead { 0 } else { left };
             let layers = backend.layers();
             logits = pollster::block_on(backend.forward(&[next], Pass { run_ahead, ..Pass::last(layers) }))?.logits;
         }
@@ -217,6 +233,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["encode_s_per_step"] = json!(encode_seconds);
             out["encode_ahead"] = json!(!a.no_encode_ahead);
             out["run_ahead"] = json!(!a.no_run_ahead);
+            out["run_ahead_steps"] = json!(match &backend {
+                AnyBackend::Gpu(g) if !a.no_run_ahead => g.run_ahead_steps(),
+                _ => 0,
+            });
         }
         if let Some(r) = &run_ahead {
             out["run_ahead_taken"] = json!(r.taken);
@@ -261,8 +281,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
             if a.no_run_ahead {
                 println!("run-ahead: off (--no-run-ahead): each decode step waits for the CPU's choice");
             } else {
+                let steps = match &backend {
+                    AnyBackend::Gpu(g) => g.run_ahead_steps(),
+                    AnyBackend::Cpu(_) => 0,
+                };
                 println!(
-                    "run-ahead: each decode step submitted on the GPU's argmax of the step before, before its logits were read back: {} taken as run, {} dropped",
+                    "run-ahead: each decode step submitted on the GPU's argmax of the step before, before its logits were read back, {steps} kept ahead: {} taken as run, {} dropped",
                     r.taken, r.dropped
                 );
             }

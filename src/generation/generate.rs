@@ -533,17 +533,21 @@ impl Generation {
         Ok(Next { sample, logits, forward_ms, forward_tokens, sample_ms: ms_since(sample_start), draft: None, inspection })
     }
 
-    /// Whether the next forward pass asks the backend to run the step after it ahead: only
-    /// where that step will most likely take the argmax of this one's logits (the sampling
-    /// picks it, no token is forced, the cache is kept, no speculative round decides it) and
-    /// will run at all (the run does not end with this step's token by its length).
-    fn runs_ahead(&self) -> bool {
-        self.params.sampling.picks_argmax()
+    /// How many steps after the next forward pass it asks the backend to run ahead: none
+    /// unless each will most likely take the argmax of the logits before (the sampling picks
+    /// it, no token is forced, the cache is kept, no speculative round decides it); else the
+    /// steps still to come by the run's length (none after its last).
+    fn runs_ahead(&self) -> usize {
+        let argmax = self.params.sampling.picks_argmax()
             && self.forced.is_none()
             && self.params.kv_cache
             && self.params.speculative.is_none()
-            && !self.keep_inside
-            && self.completion_len() + 1 < self.params.max_tokens
+            && !self.keep_inside;
+        if argmax {
+            self.params.max_tokens.saturating_sub(self.completion_len() + 1)
+        } else {
+            0
+        }
     }
 
     /// Releases text held by the UTF-8 stream and the stop matcher (a stop string that

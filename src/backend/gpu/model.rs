@@ -10,7 +10,10 @@
 //! each pass rank its logits on the GPU (argmax.wgsl) and submit the next decode step on that
 //! token before the logits are read back, so the GPU does not wait for the readback, the
 //! sampler and the caller between steps; the next pass takes that step as run when its token
-//! is the one ranked first, and drops it otherwise.
+//! is the one ranked first, and drops it otherwise. It keeps 1 step submitted ahead by
+//! default, up to [`MAX_RUN_AHEAD`] where a readback's round trip is long
+//! ([`GpuBackend::set_run_ahead_steps`]): each ahead step runs on the argmax of the one before
+//! it, all on the GPU.
 //!
 //! The pass is written once as a list of [`Op`]s per layer (as the CPU path reads) and
 //! lowered into four command lists: decode or prefill, and attention in one dispatch (while
@@ -23,6 +26,8 @@
 //! with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where
 //! they are applied (one more a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
 //! 8 past the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
+
+use std::collections::VecDeque;
 
 use candle_core::quantized::QTensor;
 
@@ -120,10 +125,10 @@ pub struct GpuBackend {
     /// Where the logits are read back: `[MAX_VERIFY_TOKENS, vocab]`, and one word more for
     /// the argmax a greedy run-ahead ranks (its token id after the step's `vocab` logits).
     pub(super) staging: wgpu::Buffer,
-    /// A greedy run-ahead's second readback, `[vocab + 1]`: a run-ahead step and the one
-    /// submitted after it read back into different buffers (by the parity of the position
-    /// after them, [`Readback`]), so one is mapped while the next one's copy is queued.
-    staging_ahead: wgpu::Buffer,
+    /// A greedy run-ahead's other readbacks, [`MAX_RUN_AHEAD`] of `[vocab + 1]`: a ranked step
+    /// and the ones submitted ahead after it read back into different buffers (by the position
+    /// after each, [`readback_slot`]), so one is mapped while the next ones' copies are queued.
+    staging_ahead: Vec<wgpu::Buffer>,
     /// The argmax of the logits' row 0 into `tokens[0]` (argmax.wgsl): the token of the decode
     /// step a greedy run-ahead submits after a pass.
     argmax: Dispatch,
@@ -168,9 +173,12 @@ pub struct GpuBackend {
     /// (the token and the position reach the kernels through buffers written before submit),
     /// so the CPU's share of a step (encoding every dispatch) overlaps the GPU's.
     next_decode: Option<(Encoded, wgpu::CommandBuffer)>,
-    /// The decode step a greedy run-ahead submitted after the last pass, on the GPU's argmax
-    /// of its logits ([`crate::backend::Pass::run_ahead`]).
-    ahead: Option<Ahead>,
+    /// The decode steps a greedy run-ahead submitted after the last pass, in order, each on the
+    /// GPU's argmax of the logits before it ([`crate::backend::Pass::run_ahead`]).
+    ahead: VecDeque<Ahead>,
+    /// Most decode steps a greedy run-ahead keeps submitted ahead, 1 to [`MAX_RUN_AHEAD`]
+    /// ([`GpuBackend::set_run_ahead_steps`]).
+    run_ahead_steps: usize,
     /// Run-ahead steps a later pass took as run, and those it dropped for another token.
     ahead_counts: RunAheadCounts,
     /// Whether decode steps encode the next one's commands ahead (on unless switched off:
@@ -180,12 +188,28 @@ pub struct GpuBackend {
     encoding: (f64, usize),
 }
 
+/// Most decode steps a greedy run-ahead can keep submitted ahead of the caller
+/// ([`GpuBackend::set_run_ahead_steps`]).
+pub const MAX_RUN_AHEAD: usize = 3;
+
+/// Decode steps a greedy run-ahead keeps submitted ahead by default.
+pub const RUN_AHEAD_STEPS: usize = 1;
+
+/// Checks a count of decode steps to keep submitted ahead: 1 to [`MAX_RUN_AHEAD`].
+pub fn check_run_ahead_steps(steps: usize) -> Result<()> {
+    if (1..=MAX_RUN_AHEAD).contains(&steps) {
+        Ok(())
+    } else {
+        Err(Error::InvalidParams(format!("run-ahead steps must be 1 to {MAX_RUN_AHEAD}, not {steps}")))
+    }
+}
+
 /// A decode step a greedy run-ahead submitted before its token was chosen.
 struct Ahead {
     /// Its position.
     pos: usize,
     /// Its token: the GPU's argmax of the pass before, known once that pass's logits (and the
-    /// id after them) were read back.
+    /// id after them) were read back (until then `None`).
     token: Option<u32>,
     /// Its submission, to wait for.
     submission: wgpu::SubmissionIndex,
@@ -202,33 +226,25 @@ pub struct RunAheadCounts {
 }
 
 /// Which step a command buffer encodes: its position, and whether it ranks its logits for a
-/// run-ahead (then it also runs the argmax and reads back into [`Readback::of`]'s buffer).
+/// run-ahead (then it also runs the argmax and reads back into [`readback_slot`]'s buffer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Encoded {
     pos: usize,
     ranked: bool,
 }
 
-/// Which readback buffer a step copies its logits into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Readback {
-    /// `staging`: every step that does not rank its logits, and ranked steps ending on an
-    /// even position.
-    Main,
-    /// `staging_ahead`: ranked steps ending on an odd position.
-    Ahead,
-}
-
-impl Readback {
-    /// The buffer of a step that ends before position `end` (its last token's position plus
-    /// one): ranked steps alternate, so a run-ahead step never copies into the buffer that the
-    /// step before it is being read from.
-    fn of(end: usize, ranked: bool) -> Readback {
-        if ranked && end % 2 == 1 {
-            Readback::Ahead
-        } else {
-            Readback::Main
-        }
+/// Which readback buffer a step that ends before position `end` (its last token's position
+/// plus one) copies its logits into: 0, `staging`, for every step that does not rank its
+/// logits; a ranked one takes `end` modulo [`MAX_RUN_AHEAD`] + 1 (0: `staging`, `i`:
+/// `staging_ahead[i - 1]`), so the step being read back and the at most [`MAX_RUN_AHEAD`]
+/// submitted after it, at the positions right after it, never share a buffer. (Steps a run
+/// dropped may still be queued with other positions, but before the step read, so their copies
+/// land first.)
+fn readback_slot(end: usize, ranked: bool) -> usize {
+    if ranked {
+        end % (MAX_RUN_AHEAD + 1)
+    } else {
+        0
     }
 }
 
@@ -392,7 +408,7 @@ impl GpuBackend {
         let step = kernels::step_uniform(&ctx, 0, 1);
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
-        let staging_ahead = ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64);
+        let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
         let linear = |op: LinearOp| -> Result<Op> { Ok(Op::linear(k.matvec(&ctx, &op, &step)?, k.matmul(&ctx, &op, &step)?)) };
@@ -558,7 +574,8 @@ impl GpuBackend {
             gpu_bytes,
             weight_bytes,
             next_decode: None,
-            ahead: None,
+            ahead: VecDeque::new(),
+            run_ahead_steps: RUN_AHEAD_STEPS,
             ahead_counts: RunAheadCounts::default(),
             encode_ahead: true,
             encoding: (0.0, 0),
@@ -620,7 +637,7 @@ impl GpuBackend {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         let t = Instant::now();
-        pollster::block_on(self.run(&[token], Lists::Forward, 1, false))?;
+        pollster::block_on(self.run(&[token], Lists::Forward, 1, 0))?;
         let wall_seconds = t.elapsed().as_secs_f64();
         let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
@@ -739,35 +756,37 @@ impl GpuBackend {
     /// checked) at the current position in one pass and one submit, with the command lists
     /// `lists` names, and reads back the first `read` rows of logits (0: no readback).
     ///
-    /// With `run_ahead` (a greedy caller, [`crate::backend::Pass::run_ahead`]; a pass through
-    /// every layer whose last logits are read) the pass also ranks its logits on the GPU
-    /// (argmax.wgsl, into `tokens[0]`), and the next decode step is submitted at once on that
-    /// token, before this pass's logits are read back: the GPU runs it while the caller reads,
-    /// samples and asks for it. A one-token pass of that very token at that position then
-    /// takes it as run (its commands are in the queue already; only its readback is awaited);
-    /// any other pass drops it, and the queue's order makes its writes harmless (the next step
-    /// at its position writes the same cache row again; a readback waits for its own submit).
-    async fn run(&mut self, tokens: &[u32], lists: Lists, read: usize, run_ahead: bool) -> Result<Option<(Vec<f32>, bool)>> {
+    /// With `run_ahead` > 0 (a greedy caller, [`crate::backend::Pass::run_ahead`]: the steps it
+    /// will most likely ask for after this one; a pass through every layer whose last logits
+    /// are read) the pass also ranks its logits on the GPU (argmax.wgsl, into `tokens[0]`), and
+    /// the next decode steps, up to `run_ahead` and the backend's own limit, are submitted at
+    /// once, each on the argmax of the one before, before this pass's logits are read back: the
+    /// GPU runs them while the caller reads, samples and asks. A one-token pass of the first
+    /// one's very token at its position then takes it as run (its commands are in the queue
+    /// already; only its readback is awaited); any other pass drops them all, and the queue's
+    /// order makes their writes harmless (the next step at a position writes the same cache
+    /// row again; a readback waits for its own submit).
+    async fn run(&mut self, tokens: &[u32], lists: Lists, read: usize, run_ahead: usize) -> Result<Option<(Vec<f32>, bool)>> {
         self.ctx.check()?;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab_size) {
             return Err(Error::Backend(format!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab_size)));
         }
         let n = tokens.len() as u32;
         let decode = matches!(lists, Lists::Forward) && n == 1 && read == 1;
-        let run_ahead = run_ahead && matches!(lists, Lists::Forward) && read == 1;
+        let run_ahead = if matches!(lists, Lists::Forward) && read == 1 { run_ahead.min(self.run_ahead_steps) } else { 0 };
         let vocab = self.cfg.vocab_size;
         let floats = read * vocab;
-        let taken = match self.ahead.take() {
+        let taken = match self.ahead.pop_front() {
             Some(a) if decode && a.pos == self.pos && a.token == Some(tokens[0]) => Some(a),
             Some(_) => {
-                self.ahead_counts.dropped += 1;
+                self.drop_ahead(1);
                 None
             }
             None => None,
         };
         let ran_ahead = taken.is_some();
         // A step taken as run ranked its logits (it was encoded to); a fresh one does if asked.
-        let ranked = ran_ahead || run_ahead;
+        let ranked = ran_ahead || run_ahead > 0;
         let end = self.pos + tokens.len();
         let submission = match taken {
             Some(a) => {
@@ -803,44 +822,45 @@ impl GpuBackend {
             }
         };
         self.pos = end;
-        if run_ahead && self.pos < self.capacity {
-            // The next step, on this one's argmax: its token reaches the embedding through
-            // `tokens`, which this step's argmax writes; its position is written now, after
-            // this step's submit (so this step still reads its own).
-            self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
-            let key = Encoded { pos: self.pos, ranked: true };
+        // The steps ahead, each on the argmax of the one before (this one's, then each ahead
+        // step's own): a token reaches the embedding through `tokens`, which the step before's
+        // argmax writes; each position is written after the submit before it (so that one
+        // still reads its own). Steps already ahead (a taken step's followers) stay queued.
+        let mut next = self.ahead.back().map_or(self.pos, |a| a.pos + 1);
+        while self.ahead.len() < run_ahead && next < self.capacity {
+            self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(next as u32, 1)));
+            let key = Encoded { pos: next, ranked: true };
             let commands = match self.next_decode.take() {
                 Some((encoded, commands)) if encoded == key => commands,
                 _ => {
-                    let (commands, seconds) = self.encode_step(&self.decode, self.pos, 1, vocab, true);
+                    let (commands, seconds) = self.encode_step(&self.decode, next, 1, vocab, true);
                     self.count_encoding(seconds);
                     commands
                 }
             };
             let submission = self.ctx.queue.submit([commands]);
-            self.ahead = Some(Ahead { pos: self.pos, token: None, submission });
+            self.ahead.push_back(Ahead { pos: next, token: None, submission });
+            next += 1;
         }
         // A decode step is most often followed by the next one: the commands of the next
         // submit are encoded now, while the GPU runs (before the readback's wait). Anything
         // else (a truncated cache, a prefill, a verify pass) runs its own and drops these
         // unsubmitted.
-        let next = if run_ahead { self.pos + 1 } else { self.pos };
         if decode && self.encode_ahead && next < self.capacity {
-            let (commands, seconds) = self.encode_step(&self.decode, next, 1, vocab, run_ahead);
+            let ranked_next = run_ahead > 0;
+            let (commands, seconds) = self.encode_step(&self.decode, next, 1, vocab, ranked_next);
             self.count_encoding(seconds);
-            self.next_decode = Some((Encoded { pos: next, ranked: run_ahead }, commands));
+            self.next_decode = Some((Encoded { pos: next, ranked: ranked_next }, commands));
         }
         if read == 0 {
             return Ok(None);
         }
-        let buffer = match Readback::of(end, ranked) {
-            Readback::Main => &self.staging,
-            Readback::Ahead => &self.staging_ahead,
-        };
+        let buffer = self.readback(end, ranked);
         let mut logits = self.ctx.map_f32(buffer, floats + usize::from(ranked), Some(submission)).await?;
         if ranked {
             let token = logits.pop().map(f32::to_bits);
-            if let Some(a) = &mut self.ahead {
+            // The step right after this one runs on that token.
+            if let Some(a) = self.ahead.iter_mut().find(|a| a.pos == end) {
                 a.token = token;
             }
         }
@@ -856,10 +876,7 @@ impl GpuBackend {
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
         let argmax = if ranked { std::slice::from_ref(&self.argmax) } else { &[] };
         kernels::encode_lists(&mut encoder, &[lists.pick(pos, n as usize), argmax], n);
-        let buffer = match Readback::of(pos + n as usize, ranked) {
-            Readback::Main => &self.staging,
-            Readback::Ahead => &self.staging_ahead,
-        };
+        let buffer = self.readback(pos + n as usize, ranked);
         if floats > 0 {
             encoder.copy_buffer_to_buffer(&self.logits, 0, buffer, 0, (floats * 4) as u64);
         }
@@ -867,6 +884,22 @@ impl GpuBackend {
             encoder.copy_buffer_to_buffer(&self.tokens, 0, buffer, (floats * 4) as u64, 4);
         }
         (encoder.finish(), start.elapsed().as_secs_f64())
+    }
+
+    /// The readback buffer of a step ending before `end` ([`readback_slot`]).
+    fn readback(&self, end: usize, ranked: bool) -> &wgpu::Buffer {
+        match readback_slot(end, ranked) {
+            0 => &self.staging,
+            i => &self.staging_ahead[i - 1],
+        }
+    }
+
+    /// Drops every step still submitted ahead, counting them with `already` more taken out of
+    /// the queue (a later pass will not take them: their writes are harmless, see
+    /// [`GpuBackend::run`]).
+    fn drop_ahead(&mut self, already: usize) {
+        self.ahead_counts.dropped += already + self.ahead.len();
+        self.ahead.clear();
     }
 
     /// Counts one decode step's encoding, `seconds` of the CPU.
@@ -877,6 +910,22 @@ impl GpuBackend {
     /// How a greedy run-ahead fared since load: steps taken as run and steps dropped.
     pub fn run_ahead_counts(&self) -> RunAheadCounts {
         self.ahead_counts
+    }
+
+    /// How many decode steps a greedy run-ahead keeps submitted ahead of the caller, 1 (the
+    /// default, [`RUN_AHEAD_STEPS`]) to [`MAX_RUN_AHEAD`]: more hides a longer round trip of a
+    /// readback (a browser's), at up to that many steps run for nothing when a run ends or
+    /// takes another token.
+    pub fn set_run_ahead_steps(&mut self, steps: usize) -> Result<()> {
+        check_run_ahead_steps(steps)?;
+        self.run_ahead_steps = steps;
+        Ok(())
+    }
+
+    /// How many decode steps a greedy run-ahead keeps submitted ahead
+    /// ([`GpuBackend::set_run_ahead_steps`]).
+    pub fn run_ahead_steps(&self) -> usize {
+        self.run_ahead_steps
     }
 
     /// Whether a decode step encodes the next one's commands while the GPU runs it (on by
@@ -920,14 +969,12 @@ impl Backend for GpuBackend {
             if tokens.len() != 1 || pass.layers < self.layers() || pass.logits != Logits::Last {
                 return Err(Error::Backend("the GPU shows the inside of a one-token pass through every layer only".into()));
             }
-            if self.ahead.take().is_some() {
-                self.ahead_counts.dropped += 1;
-            }
+            self.drop_ahead(0);
             let (logits, inspection) = self.run_inspecting(tokens[0], pass.batching).await?;
             return Ok(Forward { logits, inspection: Some(inspection), ran_ahead: false });
         }
         let logits = match pass.logits {
-            Logits::All => self.run(tokens, Lists::Verify, tokens.len(), false).await,
+            Logits::All => self.run(tokens, Lists::Verify, tokens.len(), 0).await,
             Logits::Last if pass.layers < self.layers() => {
                 if tokens.len() != 1 {
                     return Err(Error::Backend(format!("a pass through {} of the model's layers takes one token", pass.layers)));
@@ -937,14 +984,14 @@ impl Backend for GpuBackend {
                     ops.extend(self.ops.last());
                     self.draft = Some((pass.layers, Lowered::new(&ops, false, self.options)));
                 }
-                self.run(tokens, Lists::Draft, 1, false).await
+                self.run(tokens, Lists::Draft, 1, 0).await
             }
             Logits::Last => {
                 let batches = tokens.len().div_ceil(PREFILL_BATCH);
                 let mut logits = Ok(None);
                 for (i, batch) in tokens.chunks(PREFILL_BATCH).enumerate() {
                     let last = i + 1 == batches;
-                    logits = self.run(batch, Lists::Forward, usize::from(last), last && pass.run_ahead).await;
+                    logits = self.run(batch, Lists::Forward, usize::from(last), if last { pass.run_ahead } else { 0 }).await;
                     if logits.is_err() {
                         break;
                     }
@@ -957,7 +1004,7 @@ impl Backend for GpuBackend {
             Ok(None) => Err(Error::Backend("no logits".into())),
             Err(e) => {
                 self.pos = start;
-                self.ahead = None;
+                self.ahead.clear();
                 Err(e)
             }
         }
@@ -973,9 +1020,8 @@ impl Backend for GpuBackend {
         // Positions past `len` are simply overwritten by later steps (a run-ahead step's
         // too, once dropped).
         self.pos = self.pos.min(len);
-        if self.ahead.as_ref().is_some_and(|a| a.pos > self.pos) {
-            self.ahead = None;
-            self.ahead_counts.dropped += 1;
+        if self.ahead.front().is_some_and(|a| a.pos > self.pos) {
+            self.drop_ahead(0);
         }
     }
 

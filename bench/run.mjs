@@ -22,7 +22,8 @@
 // adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs) and the
-// page keeping 3 greedy steps submitted ahead (?runahead=3); then whether each one's
+// page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
+// projection per query head over its first 256 positions (?perhead=256); then whether each one's
 // greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
 // BENCH_SKIP=native,dawn leaves out the native rows and the Dawn stand-in (a short lease's
 // browser-only round). Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
@@ -116,12 +117,16 @@ async function llamaCpp(gpu = false) {
 // Our page, as a user drives it: completion mode, temperature 0, 64 tokens, Generate.
 // `threads` caps the CPU engine's threads (the page's ?threads=N; 1 is the one-thread engine).
 // `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
-// With `record` false it only warms up (one untimed run per prompt, no rows).
+// With `record` false it only warms up (one untimed run per prompt, no rows). `asks` adds the
+// page's measuring options: { runahead: N } keeps N greedy steps submitted ahead on WebGPU,
+// { perhead: N } runs its first N positions with the output projection per query head.
 // Returns each prompt's generated tokens (the last run's), as the page shows them.
-async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true, runAhead = 0) {
+async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true, asks = {}) {
   const texts = {};
   const page = await (await env.browser.newContext()).newPage();
-  await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${runAhead ? `&runahead=${runAhead}` : ''}`);
+  const extra = Object.entries(asks).map(([k, v]) => `&${k}=${v}`).join('');
+  await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${extra}`);
+  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}`;
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -159,7 +164,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
     const forwardMs = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => Number(e.dataset.forwardMs)));
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${runAhead ? `, ${runAhead} greedy steps run ahead` : ''}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${asked}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
   }
   await page.close();
   return texts;
@@ -252,18 +257,19 @@ async function onTheGpu() {
   // On a software adapter the browser rows are no GPU figure and take many minutes (the page
   // on SwiftShader: 0.9 tok/s on the 2026-11-27 H100), so they run only on a GPU adapter.
   const adapter = await attempt('Chromium WebGPU adapter', () => chromiumAdapter(env));
-  let texts;
+  let texts, perHeadTexts;
   if (adapter && !adapter.software) {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
-    await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, 3));
+    await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
+    perHeadTexts = await attempt('tokenscope Chromium webgpu, per-head attention', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { perhead: 256 }));
     await attempt('wllama webgpu', () => wllama(env, THREADS, true));
   } else {
     failures.push(`tokenscope and wllama in Chromium (WebGPU): Chromium gave WebGPU ${adapter ? `only a software adapter (${adapter.name})` : 'no adapter'}, so no GPU figure comes from the browser (info.txt's probe says which flags were tried)`);
     console.log(`bench: ${failures.at(-1)}`);
   }
   const exact = {};
-  for (const [where, got] of [[BROWSER_WEBGPU, texts], [dawn.WHERE, standIn]]) {
+  for (const [where, got] of [[BROWSER_WEBGPU, texts], [`${BROWSER_WEBGPU}, output projection per head`, perHeadTexts], [dawn.WHERE, standIn]]) {
     for (const [name, text] of Object.entries(got ? PROMPTS : {})) {
       if (!exact[name]) {
         const run = spawnSync(BIN, ['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', String(TOKENS), '--jsonl', text], { encoding: 'utf8', maxBuffer: 1 << 28 });

@@ -1,6 +1,7 @@
 // attention_head.wgsl: one query head's attention over a run of cached positions, by one
-// workgroup; included by attention_partial.wgsl (a head and chunk per workgroup) and by
-// attention_prologue.wgsl (matrix.wgsl's ATTENTION prologue: every head of a short context,
+// workgroup: the pieces, put together by attention_run.wgsl (attention_partial.wgsl: a head
+// and chunk per workgroup; matrix.wgsl's HEADS prologue: the same in the output projection)
+// and by attention_prologue.wgsl (matrix.wgsl's ATTENTION prologue: every head of a short context,
 // in each workgroup of the output projection, which takes head_values and the cache reads).
 // For query q (head_dim values) and positions start .. start + n of its KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with

@@ -7,7 +7,7 @@
 // attention_combine.wgsl merges the chunks (the online-softmax rescaling). Prefill runs
 // every prompt token of the step at once; decode the one-token case (matrix.wgsl's ATTENTION
 // prologue instead while the context fits one chunk). The per-head work is
-// attention_head.wgsl's.
+// attention_run.wgsl's.
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 k_cache, 3 v_cache: array<f32>
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
@@ -63,6 +63,8 @@ var<workgroup> wide: array<vec4<f32>, 256>;
 
 #include attention_head.wgsl
 
+#include attention_run.wgsl
+
 @compute @workgroup_size(WG)
 #ifdef SUBGROUP
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
@@ -96,64 +98,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let stride = params.n_kv_heads * hd;
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let q_off = (b * params.n_heads + h) * hd;
-    // The values: 4 dimensions a thread, so hd / 4 threads take a run of positions, and
-    // WG / (hd / 4) runs (slices of the chunk) go at once, their sums then added up in `wide`.
-    // Each thread's loop is 1 / slices of the chunk. Heads wider than 4 WG: in turn. A slice
-    // of at most HELD positions (a split-K chunk of 64 at heads of 64: 4) is loaded now,
-    // beside the keys.
-    let lanes = hd / 4u;
-    let slices = max(WG / lanes, 1u);
-    let s = t / lanes;
-    let per = (n + slices - 1u) / slices;
-    let j0 = min(s * per, n);
-    let j1 = min(j0 + per, n);
-    let col = (t % lanes) * 4u;
-    let hold = lanes <= WG && per <= HELD;
-    var held: array<vec4<f32>, 8>;
-    if (hold) {
-        held = held_values(start * stride + kv_off + col, stride, j0, n);
-    }
-    let ml = head_softmax(q_off, kv_off, stride, start, n, t);
+    out_q = q_off;
+    out_at = at;
+    let ml = head_run(q_off, kv_off, stride, start, n, t);
 #ifndef SINGLE
     if (t == 0u) {
         parts[at] = ml.x;
         parts[at + 1u] = ml.y;
     }
 #endif
-    if (lanes <= WG) {
-        var acc = vec4<f32>(0.0);
-        if (s < slices) {
-            if (hold) {
-                acc = held_sum(held, 0u, j0, j1 - j0, n);
-            } else {
-                acc = head_values(col, kv_off, stride, start + j0, j1 - j0, j0);
-            }
-        }
-        wide[t] = acc;
-        workgroupBarrier();
-        for (var dim = t; dim < hd; dim = dim + WG) {
-            var sum = 0.0;
-            for (var i = 0u; i < slices; i = i + 1u) {
-                sum = sum + wide[i * lanes + dim / 4u][dim % 4u];
-            }
-            write_dim(dim, sum, q_off, at, ml.y);
-        }
-    } else {
-        for (var dim = 4u * t; dim < hd; dim = dim + 4u * WG) {
-            let v = head_values(dim, kv_off, stride, start, n, 0u);
-            for (var k = 0u; k < 4u; k = k + 1u) {
-                write_dim(dim + k, v[k], q_off, at, ml.y);
-            }
-        }
-    }
 }
 
-// Dimension `dim` of the head's result: o[dim] / l into `out` (SINGLE), or o[dim] into the
-// chunk's statistics.
-fn write_dim(dim: u32, acc: f32, q_off: u32, at: u32, l: f32) {
+// Where the workgroup's head writes: its queries' offset (SINGLE's output row has the same
+// layout) and its chunk's statistics.
+var<private> out_q: u32;
+var<private> out_at: u32;
+
+// Dimension `dim` of the head's result (head_run): o[dim] / l into `out` (SINGLE), or o[dim]
+// into the chunk's statistics.
+fn write_dim(dim: u32, acc: f32, l: f32) {
 #ifdef SINGLE
-    out[q_off + dim] = acc / l;
+    out[out_q + dim] = acc / l;
 #else
-    parts[at + 2u + dim] = acc;
+    parts[out_at + 2u + dim] = acc;
 #endif
 }

@@ -30,9 +30,22 @@
 //     row is split-K attention's chunk statistics merged (attention_merge.wgsl, as
 //     attention_combine.wgsl would write it), which each workgroup computes into workgroup
 //     memory: split-K takes its own dispatch for part 1 only.
+//   HEADS (MATVEC, not SUBGROUP; the output projection of a decode step per query head while
+//     the context is short): workgroup (g, h, c) computes head h's attention over chunk c of
+//     the cache and its rows' products with the head's columns only, into that part of y
+//     (head_attention.wgsl: y [n_heads, n_chunks, 2 + rows], per part m, l, then the rows),
+//     adding nothing to x: the feed-forward's two matrices merge the parts (MERGE_IN,
+//     MERGE_OUT). Every head of the step's attention and its projection in one dispatch
+//     without each workgroup computing every head.
+//   MERGE_IN (MATVEC prologue; with NORM and GLU the feed-forward's gate and up rows after
+//     HEADS): the input row is x + the HEADS parts merged (head_merge.wgsl), in att_in.
+//   MERGE_OUT (MATVEC epilogue, with accumulate; the down projection after HEADS): each row
+//     adds the merged parts' same row too, y[r] = (y[r] + merged[r]) + (W x)[r], the order of
+//     the residual adds of the steps without HEADS.
 //   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
-//   ROPE_KV and ATTENTION (the cache bindings); ATT_IN with ATTENTION and COMBINE (the input
-//   row in workgroup memory).
+//   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
+//   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
+//   workgroup memory); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
 //   n_kv_heads, head_dim (those three: ROPE_KV, ATTENTION and COMBINE), y_stride (MATMUL),
@@ -43,7 +56,8 @@
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
 //   only); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
-//   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin).
+//   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
+//   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = (W x)[r].
 // MATMUL writes y[b * y_stride + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused;
@@ -60,6 +74,7 @@
 //   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
 //   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
+// (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
 // or 8 units of a row loaded at once by each thread). TPR threads
 // share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
@@ -93,7 +108,7 @@ alias Acc = vec4<f32>;
 @group(0) @binding(0) var<uniform> params: Params;
 #include weight_formats.wgsl
 
-#ifdef ATTENTION
+#ifdef QUERIES
 @group(0) @binding(3) var<storage, read> q: array<f32>;
 #else
 #ifdef COMBINE
@@ -148,6 +163,12 @@ fn combine_prologue(t: u32) {
 #ifdef ATTENTION
 #include attention_prologue.wgsl
 #endif
+#ifdef HEADS
+#include head_attention.wgsl
+#endif
+#ifdef HEAD_PARTS
+#include head_merge.wgsl
+#endif
 #ifdef ROPE_KV
 fn store_query(at: u32, a: f32, b: f32) {
     y[at] = a;
@@ -169,11 +190,15 @@ var<workgroup> row_sums: array<f32, 256>;
 
 // Column `col` of the input row(s), as stored.
 fn X_raw(col: u32) -> Acc {
+#ifdef HEADS
+    return att_in[col - col0];
+#else
 #ifdef ATT_IN
     return att_in[col];
 #else
 #ifdef MATVEC
     return x[x_rows.x + col];
+#endif
 #endif
 #endif
 #ifdef MATMUL
@@ -396,15 +421,28 @@ fn unit_dot(row: u32, i: u32) -> Acc {
 }
 #endif
 
-// Units in a row.
+// Units in a row (HEADS: in the head's columns, whole blocks: the host checks).
 fn row_units() -> u32 {
+#ifdef HEADS
+    return params.head_dim / UNIT_WEIGHTS;
+#else
     return params.cols / UNIT_WEIGHTS;
+#endif
+}
+
+// Unit u of the row's units the product reads (HEADS: counted from the head's first column).
+fn row_unit(row: u32, u: u32) -> Acc {
+#ifdef HEADS
+    return unit_dot(row, col0 / UNIT_WEIGHTS + u);
+#else
+    return unit_dot(row, u);
+#endif
 }
 
 // Unit `v` of row `row` (of `n` units) times the input, or 0 past the row: the index is
 // clamped into the row, so the load goes out whatever the select keeps (no branch).
 fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
-    return select(Acc(0.0), unit_dot(row, min(v, max(n, 1u) - 1u)), v < n);
+    return select(Acc(0.0), row_unit(row, min(v, max(n, 1u) - 1u)), v < n);
 }
 
 // This thread's share of row `row` times the input: units lane, lane + lanes, ...,
@@ -430,7 +468,7 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
         var g = Acc(0.0);
         var h = Acc(0.0);
         for (var u = lane; u < n; u = u + 8u * lanes) {
-            a = a + unit_dot(row, u);
+            a = a + row_unit(row, u);
             b = b + unit_or_zero(row, u + lanes, n);
             c = c + unit_or_zero(row, u + 2u * lanes, n);
             d = d + unit_or_zero(row, u + 3u * lanes, n);
@@ -443,14 +481,14 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     }
     if (IN_FLIGHT == 4u) {
         for (var u = lane; u < n; u = u + 4u * lanes) {
-            a = a + unit_dot(row, u);
+            a = a + row_unit(row, u);
             b = b + unit_or_zero(row, u + lanes, n);
             c = c + unit_or_zero(row, u + 2u * lanes, n);
             d = d + unit_or_zero(row, u + 3u * lanes, n);
         }
     } else {
         for (var u = lane; u < n; u = u + 2u * lanes) {
-            a = a + unit_dot(row, u);
+            a = a + row_unit(row, u);
             b = b + unit_or_zero(row, u + lanes, n);
         }
     }
@@ -474,13 +512,39 @@ fn pair_out(row: u32, a: f32, b: f32) {
 }
 #endif
 
-// y[i] = v, or y[i] += v.
+// What the fused forms compute before the rows' products, in workgroup memory: the
+// attention (ATTENTION), the merged chunks (COMBINE), the input row plus the merged per-head
+// parts (MERGE_IN), the parts' weights (MERGE_OUT). Called by all threads (barriers).
+fn prologues(t: u32) {
+#ifdef ATTENTION
+    attention_prologue(t);
+#endif
+#ifdef COMBINE
+    combine_prologue(t);
+#endif
+#ifdef MERGE_IN
+    merge_input(t);
+#endif
+#ifdef MERGE_OUT
+    merge_weights(t);
+#endif
+}
+
+// y[i] = v, or y[i] += v (MERGE_OUT: y[i] += merged[i] first; HEADS: row i of the part).
 fn store(i: u32, v: f32) {
+#ifdef HEADS
+    y[part_at + 2u + i] = v;
+#else
+#ifdef MERGE_OUT
+    y[i] = (y[i] + merged(i)) + v;
+#else
     if (params.accumulate != 0u) {
         y[i] = y[i] + v;
     } else {
         y[i] = v;
     }
+#endif
+#endif
 }
 
 #ifdef SUBGROUP
@@ -493,12 +557,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     sg_id = sg;
     sg_lane = lane;
     sg_count = n_sg;
-#ifdef ATTENTION
-    attention_prologue(t);
-#endif
-#ifdef COMBINE
-    combine_prologue(t);
-#endif
+    prologues(t);
     let units = WG / TPR;
     let first = wg.x * units;
     // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
@@ -564,12 +623,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     x_rows = vec4<u32>(min(b0, last), min(b0 + 1u, last), min(b0 + 2u, last), min(b0 + 3u, last)) * params.cols;
     let live = row < params.rows && b0 < step.n_tokens;
 #endif
-#ifdef ATTENTION
-    attention_prologue(t);
+#ifdef HEADS
+    // A chunk past the step's position (or a spare workgroup) has nothing to write.
+    if (wg.y >= params.n_heads || wg.z >= params.n_chunks || wg.z * SPLIT > step.pos) {
+        return;
+    }
+    heads_prologue(t, wg.y, wg.z, wg.x == 0u);
 #endif
-#ifdef COMBINE
-    combine_prologue(t);
-#endif
+    prologues(t);
     var sum = Acc(0.0);
     if (live) {
         sum = row_dot(row, lane, TPR);

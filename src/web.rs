@@ -15,6 +15,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
+use crate::backend::gpu::kernels::ATTENTION_CHUNK;
 use crate::backend::gpu::model::check_run_ahead_steps;
 use crate::backend::{AnyBackend, Backend};
 use crate::blob_reader::BlobReader;
@@ -98,6 +99,9 @@ struct DrawCount {
 #[wasm_bindgen]
 pub struct Engine {
     state: EngineState,
+    /// The next WebGPU load's short context with the output projection per query head
+    /// ([`Engine::set_per_head_attention`]), if asked.
+    per_head_positions: Option<u32>,
 }
 
 /// What the engine holds: nothing, or a model with what it is doing. (One engine lives per
@@ -248,7 +252,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { state: EngineState::Empty }
+        Engine { state: EngineState::Empty, per_head_positions: None }
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -279,7 +283,13 @@ impl Engine {
         let ctx = if context == 0 { None } else { Some(context.min(model.config.context_len)) };
         let choice = match backend.as_str() {
             "cpu" => BackendChoice::Cpu(CpuPrecision::Fast),
-            "webgpu" => BackendChoice::Gpu(GpuChoice { software_hint: software_adapter, kv_f16: kv_cache_f16, ..GpuChoice::default() }),
+            "webgpu" => BackendChoice::Gpu(GpuChoice {
+                software_hint: software_adapter,
+                kv_f16: kv_cache_f16,
+                per_head_attention: self.per_head_positions.is_some(),
+                fused_attention_positions: self.per_head_positions,
+                ..GpuChoice::default()
+            }),
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
         };
         let weights = model.summary;
@@ -444,6 +454,22 @@ impl Engine {
             (AnyBackend::Gpu(g), _, _) => g.set_run_ahead_steps(steps).map_err(js_err),
             (AnyBackend::Cpu(_), _, _) => check_run_ahead_steps(steps).map_err(js_err),
         }
+    }
+
+    /// Runs the next WebGPU load's decode steps over the first `positions` positions (1 to
+    /// 256) with the output projection per query head (each workgroup one head's attention
+    /// over one chunk, the feed-forward merging the heads' parts), as `bench
+    /// --per-head-attention --fused-attention-positions N` does natively: for measuring it in
+    /// the browser. A count out of range is refused at once.
+    #[wasm_bindgen(js_name = setPerHeadAttention)]
+    pub fn set_per_head_attention(&mut self, positions: u32) -> Result<(), JsValue> {
+        if !(1..=ATTENTION_CHUNK as u32).contains(&positions) {
+            return Err(js_err(Error::InvalidParams(format!(
+                "per-head attention covers 1 to {ATTENTION_CHUNK} positions, not {positions}"
+            ))));
+        }
+        self.per_head_positions = Some(positions);
+        Ok(())
     }
 
     /// The distribution of a step of the current branch re-shaped by other sampling

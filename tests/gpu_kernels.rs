@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
 use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels};
-use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, LinearOp, RopeKv};
+use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
 use tokenscope::model::RopeFrequencies;
@@ -940,6 +940,45 @@ fn guarded_cache(ctx: &GpuContext, v: &[f32], kv_f16: bool) -> wgpu::Buffer {
     ctx.storage("cache", &[vec![SENTINEL; PAD], cache_words(v, kv_f16), vec![SENTINEL; PAD]].concat())
 }
 
+/// One decode step's attention inputs and its CPU twin's output (see [`attention_case`]).
+struct AttentionCase {
+    /// The rotated queries, `[heads * hd]`.
+    q: Vec<f32>,
+    /// The caches, `[capacity, kv_heads * hd]`, as the kernels read them (rounded through
+    /// half floats for a half-float cache).
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    /// `ops::attention` of each query head over positions 0..=pos of its KV head.
+    att: Vec<f32>,
+}
+
+/// Random queries and caches for `[heads, kv_heads, hd]` at position `pos` of `capacity`, the
+/// positions past `pos` holding garbage (1e4) that must not be read, and the attention's twin.
+fn attention_case(rng: &mut ChaCha8Rng, [heads, kv_heads, hd]: [usize; 3], pos: usize, capacity: usize, kv_f16: bool) -> AttentionCase {
+    let (cols, kv) = (heads * hd, kv_heads * hd);
+    let q = random(rng, cols, 1.0);
+    let (mut keys, mut values) = (random(rng, capacity * kv, 3.0), random(rng, capacity * kv, 2.0));
+    if kv_f16 {
+        (keys, values) = (to_f16_and_back(&keys), to_f16_and_back(&values));
+    }
+    for v in keys[(pos + 1) * kv..].iter_mut().chain(&mut values[(pos + 1) * kv..]) {
+        *v = 1e4;
+    }
+    let mut att = vec![0.0; cols];
+    for h in 0..heads {
+        let input = ops::AttentionInput {
+            q: &q[h * hd..][..hd],
+            keys: &keys,
+            values: &values,
+            kv_stride: kv,
+            kv_offset: (h / (heads / kv_heads)) * hd,
+            n_pos: pos + 1,
+        };
+        ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
+    }
+    AttentionCase { q, keys, values, att }
+}
+
 /// The decode Q/K/V projection with RoPE and the KV-cache write in its epilogue (ROPE_KV)
 /// against its twins: `ops::rmsnorm`, the dequantized matrix times the row, `ops::rope` of
 /// the q and k parts; the q part comes out in `y` and the k and v parts land in cache row
@@ -1067,29 +1106,9 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             (9, 3, 64, 21, GgmlDType::Q8_0, kernels::ATTENTION_CHUNK - 1, 300),
         ];
         for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
-            let (cols, kv) = (heads * hd, kv_heads * hd);
+            let cols = heads * hd;
             let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
-            let q = random(&mut rng, cols, 1.0);
-            let (mut keys, mut values) = (random(&mut rng, capacity * kv, 3.0), random(&mut rng, capacity * kv, 2.0));
-            if kv_f16 {
-                (keys, values) = (to_f16_and_back(&keys), to_f16_and_back(&values));
-            }
-            // Positions past `pos` hold garbage that must not be read.
-            for v in keys[(pos + 1) * kv..].iter_mut().chain(&mut values[(pos + 1) * kv..]) {
-                *v = 1e4;
-            }
-            let mut att = vec![0.0; cols];
-            for h in 0..heads {
-                let input = ops::AttentionInput {
-                    q: &q[h * hd..][..hd],
-                    keys: &keys,
-                    values: &values,
-                    kv_stride: kv,
-                    kv_offset: (h / (heads / kv_heads)) * hd,
-                    n_pos: pos + 1,
-                };
-                ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
-            }
+            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16);
             let prior = random(&mut rng, rows, 1.0);
             let (want, tol): (Vec<f32>, Vec<f32>) = dense
                 .chunks_exact(cols)
@@ -1131,6 +1150,134 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let op = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&m, &qb, y) };
             kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
             assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("split-K, combine"));
+        }
+    }
+}
+
+/// The decode output projection per query head (HEADS) and the feed-forward's two matrices
+/// merging its parts (MERGE_IN: the gate/up rows read x + the projected attention, RMSNorm-ed,
+/// through SwiGLU; MERGE_OUT: the down projection adds it to the residual stream beside its
+/// product) against their twins: `ops::attention` of each query head over positions 0..=pos,
+/// the dequantized output projection times the heads' outputs, then `ops::rmsnorm`, the
+/// dequantized gate/up rows and `ops::swiglu`, and the down projection's product added to
+/// x + the projected attention. Odd row counts (the model's dim and the feed-forward's),
+/// head shapes other than this model's, grouped-query groups of 1 to 3, positions in the
+/// first chunk and past one and two, one chunk more in the parts than the position reaches
+/// (its parts stay unwritten sentinels, NaN, which the merge must not read), every row
+/// sharing that pairs rows, subgroups (the merges), both cache precisions, and split-K chunks
+/// of 37 positions. Sentinels around every output and around the parts.
+#[test]
+fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward() {
+    let ctx = context_with_subgroups();
+    for options in
+        all_options().into_iter().filter(|o| o.threads_per_row <= 32).chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }])
+    {
+        let kv_f16 = options.kv_f16;
+        let split = options.split_chunk as usize;
+        let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
+        let mut rng = ChaCha8Rng::seed_from_u64(24);
+        // (query heads, KV heads, head_dim, output projection type, dim, feed-forward type,
+        // ffn, position): dims and ffn whole blocks of the feed-forward's type.
+        let cases = [
+            (9usize, 3usize, 64usize, GgmlDType::Q4_1, 96usize, GgmlDType::Q8_0, 64usize, 0usize),
+            (9, 3, 64, GgmlDType::Q4_1, 576, GgmlDType::Q4_1, 1536, 69),
+            (4, 2, 32, GgmlDType::Q8_0, 70, GgmlDType::F32, 46, 40),
+            (3, 1, 40, GgmlDType::F32, 38, GgmlDType::F16, 22, 100),
+            (2, 2, 32, GgmlDType::Q5_1, 256, GgmlDType::Q4K, 256, 5),
+            (6, 2, 64, GgmlDType::F16, 64, GgmlDType::Q5_1, 96, 130),
+        ];
+        for (heads, kv_heads, hd, wo_type, dim, ffn_type, ffn, pos) in cases {
+            let cols = heads * hd;
+            let n_chunks = (pos + 1).div_ceil(split) + 1;
+            let (wo_dense, wo) = random_matrix(&ctx, &mut rng, dim, cols, wo_type);
+            let (gu_dense, gate_up) = random_matrix(&ctx, &mut rng, 2 * ffn, dim, ffn_type);
+            let (down_dense, down) = random_matrix(&ctx, &mut rng, dim, ffn, ffn_type);
+            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16);
+            // x + Wo att, each value's bound: the projection's rounding and the attention's
+            // (the merge's weights carry the softmax's).
+            let x = random(&mut rng, dim, 2.0);
+            let (merged, merged_tol): (Vec<f32>, Vec<f32>) = wo_dense
+                .chunks_exact(cols)
+                .zip(&x)
+                .map(|(r, x)| {
+                    let bound = r.iter().zip(&att).map(|(a, b)| 2e-5 * (a * b).abs() + 4e-5 * a.abs()).sum::<f32>() + 1e-5;
+                    (x + ops::dot(r, &att), bound + 1e-6 * x.abs())
+                })
+                .unzip();
+            // The gate/up rows' twin: SwiGLU of the normed merged row.
+            let gain = random(&mut rng, dim, 2.0);
+            let mut xn = vec![0.0; dim];
+            ops::rmsnorm(&merged, &gain, 1e-5, &mut xn);
+            let rms = (merged.iter().map(|v| v * v).sum::<f32>() / dim as f32 + 1e-5).sqrt();
+            let (products, bounds): (Vec<f32>, Vec<f32>) = gu_dense
+                .chunks_exact(dim)
+                .map(|r| {
+                    let carried = r.iter().zip(&merged_tol).zip(&gain).map(|((w, e), g)| (w * e * g).abs()).sum::<f32>() / rms;
+                    let rounding = 2e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>();
+                    (ops::dot(r, &xn), carried + rounding + 1e-5)
+                })
+                .unzip();
+            let (want_hidden, hidden_tol): (Vec<f32>, Vec<f32>) = products
+                .chunks_exact(2)
+                .zip(bounds.chunks_exact(2))
+                .map(|(p, e)| {
+                    let mut v = [p[0]];
+                    ops::swiglu(&mut v, &p[1..]);
+                    (v[0], 1.1 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6)
+                })
+                .unzip();
+            // The down projection's twin: x + Wo att + Wd h.
+            let h = random(&mut rng, ffn, 1.0);
+            let (want_x, x_tol): (Vec<f32>, Vec<f32>) = down_dense
+                .chunks_exact(ffn)
+                .zip(merged.iter().zip(&merged_tol))
+                .map(|(r, (m, e))| (m + ops::dot(r, &h), e + 1e-5 * r.iter().zip(&h).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6))
+                .unzip();
+
+            let (qb, kb, vb) =
+                (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
+            let step = kernels::step_uniform(&ctx, pos as u32, 1);
+            let shape = [heads as u32, kv_heads as u32, hd as u32];
+            let parts_len = heads * n_chunks * (2 + dim);
+            let parts = guarded(&ctx, parts_len);
+            let parts_bind = Bind(&parts, (PAD * 4) as u64, Some((parts_len * 4) as u64));
+            let what = |form| {
+                format!("{form}: {heads}/{kv_heads} heads of {hd}, {wo_type:?} {dim} rows, {ffn_type:?} ffn {ffn}, pos {pos}, {options:?}")
+            };
+            let heads_op = LinearOp {
+                heads: Some(HeadsInput { shape, keys: &kb, values: &vb, n_chunks: n_chunks as u32 }),
+                ..LinearOp::new(&wo, &qb, parts_bind)
+            };
+            kernels::run_once(&ctx, k.matvec(&ctx, &heads_op, &step).expect("dispatch"), 1);
+            // The chunk past the position is never written.
+            let written = read_guarded(&ctx, &parts, parts_len);
+            for (i, v) in written.iter().enumerate() {
+                let live = (i / (2 + dim)) % n_chunks < n_chunks - 1;
+                assert_eq!(live, v.to_bits() != SENTINEL, "{}: part value {i} written: {}", what("per-head projection"), !live);
+            }
+            let merge = Some(HeadParts { parts: parts_bind, n_heads: heads as u32, n_chunks: n_chunks as u32 });
+
+            let (xb, gb, hb) = (ctx.storage("x", &x), ctx.storage("gain", &gain), ctx.storage("h", &h));
+            let hidden = guarded(&ctx, ffn);
+            let gate_up_op = LinearOp {
+                norm: Some((&gb, 1e-5)),
+                glu: true,
+                merge_in: merge,
+                ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
+            };
+            kernels::run_once(&ctx, k.matvec(&ctx, &gate_up_op, &step).expect("dispatch"), 1);
+            assert_close(&read_guarded(&ctx, &hidden, ffn), &want_hidden, |i| hidden_tol[i], &what("merged into the gate/up rows"));
+
+            let mut init = vec![SENTINEL; 2 * PAD];
+            init.splice(PAD..PAD, x.iter().map(|v| v.to_bits()));
+            let residual = ctx.storage("residual", &init);
+            let down_op = LinearOp {
+                accumulate: true,
+                merge_out: merge,
+                ..LinearOp::new(&down, &hb, Bind(&residual, (PAD * 4) as u64, Some((dim * 4) as u64)))
+            };
+            kernels::run_once(&ctx, k.matvec(&ctx, &down_op, &step).expect("dispatch"), 1);
+            assert_close(&read_guarded(&ctx, &residual, dim), &want_x, |i| x_tol[i], &what("merged into the down projection's sum"));
         }
     }
 }

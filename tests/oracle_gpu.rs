@@ -99,6 +99,39 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     assert_eq!(half.kv_cache_bytes(), half.position() * 30 * 2 * 192 * 2, "two bytes per cached value");
 }
 
+/// The short context's output projection per query head, its parts merged by the
+/// feed-forward's matrices (`--per-head-attention`), through the whole model on the oracle's
+/// short cases: in a hardware GPU's shape (the merges with subgroups) with chunks of 7
+/// positions, so the steps past the seventh position merge two and three chunks per head, and
+/// with one thread a row over a half-float cache. Every layer takes that form (this model's
+/// output projection is Q4_1: a head of 64 columns is two whole blocks).
+#[test]
+fn gpu_per_head_attention_matches_exact_math() {
+    let new_ctx = || pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
+    let hardware = KernelOptions {
+        workgroup: 256,
+        subgroups: true,
+        prefill_threads_per_row: 8,
+        per_head_attention: true,
+        fused_positions: 64,
+        split_chunk: 7,
+        ..KernelOptions::plain(32)
+    };
+    let mut g = gpu_with(new_ctx(), hardware);
+    assert_eq!(g.step_shape().per_head_layers, 30, "every layer runs the projection per head");
+    assert_eq!(g.step_shape().dispatches, 4 * 30 + 2, "4 dispatches a layer");
+    check_exact(&mut g, TOL, SHORT_CASES);
+    let half = KernelOptions {
+        per_head_attention: true,
+        kv_f16: true,
+        fused_positions: kernels::ATTENTION_CHUNK as u32,
+        ..KernelOptions::plain(1)
+    };
+    let mut g = gpu_with(new_ctx(), half);
+    assert_eq!(g.step_shape().per_head_layers, 30);
+    check_exact(&mut g, TOL_KV_F16, SHORT_CASES);
+}
+
 /// Checks the oracle's first `cases` logits cases on `g` against exact math and the exact CPU
 /// path, within `tol`; returns the worst difference against exact math.
 fn check_exact(g: &mut GpuBackend, tol: f64, cases: usize) -> f64 {

@@ -16,7 +16,8 @@
 // most one per core; 1 picks a one-thread engine. `?simd=baseline` picks www/pkg.
 // `?runahead=N` (from the page's own) keeps N greedy decode steps submitted ahead on WebGPU
 // (Engine.setRunAheadSteps; 1 by default): for measuring what hiding a readback's round trip
-// buys.
+// buys. `?perhead=N` runs WebGPU decode steps over the first N positions with the output
+// projection per query head (Engine.setPerHeadAttention): for measuring it against the default.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -24,6 +25,7 @@ const ASKS = new URL(self.location.href).searchParams;
 const ASKED_THREADS = Number(ASKS.get('threads')) || 0;
 const BASELINE_ASKED = ASKS.get('simd') === 'baseline';
 const RUN_AHEAD_ASKED = Number(ASKS.get('runahead')) || 0;
+const PER_HEAD_ASKED = ASKS.has('perhead') ? Number(ASKS.get('perhead')) : undefined;
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -153,11 +155,20 @@ async function load(msg) {
   // long to check from its start, the old engine stays until the new one has loaded. An
   // engine is freed at once, never left to the garbage collector.
   const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
+  const fresh = new wasm.Engine();
+  // ?perhead=N, checked before the old engine goes (a count out of range loses nothing).
+  if (PER_HEAD_ASKED !== undefined && choice.backend === 'webgpu') {
+    try {
+      fresh.setPerHeadAttention(PER_HEAD_ASKED);
+    } catch (e) {
+      fresh.free();
+      throw e;
+    }
+  }
   if (engine && (await headerSound())) {
     engine.free();
     engine = null;
   }
-  const fresh = new wasm.Engine();
   let info;
   try {
     try {

@@ -20,7 +20,8 @@
 #            then gpu_weight_types at 16 threads six more times
 #   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively; after the
-#            short one also with attention inside the output projection (the fused prologue),
+#            short one also with the output projection per query head up to 256 positions
+#            (--per-head-attention) and with attention inside it (the fused prologue),
 #            and without encoding each step's commands ahead (--no-encode-ahead); after both
 #            without running greedy steps ahead on the GPU's argmax (--no-run-ahead)
 #   bench    node bench/run.mjs --device: ours against llama.cpp (Vulkan) natively, the page's
@@ -31,7 +32,8 @@
 #            exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
-#            slices the prologue holds in registers), after the long prompt with
+#            slices the prologue holds in registers) and with the output projection per query
+#            head up to 16 ... 256 positions (--per-head-attention), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
 #            short prompt too, chunks of 16 and 32), 1, 2 and 3 greedy steps kept submitted
 #            ahead (--run-ahead-steps), 2, 4 and 8 units of a row in flight
@@ -223,6 +225,10 @@ sweep() {
   : >"$log"
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69).
   for fused in 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
+  # The same positions with the output projection per query head instead (each workgroup one
+  # head's attention over one chunk, the feed-forward merging the heads' parts): unmeasured on
+  # a GPU when it was written (2026-11-28, twenty-first session).
+  for fused in 16 64 128 256; do measure short 64 --per-head-attention --fused-attention-positions "$fused"; done
   # Split-K's chunk length after the long prompt (positions 257 to 321): 64 by default; 256
   # was the only length before 2026-11-27's evening (18 workgroups a layer there, 28 us).
   for split in 32 64 128 256; do measure long 64 --split-k-chunk "$split"; done
@@ -256,7 +262,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 
@@ -267,6 +273,10 @@ profile() {
     echo "== profile, $prompt prompt"
     target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
   done 2>&1 | tee "$OUT/profile.txt"
+  # The profiled step comes after the runs (position 70 or so): short up to 256 positions.
+  echo "== profile, short prompt, the output projection per query head up to 256 positions" | tee -a "$OUT/profile.txt"
+  target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --per-head-attention \
+    --fused-attention-positions 256 --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
   echo "== profile, short prompt, attention fused up to 256 positions" | tee -a "$OUT/profile.txt"
   target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --fused-attention-positions 256 \
     --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"

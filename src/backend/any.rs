@@ -39,6 +39,9 @@ pub struct GpuChoice {
     /// Most positions of a decode step's attention in the output projection's prologue, in
     /// place of the default ([`KernelOptions::fused_positions`]).
     pub fused_attention_positions: Option<u32>,
+    /// Run the short context's output projection per query head
+    /// ([`KernelOptions::per_head_attention`]).
+    pub per_head_attention: bool,
     /// Positions per chunk of split-K attention in place of the default
     /// ([`KernelOptions::split_chunk`]).
     pub split_k_chunk: Option<u32>,
@@ -61,6 +64,7 @@ impl AnyBackend {
                 options.units_in_flight = gpu.units_in_flight.unwrap_or(options.units_in_flight);
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);
+                options.per_head_attention |= gpu.per_head_attention;
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
             }
         })

@@ -225,6 +225,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["dispatches_per_step"] = json!(s.dispatches);
             out["dispatches_per_step_long_context"] = json!(s.dispatches_long_context);
             out["fused_attention_positions"] = json!(s.fused_positions);
+            out["per_head_attention_layers"] = json!(s.per_head_layers);
             out["passes_per_step"] = json!(s.passes);
             out["submits_per_step"] = json!(s.submits);
             out["readback_bytes_per_step"] = json!(s.readback_bytes);
@@ -271,6 +272,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 s.readback_bytes,
                 s.gpu_bytes as f64 / 1e6
             );
+            if s.per_head_layers > 0 {
+                println!(
+                    "short context: the output projection per query head in {} layers (--per-head-attention), the feed-forward merging the heads' parts",
+                    s.per_head_layers
+                );
+            }
             println!("prefill: up to {} prompt tokens per pass (one submit each)", s.prefill_batch);
             if let Some(e) = encode_seconds {
                 let when = if a.no_encode_ahead { "before its submit (--no-encode-ahead)" } else { "while the GPU runs the step before" };

@@ -96,6 +96,13 @@ pub struct ModelArgs {
     /// split-K attention takes a dispatch of its own (default 16). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     fused_attention_positions: Option<u32>,
+    /// GPU: over those positions, run the output projection per query head (a workgroup per
+    /// head, chunk of split-K positions and block of rows, each computing one head's
+    /// attention, not every head's), the feed-forward's two matrices merging the heads' parts
+    /// (still 4 dispatches a layer). For measuring on a GPU; models whose output projection's
+    /// blocks do not fit a head keep the other form.
+    #[arg(long)]
+    per_head_attention: bool,
     /// GPU: positions per chunk of split-K attention, 1 to 256 (default 64): a workgroup per
     /// query head and chunk, so a longer context spreads over more workgroups. For measuring
     /// on a GPU.
@@ -149,10 +156,11 @@ impl ModelArgs {
             || self.matrix_workgroup.is_some()
             || self.units_in_flight.is_some()
             || self.fused_attention_positions.is_some()
+            || self.per_head_attention
             || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --fused-attention-positions and --split-k-chunk choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --fused-attention-positions, --per-head-attention and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -188,6 +196,7 @@ impl ModelArgs {
                 matrix_workgroup: self.matrix_workgroup,
                 units_in_flight: self.units_in_flight,
                 fused_attention_positions: self.fused_attention_positions,
+                per_head_attention: self.per_head_attention,
                 split_k_chunk: self.split_k_chunk,
             }),
         };

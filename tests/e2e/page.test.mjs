@@ -10,6 +10,8 @@ const figures = {};
 
 let env;
 let BASE;
+// The WebGPU backend's greedy tokens after 'The capital of France is' (the WebGPU test's).
+let webgpuGreedy;
 let context;
 let page;
 
@@ -202,6 +204,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   figures.webgpu_encode_ms_per_step = encodeMs;
   const gpuText = await page.locator('#text .tok').allTextContents();
   assert.ok(gpuText.length >= 1 && gpuText.length <= 3, gpuText.join('|'));
+  webgpuGreedy = gpuText;
   const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
@@ -236,6 +239,37 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   const cpuText = await page.locator('#text .tok').allTextContents();
   assert.equal(cpuText[0], gpuText[0], `CPU ${cpuText.join('|')} vs WebGPU ${gpuText.join('|')}`);
   await setSlider(page, 'Top-k', 40);
+});
+
+test('?perhead=256 runs WebGPU\'s output projection per query head, to the same greedy tokens; ?perhead=999 is refused in words and the model in use stays', async () => {
+  assert.ok(webgpuGreedy, 'the WebGPU test ran first');
+  const p = await context.newPage();
+  p.on('pageerror', (e) => console.error('page error:', e.message));
+  const onWebGpu = async (url) => {
+    await p.goto(url);
+    await waitLoaded(p);
+    await p.locator('details.more').evaluate((d) => { d.open = true; });
+    await p.evaluate(() => { delete document.body.dataset.loadMs; });
+    await p.locator('#backend').selectOption('webgpu');
+  };
+  await onWebGpu(`${BASE}?perhead=256`);
+  await waitLoaded(p);
+  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
+  assert.equal(Number(await p.evaluate(() => document.body.dataset.gpuDispatches)), 4 * 30 + 2, '4 dispatches a layer');
+  await p.getByRole('radio', { name: 'Completion' }).check();
+  await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
+  await setSlider(p, 'Top-k', 1);
+  await generate(p, { maxTokens: 3 });
+  assert.deepEqual(await p.locator('#text .tok').allTextContents(), webgpuGreedy);
+
+  await onWebGpu(`${BASE}?perhead=999`);
+  await p.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await p.getByRole('alert').textContent(), /per-head attention covers 1 to 256 positions, not 999/);
+  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
+  await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
+  await generate(p, { maxTokens: 2 });
+  assert.ok((await p.locator('#text .tok').count()) >= 1);
+  await p.close();
 });
 
 test('the threaded CPU engine runs on every core asked for, and writes what the one-thread engine writes', async () => {

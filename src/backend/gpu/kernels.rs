@@ -35,7 +35,7 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 10] = [
+const INCLUDES: [(&str, &str); 13] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
@@ -43,6 +43,9 @@ const INCLUDES: [(&str, &str); 10] = [
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
+    ("attention_run.wgsl", include_str!("../../../shaders/attention_run.wgsl")),
+    ("head_attention.wgsl", include_str!("../../../shaders/head_attention.wgsl")),
+    ("head_merge.wgsl", include_str!("../../../shaders/head_merge.wgsl")),
     ("attention_prologue.wgsl", include_str!("../../../shaders/attention_prologue.wgsl")),
     ("attention_merge.wgsl", include_str!("../../../shaders/attention_merge.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
@@ -104,6 +107,13 @@ pub struct KernelOptions {
     /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] by default);
     /// past them split-K. The same kernels either way: the host picks the command list.
     pub fused_positions: u32,
+    /// Decode steps over a short context (up to `fused_positions`) run the output projection
+    /// per query head (a workgroup per head, chunk of `split_chunk` positions and block of
+    /// rows: one head's attention each, not every head's), the feed-forward's two matrices
+    /// merging the heads' parts, instead of every head's attention in each workgroup of the
+    /// projection: 4 dispatches a layer either way. Off by default until a GPU measures it;
+    /// models whose output projection's blocks do not fit a head keep the other form.
+    pub per_head_attention: bool,
     /// Positions per chunk of split-K attention (1 to [`ATTENTION_CHUNK`];
     /// [`SPLIT_K_CHUNK`] by default): the override `SPLIT` of the kernels
     /// that write and merge the chunks.
@@ -143,6 +153,7 @@ impl KernelOptions {
             subgroups: Self::subgroups_usable(ctx),
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+            per_head_attention: false,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
@@ -183,6 +194,7 @@ impl KernelOptions {
             subgroups: false,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+            per_head_attention: false,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
@@ -411,13 +423,16 @@ impl Kernels {
 
     /// The pipeline of a matrix variant, compiled the first time it is asked for.
     pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
-        let threads_per_row = self.options.threads_per_row_for(variant.prefill);
+        let mut threads_per_row = self.options.threads_per_row_for(variant.prefill);
+        if variant.heads {
+            threads_per_row = threads_per_row.min(ops::HEADS_THREADS_PER_ROW);
+        }
         let mut constants = vec![
             ("WG", self.options.workgroup as f64),
             ("TPR", threads_per_row as f64),
             ("IN_FLIGHT", self.options.units_in_flight as f64),
         ];
-        if variant.combine {
+        if variant.combine || variant.heads || variant.merge_in || variant.merge_out {
             constants.push(("SPLIT", self.options.split_chunk as f64));
         }
         cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))

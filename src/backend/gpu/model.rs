@@ -22,7 +22,11 @@
 //! measured on an H100), 5 past them: the RMSNorms run inside the projections after them, RoPE and the
 //! KV-cache write in the Q/K/V projection's epilogue, attention in the output projection's
 //! prologue (past the short context, split-K's part 1 is a dispatch of its own and the
-//! prologue merges its chunks), and SwiGLU in the gate/up projection's epilogue. A model
+//! prologue merges its chunks), and SwiGLU in the gate/up projection's epilogue. With
+//! [`KernelOptions::per_head_attention`] the short context's output projection runs per
+//! query head instead (one head's attention over one chunk in each workgroup, its product
+//! with the head's columns into per-head parts), and the gate/up and down projections merge
+//! the parts into the residual stream they read and write: still 4 dispatches a layer. A model
 //! with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own, where
 //! they are applied (one more a layer). A prefill pass runs RoPE and attention as dispatches of their own (7 a layer,
 //! 8 past the first [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
@@ -33,7 +37,7 @@ use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, CombineInput, GpuMatrix, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::ops::{self, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -49,6 +53,9 @@ pub struct StepShape {
     pub dispatches_long_context: usize,
     /// The most positions a short context has ([`KernelOptions::fused_positions`]).
     pub fused_positions: usize,
+    /// Layers whose short-context decode steps run the output projection per query head
+    /// ([`KernelOptions::per_head_attention`]; 0 when it is off).
+    pub per_head_layers: usize,
     /// Compute passes per decode step.
     pub passes: usize,
     /// Queue submits per decode step.
@@ -156,6 +163,8 @@ pub struct GpuBackend {
     pub(super) ops: Vec<Op>,
     /// The index in `ops` after each layer's last op.
     pub(super) layer_ends: Vec<usize>,
+    /// Layers whose short-context decode steps run the output projection per query head.
+    per_head_layers: usize,
     /// The LM head on every token of the step (the verify lists' last op; `ops` ends with the
     /// LM head on the last token).
     pub(super) verify_head: Op,
@@ -403,6 +412,12 @@ impl GpuBackend {
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, hd];
         // split-K attention's chunk statistics            [B, n_heads, ceil(ctx / split_chunk), 2 + hd]
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, options.split_chunk));
+        // Attention in the output projection's prologue fits models up to this width.
+        let fuse_attention = qd as usize <= kernels::FUSED_ATTENTION_MAX_WIDTH;
+        // The per-head projection's parts over a short context  [n_heads, head_chunks, 2 + dim]
+        let head_chunks = options.fused_positions.div_ceil(options.split_chunk.max(1)).max(1);
+        let per_head_fits = options.per_head_attention && fuse_attention && att_shape[0] * head_chunks <= ops::MAX_HEAD_PARTS;
+        let head_parts = buf("head parts", if per_head_fits { att_shape[0] as usize * head_chunks as usize * (2 + cfg.dim) } else { 1 });
         let table = ctx.storage("rope", &ops::rope_table(capacity, &weights.rope));
         gpu_bytes += table.size();
         let step = kernels::step_uniform(&ctx, 0, 1);
@@ -412,13 +427,11 @@ impl GpuBackend {
         let eps = cfg.rms_eps;
         // A linear layer, as matvec (decode) and matmul (prefill).
         let linear = |op: LinearOp| -> Result<Op> { Ok(Op::linear(k.matvec(&ctx, &op, &step)?, k.matmul(&ctx, &op, &step)?)) };
-        // Attention in the output projection's prologue fits models up to this width.
-        let fuse_attention = qd as usize <= kernels::FUSED_ATTENTION_MAX_WIDTH;
-
         // Every op of the forward pass, in order. Buffers made below live on through the
         // bind groups that reference them.
         let mut ops = Vec::new();
         let mut layer_ends = Vec::new();
+        let mut per_head_layers = 0;
         let mut key_caches = Vec::new();
         let Weights { token_embd, output_norm, output, layers, .. } = weights;
         let embd = banded(&ctx, &token_embd, &mut weight_bytes)?;
@@ -480,9 +493,19 @@ impl GpuBackend {
                 k.attention(&ctx, att_shape, capacity, &q, &k_cache, &v_cache, Bind(&att_parts, 0, None), Bind(&att, 0, None), &step)?;
             let wo_op = LinearOp { accumulate: true, ..LinearOp::new(&wo, &att, Bind(&x, 0, None)) };
             let (wo_one, wo_many) = (k.matvec(&ctx, &wo_op, &step)?, k.matmul(&ctx, &wo_op, &step)?);
+            // The per-head form where the projection's blocks fit a head's columns.
+            let block = wo.format.block();
+            let per_head = per_head_fits && block <= ops::HEADS_MIN_BLOCK_COLUMNS && hd.is_multiple_of(block);
+            let merge = per_head.then_some(HeadParts { parts: Bind(&head_parts, 0, None), n_heads: att_shape[0], n_chunks: head_chunks });
+            per_head_layers += usize::from(per_head);
             let (one_short, one_long) = if fuse_attention {
                 let input = AttentionInput { shape: att_shape, keys: &k_cache, values: &v_cache };
-                let short = LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) };
+                let short = if per_head {
+                    let heads = HeadsInput { shape: att_shape, keys: &k_cache, values: &v_cache, n_chunks: head_chunks };
+                    LinearOp { heads: Some(heads), ..LinearOp::new(&wo, &q, Bind(&head_parts, 0, None)) }
+                } else {
+                    LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&wo, &q, Bind(&x, 0, None)) }
+                };
                 let merged = CombineInput {
                     shape: att_shape,
                     parts: Bind(&att_parts, 0, None),
@@ -499,13 +522,21 @@ impl GpuBackend {
                 many_short: vec![a.single, wo_many.clone()],
                 many_long: vec![a.partial, a.combine, wo_many],
             });
-            // Feed-forward: hidden = silu(gate) * up, [gate | up] = Wgu norm(x); x += Wd hidden.
-            ops.push(linear(LinearOp {
-                norm: Some((&ffn_norm, eps)),
-                glu: true,
-                ..LinearOp::new(&w_gate_up, &x, Bind(&hidden, 0, None))
-            })?);
-            ops.push(linear(LinearOp { accumulate: true, ..LinearOp::new(&w_down, &hidden, Bind(&x, 0, None)) })?);
+            // Feed-forward: hidden = silu(gate) * up, [gate | up] = Wgu norm(x); x += Wd hidden
+            // (after a per-head projection, decode over a short context: x + the heads' parts
+            // merged, read by the first and added by the second).
+            let gate_up_op =
+                || LinearOp { norm: Some((&ffn_norm, eps)), glu: true, ..LinearOp::new(&w_gate_up, &x, Bind(&hidden, 0, None)) };
+            let down_op = || LinearOp { accumulate: true, ..LinearOp::new(&w_down, &hidden, Bind(&x, 0, None)) };
+            for (op, merged) in
+                [(gate_up_op(), LinearOp { merge_in: merge, ..gate_up_op() }), (down_op(), LinearOp { merge_out: merge, ..down_op() })]
+            {
+                let mut lowered = linear(op)?;
+                if merge.is_some() {
+                    lowered.one_short = vec![k.matvec(&ctx, &merged, &step)?];
+                }
+                ops.push(lowered);
+            }
             layer_ends.push(ops.len());
             ctx.settle().await?;
         }
@@ -567,6 +598,7 @@ impl GpuBackend {
             verify,
             ops,
             layer_ends,
+            per_head_layers,
             verify_head,
             draft: None,
             capacity,
@@ -594,6 +626,7 @@ impl GpuBackend {
             dispatches: self.decode.short.len(),
             dispatches_long_context: self.decode.long.len(),
             fused_positions: self.options.fused_positions as usize,
+            per_head_layers: self.per_head_layers,
             passes: 1,
             submits: 1,
             readback_bytes: self.cfg.vocab_size * 4,

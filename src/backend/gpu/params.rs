@@ -46,7 +46,7 @@ uniform_struct! {
         last_token: u32,
         /// RMSNorm epsilon (NORM variants).
         eps: f32,
-        /// Query heads (ROPE_KV and ATTENTION variants; 0 otherwise).
+        /// Query heads (ROPE_KV, ATTENTION, COMBINE, HEADS and the MERGE variants; 0 otherwise).
         n_heads: u32,
         /// Key/value heads (likewise).
         n_kv_heads: u32,
@@ -55,10 +55,12 @@ uniform_struct! {
         /// MATMUL: elements from one token's outputs to the next in y (`rows`, or the whole
         /// LM head's rows when this matrix is one band of it).
         y_stride: u32,
-        /// COMBINE: chunks of split-K attention per head in the chunk statistics.
+        /// COMBINE: chunks of split-K attention per head in the chunk statistics; HEADS,
+        /// MERGE_IN and MERGE_OUT: chunks per head in the per-head parts.
         n_chunks: u32,
-        /// Padding to 16 bytes.
-        _pad1: u32,
+        /// MERGE_IN and MERGE_OUT: values per part of the per-head parts after its m and l
+        /// (the output projection's rows, the model's dim); 0 otherwise.
+        part_rows: u32,
         /// Padding to 16 bytes.
         _pad2: u32,
     }

@@ -18,6 +18,21 @@ pub const MATMUL_TOKENS: u32 = 4;
 /// Most workgroups one dispatch dimension may have (WebGPU's default limit).
 pub const MAX_GROUPS: u32 = 65_535;
 
+/// The per-head projection (HEADS) reads a head's columns of the output projection as whole
+/// blocks: the formats with blocks of at most this many columns have variants (a head of 32
+/// or a multiple of it), and the host checks that the head's width is a multiple of the
+/// matrix's block.
+pub const HEADS_MIN_BLOCK_COLUMNS: u32 = 32;
+
+/// Threads that share a row in the per-head projection (at most; fewer where the decode
+/// kernels take fewer): a head's columns of this model's output projection are 8 units of
+/// Q4_1, so 8 threads take one each and a workgroup of 256 covers 32 rows.
+pub const HEADS_THREADS_PER_ROW: u32 = 8;
+
+/// Most (head, chunk) parts the merge prologue and epilogue weigh (`part_weights` in
+/// head_merge.wgsl).
+pub const MAX_HEAD_PARTS: u32 = 256;
+
 /// How a weight matrix is stored on the GPU (one block of the matrix template each; the
 /// layouts are described in shaders/weight_formats.wgsl).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -128,7 +143,18 @@ pub struct MatrixKernel {
     /// Decode only: split-K attention's chunk statistics merged as the prologue (the output
     /// projection past the short context).
     pub combine: bool,
-    /// With `rope_kv` or `attention`: the cache holds half floats.
+    /// Decode only, never with subgroups: one query head's attention over one chunk of the
+    /// cache as the prologue, times that head's columns, into per-head parts (the output
+    /// projection per head while the context is short:
+    /// [`KernelOptions::per_head_attention`](super::super::kernels::KernelOptions::per_head_attention)).
+    pub heads: bool,
+    /// Decode only: the input row plus the `heads` parts merged as the prologue (the
+    /// feed-forward's gate and up rows after a per-head projection).
+    pub merge_in: bool,
+    /// Decode only: each output row adds the `heads` parts' row, merged, beside its product
+    /// (the down projection after a per-head projection).
+    pub merge_out: bool,
+    /// With `rope_kv`, `attention` or `heads`: the cache holds half floats.
     pub kv_f16: bool,
     /// Decode only: a subgroup per row, reduced with subgroupAdd.
     pub subgroup: bool,
@@ -137,13 +163,29 @@ pub struct MatrixKernel {
 impl MatrixKernel {
     /// A variant with nothing fused (the fusions are set by field).
     pub fn plain(prefill: bool, format: WeightFormat, subgroup: bool) -> Self {
-        MatrixKernel { prefill, format, norm: false, glu: false, rope_kv: false, attention: false, combine: false, kv_f16: false, subgroup }
+        MatrixKernel {
+            prefill,
+            format,
+            norm: false,
+            glu: false,
+            rope_kv: false,
+            attention: false,
+            combine: false,
+            heads: false,
+            merge_in: false,
+            merge_out: false,
+            kv_f16: false,
+            subgroup,
+        }
     }
 
     /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
     /// decode also normed with RoPE/KV write and with the attention prologue, over both cache
-    /// precisions, and with the combine prologue (the forms the forward pass uses); and each
-    /// decode one with subgroups too.
+    /// precisions, with the combine prologue, and the per-head forms (the projection per
+    /// head over both cache precisions, for the formats whose blocks fit in a head of 32
+    /// columns, and normed SwiGLU and the accumulating product merging its parts): the forms
+    /// the forward pass uses; and each decode one but the per-head projection with subgroups
+    /// too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
@@ -154,7 +196,12 @@ impl MatrixKernel {
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
+                        if !subgroup && format.block() <= HEADS_MIN_BLOCK_COLUMNS {
+                            all.push(MatrixKernel { heads: true, kv_f16, ..plain });
+                        }
                     }
+                    all.push(MatrixKernel { merge_in: true, norm: true, glu: true, ..plain });
+                    all.push(MatrixKernel { merge_out: true, ..plain });
                 }
                 all
             })
@@ -164,11 +211,14 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
             if self.combine { "_combine" } else { "" },
+            if self.heads { "_heads" } else { "" },
+            if self.merge_in { "_merged" } else { "" },
+            if self.merge_out { "_add_merged" } else { "" },
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
@@ -187,9 +237,14 @@ impl MatrixKernel {
             (self.rope_kv, "ROPE_KV"),
             (self.attention, "ATTENTION"),
             (self.combine, "COMBINE"),
-            (self.attention || self.combine, "ATT_IN"),
+            (self.heads, "HEADS"),
+            (self.merge_in, "MERGE_IN"),
+            (self.merge_out, "MERGE_OUT"),
+            (self.attention || self.combine || self.heads || self.merge_in, "ATT_IN"),
+            (self.attention || self.heads, "QUERIES"),
+            (self.merge_in || self.merge_out, "HEAD_PARTS"),
             (self.glu || self.rope_kv, "PAIRS"),
-            (self.rope_kv || self.attention, "KV_CACHE"),
+            (self.rope_kv || self.attention || self.heads, "KV_CACHE"),
             (self.kv_f16, "KV_F16"),
             (self.subgroup, "SUBGROUP"),
         ];
@@ -226,6 +281,17 @@ pub struct LinearOp<'a> {
     /// Decode only: the input is every head's attention merged from split-K's chunk
     /// statistics (part 1's, for the step's one token), merged in the kernel; `x` is unused.
     pub combine: Option<CombineInput<'a>>,
+    /// Decode only: the output projection per query head: `x` holds the step's rotated
+    /// queries, and `y` gets each (head, chunk)'s part, its softmax statistics and its
+    /// un-normalized attention output times the head's columns, `[n_heads, n_chunks, 2 +
+    /// rows]`; nothing is added to the residual stream here (`merge_in` and `merge_out` do).
+    pub heads: Option<HeadsInput<'a>>,
+    /// Decode only: the input row plus the per-head parts merged (the feed-forward's gate
+    /// and up rows after `heads`; with `norm` and `glu`).
+    pub merge_in: Option<HeadParts<'a>>,
+    /// Decode only: each output row also adds the per-head parts' row, merged (the down
+    /// projection after `heads`; with `accumulate`).
+    pub merge_out: Option<HeadParts<'a>>,
     /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
     /// the matrix's rows.
@@ -264,6 +330,32 @@ pub struct CombineInput<'a> {
     pub n_chunks: u32,
 }
 
+/// The HEADS prologue's operands (see [`LinearOp::heads`]); the queries are the op's `x`.
+pub struct HeadsInput<'a> {
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub shape: [u32; 3],
+    /// The layer's K cache, already holding the step's row.
+    pub keys: &'a wgpu::Buffer,
+    /// The layer's V cache.
+    pub values: &'a wgpu::Buffer,
+    /// Chunks of [`KernelOptions::split_chunk`](super::super::kernels::KernelOptions::split_chunk)
+    /// positions per head in the parts (the most a short context covers); a dispatch's
+    /// workgroups for the chunks past the step's position write nothing.
+    pub n_chunks: u32,
+}
+
+/// The per-head parts a `heads` projection wrote, for the MERGE_IN prologue and the
+/// MERGE_OUT epilogue (see [`LinearOp::merge_in`]).
+#[derive(Clone, Copy)]
+pub struct HeadParts<'a> {
+    /// `[n_heads, n_chunks, 2 + rows]`.
+    pub parts: Bind<'a>,
+    /// Query heads.
+    pub n_heads: u32,
+    /// Chunks per head.
+    pub n_chunks: u32,
+}
+
 impl<'a> LinearOp<'a> {
     /// A plain `y = W x`.
     pub fn new(w: &'a GpuMatrix, x: &'a wgpu::Buffer, y: Bind<'a>) -> Self {
@@ -278,6 +370,9 @@ impl<'a> LinearOp<'a> {
             rope_kv: None,
             attention: None,
             combine: None,
+            heads: None,
+            merge_in: None,
+            merge_out: None,
             y_stride: None,
         }
     }
@@ -301,7 +396,9 @@ impl Kernels {
 
     fn linear(&self, ctx: &GpuContext, op: &LinearOp, prefill: bool, step: &wgpu::Buffer) -> Result<Dispatch> {
         let w = op.w;
-        let (threads_per_row, workgroup) = (self.options.threads_per_row_for(prefill), self.options.workgroup);
+        let workgroup = self.options.workgroup;
+        let threads_per_row =
+            self.options.threads_per_row_for(prefill).min(if op.heads.is_some() { HEADS_THREADS_PER_ROW } else { u32::MAX });
         let pairs = op.glu || op.rope_kv.is_some();
         if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > workgroup / 2) {
             return Err(Error::Backend(format!(
@@ -311,18 +408,23 @@ impl Kernels {
             )));
         }
         let shape = check_fusions(op, prefill)?;
-        let subgroup = self.options.subgroups && !prefill;
+        let merge = op.merge_in.or(op.merge_out);
+        check_merge(op, prefill)?;
+        let subgroup = self.options.subgroups && !prefill && op.heads.is_none();
         let variant = MatrixKernel {
             norm: op.norm.is_some(),
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
             attention: op.attention.is_some(),
             combine: op.combine.is_some(),
-            kv_f16: (op.rope_kv.is_some() || op.attention.is_some()) && self.options.kv_f16,
+            heads: op.heads.is_some(),
+            merge_in: op.merge_in.is_some(),
+            merge_out: op.merge_out.is_some(),
+            kv_f16: (op.rope_kv.is_some() || op.attention.is_some() || op.heads.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
         let kernel = self.matrix(ctx, variant)?;
-        let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or_default();
+        let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or([merge.map_or(0, |m| m.n_heads), 0, 0]);
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
@@ -333,7 +435,20 @@ impl Kernels {
             n_kv_heads,
             head_dim,
             y_stride: op.y_stride.unwrap_or(w.rows),
-            n_chunks: op.combine.as_ref().map_or(0, |c| c.n_chunks),
+            n_chunks: op
+                .combine
+                .as_ref()
+                .map(|c| c.n_chunks)
+                .or(op.heads.as_ref().map(|h| h.n_chunks))
+                .or(merge.map(|m| m.n_chunks))
+                .unwrap_or(0),
+            part_rows: if op.merge_in.is_some() {
+                w.cols
+            } else if op.merge_out.is_some() {
+                w.rows
+            } else {
+                0
+            },
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
@@ -348,7 +463,7 @@ impl Kernels {
         binds.extend(w.binds());
         match &op.combine {
             Some(c) => binds.push(("parts", c.parts)),
-            None => binds.push((if op.attention.is_some() { "q" } else { "x" }, whole(op.x))),
+            None => binds.push((if op.attention.is_some() || op.heads.is_some() { "q" } else { "x" }, whole(op.x))),
         }
         binds.extend([("y", op.y), ("step", whole(step))]);
         if let Some((gain, _)) = op.norm {
@@ -360,21 +475,60 @@ impl Kernels {
         if let Some(a) = &op.attention {
             binds.extend([("k_cache", whole(a.keys)), ("v_cache", whole(a.values))]);
         }
+        if let Some(h) = &op.heads {
+            binds.extend([("k_cache", whole(h.keys)), ("v_cache", whole(h.values))]);
+        }
+        if let Some(m) = merge {
+            binds.push(("head_parts", m.parts));
+        }
         let mut d = prepare(ctx, &kernel, &binds, groups)?;
+        if let Some(h) = &op.heads {
+            d.groups = [groups, n_heads, h.n_chunks];
+        }
         d.weight_bytes = w.bytes();
         Ok(d)
     }
 }
 
-/// Checks the RoPE/KV, attention and combine fusions of `op` (decode only, one at a time,
-/// shapes that fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`, if any.
+/// Checks the merge prologue and epilogue of `op`: decode only, one at a time, the prologue
+/// with the RMSNorm and SwiGLU, the epilogue adding to `y`, neither beside another fusion,
+/// and parts that fit the merge's weights.
+fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
+    let Some(m) = op.merge_in.or(op.merge_out) else { return Ok(()) };
+    let others = op.rope_kv.is_some() || op.attention.is_some() || op.combine.is_some() || op.heads.is_some();
+    if prefill || op.last_token || others || (op.merge_in.is_some() && op.merge_out.is_some()) {
+        return Err(Error::Backend("the merge prologue and epilogue are decode-only, one at a time, with no other fusion".into()));
+    }
+    if op.merge_in.is_some() && (op.norm.is_none() || !op.glu || op.w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {
+        return Err(Error::Backend(format!(
+            "the merge prologue comes with the RMSNorm and SwiGLU, over at most {FUSED_ATTENTION_MAX_WIDTH} columns ({})",
+            op.w.cols
+        )));
+    }
+    if op.merge_out.is_some() && (!op.accumulate || op.norm.is_some() || op.glu) {
+        return Err(Error::Backend("the merge epilogue adds to y, with no RMSNorm or SwiGLU".into()));
+    }
+    if m.n_chunks == 0 || m.n_heads == 0 || m.n_heads * m.n_chunks > MAX_HEAD_PARTS {
+        return Err(Error::Backend(format!("{} heads of {} chunks: the merge weighs 1 to {MAX_HEAD_PARTS} parts", m.n_heads, m.n_chunks)));
+    }
+    Ok(())
+}
+
+/// Checks the RoPE/KV, attention, combine and per-head fusions of `op` (decode only, one at
+/// a time, shapes that fit the matrix) and returns their `[n_heads, n_kv_heads, head_dim]`,
+/// if any.
 fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     let w = op.w;
-    let shapes = [op.rope_kv.as_ref().map(|r| r.shape), op.attention.as_ref().map(|a| a.shape), op.combine.as_ref().map(|c| c.shape)];
+    let shapes = [
+        op.rope_kv.as_ref().map(|r| r.shape),
+        op.attention.as_ref().map(|a| a.shape),
+        op.combine.as_ref().map(|c| c.shape),
+        op.heads.as_ref().map(|h| h.shape),
+    ];
     let fused = shapes.iter().flatten().count();
     if fused > 1 || (fused == 1 && (prefill || op.glu || op.last_token)) {
         return Err(Error::Backend(
-            "the RoPE/KV epilogue and the attention and combine prologues are decode-only, one at a time, without SwiGLU".into(),
+            "the RoPE/KV epilogue and the attention, combine and per-head prologues are decode-only, one at a time, without SwiGLU".into(),
         ));
     }
     let Some(shape) = shapes.into_iter().flatten().next() else { return Ok(None) };
@@ -403,6 +557,15 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     }
     if op.combine.as_ref().is_some_and(|c| c.n_chunks == 0) {
         return Err(Error::Backend("the combine prologue needs at least one chunk".into()));
+    }
+    if let Some(h) = &op.heads {
+        let block = w.format.block();
+        if h.n_chunks == 0 || op.accumulate || op.norm.is_some() || block > HEADS_MIN_BLOCK_COLUMNS || !head_dim.is_multiple_of(block) {
+            return Err(Error::Backend(format!(
+                "the per-head projection needs at least one chunk, no RMSNorm or add to y, and heads of whole {:?} blocks ({block} columns; heads of {head_dim})",
+                w.format
+            )));
+        }
     }
     Ok(Some(shape))
 }

@@ -13,6 +13,7 @@ pub mod rope_kv;
 pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel};
 pub use attention_weights::AttentionWeightsKernel;
 pub use matrix::{
-    AttentionInput, CombineInput, GpuMatrix, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat, MATMUL_TOKENS, MAX_GROUPS,
+    AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat,
+    HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS, MAX_HEAD_PARTS,
 };
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

@@ -196,6 +196,7 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
         "256",
         "--fused-attention-positions",
         "64",
+        "--per-head-attention",
         "--run-ahead-steps",
         "3",
     ]);
@@ -211,6 +212,9 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     assert_eq!(plain["matrix_workgroup"], 64, "and 64 rows per workgroup");
     assert_eq!(plain_kernels["fused_attention_positions"], 64, "the limit asked for");
     assert_eq!(plain["fused_attention_positions"], 16, "the default limit");
+    assert_eq!(plain_kernels["per_head_attention_layers"], 30, "every layer's projection per head, as asked for");
+    assert_eq!(plain_kernels["dispatches_per_step"], 4 * 30 + 2, "still 4 dispatches a layer");
+    assert_eq!(plain["per_head_attention_layers"], 0, "off by default");
     // 30 layers x K and V x 512 positions x 192 values: 4 bytes each, then 2.
     let saved = plain["gpu_bytes"].as_u64().expect("bytes") - half["gpu_bytes"].as_u64().expect("bytes");
     assert_eq!(saved, 30 * 2 * 512 * 192 * 2, "{plain} vs {half}");
@@ -377,6 +381,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "0", "hi"], "1 to 256, not 0"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--fused-attention-positions", "257", "hi"], "1 to 256, not 257"),
         (vec!["generate", "--model", &m, "--split-k-chunk", "32", "hi"], "use them with --backend gpu"),
+        (vec!["generate", "--model", &m, "--per-head-attention", "hi"], "use them with --backend gpu"),
         (vec!["bench", "--model", &m, "--backend", "gpu", "--run-ahead-steps", "4"], "run-ahead steps must be 1 to 3, not 4"),
         (vec!["bench", "--model", &m, "--backend", "gpu", "--run-ahead-steps", "0"], "not 0"),
         (vec!["bench", "--model", &m, "--run-ahead-steps", "2", "--no-run-ahead"], "cannot be used with"),

@@ -92,8 +92,9 @@ pub struct ModelArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     units_in_flight: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
-    /// projection (every workgroup computing it, no dispatch of its own), 1 to 256; past them
-    /// split-K attention takes a dispatch of its own (default 16). For measuring on a GPU.
+    /// projection (every workgroup computing it, or one head each with --per-head-attention;
+    /// no dispatch of its own), 1 to 256; past them split-K attention takes a dispatch of its
+    /// own (default 16). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     fused_attention_positions: Option<u32>,
     /// GPU: over those positions, run the output projection per query head (a workgroup per

@@ -33,7 +33,8 @@
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
-#            head up to 16 ... 256 positions (--per-head-attention), after the long prompt with
+#            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
+#            and 128), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
 #            short prompt too, chunks of 16 and 32), 1, 2 and 3 greedy steps kept submitted
 #            ahead (--run-ahead-steps), 2, 4 and 8 units of a row in flight
@@ -229,6 +230,8 @@ sweep() {
   # head's attention over one chunk, the feed-forward merging the heads' parts): unmeasured on
   # a GPU when it was written (2026-11-28, twenty-first session).
   for fused in 16 64 128 256; do measure short 64 --per-head-attention --fused-attention-positions "$fused"; done
+  # Its chunk length (split-K's): shorter chunks give more workgroups and more parts to merge.
+  for split in 16 32 128; do measure short 64 --per-head-attention --fused-attention-positions 256 --split-k-chunk "$split"; done
   # Split-K's chunk length after the long prompt (positions 257 to 321): 64 by default; 256
   # was the only length before 2026-11-27's evening (18 workgroups a layer there, 28 us).
   for split in 32 64 128 256; do measure long 64 --split-k-chunk "$split"; done

@@ -105,12 +105,8 @@ const handlers = {
     ui.text.querySelector('.placeholder')?.remove();
     if (ev.step === 0 && !ui.text.childNodes.length) renderText();
     else ui.text.append(...tokenNodes(ev, actions.selectStep));
-    ui.text.scrollTop = ui.text.scrollHeight;
-    if (state.selected === null && !state.lesson) { state.draws = null; showStep(b.steps.length - 1); }
-    renderTimelines();
-    renderStats();
-    renderBranches();
-    document.body.dataset.steps = String(b.steps.length);
+    if (state.selected === null && !state.lesson) state.draws = null;
+    drawStepsSoon();
   },
   /** @param {Extract<Response, { type: 'paused' }>} msg */
   paused(msg) {
@@ -245,8 +241,36 @@ function withParams(b, shown) {
   return b;
 }
 
+// A streamed step is drawn at the next frame, not as it arrives. At a GPU's pace several
+// steps come in one frame, and drawing each (the chart, both timelines over every step so far,
+// the stats, the branch list, and a layout for the text's scroll) would cost the page's
+// thread more than the steps cost the engine, so the drawing would fall behind the worker and
+// take a core from it on a small machine; a frame draws the newest step once, and a hidden
+// page draws nothing until it shows again. The step's token joins the text at once, and any
+// other message draws what is pending before its handler runs, so it lands on a drawn page.
+let stepsFrame = 0;
+
+/** Draws the newest step of the current branch (the chart unless a step is selected). */
+function drawSteps() {
+  if (stepsFrame) cancelAnimationFrame(stepsFrame);
+  stepsFrame = 0;
+  const b = branch();
+  if (!b) return;
+  ui.text.scrollTop = ui.text.scrollHeight;
+  if (state.selected === null && !state.lesson) showStep(b.steps.length - 1);
+  renderTimelines();
+  renderStats();
+  renderBranches();
+  document.body.dataset.steps = String(b.steps.length);
+}
+
+function drawStepsSoon() {
+  if (!stepsFrame) stepsFrame = requestAnimationFrame(drawSteps);
+}
+
 /** Hands a message from the engine to the handler of its kind. @param {Response} msg */
 export function onEngineMessage(msg) {
+  if (msg.type !== 'step' && stepsFrame) drawSteps();
   const handle = /** @type {((msg: Response) => void) | undefined} */ (handlers[msg.type]);
   handle?.(msg);
 }

@@ -216,9 +216,12 @@ async function yieldIfAsked() {
   await yieldToMessages();
 }
 
-// A streaming loop's decode steps without a delay: when each started and the engine's time
-// in it (forward and sample). From them, the time each token spends outside the engine
-// (crossing to the page, yielding to messages); null when not measured.
+// A streaming loop's decode steps without a delay: when each started and how long the
+// engine's calls for it took (the step, and taking its inside where the views are open), as
+// this worker's clock saw them. From them, the time each token spends outside the engine
+// (crossing to the page, yielding to messages); null when not measured. The engine's own
+// forward_ms is not used here: a greedy step the GPU ran ahead counts its pass from when the
+// step before's logits came back, inside the call before it.
 let pace = null;
 const outsideMs = (end) => {
   if (!pace?.length) return null;
@@ -249,7 +252,7 @@ async function stepOnce() {
     const kept = await withEngine(() => engine.takeInside(lens));
     if (kept) inside = { inside: kept, lens, ms: performance.now() - t1 };
   }
-  if (pace && event.step > 0) pace.push([t0, event.forward_ms + event.sample_ms + (inside ? inside.ms : 0)]);
+  if (pace && event.step > 0) pace.push([t0, performance.now() - t0]);
   post({ type: 'step', event, stats: statsOf(engine), inside });
   return true;
 }

@@ -23,7 +23,9 @@
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs) and the
 // page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
-// projection per query head over its first 256 positions (?perhead=256); then whether each one's
+// projection per query head over its first 256 positions (?perhead=256) and the page sampling
+// at temperature 0.7 with a fixed seed (how a person uses it; no greedy run-ahead), also with
+// ?sampledahead=1 (each sampled step run ahead on the GPU's top token); then whether each one's
 // greedy text on that GPU equals the exact CPU path's (`generate --backend cpu-exact`).
 // BENCH_SKIP=native,dawn leaves out the native rows and the Dawn stand-in (a short lease's
 // browser-only round). Writes $BENCH_OUT/results-device.json (BENCH_OUT: bench/device by default).
@@ -119,14 +121,18 @@ async function llamaCpp(gpu = false) {
 // `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
 // With `record` false it only warms up (one untimed run per prompt, no rows). `asks` adds the
 // page's measuring options: { runahead: N } keeps N greedy steps submitted ahead on WebGPU,
-// { perhead: N } runs its first N positions with the output projection per query head.
+// { perhead: N } runs its first N positions with the output projection per query head, and
+// { temperature: T } samples at T with the seed fixed (42) instead of decoding greedily: each
+// step then waits for its logits to come back and be sampled before the next one starts,
+// which greedy steps run ahead of.
 // Returns each prompt's generated tokens (the last run's), as the page shows them.
 async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true, asks = {}) {
   const texts = {};
   const page = await (await env.browser.newContext()).newPage();
-  const extra = Object.entries(asks).map(([k, v]) => `&${k}=${v}`).join('');
+  const { temperature = 0, ...inUrl } = asks;
+  const extra = Object.entries(inUrl).map(([k, v]) => `&${k}=${v}`).join('');
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${extra}`);
-  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}`;
+  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}`;
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -146,17 +152,22 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   // The CPU engine's dot-product kernels, as the Backend row names them.
   const kernels = backend === 'cpu' ? (await page.locator('#stats').textContent()).match(/([\w-]+) kernels/)?.[1] : undefined;
   await page.getByRole('radio', { name: 'Completion' }).check();
-  await setSlider(page, 'Temperature', 0);
+  await setSlider(page, 'Temperature', temperature);
+  if (temperature) {
+    await page.getByRole('checkbox', { name: 'Fixed seed' }).check();
+    await page.getByRole('spinbutton', { name: 'Seed' }).fill('42');
+  }
   await setSlider(page, 'Max tokens', TOKENS);
   for (const [name, text] of Object.entries(PROMPTS)) {
     const prefill = [], decode = [], seen = [], outside = [];
-    let dispatches, encodeMs;
+    let dispatches, encodeMs, runAhead;
     for (let r = 0; r < runs + 1; r++) {
       await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
       await page.evaluate(() => { delete document.body.dataset.finish; });
       await page.getByRole('button', { name: 'Generate', exact: true }).click();
       await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
-      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches, e: document.body.dataset.gpuEncodeMs }));
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches, e: document.body.dataset.gpuEncodeMs, a: document.body.dataset.gpuRunAhead }));
+      runAhead = f.a;
       dispatches = f.k === undefined ? undefined : Number(f.k);
       encodeMs = f.e === undefined ? undefined : Number(f.e);
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
@@ -164,7 +175,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
     const forwardMs = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => Number(e.dataset.forwardMs)));
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${asked}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, ...stepEnds(forwardMs) });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${asked}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, gpu_run_ahead_taken_dropped: runAhead, ...stepEnds(forwardMs) });
   }
   await page.close();
   return texts;
@@ -263,6 +274,8 @@ async function onTheGpu() {
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
     await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
     perHeadTexts = await attempt('tokenscope Chromium webgpu, per-head attention', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { perhead: 256 }));
+    await attempt('tokenscope Chromium webgpu, sampled', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7 }));
+    await attempt('tokenscope Chromium webgpu, sampled, run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7, sampledahead: 1 }));
     await attempt('wllama webgpu', () => wllama(env, THREADS, true));
   } else {
     failures.push(`tokenscope and wllama in Chromium (WebGPU): Chromium gave WebGPU ${adapter ? `only a software adapter (${adapter.name})` : 'no adapter'}, so no GPU figure comes from the browser (info.txt's probe says which flags were tried)`);
@@ -381,9 +394,10 @@ const machine = `${cpus()[0].model.trim()}, ${cpus().length} cores${gpu ? `; GPU
 console.log(`\nmake bench on ${machine}; greedy, ${TOKENS} tokens, median of ${RUNS}; ratio: tokenscope / best peer in the same place`);
 console.log(['engine', 'where', 'device', 'model', 'prompt', 'prefill tok/s', 'ratio', 'decode tok/s', 'ratio'].join(' | '));
 for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.prompt, r.prefill_tok_s.toFixed(1), ratio(r, 'prefill_tok_s'), r.decode_tok_s.toFixed(1), ratio(r, 'decode_tok_s')].join(' | '));
-console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of a decode step, less the engine\'s forward and sample):');
+console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of the streamed decode steps, less its calls into the engine):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, a step's commands encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
+for (const r of rows.filter((r) => r.gpu_run_ahead_taken_dropped)) console.log(`${r.where} | ${r.prompt} | decode steps run ahead on the GPU's top token since the page loaded, taken / dropped: ${r.gpu_run_ahead_taken_dropped}`);
 for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run; every step's in the results' decode_forward_ms)`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);

@@ -16,7 +16,7 @@ use wasm_bindgen::prelude::*;
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
-use crate::backend::gpu::model::check_run_ahead_steps;
+use crate::backend::gpu::model::{check_run_ahead_steps, RunAheadCounts};
 use crate::backend::{AnyBackend, Backend};
 use crate::blob_reader::BlobReader;
 use crate::error::{Error, ErrorName};
@@ -85,6 +85,9 @@ struct Stats {
     gpu_kernels: Option<String>,
     /// GPU only: bytes of every buffer on the GPU (weights, KV cache, activations, logits).
     gpu_buffer_bytes: Option<u64>,
+    /// GPU only: decode steps run ahead on the GPU's argmax since the model loaded, taken as
+    /// run and dropped (another token came).
+    gpu_run_ahead: Option<RunAheadCounts>,
 }
 
 /// How often a token came up in repeated draws.
@@ -102,6 +105,9 @@ pub struct Engine {
     /// The next WebGPU load's short context with the output projection per query head
     /// ([`Engine::set_per_head_attention`]), if asked.
     per_head_positions: Option<u32>,
+    /// Whether sampled steps also run the next step ahead on the GPU's argmax
+    /// ([`Engine::set_run_ahead_sampled`]).
+    run_ahead_sampled: bool,
 }
 
 /// What the engine holds: nothing, or a model with what it is doing. (One engine lives per
@@ -252,7 +258,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { state: EngineState::Empty, per_head_positions: None }
+        Engine { state: EngineState::Empty, per_head_positions: None, run_ahead_sampled: false }
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -360,10 +366,12 @@ impl Engine {
     /// step's pass keeps its attention weights and residuals for [`Engine::take_inside`].
     #[wasm_bindgen(unchecked_return_type = "Event")]
     pub async fn step(&mut self, keep_inside: bool) -> Result<JsValue, JsValue> {
+        let run_ahead_sampled = self.run_ahead_sampled;
         let Ok((backend, tokenizer, Work::Run { generation, run })) = self.loaded() else {
             return Err(not_ready("no generation is running: press Generate"));
         };
         generation.keep_inside(keep_inside);
+        generation.run_ahead_sampled(run_ahead_sampled);
         let (event, logits) = generation.step_keeping_logits(backend, tokenizer).await.map_err(js_err)?;
         match (&event, logits) {
             (Event::Step(s), Some(logits)) => run.push_step(s.clone(), logits),
@@ -454,6 +462,16 @@ impl Engine {
             (AnyBackend::Gpu(g), _, _) => g.set_run_ahead_steps(steps).map_err(js_err),
             (AnyBackend::Cpu(_), _, _) => check_run_ahead_steps(steps).map_err(js_err),
         }
+    }
+
+    /// Whether sampled steps (not only greedy ones) run the next step ahead on WebGPU, on the
+    /// GPU's argmax of the logits before, from the next step on: taken where the draw was the
+    /// argmax, dropped otherwise, the same tokens either way (as `generate
+    /// --run-ahead-sampled` does natively): for measuring it in the browser, where a
+    /// readback's round trip is long. The CPU backend runs nothing ahead.
+    #[wasm_bindgen(js_name = setRunAheadSampled)]
+    pub fn set_run_ahead_sampled(&mut self, on: bool) {
+        self.run_ahead_sampled = on;
     }
 
     /// Runs the next WebGPU load's decode steps over the first `positions` positions (1 to
@@ -573,6 +591,10 @@ impl Engine {
             },
             gpu_buffer_bytes: match b {
                 AnyBackend::Gpu(g) => Some(g.step_shape().gpu_bytes),
+                AnyBackend::Cpu(_) => None,
+            },
+            gpu_run_ahead: match b {
+                AnyBackend::Gpu(g) => Some(g.run_ahead_counts()),
                 AnyBackend::Cpu(_) => None,
             },
         })

@@ -135,6 +135,33 @@ fn generate_on_the_gpu_gives_the_same_lines_as_on_the_cpu() {
     }
 }
 
+/// `generate --run-ahead-sampled` on the GPU draws what it draws without (the same seed, the
+/// same token ids), and its summary line counts every decode step after the first as run
+/// ahead, taken or dropped; without it, sampled steps run nothing ahead.
+#[test]
+fn generate_runs_sampled_steps_ahead_on_the_gpu_only_when_asked_and_draws_the_same() {
+    let m = model();
+    let run = |ahead: bool| {
+        let mut args = vec!["generate", "--model", &m, "--backend", "gpu", "--jsonl", "--temperature", "1.2", "--seed", "5"];
+        args.extend(["--max-tokens", "4", "--top-n", "1", "The capital of France is"]);
+        if ahead {
+            args.push("--run-ahead-sampled");
+        }
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{err}");
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str::<Value>(l).expect("JSON line")).collect();
+        let (last, steps) = lines.split_last().expect("lines");
+        let ids: Vec<Value> = steps.iter().map(|s| s["token_id"].clone()).collect();
+        let counts = (last["run_ahead_taken"].as_u64().expect("taken"), last["run_ahead_dropped"].as_u64().expect("dropped"));
+        (ids, counts)
+    };
+    let (plain, plain_counts) = run(false);
+    let (ahead, (taken, dropped)) = run(true);
+    assert_eq!(ahead, plain, "the same draws");
+    assert_eq!(plain_counts, (0, 0), "sampled steps wait for their logits unless asked");
+    assert_eq!(taken + dropped, plain.len() as u64 - 1, "every decode step after the first was run ahead");
+}
+
 /// `tokenscope bench --backend gpu --json` on a short prompt, with `extra` arguments: its
 /// one JSON object.
 fn gpu_bench_json(extra: &[&str]) -> Value {

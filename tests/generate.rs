@@ -209,17 +209,20 @@ fn sampling_changes_apply_from_the_next_step() {
 
 /// The loop asks the backend to run the next steps ahead (`Pass::run_ahead`: as many as are
 /// still to come) only where each will take the argmax of the logits before: greedy or top-k 1
-/// sampling with no repetition penalty, the cache kept, no token forced. A step the backend ran ahead reports forward milliseconds counted from the step
-/// before's logits: finite, not negative.
+/// sampling with no repetition penalty, the cache kept, no token forced; with
+/// `run_ahead_sampled`, sampled steps too (the argmax guessed), under the same conditions. A
+/// step the backend ran ahead reports forward milliseconds counted from the step before's
+/// logits: finite, not negative.
 #[test]
 fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
     let m = synthetic_model();
     let tok = &m.tokenizer;
     let script = tok.encode("aaaaaaaaaaaaaaaaaaaa").expect("ok");
-    let run = |sampling: SamplingParams, kv_cache: bool, force_third: bool| {
+    let run_with = |sampling: SamplingParams, kv_cache: bool, force_third: bool, sampled_ahead: bool| {
         let mut b = scripted(tok, &script);
         let params = GenerateParams { sampling, max_tokens: 5, kv_cache, ..GenerateParams::default() };
         let mut g = Generation::new(tok.encode("x").expect("ok"), params, tok, 64).expect("ok");
+        g.run_ahead_sampled(sampled_ahead);
         let mut forward_ms = Vec::new();
         for step in 0.. {
             if force_third && step == 2 {
@@ -233,6 +236,7 @@ fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
         assert!(forward_ms.iter().all(|ms| ms.is_finite() && *ms >= 0.0), "forward ms {forward_ms:?}");
         b.asked
     };
+    let run = |sampling: SamplingParams, kv_cache: bool, force_third: bool| run_with(sampling, kv_cache, force_third, false);
     let greedy = SamplingParams::greedy();
     assert_eq!(run(greedy.clone(), true, false), [4, 3, 2, 1, 0], "greedy: the steps still to come");
     assert_eq!(run(greedy.clone(), true, true), [4, 3, 0, 1, 0], "a forced token is no argmax");
@@ -243,6 +247,14 @@ fn the_loop_asks_to_run_ahead_only_where_the_next_token_is_the_argmax() {
     let penalized = SamplingParams { repetition_penalty: 1.3, ..greedy.clone() };
     assert!(none(run(penalized, true, false)), "a repetition penalty moves the argmax");
     assert!(none(run(greedy, false, false)), "without the cache every step reruns the context");
+    // Asked to guess while sampling: a draw and a penalized draw run ahead too, but not a
+    // forced token's step, nor a run without the cache.
+    let draw = SamplingParams::default();
+    assert_eq!(run_with(draw.clone(), true, false, true), [4, 3, 2, 1, 0], "a draw, the argmax guessed");
+    assert_eq!(run_with(draw.clone(), true, true, true), [4, 3, 0, 1, 0], "a forced token is no guess");
+    let penalized = SamplingParams { repetition_penalty: 1.3, ..draw.clone() };
+    assert_eq!(run_with(penalized, true, false, true), [4, 3, 2, 1, 0], "a penalized draw, the raw argmax guessed");
+    assert!(none(run_with(draw, false, false, true)), "without the cache nothing runs ahead, guessed or not");
 }
 
 #[test]

@@ -14,8 +14,9 @@ use tokenscope::backend::gpu::kernels::{self, KernelOptions};
 use tokenscope::backend::gpu::model::{RunAheadCounts, MAX_RUN_AHEAD};
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::{Backend, Pass};
+use tokenscope::generation::generate::{Event, GenerateParams, Generation};
 use tokenscope::model::Model;
-use tokenscope::sampler::ranking;
+use tokenscope::sampler::{ranking, SamplingParams};
 
 /// GPU vs exact64: the same f32 math as the exact CPU path, other summation orders.
 const TOL: f64 = 1e-2;
@@ -288,6 +289,38 @@ fn gpu_run_ahead_gives_the_plain_steps_logits_and_drops_a_wrong_guess() {
         assert!(bits(&again.logits) == plain[2].1, "step 2 again after a truncate past {steps} run-ahead steps");
         assert_eq!(g.run_ahead_counts(), counts(after_truncate), "{steps} ahead, then the truncate");
     }
+}
+
+/// Sampled steps asked to run ahead on the GPU's argmax
+/// ([`Generation::run_ahead_sampled`]) draw the same tokens from the same seed as steps that
+/// wait for their logits: each pass after the first finds a step run ahead, taken where the
+/// draw before it was the argmax (its rank 0) and dropped otherwise, and nothing runs ahead of
+/// the last.
+#[test]
+fn gpu_sampled_steps_run_ahead_draw_the_same_tokens() {
+    let mut g = gpu();
+    let tok = Model::open(&common::model_path()).expect("model").tokenizer;
+    let prompt = [504u32, 3575, 282, 4649, 314];
+    let steps = 6;
+    let sampling = SamplingParams { temperature: 1.2, top_k: 0, top_p: 1.0, ..SamplingParams::default() };
+    let run = |g: &mut GpuBackend, ahead: bool| {
+        g.truncate(0);
+        let params = GenerateParams { sampling: sampling.clone(), seed: 5, max_tokens: steps, ..GenerateParams::default() };
+        let mut generation = Generation::new(prompt.to_vec(), params, &tok, g.context_len()).expect("generation");
+        generation.run_ahead_sampled(ahead);
+        let mut drawn = Vec::new();
+        while let Event::Step(s) = pollster::block_on(generation.step(g, &tok)).expect("step") {
+            drawn.push((s.token_id, s.sample.rank));
+        }
+        drawn
+    };
+    let plain = run(&mut g, false);
+    assert_eq!(g.run_ahead_counts(), RunAheadCounts::default(), "a sampled step waits for its logits unless asked");
+    let ahead = run(&mut g, true);
+    assert_eq!(ahead, plain, "(token, rank) of each step, run ahead against not");
+    let argmax_draws = plain[..steps - 1].iter().filter(|(_, rank)| *rank == 0).count();
+    eprintln!("ranks drawn: {:?}", plain.iter().map(|(_, rank)| rank).collect::<Vec<_>>());
+    assert_eq!(g.run_ahead_counts(), RunAheadCounts { taken: argmax_draws, dropped: steps - 1 - argmax_draws });
 }
 
 #[test]

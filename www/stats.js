@@ -117,6 +117,8 @@ export function runRows(a) {
   ];
   if (run?.speculative) rows.push(['Speculative decoding', speculativeSummary(evs, decodeAvg, s, run.speculative.drafter, a.plainDecode)]);
   if (s?.gpu_dispatches_per_step) rows.push(['GPU dispatches per step', `${s.gpu_dispatches_per_step} kernel dispatches in one compute pass and one submit${encodeLabel(s.gpu_encode_ms_per_step)}`]);
+  const ahead = s?.gpu_run_ahead;
+  if (ahead && ahead.taken + ahead.dropped > 0) rows.push(['GPU run-ahead', `${ahead.taken} decode steps started on the GPU's own top token before the step before was read back were kept, ${ahead.dropped} dropped (another token came), since the model loaded`]);
   return rows;
 }
 

@@ -192,6 +192,8 @@ export function renderStats() {
   else delete document.body.dataset.gpuDispatches;
   if (s?.gpu_encode_ms_per_step != null) document.body.dataset.gpuEncodeMs = String(s.gpu_encode_ms_per_step);
   else delete document.body.dataset.gpuEncodeMs;
+  if (s?.gpu_run_ahead) document.body.dataset.gpuRunAhead = `${s.gpu_run_ahead.taken}/${s.gpu_run_ahead.dropped}`;
+  else delete document.body.dataset.gpuRunAhead;
   fillStats(ui.stats, rows);
 }
 

@@ -18,6 +18,10 @@
 // (Engine.setRunAheadSteps; 1 by default): for measuring what hiding a readback's round trip
 // buys. `?perhead=N` runs WebGPU decode steps over the first N positions with the output
 // projection per query head (Engine.setPerHeadAttention): for measuring it against the default.
+// `?sampledahead=1` has sampled steps too run the next step ahead on WebGPU, on the GPU's top
+// token (Engine.setRunAheadSampled; greedy steps always do): the same tokens, for measuring
+// what starting each step before the last one's logits are back buys where the draw is mostly
+// the top token.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -26,6 +30,7 @@ const ASKED_THREADS = Number(ASKS.get('threads')) || 0;
 const BASELINE_ASKED = ASKS.get('simd') === 'baseline';
 const RUN_AHEAD_ASKED = Number(ASKS.get('runahead')) || 0;
 const PER_HEAD_ASKED = ASKS.has('perhead') ? Number(ASKS.get('perhead')) : undefined;
+const SAMPLED_AHEAD_ASKED = ASKS.get('sampledahead') === '1';
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -182,6 +187,7 @@ async function load(msg) {
       info = await fresh.loadModel(file, progress, context, 'cpu', false, false);
     }
     if (RUN_AHEAD_ASKED) fresh.setRunAheadSteps(RUN_AHEAD_ASKED);
+    if (SAMPLED_AHEAD_ASKED) fresh.setRunAheadSampled(true);
   } catch (e) {
     fresh.free();
     throw e;

@@ -52,8 +52,9 @@ pub struct Pass {
     pub inspect: bool,
     /// Which kernels compute the tokens, where a backend has several ([`Batching`]).
     pub batching: Batching,
-    /// The caller decodes greedily: the next this many one-token passes (0: none) will most
-    /// likely each take the argmax of the logits before (the sampler's greedy choice). A
+    /// The caller decodes greedily, or asks for the argmax guessed while sampling
+    /// ([`crate::generation::generate::Generation::run_ahead_sampled`]): the next this many one-token
+    /// passes (0: none) will each most likely take the argmax of the logits before. A
     /// backend that can (the GPU) then starts the next ones itself (as many as it keeps ahead),
     /// each on the argmax it computes, before handing these logits back; a later pass of the
     /// first one's very token at the next position finds it already running

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use tokenscope::backend::Backend;
+use tokenscope::backend::{AnyBackend, Backend};
 use tokenscope::generation::beam::{BeamEvent, BeamParams, BeamSearch};
 use tokenscope::generation::generate::{Event, GenerateParams, Generation};
 use tokenscope::generation::inspect::StepInside;
@@ -83,6 +83,12 @@ pub struct GenerateArgs {
     length_penalty: f32,
     #[command(flatten)]
     speculative: SpeculativeArgs,
+    /// GPU: sampled steps too run the next step ahead on the GPU's argmax of the logits
+    /// before (greedy ones always do), taken where the draw was the argmax and dropped
+    /// otherwise: the same tokens, for measuring when the GPU starts each step. --jsonl's
+    /// summary line counts the steps taken and dropped.
+    #[arg(long, conflicts_with = "beams")]
+    run_ahead_sampled: bool,
     /// Whether top-k, top-p and min-p see the distribution before or after the temperature.
     #[arg(long, value_enum, default_value_t = OrderArg::TemperatureFirst)]
     sampler_order: OrderArg,
@@ -158,6 +164,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let context = backend.context_len();
     let mut generation = Generation::new(prompt, params, &tokenizer, context)?;
     generation.keep_inside(a.inspect && a.jsonl);
+    generation.run_ahead_sampled(a.run_ahead_sampled);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     loop {
@@ -241,6 +248,13 @@ pub fn run(a: GenerateArgs) -> Result<()> {
                         "decode_ms": f.decode_ms,
                         "text": f.text,
                     });
+                    // Steps the GPU ran ahead on its argmax, taken and dropped (the CPU runs none).
+                    let (taken, dropped) = match &backend {
+                        AnyBackend::Gpu(g) => (g.run_ahead_counts().taken, g.run_ahead_counts().dropped),
+                        AnyBackend::Cpu(_) => (0, 0),
+                    };
+                    line["run_ahead_taken"] = json!(taken);
+                    line["run_ahead_dropped"] = json!(dropped);
                     if let Some(st) = &f.speculative {
                         line["draft_tokens"] = json!(st.draft_tokens);
                         line["accepted_tokens"] = json!(st.accepted_tokens);

@@ -218,6 +218,9 @@ pub struct Generation {
     stats: SpeculativeStats,
     /// Whether each plain step's pass keeps its inspection ([`Generation::keep_inside`]).
     keep_inside: bool,
+    /// Whether sampled steps too ask the backend to run the next ones ahead on the argmax
+    /// ([`Generation::run_ahead_sampled`]).
+    run_ahead_sampled: bool,
     /// The latest step's index and its pass's inspection, where it kept one and it was not
     /// taken yet.
     live: Option<(usize, Inspection)>,
@@ -246,6 +249,7 @@ impl Generation {
             pending_cached: 0,
             stats: SpeculativeStats::default(),
             keep_inside: false,
+            run_ahead_sampled: false,
             live: None,
             params,
         })
@@ -357,6 +361,19 @@ impl Generation {
         let (_, inspection) = inspect::recompute(backend, &self.context, self.prompt_len, self.cached, step, batching).await?;
         self.cached = held;
         inspect::step_inside(backend, &self.context, step, inspection, with_lens, tokenizer).await
+    }
+
+    /// Whether sampled steps (not only greedy ones) ask the backend to run the next steps
+    /// ahead, each on the argmax of the logits before ([`Pass::run_ahead`]): the GPU then
+    /// starts the next step before this one's logits are read back and sampled, and a step
+    /// whose draw was the argmax finds it already running, while any other draw drops it and
+    /// runs its own (a wasted step of the GPU's). The tokens are the same either way (the
+    /// draws are made from the same logits); what it changes is only when the GPU starts each
+    /// step, which pays where reading the logits back and sampling take about as long as a
+    /// step on the GPU (a browser's readback) and the draw is mostly the argmax. Off by
+    /// default; the CPU backends run nothing ahead.
+    pub fn run_ahead_sampled(&mut self, on: bool) {
+        self.run_ahead_sampled = on;
     }
 
     /// Whether the following steps keep their inside as they run (on the page: while the
@@ -534,16 +551,14 @@ impl Generation {
     }
 
     /// How many steps after the next forward pass it asks the backend to run ahead: none
-    /// unless each will most likely take the argmax of the logits before (the sampling picks
-    /// it, no token is forced, the cache is kept, no speculative round decides it); else the
-    /// steps still to come by the run's length (none after its last).
+    /// unless each will take the argmax of the logits before (the sampling picks it) or is
+    /// asked to be guessed so while sampling ([`Generation::run_ahead_sampled`]), no token is
+    /// forced, the cache is kept, no speculative round decides it and no inside is kept; else
+    /// the steps still to come by the run's length (none after its last).
     fn runs_ahead(&self) -> usize {
-        let argmax = self.params.sampling.picks_argmax()
-            && self.forced.is_none()
-            && self.params.kv_cache
-            && self.params.speculative.is_none()
-            && !self.keep_inside;
-        if argmax {
+        let guessed = self.params.sampling.picks_argmax() || self.run_ahead_sampled;
+        let plain = self.forced.is_none() && self.params.kv_cache && self.params.speculative.is_none() && !self.keep_inside;
+        if guessed && plain {
             self.params.max_tokens.saturating_sub(self.completion_len() + 1)
         } else {
             0

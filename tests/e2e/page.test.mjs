@@ -23,6 +23,16 @@ async function generate(p, { maxTokens = 4 } = {}) {
   await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 180_000 });
 }
 
+// Opens `url` in page `p` once its default model has loaded, then picks the WebGPU backend;
+// waiting for that load is the caller's (a refused ask never loads).
+async function onWebGpu(p, url) {
+  await p.goto(url);
+  await waitLoaded(p);
+  await p.locator('details.more').evaluate((d) => { d.open = true; });
+  await p.evaluate(() => { delete document.body.dataset.loadMs; });
+  await p.locator('#backend').selectOption('webgpu');
+}
+
 async function barPercents(p) {
   return p.locator('#chart .row .bar-pct').allTextContents();
 }
@@ -246,14 +256,7 @@ test('?perhead=256 runs WebGPU\'s output projection per query head, to the same 
   assert.ok(webgpuGreedy, 'the WebGPU test ran first');
   const p = await context.newPage();
   p.on('pageerror', (e) => console.error('page error:', e.message));
-  const onWebGpu = async (url) => {
-    await p.goto(url);
-    await waitLoaded(p);
-    await p.locator('details.more').evaluate((d) => { d.open = true; });
-    await p.evaluate(() => { delete document.body.dataset.loadMs; });
-    await p.locator('#backend').selectOption('webgpu');
-  };
-  await onWebGpu(`${BASE}?perhead=256`);
+  await onWebGpu(p, `${BASE}?perhead=256`);
   await waitLoaded(p);
   assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
   assert.equal(Number(await p.evaluate(() => document.body.dataset.gpuDispatches)), 4 * 30 + 2, '4 dispatches a layer');
@@ -263,13 +266,38 @@ test('?perhead=256 runs WebGPU\'s output projection per query head, to the same 
   await generate(p, { maxTokens: 3 });
   assert.deepEqual(await p.locator('#text .tok').allTextContents(), webgpuGreedy);
 
-  await onWebGpu(`${BASE}?perhead=999`);
+  await onWebGpu(p, `${BASE}?perhead=999`);
   await p.getByRole('alert').waitFor({ state: 'visible' });
   assert.match(await p.getByRole('alert').textContent(), /per-head attention covers 1 to 256 positions, not 999/);
   assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
   await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
   await generate(p, { maxTokens: 2 });
   assert.ok((await p.locator('#text .tok').count()) >= 1);
+  await p.close();
+});
+
+test('?sampledahead=1 runs WebGPU\'s sampled steps ahead on the top token, drawing the tokens the default page draws', async () => {
+  const p = await context.newPage();
+  p.on('pageerror', (e) => console.error('page error:', e.message));
+  // Four tokens at temperature 1.2, seed 42, on WebGPU: the tokens and the run-ahead counts.
+  const sampled = async (url) => {
+    await onWebGpu(p, url);
+    await waitLoaded(p);
+    assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
+    await p.getByRole('radio', { name: 'Completion' }).check();
+    await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
+    await setSlider(p, 'Temperature', 1.2);
+    await generate(p, { maxTokens: 4 });
+    const tokens = await p.locator('#text .tok').allTextContents();
+    return { tokens, ahead: await p.evaluate(() => document.body.dataset.gpuRunAhead), stats: await p.locator('#stats').textContent() };
+  };
+  const plain = await sampled(BASE);
+  assert.equal(plain.ahead, '0/0', 'sampled steps wait for their logits by default');
+  const ahead = await sampled(`${BASE}?sampledahead=1`);
+  assert.deepEqual(ahead.tokens, plain.tokens, 'the same draws');
+  const [taken, dropped] = ahead.ahead.split('/').map(Number);
+  assert.equal(taken + dropped, ahead.tokens.length - 1, `every step after the first found one run ahead: ${ahead.ahead}`);
+  assert.match(ahead.stats, new RegExp(`GPU run-ahead${taken} decode steps started on the GPU's own top token .* kept, ${dropped} dropped`), ahead.stats);
   await p.close();
 });
 

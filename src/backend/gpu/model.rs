@@ -224,13 +224,15 @@ struct Ahead {
     submission: wgpu::SubmissionIndex,
 }
 
-/// How a greedy run-ahead fared since load ([`GpuBackend::run_ahead_counts`]).
+/// How a run-ahead fared since load ([`GpuBackend::run_ahead_counts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct RunAheadCounts {
     /// Steps a later pass took as run: the caller chose the token the GPU ranked first.
     pub taken: usize,
     /// Steps dropped: the caller chose another token (a tie the sampler broke otherwise, a
-    /// forced token), truncated the cache, or ran another kind of pass there.
+    /// forced token, a draw other than the argmax), truncated the cache, or ran another kind
+    /// of pass there.
     pub dropped: usize,
 }
 

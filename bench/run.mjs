@@ -159,23 +159,23 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   }
   await setSlider(page, 'Max tokens', TOKENS);
   for (const [name, text] of Object.entries(PROMPTS)) {
-    const prefill = [], decode = [], seen = [], outside = [];
+    const prefill = [], decode = [], seen = [], outside = [], wall = [];
     let dispatches, encodeMs, runAhead;
     for (let r = 0; r < runs + 1; r++) {
       await page.getByRole('textbox', { name: 'Prompt' }).fill(text);
       await page.evaluate(() => { delete document.body.dataset.finish; });
       await page.getByRole('button', { name: 'Generate', exact: true }).click();
       await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 600_000 });
-      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches, e: document.body.dataset.gpuEncodeMs, a: document.body.dataset.gpuRunAhead }));
+      const f = await page.evaluate(() => ({ p: Number(document.body.dataset.prefillTokS), d: Number(document.body.dataset.decodeTokS), o: Number(document.body.dataset.outsideMs), k: document.body.dataset.gpuDispatches, e: document.body.dataset.gpuEncodeMs, a: document.body.dataset.gpuRunAhead, w: Number(document.body.dataset.wallMs) }));
       runAhead = f.a;
       dispatches = f.k === undefined ? undefined : Number(f.k);
       encodeMs = f.e === undefined ? undefined : Number(f.e);
       const user = Number((await page.locator('#stats').textContent()).match(/Tokens\/s([\d.]+)/)?.[1] || 0);
-      if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); }
+      if (r > 0) { prefill.push(f.p); decode.push(f.d); seen.push(user); outside.push(f.o); if (f.w > 0) wall.push(1000 / f.w); }
     }
     texts[name] = await page.locator('#text .tok').allTextContents();
     const forwardMs = await page.locator('#text .tok').evaluateAll((els) => els.map((e) => Number(e.dataset.forwardMs)));
-    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${asked}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, gpu_run_ahead_taken_dropped: runAhead, ...stepEnds(forwardMs) });
+    if (record) add({ engine: 'tokenscope', where: backend === 'cpu' ? `Chromium cpu (wasm, ${used} thread${used > 1 ? 's' : ''}, ${kernels})` : `${BROWSER_WEBGPU}${asked}`, device, prompt: name, prefill_tok_s: median(prefill), decode_tok_s: median(decode), decode_tok_s_as_seen: median(seen), decode_tok_s_wall: wall.length ? median(wall) : undefined, outside_engine_ms_per_token: median(outside), gpu_dispatches_per_step: dispatches, gpu_encode_ms_per_step: encodeMs, gpu_run_ahead_taken_dropped: runAhead, ...stepEnds(forwardMs) });
   }
   await page.close();
   return texts;
@@ -397,6 +397,8 @@ for (const r of rows) console.log([r.engine, r.where, r.device, r.model, r.promp
 console.log('\ntime per token outside the engine in the page (the worker\'s wall clock of the streamed decode steps, less its calls into the engine):');
 for (const r of rows.filter((r) => r.outside_engine_ms_per_token !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.outside_engine_ms_per_token.toFixed(2)} ms`);
 for (const r of rows.filter((r) => r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} on ${r.device} | ${r.prompt} | ${r.gpu_dispatches_per_step} kernel dispatches per decode step (the page's count after the run)${r.gpu_encode_ms_per_step == null ? '' : `, a step's commands encoded in ${r.gpu_encode_ms_per_step.toFixed(2)} ms of the engine's time while the GPU ran the step before`}`);
+console.log('\ndecode tok/s by the worker\'s wall clock in the page (its streamed decode steps end to end: the engine, sampling, crossing to the page; the table\'s figure is the engine\'s forward passes):');
+for (const r of rows.filter((r) => r.decode_tok_s_wall !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.decode_tok_s_wall.toFixed(1)}`);
 for (const r of rows.filter((r) => r.gpu_run_ahead_taken_dropped)) console.log(`${r.where} | ${r.prompt} | decode steps run ahead on the GPU's top token since the page loaded, taken / dropped: ${r.gpu_run_ahead_taken_dropped}`);
 for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run; every step's in the results' decode_forward_ms)`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);

@@ -129,6 +129,8 @@ const handlers = {
     document.body.dataset.prefillTokS = String(msg.finish.prefill_tok_s);
     document.body.dataset.decodeTokS = String(msg.finish.decode_tok_s);
     document.body.dataset.outsideMs = msg.outsideMs == null ? '' : String(msg.outsideMs);
+    // The worker's wall clock per streamed decode step, for `make bench`.
+    document.body.dataset.wallMs = msg.wallMs == null ? '' : String(msg.wallMs);
     document.body.dataset.finish = msg.finish.finish_reason;
   },
   /** @param {Extract<Response, { type: 'forked' }>} msg */

@@ -50,7 +50,8 @@
  *   | { type: 'step', event: { type: 'step' } & import('./pkg/tokenscope.js').StepEvent, stats: Stats,
  *       inside?: { inside: import('./pkg/tokenscope.js').StepInside, lens: boolean, ms: number } }
  *   | { type: 'paused', stats: Stats }
- *   | { type: 'finished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').Finish, stats: Stats, outsideMs: number | null }
+ *   | { type: 'finished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').Finish, stats: Stats, outsideMs: number | null,
+ *       wallMs: number | null }
  *   | { type: 'beamstep', event: { type: 'step' } & import('./pkg/tokenscope.js').BeamStep, stats: Stats }
  *   | { type: 'beamfinished', finish: { type: 'finished' } & import('./pkg/tokenscope.js').BeamFinish, stats: Stats }
  *   | { type: 'forked', branch: import('./pkg/tokenscope.js').Branch }

@@ -234,6 +234,10 @@ const outsideMs = (end) => {
   const engineMs = pace.reduce((sum, [, ms]) => sum + ms, 0);
   return (end - pace[0][0] - engineMs) / pace.length;
 };
+// The same steps' wall clock per token: what a streamed decode step takes end to end in this
+// worker (the engine's calls, sampling, crossing to the page), whatever ran ahead; null when
+// not measured.
+const wallMs = (end) => (pace?.length ? (end - pace[0][0]) / pace.length : null);
 
 // One step of the current branch (or of the beam search); returns false when it has finished.
 async function stepOnce() {
@@ -246,7 +250,7 @@ async function stepOnce() {
   const t0 = performance.now();
   const event = await withEngine(() => engine.step(watching.inside));
   if (event.type === 'finished') {
-    post({ type: 'finished', finish: event, stats: statsOf(engine), outsideMs: outsideMs(t0) });
+    post({ type: 'finished', finish: event, stats: statsOf(engine), outsideMs: outsideMs(t0), wallMs: wallMs(t0) });
     return false;
   }
   // The step's inside, kept by its own pass, goes with it (a speculative round's steps keep

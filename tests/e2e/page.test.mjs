@@ -119,6 +119,10 @@ test('generating streams text and fills the chart with sane percentages', async 
     assert.ok(Number.isFinite(outside) && outside >= 0 && outside < 1000, `outside the engine: ${outside} ms`);
     assert.match(stats, /Outside the engine\d+\.\d\d ms per token/, stats);
     figures.cpu_outside_engine_ms_per_token = outside;
+    // The same steps' wall clock per token holds the engine's time and that outside it.
+    const wall = Number(await page.evaluate(() => document.body.dataset.wallMs));
+    assert.ok(Number.isFinite(wall) && wall > outside, `the worker's wall clock per token: ${wall} ms, outside the engine ${outside}`);
+    figures.cpu_wall_ms_per_token = wall;
   }
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-after-generation.png`, fullPage: true });

@@ -10,7 +10,7 @@ PORT ?= 8080
 BIG_MODEL := models/synthetic/llama-1b-shape.Q4_K_M.gguf
 TYPE_MODELS := models/synthetic/types/reference.json
 
-.PHONY: setup model requantized big-model type-models build www run test lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-inside bench-device bench-speculative fuzz fuzz-crafted soak clean
+.PHONY: setup model requantized big-model type-models build www run test lint test-native test-fuzz test-wasm test-wasm-relaxed test-types test-e2e bench bench-web bench-inside bench-frame bench-device bench-speculative fuzz fuzz-crafted soak clean
 
 setup:
 	scripts/setup.sh
@@ -115,6 +115,10 @@ bench-web: model www build
 # time from a step to both views drawn, and decode speed with them closed and open (bench/inside.mjs).
 bench-inside: model www build
 	node bench/inside.mjs
+
+# What a frame of the page's drawing costs as a run grows to 2000 steps (bench/frame.mjs).
+bench-frame: model www build
+	node bench/frame.mjs
 
 # Everything a GPU machine with no network needs to test and bench us against llama.cpp (Vulkan)
 # and wllama (WebGPU) there, packed into target/device/pieces/<n>/ (60 MiB each):

@@ -19,10 +19,20 @@ function frame(container) {
   return { svg, plot, xAxis, yAxis, iw: W - M.left - M.right, ih: H - M.top - M.bottom };
 }
 
+// The x axis's last step: a round number at or past the run's last step (a 1-2-5 step of about
+// a fifth of it), so the axis grows every few steps rather than at each, and a frame that adds
+// a step between two growths moves no point drawn before it.
+export function xEnd(n) {
+  const m = Math.max(2, n);
+  const step = d3.tickStep(0, m, 5);
+  return Math.ceil(m / step) * step;
+}
+
 function scales(f, n, maxY) {
-  const x = d3.scaleLinear().domain([1, Math.max(2, n)]).range([0, f.iw]);
+  const end = xEnd(n);
+  const x = d3.scaleLinear().domain([1, end]).range([0, f.iw]);
   const y = d3.scaleLinear().domain([0, maxY || 1]).nice().range([f.ih, 0]);
-  f.xAxis.call(d3.axisBottom(x).ticks(Math.min(8, Math.max(1, n - 1))).tickFormat(d3.format('d')));
+  f.xAxis.call(d3.axisBottom(x).ticks(Math.min(8, end - 1)).tickFormat(d3.format('d')));
   f.yAxis.call(d3.axisLeft(y).ticks(4));
   return { x, y };
 }
@@ -66,14 +76,28 @@ export class TimingChart {
 export class EntropyChart {
   constructor(container, onChoose) {
     this.f = frame(container);
-    this.onChoose = onChoose;
     this.entropy = this.f.plot.append('path').attr('class', 'line-entropy');
     this.surprisal = this.f.plot.append('path').attr('class', 'line-surprisal');
     this.dots = this.f.plot.append('g');
-    this.sdots = this.f.plot.append('g');
+    // The surprisal points are drawn, not chosen: one path of small circles.
+    this.sdots = this.f.plot.append('path').attr('class', 'dot-surprisal');
+    // The axes the points were placed on, and each point's values as drawn.
+    this.scale = '';
+    /** @type {WeakMap<Element, string>} */
+    this.drawnAs = new WeakMap();
+    // One listener for every entropy point (a point's datum is its step).
+    const step = (e) => /** @type {EntropyPoint | undefined} */ (d3.select(e.target).datum())?.step;
+    this.dots.on('click', (e) => { const s = step(e); if (s !== undefined) onChoose(s); })
+      .on('keydown', (e) => {
+        const s = step(e);
+        if (s !== undefined && (e.key === 'Enter' || e.key === ' ')) { e.preventDefault(); onChoose(s); }
+      });
   }
 
   /**
+   * Draws the run's points. A frame at a GPU's pace adds a few steps to hundreds, so a point
+   * drawn before is written again only when its step's values or the axes change: most frames
+   * cost the new points and the lines, not every point's attributes and listeners.
    * @typedef {{ step: number, entropy: number, surprisal: number | null }} EntropyPoint
    * @param {EntropyPoint[]} steps surprisal is null when p = 0
    * @param {number} selected the shown step index
@@ -87,16 +111,34 @@ export class EntropyChart {
     this.entropy.attr('d', line.y((s) => y(s.entropy))(steps));
     const drawn = steps.filter((s) => s.surprisal !== null);
     this.surprisal.attr('d', line.y((s) => y(s.surprisal))(drawn));
-    this.sdots.selectAll('circle').data(drawn, (s) => s.step).join('circle').attr('class', 'dot-surprisal').attr('r', 2.5)
-      .attr('cx', (s) => x(s.step + 1)).attr('cy', (s) => y(s.surprisal));
+    const r = 2.5;
+    this.sdots.attr('d', drawn.map((s) => `M${x(s.step + 1) - r},${y(s.surprisal)}a${r},${r} 0 1,0 ${2 * r},0a${r},${r} 0 1,0 ${-2 * r},0`).join(''));
     const fmt = (v) => (v === null ? 'none (p = 0)' : `${v.toFixed(2)} bits`);
-    this.dots.selectAll('circle').data(steps, (s) => s.step).join('circle')
-      .attr('class', (s) => `dot-entropy${s.step === selected ? ' selected' : ''}`).attr('r', 4.5)
-      .attr('cx', (s) => x(s.step + 1)).attr('cy', (s) => y(s.entropy))
-      .attr('role', 'button').attr('tabindex', 0)
-      .attr('aria-label', (s) => `Step ${s.step + 1}: entropy ${fmt(s.entropy)}, surprisal ${fmt(s.surprisal)}`)
-      .on('click', (_, s) => this.onChoose(s.step))
-      .on('keydown', (e, s) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); this.onChoose(s.step); } });
+    const label = (s) => `Step ${s.step + 1}: entropy ${fmt(s.entropy)}, surprisal ${fmt(s.surprisal)}`;
+    // Points keep their place until the axes change (xEnd), so most frames only add points.
+    const scale = `${x.domain()} ${y.domain()}`;
+    const moved = scale !== this.scale;
+    this.scale = scale;
+    const drawnAs = this.drawnAs;
+    this.dots.selectAll('circle').data(steps, (s) => s.step).join(
+      (enter) => enter.append('circle').attr('class', 'dot-entropy').attr('r', 4.5).attr('role', 'button').attr('tabindex', 0),
+    )
+      .each(function (s) {
+        const point = /** @type {SVGCircleElement} */ (this);
+        // classList.toggle writes the attribute even when it keeps the class.
+        if (point.classList.contains('selected') !== (s.step === selected)) point.classList.toggle('selected');
+        // A step's values change only when another branch takes its place.
+        const values = `${s.entropy} ${s.surprisal}`;
+        const changed = drawnAs.get(point) !== values;
+        if (changed) {
+          drawnAs.set(point, values);
+          point.setAttribute('aria-label', label(s));
+        }
+        if (changed || moved) {
+          point.setAttribute('cx', String(x(s.step + 1)));
+          point.setAttribute('cy', String(y(s.entropy)));
+        }
+      });
     legend(this.f, [{ cls: 'line-entropy', label: 'entropy (bits)' }, { cls: 'line-surprisal', label: 'surprisal of the drawn token' }]);
   }
 }

@@ -374,24 +374,34 @@ test('the engines with and without relaxed SIMD both follow llama.cpp\'s greedy 
   }
 });
 
+// A 2-token run on the default page, then window.streamCopy(step) in it: hands the page a copy
+// of the run's last step as the engine's step message for step `step`.
+async function runForCopies(p) {
+  await p.goto(BASE);
+  await waitLoaded(p);
+  await p.getByRole('radio', { name: 'Completion' }).check();
+  await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
+  await generate(p, { maxTokens: 2 });
+  await p.evaluate(async () => {
+    const { onEngineMessage } = await import('./messages.js');
+    const { state, branch } = await import('./page.js');
+    const last = branch().steps.at(-1);
+    window.streamCopy = (step) => onEngineMessage({ type: 'step', event: { ...structuredClone(last), step }, stats: state.lastStats });
+  });
+}
+
 test('streamed steps are drawn once a frame: a burst of them joins the text at once and draws only the newest', async () => {
-  await page.goto(BASE);
-  await waitLoaded(page);
-  await page.getByRole('radio', { name: 'Completion' }).check();
-  await page.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
-  await generate(page, { maxTokens: 2 });
+  await runForCopies(page);
   // Thirty copies of the last step, handed to the page in one task as a GPU's pace would
   // bring them between two frames.
   const seen = await page.evaluate(async () => {
-    const { onEngineMessage } = await import('./messages.js');
-    const { state, ui, branch } = await import('./page.js');
-    const last = branch().steps.at(-1);
+    const { ui } = await import('./page.js');
     const before = Number(document.body.dataset.steps);
     const tokensBefore = document.querySelectorAll('#text .tok').length;
     let titleChanges = 0;
     const watch = new MutationObserver((records) => { titleChanges += records.length; });
     watch.observe(ui.chartTitle, { childList: true, characterData: true, subtree: true });
-    for (let i = 0; i < 30; i++) onEngineMessage({ type: 'step', event: { ...structuredClone(last), step: before + i }, stats: state.lastStats });
+    for (let i = 0; i < 30; i++) window.streamCopy(before + i);
     const atOnce = { tokens: document.querySelectorAll('#text .tok').length - tokensBefore, steps: Number(document.body.dataset.steps) };
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     await new Promise((resolve) => setTimeout(resolve, 0));
@@ -403,5 +413,48 @@ test('streamed steps are drawn once a frame: a burst of them joins the text at o
   assert.equal(seen.steps, seen.before + 30, 'the frame draws up to the newest step');
   assert.match(seen.title, new RegExp(`step ${seen.before + 30} \\(latest\\)`), seen.title);
   assert.equal(seen.titleChanges, 1, 'the chart is drawn once for the thirty steps');
+  await page.getByRole('button', { name: 'Reset', exact: true }).click();
+});
+
+test('a streamed step adds its own point to Entropy per step and rewrites none drawn before it', async () => {
+  await runForCopies(page);
+  const seen = await page.evaluate(async () => {
+    const send = window.streamCopy;
+    const frame = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    const points = () => [...document.querySelectorAll('#entropy-chart circle.dot-entropy')];
+    // The x of each vertex of the entropy line, step by step.
+    const lineXs = () => document.querySelector('#entropy-chart path.line-entropy').getAttribute('d').slice(1).split('L').map((p) => Number(p.split(',')[0]));
+    // 31 steps, then a 32nd: the axis ends at 35 for both (a 1-2-5 step of 5).
+    for (let n = Number(document.body.dataset.steps); n < 31; n++) send(n);
+    await frame();
+    const before = points();
+    const rewritten = new Set();
+    const watch = new MutationObserver((records) => { for (const r of records) rewritten.add(r.target); });
+    watch.observe(before[0].parentNode, { attributes: true, subtree: true });
+    send(31);
+    await frame();
+    watch.disconnect();
+    const after = points();
+    const xs = lineXs();
+    return {
+      before: before.length,
+      after: after.length,
+      oldRewritten: before.filter((p) => rewritten.has(p)).length,
+      newWritten: rewritten.has(after.at(-1)),
+      // Every point on its step's vertex of the line (the old ones where they were drawn; d3
+      // writes the line's coordinates to 3 decimals).
+      offLine: after.filter((p, i) => Math.abs(Number(p.getAttribute('cx')) - xs[i]) > 1e-3).length,
+      label: after.at(-1).getAttribute('aria-label'),
+      // The x axis (the first) and its last tick.
+      axisEnd: Number([...document.querySelector('#entropy-chart .axis').querySelectorAll('.tick text')].at(-1)?.textContent),
+    };
+  });
+  assert.equal(seen.before, 31);
+  assert.equal(seen.after, 32, 'one point per step');
+  assert.ok(seen.newWritten, 'the new point is drawn');
+  assert.equal(seen.oldRewritten, 0, 'no point drawn before is written again while the axes stay');
+  assert.equal(seen.offLine, 0, 'every point sits on its step of the entropy line');
+  assert.match(seen.label, /^Step 32: entropy [\d.]+ bits/);
+  assert.equal(seen.axisEnd, 35, 'the axis ends at a round step past the last');
   await page.getByRole('button', { name: 'Reset', exact: true }).click();
 });

@@ -67,9 +67,10 @@
 // projections).
 // SUBGROUP (MATVEC only; the adapter's subgroups feature): the same dispatch and the same
 //   WG / TPR rows per workgroup, but a whole subgroup shares a row, its lanes taking every
-//   subgroup_size-th unit and adding up with subgroupAdd (the NORM prologue sums the squares
-//   with the whole workgroup, each subgroup's share with subgroupAdd, then across them in
-//   workgroup memory). Rows go to subgroups round-robin (row i of the workgroup to subgroup
+//   subgroup_size-th unit and adding up with subgroupAdd. With NORM each subgroup also sums
+//   the squares of the input columns its lanes read for its first row (every column once), so
+//   it has the row's 1 / rms itself: no second read of the input, and no reduction across the
+//   workgroup. Rows go to subgroups round-robin (row i of the workgroup to subgroup
 //   i % num_subgroups), so any subgroup size up to WG and any subgroup layout of the
 //   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
 //   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
@@ -180,11 +181,12 @@ fn store_query(at: u32, a: f32, b: f32) {
 // Offsets of the thread's input row(s) in x.
 var<private> x_rows: vec4<u32>;
 #ifdef NORM
-// 1 / rms of the input row(s) (the prologue's result).
+// 1 / rms of the input row(s) (the prologue's result; with SUBGROUP, the subgroup's).
 var<private> inv_rms: Acc;
 #ifdef SUBGROUP
-// Each row's product before the norm's factor (written by lane 0 of its subgroup).
-var<workgroup> row_sums: array<f32, 256>;
+// The squares of the input columns this lane has read in row_dot (X), past-the-row units'
+// excepted (unit_or_zero).
+var<private> squares: f32;
 #endif
 #endif
 
@@ -210,7 +212,11 @@ fn X_raw(col: u32) -> Acc {
 // 1 / rms factor is the same for the whole row, so it multiplies the row's sum instead).
 fn X(col: u32) -> Acc {
 #ifdef NORM
-    return X_raw(col) * gain[col];
+    let v = X_raw(col);
+#ifdef SUBGROUP
+    squares = squares + v * v;
+#endif
+    return v * gain[col];
 #else
     return X_raw(col);
 #endif
@@ -230,6 +236,7 @@ fn tree_sum(t: u32, width: u32) {
 }
 
 #ifdef NORM
+#ifndef SUBGROUP
 // Column `col` of the input row(s), or 0 past the row.
 fn X_within(col: u32) -> Acc {
     return select(Acc(0.0), X_raw(min(col, params.cols - 1u)), col < params.cols);
@@ -252,22 +259,19 @@ fn row_squares(t: u32) -> Acc {
 }
 
 // 1 / rms of the input row(s) into inv_rms, every thread's share of the squares summed over
-// the whole workgroup (with SUBGROUP in each subgroup first, workgroup_reduce.wgsl; else a
-// tree). Called by all threads (barriers), after the rows' products: the factor is the same
-// for the whole row, so it scales each row's sum, and the products' weight loads (from
-// device memory) need not wait behind the reduction's barriers (no load moves across a
+// the whole workgroup in a tree (with SUBGROUP each subgroup has its own from its products'
+// reads instead). Called by all threads (barriers), after the rows' products: the factor is
+// the same for the whole row, so it scales each row's sum, and the products' weight loads
+// (from device memory) need not wait behind the reduction's barriers (no load moves across a
 // barrier). `partial` is free again when it returns.
 fn norm_prologue(t: u32) {
-#ifdef SUBGROUP
-    let squares = reduce(row_squares(t), t, false);
-#else
     partial[t] = row_squares(t);
     tree_sum(t, WG);
-    let squares = partial[0];
+    let total = partial[0];
     workgroupBarrier();
-#endif
-    inv_rms = inverseSqrt(squares / f32(params.cols) + params.eps);
+    inv_rms = inverseSqrt(total / f32(params.cols) + params.eps);
 }
+#endif
 #endif
 
 // A matrix row is read in units, each one word of weights (8 of Q4_1's, 4 of Q8_0's, 2 of
@@ -440,9 +444,21 @@ fn row_unit(row: u32, u: u32) -> Acc {
 }
 
 // Unit `v` of row `row` (of `n` units) times the input, or 0 past the row: the index is
-// clamped into the row, so the load goes out whatever the select keeps (no branch).
+// clamped into the row, so the load goes out whatever the select keeps (no branch; with NORM
+// and SUBGROUP the squares of a unit past the row are dropped the same way).
 fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
-    return select(Acc(0.0), row_unit(row, min(v, max(n, 1u) - 1u)), v < n);
+#ifdef NORM
+#ifdef SUBGROUP
+    let kept = squares;
+#endif
+#endif
+    let dot = row_unit(row, min(v, max(n, 1u) - 1u));
+#ifdef NORM
+#ifdef SUBGROUP
+    squares = select(kept, squares, v < n);
+#endif
+#endif
+    return select(Acc(0.0), dot, v < n);
 }
 
 // This thread's share of row `row` times the input: units lane, lane + lanes, ...,
@@ -571,33 +587,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             sum = row_dot(row, lane, lanes);
         }
         sum = subgroupAdd(sum);
-        if (live && lane == 0u) {
 #ifdef NORM
-            row_sums[i] = sum;
-#else
+        // The RMSNorm's 1 / rms: the subgroup's first row read every column of the input
+        // once, so its lanes' squares add up to the row's (a subgroup whose first row is past
+        // the matrix has no row to scale).
+        if (k == 0u) {
+            inv_rms = inverseSqrt(subgroupAdd(squares) / f32(params.cols) + params.eps);
+        }
+        sum = sum * inv_rms;
+#endif
+        if (live && lane == 0u) {
 #ifdef PAIRS
             partial[i] = sum;
 #else
             store(row, sum);
 #endif
-#endif
         }
     }
-#ifdef NORM
-    // The RMSNorm's 1 / rms after the products (see norm_prologue), then each row's sum
-    // times it, a thread a row.
-    norm_prologue(t);
-    for (var i = t; i < units; i = i + WG) {
-        let row = first + i;
-        if (row < params.rows) {
-#ifdef PAIRS
-            partial[i] = row_sums[i] * inv_rms;
-#else
-            store(row, row_sums[i] * inv_rms);
-#endif
-        }
-    }
-#endif
 #ifdef PAIRS
     // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
     workgroupBarrier();

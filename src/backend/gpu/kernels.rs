@@ -133,8 +133,9 @@ impl KernelOptions {
     /// with subgroups, 64-thread workgroups) 192.5 tok/s against 173.1 with 8 and 137.4 with
     /// 4 (bench/device/h100-vulkan-1126-sweep.jsonl), and 256-thread workgroups, 8 rows each
     /// (with subgroups of 32 a row per subgroup), so the prologues that every thread of a
-    /// workgroup shares (the RMSNorm's sum of squares, the fused attention) are short for
-    /// each thread: that step was a chain of serial loads, about 1 us each on the H100.
+    /// workgroup shares (the fused attention; without subgroups the RMSNorm's sum of squares)
+    /// are short for each thread: that step was a chain of serial loads, about 1 us each on
+    /// the H100.
     /// Prefill on a hardware GPU gets 8 threads per row, whose rows each cover 4 tokens: on an
     /// H100 (2026-11-27, sixteenth session, the 256-token prompt) 11136-11448 tok/s against
     /// 9078-9212 with 16 and 5702-5740 with 32 (a tenth slower on the 5-token prompt, 1437-1447

@@ -66,7 +66,7 @@ fn merged(r: u32) -> f32 {
 fn merge_input(t: u32) {
     merge_weights(t);
     for (var col = t; col < params.cols; col = col + WG) {
-        att_in[col] = x[x_rows.x + col] + merged(col);
+        att_in[col] = x_at(x_rows.x + col) + merged(col);
     }
     workgroupBarrier();
 }

@@ -45,16 +45,18 @@
 //   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
-//   workgroup memory); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10).
+//   workgroup memory); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
+//   MATVEC of a quantized format (rows of whole blocks: the input and the gain as vec4s).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
 //   n_kv_heads, head_dim (those three: ROPE_KV, ATTENTION and COMBINE), y_stride (MATMUL),
 //   n_chunks (COMBINE)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
-//   w); 3 x: array<f32> [n_tokens, cols] (read), with ATTENTION q: array<f32> [n_heads * hd],
+//   w); 3 x: array<f32> [n_tokens, cols] (read; X_VEC4: array<vec4<f32>>, the same floats
+//   four at a time), with ATTENTION q: array<f32> [n_heads * hd],
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts).
@@ -115,13 +117,32 @@ alias Acc = vec4<f32>;
 #ifdef COMBINE
 @group(0) @binding(3) var<storage, read> parts: array<f32>;
 #else
+#ifdef X_VEC4
+// The input row(s) as vec4s (a row is whole blocks, so each starts on one): a decode step's
+// product reads 4 of its columns with one load (dot4).
+@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
+#else
 @group(0) @binding(3) var<storage, read> x: array<f32>;
+#endif
+
+// Element i of x.
+fn x_at(i: u32) -> f32 {
+#ifdef X_VEC4
+    return x[i / 4u][i % 4u];
+#else
+    return x[i];
+#endif
+}
 #endif
 #endif
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> step: Step;
 #ifdef NORM
+#ifdef X_VEC4
+@group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>;
+#else
 @group(0) @binding(6) var<storage, read> gain: array<f32>;
+#endif
 #endif
 #ifdef KV_CACHE
 #ifdef KV_F16
@@ -199,12 +220,12 @@ fn X_raw(col: u32) -> Acc {
     return att_in[col];
 #else
 #ifdef MATVEC
-    return x[x_rows.x + col];
+    return x_at(x_rows.x + col);
 #endif
 #endif
 #endif
 #ifdef MATMUL
-    return vec4<f32>(x[x_rows.x + col], x[x_rows.y + col], x[x_rows.z + col], x[x_rows.w + col]);
+    return vec4<f32>(x_at(x_rows.x + col), x_at(x_rows.y + col), x_at(x_rows.z + col), x_at(x_rows.w + col));
 #endif
 }
 
@@ -216,9 +237,53 @@ fn X(col: u32) -> Acc {
 #ifdef SUBGROUP
     squares = squares + v * v;
 #endif
+#ifdef X_VEC4
+    return v * gain[col / 4u][col % 4u];
+#else
     return v * gain[col];
+#endif
 #else
     return X_raw(col);
+#endif
+}
+
+#ifdef X_VEC4
+// Columns col .. col + 3 of the input row, as stored (col a multiple of 4).
+fn X4_raw(col: u32) -> vec4<f32> {
+#ifdef ATT_IN
+#ifdef HEADS
+    let c = col - col0;
+#else
+    let c = col;
+#endif
+    return vec4<f32>(att_in[c], att_in[c + 1u], att_in[c + 2u], att_in[c + 3u]);
+#else
+    return x[(x_rows.x + col) / 4u];
+#endif
+}
+
+// Columns col .. col + 3 the product reads: X's four at once (one load of x, one of the gain).
+fn X4(col: u32) -> vec4<f32> {
+#ifdef NORM
+    let v = X4_raw(col);
+#ifdef SUBGROUP
+    squares = squares + dot(v, v);
+#endif
+    return v * gain[col / 4u];
+#else
+    return X4_raw(col);
+#endif
+}
+#endif
+
+// Weights w of columns col .. col + 3 (col a multiple of 4) times the input's: one vector
+// load of each with X_VEC4 (a lane's 4 columns are adjacent, so a subgroup's loads take a
+// quarter of the cache lines scalar loads did), else column by column (MATMUL: 4 tokens each).
+fn dot4(w: vec4<f32>, col: u32) -> Acc {
+#ifdef X_VEC4
+    return dot(w, X4(col));
+#else
+    return w.x * X(col) + w.y * X(col + 1u) + w.z * X(col + 2u) + w.w * X(col + 3u);
 #endif
 }
 
@@ -285,14 +350,10 @@ fn unit_dot(row: u32, w: u32) -> Acc {
     let s = unpack2x16float(dm[row * (params.cols / 32u) + w / 4u]);
     let word = qs[row * (params.cols / 8u) + w];
     let base = (w / 4u) * 32u + (w % 4u) * 4u;
-    var sum = Acc(0.0);
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let q = (word >> (8u * k)) & 0xffu;
-        let lo = f32(q & 0xfu) * s.x + s.y;
-        let hi = f32(q >> 4u) * s.x + s.y;
-        sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
-    }
-    return sum;
+    let q = bytes_of(word);
+    let lo = vec4<f32>(q & vec4<u32>(0xfu)) * s.x + s.y;
+    let hi = vec4<f32>(q >> vec4<u32>(4u)) * s.x + s.y;
+    return dot4(lo, base) + dot4(hi, base + 16u);
 }
 #endif
 #ifdef Q8_0
@@ -300,13 +361,9 @@ const UNIT_WEIGHTS: u32 = 4u;
 
 fn unit_dot(row: u32, w: u32) -> Acc {
     let word = qs[row * (params.cols / 4u) + w];
-    let base = w * 4u;
-    var dot = Acc(0.0);
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let q = bitcast<i32>(word << (24u - 8u * k)) >> 24u;
-        dot = dot + f32(q) * X(base + k);
-    }
-    return dot * d[row * (params.cols / 32u) + w / 8u];
+    // Each byte to the top of a word, then back down with its sign.
+    let q = bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+    return dot4(vec4<f32>(q), w * 4u) * d[row * (params.cols / 32u) + w / 8u];
 }
 #endif
 #ifdef Q5_1
@@ -319,15 +376,13 @@ fn unit_dot(row: u32, w: u32) -> Acc {
     let high = qs[b * 5u];
     let word = qs[b * 5u + 1u + w % 4u];
     let base = (w / 4u) * 32u + (w % 4u) * 4u;
-    var sum = Acc(0.0);
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let i = (w % 4u) * 4u + k;
-        let q = byte_of(word, k);
-        let lo = f32((q & 0xfu) | (((high >> i) & 1u) << 4u)) * s.x + s.y;
-        let hi = f32((q >> 4u) | (((high >> (i + 16u)) & 1u) << 4u)) * s.x + s.y;
-        sum = sum + lo * X(base + k) + hi * X(base + 16u + k);
-    }
-    return sum;
+    // The high bits of weights i .. i + 3 of the block and of i + 16 .. i + 19.
+    let i = vec4<u32>((w % 4u) * 4u) + vec4<u32>(0u, 1u, 2u, 3u);
+    let one = vec4<u32>(1u);
+    let q = bytes_of(word);
+    let lo = vec4<f32>((q & vec4<u32>(0xfu)) | (((vec4<u32>(high) >> i) & one) << vec4<u32>(4u))) * s.x + s.y;
+    let hi = vec4<f32>((q >> vec4<u32>(4u)) | (((vec4<u32>(high) >> (i + 16u)) & one) << vec4<u32>(4u))) * s.x + s.y;
+    return dot4(lo, base) + dot4(hi, base + 16u);
 }
 #endif
 #ifdef K_SCALES
@@ -349,23 +404,19 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     let word = blocks[base + 12u + w];
     let high = blocks[base + 4u + w % 8u];
 #endif
-    var sum = Acc(0.0);
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let q = byte_of(word, k);
+    let q = bytes_of(word);
 #ifdef Q4_K
-        let q_lo = q & 0xfu;
-        let q_hi = q >> 4u;
+    let q_lo = q & vec4<u32>(0xfu);
+    let q_hi = q >> vec4<u32>(4u);
 #endif
 #ifdef Q5_K
-        let h = byte_of(high, k);
-        let q_lo = (q & 0xfu) + 16u * ((h >> (2u * c)) & 1u);
-        let q_hi = (q >> 4u) + 16u * ((h >> (2u * c + 1u)) & 1u);
+    let h = bytes_of(high);
+    let q_lo = (q & vec4<u32>(0xfu)) + 16u * ((h >> vec4<u32>(2u * c)) & vec4<u32>(1u));
+    let q_hi = (q >> vec4<u32>(4u)) + 16u * ((h >> vec4<u32>(2u * c + 1u)) & vec4<u32>(1u));
 #endif
-        let lo = s_lo.x * f32(q_lo) - s_lo.y;
-        let hi = s_hi.x * f32(q_hi) - s_hi.y;
-        sum = sum + lo * X(col + k) + hi * X(col + 32u + k);
-    }
-    return sum;
+    let lo = s_lo.x * vec4<f32>(q_lo) - s_lo.y;
+    let hi = s_hi.x * vec4<f32>(q_hi) - s_hi.y;
+    return dot4(lo, col) + dot4(hi, col + 32u);
 }
 #endif
 #ifdef Q6_K
@@ -384,21 +435,19 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     let low_b = blocks[base + 16u * n + 8u + h % 8u];
     let sc = n * 8u + l0 / 16u;
     let s = vec4<f32>(q6_scale(base, sc), q6_scale(base, sc + 2u), q6_scale(base, sc + 4u), q6_scale(base, sc + 6u));
-    var sum = Acc(0.0);
-    for (var k = 0u; k < 4u; k = k + 1u) {
-        let p = byte_of(pairs, k);
-        let a = byte_of(low_a, k);
-        let b = byte_of(low_b, k);
-        let q = vec4<i32>(
-            i32((a & 0xfu) | ((p & 3u) << 4u)),
-            i32((b & 0xfu) | (((p >> 2u) & 3u) << 4u)),
-            i32((a >> 4u) | (((p >> 4u) & 3u) << 4u)),
-            i32((b >> 4u) | (((p >> 6u) & 3u) << 4u))
-        ) - vec4<i32>(32);
-        let v = s * vec4<f32>(q);
-        sum = sum + v.x * X(col + k) + v.y * X(col + 32u + k) + v.z * X(col + 64u + k) + v.w * X(col + 96u + k);
-    }
-    return sum;
+    // Each a vector over the unit's 4 bytes (columns col + k, k < 4, of each quarter).
+    let p = bytes_of(pairs);
+    let a = bytes_of(low_a);
+    let b = bytes_of(low_b);
+    let low = vec4<u32>(0xfu);
+    let two = vec4<u32>(3u);
+    let up = vec4<u32>(4u);
+    let q0 = vec4<i32>((a & low) | ((p & two) << up)) - vec4<i32>(32);
+    let q1 = vec4<i32>((b & low) | (((p >> vec4<u32>(2u)) & two) << up)) - vec4<i32>(32);
+    let q2 = vec4<i32>((a >> up) | (((p >> up) & two) << up)) - vec4<i32>(32);
+    let q3 = vec4<i32>((b >> up) | (((p >> vec4<u32>(6u)) & two) << up)) - vec4<i32>(32);
+    return dot4(s.x * vec4<f32>(q0), col) + dot4(s.y * vec4<f32>(q1), col + 32u) + dot4(s.z * vec4<f32>(q2), col + 64u)
+        + dot4(s.w * vec4<f32>(q3), col + 96u);
 }
 #endif
 #ifdef BF16

@@ -64,6 +64,11 @@ fn byte_of(word: u32, k: u32) -> u32 {
     return (word >> (8u * k)) & 0xffu;
 }
 
+// The 4 bytes of a word, lowest first.
+fn bytes_of(word: u32) -> vec4<u32> {
+    return (vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
+}
+
 // Two bf16 weights of a word, low half first.
 fn unpack_bf16(word: u32) -> vec2<f32> {
     return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));

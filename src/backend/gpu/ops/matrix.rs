@@ -247,6 +247,9 @@ impl MatrixKernel {
             (self.rope_kv || self.attention || self.heads, "KV_CACHE"),
             (self.kv_f16, "KV_F16"),
             (self.subgroup, "SUBGROUP"),
+            // A quantized row is whole blocks of 32 or 256 columns, so it starts on a vec4
+            // and a unit's columns come in fours.
+            (!self.prefill && self.format.block() >= 32, "X_VEC4"),
         ];
         defines.extend(flags.iter().filter(|f| f.0).map(|f| f.1));
         ShaderSource::new(self.name(), MATRIX, defines)

@@ -21,7 +21,8 @@
 // page's engine in Node.js on Dawn (bench/dawn.mjs: the stand-in where Chromium gets no GPU
 // adapter, labelled so); the page's WebGPU backend against wllama's WebGPU backend in the same
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
-// alone there (driven by its protocol, nothing drawn: what the page's drawing costs) and the
+// alone there (driven by its protocol, nothing drawn: what the page's drawing costs; then one
+// decode step after each prompt timed by kernel in it, as `bench --profile` natively) and the
 // page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
 // projection per query head over its first 256 positions (?perhead=256) and the page sampling
 // at temperature 0.7 with a fixed seed (how a person uses it; no greedy run-ahead), also with
@@ -34,7 +35,7 @@ import { createReadStream, readFileSync, statSync, writeFileSync } from 'node:fs
 import { createServer } from 'node:http';
 import { cpus } from 'node:os';
 import { extname } from 'node:path';
-import { start, waitLoaded, setSlider, ROOT } from '../tests/e2e/harness.mjs';
+import { start, waitLoaded, setSlider, openWorker, ROOT } from '../tests/e2e/harness.mjs';
 
 // The files benched, by format: the shipped one first (the page's default; the others are
 // picked on the page as a user picks a file).
@@ -75,6 +76,8 @@ const stepEnds = (forwardMs) => {
 const rows = [];
 const greedy = [];
 const failures = [];
+// Decode steps timed by kernel in the browser (workerAlone): `{ where, device, prompt, profile, lines }`.
+const profiles = [];
 const add = (row) => { row.model = FORMAT; rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${FORMAT} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
 
 // tokenscope natively, through its own bench command.
@@ -297,49 +300,38 @@ async function onTheGpu() {
 }
 
 // The page's own worker (www/worker.js) driven by its protocol from a blank page of the same
-// origin: the engine in Chromium exactly as the page runs it, with no chart, text or stats drawn
-// and nothing composited, so beside the page's row it says what the page's own drawing costs
-// the GPU's steps (Chromium runs WebGPU's commands on the GPU process's main thread, which also
-// composites the page). Greedy, `runs` timed runs after a warm-up one, per prompt.
+// origin (tests/e2e/harness.mjs's openWorker): the engine in Chromium exactly as the page runs
+// it, with no chart, text or stats drawn and nothing composited, so beside the page's row it
+// says what the page's own drawing costs the GPU's steps (Chromium runs WebGPU's commands on the
+// GPU process's main thread, which also composites the page). Greedy, `runs` timed runs after a
+// warm-up one, per prompt. Then one decode step by kernel after each prompt (the worker's
+// 'profile', Engine.profile: timestamps at the edges of a pass per dispatch, the browser's
+// only kind), printed as `bench --profile` prints natively: the short prompt's step runs the
+// fused attention, the long one's split-K, so the two say where the page's first steps go.
 async function workerAlone(env, runs) {
-  const page = await (await env.browser.newContext()).newPage();
+  const worker = await openWorker(env.browser, env.base);
   try {
-    await page.goto(`${env.base}defaults.js`);
-    const out = await page.evaluate(async ({ prompts, tokens, runs }) => {
-      const { DEFAULT_MODEL_URL, PAGE_CONTEXT } = await import('/defaults.js');
-      const worker = new Worker('/worker.js', { type: 'module' });
-      let waiting = null;
-      const steps = [];
-      worker.onmessage = ({ data }) => {
-        if (data.type === 'step') steps.push(data.event.forward_ms);
-        else if (data.type === 'error') waiting?.reject(new Error(`${data.name}: ${data.message}`));
-        else if (data.type === 'loaded' || data.type === 'finished') waiting?.resolve(data);
-      };
-      const ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; worker.postMessage(msg); });
-      try {
-        const loaded = await ask({ type: 'load', backend: 'webgpu', context: PAGE_CONTEXT, kvCacheF16: false, url: DEFAULT_MODEL_URL, name: 'default' });
-        const result = { adapter: loaded.adapter, backend: loaded.backend, prompts: {} };
-        for (const [name, prompt] of Object.entries(prompts)) {
-          result.prompts[name] = [];
-          for (let r = 0; r < runs + 1; r++) {
-            steps.length = 0;
-            worker.postMessage({ type: 'start', prompt, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: tokens } });
-            const { finish, stats } = await ask({ type: 'run', mode: 'stream' });
-            result.prompts[name].push({ prefill: finish.prefill_tok_s, decode: finish.decode_tok_s, forwardMs: [...steps], dispatches: stats.gpu_dispatches_per_step });
-          }
-        }
-        return result;
-      } finally {
-        worker.terminate();
+    const loaded = await worker.loadDefault('webgpu');
+    if (loaded.backend !== 'webgpu' || !loaded.adapter || loaded.adapter.software) throw new Error(`the worker got ${loaded.backend}${loaded.adapter ? ` on ${loaded.adapter.name}` : ''}, not a GPU adapter`);
+    for (const [name, prompt] of Object.entries(PROMPTS)) {
+      const timed = [];
+      for (let r = 0; r < runs + 1; r++) {
+        await worker.ask({ type: 'start', prompt, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: TOKENS } });
+        const { finish, stats } = await worker.ask({ type: 'run', mode: 'stream' });
+        if (r > 0) timed.push({ prefill: finish.prefill_tok_s, decode: finish.decode_tok_s, forwardMs: await worker.steps(), dispatches: stats.gpu_dispatches_per_step });
       }
-    }, { prompts: PROMPTS, tokens: TOKENS, runs });
-    if (out.backend !== 'webgpu' || !out.adapter || out.adapter.software) throw new Error(`the worker got ${out.backend}${out.adapter ? ` on ${out.adapter.name}` : ''}, not a GPU adapter`);
-    for (const [name, all] of Object.entries(out.prompts)) {
-      const timed = all.slice(1);
-      add({ engine: 'tokenscope', where: `${BROWSER_WEBGPU}, the page's worker alone (nothing drawn)`, device: out.adapter.name, prompt: name, prefill_tok_s: median(timed.map((t) => t.prefill)), decode_tok_s: median(timed.map((t) => t.decode)), gpu_dispatches_per_step: timed.at(-1).dispatches, ...stepEnds(timed.at(-1).forwardMs) });
+      add({ engine: 'tokenscope', where: `${BROWSER_WEBGPU}, the page's worker alone (nothing drawn)`, device: loaded.adapter.name, prompt: name, prefill_tok_s: median(timed.map((t) => t.prefill)), decode_tok_s: median(timed.map((t) => t.decode)), gpu_dispatches_per_step: timed.at(-1).dispatches, ...stepEnds(timed.at(-1).forwardMs) });
+    }
+    for (const [name, prompt] of Object.entries(PROMPTS)) {
+      try {
+        const { report } = await worker.ask({ type: 'profile', prompt });
+        profiles.push({ where: `${BROWSER_WEBGPU}, the page's worker`, device: loaded.adapter.name, prompt: name, ...report });
+      } catch (e) {
+        failures.push(`the profile in ${BROWSER_WEBGPU} after the ${name} prompt: ${String(e.message || e).split('\n')[0]}`);
+      }
     }
   } finally {
-    await page.close();
+    await worker.close();
   }
 }
 
@@ -401,9 +393,10 @@ console.log('\ndecode tok/s by the worker\'s wall clock in the page (its streame
 for (const r of rows.filter((r) => r.decode_tok_s_wall !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.decode_tok_s_wall.toFixed(1)}`);
 for (const r of rows.filter((r) => r.gpu_run_ahead_taken_dropped)) console.log(`${r.where} | ${r.prompt} | decode steps run ahead on the GPU's top token since the page loaded, taken / dropped: ${r.gpu_run_ahead_taken_dropped}`);
 for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run; every step's in the results' decode_forward_ms)`);
+for (const p of profiles) console.log(`\n${p.where} on ${p.device}, after the ${p.prompt} prompt:\n${p.lines.join('\n')}`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);
 const results = DEVICE ? `${process.env.BENCH_OUT || `${ROOT}bench/device`}/results-device.json` : `${ROOT}bench/${WEB_ONLY ? 'results-web.json' : 'results.json'}`;
-writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, chromium_flags: BROWSER_FLAGS, rows, greedy, failures }, null, 2) + '\n');
+writeFileSync(results, JSON.stringify({ machine, gpu, date: new Date().toISOString(), runs: RUNS, tokens: TOKENS, threads: THREADS, chromium_flags: BROWSER_FLAGS, rows, greedy, profiles, failures }, null, 2) + '\n');
 console.log(`bench: wrote ${results}`);

@@ -17,6 +17,7 @@ use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
 use crate::backend::gpu::model::{check_run_ahead_steps, RunAheadCounts};
+use crate::backend::gpu::StepProfile;
 use crate::backend::{AnyBackend, Backend};
 use crate::blob_reader::BlobReader;
 use crate::error::{Error, ErrorName};
@@ -88,6 +89,14 @@ struct Stats {
     /// GPU only: decode steps run ahead on the GPU's argmax since the model loaded, taken as
     /// run and dropped (another token came).
     gpu_run_ahead: Option<RunAheadCounts>,
+}
+
+/// What `profile` reports: the figures, and the same in words (the lines `bench --profile`
+/// prints natively).
+#[derive(Serialize, Tsify)]
+struct ProfileReport {
+    profile: StepProfile,
+    lines: Vec<String>,
 }
 
 /// How often a token came up in repeated draws.
@@ -488,6 +497,37 @@ impl Engine {
         }
         self.per_head_positions = Some(positions);
         Ok(())
+    }
+
+    /// Times one WebGPU decode step by kernel after `prompt` (completion mode), as `bench
+    /// --profile` does natively ([`crate::backend::gpu::GpuBackend::profile_decode`]): the
+    /// run so far is forgotten and the KV cache emptied, the prompt prefilled, two decode
+    /// steps run (an ordinary one, then the timed one), and the cache emptied again, as
+    /// `reset` leaves it. For the bench on a GPU machine: where a page's step spends its GPU
+    /// time, kernel by kernel, in the browser itself.
+    #[wasm_bindgen(unchecked_return_type = "ProfileReport")]
+    pub async fn profile(&mut self, prompt: &str) -> Result<JsValue, JsValue> {
+        let (backend, tokenizer, work) = self.loaded()?;
+        let AnyBackend::Gpu(gpu) = backend else {
+            return Err(js_err(Error::InvalidParams("the profile times WebGPU kernels: load the model on WebGPU".into())));
+        };
+        let tokens = tokenizer.encode_prompt(&PromptFormat::Completion, prompt).map_err(js_err)?;
+        if tokens.is_empty() || tokens.len() + 2 > gpu.context_len() {
+            return Err(js_err(Error::InvalidParams(format!(
+                "the profile needs a prompt of 1 to {} tokens, not {}",
+                gpu.context_len().saturating_sub(2),
+                tokens.len()
+            ))));
+        }
+        *work = Work::Idle;
+        gpu.truncate(0);
+        let profiled = match gpu.prefill(&tokens).await {
+            Ok(_) => gpu.profile_decode(tokens[0]).await,
+            Err(e) => Err(e),
+        };
+        gpu.truncate(0);
+        let profile = profiled.map_err(js_err)?;
+        to_js(&ProfileReport { lines: profile.lines(), profile })
     }
 
     /// The distribution of a step of the current branch re-shaped by other sampling

@@ -15,8 +15,10 @@ import {
 /** @typedef {import('./protocol.js').Response} Response */
 
 /**
- * What the page does with each kind of message.
- * @type {{ [K in Response['type']]: (msg: Extract<Response, { type: K }>) => void }}
+ * What the page does with each kind of message: every kind but 'profiled', the answer to a
+ * 'profile' that only the bench's own driver of the worker asks (tests/e2e/harness.mjs's
+ * openWorker), never the page.
+ * @type {{ [K in Exclude<Response['type'], 'profiled'>]: (msg: Extract<Response, { type: K }>) => void }}
  */
 const handlers = {
   /** @param {Extract<Response, { type: 'progress' }>} msg */

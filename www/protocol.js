@@ -27,6 +27,7 @@
  *   | { type: 'params', params: SamplingParams }
  *   | { type: 'stop' }
  *   | { type: 'reset' }
+ *   | { type: 'profile', prompt: string }
  *   | { type: 'reshape', step: number, params: SamplingParams, topN: number }
  *   | { type: 'draw', step: number, params: SamplingParams, n: number }
  *   | { type: 'inspect', id: number, step: number, branch: number, lens: boolean }
@@ -60,6 +61,7 @@
  *   | { type: 'drawn', step: number, counts: import('./pkg/tokenscope.js').DrawCount[], n: number, params: SamplingParams }
  *   | { type: 'inspected', id: number, step: number, branch: number, inside: import('./pkg/tokenscope.js').StepInside, ms: number }
  *   | { type: 'lesson', dist: import('./pkg/tokenscope.js').Distribution, counts: import('./pkg/tokenscope.js').DrawCount[] | null, n: number, params: SamplingParams }
+ *   | { type: 'profiled', report: import('./pkg/tokenscope.js').ProfileReport }
  *   | { type: 'exported', json: string }
  *   | { type: 'imported', record: import('./pkg/tokenscope.js').RunRecord }
  *   | { type: 'error', name: ErrorName, message: string, during: string, modelLoaded: boolean }} Response

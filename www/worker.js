@@ -3,6 +3,8 @@
 // What the page sends and what comes back, message by message, is www/protocol.js.
 // 'crash-for-testing' makes the engine panic on purpose (the recovery test); after a panic
 // this worker is unusable and the page replaces it.
+// 'profile' (asked by the bench's own driver of this worker, tests/e2e/harness.mjs's openWorker,
+// never by the page) times one WebGPU decode step after a prompt by kernel (Engine.profile).
 // Three builds of the engine (scripts/build-www.sh). www/pkg runs on one thread in any browser
 // with wasm SIMD. www/pkg-relaxed is the same with relaxed SIMD, whose dot products take 16
 // byte pairs an instruction (Q4_1 matrix products about 1.3x faster decoding, 2.5x in a
@@ -383,6 +385,14 @@ self.onmessage = async (/** @type {MessageEvent<import('./protocol.js').Request>
         hasRun = false;
         await withEngine(() => engine && engine.reset());
         break;
+      case 'profile': {
+        needEngine();
+        await stopLoop(true);
+        hasRun = false;
+        const report = await withEngine(() => engine.profile(msg.prompt));
+        post({ type: 'profiled', report });
+        break;
+      }
       case 'reshape': {
         needEngine();
         const dist = await withEngine(() => engine.reshape(msg.step, msg.params, msg.topN));

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// GPU only: also time each kernel of one decode step (GPU timestamps inside the step's one pass where the adapter has them, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only) and the share of the step spent outside the GPU.
+    /// GPU only: also time each kernel of one decode step (GPU timestamps inside the step's one pass where the adapter has them, else at the edges of a pass per dispatch, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only) and the share of the step spent outside the GPU.
     #[arg(long)]
     profile: bool,
     /// GPU only: encode each decode step's commands just before its submit, instead of while
@@ -186,7 +186,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         None => None,
     };
     let profile = match (&mut backend, a.profile) {
-        (AnyBackend::Gpu(g), true) => Some(g.profile_decode(prompt[0])?),
+        (AnyBackend::Gpu(g), true) => Some(pollster::block_on(g.profile_decode(prompt[0]))?),
         (_, true) => return Err(tokenscope::Error::InvalidParams("--profile times GPU kernels: use it with --backend gpu".into())),
         _ => None,
     };
@@ -327,48 +327,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
         }
         if let Some(p) = &profile {
-            let total = p.gpu_seconds;
-            let wall = p.wall_seconds;
-            if let Some(step) = p.step_gpu_seconds {
-                println!(
-                    "one decode step: {:.2} ms on the GPU (timestamps at its ends only) of a {:.2} ms step, {:.0}% outside the GPU (inputs written, commands encoded and submitted, logits read back)",
-                    step * 1e3,
-                    wall * 1e3,
-                    100.0 * (1.0 - step / wall.max(1e-12)).max(0.0)
-                );
-                println!(
-                    "the same step by kernel (GPU timestamps inside one pass, one after each dispatch, adding its own cost to each): {:.2} ms in all",
-                    total * 1e3
-                );
-            } else {
-                println!(
-                    "one decode step by kernel (no timestamp queries here: each dispatch submitted alone, empty-submit time taken off; an ordinary step takes {:.2} ms):",
-                    wall * 1e3
-                );
-            }
-            for k in &p.kernels {
-                let bandwidth = if k.weight_bytes > 0 {
-                    format!("  {:>7.1} MB of weights at {:>7.1} GB/s", k.weight_bytes as f64 / 1e6, k.weight_gb_per_s)
-                } else {
-                    String::new()
-                };
-                println!(
-                    "  {:<40} {:>4} dispatches {:>9.2} ms {:>5.1}%{bandwidth}",
-                    k.kernel,
-                    k.dispatches,
-                    k.seconds * 1e3,
-                    100.0 * k.seconds / total.max(1e-12)
-                );
-            }
-            if let (Some(floor), Some(each)) = (p.dispatch_floor_seconds, p.dispatch_floor_seconds_timed_each) {
-                let n: usize = p.kernels.iter().map(|k| k.dispatches).sum();
-                println!(
-                    "a dispatch that waits for the one before and does next to nothing (the embedding lookup, {n} in a row): {:.1} us ({:.1} with a timestamp after each, as above); {n} of them: {:.2} ms, {:.0} tok/s at most",
-                    floor * 1e6,
-                    each * 1e6,
-                    floor * n as f64 * 1e3,
-                    1.0 / (floor * n as f64).max(1e-12)
-                );
+            for line in p.lines() {
+                println!("{line}");
             }
         }
     }

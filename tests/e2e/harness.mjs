@@ -152,3 +152,36 @@ export function compareSteps(run, reference, { tolerance, smallMargin, what }) {
   }
   return { compared, worst };
 }
+
+// The page's own worker (www/worker.js) driven by its protocol (www/protocol.js) from a blank
+// page of the server's origin, nothing drawn: the engine in Chromium exactly as the page runs
+// it. `ask(msg)` posts a request and resolves with the response that answers it ('loaded',
+// 'started', 'finished', 'profiled'; an 'error' rejects with its name and words);
+// `loadDefault(backend)` loads the page's default model as the page does (www/defaults.js);
+// `steps()` gives the forward_ms of the 'step' responses since the last ask.
+export async function openWorker(browser, base) {
+  const page = await (await browser.newContext()).newPage();
+  await page.goto(`${base}defaults.js`);
+  await page.evaluate(() => {
+    const worker = new Worker('/worker.js', { type: 'module' });
+    const w = /** @type {any} */ (window);
+    let waiting = null;
+    w.forwardMs = [];
+    worker.onmessage = ({ data }) => {
+      if (data.type === 'step') w.forwardMs.push(data.event.forward_ms);
+      else if (data.type === 'error') waiting?.reject(new Error(`${data.name}: ${data.message}`));
+      else if (['loaded', 'started', 'finished', 'profiled'].includes(data.type)) waiting?.resolve(data);
+    };
+    w.ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; w.forwardMs = []; worker.postMessage(msg); });
+  });
+  return {
+    page,
+    ask: (msg) => page.evaluate((m) => /** @type {any} */ (window).ask(m), msg),
+    loadDefault: (backend) => page.evaluate(async (b) => {
+      const { DEFAULT_MODEL_URL, PAGE_CONTEXT } = await import('/defaults.js');
+      return /** @type {any} */ (window).ask({ type: 'load', backend: b, context: PAGE_CONTEXT, kvCacheF16: false, url: DEFAULT_MODEL_URL, name: 'default' });
+    }, backend),
+    steps: () => page.evaluate(() => /** @type {any} */ (window).forwardMs),
+    close: () => page.close(),
+  };
+}

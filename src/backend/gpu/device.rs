@@ -24,9 +24,23 @@ pub struct GpuInfo {
     pub subgroups: bool,
     /// The adapter's smallest and largest subgroup size (0 when it has none).
     pub subgroup_sizes: [u32; 2],
-    /// Whether the device was opened with timestamp queries inside compute passes (natively,
-    /// where the adapter offers them): the profile then times every kernel of one real step.
-    pub timestamps: bool,
+    /// Where the device was opened to write GPU timestamps, for the profile
+    /// ([`crate::backend::gpu::GpuBackend::profile_decode`]).
+    pub timestamps: Timestamps,
+}
+
+/// Where a device can write GPU timestamps: what the profile of a decode step can time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timestamps {
+    /// Nowhere: the adapter has no timestamp queries.
+    None,
+    /// At the beginning and end of a compute pass (WebGPU's `timestamp-query`, what a browser
+    /// offers): each kernel timed in a pass of its own.
+    PassEdges,
+    /// Also between the dispatches of one pass (natively, where the adapter offers it): each
+    /// kernel timed inside one ordinary pass.
+    InsidePasses,
 }
 
 /// Serializes opening devices natively. On an NVIDIA H100 (driver 580.159.04, Vulkan), 6 tests
@@ -52,8 +66,10 @@ fn instance() -> wgpu::Instance {
     create()
 }
 
-/// The timestamp features the profile asks for, natively, where the adapter has them.
-const TIMESTAMPS: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+/// The timestamp features the profile asks for where the adapter has them: timestamps at the
+/// edges of compute passes everywhere, and inside passes natively (a browser's WebGPU has no
+/// such feature).
+const TIMESTAMPS_INSIDE: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
 /// Finds an adapter (a hardware one when there is one) and opens a device on it with the
 /// limits and features [`GpuContext::new`] describes; returns them with the limits asked for.
@@ -69,8 +85,9 @@ async fn open() -> Result<(wgpu::Adapter, wgpu::Device, wgpu::Queue, wgpu::Limit
         .map_err(|e| Error::NoGpu(format!("no adapter ({e})")))?;
     let offered = adapter.limits();
     let mut required_features = adapter.features() & wgpu::Features::SUBGROUP;
-    if !cfg!(target_arch = "wasm32") && adapter.features().contains(TIMESTAMPS) {
-        required_features |= TIMESTAMPS;
+    required_features |= adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+    if !cfg!(target_arch = "wasm32") && adapter.features().contains(TIMESTAMPS_INSIDE) {
+        required_features |= TIMESTAMPS_INSIDE;
     }
     let limits = wgpu::Limits {
         max_storage_buffer_binding_size: offered.max_storage_buffer_binding_size.min(1 << 30),
@@ -108,7 +125,7 @@ impl GpuContext {
     /// storage binding limit is raised to what the adapter offers, up to 1 GiB; nothing else
     /// beyond WebGPU's defaults is required. The one optional feature asked for is
     /// subgroups, where the adapter offers it (the kernels have plain variants without), and
-    /// natively timestamp queries inside passes, for the profile.
+    /// timestamp queries (inside passes natively), for the profile.
     pub async fn new() -> Result<Self> {
         Self::with_hint(false).await
     }
@@ -127,7 +144,11 @@ impl GpuContext {
         let (adapter, device, queue, limits) = open().await?;
         let ai = adapter.get_info();
         let subgroups = device.features().contains(wgpu::Features::SUBGROUP);
-        let timestamps = device.features().contains(TIMESTAMPS);
+        let timestamps = match device.features() {
+            f if f.contains(TIMESTAMPS_INSIDE) => Timestamps::InsidePasses,
+            f if f.contains(wgpu::Features::TIMESTAMP_QUERY) => Timestamps::PassEdges,
+            _ => Timestamps::None,
+        };
         let fault = Arc::new(Mutex::new(None));
         let record = |slot: &Arc<Mutex<Option<String>>>, message: String| {
             if let Ok(mut f) = slot.lock() {

@@ -4,7 +4,7 @@
 //! themselves (what each kernel computes, its operands and workgroup count) are in
 //! [`super::ops`].
 
-use super::device::GpuContext;
+use super::device::{GpuContext, Timestamps};
 use super::ops::{self, AttentionKernel, MatrixKernel};
 use crate::error::{Error, Result};
 
@@ -555,7 +555,7 @@ pub fn prepare(ctx: &GpuContext, kernel: &Kernel, binds: &[(&str, Bind)], groups
 
 /// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.
 pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32) {
-    encode_timed(encoder, dispatches, n_tokens, None);
+    encode_lists(encoder, &[dispatches], n_tokens);
 }
 
 /// Encodes `lists` one after another into one compute pass, for a step of `n_tokens` tokens
@@ -575,7 +575,7 @@ fn record(pass: &mut wgpu::ComputePass, d: &Dispatch, n_tokens: u32) {
     pass.dispatch_workgroups(x, y, z);
 }
 
-/// Where [`encode_timed`] writes timestamps (the device needs TIMESTAMP_QUERY_INSIDE_PASSES).
+/// Which timestamps [`encode_timed`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stamps {
     /// Before the first dispatch and after each (`dispatches.len() + 1` queries): query i + 1
@@ -586,24 +586,49 @@ pub enum Stamps {
     Ends,
 }
 
-/// As [`encode`], with timestamps written into a query set where `timestamps` says.
+/// As [`encode`], with timestamps written into a query set where `timestamps` says, in the
+/// place the device allows ([`Timestamps`]): inside the one pass, or, with
+/// [`Timestamps::PassEdges`] and [`Stamps::EachDispatch`], each dispatch in a pass of its own
+/// (the first pass's beginning and each pass's end stamped). [`Timestamps::None`] writes none.
 pub fn encode_timed(
     encoder: &mut wgpu::CommandEncoder,
     dispatches: &[Dispatch],
     n_tokens: u32,
-    timestamps: Option<(&wgpu::QuerySet, Stamps)>,
+    timestamps: Option<(&wgpu::QuerySet, Stamps, Timestamps)>,
 ) {
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
-    if let Some((q, _)) = timestamps {
-        pass.write_timestamp(q, 0);
-    }
-    for (i, d) in dispatches.iter().enumerate() {
-        record(&mut pass, d, n_tokens);
-        match timestamps {
-            Some((q, Stamps::EachDispatch)) => pass.write_timestamp(q, i as u32 + 1),
-            Some((q, Stamps::Ends)) if i + 1 == dispatches.len() => pass.write_timestamp(q, 1),
-            _ => {}
+    match timestamps {
+        Some((q, stamps, Timestamps::PassEdges)) => {
+            let passes: Vec<&[Dispatch]> = match stamps {
+                Stamps::EachDispatch => dispatches.chunks(1).collect(),
+                Stamps::Ends => vec![dispatches],
+            };
+            let last = passes.len().saturating_sub(1);
+            for (i, list) in passes.into_iter().enumerate() {
+                let writes = wgpu::ComputePassTimestampWrites {
+                    query_set: q,
+                    beginning_of_pass_write_index: (i == 0).then_some(0),
+                    end_of_pass_write_index: (stamps == Stamps::EachDispatch || i == last).then_some(i as u32 + 1),
+                };
+                let mut pass =
+                    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: Some(writes) });
+                for d in list {
+                    record(&mut pass, d, n_tokens);
+                }
+            }
         }
+        Some((q, stamps, Timestamps::InsidePasses)) => {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
+            pass.write_timestamp(q, 0);
+            for (i, d) in dispatches.iter().enumerate() {
+                record(&mut pass, d, n_tokens);
+                match stamps {
+                    Stamps::EachDispatch => pass.write_timestamp(q, i as u32 + 1),
+                    Stamps::Ends if i + 1 == dispatches.len() => pass.write_timestamp(q, 1),
+                    Stamps::Ends => {}
+                }
+            }
+        }
+        Some((_, _, Timestamps::None)) | None => encode_lists(encoder, &[dispatches], n_tokens),
     }
 }
 

@@ -35,9 +35,10 @@ use std::collections::VecDeque;
 
 use candle_core::quantized::QTensor;
 
-use super::device::GpuContext;
+use super::device::{GpuContext, Timestamps};
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::profile::{KernelTime, StepProfile};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits, MAX_VERIFY_TOKENS};
 use crate::error::{Error, Result};
@@ -66,51 +67,6 @@ pub struct StepShape {
     pub gpu_bytes: u64,
     /// Most prompt tokens one prefill pass runs (longer prompts take several, one submit each).
     pub prefill_batch: usize,
-}
-
-/// One decode step timed by kernel ([`GpuBackend::profile_decode`]).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StepProfile {
-    /// How the kernels were timed: "timestamps in one pass" or "one submit per dispatch".
-    pub method: &'static str,
-    /// Time per kernel, most first.
-    pub kernels: Vec<KernelTime>,
-    /// The kernels' GPU time, added up.
-    pub gpu_seconds: f64,
-    /// An ordinary decode step's wall time: inputs written, encoded, submitted, logits read
-    /// back.
-    pub wall_seconds: f64,
-    /// The same step's GPU time with a timestamp only before its first dispatch and after its
-    /// last, so no timestamp between kernels adds its cost (on the 2026-11-27 H100 a
-    /// timestamp after each dispatch added about 6 us to each): `1 - step_gpu_seconds /
-    /// wall_seconds` is the share of a step spent outside the GPU (writing its inputs,
-    /// encoding, submitting, reading the logits back). With timestamps only.
-    pub step_gpu_seconds: Option<f64>,
-    /// What a dispatch that waits for the one before it costs when it does next to nothing:
-    /// the step's cheapest kernel, the embedding lookup, as many times in a row as the step
-    /// has dispatches (each writes the buffer the next writes, so each waits), timed from
-    /// before the first to after the last, over their count. Times the step's dispatch count,
-    /// the least a step of them can take on this device whatever its kernels do. With
-    /// timestamps only.
-    pub dispatch_floor_seconds: Option<f64>,
-    /// The same chain with a timestamp after each dispatch, as the kernels above were timed
-    /// (the mean past the first): what those timestamps add to each.
-    pub dispatch_floor_seconds_timed_each: Option<f64>,
-}
-
-/// Where one decode step's time goes, by kernel.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct KernelTime {
-    /// Shader (template variant) name.
-    pub kernel: String,
-    /// Dispatches of it per decode step.
-    pub dispatches: usize,
-    /// Seconds they took (see [`StepProfile::method`]).
-    pub seconds: f64,
-    /// Bytes of weights they read (matrix kernels; 0 for the others).
-    pub weight_bytes: u64,
-    /// Achieved weight bandwidth, `weight_bytes / seconds` in GB/s (0 without weights).
-    pub weight_gb_per_s: f64,
 }
 
 /// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
@@ -657,30 +613,35 @@ impl GpuBackend {
         &self.ctx
     }
 
-    /// Times one decode step of `token` by kernel (natively; the browser has no blocking
-    /// wait). Two real steps run, each appending the token to the KV cache: an ordinary one,
-    /// timed from writing its inputs to having its logits back (the step's wall time), then
-    /// the profiled one. Where the device has timestamp queries inside passes the profiled
-    /// step is an ordinary step too, one pass and one submit, with a timestamp after every
-    /// dispatch, then once more with timestamps at its ends only (the step's GPU time as it
-    /// runs); elsewhere each dispatch is submitted and awaited alone, less an empty
-    /// submit's time.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
+    /// Times one decode step of `token` by kernel, natively and in a browser. Two real steps
+    /// run, each appending the token to the KV cache: an ordinary one, timed from writing its
+    /// inputs to having its logits back (the step's wall time), then the profiled one. Where
+    /// the device has timestamp queries inside passes the profiled step is an ordinary step
+    /// too, one pass and one submit, with a timestamp after every dispatch; where it has them
+    /// at pass edges only (a browser's WebGPU) each dispatch is a pass of its own in the one
+    /// submit, its end stamped. Then the step once more with timestamps at its ends only (its
+    /// GPU time as it runs), and the dispatch floor. With no timestamps at all each dispatch
+    /// is submitted and awaited alone, less an empty submit's time (natively only: a
+    /// browser cannot wait for the GPU without a timestamp's help).
+    pub async fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
         use web_time::Instant;
         if token as usize >= self.cfg.vocab_size || self.pos + 2 > self.capacity {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         let t = Instant::now();
-        pollster::block_on(self.run(&[token], Lists::Forward, 1, 0))?;
+        self.run(&[token], Lists::Forward, 1, 0).await?;
         let wall_seconds = t.elapsed().as_secs_f64();
         let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
         self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
-        let (method, seconds) = if self.ctx.info.timestamps {
-            ("timestamps in one pass", self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::EachDispatch)?)
-        } else {
-            ("one submit per dispatch", self.dispatch_seconds_alone(&list)?)
+        let place = self.ctx.info.timestamps;
+        let (method, seconds, quantized) = match place {
+            Timestamps::InsidePasses | Timestamps::PassEdges => {
+                let (seconds, quantized) = self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::EachDispatch).await?;
+                let method = if place == Timestamps::InsidePasses { "timestamps in one pass" } else { "timestamps, a pass per dispatch" };
+                (method, seconds, quantized)
+            }
+            Timestamps::None => ("one submit per dispatch", self.dispatch_seconds_alone(&list)?, false),
         };
         let gpu_seconds = seconds.iter().sum();
         let mut kernels: Vec<KernelTime> = Vec::new();
@@ -705,15 +666,15 @@ impl GpuBackend {
                 k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
-        let step_gpu_seconds = match self.ctx.info.timestamps {
-            true => Some(self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::Ends)?[0]),
-            false => None,
+        let step_gpu_seconds = match place {
+            Timestamps::None => None,
+            _ => Some(self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::Ends).await?.0[0]),
         };
         let (dispatch_floor_seconds, dispatch_floor_seconds_timed_each) = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
-            Some(lookup) if self.ctx.info.timestamps && list.len() > 1 => {
+            Some(lookup) if place != Timestamps::None && list.len() > 1 => {
                 let chain = vec![lookup.clone(); list.len()];
-                let whole = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::Ends)?[0];
-                let each = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::EachDispatch)?;
+                let whole = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::Ends).await?.0[0];
+                let each = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::EachDispatch).await?.0;
                 (Some(whole / chain.len() as f64), Some(each[1..].iter().sum::<f64>() / (each.len() - 1) as f64))
             }
             _ => (None, None),
@@ -723,6 +684,8 @@ impl GpuBackend {
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
         Ok(StepProfile {
             method,
+            timestamps_quantized: quantized,
+            position: self.pos - 1,
             kernels,
             gpu_seconds,
             wall_seconds,
@@ -732,11 +695,13 @@ impl GpuBackend {
         })
     }
 
-    /// The GPU time of each of `list`'s dispatches, encoded as a step is (one pass, one
-    /// submit, the logits read back) with a timestamp before the first and after each; or,
-    /// with [`kernels::Stamps::Ends`], the whole list's time alone.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch], stamps: kernels::Stamps) -> Result<Vec<f64>> {
+    /// The GPU time of each of `list`'s dispatches, encoded as a step is (one submit, the
+    /// logits read back) with a timestamp before the first and after each, in the place the
+    /// device has them ([`kernels::encode_timed`]); or, with [`kernels::Stamps::Ends`], the
+    /// whole list's time alone, in one pass. Also whether every timestamp was a whole multiple
+    /// of 100 us, as a browser that coarsens them to thwart timing attacks gives them
+    /// (Chromium does unless started with `--enable-webgpu-developer-features`).
+    async fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch], stamps: kernels::Stamps) -> Result<(Vec<f64>, bool)> {
         let ctx = &self.ctx;
         let count = if stamps == kernels::Stamps::Ends { 2 } else { list.len() as u32 + 1 };
         let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
@@ -748,21 +713,22 @@ impl GpuBackend {
         let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
         let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
-        kernels::encode_timed(&mut encoder, list, 1, Some((&queries, stamps)));
+        kernels::encode_timed(&mut encoder, list, 1, Some((&queries, stamps, ctx.info.timestamps)));
         encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
         encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
         encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (self.cfg.vocab_size * 4) as u64);
         ctx.queue.submit([encoder.finish()]);
-        pollster::block_on(ctx.map_f32(&self.staging, self.cfg.vocab_size, None))?;
+        ctx.map_f32(&self.staging, self.cfg.vocab_size, None).await?;
         // Each timestamp is a u64 of ticks, low word first.
-        let words = pollster::block_on(ctx.map_f32(&readback, 2 * count as usize, None))?;
+        let words = ctx.map_f32(&readback, 2 * count as usize, None).await?;
         let ticks: Vec<u64> = words.chunks_exact(2).map(|w| u64::from(w[0].to_bits()) | (u64::from(w[1].to_bits()) << 32)).collect();
         let period = f64::from(ctx.queue.get_timestamp_period());
-        Ok(ticks.windows(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / 1e9).collect())
+        let coarse = (period - 1.0).abs() < 1e-9 && ticks.iter().all(|&t| t % 100_000 == 0);
+        Ok((ticks.windows(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / 1e9).collect(), coarse))
     }
 
     /// The time of each of `list`'s dispatches, each submitted and awaited alone, less an
-    /// empty submit's time.
+    /// empty submit's time (natively; a browser has no blocking wait).
     #[cfg(not(target_arch = "wasm32"))]
     fn dispatch_seconds_alone(&self, list: &[Dispatch]) -> Result<Vec<f64>> {
         use web_time::Instant;
@@ -785,6 +751,15 @@ impl GpuBackend {
             seconds.push((wait(&self.ctx, encoder)? - empty).max(0.0));
         }
         Ok(seconds)
+    }
+
+    /// In a browser there is no timing a kernel without timestamp queries.
+    #[cfg(target_arch = "wasm32")]
+    fn dispatch_seconds_alone(&self, _list: &[Dispatch]) -> Result<Vec<f64>> {
+        Err(Error::Backend(format!(
+            "cannot time kernels on {}: its WebGPU adapter has no timestamp queries (the feature timestamp-query)",
+            self.ctx.info.name
+        )))
     }
 
     /// Runs `tokens` (at most [`PREFILL_BATCH`], within the context: [`Backend::forward`]

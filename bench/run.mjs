@@ -23,7 +23,8 @@
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs; then one
 // decode step after each prompt timed by kernel in it, as `bench --profile` natively) and the
-// page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
+// page keeping 3 greedy steps submitted ahead (?runahead=3) and the page without subgroups
+// (?subgroups=0: the plain reductions it ran before the worker asked for them) and the page with the output
 // projection per query head over its first 256 positions (?perhead=256) and the page sampling
 // at temperature 0.7 with a fixed seed (how a person uses it; no greedy run-ahead), also with
 // ?sampledahead=1 (each sampled step run ahead on the GPU's top token); then whether each one's
@@ -124,6 +125,7 @@ async function llamaCpp(gpu = false) {
 // `simd` 'baseline' loads the engine without relaxed SIMD (www/pkg), to show what it buys.
 // With `record` false it only warms up (one untimed run per prompt, no rows). `asks` adds the
 // page's measuring options: { runahead: N } keeps N greedy steps submitted ahead on WebGPU,
+// { subgroups: 0 } opens its WebGPU device without subgroups,
 // { perhead: N } runs its first N positions with the output projection per query head, and
 // { temperature: T } samples at T with the seed fixed (42) instead of decoding greedily: each
 // step then waits for its logits to come back and be sampled before the next one starts,
@@ -135,7 +137,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   const { temperature = 0, ...inUrl } = asks;
   const extra = Object.entries(inUrl).map(([k, v]) => `&${k}=${v}`).join('');
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${extra}`);
-  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}`;
+  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}${asks.subgroups === 0 ? ', without subgroups' : ''}`;
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -276,6 +278,7 @@ async function onTheGpu() {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
     await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
+    await attempt('tokenscope Chromium webgpu, without subgroups', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { subgroups: 0 }));
     perHeadTexts = await attempt('tokenscope Chromium webgpu, per-head attention', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { perhead: 256 }));
     await attempt('tokenscope Chromium webgpu, sampled', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7 }));
     await attempt('tokenscope Chromium webgpu, sampled, run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7, sampledahead: 1 }));

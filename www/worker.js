@@ -23,7 +23,8 @@
 // `?sampledahead=1` has sampled steps too run the next step ahead on WebGPU, on the GPU's top
 // token (Engine.setRunAheadSampled; greedy steps always do): the same tokens, for measuring
 // what starting each step before the last one's logits are back buys where the draw is mostly
-// the top token.
+// the top token. `?subgroups=0` opens the WebGPU device without subgroups where the adapter
+// has them (the engine then runs its plain reductions): for measuring what they buy.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -33,6 +34,7 @@ const BASELINE_ASKED = ASKS.get('simd') === 'baseline';
 const RUN_AHEAD_ASKED = Number(ASKS.get('runahead')) || 0;
 const PER_HEAD_ASKED = ASKS.has('perhead') ? Number(ASKS.get('perhead')) : undefined;
 const SAMPLED_AHEAD_ASKED = ASKS.get('sampledahead') === '1';
+const SUBGROUPS_ASKED = ASKS.get('subgroups') !== '0';
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -144,7 +146,7 @@ async function load(msg) {
   hasRun = false;
   const t0 = performance.now();
   await initOnce();
-  const choice = await chooseBackend(msg.backend || 'auto');
+  const choice = await chooseBackend(msg.backend || 'auto', SUBGROUPS_ASKED);
   /** @type {Blob} */
   let file;
   let fromCache = false;

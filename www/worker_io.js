@@ -68,11 +68,34 @@ export async function fetchModel(url, report) {
 // wasm CPU backend; Auto only picks WebGPU on a hardware adapter.
 const SOFTWARE_ADAPTER = /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i;
 
-async function findAdapter() {
+// wgpu 30's WebGPU backend never puts 'subgroups' in a device request (its table of WebGPU
+// features lacks the name), so the engine's device would have none even where the adapter
+// offers them, and the page would run the plain reductions where natively it runs subgroup
+// ones. So every device request on this adapter's kind is given 'subgroups' wherever the
+// adapter offers them; the engine reads the features of the device it got (GpuContext) and
+// runs its subgroup kernels (with `enable subgroups;`) only on a device that has them.
+const askingForSubgroups = new WeakSet();
+/** @param {GPUAdapter} adapter */
+function askDevicesForSubgroups(adapter) {
+  const proto = Object.getPrototypeOf(adapter);
+  if (askingForSubgroups.has(proto)) return;
+  askingForSubgroups.add(proto);
+  const request = proto.requestDevice;
+  /** @this {GPUAdapter} @param {GPUDeviceDescriptor} [descriptor] */
+  proto.requestDevice = function (descriptor) {
+    const features = [...(descriptor?.requiredFeatures || [])];
+    if (this.features.has('subgroups') && !features.includes('subgroups')) features.push('subgroups');
+    return request.call(this, { ...descriptor, requiredFeatures: features });
+  };
+}
+
+/** @param {boolean} subgroups whether the engine's device is to be asked for subgroups */
+async function findAdapter(subgroups) {
   if (!self.navigator || !navigator.gpu) return null;
   try {
     const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (!adapter) return null;
+    if (subgroups) askDevicesForSubgroups(adapter);
     const info = adapter.info;
     const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
     return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
@@ -90,14 +113,17 @@ function linuxChromeHint() {
   return ' On Linux, Chrome gives WebGPU the GPU with chrome://flags/#enable-vulkan and #enable-unsafe-webgpu turned on.';
 }
 
-// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why.
+// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why. With
+// `subgroups` (the default) the engine's WebGPU device is asked for subgroups where the
+// adapter has them.
 /**
  * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
  * @param {string} requested
+ * @param {boolean} [subgroups]
  * @returns {Promise<BackendChoice>}
  */
-export async function chooseBackend(requested) {
-  const adapter = await findAdapter();
+export async function chooseBackend(requested, subgroups = true) {
+  const adapter = await findAdapter(subgroups);
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
     if (!adapter) throw named('NoGpu', `This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.${linuxChromeHint()}`);

@@ -158,7 +158,8 @@ export function compareSteps(run, reference, { tolerance, smallMargin, what }) {
 // it. `ask(msg)` posts a request and resolves with the response that answers it ('loaded',
 // 'started', 'finished', 'profiled'; an 'error' rejects with its name and words);
 // `loadDefault(backend)` loads the page's default model as the page does (www/defaults.js);
-// `steps()` gives the forward_ms of the 'step' responses since the last ask.
+// `steps()` gives the forward_ms of the 'step' responses since the last ask, `tokens()` their
+// token ids.
 export async function openWorker(browser, base) {
   const page = await (await browser.newContext()).newPage();
   await page.goto(`${base}defaults.js`);
@@ -166,13 +167,13 @@ export async function openWorker(browser, base) {
     const worker = new Worker('/worker.js', { type: 'module' });
     const w = /** @type {any} */ (window);
     let waiting = null;
-    w.forwardMs = [];
+    w.stepEvents = [];
     worker.onmessage = ({ data }) => {
-      if (data.type === 'step') w.forwardMs.push(data.event.forward_ms);
+      if (data.type === 'step') w.stepEvents.push({ forwardMs: data.event.forward_ms, tokenId: data.event.token_id });
       else if (data.type === 'error') waiting?.reject(new Error(`${data.name}: ${data.message}`));
       else if (['loaded', 'started', 'finished', 'profiled'].includes(data.type)) waiting?.resolve(data);
     };
-    w.ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; w.forwardMs = []; worker.postMessage(msg); });
+    w.ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; w.stepEvents = []; worker.postMessage(msg); });
   });
   return {
     page,
@@ -181,7 +182,8 @@ export async function openWorker(browser, base) {
       const { DEFAULT_MODEL_URL, PAGE_CONTEXT } = await import('/defaults.js');
       return /** @type {any} */ (window).ask({ type: 'load', backend: b, context: PAGE_CONTEXT, kvCacheF16: false, url: DEFAULT_MODEL_URL, name: 'default' });
     }, backend),
-    steps: () => page.evaluate(() => /** @type {any} */ (window).forwardMs),
+    steps: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.forwardMs)),
+    tokens: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.tokenId)),
     close: () => page.close(),
   };
 }

@@ -33,6 +33,26 @@ async function onWebGpu(p, url) {
   await p.locator('#backend').selectOption('webgpu');
 }
 
+// Opens `url` on WebGPU in tab `p` and writes `maxTokens` tokens after 'The capital of France
+// is' (Completion) with the slider `name` set to `value`; returns the tokens.
+async function writeOnWebGpu(p, url, [name, value], maxTokens) {
+  await onWebGpu(p, url);
+  await waitLoaded(p);
+  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
+  await p.getByRole('radio', { name: 'Completion' }).check();
+  await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
+  await setSlider(p, name, value);
+  await generate(p, { maxTokens });
+  return p.locator('#text .tok').allTextContents();
+}
+
+// A fresh tab, its page errors logged.
+async function newTab() {
+  const p = await context.newPage();
+  p.on('pageerror', (e) => console.error('page error:', e.message));
+  return p;
+}
+
 async function barPercents(p) {
   return p.locator('#chart .row .bar-pct').allTextContents();
 }
@@ -223,8 +243,9 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   const pcts = (await barPercents(page)).map((s) => (s === '<0.1%' ? 0 : parseFloat(s)));
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
-  // wgpu cannot ask the browser for subgroups, so the page runs the workgroup reductions.
-  assert.match(stats, /\(workgroup reductions, f32 KV cache\)/);
+  // The worker asks the browser for SwiftShader's subgroups (wgpu 30 cannot), so the page
+  // runs the subgroup reductions, as natively.
+  assert.match(stats, /\(subgroup reductions, f32 KV cache\)/);
   assert.match(stats, / × 4 B × /);
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-webgpu.png`, fullPage: true });
@@ -236,7 +257,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   await waitLoaded(page);
   await generate(page, { maxTokens: 3 });
   const halfStats = await page.locator('#stats').textContent();
-  assert.match(halfStats, /\(workgroup reductions, f16 KV cache\)/);
+  assert.match(halfStats, /\(subgroup reductions, f16 KV cache\)/);
   assert.match(halfStats, / × 2 B × /);
   const halfText = await page.locator('#text .tok').allTextContents();
   assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
@@ -258,17 +279,10 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
 
 test('?perhead=256 runs WebGPU\'s output projection per query head, to the same greedy tokens; ?perhead=999 is refused in words and the model in use stays', async () => {
   assert.ok(webgpuGreedy, 'the WebGPU test ran first');
-  const p = await context.newPage();
-  p.on('pageerror', (e) => console.error('page error:', e.message));
-  await onWebGpu(p, `${BASE}?perhead=256`);
-  await waitLoaded(p);
-  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
+  const p = await newTab();
+  const tokens = await writeOnWebGpu(p, `${BASE}?perhead=256`, ['Top-k', 1], 3);
   assert.equal(Number(await p.evaluate(() => document.body.dataset.gpuDispatches)), 4 * 30 + 2, '4 dispatches a layer');
-  await p.getByRole('radio', { name: 'Completion' }).check();
-  await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
-  await setSlider(p, 'Top-k', 1);
-  await generate(p, { maxTokens: 3 });
-  assert.deepEqual(await p.locator('#text .tok').allTextContents(), webgpuGreedy);
+  assert.deepEqual(tokens, webgpuGreedy);
 
   await onWebGpu(p, `${BASE}?perhead=999`);
   await p.getByRole('alert').waitFor({ state: 'visible' });
@@ -280,19 +294,20 @@ test('?perhead=256 runs WebGPU\'s output projection per query head, to the same 
   await p.close();
 });
 
+test('?subgroups=0 runs WebGPU on the plain reductions, to the same greedy tokens', async () => {
+  assert.ok(webgpuGreedy, 'the WebGPU test ran first');
+  const p = await newTab();
+  const tokens = await writeOnWebGpu(p, `${BASE}?subgroups=0`, ['Top-k', 1], 3);
+  assert.match(await p.locator('#stats').textContent(), /\(workgroup reductions, f32 KV cache\)/);
+  assert.deepEqual(tokens, webgpuGreedy);
+  await p.close();
+});
+
 test('?sampledahead=1 runs WebGPU\'s sampled steps ahead on the top token, drawing the tokens the default page draws', async () => {
-  const p = await context.newPage();
-  p.on('pageerror', (e) => console.error('page error:', e.message));
+  const p = await newTab();
   // Four tokens at temperature 1.2, seed 42, on WebGPU: the tokens and the run-ahead counts.
   const sampled = async (url) => {
-    await onWebGpu(p, url);
-    await waitLoaded(p);
-    assert.equal(await p.evaluate(() => document.body.dataset.backend), 'webgpu');
-    await p.getByRole('radio', { name: 'Completion' }).check();
-    await p.getByRole('textbox', { name: 'Prompt' }).fill('The capital of France is');
-    await setSlider(p, 'Temperature', 1.2);
-    await generate(p, { maxTokens: 4 });
-    const tokens = await p.locator('#text .tok').allTextContents();
+    const tokens = await writeOnWebGpu(p, url, ['Temperature', 1.2], 4);
     return { tokens, ahead: await p.evaluate(() => document.body.dataset.gpuRunAhead), stats: await p.locator('#stats').textContent() };
   };
   const plain = await sampled(BASE);

@@ -1,11 +1,14 @@
-// A WebGPU decode step timed by kernel inside Chromium (the worker's 'profile', Engine.profile):
-// the bench on a GPU machine prints it beside `bench --profile`'s native rows, so here, on
-// SwiftShader, it must time the step the page runs (its dispatches, at the position it says)
-// with the browser's timestamps, say it in the native wording, refuse what it cannot time in
-// words, and leave the engine generating exactly as before.
+// The page's worker driven by its protocol (harness.mjs's openWorker) on WebGPU: its engine runs
+// the subgroup kernels on the subgroups the worker asks the device for (www/worker_io.js) and
+// writes what exact math writes; and one decode step timed by kernel inside Chromium (the
+// worker's 'profile', Engine.profile), which the bench on a GPU machine prints beside `bench
+// --profile`'s native rows. Here, on SwiftShader, the profile must time the step the page runs
+// (its dispatches, at the position it says) with the browser's timestamps, say it in the
+// native wording, refuse what it cannot time in words, and leave the engine generating
+// exactly as before.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { start, openWorker } from './harness.mjs';
+import { start, openWorker, cli } from './harness.mjs';
 
 let env;
 let worker;
@@ -25,13 +28,18 @@ after(async () => {
 async function greedy(tokens) {
   const started = await worker.ask({ type: 'start', prompt: PROMPT, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: tokens } });
   const { finish, stats } = await worker.ask({ type: 'run', mode: 'stream' });
-  return { started, finish, stats };
+  return { started, finish, stats, tokens: await worker.tokens() };
 }
 
 test('a WebGPU decode step is timed by kernel in the browser, and the engine generates as before', async () => {
   const loaded = await worker.loadDefault('webgpu');
   assert.equal(loaded.backend, 'webgpu', JSON.stringify(loaded.adapter));
   const before = await greedy(4);
+  // The page's WebGPU engine (on SwiftShader's subgroups, asked for by the worker) writes what
+  // exact math writes.
+  assert.match(loaded.stats.gpu_kernels, /^subgroup reductions/);
+  const exact = cli(['generate', '--backend', 'cpu-exact', '--temperature', '0', '--max-tokens', '4', '--jsonl', PROMPT]).split('\n').filter((l) => l.includes('"token_id"')).map((l) => JSON.parse(l).token_id);
+  assert.deepEqual(before.tokens, exact);
   const { report } = await worker.ask({ type: 'profile', prompt: PROMPT });
   const { profile, lines } = report;
   // A browser's WebGPU stamps the edges of passes only: each dispatch is a pass of its own.
@@ -54,12 +62,13 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   for (const k of profile.kernels) assert.ok(lines.some((l) => l.trimStart().startsWith(`${k.kernel} `)), `no line for ${k.kernel}:\n${lines.join('\n')}`);
   // The cache was emptied: the same greedy text as before the profile, from position 0.
   const after = await greedy(4);
-  assert.equal(after.finish.text, before.finish.text);
+  assert.equal(before.tokens.length, 4);
+  assert.deepEqual(after.tokens, before.tokens);
   assert.equal(after.stats.position, before.stats.position);
   // What it cannot time is refused in words, and the engine still works after.
   await assert.rejects(worker.ask({ type: 'profile', prompt: 'word '.repeat(2100) }), /InvalidParams: invalid parameter: the profile needs a prompt of 1 to 2046 tokens, not \d+/);
   await assert.rejects(worker.ask({ type: 'profile', prompt: '' }), /the profile needs a prompt of 1 to 2046 tokens, not 0/);
-  assert.equal((await greedy(4)).finish.text, before.finish.text);
+  assert.deepEqual((await greedy(4)).tokens, before.tokens);
 });
 
 test('the profile on the CPU backend is refused in words', async () => {

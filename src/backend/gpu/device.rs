@@ -19,8 +19,8 @@ pub struct GpuInfo {
     pub max_storage_buffer_binding_size: u64,
     /// Most storage buffers one shader stage may bind.
     pub max_storage_buffers_per_shader_stage: u32,
-    /// Whether the device was opened with subgroup operations (the adapter offers them and
-    /// wgpu can ask for them: natively, not yet through a browser's WebGPU).
+    /// Whether the device was opened with subgroup operations (the adapter offers them;
+    /// natively wgpu asks for them, in a browser the worker does).
     pub subgroups: bool,
     /// The adapter's smallest and largest subgroup size (0 when it has none).
     pub subgroup_sizes: [u32; 2],
@@ -143,6 +143,12 @@ impl GpuContext {
         #[cfg(target_arch = "wasm32")]
         let (adapter, device, queue, limits) = open().await?;
         let ai = adapter.get_info();
+        // wgpu 30's WebGPU backend cannot ask for subgroups, nor tell them among a device's
+        // features: in a browser the worker asks for them (www/worker_io.js) and the device's
+        // own features say whether it got them.
+        #[cfg(target_arch = "wasm32")]
+        let subgroups = device.as_webgpu().is_some_and(|d| d.features().has("subgroups"));
+        #[cfg(not(target_arch = "wasm32"))]
         let subgroups = device.features().contains(wgpu::Features::SUBGROUP);
         let timestamps = match device.features() {
             f if f.contains(TIMESTAMPS_INSIDE) => Timestamps::InsidePasses,

@@ -351,8 +351,9 @@ async function chromiumAdapter(env) {
 }
 
 // The page's engine in Node.js on Dawn (bench/dawn.mjs), as the bench drives the page: greedy,
-// completion mode, a warm-up run then `runs` timed ones per prompt. Returns each prompt's
-// generated tokens (the last run's).
+// completion mode, a warm-up run then `runs` timed ones per prompt, then one decode step after
+// each prompt timed by kernel (Engine.profile). Returns each prompt's generated tokens (the
+// last run's).
 async function oursOnDawn(dawn, runs) {
   const { engine, adapter, info, dispose } = await dawn.loadOnDawn(MODEL);
   const texts = {};
@@ -365,6 +366,14 @@ async function oursOnDawn(dawn, runs) {
         texts[name] = run.texts;
       }
       add({ engine: 'tokenscope', where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, prompt_tokens: timed[0].prompt_tokens, prefill_tok_s: median(timed.map((t) => t.prefill_tok_s)), decode_tok_s: median(timed.map((t) => t.decode_tok_s)), gpu_dispatches_per_step: timed[0].gpu_dispatches_per_step, gpu_encode_ms_per_step: timed[0].gpu_encode_ms_per_step, ...stepEnds(timed.at(-1).forward_ms) });
+    }
+    // One decode step after each prompt timed by kernel, as in Chromium's worker (workerAlone).
+    for (const [name, text] of Object.entries(PROMPTS)) {
+      try {
+        profiles.push({ where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, ...(await engine.profile(text)) });
+      } catch (e) {
+        failures.push(`the profile in ${dawn.WHERE} after the ${name} prompt: ${String(e.message || e).split('\n')[0]}`);
+      }
     }
   } finally {
     dispose();

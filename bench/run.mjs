@@ -77,8 +77,10 @@ const stepEnds = (forwardMs) => {
 const rows = [];
 const greedy = [];
 const failures = [];
-// Decode steps timed by kernel in the browser (workerAlone): `{ where, device, prompt, profile, lines }`.
+// Decode steps timed by kernel in the browser and on Dawn (workerAlone, oursOnDawn): `{ where,
+// device, prompt, profile, lines }`, each printed as it comes (a run cut short keeps them).
 const profiles = [];
+const addProfile = (p) => { profiles.push(p); console.log(`\nbench: ${p.where} on ${p.device}, one decode step after the ${p.prompt} prompt:\n${p.lines.join('\n')}`); };
 const add = (row) => { row.model = FORMAT; rows.push(row); console.log(`bench: ${row.engine} ${row.where} ${FORMAT} ${row.prompt}: prefill ${row.prefill_tok_s.toFixed(1)}, decode ${row.decode_tok_s.toFixed(1)} tok/s`); };
 
 // tokenscope natively, through its own bench command.
@@ -328,7 +330,7 @@ async function workerAlone(env, runs) {
     for (const [name, prompt] of Object.entries(PROMPTS)) {
       try {
         const { report } = await worker.ask({ type: 'profile', prompt });
-        profiles.push({ where: `${BROWSER_WEBGPU}, the page's worker`, device: loaded.adapter.name, prompt: name, ...report });
+        addProfile({ where: `${BROWSER_WEBGPU}, the page's worker`, device: loaded.adapter.name, prompt: name, ...report });
       } catch (e) {
         failures.push(`the profile in ${BROWSER_WEBGPU} after the ${name} prompt: ${String(e.message || e).split('\n')[0]}`);
       }
@@ -370,7 +372,7 @@ async function oursOnDawn(dawn, runs) {
     // One decode step after each prompt timed by kernel, as in Chromium's worker (workerAlone).
     for (const [name, text] of Object.entries(PROMPTS)) {
       try {
-        profiles.push({ where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, ...(await engine.profile(text)) });
+        addProfile({ where: dawn.WHERE, device: adapter?.name || info.device, prompt: name, ...(await engine.profile(text)) });
       } catch (e) {
         failures.push(`the profile in ${dawn.WHERE} after the ${name} prompt: ${String(e.message || e).split('\n')[0]}`);
       }
@@ -405,7 +407,6 @@ console.log('\ndecode tok/s by the worker\'s wall clock in the page (its streame
 for (const r of rows.filter((r) => r.decode_tok_s_wall !== undefined)) console.log(`${r.where} | ${r.prompt} | ${r.decode_tok_s_wall.toFixed(1)}`);
 for (const r of rows.filter((r) => r.gpu_run_ahead_taken_dropped)) console.log(`${r.where} | ${r.prompt} | decode steps run ahead on the GPU's top token since the page loaded, taken / dropped: ${r.gpu_run_ahead_taken_dropped}`);
 for (const r of rows.filter((r) => r.decode_forward_ms_first8 !== undefined && r.gpu_dispatches_per_step !== undefined)) console.log(`${r.where} | ${r.prompt} | a decode step's forward pass, median of the first 8 steps ${r.decode_forward_ms_first8.toFixed(2)} ms, of the last 8 ${r.decode_forward_ms_last8.toFixed(2)} ms (the last timed run; every step's in the results' decode_forward_ms)`);
-for (const p of profiles) console.log(`\n${p.where} on ${p.device}, after the ${p.prompt} prompt:\n${p.lines.join('\n')}`);
 if (BROWSER_FLAGS) console.log(`Chromium ran with ${BROWSER_FLAGS}`);
 for (const f of failures) console.log(`did not run: ${f}`);
 for (const g of greedy) console.log(`greedy text in ${g.where} against the exact CPU path, ${g.prompt} prompt: ${g.same ? `the same ${g.tokens} tokens` : `differs from token ${g.first_difference}`}`);

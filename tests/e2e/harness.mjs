@@ -158,13 +158,14 @@ export function compareSteps(run, reference, { tolerance, smallMargin, what }) {
 // it. `ask(msg)` posts a request and resolves with the response that answers it ('loaded',
 // 'started', 'finished', 'profiled'; an 'error' rejects with its name and words);
 // `loadDefault(backend)` loads the page's default model as the page does (www/defaults.js);
+// `query` is the worker's own URL query (the page's measuring asks, e.g. '?subgroups=0').
 // `steps()` gives the forward_ms of the 'step' responses since the last ask, `tokens()` their
 // token ids.
-export async function openWorker(browser, base) {
+export async function openWorker(browser, base, query = '') {
   const page = await (await browser.newContext()).newPage();
   await page.goto(`${base}defaults.js`);
-  await page.evaluate(() => {
-    const worker = new Worker('/worker.js', { type: 'module' });
+  await page.evaluate((q) => {
+    const worker = new Worker(`/worker.js${q}`, { type: 'module' });
     const w = /** @type {any} */ (window);
     let waiting = null;
     w.stepEvents = [];
@@ -174,7 +175,7 @@ export async function openWorker(browser, base) {
       else if (['loaded', 'started', 'finished', 'profiled'].includes(data.type)) waiting?.resolve(data);
     };
     w.ask = (msg) => new Promise((resolve, reject) => { waiting = { resolve, reject }; w.stepEvents = []; worker.postMessage(msg); });
-  });
+  }, query);
   return {
     page,
     ask: (msg) => page.evaluate((m) => /** @type {any} */ (window).ask(m), msg),

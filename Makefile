@@ -123,7 +123,7 @@ bench-frame: model www build
 # Everything a GPU machine with no network needs to test and bench us against llama.cpp (Vulkan)
 # and wllama (WebGPU) there, packed into target/device/pieces/<n>/ (60 MiB each):
 # scripts/pack-device.sh; bench/device/README.md says how to send and run them.
-bench-device: model www build
+bench-device: model $(TOKENIZER_FIXTURE) www build
 	scripts/pack-device.sh
 
 # 300 cycles of generate, stop, sliders, step switches and reloads in Chromium; memory must stay flat.

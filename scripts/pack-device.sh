@@ -154,5 +154,7 @@ done
 echo "$n" >"$DEVICE/pieces/1/COUNT"
 rm -f "$DEVICE/tokenscope-device.tar.xz"
 rm -rf "$STAGE"
+# The commit packed, for a later session to tell whether the pieces are still current.
+git rev-parse HEAD >"$DEVICE/packed-at"
 du -sh "$DEVICE"/pieces/* | sed 's/^/pack-device: piece /'
 echo "pack-device: $n pieces; send each with the device tool (carry target/device/pieces/<n>), as bench/device/README.md says"

@@ -23,8 +23,8 @@
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs; then one
 // decode step after each prompt timed by kernel in it, as `bench --profile` natively) and the
-// page keeping 3 greedy steps submitted ahead (?runahead=3) and the page without subgroups
-// (?subgroups=0: the plain reductions it ran before the worker asked for them) and the page with the output
+// page without subgroups (?subgroups=0: the plain reductions it ran before the worker asked for
+// them) and the page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
 // projection per query head over its first 256 positions (?perhead=256) and the page sampling
 // at temperature 0.7 with a fixed seed (how a person uses it; no greedy run-ahead), also with
 // ?sampledahead=1 (each sampled step run ahead on the GPU's top token); then whether each one's
@@ -279,8 +279,8 @@ async function onTheGpu() {
   if (adapter && !adapter.software) {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
-    await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
     await attempt('tokenscope Chromium webgpu, without subgroups', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { subgroups: 0 }));
+    await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
     perHeadTexts = await attempt('tokenscope Chromium webgpu, per-head attention', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { perhead: 256 }));
     await attempt('tokenscope Chromium webgpu, sampled', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7 }));
     await attempt('tokenscope Chromium webgpu, sampled, run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7, sampledahead: 1 }));

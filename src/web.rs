@@ -16,7 +16,7 @@ use wasm_bindgen::prelude::*;
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
-use crate::backend::gpu::model::{check_run_ahead_steps, RunAheadCounts};
+use crate::backend::gpu::step::{check_run_ahead_steps, RunAheadCounts};
 use crate::backend::gpu::StepProfile;
 use crate::backend::{AnyBackend, Backend};
 use crate::blob_reader::BlobReader;

@@ -11,7 +11,7 @@ use common::{argmax, ids, max_diff};
 
 use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
 use tokenscope::backend::gpu::kernels::{self, KernelOptions};
-use tokenscope::backend::gpu::model::{RunAheadCounts, MAX_RUN_AHEAD};
+use tokenscope::backend::gpu::step::{RunAheadCounts, MAX_RUN_AHEAD};
 use tokenscope::backend::gpu::{GpuBackend, GpuContext};
 use tokenscope::backend::{Backend, Pass};
 use tokenscope::generation::generate::{Event, GenerateParams, Generation};
@@ -175,11 +175,11 @@ fn check_exact(g: &mut GpuBackend, tol: f64, cases: usize) -> f64 {
 /// commands encoded ahead, while the step before ran, the first time; just before its submit
 /// the second).
 ///
-/// [`PREFILL_BATCH`]: tokenscope::backend::gpu::model::PREFILL_BATCH
+/// [`PREFILL_BATCH`]: tokenscope::backend::gpu::activations::PREFILL_BATCH
 #[test]
 fn gpu_prefill_equals_decode_and_truncate_regenerates() {
     let mut g = gpu();
-    let batch = tokenscope::backend::gpu::model::PREFILL_BATCH;
+    let batch = tokenscope::backend::gpu::activations::PREFILL_BATCH;
     let prompt: Vec<u32> = [504, 3575, 282, 4649, 314].repeat(14);
     let (first, rest) = prompt.split_at(batch);
     let stepwise = |g: &mut GpuBackend, tokens: &[u32]| {

@@ -3,7 +3,7 @@
 use serde_json::json;
 use web_time::Instant;
 
-use tokenscope::backend::gpu::model::check_run_ahead_steps;
+use tokenscope::backend::gpu::step::check_run_ahead_steps;
 use tokenscope::backend::{AnyBackend, Backend, Pass};
 use tokenscope::generation::generate::{Event, Finish, GenerateParams, Generation};
 use tokenscope::generation::speculative::{Drafter, SpeculativeParams};

@@ -8,8 +8,9 @@
 //! own final-norm-and-LM-head dispatches, one row after another in one submit, so the last
 //! layer's row gives the step's logits bit for bit.
 
+use super::forward::Op;
 use super::kernels::{self, Dispatch, StepParams};
-use super::model::{GpuBackend, Op};
+use super::model::GpuBackend;
 use crate::backend::{Batching, Inspection};
 use crate::error::{Error, Result};
 
@@ -37,7 +38,15 @@ impl GpuBackend {
             let dispatches = (0..layers)
                 .map(|l| {
                     let out = kernels::whole(&weights);
-                    self.kernels.attention_weights(&self.ctx, self.att_shape, l as u32, &self.q, &self.key_caches[l], out, &self.step)
+                    self.kernels.attention_weights(
+                        &self.ctx,
+                        self.att_shape,
+                        l as u32,
+                        &self.acts.q,
+                        &self.key_caches[l],
+                        out,
+                        &self.acts.step,
+                    )
                 })
                 .collect::<Result<Vec<_>>>()?;
             self.inspector = Some(Inspector { weights, residuals, staging, dispatches });
@@ -59,8 +68,8 @@ impl GpuBackend {
         let inspector = self.inspector.as_ref().ok_or_else(|| Error::Backend("no inspector".into()))?;
         let (layers, dim, heads, vocab) = (self.layer_ends.len(), self.cfg.dim, self.cfg.n_heads, self.cfg.vocab_size);
         let positions = self.pos + 1;
-        self.ctx.queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(&[token]));
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        self.ctx.queue.write_buffer(&self.acts.tokens, 0, bytemuck::cast_slice(&[token]));
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
         let batched = batching != Batching::Natural;
         // The form of attention the step's own pass took (a batched one runs the many-token
         // lists).
@@ -81,18 +90,18 @@ impl GpuBackend {
             let mut list = one(&self.ops[start..end]);
             list.push(inspector.dispatches[l].clone());
             kernels::encode(&mut encoder, &list, 1);
-            encoder.copy_buffer_to_buffer(&self.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
+            encoder.copy_buffer_to_buffer(&self.acts.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
             start = end;
         }
         let head = if batching == Batching::Verify { std::slice::from_ref(&self.verify_head) } else { &self.ops[start..] };
         kernels::encode(&mut encoder, &one(head), 1);
         let weight_floats = layers * heads * positions;
-        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.staging, 0, (vocab * 4) as u64);
+        encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (vocab * 4) as u64);
         encoder.copy_buffer_to_buffer(&inspector.weights, 0, &inspector.staging, 0, (weight_floats * 4) as u64);
         encoder.copy_buffer_to_buffer(&inspector.residuals, 0, &inspector.staging, (weight_floats * 4) as u64, (layers * dim * 4) as u64);
         self.ctx.queue.submit([encoder.finish()]);
         scopes.finish("an inspecting step").await?;
-        let logits = self.ctx.map_f32(&self.staging, vocab, None).await?;
+        let logits = self.ctx.map_f32(&self.acts.staging, vocab, None).await?;
         let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim, None).await?;
         let residuals = read.split_off(weight_floats);
         let (n_heads, n_kv_heads) = (self.cfg.n_heads, self.cfg.n_kv_heads);
@@ -115,12 +124,12 @@ impl GpuBackend {
         let input = self.ctx.storage("lens input", residuals);
         let output = self.ctx.staging("lens readback", (rows * vocab * 4) as u64);
         let head: Vec<Dispatch> = self.ops.last().map(|op| op.one_short.clone()).unwrap_or_default();
-        self.ctx.queue.write_buffer(&self.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("lens") });
         for r in 0..rows {
-            encoder.copy_buffer_to_buffer(&input, (r * dim * 4) as u64, &self.x, 0, (dim * 4) as u64);
+            encoder.copy_buffer_to_buffer(&input, (r * dim * 4) as u64, &self.acts.x, 0, (dim * 4) as u64);
             kernels::encode(&mut encoder, &head, 1);
-            encoder.copy_buffer_to_buffer(&self.logits, 0, &output, (r * vocab * 4) as u64, (vocab * 4) as u64);
+            encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &output, (r * vocab * 4) as u64, (vocab * 4) as u64);
         }
         self.ctx.queue.submit([encoder.finish()]);
         scopes.finish("the logit lens").await?;

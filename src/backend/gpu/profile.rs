@@ -1,10 +1,17 @@
 //! A decode step's time by kernel, as `bench --profile` and the browser's profile
-//! (`Engine.profile`) report it: the figures ([`StepProfile`], measured by
-//! [`super::GpuBackend::profile_decode`]) and the lines both print them in.
+//! (`Engine.profile`) report it: the measurement ([`GpuBackend::profile_decode`], with
+//! timestamp queries where the device has them), the figures ([`StepProfile`]) and the lines
+//! both print them in.
 
 use serde::Serialize;
 
-/// One decode step timed by kernel ([`super::GpuBackend::profile_decode`]).
+use super::device::Timestamps;
+use super::kernels::{self, Dispatch};
+use super::model::GpuBackend;
+use super::step::Lists;
+use crate::error::{Error, Result};
+
+/// One decode step timed by kernel ([`GpuBackend::profile_decode`]).
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
 pub struct StepProfile {
@@ -116,5 +123,156 @@ impl StepProfile {
             ));
         }
         out
+    }
+}
+
+impl GpuBackend {
+    /// Times one decode step of `token` by kernel, natively and in a browser. Two real steps
+    /// run, each appending the token to the KV cache: an ordinary one, timed from writing its
+    /// inputs to having its logits back (the step's wall time), then the profiled one. Where
+    /// the device has timestamp queries inside passes the profiled step is an ordinary step
+    /// too, one pass and one submit, with a timestamp after every dispatch; where it has them
+    /// at pass edges only (a browser's WebGPU) each dispatch is a pass of its own in the one
+    /// submit, its end stamped. Then the step once more with timestamps at its ends only (its
+    /// GPU time as it runs), and the dispatch floor. With no timestamps at all each dispatch
+    /// is submitted and awaited alone, less an empty submit's time (natively only: a
+    /// browser cannot wait for the GPU without a timestamp's help).
+    pub async fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
+        use web_time::Instant;
+        if token as usize >= self.cfg.vocab_size || self.pos + 2 > self.capacity {
+            return Err(Error::Backend("cannot profile: bad token or full context".into()));
+        }
+        let t = Instant::now();
+        self.run(&[token], Lists::Forward, 1, 0).await?;
+        let wall_seconds = t.elapsed().as_secs_f64();
+        let list = self.decode.pick(self.pos, 1).to_vec();
+        self.ctx.queue.write_buffer(&self.acts.tokens, 0, bytemuck::cast_slice(&[token]));
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
+        let place = self.ctx.info.timestamps;
+        let (method, seconds, quantized) = match place {
+            Timestamps::InsidePasses | Timestamps::PassEdges => {
+                let (seconds, quantized) = self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::EachDispatch).await?;
+                let method = if place == Timestamps::InsidePasses { "timestamps in one pass" } else { "timestamps, a pass per dispatch" };
+                (method, seconds, quantized)
+            }
+            Timestamps::None => ("one submit per dispatch", self.dispatch_seconds_alone(&list)?, false),
+        };
+        let gpu_seconds = seconds.iter().sum();
+        let mut kernels: Vec<KernelTime> = Vec::new();
+        for (d, seconds) in list.iter().zip(seconds) {
+            match kernels.iter_mut().find(|k| k.kernel == d.kernel) {
+                Some(k) => {
+                    k.dispatches += 1;
+                    k.seconds += seconds;
+                    k.weight_bytes += d.weight_bytes;
+                }
+                None => kernels.push(KernelTime {
+                    kernel: d.kernel.clone(),
+                    dispatches: 1,
+                    seconds,
+                    weight_bytes: d.weight_bytes,
+                    weight_gb_per_s: 0.0,
+                }),
+            }
+        }
+        for k in &mut kernels {
+            if k.weight_bytes > 0 && k.seconds > 0.0 {
+                k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
+            }
+        }
+        let step_gpu_seconds = match place {
+            Timestamps::None => None,
+            _ => Some(self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::Ends).await?.0[0]),
+        };
+        let (dispatch_floor_seconds, dispatch_floor_seconds_timed_each) = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
+            Some(lookup) if place != Timestamps::None && list.len() > 1 => {
+                let chain = vec![lookup.clone(); list.len()];
+                let whole = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::Ends).await?.0[0];
+                let each = self.dispatch_seconds_by_timestamps(&chain, kernels::Stamps::EachDispatch).await?.0;
+                (Some(whole / chain.len() as f64), Some(each[1..].iter().sum::<f64>() / (each.len() - 1) as f64))
+            }
+            _ => (None, None),
+        };
+        self.pos += 1;
+        self.ctx.check()?;
+        kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
+        Ok(StepProfile {
+            method,
+            timestamps_quantized: quantized,
+            position: self.pos - 1,
+            kernels,
+            gpu_seconds,
+            wall_seconds,
+            step_gpu_seconds,
+            dispatch_floor_seconds,
+            dispatch_floor_seconds_timed_each,
+        })
+    }
+
+    /// The GPU time of each of `list`'s dispatches, encoded as a step is (one submit, the
+    /// logits read back) with a timestamp before the first and after each, in the place the
+    /// device has them ([`kernels::encode_timed`]); or, with [`kernels::Stamps::Ends`], the
+    /// whole list's time alone, in one pass. Also whether every timestamp was a whole multiple
+    /// of 100 us, as a browser that coarsens them to thwart timing attacks gives them
+    /// (Chromium does unless started with `--enable-webgpu-developer-features`).
+    async fn dispatch_seconds_by_timestamps(&self, list: &[Dispatch], stamps: kernels::Stamps) -> Result<(Vec<f64>, bool)> {
+        let ctx = &self.ctx;
+        let count = if stamps == kernels::Stamps::Ends { 2 } else { list.len() as u32 + 1 };
+        let bytes = u64::from(count) * wgpu::QUERY_SIZE as u64;
+        let queries =
+            ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count });
+        let buffer = |usage| {
+            ctx.device.create_buffer(&wgpu::BufferDescriptor { label: Some("timestamps"), size: bytes, usage, mapped_at_creation: false })
+        };
+        let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        kernels::encode_timed(&mut encoder, list, 1, Some((&queries, stamps, ctx.info.timestamps)));
+        encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
+        encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (self.cfg.vocab_size * 4) as u64);
+        ctx.queue.submit([encoder.finish()]);
+        ctx.map_f32(&self.acts.staging, self.cfg.vocab_size, None).await?;
+        // Each timestamp is a u64 of ticks, low word first.
+        let words = ctx.map_f32(&readback, 2 * count as usize, None).await?;
+        let ticks: Vec<u64> = words.chunks_exact(2).map(|w| u64::from(w[0].to_bits()) | (u64::from(w[1].to_bits()) << 32)).collect();
+        let period = f64::from(ctx.queue.get_timestamp_period());
+        let coarse = (period - 1.0).abs() < 1e-9 && ticks.iter().all(|&t| t % 100_000 == 0);
+        Ok((ticks.windows(2).map(|t| t[1].saturating_sub(t[0]) as f64 * period / 1e9).collect(), coarse))
+    }
+
+    /// The time of each of `list`'s dispatches, each submitted and awaited alone, less an
+    /// empty submit's time (natively; a browser has no blocking wait).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn dispatch_seconds_alone(&self, list: &[Dispatch]) -> Result<Vec<f64>> {
+        use web_time::Instant;
+        let wait = |ctx: &super::GpuContext, encoder: wgpu::CommandEncoder| -> Result<f64> {
+            let t = Instant::now();
+            ctx.queue.submit([encoder.finish()]);
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+            Ok(t.elapsed().as_secs_f64())
+        };
+        let new_encoder = |ctx: &super::GpuContext| ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        wait(&self.ctx, new_encoder(&self.ctx))?; // flush the writes
+        let mut empty = f64::INFINITY;
+        for _ in 0..20 {
+            empty = empty.min(wait(&self.ctx, new_encoder(&self.ctx))?);
+        }
+        let mut seconds = Vec::with_capacity(list.len());
+        for d in list {
+            let mut encoder = new_encoder(&self.ctx);
+            kernels::encode(&mut encoder, std::slice::from_ref(d), 1);
+            seconds.push((wait(&self.ctx, encoder)? - empty).max(0.0));
+        }
+        Ok(seconds)
+    }
+
+    /// In a browser there is no timing a kernel without timestamp queries.
+    #[cfg(target_arch = "wasm32")]
+    fn dispatch_seconds_alone(&self, _list: &[Dispatch]) -> Result<Vec<f64>> {
+        Err(Error::Backend(format!(
+            "cannot time kernels on {}: its WebGPU adapter has no timestamp queries (the feature timestamp-query)",
+            self.ctx.info.name
+        )))
     }
 }

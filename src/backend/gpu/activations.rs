@@ -1,0 +1,82 @@
+//! The buffers a pass works in besides the weights and the KV caches (upload.rs): the
+//! residual stream and the other activations, the step's inputs, the logits and the buffers
+//! they are read back through, RoPE's table and attention's scratch. Row i of an activation
+//! belongs to the step's token i (a decode step uses row 0).
+
+use super::device::GpuContext;
+use super::kernels;
+use super::ops;
+use super::step::MAX_RUN_AHEAD;
+use crate::backend::MAX_VERIFY_TOKENS;
+use crate::model::{Config, RopeFrequencies};
+
+/// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
+pub const PREFILL_BATCH: usize = 64;
+
+/// Every activation buffer of a pass, `B` = [`PREFILL_BATCH`] rows.
+pub(super) struct Activations {
+    /// The residual stream, `[B, dim]`.
+    pub x: wgpu::Buffer,
+    /// The Q/K/V projections before RoPE, `[B, n_heads * hd + 2 kv]` (where RoPE is a
+    /// dispatch of its own).
+    pub qkv: wgpu::Buffer,
+    /// The rotated queries, `[B, n_heads * hd]`.
+    pub q: wgpu::Buffer,
+    /// The attention's output, `[B, n_heads * hd]` (where it is a dispatch of its own).
+    pub att: wgpu::Buffer,
+    /// SwiGLU's output, `[B, ffn]`.
+    pub hidden: wgpu::Buffer,
+    /// The logits, `[MAX_VERIFY_TOKENS, vocab]`; a decode step writes row 0.
+    pub logits: wgpu::Buffer,
+    /// Split-K attention's chunk statistics, `[B, n_heads, ceil(context / split_chunk), 2 + hd]`.
+    pub att_parts: wgpu::Buffer,
+    /// The per-head output projection's parts over a short context, `[n_heads, head_chunks,
+    /// 2 + dim]` (one float where it does not run).
+    pub head_parts: wgpu::Buffer,
+    /// RoPE's cosines and sines for every position of the context ([`ops::rope_table`]).
+    pub table: wgpu::Buffer,
+    /// The uniform `[pos, n_tokens, 0, 0]` of the current step.
+    pub step: wgpu::Buffer,
+    /// The step's token ids, `[B]` u32 (a run-ahead's argmax writes `tokens[0]`).
+    pub tokens: wgpu::Buffer,
+    /// Where the logits are read back: `[MAX_VERIFY_TOKENS, vocab]`, and one word more for
+    /// the argmax a greedy run-ahead ranks (its token id after the step's `vocab` logits).
+    pub staging: wgpu::Buffer,
+    /// A greedy run-ahead's other readbacks, [`MAX_RUN_AHEAD`] of `[vocab + 1]`: a ranked step
+    /// and the ones submitted ahead after it read back into different buffers (by the
+    /// position after each, [`super::step::readback_slot`]), so one is mapped while the next
+    /// ones' copies are queued.
+    pub staging_ahead: Vec<wgpu::Buffer>,
+    /// Bytes of the device buffers above (the readbacks' excepted).
+    pub bytes: u64,
+}
+
+impl Activations {
+    /// The buffers for a model shaped `cfg`, a KV cache of `capacity` positions, split-K in
+    /// chunks of `split_chunk` positions and `head_parts` floats of per-head parts.
+    pub fn new(ctx: &GpuContext, cfg: &Config, capacity: usize, split_chunk: u32, head_parts: usize, rope: &RopeFrequencies) -> Self {
+        let b = PREFILL_BATCH;
+        let qd = cfg.n_heads * cfg.head_dim;
+        let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, cfg.head_dim as u32];
+        let mut bytes = 0;
+        let mut buf = |label: &str, n: usize| {
+            bytes += (n * 4) as u64;
+            ctx.storage(label, &vec![0f32; n])
+        };
+        let x = buf("x", b * cfg.dim);
+        let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()));
+        let q = buf("q", b * qd);
+        let att = buf("att", b * qd);
+        let hidden = buf("hidden", b * cfg.ffn_dim);
+        let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size);
+        let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, split_chunk));
+        let head_parts = buf("head parts", head_parts.max(1));
+        let table = ctx.storage("rope", &ops::rope_table(capacity, rope));
+        bytes += table.size();
+        let step = kernels::step_uniform(ctx, 0, 1);
+        let tokens = ctx.storage("tokens", &vec![0u32; b]);
+        let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
+        let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
+        Activations { x, qkv, q, att, hidden, logits, att_parts, head_parts, table, step, tokens, staging, staging_ahead, bytes }
+    }
+}

@@ -1,0 +1,289 @@
+//! The forward pass as a list of ops, in the CPU path's order: the embedding lookup; per
+//! layer the Q/K/V projection (RoPE and the KV-cache write), attention and the output
+//! projection, the gate/up projection (SwiGLU) and the down projection; the LM head. Each
+//! op is built from the uploaded weights (upload.rs) and the activation buffers
+//! (activations.rs), and holds the dispatches it lowers to for each kind of step: one token
+//! (decode, matvec kernels) or many (prefill, matmul kernels), while the context is short or
+//! past that. [`Lowered`] flattens the list into a command list for each kind.
+//!
+//! A decode step's layer is 4 dispatches while the context is at most
+//! [`KernelOptions::fused_positions`] positions (16 by default, as measured on an H100), 5
+//! past them: the RMSNorms run inside the projections after them, RoPE and the KV-cache
+//! write in the Q/K/V projection's epilogue, attention in the output projection's prologue
+//! (past the short context, split-K's part 1 is a dispatch of its own and the prologue
+//! merges its chunks), and SwiGLU in the gate/up projection's epilogue. With
+//! [`KernelOptions::per_head_attention`] the short context's output projection runs per
+//! query head instead (one head's attention over one chunk in each workgroup, its product
+//! with the head's columns into per-head parts), and the gate/up and down projections merge
+//! the parts into the residual stream they read and write: still 4 dispatches a layer. A
+//! model with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own,
+//! where they are applied (one more a layer). A prefill pass runs RoPE and attention as
+//! dispatches of their own (7 a layer, 8 past the first
+//! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
+
+use super::activations::Activations;
+use super::device::GpuContext;
+use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
+use super::ops::{self, AttentionInput, CombineInput, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::upload::GpuLayer;
+use crate::error::Result;
+use crate::model::Config;
+
+/// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
+/// token (decode) or many (prefill), while every token sees at most one attention chunk of
+/// positions (short) or past that (long).
+pub(super) struct Op {
+    /// One token, short context.
+    pub one_short: Vec<Dispatch>,
+    /// One token, long context.
+    pub one_long: Vec<Dispatch>,
+    /// Many tokens, short context.
+    pub many_short: Vec<Dispatch>,
+    /// Many tokens, long context.
+    pub many_long: Vec<Dispatch>,
+}
+
+impl Op {
+    /// The same dispatches for every kind of step.
+    fn same(d: Vec<Dispatch>) -> Op {
+        Op::by_tokens(d.clone(), d)
+    }
+
+    /// `one` for one token, `many` for many, whatever the context.
+    fn by_tokens(one: Vec<Dispatch>, many: Vec<Dispatch>) -> Op {
+        Op { one_short: one.clone(), one_long: one, many_short: many.clone(), many_long: many }
+    }
+}
+
+/// One kind of step's command lists, by the attention form its context allows.
+pub(super) struct Lowered {
+    /// While the step's context is short ([`KernelOptions::short_attention`]).
+    pub short: Vec<Dispatch>,
+    /// Past that.
+    pub long: Vec<Dispatch>,
+    /// Lowered for many tokens.
+    many: bool,
+    /// The kernel options, which say how long a context is short.
+    options: KernelOptions,
+}
+
+impl Lowered {
+    /// Lowers the op list for one token (`many == false`) or many.
+    pub fn new(ops: &[&Op], many: bool, options: KernelOptions) -> Self {
+        let lower = |pick: fn(&Op) -> &Vec<Dispatch>| ops.iter().flat_map(|&op| pick(op).iter().cloned()).collect();
+        if many {
+            Lowered { short: lower(|op| &op.many_short), long: lower(|op| &op.many_long), many, options }
+        } else {
+            Lowered { short: lower(|op| &op.one_short), long: lower(|op| &op.one_long), many, options }
+        }
+    }
+
+    /// The list for a step of `n_tokens` from position `pos`.
+    pub fn pick(&self, pos: usize, n_tokens: usize) -> &[Dispatch] {
+        if self.options.short_attention(pos, n_tokens, self.many) {
+            &self.short
+        } else {
+            &self.long
+        }
+    }
+}
+
+/// How a decode step's attention runs, decided once from the model's shape and the options.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AttentionForm {
+    /// `[n_heads, n_kv_heads, head_dim]`.
+    pub shape: [u32; 3],
+    /// In the output projection's prologue (the model's query width fits
+    /// [`kernels::FUSED_ATTENTION_MAX_WIDTH`]), else a dispatch of its own.
+    pub fused: bool,
+    /// With [`KernelOptions::per_head_attention`], where its parts fit: the chunks of
+    /// split-K positions a short context covers per head.
+    pub per_head_chunks: Option<u32>,
+}
+
+impl AttentionForm {
+    /// The form for a model shaped `cfg` under `options`.
+    pub fn new(cfg: &Config, options: KernelOptions) -> Self {
+        let shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, cfg.head_dim as u32];
+        let fused = cfg.n_heads * cfg.head_dim <= kernels::FUSED_ATTENTION_MAX_WIDTH;
+        let chunks = options.fused_positions.div_ceil(options.split_chunk.max(1)).max(1);
+        let per_head = options.per_head_attention && fused && shape[0] * chunks <= ops::MAX_HEAD_PARTS;
+        AttentionForm { shape, fused, per_head_chunks: per_head.then_some(chunks) }
+    }
+
+    /// Floats of the per-head parts, `[n_heads, head_chunks, 2 + dim]` (0 without them).
+    pub fn head_parts_len(&self, dim: usize) -> usize {
+        self.per_head_chunks.map_or(0, |c| self.shape[0] as usize * c as usize * (2 + dim))
+    }
+}
+
+/// The forward pass's ops, in order.
+pub(super) struct ForwardOps {
+    /// Every op of the pass, the LM head on the step's last token at the end.
+    pub ops: Vec<Op>,
+    /// The index in `ops` after each layer's last op.
+    pub layer_ends: Vec<usize>,
+    /// Layers whose short-context decode steps run the output projection per query head.
+    pub per_head_layers: usize,
+    /// The LM head on every token of the step (a verify pass's last op).
+    pub verify_head: Op,
+}
+
+/// What the ops are built from: the device, the pipelines, the activation buffers.
+pub(super) struct Builder<'a> {
+    /// The device.
+    pub ctx: &'a GpuContext,
+    /// The pipelines (compiled on first use, cached by variant).
+    pub kernels: &'a Kernels,
+    /// The buffers the ops read and write besides the weights and caches.
+    pub acts: &'a Activations,
+    /// How a decode step's attention runs.
+    pub form: AttentionForm,
+    /// Positions the KV caches hold.
+    pub capacity: usize,
+    /// The RMSNorms' epsilon.
+    pub eps: f32,
+}
+
+impl Builder<'_> {
+    /// The whole pass: `x = E[tokens]`, the layers, then the LM head (`head`, after the final
+    /// norm's gain `out_norm`).
+    pub fn build(&self, embedding: &RowBands, layers: &[GpuLayer], head: &RowBands, out_norm: &wgpu::Buffer) -> Result<ForwardOps> {
+        let mut ops = vec![self.embedding(embedding)?];
+        let mut layer_ends = Vec::new();
+        let mut per_head_layers = 0;
+        for l in layers {
+            ops.push(self.qkv_rope(l)?);
+            let (attention, merge) = self.attention(l)?;
+            ops.push(attention);
+            per_head_layers += usize::from(merge.is_some());
+            ops.extend(self.feed_forward(l, merge)?);
+            layer_ends.push(ops.len());
+        }
+        ops.push(self.lm_head(head, out_norm, false)?);
+        Ok(ForwardOps { ops, layer_ends, per_head_layers, verify_head: self.lm_head(head, out_norm, true)? })
+    }
+
+    /// A linear layer: matvec for one token (decode), matmul for many (prefill).
+    fn linear(&self, op: &LinearOp) -> Result<Op> {
+        let (k, step) = (self.kernels, &self.acts.step);
+        Ok(Op::by_tokens(vec![k.matvec(self.ctx, op, step)?], vec![k.matmul(self.ctx, op, step)?]))
+    }
+
+    /// `x = E[tokens]`: a dispatch per band of the table.
+    fn embedding(&self, table: &RowBands) -> Result<Op> {
+        let a = self.acts;
+        let lookups =
+            table.bands.iter().map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, Bind(&a.x, 0, None), &a.step, &a.tokens));
+        Ok(Op::same(lookups.collect::<Result<Vec<_>>>()?))
+    }
+
+    /// `qkv = Wqkv norm(x)`; `q, K/V cache[pos..] = rope(q), rope(k), v`, each with its bias
+    /// and q, k with their head norms where the model has them. Decode: in one dispatch, the
+    /// projection's epilogue, where it has neither.
+    fn qkv_rope(&self, l: &GpuLayer) -> Result<Op> {
+        let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
+        let shape = self.form.shape;
+        let cache = |c| Bind(c, 0, None);
+        let norm = Some((&l.attn_norm, self.eps));
+        let rope_kv = RopeKvOp {
+            bias: l.qkv_bias.as_ref(),
+            head_norm: l.head_norm.as_ref().map(|g| (g, self.eps)),
+            ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), &a.table)
+        };
+        let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
+        let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
+        let one = if rope_kv.bias.is_none() && rope_kv.head_norm.is_none() {
+            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table: &a.table };
+            let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
+            vec![k.matvec(ctx, &fused, &a.step)?]
+        } else {
+            vec![k.matvec(ctx, &project, &a.step)?, rope_kv_dispatch.clone()]
+        };
+        Ok(Op::by_tokens(one, vec![k.matmul(ctx, &project, &a.step)?, rope_kv_dispatch]))
+    }
+
+    /// `att = attention(q, cache)`; `x += Wo att`. Decode over a short context: one dispatch,
+    /// attention in the projection's prologue (every head in each workgroup, or one head each
+    /// per head, whose parts it returns for the feed-forward to merge); past it two, split-K's
+    /// part 1 and the projection merging its chunks in its prologue. Prefill: attention, then
+    /// the projection.
+    fn attention(&self, l: &GpuLayer) -> Result<(Op, Option<HeadParts<'_>>)> {
+        let (ctx, k, a, form) = (self.ctx, self.kernels, self.acts, self.form);
+        let parts = Bind(&a.att_parts, 0, None);
+        let split = k.attention(ctx, form.shape, self.capacity, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
+        let wo = LinearOp { accumulate: true, ..LinearOp::new(&l.wo, &a.att, Bind(&a.x, 0, None)) };
+        let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
+        // The per-head form where the projection's blocks fit a head's columns.
+        let block = l.wo.format.block();
+        let per_head = self
+            .form
+            .per_head_chunks
+            .filter(|_| block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
+            .map(|n_chunks| HeadParts { parts: Bind(&a.head_parts, 0, None), n_heads: form.shape[0], n_chunks });
+        let (one_short, one_long) = if form.fused {
+            let short = match per_head {
+                Some(p) => {
+                    let heads = HeadsInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache, n_chunks: p.n_chunks };
+                    LinearOp { heads: Some(heads), ..LinearOp::new(&l.wo, &a.q, p.parts) }
+                }
+                None => {
+                    let input = AttentionInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache };
+                    LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) }
+                }
+            };
+            let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
+            let merged = CombineInput { shape: form.shape, parts, n_chunks };
+            let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) };
+            (vec![k.matvec(ctx, &short, &a.step)?], vec![split.partial.clone(), k.matvec(ctx, &long, &a.step)?])
+        } else {
+            (vec![split.single.clone(), wo_one.clone()], vec![split.partial.clone(), split.combine.clone(), wo_one])
+        };
+        let op = Op {
+            one_short,
+            one_long,
+            many_short: vec![split.single, wo_many.clone()],
+            many_long: vec![split.partial, split.combine, wo_many],
+        };
+        Ok((op, per_head))
+    }
+
+    /// `hidden = silu(gate) * up` with `[gate | up] = Wgu norm(x)`; `x += Wd hidden`. After a
+    /// per-head projection (`merge`), decode over a short context: x + the heads' parts
+    /// merged, read by the first and added by the second.
+    fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
+        let a = self.acts;
+        let gate_up =
+            LinearOp { norm: Some((&l.ffn_norm, self.eps)), glu: true, ..LinearOp::new(&l.w_gate_up, &a.x, Bind(&a.hidden, 0, None)) };
+        let down = LinearOp { accumulate: true, ..LinearOp::new(&l.w_down, &a.hidden, Bind(&a.x, 0, None)) };
+        let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
+        if merge.is_some() {
+            let merged = [LinearOp { merge_in: merge, ..gate_up }, LinearOp { merge_out: merge, ..down }];
+            for (op, merged) in ops.iter_mut().zip(merged) {
+                op.one_short = vec![self.kernels.matvec(self.ctx, &merged, &a.step)?];
+            }
+        }
+        Ok(ops)
+    }
+
+    /// `logits = head norm(x)`, its final norm inside: on the step's last token, or with
+    /// `verify` on every token of the step (into logits rows 0..). A dispatch per band of the
+    /// head, each writing its rows of the logits.
+    fn lm_head(&self, head: &RowBands, out_norm: &wgpu::Buffer, verify: bool) -> Result<Op> {
+        let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
+        let band = |(first, m): &(u32, ops::GpuMatrix)| {
+            let op = LinearOp {
+                last_token: !verify,
+                norm: Some((out_norm, self.eps)),
+                y_stride: Some(head.rows),
+                ..LinearOp::new(m, &a.x, Bind(&a.logits, u64::from(*first) * 4, None))
+            };
+            if verify {
+                k.matmul(ctx, &op, &a.step)
+            } else {
+                k.matvec(ctx, &op, &a.step)
+            }
+        };
+        Ok(Op::same(head.bands.iter().map(band).collect::<Result<Vec<_>>>()?))
+    }
+}

@@ -1,0 +1,125 @@
+//! The model's weights onto the GPU: each matrix repacked into its kernels' aligned layout
+//! (repack.rs) and uploaded, Q/K/V stacked into one matrix and gate/up interleaved into
+//! another (one dispatch each), and each layer's KV cache made beside its weights. The
+//! dispatches that read them are built after, in forward.rs.
+
+use candle_core::quantized::QTensor;
+
+use super::device::GpuContext;
+use super::ops::{GpuMatrix, RowBands};
+use super::repack::{interleave_rows, repack, repack_together, stack};
+use crate::error::{Error, Result};
+use crate::model::{Config, LayerWeights};
+
+/// One transformer layer on the GPU: its weights, norms and KV cache.
+pub(super) struct GpuLayer {
+    /// The attention's RMSNorm gain, `[dim]`.
+    pub attn_norm: wgpu::Buffer,
+    /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
+    pub wqkv: GpuMatrix,
+    /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]`, where the model has one (Qwen2).
+    pub qkv_bias: Option<wgpu::Buffer>,
+    /// The query and key head norms' gains, `[2 * hd]` (q's, then k's), where the model has
+    /// them (Qwen3).
+    pub head_norm: Option<wgpu::Buffer>,
+    /// The output projection, `[dim, n_heads * hd]`.
+    pub wo: GpuMatrix,
+    /// The key cache, `[context, kv]` f32, or with a half-float cache `[context, kv / 2]` u32
+    /// of two halves each.
+    pub k_cache: wgpu::Buffer,
+    /// The value cache, laid out as the key cache.
+    pub v_cache: wgpu::Buffer,
+    /// The feed-forward's RMSNorm gain, `[dim]`.
+    pub ffn_norm: wgpu::Buffer,
+    /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue.
+    pub w_gate_up: GpuMatrix,
+    /// The down projection, `[dim, ffn]`.
+    pub w_down: GpuMatrix,
+}
+
+/// Bytes uploaded so far: the matrices the kernels read, and everything else (norms, biases,
+/// KV caches).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Uploaded {
+    /// The weight matrices (what a decode step reads).
+    pub weights: u64,
+    /// Norm gains, biases and KV caches.
+    pub other: u64,
+}
+
+impl Uploaded {
+    /// A buffer of `other`'s kind, counted.
+    fn storage<T: bytemuck::Pod>(&mut self, ctx: &GpuContext, label: &str, data: &[T]) -> wgpu::Buffer {
+        let b = ctx.storage(label, data);
+        self.other += b.size();
+        b
+    }
+}
+
+impl GpuLayer {
+    /// Uploads layer `l` of a model shaped `cfg` with a KV cache of `capacity` positions (in
+    /// half floats with `kv_f16`).
+    pub fn upload(ctx: &GpuContext, cfg: &Config, l: &LayerWeights, capacity: usize, kv_f16: bool, bytes: &mut Uploaded) -> Result<Self> {
+        let kv = cfg.kv_dim();
+        let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
+        Ok(GpuLayer {
+            attn_norm: bytes.storage(ctx, "attn_norm", &l.attn_norm),
+            wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
+            qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),
+            head_norm: l.head_norm.as_ref().map(|n| bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat())),
+            wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
+            k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
+            v_cache: bytes.storage(ctx, "v cache", &vec![0u32; cache_words]),
+            ffn_norm: bytes.storage(ctx, "ffn_norm", &l.ffn_norm),
+            w_gate_up: gate_up(ctx, &l.w_gate, &l.w_up, &mut bytes.weights)?,
+            w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
+        })
+    }
+}
+
+/// The embedding table or an LM head of its own, in as many row bands as the adapter's
+/// largest binding needs (one, unless the vocabulary is large and the binding small).
+pub(super) fn banded(ctx: &GpuContext, t: &QTensor, weight_bytes: &mut u64) -> Result<RowBands> {
+    let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+    let m = RowBands::upload(ctx, &repack(t)?, rows as u32, cols as u32)?;
+    *weight_bytes += m.bytes();
+    Ok(m)
+}
+
+/// One matrix as it is.
+fn matrix(ctx: &GpuContext, t: &QTensor, weight_bytes: &mut u64) -> Result<GpuMatrix> {
+    let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+    let m = GpuMatrix::upload(ctx, &repack(t)?, rows as u32, cols as u32)?;
+    *weight_bytes += m.bytes();
+    Ok(m)
+}
+
+/// Several matrices with the same columns, stacked row-wise into one (see [`stack`]; in
+/// one layout, see [`repack_together`]).
+fn stacked(ctx: &GpuContext, parts: &[&QTensor], weight_bytes: &mut u64) -> Result<GpuMatrix> {
+    let mut rows = 0;
+    let mut cols = None;
+    for t in parts {
+        let (r, c) = t.shape().dims2().map_err(Error::backend)?;
+        if cols.is_some_and(|cols| cols != c) {
+            return Err(Error::Backend(format!("cannot stack a matrix of {c} columns under one of {cols:?}")));
+        }
+        cols = Some(c);
+        rows += r;
+    }
+    let m = GpuMatrix::upload(ctx, &stack(repack_together(parts)?)?, rows as u32, cols.unwrap_or(0) as u32)?;
+    *weight_bytes += m.bytes();
+    Ok(m)
+}
+
+/// Gate and up projections interleaved row by row (gate i, up i), for the SwiGLU epilogue.
+fn gate_up(ctx: &GpuContext, gate: &QTensor, up: &QTensor, weight_bytes: &mut u64) -> Result<GpuMatrix> {
+    let (rows, cols) = gate.shape().dims2().map_err(Error::backend)?;
+    if up.shape().dims2().map_err(Error::backend)? != (rows, cols) {
+        return Err(Error::Backend(format!("the gate projection is {:?} but the up projection {:?}", gate.shape(), up.shape())));
+    }
+    let [g, u]: [_; 2] = repack_together(&[gate, up])?.try_into().map_err(|_| Error::Backend("gate and up: two matrices".into()))?;
+    let m = GpuMatrix::upload(ctx, &interleave_rows(g, u, rows)?, 2 * rows as u32, cols as u32)?;
+    *weight_bytes += m.bytes();
+    Ok(m)
+}

@@ -18,7 +18,7 @@
 #            waited out, with how busy the process was in its last 5 s (a wait uses no CPU,
 #            contention does), what each thread waits on and the tests that had not finished;
 #            then gpu_weight_types at 16 threads six more times
-#   profile  the GPU time of each kernel of one decode step after each of `make bench`'s prompts
+#   profile  the GPU time of each kernel of the decode step right after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively; after the
 #            short one also with the output projection per query head up to 256 positions
 #            (--per-head-attention) and with attention inside it (the fused prologue),

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// GPU only: also time each kernel of one decode step (GPU timestamps inside the step's one pass where the adapter has them, else at the edges of a pass per dispatch, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only) and the share of the step spent outside the GPU.
+    /// GPU only: also time each kernel of the decode step right after the prompt (as the page's profile does; GPU timestamps inside the step's one pass where the adapter has them, else at the edges of a pass per dispatch, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only) and the share of the step spent outside the GPU.
     #[arg(long)]
     profile: bool,
     /// GPU only: encode each decode step's commands just before its submit, instead of while
@@ -186,7 +186,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         None => None,
     };
     let profile = match (&mut backend, a.profile) {
-        (AnyBackend::Gpu(g), true) => Some(pollster::block_on(g.profile_decode(prompt[0]))?),
+        // The step right after the prompt, as the page's profile (`Engine.profile`) times it,
+        // so the two compare the same kernels at the same position.
+        (AnyBackend::Gpu(g), true) => {
+            g.truncate(0);
+            pollster::block_on(g.prefill(&prompt))?;
+            Some(pollster::block_on(g.profile_decode(prompt[0]))?)
+        }
         (_, true) => return Err(tokenscope::Error::InvalidParams("--profile times GPU kernels: use it with --backend gpu".into())),
         _ => None,
     };

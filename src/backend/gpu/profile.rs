@@ -252,7 +252,8 @@ impl GpuBackend {
             ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
             Ok(t.elapsed().as_secs_f64())
         };
-        let new_encoder = |ctx: &super::GpuContext| ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
+        let new_encoder =
+            |ctx: &super::GpuContext| ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
         wait(&self.ctx, new_encoder(&self.ctx))?; // flush the writes
         let mut empty = f64::INFINITY;
         for _ in 0..20 {

@@ -282,6 +282,12 @@ fn bench_profile_gives_each_matrix_kernels_bandwidth() {
     assert!(floor > 0.0 && floor < gpu, "{floor} s a dispatch, the step {gpu} s");
     let each = v["profile_dispatch_floor_timed_each_s"].as_f64().expect("the floor timed as the kernels are");
     assert!(each > 0.0 && each < gpu, "{each} s a dispatch, the step {gpu} s");
+    // A readback alone is part of what an ordinary step's wall time holds.
+    let wall = v["profile_step_wall_s"].as_f64().expect("wall");
+    for key in ["profile_readback_s", "profile_readback_word_s"] {
+        let readback = v[key].as_f64().expect("a readback's round trip");
+        assert!(readback > 0.0 && readback < wall, "{key}: {readback} s, a step {wall} s");
+    }
 }
 
 /// The steps of a `--jsonl` run (the summary line dropped).

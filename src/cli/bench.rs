@@ -257,6 +257,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["profile_step_gpu_s"] = json!(p.step_gpu_seconds);
             out["profile_dispatch_floor_s"] = json!(p.dispatch_floor_seconds);
             out["profile_dispatch_floor_timed_each_s"] = json!(p.dispatch_floor_seconds_timed_each);
+            out["profile_readback_s"] = json!(p.readback_seconds);
+            out["profile_readback_word_s"] = json!(p.readback_word_seconds);
         }
         if let Some(s) = &speculative {
             out["speculative"] = json!(s);

@@ -56,6 +56,11 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   assert.ok(profile.kernels.some((k) => k.kernel.startsWith('matvec') && k.weight_bytes > 0 && k.weight_gb_per_s > 0), JSON.stringify(profile.kernels));
   assert.ok(profile.step_gpu_seconds > 0 && profile.wall_seconds > 0, JSON.stringify(profile));
   assert.ok(profile.dispatch_floor_seconds > 0 && profile.dispatch_floor_seconds_timed_each > 0, JSON.stringify(profile));
+  // A readback alone, the logits' and one word's: part of an ordinary step's wall time.
+  for (const s of [profile.readback_seconds, profile.readback_word_seconds]) assert.ok(s > 0 && s < profile.wall_seconds, JSON.stringify(profile));
+  assert.equal(profile.readback_bytes, 4 * 49152); // the logits: SmolLM2's vocabulary in f32
+  const said = new RegExp(`^a readback alone \\(.*\\): the logits' ${profile.readback_bytes} bytes [\\d.]+ ms, 4 bytes [\\d.]+ ms$`);
+  assert.ok(lines.some((l) => said.test(l)), lines.join('\n'));
   // In the native wording, a line per kernel.
   assert.match(lines[0], new RegExp(`^one decode step at position ${promptTokens + 1}: [\\d.]+ ms on the GPU`));
   assert.match(lines[1], /GPU timestamps at the edges of passes, each dispatch a pass of its own/);

@@ -48,7 +48,18 @@ pub struct StepProfile {
     /// The same chain with a timestamp after each dispatch, as the kernels above were timed
     /// (the mean past the first): what those timestamps add to each.
     pub dispatch_floor_seconds_timed_each: Option<f64>,
+    /// A readback of the step's logits alone, wall time: a submit holding only their copy into
+    /// the readback buffer, then its map and read (the median of [`READBACK_TRIPS`]); what a
+    /// step's wall time adds to its GPU time for the logits, where nothing runs ahead.
+    pub readback_seconds: f64,
+    /// The same for one word (4 bytes): the round trip's own cost, whatever its size.
+    pub readback_word_seconds: f64,
+    /// Bytes of the logits' readback (the vocabulary's floats).
+    pub readback_bytes: usize,
 }
+
+/// Readbacks timed alone for [`StepProfile::readback_seconds`], the median taken.
+pub const READBACK_TRIPS: usize = 9;
 
 /// Where one decode step's time goes, by kernel.
 #[derive(Debug, Clone, Serialize)]
@@ -112,6 +123,12 @@ impl StepProfile {
                 100.0 * k.seconds / total.max(1e-12)
             ));
         }
+        out.push(format!(
+            "a readback alone (a submit holding only its copy, then the map; median of {READBACK_TRIPS}): the logits' {} bytes {:.3} ms, 4 bytes {:.3} ms",
+            self.readback_bytes,
+            self.readback_seconds * 1e3,
+            self.readback_word_seconds * 1e3
+        ));
         if let (Some(floor), Some(each)) = (self.dispatch_floor_seconds, self.dispatch_floor_seconds_timed_each) {
             let n: usize = self.kernels.iter().map(|k| k.dispatches).sum();
             out.push(format!(
@@ -134,7 +151,8 @@ impl GpuBackend {
     /// too, one pass and one submit, with a timestamp after every dispatch; where it has them
     /// at pass edges only (a browser's WebGPU) each dispatch is a pass of its own in the one
     /// submit, its end stamped. Then the step once more with timestamps at its ends only (its
-    /// GPU time as it runs), and the dispatch floor. With no timestamps at all each dispatch
+    /// GPU time as it runs), the dispatch floor, and a readback of the logits alone (and of
+    /// one word), its wall time from submit to read. With no timestamps at all each dispatch
     /// is submitted and awaited alone, less an empty submit's time (natively only: a
     /// browser cannot wait for the GPU without a timestamp's help).
     pub async fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
@@ -193,6 +211,9 @@ impl GpuBackend {
             }
             _ => (None, None),
         };
+        let vocab = self.cfg.vocab_size;
+        let readback_seconds = self.readback_round_trip(vocab).await?;
+        let readback_word_seconds = self.readback_round_trip(1).await?;
         self.pos += 1;
         self.ctx.check()?;
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
@@ -206,7 +227,26 @@ impl GpuBackend {
             step_gpu_seconds,
             dispatch_floor_seconds,
             dispatch_floor_seconds_timed_each,
+            readback_seconds,
+            readback_word_seconds,
+            readback_bytes: vocab * 4,
         })
+    }
+
+    /// The median wall time of [`READBACK_TRIPS`] readbacks of the first `floats` logits, each
+    /// alone: a submit holding only their copy into the readback buffer, then its map and read.
+    async fn readback_round_trip(&self, floats: usize) -> Result<f64> {
+        let mut seconds = Vec::with_capacity(READBACK_TRIPS);
+        for _ in 0..READBACK_TRIPS {
+            let start = web_time::Instant::now();
+            let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+            encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (floats * 4) as u64);
+            let submission = self.ctx.queue.submit([encoder.finish()]);
+            self.ctx.map_f32(&self.acts.staging, floats, Some(submission)).await?;
+            seconds.push(start.elapsed().as_secs_f64());
+        }
+        seconds.sort_by(f64::total_cmp);
+        Ok(seconds[READBACK_TRIPS / 2])
     }
 
     /// The GPU time of each of `list`'s dispatches, encoded as a step is (one submit, the

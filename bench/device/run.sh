@@ -31,7 +31,7 @@
 #            (?runahead=3) beside it, and the greedy text of the page's engine against the
 #            exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
-#            to 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
+#            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
 #            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
 #            and 128), after the long prompt with
@@ -224,8 +224,10 @@ sweep() {
   runtime
   local log="$OUT/sweep.jsonl"
   : >"$log"
-  # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69).
-  for fused in 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
+  # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69);
+  # 1: split-K from the first decode step (does the prologue pay at all? never swept before
+  # 2026-11-28's twenty-fifth session).
+  for fused in 1 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
   # The same positions with the output projection per query head instead (each workgroup one
   # head's attention over one chunk, the feed-forward merging the heads' parts): unmeasured on
   # a GPU when it was written (2026-11-28, twenty-first session).

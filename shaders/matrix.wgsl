@@ -68,14 +68,21 @@
 // Either adds to y instead when accumulate != 0 (the residual add fused into the output
 // projections).
 // SUBGROUP (MATVEC only; the adapter's subgroups feature): the same dispatch and the same
-//   WG / TPR rows per workgroup, but a whole subgroup shares a row, its lanes taking every
-//   subgroup_size-th unit and adding up with subgroupAdd. With NORM each subgroup also sums
-//   the squares of the input columns its lanes read for its first row (every column once), so
-//   it has the row's 1 / rms itself: no second read of the input, and no reduction across the
-//   workgroup. Rows go to subgroups round-robin (row i of the workgroup to subgroup
-//   i % num_subgroups), so any subgroup size up to WG and any subgroup layout of the
-//   workgroup gives the same rows (the host takes no wider subgroups: lanes = subgroup_size
-//   would skip unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory.
+//   WG / TPR rows per workgroup, but whole subgroups share a row: one subgroup where it has
+//   TPR lanes or more, else TPR / subgroup_size of them (a row group), their lanes taking every
+//   (group's lanes)-th unit and each subgroup adding up with subgroupAdd. With NORM each
+//   subgroup also sums the squares of the input columns its lanes read for its first row (a
+//   row group's subgroups read every column once), so a subgroup that has the row alone has
+//   the row's 1 / rms itself: no second read of the input, and no reduction across the
+//   workgroup. Rows go to row groups round-robin (row i of the workgroup to group
+//   i % groups), so any subgroup size up to WG and any subgroup layout of the workgroup gives
+//   the same rows (the host takes no wider subgroups: lanes = subgroup_size would skip
+//   unfilled lanes); with PAIRS the two rows of a pair meet in workgroup memory. With
+//   SHARED_ROWS (an override the host sets where the adapter's narrowest subgroups have fewer
+//   lanes than TPR, so a row may span several) every subgroup's sum, and for NORM the first
+//   group's squares, meet in workgroup memory after one barrier, and a thread per row (PAIRS:
+//   per pair) adds them up: no subgroup idles for want of a row of its own (TPR 32 in
+//   subgroups of 8 or 16, as Intel's GPUs run, left 3 in 4 or half of them idle before).
 // Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
@@ -160,6 +167,16 @@ fn x_at(i: u32) -> f32 {
 var<workgroup> partial: array<Acc, 256>;
 #ifdef MATVEC
 #include workgroup_reduce.wgsl
+#endif
+#ifdef SUBGROUP
+// Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the
+// host sets it where the adapter's narrowest subgroups have fewer than TPR lanes).
+override SHARED_ROWS: bool = false;
+#ifdef NORM
+// With SHARED_ROWS: the squares each subgroup of the first row group read (its parts, at
+// most the workgroup's subgroups), adding up to the input row's.
+var<workgroup> group_squares: array<f32, 256>;
+#endif
 #endif
 #ifdef ATT_IN
 // The attention output: the input row of the product.
@@ -625,42 +642,94 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     prologues(t);
     let units = WG / TPR;
     let first = wg.x * units;
+    // Subgroups a row spans (its row group: one without SHARED_ROWS), and this one's place
+    // among them.
+    let parts = select(1u, max(1u, TPR / lanes), SHARED_ROWS);
+    let groups = n_sg / parts;
+    let group = sg / parts;
+    let part = sg % parts;
     // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
-    let rounds = (units + n_sg - 1u) / n_sg;
+    let rounds = (units + groups - 1u) / groups;
     for (var k = 0u; k < rounds; k = k + 1u) {
-        let i = sg + k * n_sg;
+        let i = group + k * groups;
         let row = first + i;
         let live = i < units && row < params.rows;
         var sum = 0.0;
         if (live) {
-            sum = row_dot(row, lane, lanes);
+            sum = row_dot(row, part * lanes + lane, parts * lanes);
         }
         sum = subgroupAdd(sum);
 #ifdef NORM
-        // The RMSNorm's 1 / rms: the subgroup's first row read every column of the input
-        // once, so its lanes' squares add up to the row's (a subgroup whose first row is past
-        // the matrix has no row to scale).
+        // The RMSNorm's 1 / rms: the group's first row read every column of the input once,
+        // so its lanes' squares add up to the row's (a subgroup whose first row is past the
+        // matrix has no row to scale).
         if (k == 0u) {
-            inv_rms = inverseSqrt(subgroupAdd(squares) / f32(params.cols) + params.eps);
+            let sq = subgroupAdd(squares);
+            if (SHARED_ROWS) {
+                if (group == 0u && lane == 0u) {
+                    group_squares[part] = sq;
+                }
+            } else {
+                inv_rms = inverseSqrt(sq / f32(params.cols) + params.eps);
+                sum = sum * inv_rms;
+            }
+        } else if (!SHARED_ROWS) {
+            sum = sum * inv_rms;
         }
-        sum = sum * inv_rms;
 #endif
         if (live && lane == 0u) {
+            if (SHARED_ROWS) {
+                partial[i * parts + part] = sum;
+            } else {
 #ifdef PAIRS
-            partial[i] = sum;
+                partial[i] = sum;
 #else
-            store(row, sum);
+                store(row, sum);
 #endif
+            }
         }
     }
-#ifdef PAIRS
-    // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
-    workgroupBarrier();
-    let row = first + 2u * t;
-    if (2u * t < units && row + 1u < params.rows) {
-        pair_out(row, partial[2u * t], partial[2u * t + 1u]);
-    }
+    if (SHARED_ROWS) {
+        // A row's subgroups' sums meet in workgroup memory; a thread per row (PAIRS: per
+        // pair) adds them up.
+        workgroupBarrier();
+        var scale = 1.0;
+#ifdef NORM
+        var sq = 0.0;
+        for (var p = 0u; p < parts; p = p + 1u) {
+            sq = sq + group_squares[p];
+        }
+        scale = inverseSqrt(sq / f32(params.cols) + params.eps);
 #endif
+#ifdef PAIRS
+        let row = first + 2u * t;
+        if (2u * t < units && row + 1u < params.rows) {
+            pair_out(row, row_total(2u * t, parts) * scale, row_total(2u * t + 1u, parts) * scale);
+        }
+#else
+        if (t < units && first + t < params.rows) {
+            store(first + t, row_total(t, parts) * scale);
+        }
+#endif
+    } else {
+#ifdef PAIRS
+        // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
+        workgroupBarrier();
+        let row = first + 2u * t;
+        if (2u * t < units && row + 1u < params.rows) {
+            pair_out(row, partial[2u * t], partial[2u * t + 1u]);
+        }
+#endif
+    }
+}
+
+// With SHARED_ROWS: row i of the workgroup, its `parts` subgroups' sums added up in order.
+fn row_total(i: u32, parts: u32) -> f32 {
+    var total = 0.0;
+    for (var p = 0u; p < parts; p = p + 1u) {
+        total = total + partial[i * parts + p];
+    }
+    return total;
 }
 #else
 @compute @workgroup_size(WG)

@@ -395,8 +395,12 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["bench", "--model", &m, "--context", "16", "--decode-tokens", "4"], "more than the context of 16"),
         (vec!["generate", "--model", &m, "--max-tokens", "3", "--force", "3:42", "hi"], "--force 3:42 is past --max-tokens 3"),
         (vec!["generate", "--model", &m, "--force", "1:42", "--force", "1:43", "hi"], "names step 1 twice"),
-        (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "3", "hi"], "1, 2, 4, 8, 16 or 32, not 3"),
-        (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "64", "hi"], "not 64"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "3", "hi"], "a power of two from 1 to 128, not 3"),
+        (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "256", "hi"], "not 256"),
+        (
+            vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "64", "--threads-per-row", "64", "hi"],
+            "64 threads per matrix row need matrix workgroups of at least 128 threads",
+        ),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--threads-per-row", "0", "hi"], "not 0"),
         (vec!["generate", "--model", &m, "--prefill-threads-per-row", "8", "hi"], "use them with --backend gpu"),
         (
@@ -405,7 +409,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         ),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--prefill-threads-per-row", "6", "hi"],
-            "--prefill-threads-per-row must be 1, 2, 4, 8, 16 or 32, not 6",
+            "--prefill-threads-per-row must be a power of two from 1 to 128, not 6",
         ),
         (vec!["generate", "--model", &m, "--matrix-workgroup", "256", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "100", "hi"], "one of [64, 128, 256], not 100"),

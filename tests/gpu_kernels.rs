@@ -43,8 +43,10 @@ fn context_with_subgroups() -> GpuContext {
 /// The variants a kernel test runs: every row sharing the plain kernels support in
 /// workgroups of 64 (one thread per row as on software adapters, a few, the whole
 /// workgroup), subgroups with 64 and 8 rows per workgroup, a hardware GPU's shape (32
-/// threads per row in workgroups of 256, plain and with subgroups), and half-float KV caches
-/// (all with 4 units of a row in flight, the default; `check_linear` adds 2).
+/// threads per row in workgroups of 256, plain and with subgroups: on lavapipe's subgroups
+/// of 8, a row spans 4 of them, SHARED_ROWS), a row spanning 16 subgroups (128 threads a row,
+/// 2 rows a workgroup), and half-float KV caches (all with 4 units of a row in flight, the
+/// default; `check_linear` adds 2).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
     let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions {
@@ -54,7 +56,7 @@ fn all_options() -> Vec<KernelOptions> {
         kv_f16,
         ..KernelOptions::plain(1)
     };
-    all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false)]);
+    all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false), subgroups(128, 256, false)]);
     all.extend([
         KernelOptions { workgroup: 256, ..KernelOptions::plain(32) },
         KernelOptions { kv_f16: true, ..KernelOptions::plain(1) },

@@ -67,8 +67,9 @@ const SHORT_CASES: usize = 3;
 
 /// The kernel variants besides the device's own pick (on lavapipe: subgroup reductions, 64
 /// rows per workgroup, an f32 cache), through the whole model: plain reductions, and
-/// subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each;
-/// prefill 8 threads per row, 32 rows each) within the same tolerance, and the half-float cache within its own, each on the oracle's
+/// subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each,
+/// each row over 4 of lavapipe's subgroups of 8; prefill 8 threads per row, 32 rows each)
+/// within the same tolerance, and the half-float cache within its own, each on the oracle's
 /// short cases.
 #[test]
 fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {

@@ -41,7 +41,8 @@
 #            (--units-in-flight), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
-#            and without subgroups, both prompts
+#            and without subgroups, both prompts (64 and 128 threads per row, a row over several
+#            subgroups, in workgroups of 256 early in the sweep)
 # profile and bench also sample the GPU's clocks (nvidia-smi) while they run: clocks-<step>.csv.
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
@@ -228,6 +229,15 @@ sweep() {
   # 1: split-K from the first decode step (does the prologue pay at all? never swept before
   # 2026-11-28's twenty-fifth session).
   for fused in 1 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
+  # Rows wider than a subgroup (twenty-fifth session): 64 and 128 threads a row in workgroups
+  # of 256, a row over 2 or 4 of NVIDIA's subgroups of 32 (SHARED_ROWS) or the plain tree;
+  # fewer serial loads a row (a 576-column Q4_1 row in one round) and twice or four times the
+  # workgroups, against a barrier. From 8 to 32 threads a row decode went 424 -> 591 -> 751.
+  for subgroups in "" --no-subgroups; do
+    for tpr in 64 128; do
+      for prompt in short long; do measure "$prompt" 64 $subgroups --matrix-workgroup 256 --threads-per-row "$tpr"; done
+    done
+  done
   # The same positions with the output projection per query head instead (each workgroup one
   # head's attention over one chunk, the feed-forward merging the heads' parts): unmeasured on
   # a GPU when it was written (2026-11-28, twenty-first session).

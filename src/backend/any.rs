@@ -5,7 +5,7 @@ use super::cpu::{CpuBackend, CpuPrecision};
 use super::gpu::kernels::KernelOptions;
 use super::gpu::{GpuBackend, GpuContext};
 use super::{Backend, BackendInfo, Checked, Forward};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 
 /// Which backend a model is loaded onto, and how.
@@ -65,6 +65,15 @@ impl AnyBackend {
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);
                 options.per_head_attention |= gpu.per_head_attention;
+                // A SwiGLU or RoPE row pair shares one workgroup.
+                let widest = options.threads_per_row.max(options.prefill_threads_per_row);
+                if widest > options.workgroup / 2 {
+                    return Err(Error::InvalidParams(format!(
+                        "{widest} threads per matrix row need matrix workgroups of at least {} threads (a row pair of the SwiGLU and RoPE epilogues shares one), not {}",
+                        2 * widest,
+                        options.workgroup
+                    )));
+                }
                 AnyBackend::Gpu(Box::new(GpuBackend::with_options(device, cfg, weights, context, options).await?))
             }
         })

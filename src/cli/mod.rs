@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, UNITS_IN_FLIGHT_CHOICES, WORKGROUP};
+use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, UNITS_IN_FLIGHT_CHOICES};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -73,13 +73,16 @@ pub struct ModelArgs {
     /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
     #[arg(long)]
     no_subgroups: bool,
-    /// GPU: threads that share one row in the decode (matrix-vector) kernels, 1, 2, 4, 8, 16 or
-    /// 32 (W / N rows per workgroup of W threads; default by adapter: 1 on a software adapter,
-    /// 32 on a GPU). For measuring the workgroup shape on a GPU (`bench/device/run.sh sweep`).
+    /// GPU: threads that share one row in the decode (matrix-vector) kernels, a power of two
+    /// from 1 to half the matrix workgroup (W / N rows per workgroup of W threads; with
+    /// subgroups, N / lanes subgroups a row where a subgroup has fewer lanes; default by
+    /// adapter: 1 on a software adapter, 32 on a GPU). For measuring the workgroup shape on a
+    /// GPU (`bench/device/run.sh sweep`).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     threads_per_row: Option<u32>,
-    /// GPU: threads that share one row in the prefill (matrix-matrix) kernels, 1, 2, 4, 8, 16
-    /// or 32 (default by adapter: 1 on a software adapter, 8 on a GPU). For measuring on a GPU.
+    /// GPU: threads that share one row in the prefill (matrix-matrix) kernels, a power of two
+    /// from 1 to half the matrix workgroup (default by adapter: 1 on a software adapter, 8 on a
+    /// GPU). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     prefill_threads_per_row: Option<u32>,
     /// GPU: threads per workgroup of the matrix kernels, 64, 128 or 256 (default by adapter: 64
@@ -166,11 +169,11 @@ impl ModelArgs {
             ));
         }
         // The fused SwiGLU and RoPE epilogues keep both rows of a pair in one workgroup (of at
-        // least WORKGROUP threads).
-        let widest = WORKGROUP / 2;
+        // most the largest matrix workgroup; the load checks the one chosen).
+        let widest = MATRIX_WORKGROUPS[MATRIX_WORKGROUPS.len() - 1] / 2;
         for (flag, value) in [("threads-per-row", self.threads_per_row), ("prefill-threads-per-row", self.prefill_threads_per_row)] {
             if let Some(n) = value.filter(|n| !n.is_power_of_two() || *n > widest) {
-                return Err(Error::InvalidParams(format!("--{flag} must be 1, 2, 4, 8, 16 or {widest}, not {n}")));
+                return Err(Error::InvalidParams(format!("--{flag} must be a power of two from 1 to {widest}, not {n}")));
             }
         }
         if let Some(n) = self.matrix_workgroup.filter(|n| !MATRIX_WORKGROUPS.contains(n)) {

@@ -156,9 +156,12 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
   close(got, want, 1e-5, 'matmul');
 });
 
-for (const file of ['matvec_f32_norm.wgsl', 'matvec_f32_norm_subgroup.wgsl']) test(`${file} runs a small case in Chromium (the RMSNorm prologue, 8 rows per workgroup)`, async () => {
+// The subgroup kernel also with SHARED_ROWS: a row of 8 threads spans two of SwiftShader's
+// subgroups of 4, their sums and squares met in workgroup memory.
+for (const [file, shared] of [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true]]) test(`${file}${shared ? ' with SHARED_ROWS' : ''} runs a small case in Chromium (the RMSNorm prologue, 8 rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
-  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
+  const constants = { WG: 64, TPR: 8, ...(shared === undefined ? {} : { SHARED_ROWS: shared ? 1 : 0 }) };
+  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], constants);
   const xn = normed(x, 1);
   close(got, Array.from({ length: ROWS }, (_, r) => dot(r, xn, 0)), 1e-5, 'normed matvec');
 });

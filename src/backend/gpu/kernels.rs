@@ -83,9 +83,11 @@ pub fn all_shaders() -> Vec<ShaderSource> {
 /// Which kernel variants a device runs, chosen at load (see [`KernelOptions::for_device`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelOptions {
-    /// Threads that share one matrix row in the plain matvec kernels (a power of two up to
-    /// half of `workgroup`); with subgroups, workgroup / threads_per_row is still the rows
-    /// per workgroup (a subgroup a row).
+    /// Threads that share one matrix row in the decode (matvec) kernels, a power of two up to
+    /// half of `workgroup` (the SwiGLU and RoPE epilogues keep a row pair in one workgroup):
+    /// workgroup / threads_per_row rows per workgroup. With subgroups a row's threads are
+    /// whole subgroups: one where a subgroup has that many lanes or more, else
+    /// threads_per_row / lanes of them, their sums met in workgroup memory.
     pub threads_per_row: u32,
     /// Threads that share one matrix row in the prefill (matrix-matrix) kernels, which
     /// reduce in workgroup memory whatever `subgroups` says (a power of two up to
@@ -435,6 +437,11 @@ impl Kernels {
         ];
         if variant.combine || variant.heads || variant.merge_in || variant.merge_out {
             constants.push(("SPLIT", self.options.split_chunk as f64));
+        }
+        if variant.subgroup {
+            // A row spans several subgroups where the narrowest the adapter runs have fewer
+            // lanes than its threads.
+            constants.push(("SHARED_ROWS", f64::from(u8::from(threads_per_row > ctx.info.subgroup_sizes[0]))));
         }
         cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
     }

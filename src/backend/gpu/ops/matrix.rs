@@ -156,7 +156,9 @@ pub struct MatrixKernel {
     pub merge_out: bool,
     /// With `rope_kv`, `attention` or `heads`: the cache holds half floats.
     pub kv_f16: bool,
-    /// Decode only: a subgroup per row, reduced with subgroupAdd.
+    /// Decode only: whole subgroups per row, each reduced with subgroupAdd (several a row,
+    /// their sums met in workgroup memory, where a subgroup has fewer lanes than the row's
+    /// threads: the override `SHARED_ROWS`).
     pub subgroup: bool,
 }
 

@@ -70,16 +70,21 @@ fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], byte
                 }
             }
             assert!(worst <= 1e-5, "{at}: worst error {worst:e} of sum |w x|");
-            // Each token alone (a decode step) gives the bits it gave among the others (a
-            // prefill, the logit lens's rows): whatever order the loops take, each output sums
-            // its blocks in one order.
-            for t in 0..n {
-                let mut alone = vec![SENTINEL; rows];
-                m.forward_with(kernel, &x[t * cols..(t + 1) * cols], 1, &mut alone).expect("forward");
-                let same = alone.iter().zip(&out[t * rows..(t + 1) * rows]).all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{at}: token {t} alone differs from its row among {n}");
-            }
+            same_bits_alone(&m, kernel, &x, n, &out, &at);
         }
+    }
+}
+
+/// Each token alone (a decode step) gives the bits it gave among the `n` of `x` (a prefill,
+/// the logit lens's rows; `out` `[n, rows]`): whatever order the loops take (eight tokens at a
+/// time in a prefill on x86), each output sums its blocks in one order.
+fn same_bits_alone(m: &QuantMatrix, kernel: DotKernel, x: &[f32], n: usize, out: &[f32], at: &str) {
+    let (rows, cols) = (m.rows(), m.cols());
+    for t in 0..n {
+        let mut alone = vec![SENTINEL; rows];
+        m.forward_with(kernel, &x[t * cols..(t + 1) * cols], 1, &mut alone).expect("forward");
+        let same = alone.iter().zip(&out[t * rows..(t + 1) * rows]).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{at}: token {t} alone differs from its row among {n}");
     }
 }
 
@@ -95,7 +100,13 @@ fn each_build_runs_the_kernels_it_promises() {
     #[cfg(all(target_arch = "wasm32", not(target_feature = "relaxed-simd")))]
     let promised = vec![DotKernel::Simd128, DotKernel::Portable];
     #[cfg(target_arch = "x86_64")]
-    let promised = if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    use std::arch::is_x86_feature_detected as has;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+    #[cfg(target_arch = "x86_64")]
+    let promised = if avx2 && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+        vec![DotKernel::Avx512Vnni, DotKernel::Avx2, DotKernel::Portable]
+    } else if avx2 {
         vec![DotKernel::Avx2, DotKernel::Portable]
     } else {
         vec![DotKernel::Portable]
@@ -107,7 +118,7 @@ fn each_build_runs_the_kernels_it_promises() {
     assert_eq!(DotKernel::best(), promised[0], "the default is the fastest of them");
     let blocks = candle_weights(&[0.5; 64], 2, 32, GgmlDType::Q4_1).data().expect("blocks").to_vec();
     let m = QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, 2, 32).expect("repack"));
-    let missing = [DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128]
+    let missing = [DotKernel::Avx512Vnni, DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128]
         .into_iter()
         .find(|k| !kernels.contains(k))
         .expect("one kernel this build lacks");
@@ -178,6 +189,7 @@ fn check_exact_repack(
             let mut out = vec![SENTINEL; 5 * rows + 9];
             m.forward_with(kernel, &x, 5, &mut out).expect("forward");
             assert!(out[5 * rows..].iter().all(|&v| v == SENTINEL), "{at}: written past the output");
+            same_bits_alone(&m, kernel, &x, 5, &out, &at);
             for t in 0..5 {
                 let xt = &x[t * cols..(t + 1) * cols];
                 for r in 0..rows {

@@ -118,7 +118,8 @@ pub struct ModelArgs {
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     /// The CPU with activations rounded to 8 bits like llama.cpp for quantized weights, f32 for
-    /// float ones (fast): our SIMD kernels (AVX2; candle's quantized matmul on CPUs without it).
+    /// float ones (fast): our SIMD kernels (AVX2, and AVX-512 VNNI in prefills where the CPU
+    /// has it; candle's quantized matmul on CPUs without AVX2).
     Cpu,
     /// The CPU with exactly dequantized f32 weights (the reference; slower).
     CpuExact,

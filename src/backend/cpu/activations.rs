@@ -3,9 +3,12 @@
 //! weight formats ([`super::q4_1_rows`], [`super::q8_0_rows`]), their inner loops
 //! ([`super::dot_kernel`]) and the product over them ([`super::quant_matmul`]) build on it.
 
+use std::sync::OnceLock;
+
 use half::f16;
 
 use super::dot_kernel::InputRows;
+use super::token_octets::TokenOctets;
 use crate::error::{Error, Result};
 
 /// Elements per quantization block (Q8_0, Q8_1, Q4_1).
@@ -23,6 +26,8 @@ pub struct Activations {
     /// `[rows, cols / 32]` scaled sums.
     pub s: Vec<f32>,
     cols: usize,
+    /// The rows regrouped eight tokens at a time, made on first use (a prefill on x86).
+    octets: OnceLock<TokenOctets>,
 }
 
 impl Activations {
@@ -43,7 +48,7 @@ impl Activations {
             d.push(scale16.to_f32());
             s.push((f16::from_f32(sum as f32) * scale16).to_f32());
         }
-        Activations { q, d, s, cols }
+        Activations { q, d, s, cols, octets: OnceLock::new() }
     }
 
     /// Input features per row.
@@ -77,6 +82,10 @@ impl InputRows for Activations {
 
     fn row(&self, t: usize) -> ActivationRow<'_> {
         Activations::row(self, t)
+    }
+
+    fn octets(&self) -> Option<&TokenOctets> {
+        Some(self.octets.get_or_init(|| TokenOctets::new(self)))
     }
 }
 

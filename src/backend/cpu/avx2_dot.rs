@@ -173,28 +173,42 @@ impl<const R: usize, const T: usize, const FIVE: bool> Avx2Rows<T> for Q4_1Avx2<
         unsafe { (*self.0[r].2.get_unchecked(2 * b), *self.0[r].2.get_unchecked(2 * b + 1)) }
     }
 
-    /// The 16 bytes of nibble pairs become 32 unsigned values, low nibbles first, matching
-    /// the activations' order; with `FIVE`, byte `j` gains 16 where bit `j` of the block's mask
-    /// is set (the mask's byte `j / 8` copied to byte `j`, bit `j % 8` picked and compared).
+    /// The block's 32 unsigned values ([`unpack`]) against each token's bytes.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
         unsafe {
-            let low = _mm_set1_epi8(0x0F);
-            let packed = _mm_loadu_si128(self.0[r].0.as_ptr().add(b * 16) as *const __m128i);
-            let mut wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
-            if FIVE {
-                let mask = _mm256_set1_epi32(*self.0[r].1.get_unchecked(b) as i32);
-                let byte_of = _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303);
-                let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-                let picked = _mm256_and_si256(_mm256_shuffle_epi8(mask, byte_of), bit_of);
-                wv = _mm256_or_si256(wv, _mm256_and_si256(_mm256_cmpeq_epi8(picked, bit_of), _mm256_set1_epi8(16)));
-            }
+            let wv = unpack::<FIVE>(&self.0[r], b);
             x.map(|(q, _, _)| {
                 let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
                 _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1))
             })
         }
+    }
+}
+
+/// Block `b` of a row of nibble pairs as 32 unsigned bytes, value `i` in byte `i` (the low
+/// nibbles first, matching the activations' order); with `FIVE`, byte `j` gains 16 where bit
+/// `j` of the block's mask is set (the mask's byte `j / 8` copied to byte `j`, bit `j % 8`
+/// picked and compared).
+///
+/// # Safety
+/// The CPU has AVX2; the row holds block `b` (and, with `FIVE`, its fifth bits).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(super) unsafe fn unpack<const FIVE: bool>(row: &NibbleRow, b: usize) -> __m256i {
+    unsafe {
+        let low = _mm_set1_epi8(0x0F);
+        let packed = _mm_loadu_si128(row.0.as_ptr().add(b * 16) as *const __m128i);
+        let wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+        if !FIVE {
+            return wv;
+        }
+        let mask = _mm256_set1_epi32(*row.1.get_unchecked(b) as i32);
+        let byte_of = _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303);
+        let bit_of = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let picked = _mm256_and_si256(_mm256_shuffle_epi8(mask, byte_of), bit_of);
+        _mm256_or_si256(wv, _mm256_and_si256(_mm256_cmpeq_epi8(picked, bit_of), _mm256_set1_epi8(16)))
     }
 }
 

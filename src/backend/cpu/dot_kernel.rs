@@ -4,11 +4,18 @@
 //! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]), and [`RowDot`], what each
 //! weight format computes with them.
 
+use super::token_octets::{OctetGroup, TokenOctets, OCTET};
+
 /// A set of dot-product loops (Q8_0 and Q4_1 blocks against 8-bit activations, float weights
 /// widened against f32 inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DotKernel {
-    /// x86-64 AVX2, FMA and F16C (`vpmaddubsw`/`vpmaddwd`, `vcvtph2ps`), detected at run time.
+    /// x86-64 with AVX-512 VNNI besides AVX2: a prefill's products through `vpdpbusd` (four
+    /// byte products summed into each 32-bit lane in one instruction) on eight tokens at once
+    /// ([`TokenOctets`]); a decode step's as [`Self::Avx2`], the same bits either way.
+    Avx512Vnni,
+    /// x86-64 AVX2, FMA and F16C (`vpmaddubsw`/`vpmaddwd`, `vcvtph2ps`), detected at run time;
+    /// a prefill on eight tokens at once ([`TokenOctets`]).
     Avx2,
     /// wasm relaxed SIMD: Q4_1 blocks through `i32x4.relaxed_dot_i8x16_i7x16_add_s` (the
     /// nibbles are the 7-bit operand), 16 products per instruction; Q8_0 as [`Self::Simd128`],
@@ -24,12 +31,14 @@ pub enum DotKernel {
 }
 
 /// Every kernel, fastest first.
-const ALL: [DotKernel; 4] = [DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128, DotKernel::Portable];
+const ALL: [DotKernel; 5] = [DotKernel::Avx512Vnni, DotKernel::Avx2, DotKernel::RelaxedSimd, DotKernel::Simd128, DotKernel::Portable];
 
 impl DotKernel {
     /// Whether this build runs the kernel on this CPU.
     pub fn is_available(self) -> bool {
         match self {
+            #[cfg(target_arch = "x86_64")]
+            DotKernel::Avx512Vnni => super::avx2_octets::vnni_available(),
             #[cfg(target_arch = "x86_64")]
             DotKernel::Avx2 => super::avx2_dot::available(),
             DotKernel::RelaxedSimd => cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")),
@@ -50,9 +59,17 @@ impl DotKernel {
         ALL.into_iter().find(|k| k.is_available()).unwrap_or(DotKernel::Portable)
     }
 
-    /// A short name for stats and benchmarks: `avx2`, `relaxed-simd`, `simd128`, `portable`.
+    /// Whether a prefill on this kernel multiplies eight tokens at a time from the input's
+    /// [`TokenOctets`] ([`RowDot::dot_octet`]).
+    pub fn interleaves_prefill(self) -> bool {
+        matches!(self, DotKernel::Avx512Vnni | DotKernel::Avx2)
+    }
+
+    /// A short name for stats and benchmarks: `avx512-vnni`, `avx2`, `relaxed-simd`,
+    /// `simd128`, `portable`.
     pub fn name(self) -> &'static str {
         match self {
+            DotKernel::Avx512Vnni => "avx512-vnni",
             DotKernel::Avx2 => "avx2",
             DotKernel::RelaxedSimd => "relaxed-simd",
             DotKernel::Simd128 => "simd128",
@@ -75,6 +92,12 @@ pub trait InputRows: Sync {
     fn cols(&self) -> usize;
     /// Row `t`.
     fn row(&self, t: usize) -> Self::Row<'_>;
+    /// The rows regrouped eight tokens at a time for the prefill loops that read them
+    /// ([`DotKernel::interleaves_prefill`]), made on first use; `None` for inputs those loops
+    /// do not take (f32 rows).
+    fn octets(&self) -> Option<&TokenOctets> {
+        None
+    }
 }
 
 /// A weight format's dot products: `R` consecutive weight rows starting at `first` with `T`
@@ -95,6 +118,13 @@ pub trait RowDot: Sync {
         first: usize,
         x: [<Self::Input as InputRows>::Row<'_>; T],
     ) -> [[f32; R]; T];
+    /// `out[r][i] = w[first + r] . x[8 g + i]` for the eight tokens of one group of the
+    /// input's [`TokenOctets`], on `kernel`'s prefill loops, giving each output the bits
+    /// [`RowDot::dot`] gives it; `None` where this format or kernel has no such loops.
+    fn dot_octet<const R: usize>(&self, kernel: DotKernel, first: usize, x: OctetGroup<'_>) -> Option<[[f32; OCTET]; R]> {
+        let _ = (kernel, first, x);
+        None
+    }
 }
 
 /// The blocks of a row past its last whole group of four (`range`), one at a time, as every

@@ -133,7 +133,7 @@ fn dot<E: FloatWeight, const R: usize, const T: usize>(kernel: DotKernel, w: [&[
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2, FMA and F16C (checked in the guard); every row holds `cols`
         // values, a multiple of 8 (asserted above).
-        DotKernel::Avx2 if super::avx2_dot::available() => unsafe { super::avx2_dot::float(w, x) },
+        DotKernel::Avx2 | DotKernel::Avx512Vnni if super::avx2_dot::available() => unsafe { super::avx2_dot::float(w, x) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         DotKernel::Simd128 => super::wasm_dot::float::<false, E, R, T>(w, x),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -8,6 +8,7 @@
 
 use super::activations::{check_shape, ActivationRow, BLOCK};
 use super::dot_kernel::{DotKernel, RowDot};
+use super::token_octets::{OctetGroup, OCTET};
 use crate::error::Result;
 
 /// Bytes of one Q8_0 block in a GGUF file: f16 `d`, 32 signed bytes.
@@ -137,6 +138,16 @@ impl RowDot for Q8_0Rows {
     fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
         dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
     }
+
+    fn dot_octet<const R: usize>(&self, kernel: DotKernel, first: usize, x: OctetGroup<'_>) -> Option<[[f32; OCTET]; R]> {
+        #[cfg(target_arch = "x86_64")]
+        return super::avx2_octets::dot(kernel, std::array::from_fn(|i| self.row(first + i)), x);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (kernel, first, x);
+            None
+        }
+    }
 }
 
 /// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]` (each
@@ -147,7 +158,7 @@ fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [ByteRow; R], x: [A
     match kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
-        DotKernel::Avx2 if super::avx2_dot::available() => unsafe { super::avx2_dot::q8_0(w, x) },
+        DotKernel::Avx2 | DotKernel::Avx512Vnni if super::avx2_dot::available() => unsafe { super::avx2_dot::q8_0(w, x) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         DotKernel::Simd128 | DotKernel::RelaxedSimd => super::wasm_dot::q8_0(w, x),
         _ => portable_dot(w, x),

@@ -207,17 +207,24 @@ impl BandPool {
 }
 
 /// A slice that a job's tasks write at once, each to its own elements or pieces (the matrix
-/// products' bands, attention's tokens).
-#[derive(Clone, Copy)]
-pub(crate) struct SharedOut(*mut f32);
+/// products' bands, attention's tokens, rounded activations' rows).
+pub(crate) struct SharedOut<T = f32>(*mut T);
 // SAFETY: tasks write disjoint elements (each belongs to one task), and `run` returns only
 // when every task is done, while the slice is still borrowed.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
+unsafe impl<T: Send> Send for SharedOut<T> {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
 
-impl SharedOut {
+impl<T> Clone for SharedOut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SharedOut<T> {}
+
+impl<T> SharedOut<T> {
     /// The start of `out`, which stays borrowed while the job's tasks write it.
-    pub(crate) fn new(out: &mut [f32]) -> Self {
+    pub(crate) fn new(out: &mut [T]) -> Self {
         SharedOut(out.as_mut_ptr())
     }
 
@@ -225,7 +232,7 @@ impl SharedOut {
     ///
     /// # Safety
     /// `i` is inside the slice, and no other task touches element `i`.
-    pub(crate) unsafe fn write(&self, i: usize, y: f32) {
+    pub(crate) unsafe fn write(&self, i: usize, y: T) {
         unsafe { *self.0.add(i) = y };
     }
 
@@ -234,7 +241,7 @@ impl SharedOut {
     /// # Safety
     /// The piece lies inside the slice, and no other task touches it while it is borrowed.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn piece(&self, i: usize, len: usize) -> &mut [f32] {
+    pub(crate) unsafe fn piece(&self, i: usize, len: usize) -> &mut [T] {
         unsafe { std::slice::from_raw_parts_mut(self.0.add(i * len), len) }
     }
 }

@@ -76,8 +76,8 @@ fn check_against_candle(dtype: GgmlDType, shapes: &[(usize, usize, usize)], byte
 }
 
 /// Each token alone (a decode step) gives the bits it gave among the `n` of `x` (a prefill,
-/// the logit lens's rows; `out` `[n, rows]`): whatever order the loops take (eight tokens at a
-/// time in a prefill on x86), each output sums its blocks in one order.
+/// the logit lens's rows; `out` `[n, rows]`): whatever order the loops take (sixteen tokens at
+/// a time in a prefill on x86), each output sums its blocks in one order.
 fn same_bits_alone(m: &QuantMatrix, kernel: DotKernel, x: &[f32], n: usize, out: &[f32], at: &str) {
     let (rows, cols) = (m.rows(), m.cols());
     for t in 0..n {
@@ -104,7 +104,7 @@ fn each_build_runs_the_kernels_it_promises() {
     #[cfg(target_arch = "x86_64")]
     let avx2 = has!("avx2") && has!("fma") && has!("f16c");
     #[cfg(target_arch = "x86_64")]
-    let promised = if avx2 && has!("avx512f") && has!("avx512vl") && has!("avx512vnni") {
+    let promised = if avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni") {
         vec![DotKernel::Avx512Vnni, DotKernel::Avx2, DotKernel::Portable]
     } else if avx2 {
         vec![DotKernel::Avx2, DotKernel::Portable]

@@ -9,7 +9,7 @@ use half::f16;
 
 use super::band_pool::{pool, SharedOut};
 use super::dot_kernel::InputRows;
-use super::token_octets::TokenOctets;
+use super::token_groups::TokenGroups;
 use crate::error::{Error, Result};
 
 /// Elements per quantization block (Q8_0, Q8_1, Q4_1).
@@ -27,8 +27,8 @@ pub struct Activations {
     /// `[rows, cols / 32]` scaled sums.
     pub s: Vec<f32>,
     cols: usize,
-    /// The rows regrouped eight tokens at a time, made on first use (a prefill on x86).
-    octets: OnceLock<TokenOctets>,
+    /// The rows regrouped sixteen tokens at a time, made on first use (a prefill on x86).
+    groups: OnceLock<TokenGroups>,
 }
 
 impl Activations {
@@ -53,7 +53,7 @@ impl Activations {
                 }
             }
         });
-        Activations { q, d, s, cols, octets: OnceLock::new() }
+        Activations { q, d, s, cols, groups: OnceLock::new() }
     }
 
     /// Input features per row.
@@ -89,8 +89,8 @@ impl InputRows for Activations {
         Activations::row(self, t)
     }
 
-    fn octets(&self) -> Option<&TokenOctets> {
-        Some(self.octets.get_or_init(|| TokenOctets::new(self)))
+    fn token_groups(&self) -> Option<&TokenGroups> {
+        Some(self.groups.get_or_init(|| TokenGroups::new(self)))
     }
 }
 

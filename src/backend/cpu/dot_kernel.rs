@@ -4,18 +4,21 @@
 //! (`tests/cpu_quant_matmul.rs` walks [`DotKernel::available`]), and [`RowDot`], what each
 //! weight format computes with them.
 
-use super::token_octets::{OctetGroup, TokenOctets, OCTET};
+use std::ops::Range;
+
+use super::token_groups::{TokenGroup, TokenGroups, GROUP};
 
 /// A set of dot-product loops (Q8_0 and Q4_1 blocks against 8-bit activations, float weights
 /// widened against f32 inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DotKernel {
-    /// x86-64 with AVX-512 VNNI besides AVX2: a prefill's products through `vpdpbusd` (four
-    /// byte products summed into each 32-bit lane in one instruction) on eight tokens at once
-    /// ([`TokenOctets`]); a decode step's as [`Self::Avx2`], the same bits either way.
+    /// x86-64 with AVX-512 (F, BW, VNNI) besides AVX2: a prefill's products through
+    /// `vpdpbusd` (four byte products summed into each 32-bit lane in one instruction) on
+    /// sixteen tokens at once in one 512-bit vector ([`TokenGroups`]); a decode step's as
+    /// [`Self::Avx2`], the same bits either way.
     Avx512Vnni,
     /// x86-64 AVX2, FMA and F16C (`vpmaddubsw`/`vpmaddwd`, `vcvtph2ps`), detected at run time;
-    /// a prefill on eight tokens at once ([`TokenOctets`]).
+    /// a prefill on sixteen tokens at once, as two vectors of eight ([`TokenGroups`]).
     Avx2,
     /// wasm relaxed SIMD: Q4_1 blocks through `i32x4.relaxed_dot_i8x16_i7x16_add_s` (the
     /// nibbles are the 7-bit operand), 16 products per instruction; Q8_0 as [`Self::Simd128`],
@@ -38,7 +41,7 @@ impl DotKernel {
     pub fn is_available(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
-            DotKernel::Avx512Vnni => super::avx2_octets::vnni_available(),
+            DotKernel::Avx512Vnni => super::x86_prefill::vnni_available(),
             #[cfg(target_arch = "x86_64")]
             DotKernel::Avx2 => super::avx2_dot::available(),
             DotKernel::RelaxedSimd => cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")),
@@ -59,8 +62,8 @@ impl DotKernel {
         ALL.into_iter().find(|k| k.is_available()).unwrap_or(DotKernel::Portable)
     }
 
-    /// Whether a prefill on this kernel multiplies eight tokens at a time from the input's
-    /// [`TokenOctets`] ([`RowDot::dot_octet`]).
+    /// Whether a prefill on this kernel multiplies sixteen tokens at a time from the input's
+    /// [`TokenGroups`] ([`RowDot::dot_group`]).
     pub fn interleaves_prefill(self) -> bool {
         matches!(self, DotKernel::Avx512Vnni | DotKernel::Avx2)
     }
@@ -92,10 +95,10 @@ pub trait InputRows: Sync {
     fn cols(&self) -> usize;
     /// Row `t`.
     fn row(&self, t: usize) -> Self::Row<'_>;
-    /// The rows regrouped eight tokens at a time for the prefill loops that read them
+    /// The rows regrouped sixteen tokens at a time for the prefill loops that read them
     /// ([`DotKernel::interleaves_prefill`]), made on first use; `None` for inputs those loops
     /// do not take (f32 rows).
-    fn octets(&self) -> Option<&TokenOctets> {
+    fn token_groups(&self) -> Option<&TokenGroups> {
         None
     }
 }
@@ -118,12 +121,14 @@ pub trait RowDot: Sync {
         first: usize,
         x: [<Self::Input as InputRows>::Row<'_>; T],
     ) -> [[f32; R]; T];
-    /// `out[r][i] = w[first + r] . x[8 g + i]` for the eight tokens of one group of the
-    /// input's [`TokenOctets`], on `kernel`'s prefill loops, giving each output the bits
-    /// [`RowDot::dot`] gives it; `None` where this format or kernel has no such loops.
-    fn dot_octet<const R: usize>(&self, kernel: DotKernel, first: usize, x: OctetGroup<'_>) -> Option<[[f32; OCTET]; R]> {
-        let _ = (kernel, first, x);
-        None
+    /// `out[i] = w[r] . x[16 g + i]` for each row `r` of `rows` and the tokens of one group
+    /// of the input's [`TokenGroups`], on `kernel`'s prefill loops, handed to `write(r, &out)`
+    /// (past the group's tokens, `out` holds what the padding gave), giving each output the
+    /// bits [`RowDot::dot`] gives it; false, writing nothing, where this format or kernel has
+    /// no such loops.
+    fn dot_group(&self, kernel: DotKernel, rows: Range<usize>, x: TokenGroup<'_>, write: impl FnMut(usize, &[f32; GROUP])) -> bool {
+        let _ = (kernel, rows, x, write);
+        false
     }
 }
 

@@ -4,8 +4,6 @@
 pub mod activations;
 #[cfg(target_arch = "x86_64")]
 mod avx2_dot;
-#[cfg(target_arch = "x86_64")]
-mod avx2_octets;
 pub mod band_pool;
 pub mod dot_kernel;
 pub mod float_rows;
@@ -15,9 +13,11 @@ pub mod ops;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
 pub mod quant_matmul;
-pub mod token_octets;
+pub mod token_groups;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm_dot;
+#[cfg(target_arch = "x86_64")]
+mod x86_prefill;
 
 use std::sync::Arc;
 

@@ -9,9 +9,11 @@
 //! `vec_dot_q4_1_q8_1`). Q4_0's `w = d (q - 8)` is the offset `m = -8 d`, Q5_0's `w = d (q -
 //! 16)` the offset `m = -16 d`.
 
+use std::ops::Range;
+
 use super::activations::{check_shape, ActivationRow, BLOCK};
 use super::dot_kernel::{DotKernel, RowDot};
-use super::token_octets::{OctetGroup, OCTET};
+use super::token_groups::{TokenGroup, GROUP};
 use crate::error::Result;
 
 /// Bytes of one Q4_1 block in a GGUF file: f16 `d`, f16 `m`, 16 bytes of nibbles.
@@ -207,13 +209,13 @@ impl RowDot for Q4_1Rows {
         dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
     }
 
-    fn dot_octet<const R: usize>(&self, kernel: DotKernel, first: usize, x: OctetGroup<'_>) -> Option<[[f32; OCTET]; R]> {
+    fn dot_group(&self, kernel: DotKernel, rows: Range<usize>, x: TokenGroup<'_>, write: impl FnMut(usize, &[f32; GROUP])) -> bool {
         #[cfg(target_arch = "x86_64")]
-        return super::avx2_octets::dot(kernel, std::array::from_fn(|i| self.row(first + i)), x);
+        return super::x86_prefill::dot(kernel, rows, |r| self.row(r), x, write);
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (kernel, first, x);
-            None
+            let _ = (kernel, rows, x, write);
+            false
         }
     }
 }

@@ -6,9 +6,11 @@
 //! each 16-weight half's 8-bit `sc` in a third array, which the kernels multiply into the half's
 //! integer sums (`d_w * d_x * (sc_0 sum_lo + sc_1 sum_hi)`), as ggml's q6_K x q8_K product does.
 
+use std::ops::Range;
+
 use super::activations::{check_shape, ActivationRow, BLOCK};
 use super::dot_kernel::{DotKernel, RowDot};
-use super::token_octets::{OctetGroup, OCTET};
+use super::token_groups::{TokenGroup, GROUP};
 use crate::error::Result;
 
 /// Bytes of one Q8_0 block in a GGUF file: f16 `d`, 32 signed bytes.
@@ -139,13 +141,13 @@ impl RowDot for Q8_0Rows {
         dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
     }
 
-    fn dot_octet<const R: usize>(&self, kernel: DotKernel, first: usize, x: OctetGroup<'_>) -> Option<[[f32; OCTET]; R]> {
+    fn dot_group(&self, kernel: DotKernel, rows: Range<usize>, x: TokenGroup<'_>, write: impl FnMut(usize, &[f32; GROUP])) -> bool {
         #[cfg(target_arch = "x86_64")]
-        return super::avx2_octets::dot(kernel, std::array::from_fn(|i| self.row(first + i)), x);
+        return super::x86_prefill::dot(kernel, rows, |r| self.row(r), x, write);
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (kernel, first, x);
-            None
+            let _ = (kernel, rows, x, write);
+            false
         }
     }
 }

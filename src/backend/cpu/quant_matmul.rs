@@ -9,8 +9,8 @@
 //! weights (F32, F16, BF16) as stored, in [`FloatRows`], against f32 inputs. Each
 //! format computes the dot products of a few weight rows with a few activation rows at once
 //! ([`RowDot`]: four rows and one token when decoding, two rows and four tokens in a
-//! prefill; on x86-64 two rows and eight tokens, the activations regrouped as
-//! [`TokenOctets`](super::token_octets::TokenOctets)), on the fastest [`DotKernel`] the build and CPU have (relaxed SIMD or SIMD128 in
+//! prefill; on x86-64 two rows and sixteen tokens, the activations regrouped as
+//! [`TokenGroups`](super::token_groups::TokenGroups)), on the fastest [`DotKernel`] the build and CPU have (relaxed SIMD or SIMD128 in
 //! wasm, AVX2 on x86-64, plain Rust elsewhere). [`QuantMatrix`] cuts the
 //! rows into bands, one task each, run on [`band_pool`](super::band_pool): in the page's
 //! threaded engine on Web Workers sharing the wasm memory, on the calling thread alone in the
@@ -26,7 +26,7 @@ pub use super::dot_kernel::{DotKernel, InputRows, RowDot};
 pub use super::float_rows::{FloatInput, FloatRows};
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
-use super::token_octets::OCTET;
+use super::token_groups::GROUP;
 use crate::error::{Error, Result};
 
 /// Weight rows whose dot products with one activation row are computed together when
@@ -35,7 +35,7 @@ pub const ROW_GROUP: usize = 4;
 
 /// Activation rows whose dot products with `PREFILL_ROWS` weight rows are computed together
 /// in a prefill (several tokens), sharing the weights' loads and unpacking, on kernels without
-/// eight-token loops (wasm, the portable ones).
+/// sixteen-token loops (wasm, the portable ones).
 pub const TOKEN_GROUP: usize = 4;
 
 /// Weight rows computed together in a prefill, sharing the tokens' loads: with
@@ -49,13 +49,8 @@ const BANDS_PER_THREAD: usize = 4;
 
 /// Tokens whose quantized activations are walked together against one band, so a band's
 /// weights are read once per tile from memory instead of once per token: a group of the
-/// eight-token loops ([`RowDot::dot_octet`]).
-const TOKEN_TILE: usize = OCTET;
-
-/// Weight rows the eight-token loops compute together, sharing the tokens' loads (16 f32
-/// accumulators of eight tokens, in AVX-512's 32 vector registers): prefilling 257 tokens on
-/// this project's 2-core EPYC, about 890 tok/s against 800 with one row and 830 with four.
-const OCTET_ROWS: usize = 2;
+/// sixteen-token loops ([`RowDot::dot_group`]).
+const TOKEN_TILE: usize = GROUP;
 
 /// Products smaller than this (multiply-adds) run on the calling thread alone: handing a
 /// job to the workers and waiting for them costs more than it saves. In the page, measured in
@@ -171,10 +166,11 @@ fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &W::Input, out: &mut [f32]) 
     if n == 0 {
         return Ok(());
     }
-    // A prefill on a kernel with loops for eight tokens at a time reads them regrouped (made
-    // once here, before the threads share them). Even two tokens padded to eight gain: 234 ->
-    // 249 tok/s prefilling 2 tokens, 285 -> 409 for 3, on this project's 2-core EPYC.
-    let octets = (n > 1 && kernel.interleaves_prefill()).then(|| xq.octets()).flatten();
+    // A prefill on a kernel with loops for sixteen tokens at a time reads them regrouped (made
+    // once here, before the threads share them). Even two tokens padded to a group gain (at
+    // eight a group: 234 -> 249 tok/s prefilling 2 tokens, 285 -> 409 for 3, on this
+    // project's 2-core EPYC).
+    let groups = (n > 1 && kernel.interleaves_prefill()).then(|| xq.token_groups()).flatten();
     let pool = pool();
     let threads = if rows * cols * n >= MIN_THREADED_MACS { pool.threads() } else { 1 };
     let band = rows.div_ceil(threads * BANDS_PER_THREAD).next_multiple_of(ROW_GROUP);
@@ -201,22 +197,11 @@ fn forward<W: RowDot>(w: &W, kernel: DotKernel, xq: &W::Input, out: &mut [f32]) 
         // tile), each row's blocks loaded once for a group of tokens.
         for t0 in (0..n).step_by(TOKEN_TILE) {
             let t1 = n.min(t0 + TOKEN_TILE);
-            // Eight tokens at once where the format has loops for them on this kernel (then
+            // Sixteen tokens at once where the format has loops for them on this kernel (then
             // for every row, or for none).
-            let done = octets.is_some_and(|octets| {
-                let group = octets.group(t0 / OCTET);
-                let write_group = |r: usize, ys: &[[f32; OCTET]]| {
-                    for (j, y) in ys.iter().enumerate() {
-                        (t0..t1).for_each(|t| write(t, r + j, y[t - t0]));
-                    }
-                };
-                (r0..r1).step_by(OCTET_ROWS).all(|r| {
-                    if r + OCTET_ROWS <= r1 {
-                        w.dot_octet::<OCTET_ROWS>(kernel, r, group).map(|ys| write_group(r, &ys)).is_some()
-                    } else {
-                        (r..r1).all(|r| w.dot_octet::<1>(kernel, r, group).map(|ys| write_group(r, &ys)).is_some())
-                    }
-                })
+            let done = groups.is_some_and(|groups| {
+                let write_row = |r: usize, ys: &[f32; GROUP]| (t0..t1).for_each(|t| write(t, r, ys[t - t0]));
+                w.dot_group(kernel, r0..r1, groups.group(t0 / GROUP), write_row)
             });
             if done {
                 continue;

@@ -21,8 +21,9 @@ pub enum DotKernel {
     /// a prefill on sixteen tokens at once, as two vectors of eight ([`TokenGroups`]).
     Avx2,
     /// wasm relaxed SIMD: Q4_1 blocks through `i32x4.relaxed_dot_i8x16_i7x16_add_s` (the
-    /// nibbles are the 7-bit operand), 16 products per instruction; Q8_0 as [`Self::Simd128`],
-    /// since its signed weights fit no 7-bit operand. Built into the page's engine for browsers
+    /// nibbles are the 7-bit operand), 16 products per instruction, and so Q8_0 blocks whose
+    /// integers all lie in -32..=31 (Q5_0's and Q6_K's, repacked), 32 added to each; other Q8_0
+    /// as [`Self::Simd128`], since their signed weights fit no 7-bit operand. Built into the page's engine for browsers
     /// that validate relaxed SIMD (`www/pkg-relaxed`, `www/pkg-threads`).
     RelaxedSimd,
     /// wasm SIMD128: bytes widened to 16 bits and summed by `i32x4.dot_i16x8_s`, 8 products per

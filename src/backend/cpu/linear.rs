@@ -116,7 +116,8 @@ impl Linear {
                     GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(&blocks, rows, cols)?),
                     // In wasm a block costs ALU work rather than bandwidth, and Q5_0 widened to
                     // Q8_0 blocks decodes faster there than through the 5-bit loops (llama.cpp's
-                    // Q4_K_M file in Chromium, one thread: 48.7 against 35.5 tok/s).
+                    // Q4_K_M file in Chromium, one thread: 48.7 against 35.5 tok/s); with relaxed
+                    // SIMD its narrow integers take the 16-products-an-instruction loops.
                     GgmlDType::Q5_0 if cfg!(target_arch = "wasm32") => QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(&blocks, rows, cols)?),
                     GgmlDType::Q5_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(&blocks, rows, cols)?),
                     GgmlDType::Q5_1 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(&blocks, rows, cols)?),

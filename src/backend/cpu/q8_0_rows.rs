@@ -5,6 +5,8 @@
 //! into the same blocks: Q6_K's `w = d * sc * (q - 32)` keeps `q - 32` as the block's bytes and
 //! each 16-weight half's 8-bit `sc` in a third array, which the kernels multiply into the half's
 //! integer sums (`d_w * d_x * (sc_0 sum_lo + sc_1 sum_hi)`), as ggml's q6_K x q8_K product does.
+//! Their integers (Q5_0's -16..=15, Q6_K's -32..=31) are narrow enough for relaxed SIMD's 7-bit
+//! operand once 32 is added, which its loops do (`narrow`).
 
 use std::ops::Range;
 
@@ -34,9 +36,25 @@ pub struct Q8_0Rows {
     d: Vec<f32>,
     rows: usize,
     cols: usize,
+    /// Every integer lies in [`NARROW`] (Q5_0's and Q6_K's always do, a Q8_0 tensor's
+    /// seldom): relaxed SIMD then takes `q + NARROW_BIAS`, which fits its 7-bit operand.
+    narrow: bool,
 }
 
+/// The integers relaxed SIMD's loops take ([`Q8_0Rows`]'s `narrow`), [`NARROW_BIAS`] added.
+const NARROW: std::ops::RangeInclusive<i8> = -NARROW_BIAS..=NARROW_BIAS - 1;
+
+/// What relaxed SIMD adds to narrow integers, making them 0..=63: small enough that a block's
+/// two halves' sums of products add up in 16 bits.
+pub(super) const NARROW_BIAS: i8 = 32;
+
 impl Q8_0Rows {
+    /// The repacked arrays, with whether every integer is narrow.
+    fn new(q: Vec<i8>, sub: Vec<i8>, d: Vec<f32>, rows: usize, cols: usize) -> Self {
+        let narrow = q.iter().all(|v| NARROW.contains(v));
+        Q8_0Rows { q, sub, d, rows, cols, narrow }
+    }
+
     /// Repacks a row-major `[rows, cols]` tensor's Q8_0 blocks as a GGUF file stores them;
     /// `cols` must be a multiple of 32.
     pub fn from_ggml(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
@@ -47,7 +65,7 @@ impl Q8_0Rows {
             d.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
             q.extend(block[2..].iter().map(|&v| v as i8));
         }
-        Ok(Q8_0Rows { q, sub: Vec::new(), d, rows, cols })
+        Ok(Q8_0Rows::new(q, Vec::new(), d, rows, cols))
     }
 
     /// Repacks a row-major `[rows, cols]` tensor's Q5_0 blocks (f16 `d`, 32 high bits, 16
@@ -68,7 +86,7 @@ impl Q8_0Rows {
             };
             q.extend((0..BLOCK).map(value));
         }
-        Ok(Q8_0Rows { q, sub: Vec::new(), d, rows, cols })
+        Ok(Q8_0Rows::new(q, Vec::new(), d, rows, cols))
     }
 
     /// Repacks a row-major `[rows, cols]` tensor's Q6_K super-blocks (`cols` a multiple of
@@ -101,7 +119,7 @@ impl Q8_0Rows {
             sub.extend(scales.iter().map(|&v| v as i8));
             d.extend(std::iter::repeat_n(scale, SUPER / BLOCK));
         }
-        Ok(Q8_0Rows { q, sub, d, rows, cols })
+        Ok(Q8_0Rows::new(q, sub, d, rows, cols))
     }
 
     /// Row `r`'s weights, `[cols]`: `d * q`, or `d * sc * q` with the half's scale.
@@ -138,7 +156,7 @@ impl RowDot for Q8_0Rows {
     }
 
     fn dot<const R: usize, const T: usize>(&self, kernel: DotKernel, first: usize, x: [ActivationRow; T]) -> [[f32; R]; T] {
-        dot(kernel, std::array::from_fn(|i| self.row(first + i)), x)
+        dot(kernel, self.narrow, std::array::from_fn(|i| self.row(first + i)), x)
     }
 
     fn dot_group(&self, kernel: DotKernel, rows: Range<usize>, x: TokenGroup<'_>, write: impl FnMut(usize, &[f32; GROUP])) -> bool {
@@ -154,13 +172,16 @@ impl RowDot for Q8_0Rows {
 
 /// `out[t][r] = sum_b w[r].d[b] * x[t].d[b] * sum_i w[r].q[32 b + i] * x[t].q[32 b + i]` (each
 /// half's sum times its scale, where the rows have them) on `kernel` (relaxed SIMD runs
-/// SIMD128's loops: Q8_0's signed weights fit no 7-bit operand; the portable loops where this
-/// build lacks the kernel).
-fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+/// SIMD128's loops unless the rows are `narrow`, every integer in [`NARROW`]: a Q8_0 tensor's
+/// signed weights fit no 7-bit operand; the portable loops where this build lacks the kernel).
+fn dot<const R: usize, const T: usize>(kernel: DotKernel, narrow: bool, w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    let _ = narrow;
     match kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
         DotKernel::Avx2 | DotKernel::Avx512Vnni if super::avx2_dot::available() => unsafe { super::avx2_dot::q8_0(w, x) },
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        DotKernel::RelaxedSimd if narrow => super::wasm_dot::q8_0_relaxed(w, x),
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         DotKernel::Simd128 | DotKernel::RelaxedSimd => super::wasm_dot::q8_0(w, x),
         _ => portable_dot(w, x),
@@ -196,4 +217,37 @@ pub(super) fn check_blocks<const R: usize, const T: usize>(w: &[ByteRow; R], x: 
                 .all(|(q, sub, d)| q.len() == blocks * BLOCK && sub.len() == if halves { 2 * blocks } else { 0 } && d.len() == blocks)
     );
     (blocks, halves)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One Q8_0 block of a GGUF file: scale 1, then `values`.
+    fn q8_0_block(values: impl Fn(usize) -> i8) -> Vec<u8> {
+        let mut block = half::f16::ONE.to_le_bytes().to_vec();
+        block.extend((0..BLOCK).map(|i| values(i) as u8));
+        block
+    }
+
+    /// Q5_0's and Q6_K's integers are always narrow (relaxed SIMD's loops take them), a Q8_0
+    /// tensor's only where every one of them is: one integer past either end is enough to
+    /// keep the rows off those loops.
+    #[test]
+    fn narrow_rows_are_those_whose_every_integer_fits() {
+        let bytes = |n: usize| (0..n).map(|i| (i * 97 % 251) as u8).collect::<Vec<u8>>();
+        // Each block's scale set to 1 (arbitrary bytes could make one a NaN).
+        let mut q5_0 = bytes(22 * 6);
+        q5_0.chunks_exact_mut(22).for_each(|b| b[..2].copy_from_slice(&half::f16::ONE.to_le_bytes()));
+        assert!(Q8_0Rows::from_q5_0(&q5_0, 2, 96).expect("Q5_0").narrow, "Q5_0");
+        let mut q6_k = bytes(Q6_K_BYTES * 2);
+        q6_k.chunks_exact_mut(Q6_K_BYTES).for_each(|b| b[208..].copy_from_slice(&half::f16::ONE.to_le_bytes()));
+        assert!(Q8_0Rows::from_q6_k(&q6_k, 1, 512).expect("Q6_K").narrow, "Q6_K");
+        let within = q8_0_block(|i| 2 * i as i8 - 32);
+        assert!(Q8_0Rows::from_ggml(&within, 1, BLOCK).expect("Q8_0").narrow, "Q8_0 within -32..=31");
+        for past in [-NARROW_BIAS - 1, NARROW_BIAS, 127, -127] {
+            let block = q8_0_block(|i| if i == 17 { past } else { 0 });
+            assert!(!Q8_0Rows::from_ggml(&block, 1, BLOCK).expect("Q8_0").narrow, "Q8_0 holding {past}");
+        }
+    }
 }

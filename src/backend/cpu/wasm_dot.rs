@@ -4,10 +4,13 @@
 //! pairs by `i32x4.dot_i16x8_s`, 8 products per instruction. Relaxed SIMD (built only into
 //! the engines for browsers that validate it): Q4_1's nibbles, which fit the 7-bit operand of
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` (and so do 5-bit values), meet the activations'
-//! signed bytes unwidened, 16 products per instruction with the accumulation folded in; where
+//! signed bytes unwidened, 16 products per instruction with the accumulation folded in, and so
+//! do Q8_0 blocks whose integers all lie in -32..=31 (Q5_0's and Q6_K's, repacked), 32 added
+//! to each and `32 x` taken off again; where
 //! the CPU has FMA, `f32x4.relaxed_madd` fuses the scaling. Relaxed SIMD's results are
 //! deterministic here: its one implementation-defined case, a 7-bit operand above 127, cannot
-//! occur with values below 32, and no pair sum (at most 2 x 31 x 127) can saturate 16 bits.
+//! occur with these (at most 63), and no pair sum (at most 2 x 63 x 127, the activations'
+//! bytes within -127..=127) can saturate 16 bits.
 //!
 //! Blocks go four at a time through [`by_fours`]: the four blocks' integer sums of a (row,
 //! token) pair are folded into one vector (a lane per block) and scaled by four blocks' scales
@@ -224,13 +227,21 @@ fn by_fours<const R: usize, const T: usize, W: WasmRows<T> + WasmRows<1>>(w: &W,
     std::array::from_fn(|t| std::array::from_fn(|r| lane_sum(acc[t][r]) + rest[t][r]))
 }
 
-/// Q8_0 rows `(integers, halves' scales, scales)`, widened to 16 bits; with `HALVES` each
-/// half's widened integers are multiplied by its scale (Q6_K: `|q - 32| * |sc| <= 4096` fits 16
-/// bits).
-struct Q8_0Wasm<'a, const R: usize, const HALVES: bool>([ByteRow<'a>; R]);
+/// Q8_0 rows `(integers, halves' scales, scales)`. On SIMD128 (`RELAXED` false) widened to 16
+/// bits, with `HALVES` each half's widened integers multiplied by its scale (Q6_K: `|q - 32| *
+/// |sc| <= 4096` fits 16 bits). On relaxed SIMD, for rows whose integers all lie in -32..=31
+/// (Q5_0's and Q6_K's, repacked): `q + 32` (0..=63) is the 7-bit operand of
+/// `i16x8.relaxed_dot_i8x16_i7x16_s` against the activations' bytes as they are (one
+/// `pmaddubsw` on x86), and the 32 added comes off again as `32 * x`, the same product of the
+/// activations alone (the same for every row of the block). Each 16-bit lane holds a sum of
+/// two products, at most 2 x 63 x 127 = 16,002 (so nothing saturates) before the correction
+/// and 2 x 32 x 127 after it, so a block's two halves add up in 16 bits; then one
+/// `i32x4.dot_i16x8_s` widens them, against ones or, with `HALVES`, each half's scale. The
+/// integer sums come out exact, SIMD128's to the bit.
+struct Q8_0Wasm<'a, const R: usize, const HALVES: bool, const RELAXED: bool>([ByteRow<'a>; R]);
 
-impl<const R: usize, const T: usize, const HALVES: bool> WasmRows<T> for Q8_0Wasm<'_, R, HALVES> {
-    const RELAXED: bool = false;
+impl<const R: usize, const T: usize, const HALVES: bool, const RELAXED: bool> WasmRows<T> for Q8_0Wasm<'_, R, HALVES, RELAXED> {
+    const RELAXED: bool = RELAXED;
     /// Measured in Chromium here, 30 tokens x 49,152 x 576: 89 ms against 114 (relaxed SIMD's
     /// build), 100 against 132 (SIMD128's).
     const ROWS_APART: bool = true;
@@ -245,9 +256,27 @@ impl<const R: usize, const T: usize, const HALVES: bool> WasmRows<T> for Q8_0Was
 
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [v128; T] {
         unsafe {
+            let sub = self.0[r].1;
+            #[cfg(target_feature = "relaxed-simd")]
+            if RELAXED {
+                let bias = i8x16_splat(super::q8_0_rows::NARROW_BIAS);
+                let q = self.0[r].0.as_ptr().add(b * BLOCK) as *const v128;
+                let (lo, hi) = (i8x16_add(v128_load(q), bias), i8x16_add(v128_load(q.add(1)), bias));
+                // Per lane, the two products' sum of `q x`: `(q + 32) x - 32 x`.
+                let pairs = |x: v128, w: v128| i16x8_sub(i16x8_relaxed_dot_i8x16_i7x16(x, w), i16x8_relaxed_dot_i8x16_i7x16(x, bias));
+                return x.map(|(xq, _, _)| {
+                    let xb = xq.as_ptr().add(b * BLOCK) as *const v128;
+                    let (lo, hi) = (pairs(v128_load(xb), lo), pairs(v128_load(xb.add(1)), hi));
+                    if HALVES {
+                        let scale = |h: usize| i16x8_splat(i16::from(*sub.get_unchecked(2 * b + h)));
+                        i32x4_add(i32x4_dot_i16x8(lo, scale(0)), i32x4_dot_i16x8(hi, scale(1)))
+                    } else {
+                        i32x4_dot_i16x8(i16x8_add(lo, hi), i16x8_splat(1))
+                    }
+                });
+            }
             let mut wv = widened_block(self.0[r].0, b);
             if HALVES {
-                let sub = self.0[r].1;
                 let (lo, hi) = (i16x8_splat(i16::from(*sub.get_unchecked(2 * b))), i16x8_splat(i16::from(*sub.get_unchecked(2 * b + 1))));
                 wv = [i16x8_mul(wv[0], lo), i16x8_mul(wv[1], lo), i16x8_mul(wv[2], hi), i16x8_mul(wv[3], hi)];
             }
@@ -261,8 +290,18 @@ impl<const R: usize, const T: usize, const HALVES: bool> WasmRows<T> for Q8_0Was
 /// i] q_x[32 b + i]`, each half's sum times its scale where the rows have them, on SIMD128.
 pub fn q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     match super::q8_0_rows::check_blocks(&w, &x) {
-        (blocks, true) => by_fours(&Q8_0Wasm::<R, true>(w), blocks, &x),
-        (blocks, false) => by_fours(&Q8_0Wasm::<R, false>(w), blocks, &x),
+        (blocks, true) => by_fours(&Q8_0Wasm::<R, true, false>(w), blocks, &x),
+        (blocks, false) => by_fours(&Q8_0Wasm::<R, false, false>(w), blocks, &x),
+    }
+}
+
+/// The same as [`q8_0`] on relaxed SIMD, for rows whose integers all lie in -32..=31 (the
+/// caller's to know; others would give wrong sums): 16 products per instruction.
+#[cfg(target_feature = "relaxed-simd")]
+pub fn q8_0_relaxed<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+    match super::q8_0_rows::check_blocks(&w, &x) {
+        (blocks, true) => by_fours(&Q8_0Wasm::<R, true, true>(w), blocks, &x),
+        (blocks, false) => by_fours(&Q8_0Wasm::<R, false, true>(w), blocks, &x),
     }
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenscope needs, skipping whatever is already there:
 # Debian packages (python3-pip for the model download, Node.js and npm for the wasm tests and
-# the page's packages, Chromium and chromedriver for the browser tests, lavapipe for the GPU tests), the wasm32 Rust target,
+# the page's packages, Chromium, chromedriver and Firefox ESR for the browser tests, lavapipe
+# for the GPU tests), the wasm32 Rust target,
 # wasm-bindgen-cli at exactly the wasm-bindgen crate's version, and the npm packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # chromedriver (Debian's, at Chromium's own version): wasm-bindgen-test-runner drives Chromium
 # with it for the relaxed-SIMD kernel tests (scripts/test-wasm-relaxed.sh).
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+# Firefox: the page's second browser (tests/e2e/firefox.test.mjs: another WebGPU, another
+# shader compiler), driven by puppeteer-core over WebDriver BiDi.
+command -v firefox-esr >/dev/null 2>&1 || command -v firefox >/dev/null 2>&1 || need_apt+=(firefox-esr)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 # libfuzzer-sys compiles libFuzzer's C++ (make fuzz, and 60 s of it in make test).
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)

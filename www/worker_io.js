@@ -104,13 +104,23 @@ async function findAdapter(subgroups) {
   }
 }
 
-// What a Linux desktop user can do when Chrome gave WebGPU no adapter, or only a software one:
+// What a user can do when the browser gave WebGPU no adapter, or only a software one (`software`).
 // Chromium on Linux offers WebGPU a GPU only where it runs on Vulkan, and a GPU not yet on its
-// WebGPU list only with unsafe WebGPU allowed (its webgpu_decoder_impl.cc). Empty elsewhere.
-function linuxChromeHint() {
+// WebGPU list only with unsafe WebGPU allowed (its webgpu_decoder_impl.cc). Firefox keeps
+// WebGPU behind dom.webgpu.enabled where it has not shipped it (Linux), and offers no adapter
+// its blocklist holds back (gfx.webgpu.ignore-blocklist). Empty elsewhere.
+/** @param {boolean} software */
+function browserHint(software) {
   const ua = self.navigator?.userAgent || '';
-  if (!/Linux/.test(ua) || /Android|CrOS/.test(ua) || !/Chrome\//.test(ua)) return '';
-  return ' On Linux, Chrome gives WebGPU the GPU with chrome://flags/#enable-vulkan and #enable-unsafe-webgpu turned on.';
+  if (/Linux/.test(ua) && !/Android|CrOS/.test(ua) && /Chrome\//.test(ua)) {
+    return ' On Linux, Chrome gives WebGPU the GPU with chrome://flags/#enable-vulkan and #enable-unsafe-webgpu turned on.';
+  }
+  if (/Firefox\//.test(ua) && !software) {
+    return navigator.gpu
+      ? ' Firefox offers WebGPU a GPU its blocklist holds back with gfx.webgpu.ignore-blocklist set to true in about:config.'
+      : ' Firefox turns WebGPU on with dom.webgpu.enabled set to true in about:config.';
+  }
+  return '';
 }
 
 // Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why. With
@@ -126,10 +136,10 @@ export async function chooseBackend(requested, subgroups = true) {
   const adapter = await findAdapter(subgroups);
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
-    if (!adapter) throw named('NoGpu', `This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.${linuxChromeHint()}`);
+    if (!adapter) throw named('NoGpu', `This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.${browserHint(false)}`);
     return { backend: 'webgpu', adapter, note: `WebGPU backend (chosen) on ${adapter.name}${adapter.software ? ', a software adapter: expect it to be slow' : ''}.` };
   }
-  if (!adapter) return { backend: 'cpu', adapter, note: `Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.${linuxChromeHint()}` };
-  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.${linuxChromeHint()}` };
+  if (!adapter) return { backend: 'cpu', adapter, note: `Auto: this browser has no WebGPU adapter, so the CPU backend runs the model.${browserHint(false)}` };
+  if (adapter.software) return { backend: 'cpu', adapter, note: `Auto: the only WebGPU adapter is a software one (${adapter.name}), so the faster CPU backend runs the model.${browserHint(true)}` };
   return { backend: 'webgpu', adapter, note: `Auto: WebGPU on ${adapter.name}.` };
 }

@@ -1,8 +1,9 @@
 // What every browser test needs, once: `tokenscope serve` on a free port, Debian's Chromium
-// with WebGPU (SwiftShader), and the page helpers the tests drive it with.
+// with WebGPU (SwiftShader) or Firefox ESR with WebGPU (lavapipe), and the page helpers the
+// tests drive them with.
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
 export const ROOT = new URL('../../', import.meta.url).pathname;
@@ -26,12 +27,12 @@ export function cli(args) {
   return execFileSync(BIN, args, { encoding: 'utf8', maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-// Starts the server on a free port (`--port 0`; it prints the address it got) and Chromium;
-// returns {base, browser, close()}.
-export async function start() {
+// Starts `tokenscope serve` on a free port (`--port 0`; it prints the address it got);
+// returns {base, server}.
+async function serve() {
   mkdirSync(SHOTS, { recursive: true });
   const server = spawn(BIN, ['serve', '--port', '0', '--www', `${ROOT}www`, '--models', `${ROOT}models`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve, reject) => {
+  const base = await new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error('tokenscope serve did not start')), 20_000);
     server.stdout.on('data', (chunk) => {
@@ -41,9 +42,37 @@ export async function start() {
     });
     server.on('exit', (code) => reject(new Error(`tokenscope serve exited with ${code}`)));
   });
+  return { base, server };
+}
+
+// Starts the server and Chromium; returns {base, browser, close()}.
+export async function start() {
+  const { base, server } = await serve();
   // A browser that cannot start must not leave the server holding the caller's stdout open.
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: HEADLESS }).catch((e) => { server.kill(); throw e; });
-  return { base: url, browser, close: async () => { await browser.close(); server.kill(); } };
+  return { base, browser, close: async () => { await browser.close(); server.kill(); } };
+}
+
+// Firefox: FIREFOX, else Debian's Firefox ESR (scripts/setup.sh installs it), else `firefox`.
+export const FIREFOX = process.env.FIREFOX || ['/usr/bin/firefox-esr', '/usr/bin/firefox'].find((f) => existsSync(f)) || 'firefox-esr';
+// Firefox on Linux keeps WebGPU behind dom.webgpu.enabled, and offers a software adapter
+// (lavapipe) only past its blocklist.
+export const FIREFOX_WEBGPU = { 'dom.webgpu.enabled': true, 'gfx.webgpu.ignore-blocklist': true };
+
+// Headless Firefox with `prefs`, driven by Puppeteer over WebDriver BiDi (Firefox's own remote
+// protocol: no patched build). Its pages' API is Puppeteer's, not Playwright's. Imported
+// here, not above: the benches load this file where only playwright-core is installed
+// (bench/device's pack).
+export async function launchFirefox(prefs) {
+  const { default: puppeteer } = await import('puppeteer-core');
+  return puppeteer.launch({ browser: 'firefox', executablePath: FIREFOX, headless: true, extraPrefsFirefox: prefs });
+}
+
+// Starts the server and Firefox with WebGPU; returns {base, browser, close()}.
+export async function startFirefox() {
+  const { base, server } = await serve();
+  const browser = await launchFirefox(FIREFOX_WEBGPU).catch((e) => { server.kill(); throw e; });
+  return { base, browser, close: async () => { await browser.close(); server.kill(); } };
 }
 
 // The page in a 1400 x 1000 window, loaded, with More settings open; a page error fails the
@@ -78,6 +107,42 @@ export async function fixSeed(p, seed = 42) {
   await p.locator('details.more').evaluate((d) => { d.open = true; });
   await p.getByRole('checkbox', { name: 'Fixed seed' }).check();
   await p.getByRole('spinbutton', { name: 'Seed' }).fill(String(seed));
+}
+
+// The compute limits the engine asks for (src/backend/gpu/device.rs: WebGPU's core defaults),
+// which a compatibility-mode adapter (Dawn's OpenGL ES backend) gives only when asked.
+export const KERNEL_LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, maxStorageBuffersPerShaderStage: 8 };
+
+// In page `p` of the server's origin (Playwright's or Puppeteer's): compiles
+// www/shaders/`file` (or the WGSL `code`) on a device with the engine's limits, and with the
+// subgroups feature where the kernel enables it (an adapter without it fails here, as it
+// should: the variant would go uncompiled), and makes its compute pipeline at both workgroup
+// sizes the engine uses: 64, and 256 (split-K attention's, and a hardware GPU's matrix
+// kernels', with 32 threads a row). Returns {errors (the compiler's, 'line:column message'),
+// pipeline ('ok' or what failed), subgroups (whether the kernel enables them)}.
+export function compileKernel(p, { file, code }) {
+  return p.evaluate(compileInPage, { file, code, requiredLimits: KERNEL_LIMITS });
+}
+
+// compileKernel's body, run in the page (so it refers to nothing outside itself).
+async function compileInPage({ file, code, requiredLimits }) {
+  const source = code ?? (await (await fetch(`/shaders/${file}`)).text());
+  const subgroups = /^enable subgroups;/m.test(source);
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = await adapter.requestDevice({ requiredFeatures: subgroups ? ['subgroups'] : [], requiredLimits });
+  const module = device.createShaderModule({ code: source });
+  const info = await module.getCompilationInfo();
+  const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+  let pipeline = 'ok';
+  for (const constants of [{ WG: 64 }, { WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }]) {
+    try {
+      await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });
+    } catch (e) {
+      pipeline = `${JSON.stringify(constants)}: ${e.message || e}`;
+    }
+  }
+  device.destroy();
+  return { errors, pipeline, subgroups };
 }
 
 // Lets the chart's short transitions finish, so a screenshot shows the settled page.
@@ -160,9 +225,10 @@ export function compareSteps(run, reference, { tolerance, smallMargin, what }) {
 // `loadDefault(backend)` loads the page's default model as the page does (www/defaults.js);
 // `query` is the worker's own URL query (the page's measuring asks, e.g. '?subgroups=0').
 // `steps()` gives the forward_ms of the 'step' responses since the last ask, `tokens()` their
-// token ids.
+// token ids, `events()` the step events whole (each with its distribution's candidates).
+// `browser` may be Playwright's or Puppeteer's: the page helpers used here are in both.
 export async function openWorker(browser, base, query = '') {
-  const page = await (await browser.newContext()).newPage();
+  const page = await browser.newPage();
   await page.goto(`${base}defaults.js`);
   await page.evaluate((q) => {
     const worker = new Worker(`/worker.js${q}`, { type: 'module' });
@@ -170,7 +236,7 @@ export async function openWorker(browser, base, query = '') {
     let waiting = null;
     w.stepEvents = [];
     worker.onmessage = ({ data }) => {
-      if (data.type === 'step') w.stepEvents.push({ forwardMs: data.event.forward_ms, tokenId: data.event.token_id });
+      if (data.type === 'step') w.stepEvents.push(data.event);
       else if (data.type === 'error') waiting?.reject(new Error(`${data.name}: ${data.message}`));
       else if (['loaded', 'started', 'finished', 'profiled'].includes(data.type)) waiting?.resolve(data);
     };
@@ -183,8 +249,9 @@ export async function openWorker(browser, base, query = '') {
       const { DEFAULT_MODEL_URL, PAGE_CONTEXT } = await import('/defaults.js');
       return /** @type {any} */ (window).ask({ type: 'load', backend: b, context: PAGE_CONTEXT, kvCacheF16: false, url: DEFAULT_MODEL_URL, name: 'default' });
     }, backend),
-    steps: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.forwardMs)),
-    tokens: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.tokenId)),
+    steps: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.forward_ms)),
+    tokens: () => page.evaluate(() => /** @type {any} */ (window).stepEvents.map((e) => e.token_id)),
+    events: () => page.evaluate(() => /** @type {any} */ (window).stepEvents),
     close: () => page.close(),
   };
 }

@@ -11,12 +11,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { ROOT, start } from './harness.mjs';
+import { ROOT, start, compileKernel, KERNEL_LIMITS } from './harness.mjs';
 
 const SHADERS = readdirSync(`${ROOT}www/shaders`).filter((f) => f.endsWith('.wgsl')).sort();
-// The compute limits the engine asks for (src/backend/gpu/device.rs: WebGPU's core defaults),
-// which a compatibility-mode adapter (Dawn's OpenGL ES backend) gives only when asked.
-const LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, maxStorageBuffersPerShaderStage: 8 };
 
 let env;
 let page;
@@ -42,28 +39,7 @@ test('Chromium has a WebGPU adapter', async () => {
 
 for (const name of SHADERS) {
   test(`${name} compiles in Chromium and makes a pipeline`, async () => {
-    const result = await page.evaluate(async ({ file, requiredLimits }) => {
-      const code = await (await fetch(`/shaders/${file}`)).text();
-      // Subgroup variants need the device feature (SwiftShader offers it; an adapter
-      // without it fails here, as it should: the variant would go uncompiled).
-      const requiredFeatures = /^enable subgroups;/m.test(code) ? ['subgroups'] : [];
-      const device = await (await navigator.gpu.requestAdapter()).requestDevice({ requiredFeatures, requiredLimits });
-      const module = device.createShaderModule({ code });
-      const info = await module.getCompilationInfo();
-      const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
-      // Both workgroup sizes the engine gives its kernels: 64, and 256 (split-K attention's,
-      // and a hardware GPU's matrix kernels', with 32 threads per row).
-      const shapes = [{ WG: 64 }, { WG: 256, ...(/^override TPR/m.test(code) && { TPR: 32 }) }];
-      let pipeline = 'ok';
-      for (const constants of shapes) {
-        try {
-          await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });
-        } catch (e) {
-          pipeline = `${JSON.stringify(constants)}: ${e.message || e}`;
-        }
-      }
-      return { errors, pipeline, subgroups: requiredFeatures.length > 0 };
-    }, { file: name, requiredLimits: LIMITS });
+    const result = await compileKernel(page, { file: name });
     // The engine's wasm writes the directive Tint needs into exactly the subgroup variants.
     assert.equal(result.subgroups, name.includes('_subgroup'), `${name}: enable subgroups;`);
     assert.deepEqual(result.errors, [], `${name}: ${result.errors.join('; ')}`);
@@ -112,7 +88,7 @@ async function runKernel(file, bindings, out, groups, constants = { WG: 64 }) {
     device.queue.submit([enc.finish()]);
     await read.mapAsync(GPUMapMode.READ);
     return Array.from(new Float32Array(read.getMappedRange()));
-  }, { file, bindings, out, groups, constants, requiredLimits: LIMITS });
+  }, { file, bindings, out, groups, constants, requiredLimits: KERNEL_LIMITS });
 }
 
 const close = (got, want, tol, what) => {

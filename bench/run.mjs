@@ -24,7 +24,9 @@
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs; then one
 // decode step after each prompt timed by kernel in it, as `bench --profile` natively) and the
 // page without subgroups (?subgroups=0: the plain reductions it ran before the worker asked for
-// them) and the page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with the output
+// them) and the page keeping 3 greedy steps submitted ahead (?runahead=3) and the page in a
+// Chromium that does not zero-fill workgroup memory (Dawn's disable_workgroup_init: what
+// WebGPU's mandated fill costs there, a diagnostic) and the page with the output
 // projection per query head over its first 256 positions (?perhead=256) and the page sampling
 // at temperature 0.7 with a fixed seed (how a person uses it; no greedy run-ahead), also with
 // ?sampledahead=1 (each sampled step run ahead on the GPU's top token); then whether each one's
@@ -128,7 +130,8 @@ async function llamaCpp(gpu = false) {
 // With `record` false it only warms up (one untimed run per prompt, no rows). `asks` adds the
 // page's measuring options: { runahead: N } keeps N greedy steps submitted ahead on WebGPU,
 // { subgroups: 0 } opens its WebGPU device without subgroups,
-// { perhead: N } runs its first N positions with the output projection per query head, and
+// { perhead: N } runs its first N positions with the output projection per query head,
+// { label: ', ...' } only adds words to the row's place (a browser started otherwise), and
 // { temperature: T } samples at T with the seed fixed (42) instead of decoding greedily: each
 // step then waits for its logits to come back and be sampled before the next one starts,
 // which greedy steps run ahead of.
@@ -136,10 +139,10 @@ async function llamaCpp(gpu = false) {
 async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', record = true, asks = {}) {
   const texts = {};
   const page = await (await env.browser.newContext()).newPage();
-  const { temperature = 0, ...inUrl } = asks;
+  const { temperature = 0, label = '', ...inUrl } = asks;
   const extra = Object.entries(inUrl).map(([k, v]) => `&${k}=${v}`).join('');
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${extra}`);
-  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}${asks.subgroups === 0 ? ', without subgroups' : ''}`;
+  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}${asks.subgroups === 0 ? ', without subgroups' : ''}${label}`;
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -281,6 +284,17 @@ async function onTheGpu() {
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
     await attempt('tokenscope Chromium webgpu, without subgroups', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { subgroups: 0 }));
     await attempt('tokenscope Chromium webgpu, 3 steps run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { runahead: 3 }));
+    // What WebGPU's zero-filling of every workgroup's memory costs on this GPU (natively wgpu
+    // is told to skip it): the page in a Chromium with Dawn's toggle that turns it off. A
+    // diagnostic, not a browser anyone runs.
+    await attempt('tokenscope Chromium webgpu, no workgroup zero-fill', async () => {
+      const unfilled = await start(['--enable-dawn-features=disable_workgroup_init']);
+      try {
+        await oursInChromium(unfilled, 'webgpu', RUNS, THREADS, '', true, { label: ', workgroup memory not zero-filled (Dawn\'s disable_workgroup_init, a diagnostic)' });
+      } finally {
+        await unfilled.close();
+      }
+    });
     perHeadTexts = await attempt('tokenscope Chromium webgpu, per-head attention', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { perhead: 256 }));
     await attempt('tokenscope Chromium webgpu, sampled', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7 }));
     await attempt('tokenscope Chromium webgpu, sampled, run ahead', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { temperature: 0.7, sampledahead: 1 }));

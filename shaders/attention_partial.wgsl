@@ -18,8 +18,10 @@
 // the run has fewer positions than threads (attention_head.wgsl), and 4 WG / head_dim
 // slices of the run's positions at once when weighing the values, 4 dimensions a thread;
 // head_dim a multiple of 4). n_chunks =
-// ceil(capacity / SPLIT) is fixed at load; a chunk past p returns at once and writes nothing
-// (the combine reads only chunks 0..=p / SPLIT).
+// ceil(capacity / SPLIT) is fixed at load (the parts' layout); the host dispatches only the
+// chunks the step's last token reaches (at most n_chunks), so no workgroup starts only to
+// return (a browser zero-fills each one's workgroup memory first). A chunk past a token's own
+// position p returns at once and writes nothing (the combine reads only chunks 0..=p / SPLIT).
 // SINGLE (define): the whole attention in one dispatch while every token of the step sees
 // at most CHUNK positions (the host picks it then: step.pos + n_tokens <= CHUNK): one chunk,
 // and binding 4 is out: array<f32> [n_tokens, n_heads * head_dim] (read_write), written

@@ -3,8 +3,8 @@
 // limit, at most CHUNK), computed into att_in by each workgroup of the output projection before
 // its rows' products. The includer declares WG (override), params (n_heads, n_kv_heads,
 // head_dim), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
-// (cache_keys.wgsl's layouts), `partial: array<f32, 256>` and att_in: array<f32, ATT_MAX> in
-// workgroup memory.
+// (cache_keys.wgsl's layouts), `partial: array<f32, 256>` and att_in: array<f32, ATT_WIDTH>
+// (at least n_heads * head_dim) in workgroup memory.
 // Heads go in rounds of as many as `scores` holds (SCORES / n, at most WG: all 9 of this
 // model's up to 71 positions), each round in three phases, each one round of loads from
 // device memory wherever the workgroup has a thread per piece of work (a GPU waits out a

@@ -179,8 +179,11 @@ var<workgroup> group_squares: array<f32, 256>;
 #endif
 #endif
 #ifdef ATT_IN
+// The input row's width: the matrix's columns, at most ATT_MAX (the host sets it, so a
+// workgroup declares, and a browser zero-fills, only what the model needs).
+override ATT_WIDTH: u32 = ATT_MAX;
 // The attention output: the input row of the product.
-var<workgroup> att_in: array<f32, ATT_MAX>;
+var<workgroup> att_in: array<f32, ATT_WIDTH>;
 #endif
 #ifdef COMBINE
 #include split_chunk.wgsl

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
-use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels};
+use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels, StepParams};
 use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
@@ -279,14 +279,15 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
                     init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
                     let out = ctx.storage("out", &init);
                     let y = Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64));
-                    let step = kernels::step_uniform(&ctx, pos, n as u32);
+                    let at = StepParams::new(pos, n as u32);
+                    let step = kernels::step_uniform(&ctx, at);
                     let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, ..LinearOp::new(&m, &xb, y) };
                     let d = match kind {
                         "matvec" => k.matvec(&ctx, &op, &step),
                         _ => k.matmul(&ctx, &op, &step),
                     }
                     .expect("dispatch");
-                    kernels::run_once(&ctx, d, n as u32);
+                    kernels::run_once(&ctx, d, at);
                     let got = read_guarded(&ctx, &out, prior.len());
                     assert_close(
                         &got,
@@ -309,7 +310,8 @@ fn the_swiglu_epilogue_refuses_what_it_cannot_do() {
     let q = QTensor::quantize(&t, GgmlDType::Q8_0).expect("quantize");
     let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), 3, 32).expect("upload");
     let (x, y) = (ctx.storage("x", &[1.0f32; 32]), ctx.storage("y", &[0.0f32; 4]));
-    let step = kernels::step_uniform(&ctx, 0, 1);
+    let at = StepParams::new(0, 1);
+    let step = kernels::step_uniform(&ctx, at);
     let k = Kernels::new(&ctx).expect("every kernel compiles");
     let odd_rows = LinearOp { glu: true, ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &odd_rows, &step).is_err(), "3 rows cannot pair into gate/up");
@@ -377,11 +379,12 @@ fn matvec_reads_the_last_token_row_for_the_lm_head() {
     let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
     let x = random(&mut rng, n * cols, 3.0);
     let out = guarded(&ctx, rows);
-    let step = kernels::step_uniform(&ctx, 40, n as u32);
+    let at = StepParams::new(40, n as u32);
+    let step = kernels::step_uniform(&ctx, at);
     let xb = ctx.storage("x", &x);
     let op = LinearOp { last_token: true, ..LinearOp::new(&m, &xb, Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64))) };
     let d = k.matvec(&ctx, &op, &step).expect("dispatch");
-    kernels::run_once(&ctx, d, n as u32);
+    kernels::run_once(&ctx, d, at);
     let got = read_guarded(&ctx, &out, rows);
     let last = &x[(n - 1) * cols..];
     let want: Vec<f32> = dense.chunks_exact(cols).map(|r| ops::dot(r, last)).collect();
@@ -403,10 +406,11 @@ fn a_matmul_band_writes_its_rows_of_each_tokens_outputs_and_nothing_between() {
     let x = random(&mut rng, n * cols, 3.0);
     let xb = ctx.storage("x", &x);
     let out = guarded(&ctx, n * stride);
-    let step = kernels::step_uniform(&ctx, 0, n as u32);
+    let at = StepParams::new(0, n as u32);
+    let step = kernels::step_uniform(&ctx, at);
     let y = Bind(&out, ((PAD + first) * 4) as u64, Some(((n * stride - first) * 4) as u64));
     let op = LinearOp { y_stride: Some(stride as u32), ..LinearOp::new(&m, &xb, y) };
-    kernels::run_once(&ctx, k.matmul(&ctx, &op, &step).expect("dispatch"), n as u32);
+    kernels::run_once(&ctx, k.matmul(&ctx, &op, &step).expect("dispatch"), at);
     let got = read_guarded(&ctx, &out, n * stride);
     for tok in 0..n {
         for (c, v) in got[tok * stride..(tok + 1) * stride].iter().enumerate() {
@@ -500,9 +504,10 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
         let ids = [0u32, 1, 150, vocab as u32 - 1, 150];
         for n in [1usize, ids.len()] {
             let out = guarded(&ctx, n * dim);
-            let step = kernels::step_uniform(&ctx, 5, n as u32);
+            let at = StepParams::new(5, n as u32);
+            let step = kernels::step_uniform(&ctx, at);
             let d = k.embedding(&ctx, &m, 0, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
-            kernels::run_once(&ctx, d.expect("dispatch"), n as u32);
+            kernels::run_once(&ctx, d.expect("dispatch"), at);
             let got = read_guarded(&ctx, &out, n * dim);
             let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
             // The same dequantization arithmetic as candle's: bit-exact.
@@ -532,7 +537,8 @@ fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
     let m = GpuMatrix::upload(&ctx, &band, rows as u32, dim as u32).expect("upload");
     let ids = [63u32, 64, 100, 163, 164, 300];
     let out = guarded(&ctx, ids.len() * dim);
-    let step = kernels::step_uniform(&ctx, 0, ids.len() as u32);
+    let at = StepParams::new(0, ids.len() as u32);
+    let step = kernels::step_uniform(&ctx, at);
     let d = k.embedding(
         &ctx,
         &m,
@@ -541,7 +547,7 @@ fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
         &step,
         &ctx.storage("tokens", &ids),
     );
-    kernels::run_once(&ctx, d.expect("dispatch"), ids.len() as u32);
+    kernels::run_once(&ctx, d.expect("dispatch"), at);
     let got = read_guarded(&ctx, &out, ids.len() * dim);
     for (b, &id) in ids.iter().enumerate() {
         let row = &got[b * dim..(b + 1) * dim];
@@ -592,7 +598,7 @@ fn argmax_picks_the_samplers_greedy_token_and_writes_nothing_else() {
         let buf = ctx.storage("logits", &logits);
         let tokens = ctx.storage("tokens", &vec![SENTINEL; 1 + PAD]);
         let d = k.argmax(&ctx, kernels::whole(&buf), logits.len() as u32, &tokens).expect("dispatch");
-        kernels::run_once(&ctx, d, 1);
+        kernels::run_once(&ctx, d, StepParams::new(0, 1));
         let got = pollster::block_on(ctx.read_f32(&tokens, 1 + PAD)).expect("readback");
         assert_eq!(got[0].to_bits(), want, "argmax of {what} ({} logits)", logits.len());
         assert!(got[1..].iter().all(|v| v.to_bits() == SENTINEL), "argmax of {what}: it wrote past tokens[0]");
@@ -635,7 +641,8 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
             }
             let q_out = guarded(&ctx, n * qd);
             let (kc, vc) = (guarded_cache(&ctx, &k_prior, kv_f16), guarded_cache(&ctx, &v_prior, kv_f16));
-            let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
+            let at = StepParams::new(pos as u32, n as u32);
+            let step = kernels::step_uniform(&ctx, at);
             let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
             let qkv_buf = ctx.storage("qkv", &qkv);
             let q_bind = Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64));
@@ -644,7 +651,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                 head_norm: gain_buf.as_ref().map(|g| (g, 1e-6)),
                 ..gpu_ops::RopeKvOp::new([heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table)
             };
-            kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), n as u32);
+            kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), at);
             let (mut want_q, mut want_k, mut want_v) = (Vec::new(), k_prior.clone(), v_prior.clone());
             for b in 0..n {
                 let mut row = qkv[b * width..][..width].to_vec();
@@ -740,7 +747,8 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             (keys, values) = (to_f16_and_back(&keys), to_f16_and_back(&values));
         }
         let out = guarded(ctx, n * heads * hd);
-        let step = kernels::step_uniform(ctx, pos as u32, n as u32);
+        let at = StepParams::new(pos as u32, n as u32);
+        let step = kernels::step_uniform(ctx, at);
         let (qb, kb, vb) =
             (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
         let shape = [heads as u32, kv_heads as u32, hd as u32];
@@ -765,7 +773,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             .expect("dispatches")
         };
         let att = attention_into(&out);
-        kernels::run_once(ctx, att.partial, n as u32);
+        kernels::run_once(ctx, att.partial, at);
         // Part 1 against its twin, chunk by chunk; chunks past a token's position stay unwritten.
         let parts = read_guarded(ctx, &parts_buf, parts_len);
         let mut want = vec![0.0; n * heads * hd];
@@ -822,7 +830,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}): worst |diff| / l {worst:.2e}"
         );
         // Part 2 on the GPU's part 1, against the twins' combine.
-        kernels::run_once(ctx, att.combine, n as u32);
+        kernels::run_once(ctx, att.combine, at);
         let got = read_guarded(ctx, &out, n * heads * hd);
         assert_close(
             &got,
@@ -834,7 +842,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         // in one dispatch instead: the same result into a fresh guarded output.
         if pos + n <= kernels::ATTENTION_CHUNK {
             let single_out = guarded(ctx, n * heads * hd);
-            kernels::run_once(ctx, attention_into(&single_out).single, n as u32);
+            kernels::run_once(ctx, attention_into(&single_out).single, at);
             let got = read_guarded(ctx, &single_out, n * heads * hd);
             assert_close(
                 &got,
@@ -885,13 +893,14 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
             }
             let out_len = layers * heads * positions;
             let out = guarded(&ctx, out_len);
-            let step = kernels::step_uniform(&ctx, pos as u32, n as u32);
+            let at = StepParams::new(pos as u32, n as u32);
+            let step = kernels::step_uniform(&ctx, at);
             let (qb, kb) = (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)));
             let shape = [heads as u32, kv_heads as u32, hd as u32];
             let d = k
                 .attention_weights(&ctx, shape, layer as u32, &qb, &kb, Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)), &step)
                 .expect("dispatch");
-            kernels::run_once(&ctx, d, n as u32);
+            kernels::run_once(&ctx, d, at);
             let got = read_guarded(&ctx, &out, out_len);
             let what = format!(
                 "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}"
@@ -1034,7 +1043,8 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let q_out = guarded(&ctx, qd);
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
                 let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
-                let step = kernels::step_uniform(&ctx, pos as u32, 1);
+                let at = StepParams::new(pos as u32, 1);
+                let step = kernels::step_uniform(&ctx, at);
                 let rope_kv =
                     RopeKv { shape: [heads as u32, kv_heads as u32, hd as u32], keys: cache(&kc), values: cache(&vc), table: &table };
                 let op = LinearOp {
@@ -1042,7 +1052,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     rope_kv: Some(rope_kv),
                     ..LinearOp::new(&m, &xb, Bind(&q_out, (PAD * 4) as u64, Some((qd * 4) as u64)))
                 };
-                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
 
                 let what = |part: &str| format!("{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, {options:?}");
                 let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
@@ -1125,7 +1135,8 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let out = ctx.storage("out", &init);
             let (qb, kb, vb) =
                 (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
-            let step = kernels::step_uniform(&ctx, pos as u32, 1);
+            let at = StepParams::new(pos as u32, 1);
+            let step = kernels::step_uniform(&ctx, at);
             let shape = [heads as u32, kv_heads as u32, hd as u32];
             let y = Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64));
             let what =
@@ -1136,7 +1147,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
                     attention: Some(AttentionInput { shape, keys: &kb, values: &vb }),
                     ..LinearOp::new(&m, &qb, y)
                 };
-                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
                 assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("attention"));
                 ctx.queue.write_buffer(&out, (PAD * 4) as u64, bytemuck::cast_slice(&prior));
             }
@@ -1146,11 +1157,11 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let a = k
                 .attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
                 .expect("attention");
-            kernels::run_once(&ctx, a.partial, 1);
+            kernels::run_once(&ctx, a.partial, at);
             let merged =
                 CombineInput { shape, parts: Bind(&parts, 0, None), n_chunks: gpu_ops::attention_chunks(capacity, options.split_chunk) };
             let op = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&m, &qb, y) };
-            kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), 1);
+            kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
             assert_close(&read_guarded(&ctx, &out, rows), &want, |i| tol[i], &what("split-K, combine"));
         }
     }
@@ -1238,7 +1249,8 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
 
             let (qb, kb, vb) =
                 (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)), ctx.storage("v", &cache_words(&values, kv_f16)));
-            let step = kernels::step_uniform(&ctx, pos as u32, 1);
+            let at = StepParams::new(pos as u32, 1);
+            let step = kernels::step_uniform(&ctx, at);
             let shape = [heads as u32, kv_heads as u32, hd as u32];
             let parts_len = heads * n_chunks * (2 + dim);
             let parts = guarded(&ctx, parts_len);
@@ -1250,7 +1262,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 heads: Some(HeadsInput { shape, keys: &kb, values: &vb, n_chunks: n_chunks as u32 }),
                 ..LinearOp::new(&wo, &qb, parts_bind)
             };
-            kernels::run_once(&ctx, k.matvec(&ctx, &heads_op, &step).expect("dispatch"), 1);
+            kernels::run_once(&ctx, k.matvec(&ctx, &heads_op, &step).expect("dispatch"), at);
             // The chunk past the position is never written.
             let written = read_guarded(&ctx, &parts, parts_len);
             for (i, v) in written.iter().enumerate() {
@@ -1267,7 +1279,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 merge_in: merge,
                 ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
             };
-            kernels::run_once(&ctx, k.matvec(&ctx, &gate_up_op, &step).expect("dispatch"), 1);
+            kernels::run_once(&ctx, k.matvec(&ctx, &gate_up_op, &step).expect("dispatch"), at);
             assert_close(&read_guarded(&ctx, &hidden, ffn), &want_hidden, |i| hidden_tol[i], &what("merged into the gate/up rows"));
 
             let mut init = vec![SENTINEL; 2 * PAD];
@@ -1278,7 +1290,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 merge_out: merge,
                 ..LinearOp::new(&down, &hb, Bind(&residual, (PAD * 4) as u64, Some((dim * 4) as u64)))
             };
-            kernels::run_once(&ctx, k.matvec(&ctx, &down_op, &step).expect("dispatch"), 1);
+            kernels::run_once(&ctx, k.matvec(&ctx, &down_op, &step).expect("dispatch"), at);
             assert_close(&read_guarded(&ctx, &residual, dim), &want_x, |i| x_tol[i], &what("merged into the down projection's sum"));
         }
     }
@@ -1293,7 +1305,8 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (_, m) = random_matrix(&ctx, &mut rng, 50, 64, GgmlDType::Q8_0);
     let (x, y, table) = (ctx.storage("x", &[1.0f32; 64]), ctx.storage("y", &[0.0f32; 64]), ctx.storage("t", &[0.0f32; 64]));
     let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
-    let step = kernels::step_uniform(&ctx, 0, 1);
+    let at = StepParams::new(0, 1);
+    let step = kernels::step_uniform(&ctx, at);
     let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");

@@ -28,8 +28,9 @@
 #            engine in Node.js on Dawn (the stand-in where Chromium gets no GPU), the page against
 #            wllama (WebGPU) in Chromium where its adapter is a GPU (not SwiftShader), with the
 #            page's worker alone (nothing drawn) and the page keeping 3 greedy steps ahead
-#            (?runahead=3) beside it, and the greedy text of the page's engine against the
-#            exact CPU path
+#            (?runahead=3) beside it, the page in a Chromium that does not zero-fill workgroup
+#            memory (Dawn's disable_workgroup_init, a diagnostic), and the greedy text of the
+#            page's engine against the exact CPU path
 #   sweep    native decode after the short prompt with attention inside the output projection up
 #            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query

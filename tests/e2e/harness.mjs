@@ -45,11 +45,11 @@ async function serve() {
   return { base, server };
 }
 
-// Starts the server and Chromium; returns {base, browser, close()}.
-export async function start() {
+// Starts the server and Chromium, with `extra` flags after ours; returns {base, browser, close()}.
+export async function start(extra = []) {
   const { base, server } = await serve();
   // A browser that cannot start must not leave the server holding the caller's stdout open.
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS, headless: HEADLESS }).catch((e) => { server.kill(); throw e; });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...FLAGS, ...extra], headless: HEADLESS }).catch((e) => { server.kill(); throw e; });
   return { base, browser, close: async () => { await browser.close(); server.kill(); } };
 }
 

@@ -73,7 +73,7 @@ impl Activations {
         let head_parts = buf("head parts", head_parts.max(1));
         let table = ctx.storage("rope", &ops::rope_table(capacity, rope));
         bytes += table.size();
-        let step = kernels::step_uniform(ctx, 0, 1);
+        let step = kernels::step_uniform(ctx, kernels::StepParams::new(0, 1));
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
         let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();

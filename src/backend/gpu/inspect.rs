@@ -69,7 +69,8 @@ impl GpuBackend {
         let (layers, dim, heads, vocab) = (self.layer_ends.len(), self.cfg.dim, self.cfg.n_heads, self.cfg.vocab_size);
         let positions = self.pos + 1;
         self.ctx.queue.write_buffer(&self.acts.tokens, 0, bytemuck::cast_slice(&[token]));
-        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        let step = StepParams::new(self.pos as u32, 1);
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&step));
         let batched = batching != Batching::Natural;
         // The form of attention the step's own pass took (a batched one runs the many-token
         // lists).
@@ -89,12 +90,12 @@ impl GpuBackend {
             // The embedding lookup goes with the first layer.
             let mut list = one(&self.ops[start..end]);
             list.push(inspector.dispatches[l].clone());
-            kernels::encode(&mut encoder, &list, 1);
+            kernels::encode(&mut encoder, &list, step);
             encoder.copy_buffer_to_buffer(&self.acts.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
             start = end;
         }
         let head = if batching == Batching::Verify { std::slice::from_ref(&self.verify_head) } else { &self.ops[start..] };
-        kernels::encode(&mut encoder, &one(head), 1);
+        kernels::encode(&mut encoder, &one(head), step);
         let weight_floats = layers * heads * positions;
         encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (vocab * 4) as u64);
         encoder.copy_buffer_to_buffer(&inspector.weights, 0, &inspector.staging, 0, (weight_floats * 4) as u64);
@@ -124,11 +125,12 @@ impl GpuBackend {
         let input = self.ctx.storage("lens input", residuals);
         let output = self.ctx.staging("lens readback", (rows * vocab * 4) as u64);
         let head: Vec<Dispatch> = self.ops.last().map(|op| op.one_short.clone()).unwrap_or_default();
-        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&StepParams::new(self.pos as u32, 1)));
+        let step = StepParams::new(self.pos as u32, 1);
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&step));
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("lens") });
         for r in 0..rows {
             encoder.copy_buffer_to_buffer(&input, (r * dim * 4) as u64, &self.acts.x, 0, (dim * 4) as u64);
-            kernels::encode(&mut encoder, &head, 1);
+            kernels::encode(&mut encoder, &head, step);
             encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &output, (r * vocab * 4) as u64, (vocab * 4) as u64);
         }
         self.ctx.queue.submit([encoder.finish()]);

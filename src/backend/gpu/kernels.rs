@@ -275,8 +275,9 @@ pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its
-/// prologue (`ATT_MAX` in matrix.wgsl: 8 KB of workgroup memory beside the 7.5 KB the rest
-/// takes, within WebGPU's 16 KB default); wider models run attention as its own dispatch.
+/// prologue (`ATT_MAX` in matrix.wgsl: at most 8 KB of workgroup memory beside the 7.5 KB the
+/// rest takes, within WebGPU's 16 KB default; each pipeline declares its own matrix's width,
+/// [`Kernels::matrix`]); wider models run attention as its own dispatch.
 pub const FUSED_ATTENTION_MAX_WIDTH: usize = 2048;
 
 /// Scores one round of the output projection's attention prologue holds (`SCORES` in
@@ -333,7 +334,7 @@ pub struct Kernels {
     pub attention_combine: Kernel,
     /// The variants chosen.
     pub options: KernelOptions,
-    matrix: std::sync::Mutex<std::collections::HashMap<MatrixKernel, Kernel>>,
+    matrix: std::sync::Mutex<std::collections::HashMap<(MatrixKernel, u32), Kernel>>,
     /// The RoPE/KV-write pipelines by variant, compiled on first use.
     rope_kv: std::sync::Mutex<std::collections::HashMap<ops::RopeKvKernel, Kernel>>,
     /// The embedding lookup's pipelines by the table's format, compiled on first use.
@@ -424,8 +425,15 @@ impl Kernels {
         })
     }
 
-    /// The pipeline of a matrix variant, compiled the first time it is asked for.
-    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel) -> Result<Kernel> {
+    /// The pipeline of a matrix variant for a matrix of `cols` columns, compiled the first
+    /// time it is asked for. A variant that keeps its input row in workgroup memory
+    /// ([`MatrixKernel::keeps_input_row`]) declares exactly `cols` floats of it (the override
+    /// ATT_WIDTH, at most [`FUSED_ATTENTION_MAX_WIDTH`]): a browser zero-fills a workgroup's
+    /// memory before it runs (WebGPU asks it to; natively [`pipeline`] tells wgpu not to). In
+    /// Chromium on SwiftShader the fill was about half the fused attention kernel's time
+    /// (Dawn's `disable_workgroup_init`: 126 -> 66 ms for a step's 30), and this model's 576
+    /// floats instead of 2048 took 10-20% off it. Each width is a pipeline of its own.
+    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel, cols: u32) -> Result<Kernel> {
         let mut threads_per_row = self.options.threads_per_row_for(variant.prefill);
         if variant.heads {
             threads_per_row = threads_per_row.min(ops::HEADS_THREADS_PER_ROW);
@@ -443,7 +451,19 @@ impl Kernels {
             // lanes than its threads.
             constants.push(("SHARED_ROWS", f64::from(u8::from(threads_per_row > ctx.info.subgroup_sizes[0]))));
         }
-        cached(&self.matrix, variant, || pipeline(ctx, &variant.source(), &constants))
+        let width = if variant.keeps_input_row() {
+            if cols as usize > FUSED_ATTENTION_MAX_WIDTH {
+                return Err(Error::Backend(format!(
+                    "{}: an input row of {cols} columns in workgroup memory, at most {FUSED_ATTENTION_MAX_WIDTH}",
+                    variant.name()
+                )));
+            }
+            constants.push(("ATT_WIDTH", f64::from(cols)));
+            cols
+        } else {
+            0
+        };
+        cached(&self.matrix, (variant, width), || pipeline(ctx, &variant.source(), &constants))
     }
 
     /// The pipeline of a RoPE/KV-write variant, compiled the first time it is asked for.
@@ -494,6 +514,11 @@ pub struct Dispatch {
     /// The axis that grows with the step's tokens, and tokens per workgroup along it: that
     /// axis gets `ceil(n_tokens / per)` workgroups.
     pub per_token: Option<(usize, u32)>,
+    /// The axis whose workgroups each take a chunk of the cache's positions, and the
+    /// positions in a chunk: that axis gets the chunks the step's last token reaches, at most
+    /// the count in `groups` (the whole cache's, fixed at load). A chunk past them would only
+    /// return at once, after a browser had zero-filled its workgroup memory.
+    pub per_position: Option<(usize, u32)>,
     /// Bytes of weights it reads (a matrix kernel's whole matrix; 0 for the others): for the
     /// profile's achieved GB/s.
     pub weight_bytes: u64,
@@ -506,11 +531,21 @@ impl Dispatch {
         self
     }
 
-    /// Workgroups for a step of `n_tokens` tokens.
-    pub fn groups_for_tokens(&self, n_tokens: u32) -> [u32; 3] {
+    /// Makes `axis` cover the chunks of `per` positions the step's last token reaches.
+    pub fn per_position(mut self, axis: usize, per: u32) -> Self {
+        self.per_position = Some((axis, per));
+        self
+    }
+
+    /// Workgroups for `step`: its tokens, and the chunks of the cache its last token reaches.
+    pub fn groups_for(&self, step: StepParams) -> [u32; 3] {
         let mut g = self.groups;
         if let Some((axis, per)) = self.per_token {
-            g[axis] = n_tokens.div_ceil(per);
+            g[axis] = step.n_tokens.div_ceil(per);
+        }
+        if let Some((axis, per)) = self.per_position {
+            let last = step.pos + step.n_tokens.max(1) - 1;
+            g[axis] = g[axis].min(last / per.max(1) + 1);
         }
         g
     }
@@ -556,29 +591,30 @@ pub fn prepare(ctx: &GpuContext, kernel: &Kernel, binds: &[(&str, Bind)], groups
         group,
         groups: [groups, 1, 1],
         per_token: None,
+        per_position: None,
         weight_bytes: 0,
     })
 }
 
-/// Encodes dispatches into one compute pass, for a step of `n_tokens` tokens.
-pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], n_tokens: u32) {
-    encode_lists(encoder, &[dispatches], n_tokens);
+/// Encodes dispatches into one compute pass, for `step` (the step uniform's values).
+pub fn encode(encoder: &mut wgpu::CommandEncoder, dispatches: &[Dispatch], step: StepParams) {
+    encode_lists(encoder, &[dispatches], step);
 }
 
-/// Encodes `lists` one after another into one compute pass, for a step of `n_tokens` tokens
-/// (a step's list and what follows it, such as a greedy run-ahead's argmax).
-pub fn encode_lists(encoder: &mut wgpu::CommandEncoder, lists: &[&[Dispatch]], n_tokens: u32) {
+/// Encodes `lists` one after another into one compute pass, for `step` (a step's list and
+/// what follows it, such as a greedy run-ahead's argmax).
+pub fn encode_lists(encoder: &mut wgpu::CommandEncoder, lists: &[&[Dispatch]], step: StepParams) {
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
     for d in lists.iter().flat_map(|l| l.iter()) {
-        record(&mut pass, d, n_tokens);
+        record(&mut pass, d, step);
     }
 }
 
-/// Records one dispatch into `pass` for a step of `n_tokens` tokens.
-fn record(pass: &mut wgpu::ComputePass, d: &Dispatch, n_tokens: u32) {
+/// Records one dispatch into `pass` for `step`.
+fn record(pass: &mut wgpu::ComputePass, d: &Dispatch, step: StepParams) {
     pass.set_pipeline(&d.pipeline);
     pass.set_bind_group(0, &d.group, &[]);
-    let [x, y, z] = d.groups_for_tokens(n_tokens);
+    let [x, y, z] = d.groups_for(step);
     pass.dispatch_workgroups(x, y, z);
 }
 
@@ -600,7 +636,7 @@ pub enum Stamps {
 pub fn encode_timed(
     encoder: &mut wgpu::CommandEncoder,
     dispatches: &[Dispatch],
-    n_tokens: u32,
+    step: StepParams,
     timestamps: Option<(&wgpu::QuerySet, Stamps, Timestamps)>,
 ) {
     match timestamps {
@@ -619,7 +655,7 @@ pub fn encode_timed(
                 let mut pass =
                     encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: Some(writes) });
                 for d in list {
-                    record(&mut pass, d, n_tokens);
+                    record(&mut pass, d, step);
                 }
             }
         }
@@ -627,7 +663,7 @@ pub fn encode_timed(
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
             pass.write_timestamp(q, 0);
             for (i, d) in dispatches.iter().enumerate() {
-                record(&mut pass, d, n_tokens);
+                record(&mut pass, d, step);
                 match stamps {
                     Stamps::EachDispatch => pass.write_timestamp(q, i as u32 + 1),
                     Stamps::Ends if i + 1 == dispatches.len() => pass.write_timestamp(q, 1),
@@ -635,21 +671,21 @@ pub fn encode_timed(
                 }
             }
         }
-        Some((_, _, Timestamps::None)) | None => encode_lists(encoder, &[dispatches], n_tokens),
+        Some((_, _, Timestamps::None)) | None => encode_lists(encoder, &[dispatches], step),
     }
 }
 
-/// Submits one dispatch on its own for a step of `n_tokens` tokens (for the kernel tests).
-pub fn run_once(ctx: &GpuContext, d: Dispatch, n_tokens: u32) {
+/// Submits one dispatch on its own for `step` (for the kernel tests).
+pub fn run_once(ctx: &GpuContext, d: Dispatch, step: StepParams) {
     let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-    encode(&mut encoder, &[d], n_tokens);
+    encode(&mut encoder, &[d], step);
     ctx.queue.submit([encoder.finish()]);
 }
 
 /// The per-step uniform the kernels read: the step's first position and how many tokens it
 /// runs (1 for decode).
-pub fn step_uniform(ctx: &GpuContext, pos: u32, n_tokens: u32) -> wgpu::Buffer {
-    ctx.uniform("step", &[StepParams::new(pos, n_tokens)])
+pub fn step_uniform(ctx: &GpuContext, step: StepParams) -> wgpu::Buffer {
+    ctx.uniform("step", &[step])
 }
 
 /// Workgroups to cover `n` items with one thread each.

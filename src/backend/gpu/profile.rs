@@ -165,7 +165,7 @@ impl GpuBackend {
         let wall_seconds = t.elapsed().as_secs_f64();
         let list = self.decode.pick(self.pos, 1).to_vec();
         self.ctx.queue.write_buffer(&self.acts.tokens, 0, bytemuck::cast_slice(&[token]));
-        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&kernels::StepParams::new(self.pos as u32, 1)));
+        self.ctx.queue.write_buffer(&self.acts.step, 0, bytemuck::bytes_of(&self.profiled_step()));
         let place = self.ctx.info.timestamps;
         let (method, seconds, quantized) = match place {
             Timestamps::InsidePasses | Timestamps::PassEdges => {
@@ -233,6 +233,12 @@ impl GpuBackend {
         })
     }
 
+    /// The step [`GpuBackend::profile_decode`] times, once its own step has run: one token at
+    /// the position after it.
+    fn profiled_step(&self) -> kernels::StepParams {
+        kernels::StepParams::new(self.pos as u32, 1)
+    }
+
     /// The median wall time of [`READBACK_TRIPS`] readbacks of the first `floats` logits, each
     /// alone: a submit holding only their copy into the readback buffer, then its map and read.
     async fn readback_round_trip(&self, floats: usize) -> Result<f64> {
@@ -267,7 +273,7 @@ impl GpuBackend {
         let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
         let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profile") });
-        kernels::encode_timed(&mut encoder, list, 1, Some((&queries, stamps, ctx.info.timestamps)));
+        kernels::encode_timed(&mut encoder, list, self.profiled_step(), Some((&queries, stamps, ctx.info.timestamps)));
         encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
         encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
         encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (self.cfg.vocab_size * 4) as u64);
@@ -302,7 +308,7 @@ impl GpuBackend {
         let mut seconds = Vec::with_capacity(list.len());
         for d in list {
             let mut encoder = new_encoder(&self.ctx);
-            kernels::encode(&mut encoder, std::slice::from_ref(d), 1);
+            kernels::encode(&mut encoder, std::slice::from_ref(d), self.profiled_step());
             seconds.push((wait(&self.ctx, encoder)? - empty).max(0.0));
         }
         Ok(seconds)

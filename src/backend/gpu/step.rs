@@ -204,7 +204,7 @@ impl GpuBackend {
         let start = web_time::Instant::now();
         let mut encoder = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("forward") });
         let argmax = if ranked { std::slice::from_ref(&self.argmax) } else { &[] };
-        kernels::encode_lists(&mut encoder, &[lists.pick(pos, n as usize), argmax], n);
+        kernels::encode_lists(&mut encoder, &[lists.pick(pos, n as usize), argmax], kernels::StepParams::new(pos as u32, n));
         let buffer = self.readback(pos + n as usize, ranked);
         if floats > 0 {
             encoder.copy_buffer_to_buffer(&self.acts.logits, 0, buffer, 0, (floats * 4) as u64);

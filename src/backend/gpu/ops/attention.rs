@@ -70,7 +70,7 @@ pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
 pub struct Attention {
     /// The whole attention in one dispatch (only while `pos + n_tokens <= ATTENTION_CHUNK`).
     pub single: Dispatch,
-    /// Split-K part 1 (all chunks up to the capacity; empty ones return at once).
+    /// Split-K part 1 (the chunks the step's last token reaches: [`Dispatch::per_position`]).
     pub partial: Dispatch,
     /// Split-K part 2.
     pub combine: Dispatch,
@@ -107,6 +107,7 @@ impl Kernels {
         let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);
         let mut partial = prepare(ctx, &self.attention_partial, &[&inputs()[..], &[("parts", parts)]].concat(), n_heads)?.per_token(2, 1);
         partial.groups[1] = n_chunks;
+        let partial = partial.per_position(1, self.options.split_chunk);
         let combine_binds = [("params", whole(&params)), ("parts", parts), ("out", out), ("step", whole(step))];
         let combine = prepare(ctx, &self.attention_combine, &combine_binds, n_heads)?.per_token(1, 1);
         Ok(Attention { single, partial, combine })

@@ -229,6 +229,13 @@ impl MatrixKernel {
         )
     }
 
+    /// Whether it computes its input row into workgroup memory (`att_in`, ATT_IN in
+    /// matrix.wgsl) before its rows' products: the attention, combine, per-head and merge
+    /// prologues. Its pipeline is made for the matrix's width (the override ATT_WIDTH).
+    pub fn keeps_input_row(&self) -> bool {
+        self.attention || self.combine || self.heads || self.merge_in
+    }
+
     /// Its source: matrix.wgsl with its defines.
     pub fn source(&self) -> ShaderSource {
         let mut defines = vec![if self.prefill { "MATMUL" } else { "MATVEC" }];
@@ -242,7 +249,7 @@ impl MatrixKernel {
             (self.heads, "HEADS"),
             (self.merge_in, "MERGE_IN"),
             (self.merge_out, "MERGE_OUT"),
-            (self.attention || self.combine || self.heads || self.merge_in, "ATT_IN"),
+            (self.keeps_input_row(), "ATT_IN"),
             (self.attention || self.heads, "QUERIES"),
             (self.merge_in || self.merge_out, "HEAD_PARTS"),
             (self.glu || self.rope_kv, "PAIRS"),
@@ -428,7 +435,7 @@ impl Kernels {
             kv_f16: (op.rope_kv.is_some() || op.attention.is_some() || op.heads.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
-        let kernel = self.matrix(ctx, variant)?;
+        let kernel = self.matrix(ctx, variant, w.cols)?;
         let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or([merge.map_or(0, |m| m.n_heads), 0, 0]);
         let params = MatrixParams {
             rows: w.rows,

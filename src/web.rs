@@ -16,6 +16,7 @@ use wasm_bindgen::prelude::*;
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
+use crate::backend::gpu::profile::PROFILE_STEPS;
 use crate::backend::gpu::step::{check_run_ahead_steps, RunAheadCounts};
 use crate::backend::gpu::StepProfile;
 use crate::backend::{AnyBackend, Backend};
@@ -501,8 +502,9 @@ impl Engine {
 
     /// Times one WebGPU decode step by kernel after `prompt` (completion mode), as `bench
     /// --profile` does natively ([`crate::backend::gpu::GpuBackend::profile_decode`]): the
-    /// run so far is forgotten and the KV cache emptied, the prompt prefilled, two decode
-    /// steps run (an ordinary one, then the timed one), and the cache emptied again, as
+    /// run so far is forgotten and the KV cache emptied, the prompt prefilled, three decode
+    /// steps run (an ordinary one, the timed one, an ordinary one with its readback's wait not
+    /// nudged: `PROFILE_STEPS`), and the cache emptied again, as
     /// `reset` leaves it. For the bench on a GPU machine: where a page's step spends its GPU
     /// time, kernel by kernel, in the browser itself.
     #[wasm_bindgen(unchecked_return_type = "ProfileReport")]
@@ -512,10 +514,10 @@ impl Engine {
             return Err(js_err(Error::InvalidParams("the profile times WebGPU kernels: load the model on WebGPU".into())));
         };
         let tokens = tokenizer.encode_prompt(&PromptFormat::Completion, prompt).map_err(js_err)?;
-        if tokens.is_empty() || tokens.len() + 2 > gpu.context_len() {
+        if tokens.is_empty() || tokens.len() + PROFILE_STEPS > gpu.context_len() {
             return Err(js_err(Error::InvalidParams(format!(
                 "the profile needs a prompt of 1 to {} tokens, not {}",
-                gpu.context_len().saturating_sub(2),
+                gpu.context_len().saturating_sub(PROFILE_STEPS),
                 tokens.len()
             ))));
         }

@@ -80,6 +80,12 @@ test('the page\'s engine on Firefox\'s WebGPU writes exact math\'s greedy tokens
     assert.equal(finish.finish_reason, 'eos');
     assert.ok(stats.gpu_dispatches_per_step > 0, `dispatches: ${stats.gpu_dispatches_per_step}`);
     console.log(`Firefox WebGPU: ${events.length} greedy tokens as exact math's, worst logit difference ${worst.toExponential(2)} over ${compared} steps, ${finish.decode_tok_s.toFixed(1)} tok/s decode, ${stats.gpu_dispatches_per_step} dispatches a step`);
+    // Firefox looks for finished GPU work every 100 ms unless nudged (browser_wait.rs): its
+    // profile's readback lines say what a wait costs here with and without the nudges.
+    const { report } = await worker.ask({ type: 'profile', prompt: PROMPT });
+    const waits = report.lines.filter((l) => /^an ordinary step read back|^a readback alone/.test(l));
+    assert.equal(waits.length, 2, report.lines.join('\n'));
+    console.log(`Firefox WebGPU:\n${waits.join('\n')}`);
   } finally {
     await worker.close();
   }

@@ -44,7 +44,8 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   const { profile, lines } = report;
   // A browser's WebGPU stamps the edges of passes only: each dispatch is a pass of its own.
   assert.equal(profile.method, 'timestamps, a pass per dispatch', JSON.stringify(profile));
-  // The prompt prefilled, one ordinary step at its end, then the timed one.
+  // The prompt prefilled, one ordinary step at its end, then the timed one (then one more
+  // ordinary step, its readback not nudged).
   const promptTokens = before.started.promptTokens;
   assert.equal(profile.position, promptTokens + 1);
   // Its dispatches are the step's the page runs this short in (the fused attention's).
@@ -59,6 +60,11 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   // A readback alone, the logits' and one word's: part of an ordinary step's wall time.
   for (const s of [profile.readback_seconds, profile.readback_word_seconds]) assert.ok(s > 0 && s < profile.wall_seconds, JSON.stringify(profile));
   assert.equal(profile.readback_bytes, 4 * 49152); // the logits: SmolLM2's vocabulary in f32
+  // An ordinary step waiting for the browser's own poll of the GPU, beside one that nudged it.
+  assert.ok(profile.wall_seconds_plain_wait > 0, JSON.stringify(profile));
+  const waits = lines.find((l) => l.startsWith('an ordinary step read back as always'));
+  assert.match(waits ?? lines.join('\n'), /^an ordinary step read back as always \(the browser nudged to look for its end\): [\d.]+ ms; the next one waiting for the browser's own poll: [\d.]+ ms$/);
+  console.log(`Chromium WebGPU (${loaded.adapter.name}): ${waits}`);
   const said = new RegExp(`^a readback alone \\(.*\\): the logits' ${profile.readback_bytes} bytes [\\d.]+ ms, 4 bytes [\\d.]+ ms$`);
   assert.ok(lines.some((l) => said.test(l)), lines.join('\n'));
   // In the native wording, a line per kernel.
@@ -71,8 +77,8 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   assert.deepEqual(after.tokens, before.tokens);
   assert.equal(after.stats.position, before.stats.position);
   // What it cannot time is refused in words, and the engine still works after.
-  await assert.rejects(worker.ask({ type: 'profile', prompt: 'word '.repeat(2100) }), /InvalidParams: invalid parameter: the profile needs a prompt of 1 to 2046 tokens, not \d+/);
-  await assert.rejects(worker.ask({ type: 'profile', prompt: '' }), /the profile needs a prompt of 1 to 2046 tokens, not 0/);
+  await assert.rejects(worker.ask({ type: 'profile', prompt: 'word '.repeat(2100) }), /InvalidParams: invalid parameter: the profile needs a prompt of 1 to 2045 tokens, not \d+/);
+  await assert.rejects(worker.ask({ type: 'profile', prompt: '' }), /the profile needs a prompt of 1 to 2045 tokens, not 0/);
   assert.deepEqual((await greedy(4)).tokens, before.tokens);
 });
 

@@ -118,6 +118,10 @@ pub struct GpuContext {
     pub info: GpuInfo,
     /// The first device loss or uncaptured GPU error, reported by the driver at any time.
     fault: Arc<Mutex<Option<String>>>,
+    /// Whether a wait for the GPU nudges the browser's GPU process (browser_wait.rs): always,
+    /// but while a profile times a step without ([`GpuContext::set_nudging`]).
+    #[cfg(target_arch = "wasm32")]
+    nudging: std::cell::Cell<bool>,
 }
 
 impl GpuContext {
@@ -178,7 +182,33 @@ impl GpuContext {
             subgroup_sizes: if subgroups { [ai.subgroup_min_size, ai.subgroup_max_size] } else { [0, 0] },
             timestamps,
         };
-        Ok(GpuContext { device, queue, info, fault })
+        Ok(GpuContext {
+            device,
+            queue,
+            info,
+            fault,
+            #[cfg(target_arch = "wasm32")]
+            nudging: std::cell::Cell::new(true),
+        })
+    }
+
+    /// Turns the nudges of a browser's GPU process on or off for the waits after it (on
+    /// from the start; a profile times one step without, to say what they buy).
+    #[cfg(target_arch = "wasm32")]
+    pub fn set_nudging(&self, on: bool) {
+        self.nudging.set(on);
+    }
+
+    /// Waits for `done` in a browser: nudging its GPU process while it is pending (unless
+    /// [`GpuContext::set_nudging`] turned that off), so the wait ends when the GPU's work
+    /// does, not at the browser's next poll of it.
+    #[cfg(target_arch = "wasm32")]
+    async fn wait_for<T>(&self, done: futures_channel::oneshot::Receiver<T>) -> std::result::Result<T, futures_channel::oneshot::Canceled> {
+        if self.nudging.get() {
+            super::browser_wait::nudging(&self.queue, done, self.info.software).await
+        } else {
+            done.await
+        }
     }
 
     /// Fails with [`Error::GpuLost`] once the device was lost or reported an uncaptured error.
@@ -254,9 +284,10 @@ impl GpuContext {
     }
 
     /// Lets the uploads queued so far go before more are made: natively it waits for them
-    /// (freeing the queue's staging copies); in a browser it yields to the event loop, so
-    /// the page's WebGPU client sends them on and the garbage collector may run. Loading calls
-    /// it after each block, so a model's upload never piles up in memory.
+    /// (freeing the queue's staging copies); in a browser it yields to the event loop until
+    /// the GPU is done with them (nudging the browser to look, browser_wait.rs), so the page's
+    /// WebGPU client sends them on and the garbage collector may run. Loading calls it after
+    /// each block, so a model's upload never piles up in memory.
     pub async fn settle(&self) -> Result<()> {
         let (tx, rx) = futures_channel::oneshot::channel();
         self.queue.submit([]);
@@ -264,8 +295,12 @@ impl GpuContext {
             let _ = tx.send(());
         });
         #[cfg(not(target_arch = "wasm32"))]
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
-        let _ = rx.await;
+        {
+            self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
+            let _ = rx.await;
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = self.wait_for(rx).await;
         self.check()
     }
 
@@ -285,10 +320,15 @@ impl GpuContext {
         self.device
             .poll(wgpu::PollType::Wait { submission_index: after, timeout: None })
             .map_err(|e| Error::GpuLost(format!("poll failed: {e}")))?;
-        // A browser maps the buffer once the last submit that uses it is done.
-        #[cfg(target_arch = "wasm32")]
-        let _ = after;
+        #[cfg(not(target_arch = "wasm32"))]
         let mapped = rx.await;
+        // A browser maps the buffer once the last submit that uses it is done, and learns that
+        // it is as soon as it is nudged (browser_wait.rs), not at its next poll.
+        #[cfg(target_arch = "wasm32")]
+        let mapped = {
+            let _ = after;
+            self.wait_for(rx).await
+        };
         // A lost device fails the map too; its own reason says more.
         self.check()?;
         mapped

@@ -9,6 +9,8 @@
 //! (inspect.rs).
 
 pub mod activations;
+#[cfg(target_arch = "wasm32")]
+mod browser_wait;
 pub mod device;
 mod forward;
 mod inspect;

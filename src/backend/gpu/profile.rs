@@ -32,6 +32,10 @@ pub struct StepProfile {
     /// An ordinary decode step's wall time: inputs written, encoded, submitted, logits read
     /// back.
     pub wall_seconds: f64,
+    /// In a browser, the same for an ordinary step after the profiled one, its readback waiting
+    /// plainly for the browser's own poll of the GPU, no nudges (browser_wait.rs): what the
+    /// nudges take off a step's wall time there. None natively (nothing to nudge).
+    pub wall_seconds_plain_wait: Option<f64>,
     /// The same step's GPU time with a timestamp only before its first dispatch and after its
     /// last, so no timestamp between kernels adds its cost (on the 2026-11-27 H100 a
     /// timestamp after each dispatch added about 6 us to each): `1 - step_gpu_seconds /
@@ -60,6 +64,11 @@ pub struct StepProfile {
 
 /// Readbacks timed alone for [`StepProfile::readback_seconds`], the median taken.
 pub const READBACK_TRIPS: usize = 9;
+
+/// Decode steps [`GpuBackend::profile_decode`] runs, each appending its token to the KV
+/// cache: an ordinary one, the profiled one, and in a browser an ordinary one whose readback
+/// is not nudged ([`StepProfile::wall_seconds_plain_wait`]).
+pub const PROFILE_STEPS: usize = if cfg!(target_arch = "wasm32") { 3 } else { 2 };
 
 /// Where one decode step's time goes, by kernel.
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +132,13 @@ impl StepProfile {
                 100.0 * k.seconds / total.max(1e-12)
             ));
         }
+        if let Some(plain) = self.wall_seconds_plain_wait {
+            out.push(format!(
+                "an ordinary step read back as always (the browser nudged to look for its end): {:.2} ms; the next one waiting for the browser's own poll: {:.2} ms",
+                wall * 1e3,
+                plain * 1e3
+            ));
+        }
         out.push(format!(
             "a readback alone (a submit holding only its copy, then the map; median of {READBACK_TRIPS}): the logits' {} bytes {:.3} ms, 4 bytes {:.3} ms",
             self.readback_bytes,
@@ -146,7 +162,8 @@ impl StepProfile {
 impl GpuBackend {
     /// Times one decode step of `token` by kernel, natively and in a browser. Two real steps
     /// run, each appending the token to the KV cache: an ordinary one, timed from writing its
-    /// inputs to having its logits back (the step's wall time), then the profiled one. Where
+    /// inputs to having its logits back (the step's wall time), then the profiled one (in a
+    /// browser a third, ordinary but its readback's wait not nudged: [`PROFILE_STEPS`]). Where
     /// the device has timestamp queries inside passes the profiled step is an ordinary step
     /// too, one pass and one submit, with a timestamp after every dispatch; where it has them
     /// at pass edges only (a browser's WebGPU) each dispatch is a pass of its own in the one
@@ -157,7 +174,7 @@ impl GpuBackend {
     /// browser cannot wait for the GPU without a timestamp's help).
     pub async fn profile_decode(&mut self, token: u32) -> Result<StepProfile> {
         use web_time::Instant;
-        if token as usize >= self.cfg.vocab_size || self.pos + 2 > self.capacity {
+        if token as usize >= self.cfg.vocab_size || self.pos + PROFILE_STEPS > self.capacity {
             return Err(Error::Backend("cannot profile: bad token or full context".into()));
         }
         let t = Instant::now();
@@ -216,14 +233,28 @@ impl GpuBackend {
         let readback_word_seconds = self.readback_round_trip(1).await?;
         self.pos += 1;
         self.ctx.check()?;
+        // In a browser, an ordinary step once more, its readback waiting for the browser's
+        // own poll (after the profiled one, so that one's position is the native profile's).
+        #[cfg(target_arch = "wasm32")]
+        let wall_seconds_plain_wait = {
+            self.ctx.set_nudging(false);
+            let t = Instant::now();
+            let ran = self.run(&[token], Lists::Forward, 1, 0).await;
+            self.ctx.set_nudging(true);
+            ran?;
+            Some(t.elapsed().as_secs_f64())
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let wall_seconds_plain_wait = None;
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
         Ok(StepProfile {
             method,
             timestamps_quantized: quantized,
-            position: self.pos - 1,
+            position: self.pos - PROFILE_STEPS + 1,
             kernels,
             gpu_seconds,
             wall_seconds,
+            wall_seconds_plain_wait,
             step_gpu_seconds,
             dispatch_floor_seconds,
             dispatch_floor_seconds_timed_each,

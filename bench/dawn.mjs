@@ -74,11 +74,22 @@ export function releaseDawn() {
   gpu = null;
 }
 
+/** The page's engine module (www/pkg), initialized once. */
+let enginePkg = null;
+async function enginePackage() {
+  if (!enginePkg) {
+    const pkg = await import('../www/pkg/tokenscope.js');
+    await pkg.default({ module_or_path: readFileSync(`${ROOT}www/pkg/tokenscope_bg.wasm`) });
+    enginePkg = pkg;
+  }
+  return enginePkg;
+}
+
 /** The adapter Dawn gives and whether the page would call it a software one (worker_io.js). */
 export async function dawnAdapter() {
   await installDawn();
   const { chooseBackend } = await import('../www/worker_io.js');
-  return (await chooseBackend('auto')).adapter;
+  return (await chooseBackend('auto', (await enginePackage()).adapterName)).adapter;
 }
 
 /**
@@ -89,14 +100,13 @@ export async function loadOnDawn(model, { kvCacheF16 = false } = {}) {
   await installDawn();
   const { chooseBackend } = await import('../www/worker_io.js');
   const { PAGE_CONTEXT } = await import('../www/defaults.js');
-  const choice = await chooseBackend('webgpu');
-  const pkg = await import('../www/pkg/tokenscope.js');
-  await pkg.default({ module_or_path: readFileSync(`${ROOT}www/pkg/tokenscope_bg.wasm`) });
+  const pkg = await enginePackage();
+  const choice = await chooseBackend('webgpu', pkg.adapterName);
   const fd = openSync(model, 'r');
   const file = new FileRange(fd, 0, fstatSync(fd).size);
   const engine = new pkg.Engine();
   try {
-    const info = await engine.loadModel(file, () => {}, PAGE_CONTEXT, 'webgpu', !!choice.adapter?.software, kvCacheF16);
+    const info = await engine.loadModel(file, () => {}, PAGE_CONTEXT, 'webgpu', choice.adapter, kvCacheF16);
     return { engine, info, adapter: choice.adapter, dispose: () => { engine.free(); closeSync(fd); } };
   } catch (e) {
     engine.free();

@@ -15,6 +15,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
+use crate::backend::gpu::device::{adapter_name, AdapterSeen};
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
 use crate::backend::gpu::profile::PROFILE_STEPS;
 use crate::backend::gpu::step::{check_run_ahead_steps, RunAheadCounts};
@@ -175,6 +176,14 @@ fn counted_draws(logits: &[f32], context: &[u32], params: JsValue, n: usize, see
 /// The most draws one call makes.
 const MAX_DRAWS: usize = 1_000_000;
 
+/// A WebGPU adapter's name from its `GPUAdapterInfo`'s vendor, architecture and description
+/// (the empty ones left out; "unnamed adapter" where all are): the page's and the engine's one
+/// way of naming it.
+#[wasm_bindgen(js_name = adapterName)]
+pub fn adapter_name_of(vendor: &str, architecture: &str, description: &str) -> String {
+    adapter_name(&[vendor, architecture, description])
+}
+
 /// The distribution of a step given by its logits alone (the lessons' worked example:
 /// five tokens and their logits), through the same sampler as every model step.
 #[wasm_bindgen(js_name = distributionOf, unchecked_return_type = "Distribution")]
@@ -272,7 +281,8 @@ impl Engine {
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
-    /// the browser's WebGPU, tuned for a software adapter when `software_adapter` is set;
+    /// the browser's WebGPU, on the adapter the page found, `adapter` (its name reported as
+    /// the device, tuned for a software adapter where it is one);
     /// `"cpu"`: our wasm SIMD kernels). `progress(done, total)` is called while
     /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window);
     /// `kv_cache_f16` keeps it in half floats on WebGPU (the CPU's is f32 always).
@@ -286,10 +296,12 @@ impl Engine {
         progress: js_sys::Function,
         context: usize,
         #[wasm_bindgen(unchecked_param_type = "\"webgpu\" | \"cpu\"")] backend: String,
-        software_adapter: bool,
+        #[wasm_bindgen(unchecked_param_type = "AdapterSeen | null")] adapter: JsValue,
         kv_cache_f16: bool,
     ) -> Result<JsValue, JsValue> {
         self.state = EngineState::Empty;
+        let adapter_seen: Option<AdapterSeen> =
+            serde_wasm_bindgen::from_value(adapter).map_err(|e| js_err(Error::InvalidParams(format!("the adapter: {e}"))))?;
         let report = move |done: u64, total: u64| {
             let _ = progress.call2(&JsValue::NULL, &JsValue::from_f64(done as f64), &JsValue::from_f64(total as f64));
         };
@@ -300,7 +312,7 @@ impl Engine {
         let choice = match backend.as_str() {
             "cpu" => BackendChoice::Cpu(CpuPrecision::Fast),
             "webgpu" => BackendChoice::Gpu(GpuChoice {
-                software_hint: software_adapter,
+                adapter_seen,
                 kv_f16: kv_cache_f16,
                 per_head_attention: self.per_head_positions.is_some(),
                 fused_attention_positions: self.per_head_positions,

@@ -146,7 +146,7 @@ async function load(msg) {
   hasRun = false;
   const t0 = performance.now();
   await initOnce();
-  const choice = await chooseBackend(msg.backend || 'auto', SUBGROUPS_ASKED);
+  const choice = await chooseBackend(msg.backend || 'auto', wasm.adapterName, SUBGROUPS_ASKED);
   /** @type {Blob} */
   let file;
   let fromCache = false;
@@ -181,14 +181,14 @@ async function load(msg) {
   let info;
   try {
     try {
-      info = await fresh.loadModel(file, progress, context, choice.backend, !!(choice.adapter && choice.adapter.software), !!msg.kvCacheF16);
+      info = await fresh.loadModel(file, progress, context, choice.backend, choice.backend === 'webgpu' ? choice.adapter : null, !!msg.kvCacheF16);
     } catch (e) {
       // Auto falls back to the CPU when the GPU fails, never after a bad file; a forced choice
       // reports.
       if (choice.backend !== 'webgpu' || (msg.backend || 'auto') !== 'auto' || !GPU_ERRORS.has(errorName(e))) throw e;
       choice.backend = 'cpu';
       choice.note = `Auto: WebGPU failed (${e.message}), so the CPU backend runs the model.`;
-      info = await fresh.loadModel(file, progress, context, 'cpu', false, false);
+      info = await fresh.loadModel(file, progress, context, 'cpu', null, false);
     }
     if (RUN_AHEAD_ASKED) fresh.setRunAheadSteps(RUN_AHEAD_ASKED);
     if (SAMPLED_AHEAD_ASKED) fresh.setRunAheadSampled(true);

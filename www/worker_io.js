@@ -89,15 +89,24 @@ function askDevicesForSubgroups(adapter) {
   };
 }
 
-/** @param {boolean} subgroups whether the engine's device is to be asked for subgroups */
-async function findAdapter(subgroups) {
+/**
+ * @typedef {(vendor: string, architecture: string, description: string) => string} AdapterNaming
+ * the engine's one way of naming an adapter (the wasm's adapterName), so the page's notes and
+ * the engine's reports say the same name
+ */
+
+/**
+ * @param {boolean} subgroups whether the engine's device is to be asked for subgroups
+ * @param {AdapterNaming} nameOf
+ */
+async function findAdapter(subgroups, nameOf) {
   if (!self.navigator || !navigator.gpu) return null;
   try {
     const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (!adapter) return null;
     if (subgroups) askDevicesForSubgroups(adapter);
     const info = adapter.info;
-    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
+    const name = nameOf(info.vendor || '', info.architecture || '', info.description || '');
     return { name, software: !!info.isFallbackAdapter || SOFTWARE_ADAPTER.test(name) };
   } catch {
     return null;
@@ -123,17 +132,18 @@ function browserHint(software) {
   return '';
 }
 
-// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why. With
-// `subgroups` (the default) the engine's WebGPU device is asked for subgroups where the
-// adapter has them.
+// Which backend to use: 'webgpu' or 'cpu', and a sentence for the page saying why; the
+// adapter found, named by `nameOf`. With `subgroups` (the default) the engine's WebGPU device
+// is asked for subgroups where the adapter has them.
 /**
- * @typedef {{ backend: 'cpu' | 'webgpu', adapter: { name: string, software: boolean } | null, note: string }} BackendChoice
+ * @typedef {{ backend: 'cpu' | 'webgpu', adapter: import('./pkg/tokenscope.js').AdapterSeen | null, note: string }} BackendChoice
  * @param {string} requested
+ * @param {AdapterNaming} nameOf
  * @param {boolean} [subgroups]
  * @returns {Promise<BackendChoice>}
  */
-export async function chooseBackend(requested, subgroups = true) {
-  const adapter = await findAdapter(subgroups);
+export async function chooseBackend(requested, nameOf, subgroups = true) {
+  const adapter = await findAdapter(subgroups, nameOf);
   if (requested === 'cpu') return { backend: 'cpu', adapter, note: 'CPU backend (chosen).' };
   if (requested === 'webgpu') {
     if (!adapter) throw named('NoGpu', `This browser offers no WebGPU adapter, so the WebGPU backend cannot run here. Choose "CPU" or "Auto" under Backend.${browserHint(false)}`);

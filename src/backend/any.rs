@@ -2,6 +2,7 @@
 //! and the one place a front end (the CLI, the page's engine) makes one from a model.
 
 use super::cpu::{CpuBackend, CpuPrecision};
+use super::gpu::device::AdapterSeen;
 use super::gpu::kernels::KernelOptions;
 use super::gpu::{GpuBackend, GpuContext};
 use super::{Backend, BackendInfo, Checked, Forward};
@@ -9,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::model::{Config, Weights};
 
 /// Which backend a model is loaded onto, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendChoice {
     /// The CPU at this precision.
     Cpu(CpuPrecision),
@@ -18,11 +19,11 @@ pub enum BackendChoice {
 }
 
 /// How the GPU backend departs from what suits its device ([`KernelOptions::for_device`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GpuChoice {
-    /// The adapter is a software one though wgpu cannot tell (a browser names its adapter to
-    /// JavaScript only).
-    pub software_hint: bool,
+    /// What the page found of its adapter where wgpu cannot see it (a browser names its
+    /// adapter to JavaScript only): its name, and whether it is a software one.
+    pub adapter_seen: Option<AdapterSeen>,
     /// Keep the KV cache in half floats.
     pub kv_f16: bool,
     /// Reduce in workgroup memory even where the device has subgroups.
@@ -54,7 +55,7 @@ impl AnyBackend {
         Ok(match choice {
             BackendChoice::Cpu(precision) => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, precision, context)?)),
             BackendChoice::Gpu(gpu) => {
-                let device = GpuContext::with_hint(gpu.software_hint).await?;
+                let device = GpuContext::with_hint(gpu.adapter_seen.as_ref()).await?;
                 let mut options = KernelOptions::for_device(&device);
                 options.kv_f16 = gpu.kv_f16;
                 options.subgroups &= !gpu.no_subgroups;

@@ -193,7 +193,7 @@ impl ModelArgs {
             BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
             BackendKind::CpuExact => BackendChoice::Cpu(CpuPrecision::Exact),
             BackendKind::Gpu => BackendChoice::Gpu(GpuChoice {
-                software_hint: false,
+                adapter_seen: None,
                 kv_f16: self.kv_cache_f16,
                 no_subgroups: self.no_subgroups,
                 threads_per_row: self.threads_per_row,

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -108,6 +108,32 @@ async fn open() -> Result<(wgpu::Adapter, wgpu::Device, wgpu::Queue, wgpu::Limit
     Ok((adapter, device, queue, limits))
 }
 
+/// The name of an adapter that gives none (Firefox's WebGPU gives no vendor, architecture or
+/// description).
+pub const UNNAMED_ADAPTER: &str = "unnamed adapter";
+
+/// An adapter's name from the parts a browser's `GPUAdapterInfo` gives (vendor, architecture,
+/// description; the empty ones left out), as the page shows it and the engine reports it.
+pub fn adapter_name(parts: &[&str]) -> String {
+    let name = parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ");
+    if name.is_empty() {
+        UNNAMED_ADAPTER.to_string()
+    } else {
+        name
+    }
+}
+
+/// What a page found of its WebGPU adapter, which wgpu cannot see in a browser (it reads the
+/// description only): its name ([`adapter_name`]) and whether it is a software one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct AdapterSeen {
+    /// The adapter's name, as the page shows it.
+    pub name: String,
+    /// Whether it is a software adapter (a fallback adapter, or one named as such).
+    pub software: bool,
+}
+
 /// A device and its queue, ready for the kernels.
 pub struct GpuContext {
     /// The logical device.
@@ -131,12 +157,13 @@ impl GpuContext {
     /// subgroups, where the adapter offers it (the kernels have plain variants without), and
     /// timestamp queries (inside passes natively), for the profile.
     pub async fn new() -> Result<Self> {
-        Self::with_hint(false).await
+        Self::with_hint(None).await
     }
 
-    /// As [`GpuContext::new`], told by the caller that the adapter is a software one when
-    /// wgpu cannot see it (a browser names its adapter to JavaScript only).
-    pub async fn with_hint(software: bool) -> Result<Self> {
+    /// As [`GpuContext::new`], told by the caller what it found of the adapter where wgpu
+    /// cannot see it (a browser names its adapter to JavaScript only): its name and whether
+    /// it is a software one.
+    pub async fn with_hint(seen: Option<&AdapterSeen>) -> Result<Self> {
         // Natively wgpu answers both requests on the spot (there is no callback to wait for),
         // so they run to completion under OPENING, which no await may hold.
         #[cfg(not(target_arch = "wasm32"))]
@@ -173,9 +200,9 @@ impl GpuContext {
             record(&slot, format!("the device was lost ({reason:?}){detail}"));
         });
         let info = GpuInfo {
-            name: if ai.name.is_empty() { "unnamed adapter".into() } else { ai.name.clone() },
+            name: seen.map_or_else(|| adapter_name(&[&ai.name]), |s| s.name.clone()),
             backend: format!("{:?}", ai.backend),
-            software: software || ai.device_type == wgpu::DeviceType::Cpu,
+            software: seen.is_some_and(|s| s.software) || ai.device_type == wgpu::DeviceType::Cpu,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
             subgroups,
@@ -371,5 +398,20 @@ fn describe(e: &wgpu::Error) -> String {
             description.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
         }
         wgpu::Error::OutOfMemory { .. } => "out of GPU memory".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adapter_is_named_by_its_given_parts_or_as_unnamed() {
+        assert_eq!(adapter_name(&["nvidia", "hopper", "NVIDIA H200"]), "nvidia hopper NVIDIA H200");
+        assert_eq!(adapter_name(&["google", "", "swiftshader"]), "google swiftshader");
+        assert_eq!(adapter_name(&[" apple ", "  ", ""]), "apple");
+        // Firefox's WebGPU gives no part at all.
+        assert_eq!(adapter_name(&["", "", ""]), UNNAMED_ADAPTER);
+        assert_eq!(adapter_name(&[]), UNNAMED_ADAPTER);
     }
 }

@@ -15,6 +15,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
+use crate::backend::gpu::browser_wait::GpuWait;
 use crate::backend::gpu::device::{adapter_name, AdapterSeen};
 use crate::backend::gpu::kernels::ATTENTION_CHUNK;
 use crate::backend::gpu::profile::PROFILE_STEPS;
@@ -119,6 +120,8 @@ pub struct Engine {
     /// Whether sampled steps also run the next step ahead on the GPU's argmax
     /// ([`Engine::set_run_ahead_sampled`]).
     run_ahead_sampled: bool,
+    /// How WebGPU waits for the GPU, if asked ([`Engine::set_gpu_wait`]; else by the adapter).
+    gpu_wait: Option<GpuWait>,
 }
 
 /// What the engine holds: nothing, or a model with what it is doing. (One engine lives per
@@ -277,7 +280,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { state: EngineState::Empty, per_head_positions: None, run_ahead_sampled: false }
+        Engine { state: EngineState::Empty, per_head_positions: None, run_ahead_sampled: false, gpu_wait: None }
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -322,6 +325,9 @@ impl Engine {
         };
         let weights = model.summary;
         let backend = AnyBackend::load(choice, &model.config, model.weights, ctx).await.map_err(js_err)?;
+        if let (AnyBackend::Gpu(g), Some(how)) = (&backend, self.gpu_wait) {
+            g.context().set_wait(how);
+        }
         let info = backend.info();
         let out = ModelInfo {
             file_bytes: model.file_bytes,
@@ -484,6 +490,25 @@ impl Engine {
             (AnyBackend::Gpu(g), _, _) => g.set_run_ahead_steps(steps).map_err(js_err),
             (AnyBackend::Cpu(_), _, _) => check_run_ahead_steps(steps).map_err(js_err),
         }
+    }
+
+    /// How the WebGPU engine waits for the GPU (browser_wait.rs), from the next load on and
+    /// for the model loaded now: `"busy"` (nudging the browser's GPU process every 0.25 ms,
+    /// a task at a time between: a hardware adapter's default), `"timer"` (every 1 ms or
+    /// more, on a timer: a software adapter's), `"plain"` (no nudges: the browser's own poll
+    /// ends each wait, as before they came): for measuring what they buy. Anything else is
+    /// refused in words at once; the CPU backend waits for nothing.
+    #[wasm_bindgen(js_name = setGpuWait)]
+    pub fn set_gpu_wait(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "\"busy\" | \"timer\" | \"plain\"")] how: String,
+    ) -> Result<(), JsValue> {
+        let how = GpuWait::named(&how).map_err(js_err)?;
+        self.gpu_wait = Some(how);
+        if let EngineState::Loaded { backend: AnyBackend::Gpu(g), .. } = &self.state {
+            g.context().set_wait(how);
+        }
+        Ok(())
     }
 
     /// Whether sampled steps (not only greedy ones) run the next step ahead on WebGPU, on the

@@ -25,6 +25,10 @@
 // what starting each step before the last one's logits are back buys where the draw is mostly
 // the top token. `?subgroups=0` opens the WebGPU device without subgroups where the adapter
 // has them (the engine then runs its plain reductions): for measuring what they buy.
+// `?wait=busy|timer|plain` sets how the WebGPU engine waits for the GPU (Engine.setGpuWait:
+// nudging the browser's GPU process every 0.25 ms, every 1 ms on a timer, or not at all; by
+// default busy on a hardware adapter, timer on a software one): for measuring what the
+// nudges buy.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -35,6 +39,7 @@ const RUN_AHEAD_ASKED = Number(ASKS.get('runahead')) || 0;
 const PER_HEAD_ASKED = ASKS.has('perhead') ? Number(ASKS.get('perhead')) : undefined;
 const SAMPLED_AHEAD_ASKED = ASKS.get('sampledahead') === '1';
 const SUBGROUPS_ASKED = ASKS.get('subgroups') !== '0';
+const WAIT_ASKED = ASKS.get('wait');
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -165,10 +170,12 @@ async function load(msg) {
   // engine is freed at once, never left to the garbage collector.
   const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
   const fresh = new wasm.Engine();
-  // ?perhead=N, checked before the old engine goes (a count out of range loses nothing).
-  if (PER_HEAD_ASKED !== undefined && choice.backend === 'webgpu') {
+  // ?perhead=N and ?wait=, checked before the old engine goes (a value out of range loses
+  // nothing).
+  if ((PER_HEAD_ASKED !== undefined || WAIT_ASKED) && choice.backend === 'webgpu') {
     try {
-      fresh.setPerHeadAttention(PER_HEAD_ASKED);
+      if (PER_HEAD_ASKED !== undefined) fresh.setPerHeadAttention(PER_HEAD_ASKED);
+      if (WAIT_ASKED) fresh.setGpuWait(/** @type {'busy' | 'timer' | 'plain'} */ (WAIT_ASKED));
     } catch (e) {
       fresh.free();
       throw e;

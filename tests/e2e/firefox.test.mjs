@@ -83,7 +83,7 @@ test('the page\'s engine on Firefox\'s WebGPU writes exact math\'s greedy tokens
     // Firefox looks for finished GPU work every 100 ms unless nudged (browser_wait.rs): its
     // profile's readback lines say what a wait costs here with and without the nudges.
     const { report } = await worker.ask({ type: 'profile', prompt: PROMPT });
-    const waits = report.lines.filter((l) => /^an ordinary step read back|^a readback alone/.test(l));
+    const waits = report.lines.filter((l) => /^an ordinary step read back with|^a readback alone/.test(l));
     assert.equal(waits.length, 2, report.lines.join('\n'));
     console.log(`Firefox WebGPU:\n${waits.join('\n')}`);
   } finally {

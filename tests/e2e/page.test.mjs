@@ -303,6 +303,23 @@ test('?subgroups=0 runs WebGPU on the plain reductions, to the same greedy token
   await p.close();
 });
 
+test('?wait=busy and ?wait=plain wait for WebGPU nudging the browser every 0.25 ms and not at all, to the same greedy tokens; ?wait=often is refused in words and the model in use stays', async () => {
+  assert.ok(webgpuGreedy, 'the WebGPU test ran first');
+  const p = await newTab();
+  // SwiftShader is a software adapter: the page's own default is the timer's nudges, so the
+  // hardware adapters' busy wait and no nudges at all are run here by asking.
+  for (const wait of ['busy', 'plain']) assert.deepEqual(await writeOnWebGpu(p, `${BASE}?wait=${wait}`, ['Top-k', 1], 3), webgpuGreedy, wait);
+
+  await onWebGpu(p, `${BASE}?wait=often`);
+  await p.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await p.getByRole('alert').textContent(), /a GPU wait is "busy", "timer" or "plain", not "often"/);
+  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
+  await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
+  await generate(p, { maxTokens: 2 });
+  assert.ok((await p.locator('#text .tok').count()) >= 1);
+  await p.close();
+});
+
 test('?sampledahead=1 runs WebGPU\'s sampled steps ahead on the top token, drawing the tokens the default page draws', async () => {
   const p = await newTab();
   // Four tokens at temperature 1.2, seed 42, on WebGPU: the tokens and the run-ahead counts.

@@ -45,15 +45,62 @@ extern "C" {
     fn set_timeout(handler: &js_sys::Function, ms: i32) -> JsValue;
 }
 
+/// How the engine waits for the GPU in a browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuWait {
+    /// Nudging every [`NUDGE_EVERY`] at first, a task at a time between (a hardware
+    /// adapter's default).
+    Busy,
+    /// Nudging every [`SOFTWARE_NUDGE_EVERY`] at least, on a timer (a software adapter's).
+    Timer,
+    /// Not nudging: the browser's own poll ends the wait (as before the nudges; for
+    /// measuring what they buy).
+    Plain,
+}
+
+impl GpuWait {
+    /// The default for an adapter: [`GpuWait::Timer`] on a software one, else
+    /// [`GpuWait::Busy`].
+    pub fn for_adapter(software: bool) -> Self {
+        if software {
+            GpuWait::Timer
+        } else {
+            GpuWait::Busy
+        }
+    }
+
+    /// The wait named `name`: "busy", "timer" or "plain" (the page's `?wait=`).
+    pub fn named(name: &str) -> crate::error::Result<Self> {
+        match name {
+            "busy" => Ok(GpuWait::Busy),
+            "timer" => Ok(GpuWait::Timer),
+            "plain" => Ok(GpuWait::Plain),
+            other => Err(crate::error::Error::InvalidParams(format!("a GPU wait is \"busy\", \"timer\" or \"plain\", not {other:?}"))),
+        }
+    }
+
+    /// The wait in words, for the profile.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GpuWait::Busy => "nudging every 0.25 ms or more, a task at a time between",
+            GpuWait::Timer => "nudging every 1 ms or more, on a timer",
+            GpuWait::Plain => "not nudging",
+        }
+    }
+}
+
 /// Waits for `done` (a map's or a submitted-work callback's channel), submitting nothing on
-/// `queue` now and then so the browser polls for it (see the module's comment); `software`:
-/// the adapter is a software one (nudges on a timer only). A page where no MessageChannel
-/// can be made waits plainly.
-pub async fn nudging<T>(queue: &wgpu::Queue, mut done: oneshot::Receiver<T>, software: bool) -> Result<T, oneshot::Canceled> {
+/// `queue` now and then so the browser polls for it (see the module's comment), as `how`
+/// says. A page where no MessageChannel can be made waits plainly.
+pub async fn nudging<T>(queue: &wgpu::Queue, mut done: oneshot::Receiver<T>, how: GpuWait) -> Result<T, oneshot::Canceled> {
+    let least = match how {
+        GpuWait::Busy => NUDGE_EVERY,
+        GpuWait::Timer => SOFTWARE_NUDGE_EVERY,
+        GpuWait::Plain => return done.await,
+    };
     let Ok(channel) = web_sys::MessageChannel::new() else {
         return done.await;
     };
-    let least = if software { SOFTWARE_NUDGE_EVERY } else { NUDGE_EVERY };
     let start = Instant::now();
     let mut last = start;
     let result = loop {

@@ -144,10 +144,10 @@ pub struct GpuContext {
     pub info: GpuInfo,
     /// The first device loss or uncaptured GPU error, reported by the driver at any time.
     fault: Arc<Mutex<Option<String>>>,
-    /// Whether a wait for the GPU nudges the browser's GPU process (browser_wait.rs): always,
-    /// but while a profile times a step without ([`GpuContext::set_nudging`]).
+    /// How a wait for the GPU nudges the browser's GPU process (browser_wait.rs): by the
+    /// adapter's kind, unless set ([`GpuContext::set_wait`]).
     #[cfg(target_arch = "wasm32")]
-    nudging: std::cell::Cell<bool>,
+    wait: std::cell::Cell<super::browser_wait::GpuWait>,
 }
 
 impl GpuContext {
@@ -209,33 +209,37 @@ impl GpuContext {
             subgroup_sizes: if subgroups { [ai.subgroup_min_size, ai.subgroup_max_size] } else { [0, 0] },
             timestamps,
         };
+        #[cfg(target_arch = "wasm32")]
+        let wait = std::cell::Cell::new(super::browser_wait::GpuWait::for_adapter(info.software));
         Ok(GpuContext {
             device,
             queue,
             info,
             fault,
             #[cfg(target_arch = "wasm32")]
-            nudging: std::cell::Cell::new(true),
+            wait,
         })
     }
 
-    /// Turns the nudges of a browser's GPU process on or off for the waits after it (on
-    /// from the start; a profile times one step without, to say what they buy).
+    /// How the waits after it nudge a browser's GPU process (by the adapter's kind at first;
+    /// the page's `?wait=`, and a profile timing one step plainly, set it).
     #[cfg(target_arch = "wasm32")]
-    pub fn set_nudging(&self, on: bool) {
-        self.nudging.set(on);
+    pub fn set_wait(&self, how: super::browser_wait::GpuWait) {
+        self.wait.set(how);
     }
 
-    /// Waits for `done` in a browser: nudging its GPU process while it is pending (unless
-    /// [`GpuContext::set_nudging`] turned that off), so the wait ends when the GPU's work
-    /// does, not at the browser's next poll of it.
+    /// How the waits nudge a browser's GPU process now.
+    #[cfg(target_arch = "wasm32")]
+    pub fn wait(&self) -> super::browser_wait::GpuWait {
+        self.wait.get()
+    }
+
+    /// Waits for `done` in a browser: nudging its GPU process while it is pending, as
+    /// [`GpuContext::set_wait`] says, so the wait ends when the GPU's work does, not at the
+    /// browser's next poll of it.
     #[cfg(target_arch = "wasm32")]
     async fn wait_for<T>(&self, done: futures_channel::oneshot::Receiver<T>) -> std::result::Result<T, futures_channel::oneshot::Canceled> {
-        if self.nudging.get() {
-            super::browser_wait::nudging(&self.queue, done, self.info.software).await
-        } else {
-            done.await
-        }
+        super::browser_wait::nudging(&self.queue, done, self.wait.get()).await
     }
 
     /// Fails with [`Error::GpuLost`] once the device was lost or reported an uncaptured error.

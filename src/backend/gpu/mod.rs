@@ -10,7 +10,7 @@
 
 pub mod activations;
 #[cfg(target_arch = "wasm32")]
-mod browser_wait;
+pub mod browser_wait;
 pub mod device;
 mod forward;
 mod inspect;

@@ -36,6 +36,9 @@ pub struct StepProfile {
     /// plainly for the browser's own poll of the GPU, no nudges (browser_wait.rs): what the
     /// nudges take off a step's wall time there. None natively (nothing to nudge).
     pub wall_seconds_plain_wait: Option<f64>,
+    /// In a browser, how the engine's waits nudge it ([`super::browser_wait::GpuWait`], in
+    /// words), as the ordinary step waited. None natively.
+    pub wait: Option<&'static str>,
     /// The same step's GPU time with a timestamp only before its first dispatch and after its
     /// last, so no timestamp between kernels adds its cost (on the 2026-11-27 H100 a
     /// timestamp after each dispatch added about 6 us to each): `1 - step_gpu_seconds /
@@ -132,9 +135,9 @@ impl StepProfile {
                 100.0 * k.seconds / total.max(1e-12)
             ));
         }
-        if let Some(plain) = self.wall_seconds_plain_wait {
+        if let (Some(plain), Some(wait)) = (self.wall_seconds_plain_wait, self.wait) {
             out.push(format!(
-                "an ordinary step read back as always (the browser nudged to look for its end): {:.2} ms; the next one waiting for the browser's own poll: {:.2} ms",
+                "an ordinary step read back with the engine's waits ({wait}): {:.2} ms; the next one waiting for the browser's own poll: {:.2} ms",
                 wall * 1e3,
                 plain * 1e3
             ));
@@ -236,16 +239,17 @@ impl GpuBackend {
         // In a browser, an ordinary step once more, its readback waiting for the browser's
         // own poll (after the profiled one, so that one's position is the native profile's).
         #[cfg(target_arch = "wasm32")]
-        let wall_seconds_plain_wait = {
-            self.ctx.set_nudging(false);
+        let (wall_seconds_plain_wait, wait) = {
+            let how = self.ctx.wait();
+            self.ctx.set_wait(super::browser_wait::GpuWait::Plain);
             let t = Instant::now();
             let ran = self.run(&[token], Lists::Forward, 1, 0).await;
-            self.ctx.set_nudging(true);
+            self.ctx.set_wait(how);
             ran?;
-            Some(t.elapsed().as_secs_f64())
+            (Some(t.elapsed().as_secs_f64()), Some(how.describe()))
         };
         #[cfg(not(target_arch = "wasm32"))]
-        let wall_seconds_plain_wait = None;
+        let (wall_seconds_plain_wait, wait) = (None, None);
         kernels.sort_by(|a, b| b.seconds.total_cmp(&a.seconds));
         Ok(StepProfile {
             method,
@@ -255,6 +259,7 @@ impl GpuBackend {
             gpu_seconds,
             wall_seconds,
             wall_seconds_plain_wait,
+            wait,
             step_gpu_seconds,
             dispatch_floor_seconds,
             dispatch_floor_seconds_timed_each,

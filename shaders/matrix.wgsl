@@ -83,7 +83,12 @@
 //   group's squares, meet in workgroup memory after one barrier, and a thread per row (PAIRS:
 //   per pair) adds them up: no subgroup idles for want of a row of its own (TPR 32 in
 //   subgroups of 8 or 16, as Intel's GPUs run, left 3 in 4 or half of them idle before).
-// Dispatch: (ceil(rows / (WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
+//   With ROWS = 2 (an override, SUBGROUP only) a row group takes two consecutive rows at once
+//   (row_dot_two): each unit's input columns (and gains) are loaded and squared once for
+//   both rows' products, a workgroup covers 2 WG / TPR rows (half the workgroups), and a
+//   SwiGLU or RoPE pair is one group's, its epilogue written by its lane 0 with no trip
+//   through workgroup memory.
+// Dispatch: (ceil(rows / (ROWS WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
 // or 8 units of a row loaded at once by each thread). TPR threads
@@ -172,6 +177,9 @@ var<workgroup> partial: array<Acc, 256>;
 // Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the
 // host sets it where the adapter's narrowest subgroups have fewer than TPR lanes).
 override SHARED_ROWS: bool = false;
+// Rows a row group takes at once: 1 (the host's default, ROWS_PER_SUBGROUP) or 2, with 2
+// units of each in flight (row_dot_two).
+override ROWS: u32 = 1u;
 #ifdef NORM
 // With SHARED_ROWS: the squares each subgroup of the first row group read (its parts, at
 // most the workgroup's subgroups), adding up to the input row's.
@@ -580,6 +588,42 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     return (a + b) + (c + d);
 }
 
+#ifdef SUBGROUP
+// Unit `v` of rows `row` and `second` (of `n` units each) times the input, or 0 past the
+// rows, as unit_or_zero: the two products read the same input columns with no store between
+// them, so the compiler loads them (and their gains) once; with NORM only the first row's
+// squares count.
+fn units_or_zero(row: u32, second: u32, v: u32, n: u32) -> vec2<f32> {
+#ifdef NORM
+    let kept = squares;
+#endif
+    let u = min(v, max(n, 1u) - 1u);
+    let a = row_unit(row, u);
+#ifdef NORM
+    let counted = squares;
+#endif
+    let b = row_unit(second, u);
+#ifdef NORM
+    squares = select(kept, counted, v < n);
+#endif
+    return select(vec2<f32>(0.0), vec2<f32>(a, b), v < n);
+}
+
+// Rows `row` and `second` times the input at once (ROWS = 2): this thread's share, units
+// lane, lane + lanes, ... of each, two of each row an iteration (four loads of weights in
+// flight, the input's shared), as row_dot's with IN_FLIGHT = 2.
+fn row_dot_two(row: u32, second: u32, lane: u32, lanes: u32) -> vec2<f32> {
+    let n = row_units();
+    var a = vec2<f32>(0.0);
+    var b = vec2<f32>(0.0);
+    for (var u = lane; u < n; u = u + 2u * lanes) {
+        a = a + units_or_zero(row, second, u, n);
+        b = b + units_or_zero(row, second, u + lanes, n);
+    }
+    return a + b;
+}
+#endif
+
 // silu(g) * u, SwiGLU's output for gate g and up u.
 fn swiglu(g: Acc, u: Acc) -> Acc {
     return g / (1.0 + exp(-g)) * u;
@@ -643,7 +687,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     sg_lane = lane;
     sg_count = n_sg;
     prologues(t);
-    let units = WG / TPR;
+    // Rows of the workgroup; a row group takes ROWS consecutive ones a round.
+    let units = ROWS * WG / TPR;
     let first = wg.x * units;
     // Subgroups a row spans (its row group: one without SHARED_ROWS), and this one's place
     // among them.
@@ -652,16 +697,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let group = sg / parts;
     let part = sg % parts;
     // The same trip count in every subgroup, so subgroupAdd runs in uniform control flow.
-    let rounds = (units + groups - 1u) / groups;
+    let rounds = (units / ROWS + groups - 1u) / groups;
     for (var k = 0u; k < rounds; k = k + 1u) {
-        let i = group + k * groups;
+        let i = (group + k * groups) * ROWS;
         let row = first + i;
         let live = i < units && row < params.rows;
-        var sum = 0.0;
+        // The round's rows' sums: .y the second row's with ROWS = 2 (a pair's up row).
+        var sum = vec2<f32>(0.0);
         if (live) {
-            sum = row_dot(row, part * lanes + lane, parts * lanes);
+            if (ROWS == 2u) {
+                sum = row_dot_two(row, min(row + 1u, params.rows - 1u), part * lanes + lane, parts * lanes);
+            } else {
+                sum.x = row_dot(row, part * lanes + lane, parts * lanes);
+            }
         }
-        sum = subgroupAdd(sum);
+        if (ROWS == 2u) {
+            sum = subgroupAdd(sum);
+        } else {
+            sum.x = subgroupAdd(sum.x);
+        }
 #ifdef NORM
         // The RMSNorm's 1 / rms: the group's first row read every column of the input once,
         // so its lanes' squares add up to the row's (a subgroup whose first row is past the
@@ -681,13 +735,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
 #endif
         if (live && lane == 0u) {
+            let second = ROWS == 2u && row + 1u < params.rows;
             if (SHARED_ROWS) {
-                partial[i * parts + part] = sum;
+                partial[i * parts + part] = sum.x;
+                if (second) {
+                    partial[(i + 1u) * parts + part] = sum.y;
+                }
             } else {
 #ifdef PAIRS
-                partial[i] = sum;
+                if (ROWS == 2u) {
+                    // The pair is this group's: its epilogue needs no other's sum.
+                    pair_out(row, sum.x, sum.y);
+                } else {
+                    partial[i] = sum.x;
+                }
 #else
-                store(row, sum);
+                store(row, sum.x);
+                if (second) {
+                    store(row + 1u, sum.y);
+                }
 #endif
             }
         }
@@ -714,7 +780,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             store(first + t, row_total(t, parts) * scale);
         }
 #endif
-    } else {
+    } else if (ROWS == 1u) {
 #ifdef PAIRS
         // Each row went to its own subgroup: the pair's two sums meet in workgroup memory.
         workgroupBarrier();

@@ -234,6 +234,8 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     assert_eq!(plain_kernels["units_in_flight"], 4, "as asked for");
     assert_eq!(plain_kernels["run_ahead_steps"], 3, "as asked for");
     assert_eq!(plain["units_in_flight"], 2, "the default");
+    assert_eq!(plain["rows_per_subgroup"], 2, "lavapipe, a software adapter with subgroups, gets two rows a subgroup");
+    assert_eq!(plain_kernels["rows_per_subgroup"], 1, "without subgroups, one row at a time");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["prefill_threads_per_row"], 1, "in prefill too");
     assert_eq!(plain["matrix_workgroup"], 64, "and 64 rows per workgroup");
@@ -412,6 +414,15 @@ fn bad_input_exits_2_with_a_clear_message() {
             "--prefill-threads-per-row must be a power of two from 1 to 128, not 6",
         ),
         (vec!["generate", "--model", &m, "--matrix-workgroup", "256", "hi"], "use them with --backend gpu"),
+        (vec!["generate", "--model", &m, "--rows-per-subgroup", "2", "hi"], "use them with --backend gpu"),
+        (
+            vec!["generate", "--model", &m, "--backend", "gpu", "--rows-per-subgroup", "3", "hi"],
+            "--rows-per-subgroup must be one of [1, 2], not 3",
+        ),
+        (
+            vec!["generate", "--model", &m, "--backend", "gpu", "--rows-per-subgroup", "2", "--no-subgroups", "hi"],
+            "--rows-per-subgroup above 1 needs subgroups and 2 units in flight",
+        ),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "100", "hi"], "one of [64, 128, 256], not 100"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "512", "hi"], "not 512"),
         (vec!["generate", "--model", &m, "--fused-attention-positions", "64", "hi"], "use them with --backend gpu"),

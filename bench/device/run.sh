@@ -31,7 +31,8 @@
 #            (?runahead=3) beside it, the page in a Chromium that does not zero-fill workgroup
 #            memory (Dawn's disable_workgroup_init, a diagnostic), and the greedy text of the
 #            page's engine against the exact CPU path
-#   sweep    native decode after the short prompt with attention inside the output projection up
+#   sweep    first both prompts with 1 and 2 rows a subgroup at once (--rows-per-subgroup) in
+#            matrix workgroups of 256 and 128; then native decode after the short prompt with attention inside the output projection up
 #            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
 #            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
@@ -226,6 +227,15 @@ sweep() {
   runtime
   local log="$OUT/sweep.jsonl"
   : >"$log"
+  # Two rows a subgroup at once (thirty-first session, unmeasured on a GPU when written): each
+  # unit's input loads and squares shared by two rows' products, half the workgroups, a
+  # SwiGLU/RoPE pair finished without workgroup memory; in workgroups of 128 it keeps the
+  # default's count of workgroups (8 rows each). On lavapipe +15%, SwiftShader +50%.
+  for rows in 1 2; do
+    for workgroup in 256 128; do
+      for prompt in short long; do measure "$prompt" 64 --rows-per-subgroup "$rows" --matrix-workgroup "$workgroup"; done
+    done
+  done
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69);
   # 1: split-K from the first decode step (does the prologue pay at all? never swept before
   # 2026-11-28's twenty-fifth session).
@@ -278,7 +288,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `${r.rows_per_subgroup ?? 1} rows a subgroup`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 
@@ -290,6 +300,9 @@ profile() {
     target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
   done 2>&1 | tee "$OUT/profile.txt"
   # The profiled step comes after the runs (position 70 or so): short up to 256 positions.
+  echo "== profile, short prompt, two rows a subgroup at once" | tee -a "$OUT/profile.txt"
+  target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --rows-per-subgroup 2 \
+    --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
   echo "== profile, short prompt, the output projection per query head up to 256 positions" | tee -a "$OUT/profile.txt"
   target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --per-head-attention \
     --fused-attention-positions 256 --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"

@@ -3,7 +3,7 @@
 
 use super::cpu::{CpuBackend, CpuPrecision};
 use super::gpu::device::AdapterSeen;
-use super::gpu::kernels::KernelOptions;
+use super::gpu::kernels::{KernelOptions, UNITS_IN_FLIGHT};
 use super::gpu::{GpuBackend, GpuContext};
 use super::{Backend, BackendInfo, Checked, Forward};
 use crate::error::{Error, Result};
@@ -37,6 +37,9 @@ pub struct GpuChoice {
     /// Units of a matrix row each thread loads at once in place of the default
     /// ([`KernelOptions::units_in_flight`]).
     pub units_in_flight: Option<u32>,
+    /// Rows a subgroup takes at once in place of the default
+    /// ([`KernelOptions::rows_per_subgroup`]).
+    pub rows_per_subgroup: Option<u32>,
     /// Most positions of a decode step's attention in the output projection's prologue, in
     /// place of the default ([`KernelOptions::fused_positions`]).
     pub fused_attention_positions: Option<u32>,
@@ -63,6 +66,12 @@ impl AnyBackend {
                 options.prefill_threads_per_row = gpu.prefill_threads_per_row.unwrap_or(options.prefill_threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
                 options.units_in_flight = gpu.units_in_flight.unwrap_or(options.units_in_flight);
+                options.rows_per_subgroup = match gpu.rows_per_subgroup {
+                    Some(rows) => rows,
+                    // The device's pick takes two rows only where the kernels chosen can.
+                    None if options.subgroups && options.units_in_flight == UNITS_IN_FLIGHT => options.rows_per_subgroup,
+                    None => 1,
+                };
                 options.fused_positions = gpu.fused_attention_positions.unwrap_or(options.fused_positions);
                 options.split_chunk = gpu.split_k_chunk.unwrap_or(options.split_chunk);
                 options.per_head_attention |= gpu.per_head_attention;

@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, UNITS_IN_FLIGHT_CHOICES};
+use tokenscope::backend::gpu::kernels::{
+    ATTENTION_CHUNK, MATRIX_WORKGROUPS, ROWS_PER_SUBGROUP_CHOICES, UNITS_IN_FLIGHT, UNITS_IN_FLIGHT_CHOICES,
+};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -94,6 +96,12 @@ pub struct ModelArgs {
     /// measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     units_in_flight: Option<u32>,
+    /// GPU: matrix rows each subgroup takes at once in the decode kernels, 1 or 2 (default 1):
+    /// with 2, each unit's input columns are loaded once for two rows' products and a
+    /// workgroup covers twice the rows (needs subgroups and 2 units in flight). For measuring
+    /// on a GPU.
+    #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
+    rows_per_subgroup: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
     /// projection (every workgroup computing it, or one head each with --per-head-attention;
     /// no dispatch of its own), 1 to 256; past them split-K attention takes a dispatch of its
@@ -160,12 +168,13 @@ impl ModelArgs {
             || self.prefill_threads_per_row.is_some()
             || self.matrix_workgroup.is_some()
             || self.units_in_flight.is_some()
+            || self.rows_per_subgroup.is_some()
             || self.fused_attention_positions.is_some()
             || self.per_head_attention
             || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --fused-attention-positions, --per-head-attention and --split-k-chunk choose GPU kernels: use them with --backend gpu"
+                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --rows-per-subgroup, --fused-attention-positions, --per-head-attention and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -182,6 +191,16 @@ impl ModelArgs {
         }
         if let Some(n) = self.units_in_flight.filter(|n| !UNITS_IN_FLIGHT_CHOICES.contains(n)) {
             return Err(Error::InvalidParams(format!("--units-in-flight must be one of {UNITS_IN_FLIGHT_CHOICES:?}, not {n}")));
+        }
+        if let Some(n) = self.rows_per_subgroup.filter(|n| !ROWS_PER_SUBGROUP_CHOICES.contains(n)) {
+            return Err(Error::InvalidParams(format!("--rows-per-subgroup must be one of {ROWS_PER_SUBGROUP_CHOICES:?}, not {n}")));
+        }
+        if self.rows_per_subgroup.is_some_and(|n| n > 1)
+            && (self.no_subgroups || self.units_in_flight.is_some_and(|u| u != UNITS_IN_FLIGHT))
+        {
+            return Err(Error::InvalidParams(format!(
+                "--rows-per-subgroup above 1 needs subgroups and {UNITS_IN_FLIGHT} units in flight (no --no-subgroups, no other --units-in-flight)"
+            )));
         }
         if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));
@@ -200,6 +219,7 @@ impl ModelArgs {
                 prefill_threads_per_row: self.prefill_threads_per_row,
                 matrix_workgroup: self.matrix_workgroup,
                 units_in_flight: self.units_in_flight,
+                rows_per_subgroup: self.rows_per_subgroup,
                 fused_attention_positions: self.fused_attention_positions,
                 per_head_attention: self.per_head_attention,
                 split_k_chunk: self.split_k_chunk,

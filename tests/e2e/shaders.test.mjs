@@ -133,11 +133,13 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
 });
 
 // The subgroup kernel also with SHARED_ROWS: a row of 8 threads spans two of SwiftShader's
-// subgroups of 4, their sums and squares met in workgroup memory.
-for (const [file, shared] of [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true]]) test(`${file}${shared ? ' with SHARED_ROWS' : ''} runs a small case in Chromium (the RMSNorm prologue, 8 rows per workgroup)`, async () => {
+// subgroups of 4, their sums and squares met in workgroup memory; and taking two rows a
+// subgroup at once (ROWS: 16 rows per workgroup, the last one's second row past the matrix).
+const NORMED = [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true], ['matvec_f32_norm_subgroup.wgsl', false, 2], ['matvec_f32_norm_subgroup.wgsl', true, 2]];
+for (const [file, shared, rows = 1] of NORMED) test(`${file}${shared ? ' with SHARED_ROWS' : ''}${rows > 1 ? `, ${rows} rows a subgroup,` : ''} runs a small case in Chromium (the RMSNorm prologue, ${8 * rows} rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
-  const constants = { WG: 64, TPR: 8, ...(shared === undefined ? {} : { SHARED_ROWS: shared ? 1 : 0 }) };
-  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / 8), 1, 1], constants);
+  const constants = { WG: 64, TPR: 8, ...(shared === undefined ? {} : { SHARED_ROWS: shared ? 1 : 0, ROWS: rows }) };
+  const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / (8 * rows)), 1, 1], constants);
   const xn = normed(x, 1);
   close(got, Array.from({ length: ROWS }, (_, r) => dot(r, xn, 0)), 1e-5, 'normed matvec');
 });

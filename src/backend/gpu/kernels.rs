@@ -99,6 +99,11 @@ pub struct KernelOptions {
     /// loads at once, one of [`UNITS_IN_FLIGHT_CHOICES`] (the override `IN_FLIGHT`): 2 by
     /// default (the fastest measured), 4 or 8, to measure against.
     pub units_in_flight: u32,
+    /// Rows each subgroup's lanes take at once in the decode kernels with subgroups, one of
+    /// [`ROWS_PER_SUBGROUP_CHOICES`] (the override `ROWS`): 1 by default, or 2, each unit's
+    /// input columns loaded once for both rows' products and half the workgroups (with 2
+    /// units of each row in flight: `units_in_flight` must be 2). Unmeasured on a GPU.
+    pub rows_per_subgroup: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
     pub subgroups: bool,
@@ -146,14 +151,20 @@ impl KernelOptions {
     /// Subgroups wider than 64 lanes are left alone: a subgroup matvec strides by the
     /// subgroup size, which would skip the lanes a 64-thread workgroup does not fill. The
     /// KV cache stays f32 unless asked.
+    /// With subgroups a software adapter's subgroups take two rows at once (each unit's
+    /// input loads shared by both rows' products; measured 2026-11-29, decode after the short
+    /// prompt, alternated twice: lavapipe 7.8, 8.5 -> 9.4, 9.8 tok/s, SwiftShader natively
+    /// 1.8, 1.8 -> 2.7, 2.7); a GPU's one, until a GPU measures two.
     pub fn for_device(ctx: &GpuContext) -> Self {
         let software = ctx.info.software;
+        let subgroups = Self::subgroups_usable(ctx);
         KernelOptions {
             threads_per_row: if software { 1 } else { 32 },
             prefill_threads_per_row: if software { 1 } else { 8 },
             workgroup: if software { WORKGROUP } else { 256 },
             units_in_flight: UNITS_IN_FLIGHT,
-            subgroups: Self::subgroups_usable(ctx),
+            rows_per_subgroup: if software && subgroups { 2 } else { ROWS_PER_SUBGROUP },
+            subgroups,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
             per_head_attention: false,
@@ -194,6 +205,7 @@ impl KernelOptions {
             prefill_threads_per_row: threads_per_row,
             workgroup: WORKGROUP,
             units_in_flight: UNITS_IN_FLIGHT,
+            rows_per_subgroup: ROWS_PER_SUBGROUP,
             subgroups: false,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
@@ -256,6 +268,18 @@ pub const UNITS_IN_FLIGHT: u32 = 2;
 /// 2 (the default), 4 (one round of loads for a 576-column row at 32 threads a row) and 8 (the
 /// 1536-column down projection's rows in one round too).
 pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
+
+/// Rows a subgroup takes at once by default on a GPU ([`KernelOptions::rows_per_subgroup`];
+/// two on a software adapter: [`KernelOptions::for_device`]): one.
+/// Two share each unit's input loads, its gains and (RMSNorm) its squares between two rows'
+/// products and halve the workgroups: on the 2026-11-28 H200 a decode step's kernels cost
+/// about 0.45 us a dispatch for each unit of a row a thread computed beyond the row's own
+/// (8 units in flight against 4, 669 against 751 tok/s, the same rounds of loads) and
+/// workgroups of 64 lost to 256 (703 against 751), so both halves may pay; not measured yet.
+pub const ROWS_PER_SUBGROUP: u32 = 1;
+
+/// The rows a subgroup can take at once ([`KernelOptions::rows_per_subgroup`]).
+pub const ROWS_PER_SUBGROUP_CHOICES: [u32; 2] = [1, 2];
 
 /// Most positions a decode step's attention covers in the output projection's prologue by
 /// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
@@ -390,10 +414,24 @@ impl Kernels {
                 options.units_in_flight
             )));
         }
+        if !ROWS_PER_SUBGROUP_CHOICES.contains(&options.rows_per_subgroup)
+            || (options.rows_per_subgroup > 1 && options.units_in_flight != UNITS_IN_FLIGHT)
+        {
+            return Err(Error::Backend(format!(
+                "{} rows a subgroup with {} units in flight: one of {ROWS_PER_SUBGROUP_CHOICES:?} rows, more than one with {UNITS_IN_FLIGHT} units",
+                options.rows_per_subgroup, options.units_in_flight
+            )));
+        }
         for threads_per_row in [options.threads_per_row, options.prefill_threads_per_row] {
             if !threads_per_row.is_power_of_two() || threads_per_row > workgroup {
                 return Err(Error::Backend(format!("{threads_per_row} threads per row: a power of two up to {workgroup} is needed")));
             }
+        }
+        if options.rows_per_subgroup > 1 && !options.subgroups {
+            return Err(Error::Backend(format!(
+                "{} rows a subgroup: the kernels without subgroups take one row at a time",
+                options.rows_per_subgroup
+            )));
         }
         if options.subgroups && !KernelOptions::subgroups_usable(ctx) {
             return Err(Error::Backend(format!(
@@ -450,6 +488,7 @@ impl Kernels {
             // A row spans several subgroups where the narrowest the adapter runs have fewer
             // lanes than its threads.
             constants.push(("SHARED_ROWS", f64::from(u8::from(threads_per_row > ctx.info.subgroup_sizes[0]))));
+            constants.push(("ROWS", f64::from(self.options.rows_per_subgroup)));
         }
         let width = if variant.keeps_input_row() {
             if cols as usize > FUSED_ATTENTION_MAX_WIDTH {

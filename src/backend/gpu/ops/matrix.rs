@@ -464,7 +464,9 @@ impl Kernels {
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
-        let groups = w.rows.div_ceil(workgroup / threads_per_row);
+        // Rows a workgroup covers: a subgroup kernel's row groups take rows_per_subgroup at once.
+        let rows_per_group = workgroup / threads_per_row * if subgroup { self.options.rows_per_subgroup } else { 1 };
+        let groups = w.rows.div_ceil(rows_per_group);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!(
                 "a {}-row matrix needs {groups} workgroups, more than one dispatch allows ({MAX_GROUPS})",

@@ -73,6 +73,11 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   assert.match(lines[0], new RegExp(`^one decode step at position ${promptTokens + 1}: [\\d.]+ ms on the GPU`));
   assert.match(lines[1], /GPU timestamps at the edges of passes, each dispatch a pass of its own/);
   for (const k of profile.kernels) assert.ok(lines.some((l) => l.trimStart().startsWith(`${k.kernel} `)), `no line for ${k.kernel}:\n${lines.join('\n')}`);
+  // Each kernel left out in turn: what it costs the step, a line for each under its heading.
+  assert.ok(profile.kernels.every((k) => Number.isFinite(k.seconds_left_out)), JSON.stringify(profile.kernels));
+  const leftOut = lines.findIndex((l) => l.startsWith('each kernel left out in turn'));
+  assert.ok(leftOut > 0, lines.join('\n'));
+  for (const k of profile.kernels) assert.ok(lines.slice(leftOut).some((l) => new RegExp(`^  ${k.kernel} +\\d+ dispatches +-?[\\d.]+ ms +-?[\\d.]+ us a dispatch$`).test(l)), `no left-out line for ${k.kernel}:\n${lines.join('\n')}`);
   // The cache was emptied: the same greedy text as before the profile, from position 0.
   const after = await greedy(4);
   assert.equal(before.tokens.length, 4);

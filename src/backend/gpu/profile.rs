@@ -87,6 +87,12 @@ pub struct KernelTime {
     pub weight_bytes: u64,
     /// Achieved weight bandwidth, `weight_bytes / seconds` in GB/s (0 without weights).
     pub weight_gb_per_s: f64,
+    /// What its dispatches cost the step as it runs: the step's GPU time less the same step's
+    /// with this kernel's dispatches left out, both with timestamps at their ends only (no
+    /// timestamp between dispatches adds its cost, and each dispatch's launch and wait for
+    /// the one before count). The kernels left out leave stale values behind, which no
+    /// kernel's work depends on. With timestamps only.
+    pub seconds_left_out: Option<f64>,
 }
 
 impl StepProfile {
@@ -135,6 +141,21 @@ impl StepProfile {
                 100.0 * k.seconds / total.max(1e-12)
             ));
         }
+        if self.kernels.iter().any(|k| k.seconds_left_out.is_some()) {
+            out.push(
+                "each kernel left out in turn (the step's GPU time less the step's without its dispatches, timestamps at the ends only): what it costs the step as it runs"
+                    .into(),
+            );
+            for (k, seconds) in self.kernels.iter().filter_map(|k| k.seconds_left_out.map(|s| (k, s))) {
+                out.push(format!(
+                    "  {:<40} {:>4} dispatches {:>9.2} ms {:>7.1} us a dispatch",
+                    k.kernel,
+                    k.dispatches,
+                    seconds * 1e3,
+                    seconds * 1e6 / k.dispatches.max(1) as f64
+                ));
+            }
+        }
         if let (Some(plain), Some(wait)) = (self.wall_seconds_plain_wait, self.wait) {
             out.push(format!(
                 "an ordinary step read back with the engine's waits ({wait}): {:.2} ms; the next one waiting for the browser's own poll: {:.2} ms",
@@ -170,8 +191,9 @@ impl GpuBackend {
     /// the device has timestamp queries inside passes the profiled step is an ordinary step
     /// too, one pass and one submit, with a timestamp after every dispatch; where it has them
     /// at pass edges only (a browser's WebGPU) each dispatch is a pass of its own in the one
-    /// submit, its end stamped. Then the step once more with timestamps at its ends only (its
-    /// GPU time as it runs), the dispatch floor, and a readback of the logits alone (and of
+    /// submit, its end stamped. Then the step with each kernel's dispatches left out in turn
+    /// and the whole step, each with timestamps at its ends only (its GPU time as it runs, and
+    /// what each kernel costs it: [`KernelTime::seconds_left_out`]), the dispatch floor, and a readback of the logits alone (and of
     /// one word), its wall time from submit to read. With no timestamps at all each dispatch
     /// is submitted and awaited alone, less an empty submit's time (natively only: a
     /// browser cannot wait for the GPU without a timestamp's help).
@@ -210,6 +232,7 @@ impl GpuBackend {
                     seconds,
                     weight_bytes: d.weight_bytes,
                     weight_gb_per_s: 0.0,
+                    seconds_left_out: None,
                 }),
             }
         }
@@ -218,10 +241,28 @@ impl GpuBackend {
                 k.weight_gb_per_s = k.weight_bytes as f64 / k.seconds / 1e9;
             }
         }
+        // Each kernel left out in turn, before the whole step's own timing runs last, so the
+        // KV cache's row for this position is the whole step's again.
+        let mut without = Vec::new();
+        if place != Timestamps::None {
+            for k in &kernels {
+                let rest: Vec<Dispatch> = list.iter().filter(|d| d.kernel != k.kernel).cloned().collect();
+                without.push(if rest.is_empty() {
+                    0.0
+                } else {
+                    self.dispatch_seconds_by_timestamps(&rest, kernels::Stamps::Ends).await?.0[0]
+                });
+            }
+        }
         let step_gpu_seconds = match place {
             Timestamps::None => None,
             _ => Some(self.dispatch_seconds_by_timestamps(&list, kernels::Stamps::Ends).await?.0[0]),
         };
+        if let Some(step) = step_gpu_seconds {
+            for (k, rest) in kernels.iter_mut().zip(without) {
+                k.seconds_left_out = Some(step - rest);
+            }
+        }
         let (dispatch_floor_seconds, dispatch_floor_seconds_timed_each) = match list.iter().find(|d| d.kernel.starts_with("embedding")) {
             Some(lookup) if place != Timestamps::None && list.len() > 1 => {
                 let chain = vec![lookup.clone(); list.len()];

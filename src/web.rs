@@ -17,7 +17,7 @@ use crate::backend::any::{BackendChoice, GpuChoice};
 use crate::backend::cpu::CpuPrecision;
 use crate::backend::gpu::browser_wait::GpuWait;
 use crate::backend::gpu::device::{adapter_name, AdapterSeen};
-use crate::backend::gpu::kernels::ATTENTION_CHUNK;
+use crate::backend::gpu::kernels::{ATTENTION_CHUNK, ROWS_PER_SUBGROUP_CHOICES};
 use crate::backend::gpu::profile::PROFILE_STEPS;
 use crate::backend::gpu::step::{check_run_ahead_steps, RunAheadCounts};
 use crate::backend::gpu::StepProfile;
@@ -117,6 +117,9 @@ pub struct Engine {
     /// The next WebGPU load's short context with the output projection per query head
     /// ([`Engine::set_per_head_attention`]), if asked.
     per_head_positions: Option<u32>,
+    /// Matrix rows a subgroup takes at once in the next WebGPU load, if asked
+    /// ([`Engine::set_rows_per_subgroup`]; else the adapter's default).
+    rows_per_subgroup: Option<u32>,
     /// Whether sampled steps also run the next step ahead on the GPU's argmax
     /// ([`Engine::set_run_ahead_sampled`]).
     run_ahead_sampled: bool,
@@ -280,7 +283,7 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { state: EngineState::Empty, per_head_positions: None, run_ahead_sampled: false, gpu_wait: None }
+        Engine { state: EngineState::Empty, per_head_positions: None, rows_per_subgroup: None, run_ahead_sampled: false, gpu_wait: None }
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -319,6 +322,7 @@ impl Engine {
                 kv_f16: kv_cache_f16,
                 per_head_attention: self.per_head_positions.is_some(),
                 fused_attention_positions: self.per_head_positions,
+                rows_per_subgroup: self.rows_per_subgroup,
                 ..GpuChoice::default()
             }),
             other => return Err(js_err(Error::InvalidParams(format!("unknown backend {other:?}: use \"webgpu\" or \"cpu\"")))),
@@ -534,6 +538,21 @@ impl Engine {
             ))));
         }
         self.per_head_positions = Some(positions);
+        Ok(())
+    }
+
+    /// Has the next WebGPU load's decode kernels take `rows` matrix rows a subgroup at once
+    /// (1 or 2; by default 1 on a GPU, 2 on a software adapter with subgroups), as `bench
+    /// --rows-per-subgroup N` does natively: for measuring it in the browser. A count out of
+    /// range is refused at once; 2 on a device without subgroups, at the load.
+    #[wasm_bindgen(js_name = setRowsPerSubgroup)]
+    pub fn set_rows_per_subgroup(&mut self, rows: u32) -> Result<(), JsValue> {
+        if !ROWS_PER_SUBGROUP_CHOICES.contains(&rows) {
+            return Err(js_err(Error::InvalidParams(format!(
+                "a subgroup takes one of {ROWS_PER_SUBGROUP_CHOICES:?} matrix rows at once, not {rows}"
+            ))));
+        }
+        self.rows_per_subgroup = Some(rows);
         Ok(())
     }
 

@@ -201,14 +201,14 @@ fn bench_on_the_gpu_reports_its_step_shape() {
     assert!(v["dispatches_per_step_long_context"].as_u64().is_some_and(|n| n <= 5 * 30 + 2), "{v}");
     assert_eq!(v["readback_bytes_per_step"], 49_152 * 4);
     assert_eq!(v["prompt_tokens"], 8);
-    assert_eq!(v["gpu_kernels"], "subgroup reductions, f32 KV cache", "lavapipe offers subgroups");
+    assert_eq!(v["gpu_kernels"], "subgroup reductions, 2 rows a subgroup, f32 KV cache", "lavapipe offers subgroups");
 }
 
 #[test]
 fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     let plain = gpu_bench_json(&["--decode-tokens", "1", "--context", "512"]);
     let half = gpu_bench_json(&["--decode-tokens", "1", "--context", "512", "--kv-cache-f16"]);
-    assert_eq!(half["gpu_kernels"], "subgroup reductions, f16 KV cache", "{half}");
+    assert_eq!(half["gpu_kernels"], "subgroup reductions, 2 rows a subgroup, f16 KV cache", "{half}");
     let plain_kernels = gpu_bench_json(&[
         "--decode-tokens",
         "1",

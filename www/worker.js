@@ -28,7 +28,9 @@
 // `?wait=busy|timer|plain` sets how the WebGPU engine waits for the GPU (Engine.setGpuWait:
 // nudging the browser's GPU process every 0.25 ms, every 1 ms on a timer, or not at all; by
 // default busy on a hardware adapter, timer on a software one): for measuring what the
-// nudges buy.
+// nudges buy. `?rows=1|2` has WebGPU's decode kernels take that many matrix rows a subgroup at
+// once (Engine.setRowsPerSubgroup; by default 1 on a GPU, 2 on a software adapter): for
+// measuring two rows against one on a GPU.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -40,6 +42,7 @@ const PER_HEAD_ASKED = ASKS.has('perhead') ? Number(ASKS.get('perhead')) : undef
 const SAMPLED_AHEAD_ASKED = ASKS.get('sampledahead') === '1';
 const SUBGROUPS_ASKED = ASKS.get('subgroups') !== '0';
 const WAIT_ASKED = ASKS.get('wait');
+const ROWS_ASKED = ASKS.has('rows') ? Number(ASKS.get('rows')) : undefined;
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -170,11 +173,12 @@ async function load(msg) {
   // engine is freed at once, never left to the garbage collector.
   const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
   const fresh = new wasm.Engine();
-  // ?perhead=N and ?wait=, checked before the old engine goes (a value out of range loses
-  // nothing).
-  if ((PER_HEAD_ASKED !== undefined || WAIT_ASKED) && choice.backend === 'webgpu') {
+  // ?perhead=N, ?rows=N and ?wait=, checked before the old engine goes (a value out of range
+  // loses nothing).
+  if ((PER_HEAD_ASKED !== undefined || ROWS_ASKED !== undefined || WAIT_ASKED) && choice.backend === 'webgpu') {
     try {
       if (PER_HEAD_ASKED !== undefined) fresh.setPerHeadAttention(PER_HEAD_ASKED);
+      if (ROWS_ASKED !== undefined) fresh.setRowsPerSubgroup(ROWS_ASKED);
       if (WAIT_ASKED) fresh.setGpuWait(/** @type {'busy' | 'timer' | 'plain'} */ (WAIT_ASKED));
     } catch (e) {
       fresh.free();

@@ -310,16 +310,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
             let o = g.kernel_options();
             println!(
-                "GPU kernels: {k}, {} per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight{}, split-K attention in chunks of {} positions",
+                "GPU kernels: {k}, {} per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight, split-K attention in chunks of {} positions",
                 threads(o.threads_per_row),
                 o.prefill_threads_per_row,
                 o.workgroup,
                 o.units_in_flight,
-                match (o.subgroups, o.rows_per_subgroup) {
-                    (false, _) => String::new(),
-                    (true, 1) => ", a row a subgroup at once".to_string(),
-                    (true, n) => format!(", {n} rows a subgroup at once"),
-                },
                 o.split_chunk
             );
         }

@@ -46,6 +46,18 @@ async function writeOnWebGpu(p, url, [name, value], maxTokens) {
   return p.locator('#text .tok').allTextContents();
 }
 
+// Asks for WebGPU at `url` in tab `p` (a measuring option out of range in it), expects the
+// refusal in words matching `said`, and that the CPU model loaded before stays and writes.
+async function refusedKeepingCpu(p, url, said) {
+  await onWebGpu(p, url);
+  await p.getByRole('alert').waitFor({ state: 'visible' });
+  assert.match(await p.getByRole('alert').textContent(), said);
+  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
+  await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
+  await generate(p, { maxTokens: 2 });
+  assert.ok((await p.locator('#text .tok').count()) >= 1);
+}
+
 // A fresh tab, its page errors logged.
 async function newTab() {
   const p = await context.newPage();
@@ -244,8 +256,8 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
   // The worker asks the browser for SwiftShader's subgroups (wgpu 30 cannot), so the page
-  // runs the subgroup reductions, as natively.
-  assert.match(stats, /\(subgroup reductions, f32 KV cache\)/);
+  // runs the subgroup reductions, as natively, two rows a subgroup (a software adapter's).
+  assert.match(stats, /\(subgroup reductions, 2 rows a subgroup, f32 KV cache\)/);
   assert.match(stats, / × 4 B × /);
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-webgpu.png`, fullPage: true });
@@ -257,7 +269,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   await waitLoaded(page);
   await generate(page, { maxTokens: 3 });
   const halfStats = await page.locator('#stats').textContent();
-  assert.match(halfStats, /\(subgroup reductions, f16 KV cache\)/);
+  assert.match(halfStats, /\(subgroup reductions, 2 rows a subgroup, f16 KV cache\)/);
   assert.match(halfStats, / × 2 B × /);
   const halfText = await page.locator('#text .tok').allTextContents();
   assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
@@ -284,13 +296,16 @@ test('?perhead=256 runs WebGPU\'s output projection per query head, to the same 
   assert.equal(Number(await p.evaluate(() => document.body.dataset.gpuDispatches)), 4 * 30 + 2, '4 dispatches a layer');
   assert.deepEqual(tokens, webgpuGreedy);
 
-  await onWebGpu(p, `${BASE}?perhead=999`);
-  await p.getByRole('alert').waitFor({ state: 'visible' });
-  assert.match(await p.getByRole('alert').textContent(), /per-head attention covers 1 to 256 positions, not 999/);
-  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
-  await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
-  await generate(p, { maxTokens: 2 });
-  assert.ok((await p.locator('#text .tok').count()) >= 1);
+  await refusedKeepingCpu(p, `${BASE}?perhead=999`, /per-head attention covers 1 to 256 positions, not 999/);
+  await p.close();
+});
+
+test('?rows=1 runs WebGPU\'s decode kernels a matrix row a subgroup at a time (a GPU\'s default; SwiftShader\'s takes two), to the same greedy tokens; ?rows=3 is refused in words and the model in use stays', async () => {
+  assert.ok(webgpuGreedy, 'the WebGPU test ran first');
+  const p = await newTab();
+  assert.deepEqual(await writeOnWebGpu(p, `${BASE}?rows=1`, ['Top-k', 1], 3), webgpuGreedy);
+  assert.match(await p.locator('#stats').textContent(), /\(subgroup reductions, f32 KV cache\)/);
+  await refusedKeepingCpu(p, `${BASE}?rows=3`, /a subgroup takes one of \[1, 2\] matrix rows at once, not 3/);
   await p.close();
 });
 
@@ -310,13 +325,7 @@ test('?wait=busy and ?wait=plain wait for WebGPU nudging the browser every 0.25 
   // hardware adapters' busy wait and no nudges at all are run here by asking.
   for (const wait of ['busy', 'plain']) assert.deepEqual(await writeOnWebGpu(p, `${BASE}?wait=${wait}`, ['Top-k', 1], 3), webgpuGreedy, wait);
 
-  await onWebGpu(p, `${BASE}?wait=often`);
-  await p.getByRole('alert').waitFor({ state: 'visible' });
-  assert.match(await p.getByRole('alert').textContent(), /a GPU wait is "busy", "timer" or "plain", not "often"/);
-  assert.equal(await p.evaluate(() => document.body.dataset.backend), 'cpu', 'the CPU model stays loaded');
-  await p.getByRole('button', { name: 'Dismiss error', exact: true }).click();
-  await generate(p, { maxTokens: 2 });
-  assert.ok((await p.locator('#text .tok').count()) >= 1);
+  await refusedKeepingCpu(p, `${BASE}?wait=often`, /a GPU wait is "busy", "timer" or "plain", not "often"/);
   await p.close();
 });
 

@@ -180,8 +180,13 @@ impl KernelOptions {
 
     /// The choice in words, as the CLI and the page report it.
     pub fn describe(&self) -> String {
+        let rows = if self.subgroups && self.rows_per_subgroup > 1 {
+            format!(", {} rows a subgroup", self.rows_per_subgroup)
+        } else {
+            String::new()
+        };
         format!(
-            "{} reductions, {} KV cache",
+            "{} reductions{rows}, {} KV cache",
             if self.subgroups { "subgroup" } else { "workgroup" },
             if self.kv_f16 { "f16" } else { "f32" }
         )

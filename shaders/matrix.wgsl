@@ -83,11 +83,11 @@
 //   group's squares, meet in workgroup memory after one barrier, and a thread per row (PAIRS:
 //   per pair) adds them up: no subgroup idles for want of a row of its own (TPR 32 in
 //   subgroups of 8 or 16, as Intel's GPUs run, left 3 in 4 or half of them idle before).
-//   With ROWS = 2 (an override, SUBGROUP only) a row group takes two consecutive rows at once
-//   (row_dot_two): each unit's input columns (and gains) are loaded and squared once for
-//   both rows' products, a workgroup covers 2 WG / TPR rows (half the workgroups), and a
-//   SwiGLU or RoPE pair is one group's, its epilogue written by its lane 0 with no trip
-//   through workgroup memory.
+//   With ROWS = 2 or 4 (an override, SUBGROUP only) a row group takes that many consecutive
+//   rows at once (rows_dot): each unit's input columns (and gains) are loaded and squared
+//   once for all the rows' products, a workgroup covers ROWS WG / TPR rows (1 / ROWS of the
+//   workgroups), and a SwiGLU or RoPE pair is one group's, its epilogue written by its lane
+//   0 with no trip through workgroup memory.
 // Dispatch: (ceil(rows / (ROWS WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
@@ -177,8 +177,8 @@ var<workgroup> partial: array<Acc, 256>;
 // Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the
 // host sets it where the adapter's narrowest subgroups have fewer than TPR lanes).
 override SHARED_ROWS: bool = false;
-// Rows a row group takes at once: 1 (the host's default, ROWS_PER_SUBGROUP) or 2, with 2
-// units of each in flight (row_dot_two).
+// Rows a row group takes at once: 1 (a GPU's default, ROWS_PER_SUBGROUP), 2 or 4, with 2
+// units of each in flight (rows_dot).
 override ROWS: u32 = 1u;
 #ifdef NORM
 // With SHARED_ROWS: the squares each subgroup of the first row group read (its parts, at
@@ -589,36 +589,43 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
 }
 
 #ifdef SUBGROUP
-// Unit `v` of rows `row` and `second` (of `n` units each) times the input, or 0 past the
-// rows, as unit_or_zero: the two products read the same input columns with no store between
-// them, so the compiler loads them (and their gains) once; with NORM only the first row's
-// squares count.
-fn units_or_zero(row: u32, second: u32, v: u32, n: u32) -> vec2<f32> {
+// Unit `v` of rows row .. row + ROWS - 1 (of `n` units each; a row past the matrix clamped to
+// its last, whose sum the caller drops) times the input, or 0 past the rows, as
+// unit_or_zero: the products read the same input columns with no store between them, so the
+// compiler loads them (and their gains) once; with NORM only the first row's squares count.
+// .x .. the rows' products in order (ROWS = 2: .zw stay 0).
+fn units_or_zero(row: u32, v: u32, n: u32) -> vec4<f32> {
 #ifdef NORM
     let kept = squares;
 #endif
     let u = min(v, max(n, 1u) - 1u);
-    let a = row_unit(row, u);
+    let last = params.rows - 1u;
+    var p = vec4<f32>(0.0);
+    p.x = row_unit(row, u);
 #ifdef NORM
     let counted = squares;
 #endif
-    let b = row_unit(second, u);
+    p.y = row_unit(min(row + 1u, last), u);
+    if (ROWS == 4u) {
+        p.z = row_unit(min(row + 2u, last), u);
+        p.w = row_unit(min(row + 3u, last), u);
+    }
 #ifdef NORM
     squares = select(kept, counted, v < n);
 #endif
-    return select(vec2<f32>(0.0), vec2<f32>(a, b), v < n);
+    return select(vec4<f32>(0.0), p, v < n);
 }
 
-// Rows `row` and `second` times the input at once (ROWS = 2): this thread's share, units
-// lane, lane + lanes, ... of each, two of each row an iteration (four loads of weights in
-// flight, the input's shared), as row_dot's with IN_FLIGHT = 2.
-fn row_dot_two(row: u32, second: u32, lane: u32, lanes: u32) -> vec2<f32> {
+// Rows row .. row + ROWS - 1 times the input at once (ROWS = 2 or 4): this thread's share,
+// units lane, lane + lanes, ... of each, two of each row an iteration (2 ROWS loads of
+// weights in flight, the input's shared), as row_dot's with IN_FLIGHT = 2.
+fn rows_dot(row: u32, lane: u32, lanes: u32) -> vec4<f32> {
     let n = row_units();
-    var a = vec2<f32>(0.0);
-    var b = vec2<f32>(0.0);
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
     for (var u = lane; u < n; u = u + 2u * lanes) {
-        a = a + units_or_zero(row, second, u, n);
-        b = b + units_or_zero(row, second, u + lanes, n);
+        a = a + units_or_zero(row, u, n);
+        b = b + units_or_zero(row, u + lanes, n);
     }
     return a + b;
 }
@@ -702,17 +709,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         let i = (group + k * groups) * ROWS;
         let row = first + i;
         let live = i < units && row < params.rows;
-        // The round's rows' sums: .y the second row's with ROWS = 2 (a pair's up row).
-        var sum = vec2<f32>(0.0);
+        // The round's rows' sums, .x .. in order (.y a pair's up row).
+        var sum = vec4<f32>(0.0);
         if (live) {
-            if (ROWS == 2u) {
-                sum = row_dot_two(row, min(row + 1u, params.rows - 1u), part * lanes + lane, parts * lanes);
-            } else {
+            if (ROWS == 1u) {
                 sum.x = row_dot(row, part * lanes + lane, parts * lanes);
+            } else {
+                sum = rows_dot(row, part * lanes + lane, parts * lanes);
             }
         }
-        if (ROWS == 2u) {
+        if (ROWS == 4u) {
             sum = subgroupAdd(sum);
+        } else if (ROWS == 2u) {
+            sum = vec4<f32>(subgroupAdd(sum.xy), 0.0, 0.0);
         } else {
             sum.x = subgroupAdd(sum.x);
         }
@@ -735,24 +744,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
 #endif
         if (live && lane == 0u) {
-            let second = ROWS == 2u && row + 1u < params.rows;
             if (SHARED_ROWS) {
-                partial[i * parts + part] = sum.x;
-                if (second) {
-                    partial[(i + 1u) * parts + part] = sum.y;
+                for (var r = 0u; r < ROWS && row + r < params.rows; r = r + 1u) {
+                    partial[(i + r) * parts + part] = sum[r];
                 }
             } else {
 #ifdef PAIRS
-                if (ROWS == 2u) {
-                    // The pair is this group's: its epilogue needs no other's sum.
-                    pair_out(row, sum.x, sum.y);
-                } else {
+                if (ROWS == 1u) {
                     partial[i] = sum.x;
+                } else {
+                    // The pairs are this group's: their epilogue needs no other's sums (rows
+                    // come in pairs and row is even, so a second pair is whole or absent).
+                    pair_out(row, sum.x, sum.y);
+                    if (ROWS == 4u && row + 2u < params.rows) {
+                        pair_out(row + 2u, sum.z, sum.w);
+                    }
                 }
 #else
-                store(row, sum.x);
-                if (second) {
-                    store(row + 1u, sum.y);
+                for (var r = 0u; r < ROWS && row + r < params.rows; r = r + 1u) {
+                    store(row + r, sum[r]);
                 }
 #endif
             }

@@ -542,9 +542,9 @@ impl Engine {
     }
 
     /// Has the next WebGPU load's decode kernels take `rows` matrix rows a subgroup at once
-    /// (1 or 2; by default 1 on a GPU, 2 on a software adapter with subgroups), as `bench
+    /// (1, 2 or 4; by default 1 on a GPU, 4 on a software adapter with subgroups), as `bench
     /// --rows-per-subgroup N` does natively: for measuring it in the browser. A count out of
-    /// range is refused at once; 2 on a device without subgroups, at the load.
+    /// range is refused at once; more than 1 on a device without subgroups, at the load.
     #[wasm_bindgen(js_name = setRowsPerSubgroup)]
     pub fn set_rows_per_subgroup(&mut self, rows: u32) -> Result<(), JsValue> {
         if !ROWS_PER_SUBGROUP_CHOICES.contains(&rows) {

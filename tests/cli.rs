@@ -201,14 +201,14 @@ fn bench_on_the_gpu_reports_its_step_shape() {
     assert!(v["dispatches_per_step_long_context"].as_u64().is_some_and(|n| n <= 5 * 30 + 2), "{v}");
     assert_eq!(v["readback_bytes_per_step"], 49_152 * 4);
     assert_eq!(v["prompt_tokens"], 8);
-    assert_eq!(v["gpu_kernels"], "subgroup reductions, 2 rows a subgroup, f32 KV cache", "lavapipe offers subgroups");
+    assert_eq!(v["gpu_kernels"], "subgroup reductions, 4 rows a subgroup, f32 KV cache", "lavapipe offers subgroups");
 }
 
 #[test]
 fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     let plain = gpu_bench_json(&["--decode-tokens", "1", "--context", "512"]);
     let half = gpu_bench_json(&["--decode-tokens", "1", "--context", "512", "--kv-cache-f16"]);
-    assert_eq!(half["gpu_kernels"], "subgroup reductions, 2 rows a subgroup, f16 KV cache", "{half}");
+    assert_eq!(half["gpu_kernels"], "subgroup reductions, 4 rows a subgroup, f16 KV cache", "{half}");
     let plain_kernels = gpu_bench_json(&[
         "--decode-tokens",
         "1",
@@ -234,7 +234,7 @@ fn bench_on_the_gpu_takes_a_half_float_cache_and_names_it() {
     assert_eq!(plain_kernels["units_in_flight"], 4, "as asked for");
     assert_eq!(plain_kernels["run_ahead_steps"], 3, "as asked for");
     assert_eq!(plain["units_in_flight"], 2, "the default");
-    assert_eq!(plain["rows_per_subgroup"], 2, "lavapipe, a software adapter with subgroups, gets two rows a subgroup");
+    assert_eq!(plain["rows_per_subgroup"], 4, "lavapipe, a software adapter with subgroups, gets four rows a subgroup");
     assert_eq!(plain_kernels["rows_per_subgroup"], 1, "without subgroups, one row at a time");
     assert_eq!(plain["threads_per_row"], 1, "lavapipe, a software adapter, gets one thread per row");
     assert_eq!(plain["prefill_threads_per_row"], 1, "in prefill too");
@@ -424,7 +424,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--rows-per-subgroup", "2", "hi"], "use them with --backend gpu"),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--rows-per-subgroup", "3", "hi"],
-            "--rows-per-subgroup must be one of [1, 2], not 3",
+            "--rows-per-subgroup must be one of [1, 2, 4], not 3",
         ),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--rows-per-subgroup", "2", "--no-subgroups", "hi"],

@@ -45,8 +45,9 @@ fn context_with_subgroups() -> GpuContext {
 /// workgroup), subgroups with 64 and 8 rows per workgroup, a hardware GPU's shape (32
 /// threads per row in workgroups of 256, plain and with subgroups: on lavapipe's subgroups
 /// of 8, a row spans 4 of them, SHARED_ROWS), a row spanning 16 subgroups (128 threads a row,
-/// 2 rows a workgroup), two rows a subgroup at once (a row a subgroup of 8 with 16 rows a
-/// workgroup, and the hardware shape's, a row pair over 4 subgroups), and half-float KV
+/// 2 rows a workgroup), two and four rows a subgroup at once (a row a subgroup of 8 with 16
+/// or 32 rows a workgroup, and the hardware shape's, a row pair or two over 4 subgroups, 16 or
+/// 32 rows a workgroup), and half-float KV
 /// caches (all with 2 units of a row in flight, the default; `check_linear` adds 4 and 8).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
@@ -58,8 +59,10 @@ fn all_options() -> Vec<KernelOptions> {
         ..KernelOptions::plain(1)
     };
     all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false), subgroups(128, 256, false)]);
-    let two_rows = |o: KernelOptions| KernelOptions { rows_per_subgroup: 2, ..o };
-    all.extend([two_rows(subgroups(8, 64, false)), two_rows(subgroups(32, 256, false))]);
+    let rows = |rows_per_subgroup, o: KernelOptions| KernelOptions { rows_per_subgroup, ..o };
+    for n in [2, 4] {
+        all.extend([rows(n, subgroups(8, 64, false)), rows(n, subgroups(32, 256, false))]);
+    }
     all.extend([
         KernelOptions { workgroup: 256, ..KernelOptions::plain(32) },
         KernelOptions { kv_f16: true, ..KernelOptions::plain(1) },
@@ -340,9 +343,13 @@ fn kernel_options_out_of_range_are_refused() {
     refused(KernelOptions { units_in_flight: 3, ..KernelOptions::plain(1) }, "one of [2, 4, 8] is possible");
     refused(KernelOptions { prefill_threads_per_row: 3, ..KernelOptions::plain(1) }, "3 threads per row");
     refused(KernelOptions { split_chunk: 0, ..KernelOptions::plain(1) }, "split-K chunks of 0");
-    refused(KernelOptions { rows_per_subgroup: 3, subgroups: true, ..KernelOptions::plain(1) }, "one of [1, 2] rows");
+    refused(KernelOptions { rows_per_subgroup: 3, subgroups: true, ..KernelOptions::plain(1) }, "one of [1, 2, 4] rows");
     refused(
         KernelOptions { rows_per_subgroup: 2, subgroups: true, units_in_flight: 4, ..KernelOptions::plain(1) },
+        "more than one with 2 units",
+    );
+    refused(
+        KernelOptions { rows_per_subgroup: 4, subgroups: true, units_in_flight: 8, ..KernelOptions::plain(1) },
         "more than one with 2 units",
     );
     refused(KernelOptions { rows_per_subgroup: 2, ..KernelOptions::plain(1) }, "without subgroups take one row");

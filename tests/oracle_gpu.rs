@@ -32,7 +32,7 @@ fn gpu() -> GpuBackend {
     let ctx = pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
     let options = KernelOptions::for_device(&ctx);
     if ctx.info.software && ctx.info.subgroups {
-        assert_eq!(options.rows_per_subgroup, 2, "a software adapter's pick takes two rows a subgroup");
+        assert_eq!(options.rows_per_subgroup, 4, "a software adapter's pick takes four rows a subgroup");
     }
     gpu_with(ctx, options)
 }
@@ -72,8 +72,9 @@ const SHORT_CASES: usize = 3;
 /// rows per workgroup, an f32 cache), through the whole model: plain reductions, and
 /// subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each,
 /// each row over 4 of lavapipe's subgroups of 8; prefill 8 threads per row, 32 rows each)
-/// and one row a subgroup at a time, within the same tolerance, and the half-float cache within its own, each on the oracle's
-/// short cases.
+/// and one row a subgroup at a time, within the same tolerance, and the half-float cache within
+/// its own (plain, and with subgroups taking two rows at once), each on the oracle's short
+/// cases.
 #[test]
 fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     let new_ctx = || pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
@@ -97,8 +98,8 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     // One thread a row, loading 4 units of it at once (the default is 2).
     check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 4, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
     // One row a subgroup at a time (a GPU's default; a software adapter's pick, the whole
-    // oracle's, takes two: each SwiGLU and RoPE pair, and two rows of every other matrix, in
-    // one of lavapipe's subgroups of 8).
+    // oracle's, takes four: two SwiGLU or RoPE pairs, or four rows of every other matrix, in
+    // one of lavapipe's subgroups of 8; the half-float cache's subgroup run below takes two).
     check_exact(
         &mut gpu_with(new_ctx(), KernelOptions { subgroups: true, rows_per_subgroup: 1, ..KernelOptions::plain(1) }),
         TOL,
@@ -107,7 +108,7 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
     let worst = check_exact(&mut gpu_with(new_ctx(), KernelOptions { kv_f16: true, ..KernelOptions::plain(8) }), TOL_KV_F16, SHORT_CASES);
     // The cache's rounding must show: a half-float cache that stayed f32 would be as exact.
     assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");
-    let mut half = gpu_with(new_ctx(), KernelOptions { subgroups: true, kv_f16: true, ..KernelOptions::plain(8) });
+    let mut half = gpu_with(new_ctx(), KernelOptions { subgroups: true, kv_f16: true, rows_per_subgroup: 2, ..KernelOptions::plain(8) });
     check_exact(&mut half, TOL_KV_F16, SHORT_CASES);
     assert_eq!(half.kv_cache_bytes(), half.position() * 30 * 2 * 192 * 2, "two bytes per cached value");
 }

@@ -28,9 +28,9 @@
 // `?wait=busy|timer|plain` sets how the WebGPU engine waits for the GPU (Engine.setGpuWait:
 // nudging the browser's GPU process every 0.25 ms, every 1 ms on a timer, or not at all; by
 // default busy on a hardware adapter, timer on a software one): for measuring what the
-// nudges buy. `?rows=1|2` has WebGPU's decode kernels take that many matrix rows a subgroup at
-// once (Engine.setRowsPerSubgroup; by default 1 on a GPU, 2 on a software adapter): for
-// measuring two rows against one on a GPU.
+// nudges buy. `?rows=1|2|4` has WebGPU's decode kernels take that many matrix rows a subgroup
+// at once (Engine.setRowsPerSubgroup; by default 1 on a GPU, 4 on a software adapter): for
+// measuring more rows against one on a GPU.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 

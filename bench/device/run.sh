@@ -31,8 +31,8 @@
 #            (?runahead=3) beside it, the page in a Chromium that does not zero-fill workgroup
 #            memory (Dawn's disable_workgroup_init, a diagnostic), and the greedy text of the
 #            page's engine against the exact CPU path
-#   sweep    first both prompts with 1 and 2 rows a subgroup at once (--rows-per-subgroup) in
-#            matrix workgroups of 256 and 128; then native decode after the short prompt with attention inside the output projection up
+#   sweep    first both prompts with 1, 2 and 4 rows a subgroup at once (--rows-per-subgroup) in
+#            matrix workgroups of 256 and 128 (4 rows: 256 and 64); then native decode after the short prompt with attention inside the output projection up
 #            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
 #            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
@@ -227,14 +227,13 @@ sweep() {
   runtime
   local log="$OUT/sweep.jsonl"
   : >"$log"
-  # Two rows a subgroup at once (thirty-first session, unmeasured on a GPU when written): each
-  # unit's input loads and squares shared by two rows' products, half the workgroups, a
-  # SwiGLU/RoPE pair finished without workgroup memory; in workgroups of 128 it keeps the
-  # default's count of workgroups (8 rows each). On lavapipe +15%, SwiftShader +50%.
-  for rows in 1 2; do
-    for workgroup in 256 128; do
-      for prompt in short long; do measure "$prompt" 64 --rows-per-subgroup "$rows" --matrix-workgroup "$workgroup"; done
-    done
+  # Two and four rows a subgroup at once (thirty-first and thirty-second sessions, unmeasured
+  # on a GPU when written): each unit's input loads and squares shared by the rows' products,
+  # half or a quarter of the workgroups, a SwiGLU/RoPE pair finished without workgroup
+  # memory; two in workgroups of 128 and four in 64 keep the default's count of workgroups (8
+  # rows each). Two on lavapipe +15%, SwiftShader +50%; four a further +7% and +25%.
+  for shape in 1:256 1:128 2:256 2:128 4:256 4:64; do
+    for prompt in short long; do measure "$prompt" 64 --rows-per-subgroup "${shape%:*}" --matrix-workgroup "${shape#*:}"; done
   done
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69);
   # 1: split-K from the first decode step (does the prologue pay at all? never swept before

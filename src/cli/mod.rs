@@ -96,10 +96,10 @@ pub struct ModelArgs {
     /// measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     units_in_flight: Option<u32>,
-    /// GPU: matrix rows each subgroup takes at once in the decode kernels, 1 or 2 (default 1):
-    /// with 2, each unit's input columns are loaded once for two rows' products and a
-    /// workgroup covers twice the rows (needs subgroups and 2 units in flight). For measuring
-    /// on a GPU.
+    /// GPU: matrix rows each subgroup takes at once in the decode kernels, 1, 2 or 4 (default
+    /// 1 on a GPU, 4 on a software adapter): with more than 1, each unit's input columns are
+    /// loaded once for all the rows' products and a workgroup covers that many times the rows
+    /// (needs subgroups and 2 units in flight). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     rows_per_subgroup: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output

@@ -118,8 +118,8 @@ export const KERNEL_LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComput
 // subgroups feature where the kernel enables it (an adapter without it fails here, as it
 // should: the variant would go uncompiled), and makes its compute pipeline at both workgroup
 // sizes the engine uses: 64, and 256 (split-K attention's, and a hardware GPU's matrix
-// kernels', with 32 threads a row; a subgroup matrix kernel also taking two rows a subgroup,
-// ROWS). Returns {errors (the compiler's, 'line:column message'),
+// kernels', with 32 threads a row; a subgroup matrix kernel also taking two and four rows a
+// subgroup, ROWS). Returns {errors (the compiler's, 'line:column message'),
 // pipeline ('ok' or what failed), subgroups (whether the kernel enables them)}.
 export function compileKernel(p, { file, code }) {
   return p.evaluate(compileInPage, { file, code, requiredLimits: KERNEL_LIMITS });
@@ -136,7 +136,7 @@ async function compileInPage({ file, code, requiredLimits }) {
   const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
   let pipeline = 'ok';
   const shapes = [{ WG: 64 }, { WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }];
-  if (/^override ROWS/m.test(source)) shapes.push({ WG: 256, TPR: 32, ROWS: 2 });
+  if (/^override ROWS/m.test(source)) shapes.push({ WG: 256, TPR: 32, ROWS: 2 }, { WG: 256, TPR: 32, ROWS: 4 });
   for (const constants of shapes) {
     try {
       await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });

@@ -256,8 +256,8 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   assert.equal(pcts.length, 20);
   assert.ok(pcts.reduce((a, b) => a + b, 0) <= 100.5);
   // The worker asks the browser for SwiftShader's subgroups (wgpu 30 cannot), so the page
-  // runs the subgroup reductions, as natively, two rows a subgroup (a software adapter's).
-  assert.match(stats, /\(subgroup reductions, 2 rows a subgroup, f32 KV cache\)/);
+  // runs the subgroup reductions, as natively, four rows a subgroup (a software adapter's).
+  assert.match(stats, /\(subgroup reductions, 4 rows a subgroup, f32 KV cache\)/);
   assert.match(stats, / × 4 B × /);
   await settle(page);
   await page.screenshot({ path: `${SHOTS}/page-webgpu.png`, fullPage: true });
@@ -269,7 +269,7 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   await waitLoaded(page);
   await generate(page, { maxTokens: 3 });
   const halfStats = await page.locator('#stats').textContent();
-  assert.match(halfStats, /\(subgroup reductions, 2 rows a subgroup, f16 KV cache\)/);
+  assert.match(halfStats, /\(subgroup reductions, 4 rows a subgroup, f16 KV cache\)/);
   assert.match(halfStats, / × 2 B × /);
   const halfText = await page.locator('#text .tok').allTextContents();
   assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
@@ -300,12 +300,12 @@ test('?perhead=256 runs WebGPU\'s output projection per query head, to the same 
   await p.close();
 });
 
-test('?rows=1 runs WebGPU\'s decode kernels a matrix row a subgroup at a time (a GPU\'s default; SwiftShader\'s takes two), to the same greedy tokens; ?rows=3 is refused in words and the model in use stays', async () => {
+test('?rows=1 runs WebGPU\'s decode kernels a matrix row a subgroup at a time (a GPU\'s default; SwiftShader\'s takes four), to the same greedy tokens; ?rows=3 is refused in words and the model in use stays', async () => {
   assert.ok(webgpuGreedy, 'the WebGPU test ran first');
   const p = await newTab();
   assert.deepEqual(await writeOnWebGpu(p, `${BASE}?rows=1`, ['Top-k', 1], 3), webgpuGreedy);
   assert.match(await p.locator('#stats').textContent(), /\(subgroup reductions, f32 KV cache\)/);
-  await refusedKeepingCpu(p, `${BASE}?rows=3`, /a subgroup takes one of \[1, 2\] matrix rows at once, not 3/);
+  await refusedKeepingCpu(p, `${BASE}?rows=3`, /a subgroup takes one of \[1, 2, 4\] matrix rows at once, not 3/);
   await p.close();
 });
 

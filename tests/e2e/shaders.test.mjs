@@ -133,9 +133,11 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
 });
 
 // The subgroup kernel also with SHARED_ROWS: a row of 8 threads spans two of SwiftShader's
-// subgroups of 4, their sums and squares met in workgroup memory; and taking two rows a
-// subgroup at once (ROWS: 16 rows per workgroup, the last one's second row past the matrix).
-const NORMED = [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true], ['matvec_f32_norm_subgroup.wgsl', false, 2], ['matvec_f32_norm_subgroup.wgsl', true, 2]];
+// subgroups of 4, their sums and squares met in workgroup memory; and taking two or four rows
+// a subgroup at once (ROWS: 16 or 32 rows per workgroup, the last group's rows past the
+// matrix: the second of two, the last of four).
+const NORMED = [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true], ['matvec_f32_norm_subgroup.wgsl', false, 2], ['matvec_f32_norm_subgroup.wgsl', true, 2],
+  ['matvec_f32_norm_subgroup.wgsl', false, 4], ['matvec_f32_norm_subgroup.wgsl', true, 4]];
 for (const [file, shared, rows = 1] of NORMED) test(`${file}${shared ? ' with SHARED_ROWS' : ''}${rows > 1 ? `, ${rows} rows a subgroup,` : ''} runs a small case in Chromium (the RMSNorm prologue, ${8 * rows} rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
   const constants = { WG: 64, TPR: 8, ...(shared === undefined ? {} : { SHARED_ROWS: shared ? 1 : 0, ROWS: rows }) };

@@ -100,9 +100,10 @@ pub struct KernelOptions {
     /// default (the fastest measured), 4 or 8, to measure against.
     pub units_in_flight: u32,
     /// Rows each subgroup's lanes take at once in the decode kernels with subgroups, one of
-    /// [`ROWS_PER_SUBGROUP_CHOICES`] (the override `ROWS`): 1 by default, or 2, each unit's
-    /// input columns loaded once for both rows' products and half the workgroups (with 2
-    /// units of each row in flight: `units_in_flight` must be 2). Unmeasured on a GPU.
+    /// [`ROWS_PER_SUBGROUP_CHOICES`] (the override `ROWS`): 1 by default on a GPU, or 2 or 4,
+    /// each unit's input columns loaded once for all the rows' products and 1 / rows of the
+    /// workgroups (with 2 units of each row in flight: `units_in_flight` must be 2).
+    /// Unmeasured on a GPU.
     pub rows_per_subgroup: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
     /// subgroups feature).
@@ -151,10 +152,11 @@ impl KernelOptions {
     /// Subgroups wider than 64 lanes are left alone: a subgroup matvec strides by the
     /// subgroup size, which would skip the lanes a 64-thread workgroup does not fill. The
     /// KV cache stays f32 unless asked.
-    /// With subgroups a software adapter's subgroups take two rows at once (each unit's
-    /// input loads shared by both rows' products; measured 2026-11-29, decode after the short
-    /// prompt, alternated twice: lavapipe 7.8, 8.5 -> 9.4, 9.8 tok/s, SwiftShader natively
-    /// 1.8, 1.8 -> 2.7, 2.7); a GPU's one, until a GPU measures two.
+    /// With subgroups a software adapter's subgroups take four rows at once (each unit's
+    /// input loads shared by all four rows' products; measured 2026-11-29, decode after the
+    /// short prompt, one / two / four rows, alternated: lavapipe 6.2, 8.0, 6.9 / 8.9, 9.1,
+    /// 8.5 / 9.7, 10.0, 9.1 tok/s, SwiftShader natively two / four 2.5, 2.3 / 3.1, 2.9); a
+    /// GPU's one, until a GPU measures more.
     pub fn for_device(ctx: &GpuContext) -> Self {
         let software = ctx.info.software;
         let subgroups = Self::subgroups_usable(ctx);
@@ -163,7 +165,7 @@ impl KernelOptions {
             prefill_threads_per_row: if software { 1 } else { 8 },
             workgroup: if software { WORKGROUP } else { 256 },
             units_in_flight: UNITS_IN_FLIGHT,
-            rows_per_subgroup: if software && subgroups { 2 } else { ROWS_PER_SUBGROUP },
+            rows_per_subgroup: if software && subgroups { 4 } else { ROWS_PER_SUBGROUP },
             subgroups,
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
@@ -275,16 +277,16 @@ pub const UNITS_IN_FLIGHT: u32 = 2;
 pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
 
 /// Rows a subgroup takes at once by default on a GPU ([`KernelOptions::rows_per_subgroup`];
-/// two on a software adapter: [`KernelOptions::for_device`]): one.
-/// Two share each unit's input loads, its gains and (RMSNorm) its squares between two rows'
-/// products and halve the workgroups: on the 2026-11-28 H200 a decode step's kernels cost
+/// four on a software adapter: [`KernelOptions::for_device`]): one.
+/// Two or four share each unit's input loads, its gains and (RMSNorm) its squares between
+/// the rows' products and take half or a quarter of the workgroups: on the 2026-11-28 H200 a decode step's kernels cost
 /// about 0.45 us a dispatch for each unit of a row a thread computed beyond the row's own
 /// (8 units in flight against 4, 669 against 751 tok/s, the same rounds of loads) and
 /// workgroups of 64 lost to 256 (703 against 751), so both halves may pay; not measured yet.
 pub const ROWS_PER_SUBGROUP: u32 = 1;
 
 /// The rows a subgroup can take at once ([`KernelOptions::rows_per_subgroup`]).
-pub const ROWS_PER_SUBGROUP_CHOICES: [u32; 2] = [1, 2];
+pub const ROWS_PER_SUBGROUP_CHOICES: [u32; 3] = [1, 2, 4];
 
 /// Most positions a decode step's attention covers in the output projection's prologue by
 /// default ([`KernelOptions::fused_positions`]); past them a decode step runs split-K's part 1
@@ -492,7 +494,17 @@ impl Kernels {
         if variant.subgroup {
             // A row spans several subgroups where the narrowest the adapter runs have fewer
             // lanes than its threads.
-            constants.push(("SHARED_ROWS", f64::from(u8::from(threads_per_row > ctx.info.subgroup_sizes[0]))));
+            let shared_rows = threads_per_row > ctx.info.subgroup_sizes[0];
+            // With SHARED_ROWS each of a workgroup's ROWS WG / TPR rows keeps a sum per
+            // subgroup it spans (TPR / lanes) in `partial`'s 256 slots.
+            let slots = self.options.rows_per_subgroup * self.options.workgroup / ctx.info.subgroup_sizes[0].max(1);
+            if shared_rows && slots > 256 {
+                return Err(Error::Backend(format!(
+                    "{} rows a subgroup in workgroups of {} with subgroups of {} lanes: {slots} sums in workgroup memory, at most 256",
+                    self.options.rows_per_subgroup, self.options.workgroup, ctx.info.subgroup_sizes[0]
+                )));
+            }
+            constants.push(("SHARED_ROWS", f64::from(u8::from(shared_rows))));
             constants.push(("ROWS", f64::from(self.options.rows_per_subgroup)));
         }
         let width = if variant.keeps_input_row() {

@@ -20,7 +20,8 @@
 #            then gpu_weight_types at 16 threads six more times
 #   profile  the GPU time of each kernel of the decode step right after each of `make bench`'s prompts
 #            (bench --profile: timestamps inside the step's one pass), natively; after the
-#            short one also with the output projection per query head up to 256 positions
+#            short one also with 2 and 4 rows a subgroup (--rows-per-subgroup), with the
+#            output projection per query head up to 256 positions
 #            (--per-head-attention) and with attention inside it (the fused prologue),
 #            and without encoding each step's commands ahead (--no-encode-ahead); after both
 #            without running greedy steps ahead on the GPU's argmax (--no-run-ahead)
@@ -299,9 +300,11 @@ profile() {
     target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --prompt-file "bench/prompt-$prompt.txt"
   done 2>&1 | tee "$OUT/profile.txt"
   # The profiled step comes after the runs (position 70 or so): short up to 256 positions.
-  echo "== profile, short prompt, two rows a subgroup at once" | tee -a "$OUT/profile.txt"
-  target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --rows-per-subgroup 2 \
-    --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
+  for rows in 2 4; do
+    echo "== profile, short prompt, $rows rows a subgroup at once" | tee -a "$OUT/profile.txt"
+    target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --rows-per-subgroup "$rows" \
+      --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"
+  done
   echo "== profile, short prompt, the output projection per query head up to 256 positions" | tee -a "$OUT/profile.txt"
   target/release/tokenscope bench --backend gpu --runs 3 --decode-tokens 64 --profile --per-head-attention \
     --fused-attention-positions 256 --prompt-file bench/prompt-short.txt 2>&1 | tee -a "$OUT/profile.txt"

@@ -71,8 +71,10 @@ lint: setup $(TOKENIZER_FIXTURE)
 	. scripts/wasm-features.sh && \
 	  cargo clippy --lib --target $(WASM_TARGET) -- -D warnings -C target-feature=$$WASM_RELAXED_FEATURES
 
+# Two tests of a binary at a time, one a core: most of the GPU tests' time on lavapipe is its
+# shader compiler, which takes one core a pipeline (a cold cache: every kernel variant).
 test-native: model requantized
-	cargo test -- --nocapture --test-threads 1
+	cargo test -- --nocapture --test-threads 2
 
 test-wasm: model $(TOKENIZER_FIXTURE)
 	cargo test --target $(WASM_TARGET) $(WASM_TESTS)

@@ -47,19 +47,11 @@ fn context_with_subgroups() -> GpuContext {
 /// of 8, a row spans 4 of them, SHARED_ROWS), a row spanning 16 subgroups (128 threads a row,
 /// 2 rows a workgroup), two and four rows a subgroup at once (a row a subgroup of 8 with 16
 /// or 32 rows a workgroup, and the hardware shape's, a row pair or two over 4 subgroups, 16 or
-/// 32 rows a workgroup), and half-float KV
+/// 32 rows a workgroup), and half-float
 /// caches (all with 2 units of a row in flight, the default; `check_linear` adds 4 and 8).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
-    let subgroups = |threads_per_row, workgroup, kv_f16| KernelOptions {
-        threads_per_row,
-        workgroup,
-        subgroups: true,
-        kv_f16,
-        ..KernelOptions::plain(1)
-    };
     all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false), subgroups(128, 256, false)]);
-    let rows = |rows_per_subgroup, o: KernelOptions| KernelOptions { rows_per_subgroup, ..o };
     for n in [2, 4] {
         all.extend([rows(n, subgroups(8, 64, false)), rows(n, subgroups(32, 256, false))]);
     }
@@ -70,6 +62,40 @@ fn all_options() -> Vec<KernelOptions> {
     ]);
     all
 }
+
+/// Subgroup reductions with `threads_per_row` threads a row in workgroups of `workgroup`.
+fn subgroups(threads_per_row: u32, workgroup: u32, kv_f16: bool) -> KernelOptions {
+    KernelOptions { threads_per_row, workgroup, subgroups: true, kv_f16, ..KernelOptions::plain(1) }
+}
+
+/// `o` taking `rows_per_subgroup` rows a subgroup at once.
+fn rows(rows_per_subgroup: u32, o: KernelOptions) -> KernelOptions {
+    KernelOptions { rows_per_subgroup, ..o }
+}
+
+/// A weight type enters a matrix kernel only through its unit product (`row_unit` in
+/// matrix.wgsl: a unit's weights times the input's columns, with NORM their squares), the
+/// same inside every form around it. These forms reach it every way it is called: one
+/// thread a row walking every unit (software adapters), a few threads a row, a hardware
+/// GPU's shape over several subgroups (SHARED_ROWS), four rows a subgroup (`units_or_zero`:
+/// four rows' units on the same input columns, a row past the matrix clamped), and four units
+/// of a row in flight (`unit_or_zero`: units past the row clamped and dropped). Every weight
+/// type runs these; the default model's Q4_1, the LM head's Q8_0 and the commonest K-quant,
+/// Q4_K, run every form of [`all_options`] too (the forms' own logic, checked on them, is
+/// the same for every type). The whole list at every type compiled three times as many
+/// kernels, most of a cold `make test`'s lavapipe time.
+fn unit_forms() -> Vec<KernelOptions> {
+    vec![
+        KernelOptions::plain(1),
+        KernelOptions::plain(8),
+        subgroups(32, 256, false),
+        rows(4, subgroups(8, 64, false)),
+        KernelOptions { units_in_flight: 4, ..KernelOptions::plain(8) },
+    ]
+}
+
+/// The types that run every form: see [`unit_forms`].
+const EVERY_FORM_TYPES: [GgmlDType; 3] = [GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::Q4K];
 
 #[test]
 fn every_kernel_variant_compiles_natively_and_makes_a_pipeline() {
@@ -209,10 +235,16 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row (no GLU there: a row pair must share a workgroup),
     // and the subgroup reductions (the KV cache's precision does not touch these kernels);
-    // and a row's units loaded 4 and 8 at a time as well as the default 2.
+    // and a row's units loaded 4 and 8 at a time as well as the default 2. Types outside
+    // EVERY_FORM_TYPES run the forms that reach their unit product every way (`unit_forms`).
     let in_flight = |units_in_flight| KernelOptions { units_in_flight, ..KernelOptions::plain(8) };
     let eight_with_subgroups = KernelOptions { units_in_flight: 8, subgroups: true, ..KernelOptions::plain(1) };
-    for options in all_options().into_iter().filter(|o| !o.kv_f16).chain([in_flight(4), in_flight(8), eight_with_subgroups]) {
+    let forms = if EVERY_FORM_TYPES.contains(&dtype) {
+        all_options().into_iter().filter(|o| !o.kv_f16).chain([in_flight(4), in_flight(8), eight_with_subgroups]).collect()
+    } else {
+        unit_forms()
+    };
+    for options in forms {
         let threads_per_row = options.threads_per_row;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -1019,7 +1051,10 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
         let kv_f16 = options.kv_f16;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(21);
-        for dtype in ALL_TYPES {
+        // Every type in the forms that reach its unit product every way, the rest on
+        // EVERY_FORM_TYPES (the epilogue takes the products alike from every type).
+        let types: &[GgmlDType] = if unit_forms().contains(&options) { &ALL_TYPES } else { &EVERY_FORM_TYPES };
+        for &dtype in types {
             // (query heads, KV heads, head_dim, cols, position, capacity): odd row counts
             // (50, 60) and this model's shape at a far position; columns rounded up to whole
             // blocks (256 for the K-quants).
@@ -1102,7 +1137,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
 fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
     let ctx = context_with_subgroups();
     // Every variant, and split-K in chunks of 37 positions (the merge prologue's SPLIT override).
-    for options in all_options().into_iter().chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }]) {
+    for (i, options) in all_options().into_iter().chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }]).enumerate() {
         let kv_f16 = options.kv_f16;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(22);
@@ -1117,23 +1152,37 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         // the values is at most 8 positions (held in registers) up to 40 positions (pos 39:
         // exactly 8 in each slice), more past them (pos 63: 13, walking the cache).
         let last = kernels::FUSED_ATTENTION_POSITIONS - 1;
+        // The prologues come before the product alike for every weight type (the twin tests
+        // above check each type's product in every form): a variant's quantized cases take
+        // Q4_1 or Q8_0, its float cases F32 or F16, in turn over the variants, so every form
+        // meets a quantized and a float type without compiling four types' kernels for each
+        // (the Q4_0 case goes with Q4_1: its blocks become Q4_1's).
+        let quant = [GgmlDType::Q4_1, GgmlDType::Q8_0][i % 2];
+        let float = [GgmlDType::F32, GgmlDType::F16][(i / 2) % 2];
         let cases = [
-            (9usize, 3usize, 64usize, 129usize, GgmlDType::Q4_1, 0usize, 300usize),
-            (9, 3, 64, 37, GgmlDType::Q8_0, last, last + 1),
-            (4, 2, 8, 37, GgmlDType::F32, 5, 7),
-            (18, 3, 16, 70, GgmlDType::F16, last, 300),
-            (34, 17, 16, 45, GgmlDType::Q8_0, 9, 10),
-            (2, 2, 16, 1, GgmlDType::Q4_0, 12, 13),
-            (4, 2, 96, 37, GgmlDType::Q8_0, 2, 5),
-            (3, 1, 40, 21, GgmlDType::F32, 7, 9),
-            (9, 3, 64, 129, GgmlDType::Q4_1, 300, 600),
-            (4, 2, 16, 37, GgmlDType::Q8_0, 700, 1000),
-            (9, 3, 64, 37, GgmlDType::Q4_1, 63, 64),
-            (9, 3, 64, 37, GgmlDType::Q4_1, 39, 41),
-            (4, 2, 96, 21, GgmlDType::F32, 100, 130),
-            (9, 3, 64, 21, GgmlDType::Q8_0, kernels::ATTENTION_CHUNK - 1, 300),
+            (9usize, 3usize, 64usize, 129usize, quant, 0usize, 300usize),
+            (9, 3, 64, 37, quant, last, last + 1),
+            (4, 2, 8, 37, float, 5, 7),
+            (18, 3, 16, 70, float, last, 300),
+            (34, 17, 16, 45, quant, 9, 10),
+            (2, 2, 16, 1, if quant == GgmlDType::Q4_1 { GgmlDType::Q4_0 } else { quant }, 12, 13),
+            (4, 2, 96, 37, quant, 2, 5),
+            (3, 1, 40, 21, float, 7, 9),
+            (9, 3, 64, 129, quant, 300, 600),
+            (4, 2, 16, 37, quant, 700, 1000),
+            (9, 3, 64, 37, quant, 63, 64),
+            (9, 3, 64, 37, quant, 39, 41),
+            (4, 2, 96, 21, float, 100, 130),
+            (9, 3, 64, 21, quant, kernels::ATTENTION_CHUNK - 1, 300),
         ];
-        for (heads, kv_heads, hd, rows, dtype, pos, capacity) in cases {
+        // Each head shape is a pipeline of its own (the shape is an override), about 5 s of
+        // lavapipe's compiler: every variant runs this model's shape (9 heads of 64 over 3 KV
+        // heads) at all its positions and two of the other shapes in turn, each of those in
+        // four variants (all of them in every variant compiled eight shapes a variant, most
+        // of a cold `make test`'s time in this test).
+        let (ours, others): (Vec<_>, Vec<_>) = cases.iter().partition(|c| (c.0, c.1, c.2) == (9, 3, 64));
+        let turn = [others[(2 * i) % others.len()], others[(2 * i + 1) % others.len()]];
+        for &(heads, kv_heads, hd, rows, dtype, pos, capacity) in ours.into_iter().chain(turn) {
             let cols = heads * hd;
             let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
             let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16);
@@ -1198,8 +1247,11 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
 #[test]
 fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward() {
     let ctx = context_with_subgroups();
-    for options in
-        all_options().into_iter().filter(|o| o.threads_per_row <= 32).chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }])
+    for (i, options) in all_options()
+        .into_iter()
+        .filter(|o| o.threads_per_row <= 32)
+        .chain([KernelOptions { split_chunk: 37, ..KernelOptions::plain(8) }])
+        .enumerate()
     {
         let kv_f16 = options.kv_f16;
         let split = options.split_chunk as usize;
@@ -1215,7 +1267,11 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
             (2, 2, 32, GgmlDType::Q5_1, 256, GgmlDType::Q4K, 256, 5),
             (6, 2, 64, GgmlDType::F16, 64, GgmlDType::Q5_1, 96, 130),
         ];
-        for (heads, kv_heads, hd, wo_type, dim, ffn_type, ffn, pos) in cases {
+        // Every variant runs this model's shapes (the first two cases) and one of the others
+        // in turn: the merges come before and after the products alike for every weight type
+        // (the twin tests check each type's product in every form), and all six cases in
+        // every variant compiled 17 kernels a variant.
+        for (heads, kv_heads, hd, wo_type, dim, ffn_type, ffn, pos) in [cases[0], cases[1], cases[2 + i % 4]] {
             let cols = heads * hd;
             let n_chunks = (pos + 1).div_ceil(split) + 1;
             let (wo_dense, wo) = random_matrix(&ctx, &mut rng, dim, cols, wo_type);

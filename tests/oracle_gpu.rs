@@ -68,43 +68,50 @@ const ALL_CASES: usize = usize::MAX;
 /// oracle's time on a software adapter (about 1.7 s a step on lavapipe).
 const SHORT_CASES: usize = 3;
 
-/// The kernel variants besides the device's own pick (on lavapipe: subgroup reductions, 64
-/// rows per workgroup, an f32 cache), through the whole model: plain reductions, and
-/// subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each,
-/// each row over 4 of lavapipe's subgroups of 8; prefill 8 threads per row, 32 rows each)
-/// and one row a subgroup at a time, within the same tolerance, and the half-float cache within
-/// its own (plain, and with subgroups taking two rows at once), each on the oracle's short
-/// cases.
-#[test]
-fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
-    let new_ctx = || pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
-    let ctx = new_ctx();
+// The kernel variants besides the device's own pick (on lavapipe: subgroup reductions, one
+// thread a row taking four rows a subgroup in workgroups of 64, an f32 cache), through the
+// whole model on the oracle's short cases, each its own test (a test binary runs two at a
+// time): exact math's tolerance for the f32 cache, the half-float cache within its own.
+
+fn new_ctx() -> GpuContext {
+    let ctx = pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
     assert!(ctx.info.subgroups, "{} offers no subgroups: the subgroup kernels would go untested", ctx.info.name);
-    check_exact(
-        // A hardware GPU's shape, with every step's attention in the output projection.
-        &mut gpu_with(
-            ctx,
-            KernelOptions {
-                workgroup: 256,
-                subgroups: true,
-                prefill_threads_per_row: 8,
-                fused_positions: kernels::ATTENTION_CHUNK as u32,
-                ..KernelOptions::plain(32)
-            },
-        ),
-        TOL,
-        SHORT_CASES,
-    );
-    // One thread a row, loading 4 units of it at once (the default is 2).
+    ctx
+}
+
+/// Subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each,
+/// each row over 4 of lavapipe's subgroups of 8; prefill 8 threads per row, 32 rows each),
+/// with every step's attention in the output projection.
+#[test]
+fn gpu_in_a_hardware_gpus_shape_matches_exact_math() {
+    let options = KernelOptions {
+        workgroup: 256,
+        subgroups: true,
+        prefill_threads_per_row: 8,
+        fused_positions: kernels::ATTENTION_CHUNK as u32,
+        ..KernelOptions::plain(32)
+    };
+    check_exact(&mut gpu_with(new_ctx(), options), TOL, SHORT_CASES);
+}
+
+/// Plain reductions, one thread a row loading 4 units of it at once (the default is 2); and
+/// one row a subgroup at a time (a GPU's default; a software adapter's pick, the whole
+/// oracle's, takes four: two SwiGLU or RoPE pairs, or four rows of every other matrix, in one
+/// of lavapipe's subgroups of 8; the half-float cache's subgroup run takes two).
+#[test]
+fn gpu_plain_reductions_and_one_row_a_subgroup_match_exact_math() {
     check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 4, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
-    // One row a subgroup at a time (a GPU's default; a software adapter's pick, the whole
-    // oracle's, takes four: two SwiGLU or RoPE pairs, or four rows of every other matrix, in
-    // one of lavapipe's subgroups of 8; the half-float cache's subgroup run below takes two).
     check_exact(
         &mut gpu_with(new_ctx(), KernelOptions { subgroups: true, rows_per_subgroup: 1, ..KernelOptions::plain(1) }),
         TOL,
         SHORT_CASES,
     );
+}
+
+/// The half-float cache, plain (8 threads a row) and with subgroups taking two rows at once,
+/// within its own tolerance; its rounding must show, and it must take two bytes a value.
+#[test]
+fn gpu_half_float_cache_matches_exact_math_within_its_rounding() {
     let worst = check_exact(&mut gpu_with(new_ctx(), KernelOptions { kv_f16: true, ..KernelOptions::plain(8) }), TOL_KV_F16, SHORT_CASES);
     // The cache's rounding must show: a half-float cache that stayed f32 would be as exact.
     assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");
@@ -115,23 +122,17 @@ fn gpu_plain_subgroup_and_half_float_cache_variants_match_exact_math() {
 
 /// The short context's output projection per query head, its parts merged by the
 /// feed-forward's matrices (`--per-head-attention`), through the whole model on the oracle's
-/// short cases: in a hardware GPU's shape (the merges with subgroups) with chunks of 7
-/// positions, so the steps past the seventh position merge two and three chunks per head, and
-/// with one thread a row over a half-float cache. Every layer takes that form (this model's
-/// output projection is Q4_1: a head of 64 columns is two whole blocks).
+/// short cases: with subgroups (the merges' subgroup reductions; 8 threads a row in
+/// workgroups of 64, where a GPU's 32 in 256 run four times slower on lavapipe, and
+/// `gpu_in_a_hardware_gpus_shape_matches_exact_math` takes that shape through the model) with
+/// chunks of 7 positions, so the steps past the seventh position merge two and three chunks
+/// per head, and with one thread a row over a half-float cache. Every layer takes that form
+/// (this model's output projection is Q4_1: a head of 64 columns is two whole blocks).
 #[test]
 fn gpu_per_head_attention_matches_exact_math() {
-    let new_ctx = || pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("{e}"));
-    let hardware = KernelOptions {
-        workgroup: 256,
-        subgroups: true,
-        prefill_threads_per_row: 8,
-        per_head_attention: true,
-        fused_positions: 64,
-        split_chunk: 7,
-        ..KernelOptions::plain(32)
-    };
-    let mut g = gpu_with(new_ctx(), hardware);
+    let merged_in_subgroups =
+        KernelOptions { subgroups: true, per_head_attention: true, fused_positions: 64, split_chunk: 7, ..KernelOptions::plain(8) };
+    let mut g = gpu_with(new_ctx(), merged_in_subgroups);
     assert_eq!(g.step_shape().per_head_layers, 30, "every layer runs the projection per head");
     assert_eq!(g.step_shape().dispatches, 4 * 30 + 2, "4 dispatches a layer");
     check_exact(&mut g, TOL, SHORT_CASES);

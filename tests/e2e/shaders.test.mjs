@@ -2,8 +2,10 @@
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium (or the
 // adapter CHROMIUM_FLAGS gives). Each shader must compile without errors and make a compute
-// pipeline with our override constants, at workgroups of 64 and of 256 threads, on a device
-// with the engine's compute limits (subgroup variants on a device with the subgroups feature). The RoPE/KV write,
+// pipeline with our override constants in a software adapter's shape and a GPU's (workgroups
+// of 64, four rows a subgroup where the kernel takes them, and of 256 threads: harness.mjs's
+// compileKernel), on a device with the engine's compute limits (subgroup variants on a
+// device with the subgroups feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
 // subgroup reductions too), embedding and attention kernels (with subgroup reductions and a
 // half-float cache too) also run small cases checked in JS (the quantized kernels run in the

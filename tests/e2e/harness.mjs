@@ -122,15 +122,16 @@ export const KERNEL_LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComput
 // GPU's, workgroups of 256 (split-K attention's, and the matrix kernels' with 32 threads a
 // row). Two rows a subgroup are made and run by the normed kernel's case in
 // shaders.test.mjs; a pipeline per form of every variant doubled this suite's time, mostly in
-// the attention prologue (3-4 s a pipeline on SwiftShader, whatever ROWS is). Returns
-// {errors (the compiler's, 'line:column message'), pipeline ('ok' or what failed), subgroups
-// (whether the kernel enables them)}.
-export function compileKernel(p, { file, code }) {
-  return p.evaluate(compileInPage, { file, code, requiredLimits: KERNEL_LIMITS });
+// the attention prologue (3-4 s a pipeline on SwiftShader, whatever ROWS is). With
+// `pipelines: false` the module is compiled and checked, and no pipeline made. Returns
+// {errors (the compiler's, 'line:column message'), pipeline ('ok', what failed, or 'not
+// made'), subgroups (whether the kernel enables them)}.
+export function compileKernel(p, { file, code, pipelines = true }) {
+  return p.evaluate(compileInPage, { file, code, pipelines, requiredLimits: KERNEL_LIMITS });
 }
 
 // compileKernel's body, run in the page (so it refers to nothing outside itself).
-async function compileInPage({ file, code, requiredLimits }) {
+async function compileInPage({ file, code, pipelines, requiredLimits }) {
   const source = code ?? (await (await fetch(`/shaders/${file}`)).text());
   const subgroups = /^enable subgroups;/m.test(source);
   const adapter = await navigator.gpu.requestAdapter();
@@ -138,8 +139,8 @@ async function compileInPage({ file, code, requiredLimits }) {
   const module = device.createShaderModule({ code: source });
   const info = await module.getCompilationInfo();
   const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
-  let pipeline = 'ok';
-  const shapes = [{ WG: 64, ...(/^override ROWS/m.test(source) && { ROWS: 4 }) }, { WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }];
+  let pipeline = pipelines ? 'ok' : 'not made';
+  const shapes = !pipelines ? [] : [{ WG: 64, ...(/^override ROWS/m.test(source) && { ROWS: 4 }) }, { WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }];
   for (const constants of shapes) {
     try {
       await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });

@@ -4,8 +4,9 @@
 // adapter CHROMIUM_FLAGS gives). Each shader must compile without errors and make a compute
 // pipeline with our override constants in a software adapter's shape and a GPU's (workgroups
 // of 64, four rows a subgroup where the kernel takes them, and of 256 threads: harness.mjs's
-// compileKernel), on a device with the engine's compute limits (subgroup variants on a
-// device with the subgroups feature). The RoPE/KV write,
+// compileKernel; the prologue matrix variants of three weight types, below), on a device
+// with the engine's compute limits (subgroup variants on a device with the subgroups
+// feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
 // subgroup reductions too), embedding and attention kernels (with subgroup reductions and a
 // half-float cache too) also run small cases checked in JS (the quantized kernels run in the
@@ -39,13 +40,22 @@ test('Chromium has a WebGPU adapter', async () => {
   console.log('browser adapter:', JSON.stringify(info));
 });
 
+// The matrix kernels with a prologue (attention, the split-K merge, per-head parts) run the
+// same prologue before every weight type's unit product, whose pipelines the type's other
+// variants make: their pipelines are made for Q4_1 (this model's), Q4_K (a K-quant's
+// super-blocks) and F32 (a float type), and the other types' are compiled and checked
+// without one (3-4 s a pipeline on SwiftShader: the other six types' took about 200 s).
+const PROLOGUE = /^matvec_(\w+?)_(attention|combine|heads)/;
+const makesPipelines = (name) => !PROLOGUE.test(name) || ['q4_1', 'q4_k', 'f32'].includes(name.match(PROLOGUE)[1]);
+
 for (const name of SHADERS) {
-  test(`${name} compiles in Chromium and makes a pipeline`, async () => {
-    const result = await compileKernel(page, { file: name });
+  const pipelines = makesPipelines(name);
+  test(`${name} compiles in Chromium${pipelines ? ' and makes a pipeline' : ''}`, async () => {
+    const result = await compileKernel(page, { file: name, pipelines });
     // The engine's wasm writes the directive Tint needs into exactly the subgroup variants.
     assert.equal(result.subgroups, name.includes('_subgroup'), `${name}: enable subgroups;`);
     assert.deepEqual(result.errors, [], `${name}: ${result.errors.join('; ')}`);
-    assert.equal(result.pipeline, 'ok', `${name}: ${result.pipeline}`);
+    assert.equal(result.pipeline, pipelines ? 'ok' : 'not made', `${name}: ${result.pipeline}`);
   });
 }
 

@@ -94,56 +94,49 @@ fn gpu_in_a_hardware_gpus_shape_matches_exact_math() {
     check_exact(&mut gpu_with(new_ctx(), options), TOL, SHORT_CASES);
 }
 
-/// Plain reductions, one thread a row loading 4 units of it at once (the default is 2); and
-/// one row a subgroup at a time (a GPU's default; a software adapter's pick, the whole
-/// oracle's, takes four: two SwiGLU or RoPE pairs, or four rows of every other matrix, in one
-/// of lavapipe's subgroups of 8; the half-float cache's subgroup run takes two).
+/// Plain reductions, one thread a row loading 4 units of it at once (the default is 2). One
+/// row a subgroup (a GPU's default; a software adapter's pick, the whole oracle's, takes four:
+/// two SwiGLU or RoPE pairs, or four rows of every other matrix, in one of lavapipe's subgroups
+/// of 8) runs in the hardware shape's test, two in the half-float cache's.
 #[test]
-fn gpu_plain_reductions_and_one_row_a_subgroup_match_exact_math() {
+fn gpu_plain_reductions_match_exact_math() {
     check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 4, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
-    check_exact(
-        &mut gpu_with(new_ctx(), KernelOptions { subgroups: true, rows_per_subgroup: 1, ..KernelOptions::plain(1) }),
-        TOL,
-        SHORT_CASES,
-    );
 }
 
-/// The half-float cache, plain (8 threads a row) and with subgroups taking two rows at once,
-/// within its own tolerance; its rounding must show, and it must take two bytes a value.
+/// The half-float cache, with subgroups taking two rows at once, within its own tolerance; its
+/// rounding must show, and it must take two bytes a value.
 #[test]
 fn gpu_half_float_cache_matches_exact_math_within_its_rounding() {
-    let worst = check_exact(&mut gpu_with(new_ctx(), KernelOptions { kv_f16: true, ..KernelOptions::plain(8) }), TOL_KV_F16, SHORT_CASES);
+    let mut half = gpu_with(new_ctx(), KernelOptions { subgroups: true, kv_f16: true, rows_per_subgroup: 2, ..KernelOptions::plain(8) });
+    let worst = check_exact(&mut half, TOL_KV_F16, SHORT_CASES);
     // The cache's rounding must show: a half-float cache that stayed f32 would be as exact.
     assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");
-    let mut half = gpu_with(new_ctx(), KernelOptions { subgroups: true, kv_f16: true, rows_per_subgroup: 2, ..KernelOptions::plain(8) });
-    check_exact(&mut half, TOL_KV_F16, SHORT_CASES);
     assert_eq!(half.kv_cache_bytes(), half.position() * 30 * 2 * 192 * 2, "two bytes per cached value");
 }
 
 /// The short context's output projection per query head, its parts merged by the
 /// feed-forward's matrices (`--per-head-attention`), through the whole model on the oracle's
-/// short cases: with subgroups (the merges' subgroup reductions; 8 threads a row in
-/// workgroups of 64, where a GPU's 32 in 256 run four times slower on lavapipe, and
-/// `gpu_in_a_hardware_gpus_shape_matches_exact_math` takes that shape through the model) with
-/// chunks of 7 positions, so the steps past the seventh position merge two and three chunks
-/// per head, and with one thread a row over a half-float cache. Every layer takes that form
-/// (this model's output projection is Q4_1: a head of 64 columns is two whole blocks).
+/// short cases, over a half-float cache: with subgroups (the merges' subgroup reductions; 8
+/// threads a row in workgroups of 64, where a GPU's 32 in 256 run four times slower on
+/// lavapipe, and `gpu_in_a_hardware_gpus_shape_matches_exact_math` takes that shape through
+/// the model) with chunks of 7 positions, so the steps past the seventh position merge two and
+/// three chunks per head. Every layer takes that form (this model's output projection is Q4_1:
+/// a head of 64 columns is two whole blocks). Each run of the model's short cases costs about
+/// a minute on a slow lavapipe, so one run takes the per-head form, subgroups and the
+/// half-float cache together (the kernel tests take each apart).
 #[test]
 fn gpu_per_head_attention_matches_exact_math() {
-    let merged_in_subgroups =
-        KernelOptions { subgroups: true, per_head_attention: true, fused_positions: 64, split_chunk: 7, ..KernelOptions::plain(8) };
-    let mut g = gpu_with(new_ctx(), merged_in_subgroups);
+    let options = KernelOptions {
+        subgroups: true,
+        kv_f16: true,
+        per_head_attention: true,
+        fused_positions: 64,
+        split_chunk: 7,
+        ..KernelOptions::plain(8)
+    };
+    let mut g = gpu_with(new_ctx(), options);
     assert_eq!(g.step_shape().per_head_layers, 30, "every layer runs the projection per head");
     assert_eq!(g.step_shape().dispatches, 4 * 30 + 2, "4 dispatches a layer");
-    check_exact(&mut g, TOL, SHORT_CASES);
-    let half = KernelOptions {
-        per_head_attention: true,
-        kv_f16: true,
-        fused_positions: kernels::ATTENTION_CHUNK as u32,
-        ..KernelOptions::plain(1)
-    };
-    let mut g = gpu_with(new_ctx(), half);
-    assert_eq!(g.step_shape().per_head_layers, 30);
     check_exact(&mut g, TOL_KV_F16, SHORT_CASES);
 }
 

@@ -96,14 +96,11 @@ test-types: www
 # The page in headless Chromium (Playwright), against `tokenscope serve`: the dev build `cargo
 # test` made (optimized too: Cargo.toml), which serves the page as the release build does, so
 # `make test` compiles the native dependencies once, not twice. The examples above use it too.
-# Two files at a time, the two longest first: a file keeps about one core busy (the browser's
-# GPU process compiles one pipeline at a time; the wasm engine runs on one thread), and each
-# has its own server and browser.
-E2E_FIRST := tests/e2e/shaders.test.mjs tests/e2e/page.test.mjs
-E2E_FILES := $(E2E_FIRST) $(filter-out $(E2E_FIRST),$(sort $(wildcard tests/e2e/*.test.mjs)))
+# Two files at a time (each has its own server and browser): the shader suite keeps one core
+# busy (the browser's GPU process makes one pipeline at a time), as do the wasm engine's runs.
 test-e2e: model www big-model type-models
 	cargo build --bin tokenscope
-	TOKENSCOPE_BIN=target/debug/tokenscope node --test --test-concurrency=2 $(E2E_FILES)
+	TOKENSCOPE_BIN=target/debug/tokenscope node --test --test-concurrency=2 tests/e2e/
 
 # tokenscope against llama.cpp natively and wllama in Chromium, CPU and GPU, in one run, on the
 # shipped Q4_1 file and llama.cpp's Q4_K_M of it (bench/run.mjs; bench/setup-peers.sh installs

@@ -116,16 +116,16 @@ export const KERNEL_LIMITS = { maxComputeInvocationsPerWorkgroup: 256, maxComput
 // In page `p` of the server's origin (Playwright's or Puppeteer's): compiles
 // www/shaders/`file` (or the WGSL `code`) on a device with the engine's limits, and with the
 // subgroups feature where the kernel enables it (an adapter without it fails here, as it
-// should: the variant would go uncompiled), and makes its compute pipeline in the two shapes
-// the engine picks (KernelOptions::for_device): a software adapter's, workgroups of 64 (one
-// thread a row; a subgroup matrix kernel taking four rows a subgroup, ROWS), and a hardware
-// GPU's, workgroups of 256 (split-K attention's, and the matrix kernels' with 32 threads a
-// row). Two rows a subgroup are made and run by the normed kernel's case in
-// shaders.test.mjs; a pipeline per form of every variant doubled this suite's time, mostly in
-// the attention prologue (3-4 s a pipeline on SwiftShader, whatever ROWS is). With
-// `pipelines: false` the module is compiled and checked, and no pipeline made. Returns
-// {errors (the compiler's, 'line:column message'), pipeline ('ok', what failed, or 'not
-// made'), subgroups (whether the kernel enables them)}.
+// should: the variant would go uncompiled), and makes its compute pipeline in a hardware GPU's
+// shape (KernelOptions::for_device): workgroups of 256 (split-K attention's, and the matrix
+// kernels' with 32 threads a row). A software adapter's shape (workgroups of 64, one thread a
+// row, a subgroup matrix kernel taking four rows a subgroup) is made where the page runs on
+// SwiftShader (the page, weight-type and requantized tests), and two rows a subgroup by the
+// normed kernel's case in shaders.test.mjs: a pipeline in both shapes took this suite about
+// twice as long (four rows a subgroup cost SwiftShader three times a GPU shape's time on most
+// matrix kernels). With `pipelines: false` the module is compiled and checked, and no
+// pipeline made. Returns {errors (the compiler's, 'line:column message'), pipeline ('ok', what
+// failed, or 'not made'), subgroups (whether the kernel enables them)}.
 export function compileKernel(p, { file, code, pipelines = true }) {
   return p.evaluate(compileInPage, { file, code, pipelines, requiredLimits: KERNEL_LIMITS });
 }
@@ -140,7 +140,7 @@ async function compileInPage({ file, code, pipelines, requiredLimits }) {
   const info = await module.getCompilationInfo();
   const errors = info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
   let pipeline = pipelines ? 'ok' : 'not made';
-  const shapes = !pipelines ? [] : [{ WG: 64, ...(/^override ROWS/m.test(source) && { ROWS: 4 }) }, { WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }];
+  const shapes = !pipelines ? [] : [{ WG: 256, ...(/^override TPR/m.test(source) && { TPR: 32 }) }];
   for (const constants of shapes) {
     try {
       await device.createComputePipelineAsync({ layout: 'auto', compute: { module, entryPoint: 'main', constants } });

@@ -2,9 +2,9 @@
 // their variants), compiled by Chromium's own shader compiler (Tint), which accepts
 // slightly different WGSL than naga: WebGPU on SwiftShader in headless Chromium (or the
 // adapter CHROMIUM_FLAGS gives). Each shader must compile without errors and make a compute
-// pipeline with our override constants in a software adapter's shape and a GPU's (workgroups
-// of 64, four rows a subgroup where the kernel takes them, and of 256 threads: harness.mjs's
-// compileKernel; the prologue matrix variants of three weight types, below), on a device
+// pipeline with our override constants in a GPU's shape (workgroups of 256, 32 threads a row
+// where the kernel takes them: harness.mjs's compileKernel, which says where a software
+// adapter's shape is made; the prologue matrix variants of three weight types, below), on a device
 // with the engine's compute limits (subgroup variants on a device with the subgroups
 // feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with

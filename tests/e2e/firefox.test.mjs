@@ -15,6 +15,8 @@ const PROMPT = 'The capital of France is';
 // The native GPU tests' tolerance against exact math (tests/oracle_gpu.rs: f32 math in
 // other summation orders).
 const TOL = 1e-2;
+// Greedy tokens the engine writes on Firefox's WebGPU, held to exact math's.
+const GREEDY_TOKENS = 12;
 
 let env;
 let page;
@@ -55,7 +57,7 @@ test('every WGSL kernel compiles in Firefox and makes a pipeline (the subgroup v
   console.log(`${files.length} kernels compiled in Firefox (${subgroups ? 'with' : 'without'} subgroups)`);
 });
 
-test('the page\'s engine on Firefox\'s WebGPU writes exact math\'s greedy tokens, its logits within 1e-2 of exact math\'s', async () => {
+test('the page\'s engine on Firefox\'s WebGPU writes exact math\'s first 12 greedy tokens, its logits within 1e-2 of exact math\'s', async () => {
   const oracle = JSON.parse(readFileSync(`${ROOT}tests/fixtures/oracle/numpy_ref.json`, 'utf8'));
   const greedy = oracle.greedy_cases.find((c) => c.prompt_text === PROMPT);
   const logits = oracle.logits_cases.find((c) => c.prompt_text === PROMPT);
@@ -67,17 +69,18 @@ test('the page\'s engine on Firefox\'s WebGPU writes exact math\'s greedy tokens
     const loaded = await worker.loadDefault('webgpu');
     assert.equal(loaded.backend, 'webgpu');
     assert.equal(loaded.info.backend, 'gpu');
-    await worker.ask({ type: 'start', prompt: PROMPT, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: greedy.exact64_generated_ids.length } });
+    await worker.ask({ type: 'start', prompt: PROMPT, format: { mode: 'completion' }, params: { temperature: 0, top_k: 0, top_p: 1, max_tokens: GREEDY_TOKENS } });
     const { finish, stats } = await worker.ask({ type: 'run', mode: 'stream' });
     const events = await worker.events();
     const run = { current: 0, branches: [{ steps: events }] };
     const reference = logits.steps.map((s) => ({ token: s.top[0][0], top: s.top }));
     const { compared, worst } = compareSteps(run, reference, { tolerance: () => TOL, smallMargin: 0, what: 'Firefox WebGPU against exact math' });
     assert.equal(compared, reference.length, `${compared} steps compared`);
-    // Exact math stopped on its end-of-sequence token; lavapipe's roundings are the same at
-    // every run, so the whole greedy text is held to it.
-    assert.deepEqual(events.map((e) => e.token_id), greedy.exact64_generated_ids);
-    assert.equal(finish.finish_reason, 'eos');
+    // lavapipe's roundings are the same at every run, so the greedy text is held to exact
+    // math's: its first 12 of 30 tokens (about 3 s a token here; the native GPU tests hold
+    // lavapipe's whole-model runs to exact math too).
+    assert.deepEqual(events.map((e) => e.token_id), greedy.exact64_generated_ids.slice(0, GREEDY_TOKENS));
+    assert.equal(finish.finish_reason, 'length');
     assert.ok(stats.gpu_dispatches_per_step > 0, `dispatches: ${stats.gpu_dispatches_per_step}`);
     console.log(`Firefox WebGPU: ${events.length} greedy tokens as exact math's, worst logit difference ${worst.toExponential(2)} over ${compared} steps, ${finish.decode_tok_s.toFixed(1)} tok/s decode, ${stats.gpu_dispatches_per_step} dispatches a step`);
     // Firefox looks for finished GPU work every 100 ms unless nudged (browser_wait.rs): its

@@ -90,8 +90,8 @@
 //   0 with no trip through workgroup memory.
 // Dispatch: (ceil(rows / (ROWS WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
 // (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
-// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 2, 4
-// or 8 units of a row loaded at once by each thread). TPR threads
+// of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 1 to 8
+// units of a row loaded at once by each thread). TPR threads
 // share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
 // memory; workgroup (g, j) covers rows g WG / TPR .. and (MATMUL) tokens 4j .. 4j + 3.
 // Threads past the last row, and tokens past n_tokens, write nothing (a MATMUL thread
@@ -101,8 +101,8 @@
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
-// Units of a row each thread has in flight at once in row_dot: 2 (the host's default,
-// UNITS_IN_FLIGHT), 4 or 8.
+// Units of a row each thread has in flight at once in row_dot, 1 to 8: 2 (the host's
+// default, UNITS_IN_FLIGHT), 4 or 8 as asked, or fitted to a decode row (see row_dot).
 override IN_FLIGHT: u32 = 2u;
 
 #include matrix_params.wgsl
@@ -543,49 +543,51 @@ fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
 // waits out each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per
 // serial load, 23-28 us a dispatch, 2026-11-26). An iteration's units past the end of the
 // row are loaded clamped into it and their products dropped (a select, no branch between
-// the loads), so the row's last units go in the same round as the rest of their iteration:
-// for 32 threads a row, a row of 576 columns is one round of loads, one of 1536 two with 4
-// (three with 2) and one with 8. Each unit appears once in the loop body (its first always
-// lies in the row), which keeps the compiled kernel small: a separate tail after the loop
-// doubled the inlined unit products, and with them the compile time (lavapipe took over a
-// minute for the Q6_K kernels at 8 units in flight).
+// the loads), so the row's last units go in the same round as the rest of their iteration.
+// Each such unit still costs its product: the host fits IN_FLIGHT to a decode row that a
+// thread covers in at most 8 units (KernelOptions::units_in_flight_for: for 32 threads a row,
+// a row of 576 Q4_1 columns is 3 units a thread, of 1536 6, and the LM head's 576 Q8_0 5),
+// so that row is one round with no unit past its end for a whole subgroup. Each unit appears
+// once in the loop body (its first always lies in the row; a slot past IN_FLIGHT is an
+// override's constant branch, gone when the pipeline is made), which keeps the compiled
+// kernel small: a separate tail after the loop doubled the inlined unit products, and with
+// them the compile time (lavapipe took over a minute for the Q6_K kernels at 8 units in
+// flight). The sums add up in one order for every IN_FLIGHT (a slot not taken adds 0).
 fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
     let n = row_units();
     var a = Acc(0.0);
     var b = Acc(0.0);
     var c = Acc(0.0);
     var d = Acc(0.0);
-    if (IN_FLIGHT == 8u) {
-        var e = Acc(0.0);
-        var f = Acc(0.0);
-        var g = Acc(0.0);
-        var h = Acc(0.0);
-        for (var u = lane; u < n; u = u + 8u * lanes) {
-            a = a + row_unit(row, u);
+    var e = Acc(0.0);
+    var f = Acc(0.0);
+    var g = Acc(0.0);
+    var h = Acc(0.0);
+    for (var u = lane; u < n; u = u + IN_FLIGHT * lanes) {
+        a = a + row_unit(row, u);
+        if (IN_FLIGHT > 1u) {
             b = b + unit_or_zero(row, u + lanes, n);
+        }
+        if (IN_FLIGHT > 2u) {
             c = c + unit_or_zero(row, u + 2u * lanes, n);
+        }
+        if (IN_FLIGHT > 3u) {
             d = d + unit_or_zero(row, u + 3u * lanes, n);
+        }
+        if (IN_FLIGHT > 4u) {
             e = e + unit_or_zero(row, u + 4u * lanes, n);
+        }
+        if (IN_FLIGHT > 5u) {
             f = f + unit_or_zero(row, u + 5u * lanes, n);
+        }
+        if (IN_FLIGHT > 6u) {
             g = g + unit_or_zero(row, u + 6u * lanes, n);
+        }
+        if (IN_FLIGHT > 7u) {
             h = h + unit_or_zero(row, u + 7u * lanes, n);
         }
-        return ((a + b) + (c + d)) + ((e + f) + (g + h));
     }
-    if (IN_FLIGHT == 4u) {
-        for (var u = lane; u < n; u = u + 4u * lanes) {
-            a = a + row_unit(row, u);
-            b = b + unit_or_zero(row, u + lanes, n);
-            c = c + unit_or_zero(row, u + 2u * lanes, n);
-            d = d + unit_or_zero(row, u + 3u * lanes, n);
-        }
-    } else {
-        for (var u = lane; u < n; u = u + 2u * lanes) {
-            a = a + row_unit(row, u);
-            b = b + unit_or_zero(row, u + lanes, n);
-        }
-    }
-    return (a + b) + (c + d);
+    return ((a + b) + (c + d)) + ((e + f) + (g + h));
 }
 
 #ifdef SUBGROUP

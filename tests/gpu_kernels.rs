@@ -48,19 +48,28 @@ fn context_with_subgroups() -> GpuContext {
 /// 2 rows a workgroup), two and four rows a subgroup at once (a row a subgroup of 8 with 16
 /// or 32 rows a workgroup, and the hardware shape's, a row pair or two over 4 subgroups, 16 or
 /// 32 rows a workgroup), and half-float
-/// caches (all with 2 units of a row in flight, the default; `check_linear` adds 4 and 8).
+/// caches (all with 2 units of a row in flight, the default, but the 32-threads-a-row shapes,
+/// whose decode rows take theirs fitted as a GPU's do: `fitted`; `check_linear` adds 4 and 8).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
-    all.extend([subgroups(1, 64, false), subgroups(8, 64, false), subgroups(32, 256, false), subgroups(128, 256, false)]);
+    all.extend([subgroups(1, 64, false), subgroups(8, 64, false), fitted(subgroups(32, 256, false)), subgroups(128, 256, false)]);
     for n in [2, 4] {
         all.extend([rows(n, subgroups(8, 64, false)), rows(n, subgroups(32, 256, false))]);
     }
     all.extend([
-        KernelOptions { workgroup: 256, ..KernelOptions::plain(32) },
+        fitted(KernelOptions { workgroup: 256, ..KernelOptions::plain(32) }),
         KernelOptions { kv_f16: true, ..KernelOptions::plain(1) },
-        subgroups(32, 256, true),
+        fitted(subgroups(32, 256, true)),
     ]);
     all
+}
+
+/// `o` with a decode row's units in flight fitted to it, as a hardware GPU's default has
+/// them (`KernelOptions::units_in_flight_for`): in the 32-threads-a-row shapes the cases'
+/// rows take 1 to 7 units a thread (Q4_1's 576 columns 3, 1568 7; Q8_0's 576 5), all in one
+/// round, units past the row's end clamped and dropped in the last slot only.
+fn fitted(o: KernelOptions) -> KernelOptions {
+    KernelOptions { fit_units_in_flight: true, ..o }
 }
 
 /// Subgroup reductions with `threads_per_row` threads a row in workgroups of `workgroup`.
@@ -77,7 +86,8 @@ fn rows(rows_per_subgroup: u32, o: KernelOptions) -> KernelOptions {
 /// matrix.wgsl: a unit's weights times the input's columns, with NORM their squares), the
 /// same inside every form around it. These forms reach it every way it is called: one
 /// thread a row walking every unit (software adapters), a few threads a row, a hardware
-/// GPU's shape over several subgroups (SHARED_ROWS), four rows a subgroup (`units_or_zero`:
+/// GPU's shape over several subgroups (SHARED_ROWS) with its units in flight fitted to each
+/// row (`fitted`: 1 to 8 slots of `row_dot`), four rows a subgroup (`units_or_zero`:
 /// four rows' units on the same input columns, a row past the matrix clamped), and four units
 /// of a row in flight (`unit_or_zero`: units past the row clamped and dropped). Every weight
 /// type runs these; the default model's Q4_1, the LM head's Q8_0 and the commonest K-quant,
@@ -88,7 +98,7 @@ fn unit_forms() -> Vec<KernelOptions> {
     vec![
         KernelOptions::plain(1),
         KernelOptions::plain(8),
-        subgroups(32, 256, false),
+        fitted(subgroups(32, 256, false)),
         rows(4, subgroups(8, 64, false)),
         KernelOptions { units_in_flight: 4, ..KernelOptions::plain(8) },
     ]

@@ -81,12 +81,15 @@ fn new_ctx() -> GpuContext {
 
 /// Subgroups in a hardware GPU's shape (32 threads per row, workgroups of 256: 8 rows each,
 /// each row over 4 of lavapipe's subgroups of 8; prefill 8 threads per row, 32 rows each),
-/// with every step's attention in the output projection.
+/// a decode row's units in flight fitted to it as a GPU's default has them (3 a thread in
+/// the rows of 576 columns, 6 in the down projection's, 5 in the LM head's), with every
+/// step's attention in the output projection.
 #[test]
 fn gpu_in_a_hardware_gpus_shape_matches_exact_math() {
     let options = KernelOptions {
         workgroup: 256,
         subgroups: true,
+        fit_units_in_flight: true,
         prefill_threads_per_row: 8,
         fused_positions: kernels::ATTENTION_CHUNK as u32,
         ..KernelOptions::plain(32)

@@ -33,14 +33,16 @@
 #            memory (Dawn's disable_workgroup_init, a diagnostic), and the greedy text of the
 #            page's engine against the exact CPU path
 #   sweep    first both prompts with 1, 2 and 4 rows a subgroup at once (--rows-per-subgroup) in
-#            matrix workgroups of 256 and 128 (4 rows: 256 and 64); then native decode after the short prompt with attention inside the output projection up
+#            matrix workgroups of 256 and 128 (4 rows: 256 and 64), and with 2 units of every
+#            row in flight (--units-in-flight 2, the default before decode rows were fitted);
+#            then native decode after the short prompt with attention inside the output projection up
 #            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
 #            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
 #            and 128), after the long prompt with
 #            split-K attention in chunks of 32 ... 256 positions (--split-k-chunk; after the
 #            short prompt too, chunks of 16 and 32), 1, 2 and 3 greedy steps kept submitted
-#            ahead (--run-ahead-steps), 2, 4 and 8 units of a row in flight
+#            ahead (--run-ahead-steps), 4 and 8 units of every row in flight
 #            (--units-in-flight), prefill of
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
@@ -236,6 +238,12 @@ sweep() {
   for shape in 1:256 1:128 2:256 2:128 4:256 4:64; do
     for prompt in short long; do measure "$prompt" 64 --rows-per-subgroup "${shape%:*}" --matrix-workgroup "${shape#*:}"; done
   done
+  # One row a subgroup takes its units in flight fitted to each decode row since the
+  # thirty-seventh session (3 a thread for 576 columns, 6 for 1536, 5 for the LM head: 24.4 M
+  # unit products a step instead of 30.4 M, each row one round of loads); the 2026-11-28
+  # H200's default, 2 for every row, beside it (unmeasured when written: about 0.06 ms a step
+  # less at that card's 9.5 ps a product, 775 -> ~810 tok/s).
+  for prompt in short long; do measure "$prompt" 64 --units-in-flight 2; done
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69);
   # 1: split-K from the first decode step (does the prologue pay at all? never swept before
   # 2026-11-28's twenty-fifth session).
@@ -266,9 +274,10 @@ sweep() {
   for ahead in 1 2 3; do
     for prompt in short long; do measure "$prompt" 64 --run-ahead-steps "$ahead"; done
   done
-  # Units of a row each thread of the matrix kernels loads at once: 2 by default (the
-  # 2026-11-28 H200: 775 tok/s against 751 at 4, 669 at 8), 4 and 8 load more at once.
-  for units in 2 4 8; do
+  # Units of a row each thread of the matrix kernels loads at once, for every row (2, the
+  # fitted rows' alternative, ran early in the sweep; the 2026-11-28 H200: 775 tok/s at 2
+  # against 751 at 4, 669 at 8): 4 and 8 load more at once.
+  for units in 4 8; do
     for prompt in short long; do measure "$prompt" 64 --units-in-flight "$units"; done
   done
   # Prefill's threads per row (8 by default on a GPU since the sixteenth session's H100 run:
@@ -288,7 +297,7 @@ sweep() {
   done
   node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
     const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, `${r.units_in_flight} units in flight`, `${r.rows_per_subgroup ?? 1} rows a subgroup`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
+    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, (r.units_in_flight_fit ? `units in flight fitted to each decode row (else ${r.units_in_flight})` : `${r.units_in_flight} units in flight`), `${r.rows_per_subgroup ?? 1} rows a subgroup`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
   }' "$log" | tee "$OUT/sweep.txt"
 }
 

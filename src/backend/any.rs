@@ -34,8 +34,9 @@ pub struct GpuChoice {
     pub prefill_threads_per_row: Option<u32>,
     /// Threads per matrix workgroup in place of the device's default.
     pub matrix_workgroup: Option<u32>,
-    /// Units of a matrix row each thread loads at once in place of the default
-    /// ([`KernelOptions::units_in_flight`]).
+    /// Units of a matrix row each thread loads at once, for every row, in place of the
+    /// default ([`KernelOptions::units_in_flight`], and no
+    /// [`KernelOptions::fit_units_in_flight`]).
     pub units_in_flight: Option<u32>,
     /// Rows a subgroup takes at once in place of the default
     /// ([`KernelOptions::rows_per_subgroup`]).
@@ -65,7 +66,11 @@ impl AnyBackend {
                 options.threads_per_row = gpu.threads_per_row.unwrap_or(options.threads_per_row);
                 options.prefill_threads_per_row = gpu.prefill_threads_per_row.unwrap_or(options.prefill_threads_per_row);
                 options.workgroup = gpu.matrix_workgroup.unwrap_or(options.workgroup);
-                options.units_in_flight = gpu.units_in_flight.unwrap_or(options.units_in_flight);
+                if let Some(units) = gpu.units_in_flight {
+                    // A count asked for holds for every row.
+                    options.units_in_flight = units;
+                    options.fit_units_in_flight = false;
+                }
                 options.rows_per_subgroup = match gpu.rows_per_subgroup {
                     Some(rows) => rows,
                     // The device's pick takes two rows only where the kernels chosen can.

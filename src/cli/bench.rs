@@ -225,6 +225,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             out["prefill_threads_per_row"] = json!(g.kernel_options().prefill_threads_per_row);
             out["matrix_workgroup"] = json!(g.kernel_options().workgroup);
             out["units_in_flight"] = json!(g.kernel_options().units_in_flight);
+            out["units_in_flight_fit"] = json!(g.kernel_options().fit_units_in_flight);
             out["rows_per_subgroup"] = json!(g.kernel_options().rows_per_subgroup);
             out["split_k_chunk"] = json!(g.kernel_options().split_chunk);
         }
@@ -310,11 +311,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let (Some(k), AnyBackend::Gpu(g)) = (&info.gpu_kernels, &backend) {
             let o = g.kernel_options();
             println!(
-                "GPU kernels: {k}, {} per matrix row ({} in prefill), {} per matrix workgroup, {} units of a row in flight, split-K attention in chunks of {} positions",
+                "GPU kernels: {k}, {} per matrix row ({} in prefill), {} per matrix workgroup, {}, split-K attention in chunks of {} positions",
                 threads(o.threads_per_row),
                 o.prefill_threads_per_row,
                 o.workgroup,
-                o.units_in_flight,
+                o.units_in_flight_words(),
                 o.split_chunk
             );
         }

@@ -92,7 +92,8 @@ pub struct ModelArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     matrix_workgroup: Option<u32>,
     /// GPU: units of a matrix row (a word of weights each) that each thread of the matrix
-    /// kernels loads at once, 2, 4 or 8 (default 2, the fastest measured on a GPU). For
+    /// kernels loads at once, 2, 4 or 8, for every row (default on a GPU: a decode row's units
+    /// a thread, where they are 8 or fewer, else 2; 2 everywhere on a software adapter). For
     /// measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     units_in_flight: Option<u32>,

@@ -97,8 +97,15 @@ pub struct KernelOptions {
     pub workgroup: u32,
     /// Units of a matrix row (a word of weights each) that each thread of the matrix kernels
     /// loads at once, one of [`UNITS_IN_FLIGHT_CHOICES`] (the override `IN_FLIGHT`): 2 by
-    /// default (the fastest measured), 4 or 8, to measure against.
+    /// default (the fastest measured), 4 or 8, to measure against; a decode row fitted with
+    /// `fit_units_in_flight` takes its own count instead.
     pub units_in_flight: u32,
+    /// A decode kernel taking one row at a time, whose threads cover each row in at most
+    /// [`MAX_UNITS_IN_FLIGHT`] units a thread, has exactly that many in flight: the row is one
+    /// round of loads, and no slot of the loop lies past the row's end for every thread of a
+    /// subgroup ([`KernelOptions::units_in_flight_for`]). On by default on a hardware GPU;
+    /// unmeasured there yet (see [`UNITS_IN_FLIGHT`]).
+    pub fit_units_in_flight: bool,
     /// Rows each subgroup's lanes take at once in the decode kernels with subgroups, one of
     /// [`ROWS_PER_SUBGROUP_CHOICES`] (the override `ROWS`): 1 by default on a GPU, or 2 or 4,
     /// each unit's input columns loaded once for all the rows' products and 1 / rows of the
@@ -165,6 +172,7 @@ impl KernelOptions {
             prefill_threads_per_row: if software { 1 } else { 8 },
             workgroup: if software { WORKGROUP } else { 256 },
             units_in_flight: UNITS_IN_FLIGHT,
+            fit_units_in_flight: !software,
             rows_per_subgroup: if software && subgroups { 4 } else { ROWS_PER_SUBGROUP },
             subgroups,
             kv_f16: false,
@@ -194,6 +202,38 @@ impl KernelOptions {
         )
     }
 
+    /// Units of a row each thread of a matrix kernel has in flight (the override `IN_FLIGHT`)
+    /// for rows of `units` units (a word of weights each) shared by `lanes` threads, in a
+    /// decode kernel taking one row at a time (`one_decode_row`): with
+    /// [`KernelOptions::fit_units_in_flight`], the units a thread covers, where they are
+    /// [`MAX_UNITS_IN_FLIGHT`] or fewer; else [`KernelOptions::units_in_flight`]. With 2 on the
+    /// 2026-11-28 H200 (32 threads a row) a row of 576 Q4_1 columns (72 units) took 4 slots a
+    /// thread, the fourth past the row's end for every thread and the third for 24 of the 32:
+    /// 10 M of a decode step's 30.4 M unit products dropped, at about 9.5 ps of the card each
+    /// (bench/HISTORY.md). Fitted, that row is 3 slots, the 1536-column down projection 6 (as
+    /// before, in one round instead of three) and the LM head's 576 Q8_0 columns 5 (6 before):
+    /// 24.4 M slots, each row one round of loads (which cost nothing measurable there).
+    pub fn units_in_flight_for(&self, one_decode_row: bool, units: u32, lanes: u32) -> u32 {
+        let per_thread = units.div_ceil(lanes.max(1)).max(1);
+        if self.fit_units_in_flight && one_decode_row && per_thread <= MAX_UNITS_IN_FLIGHT {
+            per_thread
+        } else {
+            self.units_in_flight
+        }
+    }
+
+    /// The units in flight in words, as `bench` prints them.
+    pub fn units_in_flight_words(&self) -> String {
+        if self.fit_units_in_flight {
+            format!(
+                "a decode row's units in flight at once where a thread has at most {MAX_UNITS_IN_FLIGHT} of it (else {})",
+                self.units_in_flight
+            )
+        } else {
+            format!("{} units of a row in flight", self.units_in_flight)
+        }
+    }
+
     /// Threads per matrix row of the prefill kernels (`prefill`) or the decode ones.
     pub fn threads_per_row_for(&self, prefill: bool) -> u32 {
         if prefill {
@@ -212,6 +252,7 @@ impl KernelOptions {
             prefill_threads_per_row: threads_per_row,
             workgroup: WORKGROUP,
             units_in_flight: UNITS_IN_FLIGHT,
+            fit_units_in_flight: false,
             rows_per_subgroup: ROWS_PER_SUBGROUP,
             subgroups: false,
             kv_f16: false,
@@ -263,15 +304,22 @@ pub const ATTENTION_CHUNK: usize = 256;
 /// tok/s, 64 659.6, 128 624.1, 256 519.8.
 pub const SPLIT_K_CHUNK: usize = 64;
 
-/// Units of a matrix row each thread loads at once by default ([`KernelOptions::units_in_flight`]):
-/// with 2, the rows of this model's 576-column matrices are two rounds of loads for 32 threads
-/// a row, the 1536-column down projection three (with 4: one and two), each round a memory
-/// latency on the GPU. Fewer rounds did not pay: on an NVIDIA H200 (2026-11-28, decode after
-/// the short / long prompt) 2 units decoded 775.1 / 732.9 tok/s, 4 751.3 / 710.1, 8 669.3 /
-/// 636.3; 2 also compiles several times faster on lavapipe.
+/// Units of a matrix row each thread loads at once by default ([`KernelOptions::units_in_flight`]),
+/// where a decode row's are not fitted to it ([`KernelOptions::fit_units_in_flight`]): with 2,
+/// the rows of this model's 576-column matrices are two rounds of loads for 32 threads a row,
+/// the 1536-column down projection three (with 4: one and two), each round a memory latency
+/// on the GPU. Fewer rounds did not pay: on an NVIDIA H200 (2026-11-28, decode after the short
+/// / long prompt) 2 units decoded 775.1 / 732.9 tok/s, 4 751.3 / 710.1, 8 669.3 / 636.3; the
+/// units computed past a row's end did (bench/HISTORY.md), which fitting each decode row
+/// leaves out for whole subgroups (not yet measured on a GPU); 2 also compiles several times
+/// faster on lavapipe, which keeps it (one thread a row there).
 pub const UNITS_IN_FLIGHT: u32 = 2;
 
-/// The units of a row in flight the matrix kernels can take ([`KernelOptions::units_in_flight`]):
+/// Most units of a row a thread of a matrix kernel can have in flight (`row_dot`'s slots in
+/// matrix.wgsl).
+pub const MAX_UNITS_IN_FLIGHT: u32 = 8;
+
+/// The units of a row in flight the matrix kernels can be asked for ([`KernelOptions::units_in_flight`]):
 /// 2 (the default), 4 (one round of loads for a 576-column row at 32 threads a row) and 8 (the
 /// 1536-column down projection's rows in one round too).
 pub const UNITS_IN_FLIGHT_CHOICES: [u32; 3] = [2, 4, 8];
@@ -365,7 +413,7 @@ pub struct Kernels {
     pub attention_combine: Kernel,
     /// The variants chosen.
     pub options: KernelOptions,
-    matrix: std::sync::Mutex<std::collections::HashMap<(MatrixKernel, u32), Kernel>>,
+    matrix: std::sync::Mutex<std::collections::HashMap<(MatrixKernel, u32, u32), Kernel>>,
     /// The RoPE/KV-write pipelines by variant, compiled on first use.
     rope_kv: std::sync::Mutex<std::collections::HashMap<ops::RopeKvKernel, Kernel>>,
     /// The embedding lookup's pipelines by the table's format, compiled on first use.
@@ -477,17 +525,22 @@ impl Kernels {
     /// memory before it runs (WebGPU asks it to; natively [`pipeline`] tells wgpu not to). In
     /// Chromium on SwiftShader the fill was about half the fused attention kernel's time
     /// (Dawn's `disable_workgroup_init`: 126 -> 66 ms for a step's 30), and this model's 576
-    /// floats instead of 2048 took 10-20% off it. Each width is a pipeline of its own.
-    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel, cols: u32) -> Result<Kernel> {
+    /// floats instead of 2048 took 10-20% off it. Each width is a pipeline of its own, and so
+    /// is each count of units in flight ([`KernelOptions::units_in_flight_for`]) for a row's
+    /// product over `product_cols` columns (`cols`, or with `heads` a head's).
+    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel, cols: u32, product_cols: u32) -> Result<Kernel> {
         let mut threads_per_row = self.options.threads_per_row_for(variant.prefill);
         if variant.heads {
             threads_per_row = threads_per_row.min(ops::HEADS_THREADS_PER_ROW);
         }
-        let mut constants = vec![
-            ("WG", self.options.workgroup as f64),
-            ("TPR", threads_per_row as f64),
-            ("IN_FLIGHT", self.options.units_in_flight as f64),
-        ];
+        // The threads that share a row: whole subgroups with subgroups (at least one, of the
+        // widest the adapter may run).
+        let lanes = if variant.subgroup { threads_per_row.max(ctx.info.subgroup_sizes[1]) } else { threads_per_row };
+        // A subgroup taking several rows at once runs rows_dot, which has 2 of each in flight.
+        let several_rows = variant.subgroup && self.options.rows_per_subgroup > 1;
+        let one_decode_row = !variant.prefill && !several_rows;
+        let in_flight = self.options.units_in_flight_for(one_decode_row, product_cols / variant.format.unit_weights(), lanes);
+        let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", threads_per_row as f64), ("IN_FLIGHT", in_flight as f64)];
         if variant.combine || variant.heads || variant.merge_in || variant.merge_out {
             constants.push(("SPLIT", self.options.split_chunk as f64));
         }
@@ -519,7 +572,7 @@ impl Kernels {
         } else {
             0
         };
-        cached(&self.matrix, (variant, width), || pipeline(ctx, &variant.source(), &constants))
+        cached(&self.matrix, (variant, width, in_flight), || pipeline(ctx, &variant.source(), &constants))
     }
 
     /// The pipeline of a RoPE/KV-write variant, compiled the first time it is asked for.
@@ -747,4 +800,29 @@ pub fn step_uniform(ctx: &GpuContext, step: StepParams) -> wgpu::Buffer {
 /// Workgroups to cover `n` items with one thread each.
 pub fn groups_for(n: u32) -> u32 {
     n.div_ceil(WORKGROUP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KernelOptions, MAX_UNITS_IN_FLIGHT};
+
+    #[test]
+    fn a_decode_row_of_few_units_a_thread_takes_them_all_at_once() {
+        let gpu = KernelOptions { fit_units_in_flight: true, ..KernelOptions::plain(32) };
+        // This model at 32 threads a row: 576 Q4_1 columns (72 units), 1536 (192), the LM
+        // head's 576 Q8_0 (144), a per-head projection's 64 Q4_1 columns at 8 threads (8).
+        assert_eq!(gpu.units_in_flight_for(true, 72, 32), 3);
+        assert_eq!(gpu.units_in_flight_for(true, 192, 32), 6);
+        assert_eq!(gpu.units_in_flight_for(true, 144, 32), 5);
+        assert_eq!(gpu.units_in_flight_for(true, 8, 8), 1);
+        assert_eq!(gpu.units_in_flight_for(true, 1, 32), 1);
+        assert_eq!(gpu.units_in_flight_for(true, 8 * 32, 32), MAX_UNITS_IN_FLIGHT);
+        // More than 8 a thread, prefill or rows taken several at once: the count asked for.
+        assert_eq!(gpu.units_in_flight_for(true, 8 * 32 + 1, 32), gpu.units_in_flight);
+        assert_eq!(gpu.units_in_flight_for(true, 72, 1), gpu.units_in_flight);
+        assert_eq!(gpu.units_in_flight_for(false, 72, 32), gpu.units_in_flight);
+        // Not fitted: the count asked for everywhere.
+        let plain = KernelOptions { units_in_flight: 4, ..KernelOptions::plain(32) };
+        assert_eq!(plain.units_in_flight_for(true, 72, 32), 4);
+    }
 }

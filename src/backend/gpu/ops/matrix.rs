@@ -112,6 +112,19 @@ impl WeightFormat {
         }
     }
 
+    /// Weights in one unit of a row's product, a word of them (`UNIT_WEIGHTS` in matrix.wgsl,
+    /// which each format's `unit_dot` sets; tests/gpu_kernels.rs reads it there for every
+    /// format): a thread of a matrix kernel takes a row's units in turn.
+    pub fn unit_weights(self) -> u32 {
+        match self {
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q4K | WeightFormat::Q5K => 8,
+            WeightFormat::Q8_0 => 4,
+            WeightFormat::Q6K => 16,
+            WeightFormat::F16 | WeightFormat::BF16 => 2,
+            WeightFormat::F32 => 1,
+        }
+    }
+
     /// Columns a row's length must be a multiple of.
     pub fn block(self) -> u32 {
         match self {
@@ -435,8 +448,8 @@ impl Kernels {
             kv_f16: (op.rope_kv.is_some() || op.attention.is_some() || op.heads.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
-        let kernel = self.matrix(ctx, variant, w.cols)?;
         let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or([merge.map_or(0, |m| m.n_heads), 0, 0]);
+        let kernel = self.matrix(ctx, variant, w.cols, if variant.heads { head_dim } else { w.cols })?;
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
@@ -684,5 +697,22 @@ impl RowBands {
     /// Bytes of weight data the bands read per use.
     pub fn bytes(&self) -> u64 {
         self.bands.iter().map(|(_, m)| m.bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MatrixKernel, WeightFormat};
+
+    /// The host's weights a unit equal the `UNIT_WEIGHTS` each format's block of matrix.wgsl
+    /// sets (the shader is the source: its `unit_dot` is written for that many).
+    #[test]
+    fn unit_weights_are_the_shaders() {
+        for format in WeightFormat::ALL {
+            let code = MatrixKernel::plain(false, format, false).source().code().expect("expands");
+            let declared =
+                code.lines().find_map(|l| l.trim().strip_prefix("const UNIT_WEIGHTS: u32 = ")?.strip_suffix("u;")?.parse::<u32>().ok());
+            assert_eq!(declared, Some(format.unit_weights()), "{format:?}");
+        }
     }
 }

@@ -84,7 +84,7 @@
 //   per pair) adds them up: no subgroup idles for want of a row of its own (TPR 32 in
 //   subgroups of 8 or 16, as Intel's GPUs run, left 3 in 4 or half of them idle before).
 //   With ROWS = 2 or 4 (an override, SUBGROUP only) a row group takes that many consecutive
-//   rows at once (rows_dot): each unit's input columns (and gains) are loaded and squared
+//   rows at once (row_dot's slots, slot_dot): each unit's input columns (and gains) are loaded and squared
 //   once for all the rows' products, a workgroup covers ROWS WG / TPR rows (1 / ROWS of the
 //   workgroups), and a SwiGLU or RoPE pair is one group's, its epilogue written by its lane
 //   0 with no trip through workgroup memory.
@@ -101,8 +101,9 @@
 
 override WG: u32 = 64u;
 override TPR: u32 = 8u;
-// Units of a row each thread has in flight at once in row_dot, 1 to 8: 2 (the host's
-// default, UNITS_IN_FLIGHT), 4 or 8 as asked, or fitted to a decode row (see row_dot).
+// Units of a row each thread has in flight at once in row_dot (with ROWS > 1, of each of
+// its rows), 1 to 8: 2 (the host's default, UNITS_IN_FLIGHT), 4 or 8 as asked, or fitted to a
+// decode row (see row_dot).
 override IN_FLIGHT: u32 = 2u;
 
 #include matrix_params.wgsl
@@ -177,8 +178,8 @@ var<workgroup> partial: array<Acc, 256>;
 // Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the
 // host sets it where the adapter's narrowest subgroups have fewer than TPR lanes).
 override SHARED_ROWS: bool = false;
-// Rows a row group takes at once: 1 (a GPU's default, ROWS_PER_SUBGROUP), 2 or 4, with 2
-// units of each in flight (rows_dot).
+// Rows a row group takes at once: 1 (a GPU's default, ROWS_PER_SUBGROUP), 2 or 4, with
+// IN_FLIGHT units of each in flight (row_dot, slot_dot).
 override ROWS: u32 = 1u;
 #ifdef NORM
 // With SHARED_ROWS: the squares each subgroup of the first row group read (its parts, at
@@ -234,7 +235,7 @@ var<private> x_rows: vec4<u32>;
 var<private> inv_rms: Acc;
 #ifdef SUBGROUP
 // The squares of the input columns this lane has read in row_dot (X), past-the-row units'
-// excepted (unit_or_zero).
+// excepted (slot_or_zero).
 var<private> squares: f32;
 #endif
 #endif
@@ -520,26 +521,66 @@ fn row_unit(row: u32, u: u32) -> Acc {
 #endif
 }
 
-// Unit `v` of row `row` (of `n` units) times the input, or 0 past the row: the index is
+#ifdef SUBGROUP
+// What a thread's slot of row_dot holds: with subgroups, the products of a row group's rows
+// (ROWS of them, .x .. in order; ROWS = 1: .x alone, 2: .xy), as a subgroup takes ROWS
+// consecutive rows at once.
+alias Dot = vec4<f32>;
+
+// Unit u of rows row .. row + ROWS - 1 (a row past the matrix clamped to its last, whose sum
+// the caller drops) times the input: the products read the same input columns with no store
+// between them, so the compiler loads them (and their gains) once; with NORM only the first
+// row's squares count.
+fn slot_dot(row: u32, u: u32) -> Dot {
+    let last = params.rows - 1u;
+    var p = Dot(0.0);
+    p.x = row_unit(row, u);
+#ifdef NORM
+    let counted = squares;
+#endif
+    if (ROWS > 1u) {
+        p.y = row_unit(min(row + 1u, last), u);
+    }
+    if (ROWS == 4u) {
+        p.z = row_unit(min(row + 2u, last), u);
+        p.w = row_unit(min(row + 3u, last), u);
+    }
+#ifdef NORM
+    squares = counted;
+#endif
+    return p;
+}
+#else
+// What a thread's slot of row_dot holds: the row's product (MATMUL: for 4 tokens).
+alias Dot = Acc;
+
+// Unit u of row `row` times the input.
+fn slot_dot(row: u32, u: u32) -> Dot {
+    return row_unit(row, u);
+}
+#endif
+
+// Unit `v` of the slot's rows (of `n` units) times the input, or 0 past the row: the index is
 // clamped into the row, so the load goes out whatever the select keeps (no branch; with NORM
 // and SUBGROUP the squares of a unit past the row are dropped the same way).
-fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
+fn slot_or_zero(row: u32, v: u32, n: u32) -> Dot {
 #ifdef NORM
 #ifdef SUBGROUP
     let kept = squares;
 #endif
 #endif
-    let dot = row_unit(row, min(v, max(n, 1u) - 1u));
+    let dot = slot_dot(row, min(v, max(n, 1u) - 1u));
 #ifdef NORM
 #ifdef SUBGROUP
     squares = select(kept, squares, v < n);
 #endif
 #endif
-    return select(Acc(0.0), dot, v < n);
+    return select(Dot(0.0), dot, v < n);
 }
 
-// This thread's share of row `row` times the input: units lane, lane + lanes, ...,
-// IN_FLIGHT an iteration into as many sums, so their loads are in flight at once (a GPU
+// This thread's share of row `row` times the input (with subgroups, of rows row .. row +
+// ROWS - 1 at once: each unit's input loaded once for all of them): units lane, lane + lanes,
+// ..., IN_FLIGHT an iteration into as many sums, so their loads are in flight at once (a GPU
 // waits out each load's latency otherwise: on an H100 a Q4_1 matvec took about 1 us per
 // serial load, 23-28 us a dispatch, 2026-11-26). An iteration's units past the end of the
 // row are loaded clamped into it and their products dropped (a select, no branch between
@@ -553,85 +594,42 @@ fn unit_or_zero(row: u32, v: u32, n: u32) -> Acc {
 // kernel small: a separate tail after the loop doubled the inlined unit products, and with
 // them the compile time (lavapipe took over a minute for the Q6_K kernels at 8 units in
 // flight). The sums add up in one order for every IN_FLIGHT (a slot not taken adds 0).
-fn row_dot(row: u32, lane: u32, lanes: u32) -> Acc {
+fn row_dot(row: u32, lane: u32, lanes: u32) -> Dot {
     let n = row_units();
-    var a = Acc(0.0);
-    var b = Acc(0.0);
-    var c = Acc(0.0);
-    var d = Acc(0.0);
-    var e = Acc(0.0);
-    var f = Acc(0.0);
-    var g = Acc(0.0);
-    var h = Acc(0.0);
+    var a = Dot(0.0);
+    var b = Dot(0.0);
+    var c = Dot(0.0);
+    var d = Dot(0.0);
+    var e = Dot(0.0);
+    var f = Dot(0.0);
+    var g = Dot(0.0);
+    var h = Dot(0.0);
     for (var u = lane; u < n; u = u + IN_FLIGHT * lanes) {
-        a = a + row_unit(row, u);
+        a = a + slot_dot(row, u);
         if (IN_FLIGHT > 1u) {
-            b = b + unit_or_zero(row, u + lanes, n);
+            b = b + slot_or_zero(row, u + lanes, n);
         }
         if (IN_FLIGHT > 2u) {
-            c = c + unit_or_zero(row, u + 2u * lanes, n);
+            c = c + slot_or_zero(row, u + 2u * lanes, n);
         }
         if (IN_FLIGHT > 3u) {
-            d = d + unit_or_zero(row, u + 3u * lanes, n);
+            d = d + slot_or_zero(row, u + 3u * lanes, n);
         }
         if (IN_FLIGHT > 4u) {
-            e = e + unit_or_zero(row, u + 4u * lanes, n);
+            e = e + slot_or_zero(row, u + 4u * lanes, n);
         }
         if (IN_FLIGHT > 5u) {
-            f = f + unit_or_zero(row, u + 5u * lanes, n);
+            f = f + slot_or_zero(row, u + 5u * lanes, n);
         }
         if (IN_FLIGHT > 6u) {
-            g = g + unit_or_zero(row, u + 6u * lanes, n);
+            g = g + slot_or_zero(row, u + 6u * lanes, n);
         }
         if (IN_FLIGHT > 7u) {
-            h = h + unit_or_zero(row, u + 7u * lanes, n);
+            h = h + slot_or_zero(row, u + 7u * lanes, n);
         }
     }
     return ((a + b) + (c + d)) + ((e + f) + (g + h));
 }
-
-#ifdef SUBGROUP
-// Unit `v` of rows row .. row + ROWS - 1 (of `n` units each; a row past the matrix clamped to
-// its last, whose sum the caller drops) times the input, or 0 past the rows, as
-// unit_or_zero: the products read the same input columns with no store between them, so the
-// compiler loads them (and their gains) once; with NORM only the first row's squares count.
-// .x .. the rows' products in order (ROWS = 2: .zw stay 0).
-fn units_or_zero(row: u32, v: u32, n: u32) -> vec4<f32> {
-#ifdef NORM
-    let kept = squares;
-#endif
-    let u = min(v, max(n, 1u) - 1u);
-    let last = params.rows - 1u;
-    var p = vec4<f32>(0.0);
-    p.x = row_unit(row, u);
-#ifdef NORM
-    let counted = squares;
-#endif
-    p.y = row_unit(min(row + 1u, last), u);
-    if (ROWS == 4u) {
-        p.z = row_unit(min(row + 2u, last), u);
-        p.w = row_unit(min(row + 3u, last), u);
-    }
-#ifdef NORM
-    squares = select(kept, counted, v < n);
-#endif
-    return select(vec4<f32>(0.0), p, v < n);
-}
-
-// Rows row .. row + ROWS - 1 times the input at once (ROWS = 2 or 4): this thread's share,
-// units lane, lane + lanes, ... of each, two of each row an iteration (2 ROWS loads of
-// weights in flight, the input's shared), as row_dot's with IN_FLIGHT = 2.
-fn rows_dot(row: u32, lane: u32, lanes: u32) -> vec4<f32> {
-    let n = row_units();
-    var a = vec4<f32>(0.0);
-    var b = vec4<f32>(0.0);
-    for (var u = lane; u < n; u = u + 2u * lanes) {
-        a = a + units_or_zero(row, u, n);
-        b = b + units_or_zero(row, u + lanes, n);
-    }
-    return a + b;
-}
-#endif
 
 // silu(g) * u, SwiGLU's output for gate g and up u.
 fn swiglu(g: Acc, u: Acc) -> Acc {
@@ -714,11 +712,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         // The round's rows' sums, .x .. in order (.y a pair's up row).
         var sum = vec4<f32>(0.0);
         if (live) {
-            if (ROWS == 1u) {
-                sum.x = row_dot(row, part * lanes + lane, parts * lanes);
-            } else {
-                sum = rows_dot(row, part * lanes + lane, parts * lanes);
-            }
+            sum = row_dot(row, part * lanes + lane, parts * lanes);
         }
         if (ROWS == 4u) {
             sum = subgroupAdd(sum);

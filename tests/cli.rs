@@ -428,7 +428,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         ),
         (
             vec!["generate", "--model", &m, "--backend", "gpu", "--rows-per-subgroup", "2", "--no-subgroups", "hi"],
-            "--rows-per-subgroup above 1 needs subgroups and 2 units in flight",
+            "--rows-per-subgroup above 1 needs subgroups (no --no-subgroups)",
         ),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "100", "hi"], "one of [64, 128, 256], not 100"),
         (vec!["generate", "--model", &m, "--backend", "gpu", "--matrix-workgroup", "512", "hi"], "not 512"),

@@ -49,12 +49,13 @@ fn context_with_subgroups() -> GpuContext {
 /// or 32 rows a workgroup, and the hardware shape's, a row pair or two over 4 subgroups, 16 or
 /// 32 rows a workgroup), and half-float
 /// caches (all with 2 units of a row in flight, the default, but the 32-threads-a-row shapes,
-/// whose decode rows take theirs fitted as a GPU's do: `fitted`; `check_linear` adds 4 and 8).
+/// whose decode rows take theirs fitted as a GPU's do, one row or several at once: `fitted`;
+/// `check_linear` adds 4 and 8).
 fn all_options() -> Vec<KernelOptions> {
     let mut all: Vec<KernelOptions> = [1, 8, 64].map(KernelOptions::plain).into();
     all.extend([subgroups(1, 64, false), subgroups(8, 64, false), fitted(subgroups(32, 256, false)), subgroups(128, 256, false)]);
     for n in [2, 4] {
-        all.extend([rows(n, subgroups(8, 64, false)), rows(n, subgroups(32, 256, false))]);
+        all.extend([rows(n, subgroups(8, 64, false)), fitted(rows(n, subgroups(32, 256, false)))]);
     }
     all.extend([
         fitted(KernelOptions { workgroup: 256, ..KernelOptions::plain(32) }),
@@ -87,9 +88,9 @@ fn rows(rows_per_subgroup: u32, o: KernelOptions) -> KernelOptions {
 /// same inside every form around it. These forms reach it every way it is called: one
 /// thread a row walking every unit (software adapters), a few threads a row, a hardware
 /// GPU's shape over several subgroups (SHARED_ROWS) with its units in flight fitted to each
-/// row (`fitted`: 1 to 8 slots of `row_dot`), four rows a subgroup (`units_or_zero`:
-/// four rows' units on the same input columns, a row past the matrix clamped), and four units
-/// of a row in flight (`unit_or_zero`: units past the row clamped and dropped). Every weight
+/// row (`fitted`: 1 to 8 slots of `row_dot`), four rows a subgroup (`slot_dot`: four rows'
+/// units on the same input columns, a row past the matrix clamped), and four units of a row
+/// in flight (`slot_or_zero`: units past the row clamped and dropped). Every weight
 /// type runs these; the default model's Q4_1, the LM head's Q8_0 and the commonest K-quant,
 /// Q4_K, run every form of [`all_options`] too (the forms' own logic, checked on them, is
 /// the same for every type). The whole list at every type compiled three times as many
@@ -385,15 +386,7 @@ fn kernel_options_out_of_range_are_refused() {
     refused(KernelOptions { units_in_flight: 3, ..KernelOptions::plain(1) }, "one of [2, 4, 8] is possible");
     refused(KernelOptions { prefill_threads_per_row: 3, ..KernelOptions::plain(1) }, "3 threads per row");
     refused(KernelOptions { split_chunk: 0, ..KernelOptions::plain(1) }, "split-K chunks of 0");
-    refused(KernelOptions { rows_per_subgroup: 3, subgroups: true, ..KernelOptions::plain(1) }, "one of [1, 2, 4] rows");
-    refused(
-        KernelOptions { rows_per_subgroup: 2, subgroups: true, units_in_flight: 4, ..KernelOptions::plain(1) },
-        "more than one with 2 units",
-    );
-    refused(
-        KernelOptions { rows_per_subgroup: 4, subgroups: true, units_in_flight: 8, ..KernelOptions::plain(1) },
-        "more than one with 2 units",
-    );
+    refused(KernelOptions { rows_per_subgroup: 3, subgroups: true, ..KernelOptions::plain(1) }, "3 rows a subgroup: one of [1, 2, 4]");
     refused(KernelOptions { rows_per_subgroup: 2, ..KernelOptions::plain(1) }, "without subgroups take one row");
 }
 

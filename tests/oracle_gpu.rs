@@ -111,7 +111,8 @@ fn gpu_plain_reductions_match_exact_math() {
 /// short cases, over a half-float cache, within the cache's own tolerance: with subgroups (the
 /// merges' subgroup reductions; 8 threads a row in workgroups of 64, where a GPU's 32 in 256 run
 /// four times slower on lavapipe, and `gpu_in_a_hardware_gpus_shape_matches_exact_math` takes
-/// that shape through the model) taking two rows at once, with chunks of 7 positions, so the
+/// that shape through the model) taking two rows at once (the per-head projection's 8 units
+/// a row fitted as a GPU's: one a thread), with chunks of 7 positions, so the
 /// steps past the seventh position merge two and three chunks per head. Every layer takes that
 /// form (this model's output projection is Q4_1: a head of 64 columns is two whole blocks).
 /// The cache's rounding must show, and it must take two bytes a value. Each run of the model's
@@ -127,6 +128,7 @@ fn gpu_per_head_attention_matches_exact_math() {
         fused_positions: 64,
         split_chunk: 7,
         rows_per_subgroup: 2,
+        fit_units_in_flight: true,
         ..KernelOptions::plain(8)
     };
     let mut g = gpu_with(new_ctx(), options);

@@ -234,7 +234,8 @@ sweep() {
   # on a GPU when written): each unit's input loads and squares shared by the rows' products,
   # half or a quarter of the workgroups, a SwiGLU/RoPE pair finished without workgroup
   # memory; two in workgroups of 128 and four in 64 keep the default's count of workgroups (8
-  # rows each). Two on lavapipe +15%, SwiftShader +50%; four a further +7% and +25%.
+  # rows each). Two on lavapipe +15%, SwiftShader +50%; four a further +7% and +25%. Each
+  # row's units in flight are fitted as one row's (since the thirty-eighth session; 2 before).
   for shape in 1:256 1:128 2:256 2:128 4:256 4:64; do
     for prompt in short long; do measure "$prompt" 64 --rows-per-subgroup "${shape%:*}" --matrix-workgroup "${shape#*:}"; done
   done

@@ -73,7 +73,9 @@ impl AnyBackend {
                 }
                 options.rows_per_subgroup = match gpu.rows_per_subgroup {
                     Some(rows) => rows,
-                    // The device's pick takes two rows only where the kernels chosen can.
+                    // A count of units asked for runs one row a subgroup unless rows are
+                    // asked too: a software adapter's four rows at 8 units in flight would
+                    // inline 32 unit products a loop, a long compile on lavapipe.
                     None if options.subgroups && options.units_in_flight == UNITS_IN_FLIGHT => options.rows_per_subgroup,
                     None => 1,
                 };

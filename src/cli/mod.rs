@@ -11,9 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tokenscope::backend::any::{BackendChoice, GpuChoice};
 use tokenscope::backend::cpu::CpuPrecision;
-use tokenscope::backend::gpu::kernels::{
-    ATTENTION_CHUNK, MATRIX_WORKGROUPS, ROWS_PER_SUBGROUP_CHOICES, UNITS_IN_FLIGHT, UNITS_IN_FLIGHT_CHOICES,
-};
+use tokenscope::backend::gpu::kernels::{ATTENTION_CHUNK, MATRIX_WORKGROUPS, ROWS_PER_SUBGROUP_CHOICES, UNITS_IN_FLIGHT_CHOICES};
 use tokenscope::backend::AnyBackend;
 use tokenscope::model::Model;
 use tokenscope::{Error, Result};
@@ -100,7 +98,7 @@ pub struct ModelArgs {
     /// GPU: matrix rows each subgroup takes at once in the decode kernels, 1, 2 or 4 (default
     /// 1 on a GPU, 4 on a software adapter): with more than 1, each unit's input columns are
     /// loaded once for all the rows' products and a workgroup covers that many times the rows
-    /// (needs subgroups and 2 units in flight). For measuring on a GPU.
+    /// (needs subgroups; each row's units in flight as for one row). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     rows_per_subgroup: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
@@ -196,12 +194,8 @@ impl ModelArgs {
         if let Some(n) = self.rows_per_subgroup.filter(|n| !ROWS_PER_SUBGROUP_CHOICES.contains(n)) {
             return Err(Error::InvalidParams(format!("--rows-per-subgroup must be one of {ROWS_PER_SUBGROUP_CHOICES:?}, not {n}")));
         }
-        if self.rows_per_subgroup.is_some_and(|n| n > 1)
-            && (self.no_subgroups || self.units_in_flight.is_some_and(|u| u != UNITS_IN_FLIGHT))
-        {
-            return Err(Error::InvalidParams(format!(
-                "--rows-per-subgroup above 1 needs subgroups and {UNITS_IN_FLIGHT} units in flight (no --no-subgroups, no other --units-in-flight)"
-            )));
+        if self.rows_per_subgroup.is_some_and(|n| n > 1) && self.no_subgroups {
+            return Err(Error::InvalidParams("--rows-per-subgroup above 1 needs subgroups (no --no-subgroups)".into()));
         }
         if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));

@@ -149,10 +149,11 @@ test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per ro
 // a subgroup at once (ROWS: 16 or 32 rows per workgroup, the last group's rows past the
 // matrix: the second of two, the last of four); and with a row's units in flight fitted to it
 // as a GPU's are (IN_FLIGHT 5: its 40 units over 8 threads), or 3 (the second round's third
-// slot past the row for every thread).
+// slot past the row for every thread), one row a subgroup or four and two.
 const NORMED = [['matvec_f32_norm.wgsl'], ['matvec_f32_norm_subgroup.wgsl', false], ['matvec_f32_norm_subgroup.wgsl', true], ['matvec_f32_norm_subgroup.wgsl', false, 2], ['matvec_f32_norm_subgroup.wgsl', true, 2],
-  ['matvec_f32_norm_subgroup.wgsl', false, 4], ['matvec_f32_norm_subgroup.wgsl', true, 4], ['matvec_f32_norm_subgroup.wgsl', true, 1, 5], ['matvec_f32_norm_subgroup.wgsl', true, 1, 3]];
-for (const [file, shared, rows = 1, inFlight] of NORMED) test(`${file}${shared ? ' with SHARED_ROWS' : ''}${rows > 1 ? `, ${rows} rows a subgroup,` : ''}${inFlight ? `, ${inFlight} units in flight,` : ''} runs a small case in Chromium (the RMSNorm prologue, ${8 * rows} rows per workgroup)`, async () => {
+  ['matvec_f32_norm_subgroup.wgsl', false, 4], ['matvec_f32_norm_subgroup.wgsl', true, 4], ['matvec_f32_norm_subgroup.wgsl', true, 1, 5], ['matvec_f32_norm_subgroup.wgsl', true, 1, 3],
+  ['matvec_f32_norm_subgroup.wgsl', true, 4, 5], ['matvec_f32_norm_subgroup.wgsl', true, 2, 3]];
+for (const [file, shared, rows = 1, inFlight] of NORMED) test(`${file}${shared ? ' with SHARED_ROWS' : ''}${rows > 1 ? `, ${rows} rows a subgroup` : ''}${inFlight ? `, ${inFlight} units in flight` : ''}${rows > 1 || inFlight ? ',' : ''} runs a small case in Chromium (the RMSNorm prologue, ${8 * rows} rows per workgroup)`, async () => {
   const x = X(1).map((v) => v * 300);
   const constants = { WG: 64, TPR: 8, ...(shared === undefined ? {} : { SHARED_ROWS: shared ? 1 : 0, ROWS: rows }), ...(inFlight ? { IN_FLIGHT: inFlight } : {}) };
   const got = await runKernel(file, [matrixParams(ROWS, 0, 1e-5), { f32: W }, { f32: x, binding: 3 }, { f32: new Array(ROWS).fill(0), binding: 4 }, step(0, 1), { f32: GAIN, binding: 6 }], 4, [Math.ceil(ROWS / (8 * rows)), 1, 1], constants);

@@ -100,16 +100,16 @@ pub struct KernelOptions {
     /// default (the fastest measured), 4 or 8, to measure against; a decode row fitted with
     /// `fit_units_in_flight` takes its own count instead.
     pub units_in_flight: u32,
-    /// A decode kernel taking one row at a time, whose threads cover each row in at most
-    /// [`MAX_UNITS_IN_FLIGHT`] units a thread, has exactly that many in flight: the row is one
-    /// round of loads, and no slot of the loop lies past the row's end for every thread of a
-    /// subgroup ([`KernelOptions::units_in_flight_for`]). On by default on a hardware GPU;
-    /// unmeasured there yet (see [`UNITS_IN_FLIGHT`]).
+    /// A decode kernel whose threads cover each row in at most [`MAX_UNITS_IN_FLIGHT`] units a
+    /// thread has exactly that many in flight (of each of its rows, with `rows_per_subgroup`
+    /// rows at once): the row is one round of loads, and no slot of the loop lies past the
+    /// row's end for every thread of a subgroup ([`KernelOptions::units_in_flight_for`]). On by
+    /// default on a hardware GPU; unmeasured there yet (see [`UNITS_IN_FLIGHT`]).
     pub fit_units_in_flight: bool,
     /// Rows each subgroup's lanes take at once in the decode kernels with subgroups, one of
     /// [`ROWS_PER_SUBGROUP_CHOICES`] (the override `ROWS`): 1 by default on a GPU, or 2 or 4,
     /// each unit's input columns loaded once for all the rows' products and 1 / rows of the
-    /// workgroups (with 2 units of each row in flight: `units_in_flight` must be 2).
+    /// workgroups, each row's units in flight as one row's (`units_in_flight`, or fitted).
     /// Unmeasured on a GPU.
     pub rows_per_subgroup: u32,
     /// Matvec and attention reduce with subgroup operations (the device must have the
@@ -204,7 +204,7 @@ impl KernelOptions {
 
     /// Units of a row each thread of a matrix kernel has in flight (the override `IN_FLIGHT`)
     /// for rows of `units` units (a word of weights each) shared by `lanes` threads, in a
-    /// decode kernel taking one row at a time (`one_decode_row`): with
+    /// decode kernel (`decode`; one row at a time or `rows_per_subgroup` at once): with
     /// [`KernelOptions::fit_units_in_flight`], the units a thread covers, where they are
     /// [`MAX_UNITS_IN_FLIGHT`] or fewer; else [`KernelOptions::units_in_flight`]. With 2 on the
     /// 2026-11-28 H200 (32 threads a row) a row of 576 Q4_1 columns (72 units) took 4 slots a
@@ -213,9 +213,9 @@ impl KernelOptions {
     /// (bench/HISTORY.md). Fitted, that row is 3 slots, the 1536-column down projection 6 (as
     /// before, in one round instead of three) and the LM head's 576 Q8_0 columns 5 (6 before):
     /// 24.4 M slots, each row one round of loads (which cost nothing measurable there).
-    pub fn units_in_flight_for(&self, one_decode_row: bool, units: u32, lanes: u32) -> u32 {
+    pub fn units_in_flight_for(&self, decode: bool, units: u32, lanes: u32) -> u32 {
         let per_thread = units.div_ceil(lanes.max(1)).max(1);
-        if self.fit_units_in_flight && one_decode_row && per_thread <= MAX_UNITS_IN_FLIGHT {
+        if self.fit_units_in_flight && decode && per_thread <= MAX_UNITS_IN_FLIGHT {
             per_thread
         } else {
             self.units_in_flight
@@ -469,12 +469,10 @@ impl Kernels {
                 options.units_in_flight
             )));
         }
-        if !ROWS_PER_SUBGROUP_CHOICES.contains(&options.rows_per_subgroup)
-            || (options.rows_per_subgroup > 1 && options.units_in_flight != UNITS_IN_FLIGHT)
-        {
+        if !ROWS_PER_SUBGROUP_CHOICES.contains(&options.rows_per_subgroup) {
             return Err(Error::Backend(format!(
-                "{} rows a subgroup with {} units in flight: one of {ROWS_PER_SUBGROUP_CHOICES:?} rows, more than one with {UNITS_IN_FLIGHT} units",
-                options.rows_per_subgroup, options.units_in_flight
+                "{} rows a subgroup: one of {ROWS_PER_SUBGROUP_CHOICES:?} is possible",
+                options.rows_per_subgroup
             )));
         }
         for threads_per_row in [options.threads_per_row, options.prefill_threads_per_row] {
@@ -536,10 +534,9 @@ impl Kernels {
         // The threads that share a row: whole subgroups with subgroups (at least one, of the
         // widest the adapter may run).
         let lanes = if variant.subgroup { threads_per_row.max(ctx.info.subgroup_sizes[1]) } else { threads_per_row };
-        // A subgroup taking several rows at once runs rows_dot, which has 2 of each in flight.
-        let several_rows = variant.subgroup && self.options.rows_per_subgroup > 1;
-        let one_decode_row = !variant.prefill && !several_rows;
-        let in_flight = self.options.units_in_flight_for(one_decode_row, product_cols / variant.format.unit_weights(), lanes);
+        // A decode row's units a thread, fitted where they are few (row_dot's slots, of
+        // each of a subgroup's rows at once with several).
+        let in_flight = self.options.units_in_flight_for(!variant.prefill, product_cols / variant.format.unit_weights(), lanes);
         let mut constants = vec![("WG", self.options.workgroup as f64), ("TPR", threads_per_row as f64), ("IN_FLIGHT", in_flight as f64)];
         if variant.combine || variant.heads || variant.merge_in || variant.merge_out {
             constants.push(("SPLIT", self.options.split_chunk as f64));
@@ -817,7 +814,7 @@ mod tests {
         assert_eq!(gpu.units_in_flight_for(true, 8, 8), 1);
         assert_eq!(gpu.units_in_flight_for(true, 1, 32), 1);
         assert_eq!(gpu.units_in_flight_for(true, 8 * 32, 32), MAX_UNITS_IN_FLIGHT);
-        // More than 8 a thread, prefill or rows taken several at once: the count asked for.
+        // More than 8 a thread, or prefill: the count asked for.
         assert_eq!(gpu.units_in_flight_for(true, 8 * 32 + 1, 32), gpu.units_in_flight);
         assert_eq!(gpu.units_in_flight_for(true, 72, 1), gpu.units_in_flight);
         assert_eq!(gpu.units_in_flight_for(false, 72, 32), gpu.units_in_flight);

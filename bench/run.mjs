@@ -23,7 +23,8 @@
 // Chromium, only where Chromium's adapter is a GPU (not SwiftShader), and the page's worker
 // alone there (driven by its protocol, nothing drawn: what the page's drawing costs; then one
 // decode step after each prompt timed by kernel in it, as `bench --profile` natively) and the
-// page without subgroups (?subgroups=0: the plain reductions it ran before the worker asked for
+// page with attention inside the output projection up to 16 positions (?fused=16: its
+// default until 2026-11-30, split-K from the first step since) and the page without subgroups (?subgroups=0: the plain reductions it ran before the worker asked for
 // them) and the page with its decode kernels taking two matrix rows a subgroup at once
 // (?rows=2) and the page keeping 3 greedy steps submitted ahead (?runahead=3) and the page with its
 // waits for the GPU not nudging the browser (?wait=plain: as before the nudges) and the page in a
@@ -134,6 +135,7 @@ async function llamaCpp(gpu = false) {
 // { subgroups: 0 } opens its WebGPU device without subgroups,
 // { perhead: N } runs its first N positions with the output projection per query head,
 // { rows: N } has its decode kernels take N matrix rows a subgroup at once,
+// { fused: N } runs attention inside the output projection up to N positions,
 // { label: ', ...' } only adds words to the row's place (a browser started otherwise), and
 // { temperature: T } samples at T with the seed fixed (42) instead of decoding greedily: each
 // step then waits for its logits to come back and be sampled before the next one starts,
@@ -145,7 +147,7 @@ async function oursInChromium(env, backend, runs, threads = THREADS, simd = '', 
   const { temperature = 0, label = '', ...inUrl } = asks;
   const extra = Object.entries(inUrl).map(([k, v]) => `&${k}=${v}`).join('');
   await page.goto(`${env.base}?threads=${threads}${simd ? `&simd=${simd}` : ''}${extra}`);
-  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${asks.rows ? `, ${asks.rows} matrix rows a subgroup at once` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}${asks.subgroups === 0 ? ', without subgroups' : ''}${asks.wait ? `, waits ${asks.wait === 'plain' ? 'not nudged' : asks.wait}` : ''}${label}`;
+  const asked = `${asks.runahead ? `, ${asks.runahead} greedy steps run ahead` : ''}${asks.perhead ? `, output projection per head up to ${asks.perhead} positions` : ''}${asks.rows ? `, ${asks.rows} matrix rows a subgroup at once` : ''}${asks.fused !== undefined ? `, attention inside the output projection up to ${asks.fused} positions` : ''}${temperature ? `, sampled at temperature ${temperature} (seed 42)` : ''}${asks.sampledahead ? ', sampled steps run ahead on the top token' : ''}${asks.subgroups === 0 ? ', without subgroups' : ''}${asks.wait ? `, waits ${asks.wait === 'plain' ? 'not nudged' : asks.wait}` : ''}${label}`;
   await waitLoaded(page);
   if (MODEL !== MODELS.Q4_1) {
     await page.evaluate(() => { delete document.body.dataset.loadMs; });
@@ -285,6 +287,10 @@ async function onTheGpu() {
   if (adapter && !adapter.software) {
     texts = await attempt('tokenscope Chromium webgpu', () => oursInChromium(env, 'webgpu', RUNS));
     await attempt('tokenscope Chromium webgpu, the worker alone', () => workerAlone(env, RUNS));
+    // The short context's attention inside the output projection, as the page ran it on the
+    // 2026-11-28 H200 (its first steps after the short prompt 5.72 ms against 1.73 split-K):
+    // against the default row above, what split-K from the first step buys in the browser.
+    await attempt('tokenscope Chromium webgpu, attention fused up to 16 positions', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { fused: 16 }));
     await attempt('tokenscope Chromium webgpu, without subgroups', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { subgroups: 0 }));
     // Two matrix rows a subgroup at once (thirty-first session; natively the sweep's first rows).
     await attempt('tokenscope Chromium webgpu, two rows a subgroup', () => oursInChromium(env, 'webgpu', RUNS, THREADS, '', true, { rows: 2 }));

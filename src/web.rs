@@ -117,6 +117,9 @@ pub struct Engine {
     /// The next WebGPU load's short context with the output projection per query head
     /// ([`Engine::set_per_head_attention`]), if asked.
     per_head_positions: Option<u32>,
+    /// The next WebGPU load's most positions of attention in the output projection, if asked
+    /// ([`Engine::set_fused_attention_positions`]; else the adapter's default).
+    fused_positions: Option<u32>,
     /// Matrix rows a subgroup takes at once in the next WebGPU load, if asked
     /// ([`Engine::set_rows_per_subgroup`]; else the adapter's default).
     rows_per_subgroup: Option<u32>,
@@ -283,7 +286,14 @@ impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Engine {
         console_error_panic_hook::set_once();
-        Engine { state: EngineState::Empty, per_head_positions: None, rows_per_subgroup: None, run_ahead_sampled: false, gpu_wait: None }
+        Engine {
+            state: EngineState::Empty,
+            per_head_positions: None,
+            fused_positions: None,
+            rows_per_subgroup: None,
+            run_ahead_sampled: false,
+            gpu_wait: None,
+        }
     }
 
     /// Loads a GGUF model from its file onto `backend` (`"webgpu"`: our WGSL kernels through
@@ -321,7 +331,7 @@ impl Engine {
                 adapter_seen,
                 kv_f16: kv_cache_f16,
                 per_head_attention: self.per_head_positions.is_some(),
-                fused_attention_positions: self.per_head_positions,
+                fused_attention_positions: self.per_head_positions.or(self.fused_positions),
                 rows_per_subgroup: self.rows_per_subgroup,
                 ..GpuChoice::default()
             }),
@@ -538,6 +548,25 @@ impl Engine {
             ))));
         }
         self.per_head_positions = Some(positions);
+        Ok(())
+    }
+
+    /// Runs the next WebGPU load's decode steps with attention inside the output projection
+    /// up to `positions` positions (0 to 256; past them split-K), as `bench
+    /// --fused-attention-positions N` does natively: for measuring it in the browser, where
+    /// a hardware GPU runs split-K from the first step by default
+    /// ([`crate::backend::gpu::kernels::BROWSER_FUSED_ATTENTION_POSITIONS`]; a software
+    /// adapter up to 16 positions). With [`Engine::set_per_head_attention`], that one's count
+    /// holds. A count that is not a whole number from 0 to 256 (a URL's `?fused=abc` is NaN
+    /// here) is refused at once.
+    #[wasm_bindgen(js_name = setFusedAttentionPositions)]
+    pub fn set_fused_attention_positions(&mut self, positions: f64) -> Result<(), JsValue> {
+        if positions.fract() != 0.0 || !(0.0..=ATTENTION_CHUNK as f64).contains(&positions) {
+            return Err(js_err(Error::InvalidParams(format!(
+                "attention inside the output projection covers 0 to {ATTENTION_CHUNK} positions, not {positions}"
+            ))));
+        }
+        self.fused_positions = Some(positions as u32);
         Ok(())
     }
 

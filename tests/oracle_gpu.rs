@@ -97,13 +97,20 @@ fn gpu_in_a_hardware_gpus_shape_matches_exact_math() {
     check_exact(&mut gpu_with(new_ctx(), options), TOL, SHORT_CASES);
 }
 
-/// Plain reductions, one thread a row loading 4 units of it at once (the default is 2). One
-/// row a subgroup (a GPU's default; a software adapter's pick, the whole oracle's, takes four:
-/// two SwiGLU or RoPE pairs, or four rows of every other matrix, in one of lavapipe's subgroups
-/// of 8) runs in the hardware shape's test, two in the per-head test.
+/// Plain reductions, one thread a row loading 4 units of it at once (the default is 2), with
+/// split-K attention from the first decode step (a hardware GPU's default in a browser:
+/// `kernels::BROWSER_FUSED_ATTENTION_POSITIONS`; the hardware shape's test runs every step's
+/// attention in the output projection instead). One row a subgroup (a GPU's default; a
+/// software adapter's pick, the whole oracle's, takes four: two SwiGLU or RoPE pairs, or four
+/// rows of every other matrix, in one of lavapipe's subgroups of 8) runs in the hardware
+/// shape's test, two in the per-head test.
 #[test]
 fn gpu_plain_reductions_match_exact_math() {
-    check_exact(&mut gpu_with(new_ctx(), KernelOptions { units_in_flight: 4, ..KernelOptions::plain(1) }), TOL, SHORT_CASES);
+    let options =
+        KernelOptions { units_in_flight: 4, fused_positions: kernels::BROWSER_FUSED_ATTENTION_POSITIONS as u32, ..KernelOptions::plain(1) };
+    let mut g = gpu_with(new_ctx(), options);
+    assert_eq!(g.step_shape().dispatches, 5 * 30 + 2, "split-K's part 1 a dispatch of its own in every step");
+    check_exact(&mut g, TOL, SHORT_CASES);
 }
 
 /// The short context's output projection per query head, its parts merged by the

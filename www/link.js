@@ -35,13 +35,14 @@ export function spawnWorker() {
   // The page's ?threads=N (1: the one-thread engine) caps the engine's threads,
   // ?simd=baseline picks the engine without relaxed SIMD (to compare the two), ?runahead=N
   // keeps N greedy steps submitted ahead on WebGPU, ?perhead=N runs its first N positions
-  // with the output projection per query head, ?rows=N has a subgroup take N matrix rows
+  // with the output projection per query head, ?fused=N its first N positions with attention
+  // inside the output projection, ?rows=N has a subgroup take N matrix rows
   // at once, ?sampledahead=1 runs sampled steps ahead
   // on the GPU's top token too, ?subgroups=0 runs WebGPU without subgroups and
   // ?wait=busy|timer|plain sets how WebGPU's waits nudge the browser (to compare); the
   // worker reads them from its own URL.
   const page = new URLSearchParams(location.search);
-  const asks = new URLSearchParams([...page].filter(([k]) => ['threads', 'simd', 'runahead', 'perhead', 'rows', 'sampledahead', 'subgroups', 'wait'].includes(k)));
+  const asks = new URLSearchParams([...page].filter(([k]) => ['threads', 'simd', 'runahead', 'perhead', 'fused', 'rows', 'sampledahead', 'subgroups', 'wait'].includes(k)));
   worker = new Worker(String(asks) ? `worker.js?${asks}` : 'worker.js', { type: 'module' });
   worker.onmessage = ({ data }) => handlers.message(data);
   if (mail) send({ type: 'mailbox', counter: /** @type {SharedArrayBuffer} */ (mail.buffer) });

@@ -30,7 +30,10 @@
 // default busy on a hardware adapter, timer on a software one): for measuring what the
 // nudges buy. `?rows=1|2|4` has WebGPU's decode kernels take that many matrix rows a subgroup
 // at once (Engine.setRowsPerSubgroup; by default 1 on a GPU, 4 on a software adapter): for
-// measuring more rows against one on a GPU.
+// measuring more rows against one on a GPU. `?fused=N` runs WebGPU decode steps with attention
+// inside the output projection up to N positions (Engine.setFusedAttentionPositions; by
+// default none on a GPU, split-K from the first step, and 16 on a software adapter): for
+// measuring that prologue in the browser.
 import { relaxedSimd } from './vendor/wasm-feature-detect.js';
 import { fetchModel, chooseBackend, named } from './worker_io.js';
 
@@ -43,6 +46,7 @@ const SAMPLED_AHEAD_ASKED = ASKS.get('sampledahead') === '1';
 const SUBGROUPS_ASKED = ASKS.get('subgroups') !== '0';
 const WAIT_ASKED = ASKS.get('wait');
 const ROWS_ASKED = ASKS.has('rows') ? Number(ASKS.get('rows')) : undefined;
+const FUSED_ASKED = ASKS.has('fused') ? Number(ASKS.get('fused')) : undefined;
 const CORES = Math.max(1, (self.navigator && navigator.hardwareConcurrency) || 1);
 const THREADS = self.crossOriginIsolated ? Math.min(CORES, ASKED_THREADS || Math.max(1, CORES - 1)) : 1;
 
@@ -173,11 +177,12 @@ async function load(msg) {
   // engine is freed at once, never left to the garbage collector.
   const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
   const fresh = new wasm.Engine();
-  // ?perhead=N, ?rows=N and ?wait=, checked before the old engine goes (a value out of range
-  // loses nothing).
-  if ((PER_HEAD_ASKED !== undefined || ROWS_ASKED !== undefined || WAIT_ASKED) && choice.backend === 'webgpu') {
+  // ?perhead=N, ?fused=N, ?rows=N and ?wait=, checked before the old engine goes (a value
+  // out of range loses nothing).
+  if ((PER_HEAD_ASKED !== undefined || FUSED_ASKED !== undefined || ROWS_ASKED !== undefined || WAIT_ASKED) && choice.backend === 'webgpu') {
     try {
       if (PER_HEAD_ASKED !== undefined) fresh.setPerHeadAttention(PER_HEAD_ASKED);
+      if (FUSED_ASKED !== undefined) fresh.setFusedAttentionPositions(FUSED_ASKED);
       if (ROWS_ASKED !== undefined) fresh.setRowsPerSubgroup(ROWS_ASKED);
       if (WAIT_ASKED) fresh.setGpuWait(/** @type {'busy' | 'timer' | 'plain'} */ (WAIT_ASKED));
     } catch (e) {

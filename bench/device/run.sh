@@ -36,7 +36,7 @@
 #            matrix workgroups of 256 and 128 (4 rows: 256 and 64), and with 2 units of every
 #            row in flight (--units-in-flight 2, the default before decode rows were fitted);
 #            then native decode after the short prompt with attention inside the output projection up
-#            to 1 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
+#            to 0 (split-K from the first step), 16 ... 256 positions (--fused-attention-positions; 40: the most whose values
 #            slices the prologue holds in registers) and with the output projection per query
 #            head up to 16 ... 256 positions (--per-head-attention; at 256 also in chunks of 16, 32
 #            and 128), after the long prompt with
@@ -246,9 +246,9 @@ sweep() {
   # less at that card's 9.5 ps a product, 775 -> ~810 tok/s).
   for prompt in short long; do measure "$prompt" 64 --units-in-flight 2; done
   # Where the fused prologue stops paying: decode after the short prompt (positions 5 to 69);
-  # 1: split-K from the first decode step (does the prologue pay at all? never swept before
-  # 2026-11-28's twenty-fifth session).
-  for fused in 1 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
+  # 0: split-K from the first decode step (does the prologue pay at all natively? The page on
+  # a GPU runs that since 2026-11-30, where the prologue's steps were slow in Chromium).
+  for fused in 0 16 32 40 64 128 256; do measure short 64 --fused-attention-positions "$fused"; done
   # Rows wider than a subgroup (twenty-fifth session): 64 and 128 threads a row in workgroups
   # of 256, a row over 2 or 4 of NVIDIA's subgroups of 32 (SHARED_ROWS) or the plain tree;
   # fewer serial loads a row (a 576-column Q4_1 row in one round) and twice or four times the

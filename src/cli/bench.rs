@@ -272,11 +272,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("decode  {d:.1} tok/s ({} tokens, median of {runs})", a.decode_tokens);
         println!("weights read per decoded token: {:.1} MB", weight_bytes as f64 / 1e6);
         if let Some(s) = &gpu {
+            let past = if s.fused_positions == 0 {
+                "split-K attention from the first step".to_string()
+            } else {
+                format!("{} past {} positions", s.dispatches_long_context, s.fused_positions)
+            };
             println!(
-                "per decode step: {} dispatches ({} past {} positions), {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
+                "per decode step: {} dispatches ({past}), {} compute pass, {} submit, {} bytes read back; GPU memory {:.1} MB",
                 s.dispatches,
-                s.dispatches_long_context,
-                s.fused_positions,
                 s.passes,
                 s.submits,
                 s.readback_bytes,

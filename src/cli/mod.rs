@@ -103,8 +103,9 @@ pub struct ModelArgs {
     rows_per_subgroup: Option<u32>,
     /// GPU: most context positions a decode step's attention runs inside the output
     /// projection (every workgroup computing it, or one head each with --per-head-attention;
-    /// no dispatch of its own), 1 to 256; past them split-K attention takes a dispatch of its
-    /// own (default 16). For measuring on a GPU.
+    /// no dispatch of its own), 0 to 256; past them split-K attention takes a dispatch of its
+    /// own (default 16; 0: split-K from the first step, a hardware GPU's default in a
+    /// browser). For measuring on a GPU.
     #[arg(long, allow_negative_numbers = true, value_parser = count::<u32>)]
     fused_attention_positions: Option<u32>,
     /// GPU: over those positions, run the output projection per query head (a workgroup per
@@ -197,8 +198,8 @@ impl ModelArgs {
         if self.rows_per_subgroup.is_some_and(|n| n > 1) && self.no_subgroups {
             return Err(Error::InvalidParams("--rows-per-subgroup above 1 needs subgroups (no --no-subgroups)".into()));
         }
-        if let Some(n) = self.fused_attention_positions.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
-            return Err(Error::InvalidParams(format!("--fused-attention-positions must be 1 to {ATTENTION_CHUNK}, not {n}")));
+        if let Some(n) = self.fused_attention_positions.filter(|n| *n > ATTENTION_CHUNK as u32) {
+            return Err(Error::InvalidParams(format!("--fused-attention-positions must be 0 to {ATTENTION_CHUNK}, not {n}")));
         }
         if let Some(n) = self.split_k_chunk.filter(|n| !(1..=ATTENTION_CHUNK as u32).contains(n)) {
             return Err(Error::InvalidParams(format!("--split-k-chunk must be 1 to {ATTENTION_CHUNK}, not {n}")));

@@ -305,17 +305,20 @@ test('?perhead=256 with ?rows=1 runs WebGPU\'s output projection per query head 
   await p.close();
 });
 
-test('?subgroups=0 with ?wait=plain runs WebGPU on the plain reductions, waiting for it without nudging the browser, to the same greedy tokens; ?wait=often is refused in words and the model in use stays', async () => {
+test('?subgroups=0 with ?wait=plain and ?fused=0 runs WebGPU on the plain reductions, waiting for it without nudging the browser, split-K attention from the first step, to the same greedy tokens; ?wait=often and ?fused=abc are refused in words and the model in use stays', async () => {
   assert.ok(webgpuGreedy, 'the WebGPU test ran first');
   const p = await newTab();
   // SwiftShader is a software adapter: the page's own default is the timer's nudges, so the
   // hardware adapters' busy wait (with ?sampledahead=1 below) and no nudges at all are run
-  // here by asking.
-  const tokens = await writeOnWebGpu(p, `${BASE}?subgroups=0&wait=plain`, ['Top-k', 1], 3);
+  // here by asking; likewise a hardware GPU's split-K attention from the first decode step
+  // (SwiftShader's default puts the first 16 positions' attention in the output projection).
+  const tokens = await writeOnWebGpu(p, `${BASE}?subgroups=0&wait=plain&fused=0`, ['Top-k', 1], 3);
   assert.match(await p.locator('#stats').textContent(), /\(workgroup reductions, f32 KV cache\)/);
+  assert.equal(Number(await p.evaluate(() => document.body.dataset.gpuDispatches)), 5 * 30 + 2, "split-K's part 1 a dispatch of its own in every layer");
   assert.deepEqual(tokens, webgpuGreedy);
 
   await refusedKeepingCpu(p, `${BASE}?wait=often`, /a GPU wait is "busy", "timer" or "plain", not "often"/);
+  await refusedKeepingCpu(p, `${BASE}?fused=abc`, /attention inside the output projection covers 0 to 256 positions, not NaN/);
   await p.close();
 });
 

@@ -15,6 +15,9 @@ pub struct GpuInfo {
     pub backend: String,
     /// Whether this is a software adapter (lavapipe, SwiftShader, WARP).
     pub software: bool,
+    /// Whether the device is a browser's WebGPU (or Dawn's in Node.js), reached through
+    /// wgpu's `webgpu` backend: the page's engine.
+    pub browser: bool,
     /// Largest storage buffer binding the device accepts, in bytes.
     pub max_storage_buffer_binding_size: u64,
     /// Most storage buffers one shader stage may bind.
@@ -203,6 +206,7 @@ impl GpuContext {
             name: seen.map_or_else(|| adapter_name(&[&ai.name]), |s| s.name.clone()),
             backend: format!("{:?}", ai.backend),
             software: seen.is_some_and(|s| s.software) || ai.device_type == wgpu::DeviceType::Cpu,
+            browser: ai.backend == wgpu::Backend::BrowserWebGpu,
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
             subgroups,

@@ -7,7 +7,8 @@
 //! past that. [`Lowered`] flattens the list into a command list for each kind.
 //!
 //! A decode step's layer is 4 dispatches while the context is at most
-//! [`KernelOptions::fused_positions`] positions (16 by default, as measured on an H100), 5
+//! [`KernelOptions::fused_positions`] positions (16 by default, as measured on an H100; none
+//! on a hardware GPU in a browser, [`kernels::BROWSER_FUSED_ATTENTION_POSITIONS`]), 5
 //! past them: the RMSNorms run inside the projections after them, RoPE and the KV-cache
 //! write in the Q/K/V projection's epilogue, attention in the output projection's prologue
 //! (past the short context, split-K's part 1 is a dispatch of its own and the prologue
@@ -96,8 +97,9 @@ pub(super) struct AttentionForm {
     /// In the output projection's prologue (the model's query width fits
     /// [`kernels::FUSED_ATTENTION_MAX_WIDTH`]), else a dispatch of its own.
     pub fused: bool,
-    /// With [`KernelOptions::per_head_attention`], where its parts fit: the chunks of
-    /// split-K positions a short context covers per head.
+    /// With [`KernelOptions::per_head_attention`], where its parts fit and there is a short
+    /// context ([`KernelOptions::fused_positions`] above 0): the chunks of split-K positions
+    /// a short context covers per head.
     pub per_head_chunks: Option<u32>,
 }
 
@@ -107,7 +109,7 @@ impl AttentionForm {
         let shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, cfg.head_dim as u32];
         let fused = cfg.n_heads * cfg.head_dim <= kernels::FUSED_ATTENTION_MAX_WIDTH;
         let chunks = options.fused_positions.div_ceil(options.split_chunk.max(1)).max(1);
-        let per_head = options.per_head_attention && fused && shape[0] * chunks <= ops::MAX_HEAD_PARTS;
+        let per_head = options.per_head_attention && options.fused_positions > 0 && fused && shape[0] * chunks <= ops::MAX_HEAD_PARTS;
         AttentionForm { shape, fused, per_head_chunks: per_head.then_some(chunks) }
     }
 
@@ -222,6 +224,10 @@ impl Builder<'_> {
             .filter(|_| block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
             .map(|n_chunks| HeadParts { parts: Bind(&a.head_parts, 0, None), n_heads: form.shape[0], n_chunks });
         let (one_short, one_long) = if form.fused {
+            let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
+            let merged = CombineInput { shape: form.shape, parts, n_chunks };
+            let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) };
+            let long = vec![split.partial.clone(), k.matvec(ctx, &long, &a.step)?];
             let short = match per_head {
                 Some(p) => {
                     let heads = HeadsInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache, n_chunks: p.n_chunks };
@@ -232,10 +238,9 @@ impl Builder<'_> {
                     LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) }
                 }
             };
-            let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
-            let merged = CombineInput { shape: form.shape, parts, n_chunks };
-            let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) };
-            (vec![k.matvec(ctx, &short, &a.step)?], vec![split.partial.clone(), k.matvec(ctx, &long, &a.step)?])
+            // Split-K from the first step: no short form (nor its pipeline, compiled for nothing).
+            let short = if k.options.fused_positions == 0 { long.clone() } else { vec![k.matvec(ctx, &short, &a.step)?] };
+            (short, long)
         } else {
             (vec![split.single.clone(), wo_one.clone()], vec![split.partial.clone(), split.combine.clone(), wo_one])
         };

@@ -119,8 +119,10 @@ pub struct KernelOptions {
     /// can).
     pub kv_f16: bool,
     /// Most positions a decode step's attention covers in the output projection's prologue
-    /// (1 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] by default);
-    /// past them split-K. The same kernels either way: the host picks the command list.
+    /// (0 to [`ATTENTION_CHUNK`]; [`FUSED_ATTENTION_POSITIONS`] by default,
+    /// [`BROWSER_FUSED_ATTENTION_POSITIONS`] on a hardware GPU in a browser); past them
+    /// split-K (0: split-K from the first step). The same kernels either way: the host picks
+    /// the command list.
     pub fused_positions: u32,
     /// Decode steps over a short context (up to `fused_positions`) run the output projection
     /// per query head (a workgroup per head, chunk of `split_chunk` positions and block of
@@ -164,6 +166,8 @@ impl KernelOptions {
     /// short prompt, one / two / four rows, alternated: lavapipe 6.2, 8.0, 6.9 / 8.9, 9.1,
     /// 8.5 / 9.7, 10.0, 9.1 tok/s, SwiftShader natively two / four 2.5, 2.3 / 3.1, 2.9); a
     /// GPU's one, until a GPU measures more.
+    /// A hardware GPU in a browser runs split-K attention from the first decode step
+    /// ([`BROWSER_FUSED_ATTENTION_POSITIONS`]).
     pub fn for_device(ctx: &GpuContext) -> Self {
         let software = ctx.info.software;
         let subgroups = Self::subgroups_usable(ctx);
@@ -176,7 +180,8 @@ impl KernelOptions {
             rows_per_subgroup: if software && subgroups { 4 } else { ROWS_PER_SUBGROUP },
             subgroups,
             kv_f16: false,
-            fused_positions: FUSED_ATTENTION_POSITIONS as u32,
+            fused_positions: if ctx.info.browser && !software { BROWSER_FUSED_ATTENTION_POSITIONS } else { FUSED_ATTENTION_POSITIONS }
+                as u32,
             per_head_attention: false,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
@@ -352,6 +357,19 @@ pub const ROWS_PER_SUBGROUP_CHOICES: [u32; 3] = [1, 2, 4];
 /// positions (up to 40 for this model on a GPU); unmeasured on a GPU, so the default stays
 /// until a sweep says where the prologue stops paying.
 pub const FUSED_ATTENTION_POSITIONS: usize = 16;
+
+/// [`FUSED_ATTENTION_POSITIONS`] for a hardware GPU in a browser: none, split-K attention
+/// from the first decode step. The page in Chromium on an NVIDIA H200 (2026-11-28, headed on
+/// Vulkan, workgroup reductions: bench/device/h200-vulkan-1128-browser-results.json) took
+/// 5.72 ms a decode step (median of the first 8 after the 5-token prompt, every one at
+/// positions 5-12, attention in the output projection's prologue) against 1.73 for its last 8
+/// (split-K) and 1.79 / 2.11 for every step after the 257-token prompt (split-K). Why the
+/// prologue ran slowly in Chromium is not known yet (bench/HISTORY.md); the page runs the
+/// form that measured fast there, and the device bench runs it with `?fused=16` beside it.
+/// Natively the default stays (the device sweep's `--fused-attention-positions 0` row
+/// measures split-K from the first step there), as do software adapters in a browser (on
+/// SwiftShader the two forms took about the same).
+pub const BROWSER_FUSED_ATTENTION_POSITIONS: usize = 0;
 
 /// Widest attention output (n_heads * head_dim) the output projection can compute in its
 /// prologue (`ATT_MAX` in matrix.wgsl: at most 8 KB of workgroup memory beside the 7.5 KB the

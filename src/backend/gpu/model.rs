@@ -25,7 +25,7 @@ use crate::model::{Config, Weights};
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StepShape {
     /// Kernel dispatches per decode step while the context is short (at most
-    /// [`KernelOptions::fused_positions`] positions).
+    /// [`KernelOptions::fused_positions`] positions; with none, every step's: split-K's).
     pub dispatches: usize,
     /// Kernel dispatches per decode step past it (split-K attention).
     pub dispatches_long_context: usize,
@@ -217,7 +217,7 @@ impl GpuBackend {
     /// What one decode step costs in GPU work and traffic.
     pub fn step_shape(&self) -> StepShape {
         StepShape {
-            dispatches: self.decode.short.len(),
+            dispatches: if self.options.fused_positions == 0 { self.decode.long.len() } else { self.decode.short.len() },
             dispatches_long_context: self.decode.long.len(),
             fused_positions: self.options.fused_positions as usize,
             per_head_layers: self.per_head_layers,

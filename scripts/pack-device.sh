@@ -39,13 +39,17 @@ VULKAN_PEER="@node-llama-cpp/linux-x64-vulkan"
 # Built for any x86-64 with AVX2 (x86-64-v3), not for this machine's own CPU: .cargo/config.toml
 # builds with target-cpu=native, and a binary built so on this AMD EPYC stopped with "Illegal
 # instruction" on an H100 machine's Intel Xeon. Apart from `make build`'s own target folder.
+# The test binaries are built in the release profile too, so the dependencies compile once (the
+# dev profile's are another full build, 6-8 minutes on 2 cores; no test depends on debug
+# assertions). `make bench-device` needs neither `make build` (this machine's own CPU) nor the
+# dev build that `make`'s tokenizer rule runs: the tokenizer is exported below by this binary.
 export RUSTFLAGS="-C target-cpu=x86-64-v3"
 export CARGO_TARGET_DIR="$ROOT/target/device-build"
-echo "pack-device: building the release binary and the GPU test binaries (x86-64-v3)"
+echo "pack-device: building the release binary and the GPU test binaries (x86-64-v3, release)"
 cargo build --release
 args=()
 for t in "${GPU_TESTS[@]}"; do args+=(--test "$t"); done
-mapfile -t test_bins < <(cargo test --no-run --message-format=json "${args[@]}" \
+mapfile -t test_bins < <(cargo test --release --no-run --message-format=json "${args[@]}" \
   | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n")){if(!l.startsWith("{"))continue;const m=JSON.parse(l);if(m.reason==="compiler-artifact"&&m.executable&&m.target.kind.includes("test"))console.log(m.target.name+" "+m.executable)}})')
 [ "${#test_bins[@]}" -eq "${#GPU_TESTS[@]}" ] || { echo "pack-device: expected ${#GPU_TESTS[@]} test binaries, cargo built ${#test_bins[@]}" >&2; exit 1; }
 
@@ -62,10 +66,13 @@ for line in "${test_bins[@]}"; do
   name="${line%% *}"
   strip --strip-debug -o "$STAGE/target/device-tests/$name" "${line#* }"
 done
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+TOKENIZER=models/SmolLM2-135M-Instruct.tokenizer.gguf
+[ -f "$TOKENIZER" ] || "$CARGO_TARGET_DIR/release/tokenscope" export-tokenizer --model "$MODEL" --out "$TOKENIZER"
 # The default model and its tokenizer only (models/ also holds the requantized and synthetic
 # files other tests make, over a gigabyte the GPU runs do not read).
 mkdir -p "$STAGE/models"
-cp models/SmolLM2-135M-Instruct.Q4_1.gguf models/SmolLM2-135M-Instruct.tokenizer.gguf "$STAGE/models/"
+cp "$MODEL" "$TOKENIZER" "$STAGE/models/"
 for d in pkg pkg-relaxed pkg-threads vendor shaders; do cp -r "www/$d" "$STAGE/www/"; done
 cp -r node_modules/playwright-core "$STAGE/node_modules/"
 cp -r bench/node_modules "$STAGE/bench/"

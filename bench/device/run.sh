@@ -47,7 +47,9 @@
 #            both prompts at 4 to 32 threads per row (--prefill-threads-per-row), then the matrix
 #            kernels' workgroup shape: 8 to 32 threads per row in workgroups of 64 and 256, with
 #            and without subgroups, both prompts (64 and 128 threads per row, a row over several
-#            subgroups, in workgroups of 256 early in the sweep)
+#            subgroups, in workgroups of 256 early in the sweep); sweep.txt puts each row's
+#            decode against the first row of its prompt (the defaults) and ends with the
+#            five fastest rows of each prompt (sweep-table.mjs)
 # profile and bench also sample the GPU's clocks (nvidia-smi) while they run: clocks-<step>.csv.
 # Logs and results go to $OUT (the device tool's folder that comes back), else bench/device/out.
 set -euo pipefail
@@ -296,10 +298,7 @@ sweep() {
       done
     done
   done
-  node -e 'for (const l of require("fs").readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean)) {
-    const r = JSON.parse(l);
-    console.log([r.device, r.gpu_kernels, `${r.threads_per_row} threads per row (${r.prefill_threads_per_row} in prefill)`, `workgroups of ${r.matrix_workgroup}`, (r.units_in_flight_fit ? `units in flight fitted to each decode row (else ${r.units_in_flight})` : `${r.units_in_flight} units in flight`), `${r.rows_per_subgroup ?? 1} rows a subgroup`, `attention fused up to ${r.fused_attention_positions} positions${r.per_head_attention_layers ? ` (per head in ${r.per_head_attention_layers} layers)` : ""}`, `split-K chunks of ${r.split_k_chunk}`, `${r.run_ahead_steps} steps run ahead`, r.prompt, `prefill ${r.prefill_tok_s.toFixed(1)}`, `decode ${r.decode_tok_s.toFixed(1)} tok/s`].join(" | "));
-  }' "$log" | tee "$OUT/sweep.txt"
+  node bench/device/sweep-table.mjs "$log" | tee "$OUT/sweep.txt"
 }
 
 profile() {

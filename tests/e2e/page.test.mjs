@@ -127,6 +127,31 @@ test('the lessons\' switches sit in view beside the sliders at 1280x800, More se
   await small.close();
 });
 
+test('on a phone 320 pixels wide nothing runs off the screen\'s right edge, loaded and after a run with Attention, Layers and More settings open', async () => {
+  const phone = await env.browser.newContext({ viewport: { width: 320, height: 640 } });
+  const p = await phone.newPage();
+  await p.goto(BASE);
+  await waitLoaded(p);
+  // Every element drawn past the window's right edge, and how wide the document scrolls.
+  const pastTheEdge = () => p.evaluate(() => ({
+    scrollWidth: document.documentElement.scrollWidth,
+    past: [...document.querySelectorAll('body *')]
+      .filter((e) => e.getClientRects().length > 0 && e.getBoundingClientRect().right > window.innerWidth + 0.5)
+      .map((e) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.className && typeof e.className === 'string' ? `.${e.className.split(' ')[0]}` : ''}`),
+  }));
+  assert.deepEqual(await pastTheEdge(), { scrollWidth: 320, past: [] }, 'loaded');
+  // The model's status wraps under the title instead of off the edge.
+  const status = await p.locator('#load-status').boundingBox();
+  const title = await p.getByRole('heading', { level: 1 }).boundingBox();
+  assert.ok(status && title && status.y > title.y + title.height / 2, `the status sits under the title: ${JSON.stringify({ status, title })}`);
+  await p.getByRole('button', { name: 'Attention', exact: true }).click();
+  await p.getByRole('button', { name: 'Layers', exact: true }).click();
+  await generate(p, { maxTokens: 3 });
+  assert.deepEqual(await pastTheEdge(), { scrollWidth: 320, past: [] }, 'after a run, More settings open');
+  await p.screenshot({ path: `${SHOTS}/page-320-phone.png`, fullPage: true });
+  await phone.close();
+});
+
 test('generating streams text and fills the chart with sane percentages', async () => {
   await page.getByRole('textbox', { name: 'Prompt' }).fill('Name three colors.');
   const t0 = Date.now();

@@ -154,3 +154,6 @@ function toggle(panel, control) {
 ui.attentionButton.addEventListener('click', () => toggle(ui.attentionPanel, ui.attentionButton));
 ui.layersButton.addEventListener('click', () => toggle(ui.layersPanel, ui.layersButton));
 attentionControls(() => { if (shown) drawAttention(shown.inside, steps()[shown.step]); });
+// The attention grid is a canvas drawn in the page's colours: a switch between the system's
+// light and dark themes redraws it in the new ones.
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', draw);

@@ -94,7 +94,7 @@ export function drawAttention(inside, ev) {
     span.className = 'att-tok';
     span.textContent = t || '∅';
     span.title = `position ${j + 1}: ${pct(w[j])}`;
-    span.style.backgroundColor = `rgba(232, 89, 12, ${(0.85 * w[j]) / top})`;
+    span.style.backgroundColor = `rgb(var(--shade) / ${((0.85 * w[j]) / top).toFixed(3)})`;
     if (j === inside.positions - 1) span.classList.add('last');
     return span;
   }));
@@ -193,18 +193,22 @@ function drawGrid(inside, layer, head) {
   const x0 = (h) => GRID.label + h * (cellW + GRID.gap) + Math.floor(h / group) * GRID.groupGap;
   const y0 = (l) => GRID.header + l * (GRID.cellH + GRID.gap);
   gridLayout = { x0, y0, cellW, layers, heads };
-  g.fillStyle = '#636b7a';
+  // The page's colours (style.css), light or dark as the system asks.
+  const css = getComputedStyle(canvas);
+  const color = (/** @type {string} */ name) => css.getPropertyValue(name).trim();
+  const [muted, pickedInk, picked, cell, kept] = ['--muted', '--picked-ink', '--picked', '--button', '--kept'].map(color);
+  g.fillStyle = muted;
   for (let k = 0; k < groups; k++) g.fillText(group > 1 ? `KV head ${k + 1}` : `${k + 1}`, x0(k * group), GRID.header / 2);
   const bar = cellW / positions;
   for (let l = 0; l < layers; l++) {
     if (l === layer || (l + 1) % 5 === 0 || l === 0) {
-      g.fillStyle = l === layer ? '#e8590c' : '#636b7a';
+      g.fillStyle = l === layer ? pickedInk : muted;
       g.fillText(`Layer ${l + 1}`, 0, y0(l) + GRID.cellH / 2);
     }
     for (let h = 0; h < heads; h++) {
-      g.fillStyle = '#f1f3f5';
+      g.fillStyle = cell;
       g.fillRect(x0(h), y0(l), cellW, GRID.cellH);
-      g.fillStyle = '#4c6ef5';
+      g.fillStyle = kept;
       const base = (l * heads + h) * positions;
       for (let j = 0; j < positions; j++) {
         const hgt = attention[base + j] * GRID.cellH;
@@ -212,7 +216,7 @@ function drawGrid(inside, layer, head) {
       }
     }
   }
-  g.strokeStyle = '#e8590c';
+  g.strokeStyle = picked;
   g.lineWidth = 1.5;
   if (head === 'mean') g.strokeRect(x0(0) - 1, y0(layer) - 1, x0(heads - 1) + cellW - x0(0) + 2, GRID.cellH + 2);
   else g.strokeRect(x0(Number(head)) - 1, y0(layer) - 1, cellW + 2, GRID.cellH + 2);

@@ -33,7 +33,7 @@ function tokenSpan(ev, onSelect) {
   span.dataset.forwardMs = String(ev.forward_ms);
   span.textContent = ev.text.length ? ev.text : (ev.sample.p_filtered > 0 && ev.token_text.startsWith('<|') ? ev.token_text : '');
   const alpha = 0.08 + 0.55 * (1 - ev.sample.p_filtered);
-  span.style.background = `rgba(232, 89, 12, ${alpha.toFixed(3)})`;
+  span.style.background = `rgb(var(--shade) / ${alpha.toFixed(3)})`;
   span.title = ev.sample.forced
     ? `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} forced by you (p = ${pct(ev.sample.p)}, rank ${ev.sample.rank + 1})`
     : `step ${ev.step + 1}: ${JSON.stringify(ev.token_text)} drawn with p = ${(100 * ev.sample.p_filtered).toFixed(1)}% (rank ${ev.sample.rank + 1})`;

@@ -5,6 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { SHOTS, ROOT, start, waitLoaded, setSlider, fixSeed, settle } from './harness.mjs';
+import { readability } from './readable.mjs';
 
 const figures = {};
 
@@ -127,29 +128,45 @@ test('the lessons\' switches sit in view beside the sliders at 1280x800, More se
   await small.close();
 });
 
-test('on a phone 320 pixels wide nothing runs off the screen\'s right edge, loaded and after a run with Attention, Layers and More settings open', async () => {
-  const phone = await env.browser.newContext({ viewport: { width: 320, height: 640 } });
-  const p = await phone.newPage();
+// Opens the page in a new context of `options` (viewport, colorScheme), loads it, opens
+// Attention and Layers and writes 3 tokens (More settings open); returns the readability of
+// the page loaded and after the run, closing the context.
+async function readAround(options, shot) {
+  const ctx = await env.browser.newContext(options);
+  const p = await ctx.newPage();
+  p.on('pageerror', (e) => console.error('page error:', e.message));
   await p.goto(BASE);
   await waitLoaded(p);
-  // Every element drawn past the window's right edge, and how wide the document scrolls.
-  const pastTheEdge = () => p.evaluate(() => ({
-    scrollWidth: document.documentElement.scrollWidth,
-    past: [...document.querySelectorAll('body *')]
-      .filter((e) => e.getClientRects().length > 0 && e.getBoundingClientRect().right > window.innerWidth + 0.5)
-      .map((e) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.className && typeof e.className === 'string' ? `.${e.className.split(' ')[0]}` : ''}`),
-  }));
-  assert.deepEqual(await pastTheEdge(), { scrollWidth: 320, past: [] }, 'loaded');
-  // The model's status wraps under the title instead of off the edge.
-  const status = await p.locator('#load-status').boundingBox();
+  const loaded = await readability(p);
   const title = await p.getByRole('heading', { level: 1 }).boundingBox();
-  assert.ok(status && title && status.y > title.y + title.height / 2, `the status sits under the title: ${JSON.stringify({ status, title })}`);
+  const status = await p.locator('#load-status').boundingBox();
   await p.getByRole('button', { name: 'Attention', exact: true }).click();
   await p.getByRole('button', { name: 'Layers', exact: true }).click();
   await generate(p, { maxTokens: 3 });
-  assert.deepEqual(await pastTheEdge(), { scrollWidth: 320, past: [] }, 'after a run, More settings open');
-  await p.screenshot({ path: `${SHOTS}/page-320-phone.png`, fullPage: true });
-  await phone.close();
+  const run = await readability(p);
+  await p.screenshot({ path: `${SHOTS}/${shot}.png`, fullPage: true });
+  await ctx.close();
+  return { loaded, run, title, status };
+}
+
+test('on a phone 320 pixels wide nothing runs off the screen\'s right edge, loaded and after a run with Attention, Layers and More settings open', async () => {
+  const { loaded, run, title, status } = await readAround({ viewport: { width: 320, height: 640 } }, 'page-320-phone');
+  for (const [when, r] of [['loaded', loaded], ['after a run', run]]) {
+    assert.deepEqual({ scrollWidth: r.scrollWidth, past: r.past }, { scrollWidth: 320, past: [] }, when);
+  }
+  // The model's status wraps under the title instead of off the edge.
+  assert.ok(status && title && status.y > title.y + title.height / 2, `the status sits under the title: ${JSON.stringify({ status, title })}`);
+});
+
+test('every text reads at WCAG AA contrast in the light theme and the dark one (the system\'s setting), loaded and after a run with Attention and Layers open', async () => {
+  for (const colorScheme of /** @type {const} */ (['light', 'dark'])) {
+    const { loaded, run } = await readAround({ viewport: { width: 1400, height: 900 }, colorScheme }, `page-${colorScheme}`);
+    assert.deepEqual(loaded.lowContrast, [], `${colorScheme}, loaded`);
+    assert.deepEqual(run.lowContrast, [], `${colorScheme}, after a run`);
+    // The theme follows the system: a dark page under the dark setting, a light one otherwise.
+    const [r, g, b] = loaded.background;
+    assert.equal(Math.max(r, g, b) < 64, colorScheme === 'dark', `${colorScheme}: the page's background is rgb(${loaded.background})`);
+  }
 });
 
 test('generating streams text and fills the chart with sane percentages', async () => {

@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { SHOTS, openPage, setSlider, settle } from './harness.mjs';
+import { readability } from './readable.mjs';
 
 let env;
 let page;
@@ -97,6 +98,8 @@ test('three beams grow, get cut and finish: cut branches are greyed, the winner 
   const forward = Number(stats.match(/Forward tokens(\d+)/)[1]);
   const greedy = Number(stats.match(/greedy decoding runs (\d+)/)[1]);
   assert.ok(forward > greedy, `three beams ran ${forward} forward tokens, greedy ${greedy}`);
+  // Greyed is not unreadable: the cut branches' tokens and scores keep AA contrast too.
+  assert.deepEqual((await readability(page)).lowContrast, [], 'the beam view reads at WCAG AA contrast');
   await tree().scrollIntoViewIfNeeded();
   await shot('tree');
 });

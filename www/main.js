@@ -124,6 +124,18 @@ document.addEventListener('keydown', (e) => {
   step();
 });
 ui.stop.addEventListener('click', () => send({ type: 'stop' }));
+// Ctrl+Enter (Cmd+Enter on a Mac) in the prompt generates, as the Generate button does; Escape
+// anywhere stops a run, as Stop does (each only while its button is enabled).
+ui.prompt.addEventListener('keydown', (e) => {
+  if (e.key !== 'Enter' || !(e.ctrlKey || e.metaKey) || ui.generate.disabled) return;
+  e.preventDefault();
+  ui.generate.click();
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key !== 'Escape' || ui.stop.disabled) return;
+  e.preventDefault();
+  ui.stop.click();
+});
 ui.reset.addEventListener('click', () => {
   send({ type: 'reset' });
   state.run = null;

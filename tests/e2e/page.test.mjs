@@ -243,6 +243,29 @@ test('Stop stops a running generation', async () => {
   assert.ok((await page.locator('#text .tok').count()) < 300);
 });
 
+test('from the keyboard: Ctrl+Enter in the prompt generates and Escape stops, as their buttons say', async () => {
+  assert.equal(await page.getByRole('button', { name: 'Generate', exact: true }).getAttribute('aria-keyshortcuts'), 'Control+Enter Meta+Enter');
+  assert.equal(await page.getByRole('button', { name: 'Stop', exact: true }).getAttribute('aria-keyshortcuts'), 'Escape');
+  await page.evaluate(() => { delete document.body.dataset.finish; });
+  await setSlider(page, 'Max tokens', 300);
+  await setSlider(page, 'Step delay', 500);
+  const prompt = page.getByRole('textbox', { name: 'Prompt' });
+  const before = await prompt.inputValue();
+  await prompt.press('Control+Enter');
+  await page.waitForFunction(() => document.querySelectorAll('#text .tok').length >= 1, null, { timeout: 60_000 });
+  assert.equal(await prompt.inputValue(), before, 'the keys write no new line into the prompt');
+  await page.keyboard.press('Escape');
+  await page.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 60_000 });
+  await setSlider(page, 'Step delay', 0);
+  assert.equal(await page.evaluate(() => document.body.dataset.finish), 'cancelled');
+  // A plain Enter is still a new line in the prompt, not a run.
+  await prompt.press('End');
+  await prompt.press('Enter');
+  assert.equal(await prompt.inputValue(), `${before}\n`);
+  assert.equal(await page.evaluate(() => document.body.dataset.finish), 'cancelled', 'no run started');
+  await prompt.fill(before);
+});
+
 test('a corrupt model file gives an error in words and the page keeps working', async () => {
   await page.locator('#model-file').setInputFiles({ name: 'broken.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a model') });
   await page.getByRole('alert').waitFor({ state: 'visible' });

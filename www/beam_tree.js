@@ -5,9 +5,10 @@
 // greyed from where it was cut; a finished beam ends in a square (EOS, a stop string, max
 // tokens, or stopped by you); the winner's path is marked once the search ends. Layout:
 // d3.tree (a tidy tree, siblings most likely first) over the nodes; a d3 data join keyed by
-// the token path redraws it with short transitions. The summary and the list of finished
-// beams say the same in words.
+// the token path redraws it with short transitions (none under reduced motion). The summary
+// and the list of finished beams say the same in words.
 import { visibleToken } from './chart.js';
+import { motionMs } from './motion.js';
 
 const COL = 112;
 const ROW = 34;
@@ -132,7 +133,7 @@ export class BeamTree {
     const at = (d) => [MARGIN.left + d.y, MARGIN.top + d.x - minX];
     this.svg.attr('width', width).attr('height', height).attr('viewBox', `0 0 ${width} ${height}`)
       .attr('aria-label', this.sentence());
-    const t = this.svg.transition().duration(160).ease(d3.easeCubicOut);
+    const t = this.svg.transition().duration(motionMs(160)).ease(d3.easeCubicOut);
     const path = d3.linkHorizontal();
     /** @param {import('d3').HierarchyPointLink<BeamNode>} d */
     const link = (d) => path({ source: at(d.source), target: at(d.target) });

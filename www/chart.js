@@ -1,11 +1,12 @@
 // @ts-check
 // The live chart of one step's distribution: a d3 data join of horizontal bars with short
-// transitions. Bars show p (after temperature); an orange outline shows p at temperature 1;
-// grey bars were cut by top-k, top-p or min-p; the sampled token is outlined; dashed lines
-// mark the top-k and nucleus (top-p) boundaries. With `onChoose`, every row is a button
-// (named by its token's visible text) that branches the run there; `counts` adds how often
-// each token came up in repeated draws; `q` (speculative decoding) draws the draft's
-// probability of each token as a thin violet bar under the model's.
+// transitions (none under reduced motion). Bars show p (after temperature); an orange outline
+// shows p at temperature 1; grey bars were cut by top-k, top-p or min-p; the sampled token is
+// outlined; dashed lines mark the top-k and nucleus (top-p) boundaries. With `onChoose`, every
+// row is a button (named by its token's visible text) that branches the run there; `counts`
+// adds how often each token came up in repeated draws; `q` (speculative decoding) draws the
+// draft's probability of each token as a thin violet bar under the model's.
+import { motionMs } from './motion.js';
 
 const ROW = 22;
 const LABEL_W = 120;
@@ -42,7 +43,7 @@ export class ProbabilityChart {
     const qOf = (d) => (q ? q.get(d.token_id) || 0 : 0);
     const maxP = d3.max(data, (d) => Math.max(d.p, d.p_t1, qOf(d))) || 1;
     const x = d3.scaleLinear().domain([0, maxP]).range([0, barW]);
-    const t = this.svg.transition().duration(180).ease(d3.easeCubicOut);
+    const t = this.svg.transition().duration(motionMs(180)).ease(d3.easeCubicOut);
 
     const row = this.rows
       .selectAll('g.row')

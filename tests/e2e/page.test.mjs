@@ -212,6 +212,35 @@ test('moving Temperature re-shapes the shown bars', async () => {
   await setSlider(page, 'Temperature', 0.7);
 });
 
+test('under the system\'s reduced motion the bars move to a new temperature at once, and with motion they glide there', async () => {
+  // The bars' widths `frames` frames on.
+  const widths = (frames) => page.evaluate((n) => new Promise((done) => {
+    const tick = () => {
+      if (n-- > 0) { requestAnimationFrame(tick); return; }
+      done([...document.querySelectorAll('#chart .row .bar')].map((e) => Number(e.getAttribute('width')).toFixed(2)).join(' '));
+    };
+    tick();
+  }), frames);
+  // The widths two frames after the chart shows the new temperature (its rows' titles say each
+  // p): a transition of no length has ended by then, the chart's 180 ms one not; and once any
+  // transition has ended.
+  const widthsAfter = async (value) => {
+    const titles = () => [...document.querySelectorAll('#chart .row title')].map((e) => e.textContent).join('|');
+    const before = await page.evaluate(titles);
+    await setSlider(page, 'Temperature', value);
+    await page.waitForFunction((b) => [...document.querySelectorAll('#chart .row title')].map((e) => e.textContent).join('|') !== b, before, { timeout: 10_000 });
+    const next = await widths(2);
+    await page.waitForTimeout(500);
+    return { next, settled: await widths(0) };
+  };
+  await page.emulateMedia({ reducedMotion: 'reduce' });
+  const reduced = await widthsAfter(1.6);
+  assert.equal(reduced.next, reduced.settled, 'reduced motion: the final widths two frames on');
+  await page.emulateMedia({ reducedMotion: 'no-preference' });
+  const moving = await widthsAfter(0.7);
+  assert.notEqual(moving.next, moving.settled, 'with motion the bars are still on their way two frames on');
+});
+
 test('Top-k = 1 makes every sampled token the top one', async () => {
   await setSlider(page, 'Top-k', 1);
   await generate(page, { maxTokens: 4 });

@@ -13,6 +13,7 @@ import { onEngineMessage } from './messages.js';
 import { visibleToken } from './chart.js';
 import { parseLessonLogits } from './text.js';
 import { shownInside } from './inside.js';
+import { setupLink, applySetupLink } from './share_link.js';
 import {
   actions, chart, beamTree, download, showError, setActive, renderButtons, renderAll, markSelected, showStep, renderTimelines, timingSeries,
 } from './views.js';
@@ -254,13 +255,36 @@ ui.importRun.addEventListener('change', async () => {
   ui.importRun.value = '';
 });
 
+// ---- a link to this setup ------------------------------------------------------------
+ui.copyLink.addEventListener('click', async () => {
+  const link = setupLink();
+  history.replaceState(null, '', link);
+  try {
+    await navigator.clipboard.writeText(link);
+    ui.copyLinkNote.textContent = 'Copied: the link opens this page with these settings (the address bar has it too).';
+  } catch {
+    ui.copyLinkNote.textContent = 'The address bar has the link to these settings: the browser did not let the page copy it.';
+  }
+});
+
 Object.assign(actions, { selectStep, fork, switchBranch });
-onEngine(onEngineMessage, engineCrashed);
-spawnWorker();
+
 // For the e2e tests: crashEngine makes the engine panic as an unforeseen bug would (the
 // recovery test); inside gives the engine's figures behind the views inside a step, step(i)
 // the step as the page keeps it.
 /** @type {any} */ (window).tokenscopeTestHooks = { crashEngine: () => send({ type: 'crash-for-testing' }), inside: shownInside, step: (i) => steps()[i] };
+// A link's settings, set before the engine starts (so no message reaches it before a model).
+const linkProblems = location.hash.length > 1 ? applySetupLink(location.hash) : [];
+onEngine(onEngineMessage, engineCrashed);
+spawnWorker();
 showDecoding();
 renderAll();
+/** @param {string[]} problems */
+const linkRefused = (problems) => showError(`This link's settings were not all usable, so those controls stay as they were: ${problems.join('; ')}.`);
+if (linkProblems.length) linkRefused(linkProblems);
+// A link pasted into this tab's address bar changes only the fragment: no reload, so set it here.
+window.addEventListener('hashchange', () => {
+  const problems = applySetupLink(location.hash);
+  if (problems.length) linkRefused(problems);
+});
 loadDefault();

@@ -26,7 +26,7 @@ export const ui = {
   backendNote: $('backend-note'), kvCacheF16: input('kv-cache-f16'), seed: input('seed'), seedFixed: input('seed-fixed'), stops: textarea('stops'),
   modelFile: input('model-file'), dropOverlay: $('drop-overlay'), order: select('sampler-order'), kvCache: input('kv-cache'),
   sampleMany: button('sample-many'), lesson: button('lesson'), lessonLogits: input('lesson-logits'), drawsSummary: $('draws-summary'),
-  exportRun: button('export'), importRun: input('import-run'), branches: $('branches'), timingNote: $('timing-note'),
+  exportRun: button('export'), copyLink: button('copy-link'), copyLinkNote: $('copy-link-note'), importRun: input('import-run'), branches: $('branches'), timingNote: $('timing-note'),
   decoding: select('decoding'), beamSettings: $('beam-settings'), beamPanel: $('beam-panel'), chartPanel: $('chart-panel'),
   speculative: input('speculative'), speculativeSettings: $('speculative-settings'), drafter: select('drafter'),
 };

@@ -226,7 +226,14 @@ test('under the system\'s reduced motion the bars move to a new temperature at o
   // transition has ended.
   const widthsAfter = async (value) => {
     const titles = () => [...document.querySelectorAll('#chart .row title')].map((e) => e.textContent).join('|');
-    const before = await page.evaluate(titles);
+    // Whatever an earlier move still had on its way (a reshape, a transition) lands first.
+    let before = await page.evaluate(titles);
+    for (;;) {
+      await page.waitForTimeout(300);
+      const now = await page.evaluate(titles);
+      if (now === before) break;
+      before = now;
+    }
     await setSlider(page, 'Temperature', value);
     await page.waitForFunction((b) => [...document.querySelectorAll('#chart .row title')].map((e) => e.textContent).join('|') !== b, before, { timeout: 10_000 });
     const next = await widths(2);
@@ -585,4 +592,61 @@ test('a streamed step adds its own point to Entropy per step and rewrites none d
   assert.match(seen.label, /^Step 32: entropy [\d.]+ bits/);
   assert.equal(seen.axisEnd, 35, 'the axis ends at a round step past the last');
   await page.getByRole('button', { name: 'Reset', exact: true }).click();
+});
+
+test('Copy link puts the setup in the address bar and the clipboard, and a tab opened from it gets those settings and writes the same tokens; a link\'s unusable settings are named in words and the rest still apply', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(BASE).origin });
+  const first = await newTab();
+  await first.goto(BASE);
+  await waitLoaded(first);
+  await first.getByRole('textbox', { name: 'Prompt' }).fill('Once upon a time & then, #1');
+  await first.getByRole('radio', { name: 'Completion' }).check();
+  await setSlider(first, 'Temperature', 1.5);
+  await setSlider(first, 'Top-k', 0);
+  await first.getByRole('combobox', { name: 'Sampler order' }).selectOption('temperature-last');
+  await fixSeed(first, 7);
+  await first.getByRole('button', { name: 'Copy link', exact: true }).click();
+  await first.getByText(/^Copied: the link opens this page/).waitFor();
+  const link = first.url();
+  assert.equal(await first.evaluate(() => navigator.clipboard.readText()), link);
+  const fragment = Object.fromEntries(new URLSearchParams(new URL(link).hash.slice(1)));
+  assert.deepEqual(fragment, { prompt: 'Once upon a time & then, #1', mode: 'completion', temperature: '1.5', top_k: '0', order: 'temperature-last', seed_fixed: '1', seed: '7' }, 'only what differs from the defaults, and the fixed seed');
+
+  const second = await newTab();
+  await second.goto(link);
+  await waitLoaded(second);
+  await second.locator('details.more').evaluate((d) => { d.open = true; });
+  assert.equal(await second.getByRole('textbox', { name: 'Prompt' }).inputValue(), 'Once upon a time & then, #1');
+  assert.ok(await second.getByRole('radio', { name: 'Completion' }).isChecked());
+  assert.equal(await second.locator('#temperature-value').textContent(), '1.50', 'the slider shows its value');
+  assert.equal(await second.locator('#top-k-value').textContent(), 'off');
+  assert.equal(await second.getByRole('combobox', { name: 'Sampler order' }).inputValue(), 'temperature-last');
+  assert.ok(await second.getByRole('checkbox', { name: 'Fixed seed' }).isChecked());
+  assert.equal(await second.getByRole('spinbutton', { name: 'Seed' }).inputValue(), '7');
+  assert.ok(await second.getByRole('alert').isHidden(), 'a good link raises no error');
+  // Both tabs write the same tokens: the settings, not just the controls, came across.
+  const written = [];
+  for (const p of [first, second]) {
+    await p.evaluate(() => { delete document.body.dataset.finish; });
+    await setSlider(p, 'Max tokens', 4);
+    await p.getByRole('button', { name: 'Generate', exact: true }).click();
+    await p.waitForFunction(() => document.body.dataset.finish !== undefined, null, { timeout: 120_000 });
+    written.push(await p.locator('#text .tok').allTextContents());
+  }
+  assert.equal(written[0].length, 4);
+  assert.deepEqual(written[1], written[0]);
+  await first.close();
+
+  // A link pasted into the same tab changes only its fragment: its settings apply all the same,
+  // those it cannot use are named and leave their controls as they were.
+  await second.evaluate(() => { location.hash = 'temperature=9&top_k=abc&colour=red&mode=poem&top_p=0.5'; });
+  await second.getByRole('alert').waitFor({ state: 'visible' });
+  const said = await second.getByRole('alert').textContent();
+  for (const words of ['temperature: 9 is outside 0 to 2', 'top_k: "abc" is not a number', 'there is no setting called "colour"', 'mode: "poem" is neither chat nor completion']) {
+    assert.ok(said.includes(words), `${said} names ${words}`);
+  }
+  assert.equal(await second.locator('#top-p-value').textContent(), '0.50', 'the usable setting applied');
+  assert.equal(await second.locator('#temperature-value').textContent(), '1.50', 'the refused one left as it was');
+  assert.ok(await second.getByRole('radio', { name: 'Completion' }).isChecked());
+  await second.close();
 });

@@ -4,7 +4,7 @@
 //   MATMUL (prefill): Y = X W^T for the step's n_tokens rows, 4 tokens per thread at once
 //     (a vec4 accumulator, so every weight dequantized is used 4 times);
 //   and one weight format, W [rows, cols] dequantized on the fly from its layout (repacked
-//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q4_K, Q5_K, Q6_K, F16,
+//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, F16,
 //   BF16 or F32, as weight_formats.wgsl describes them and declares their bindings;
 //   and optionally, fused around the product:
 //   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
@@ -448,9 +448,10 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     return dot4(lo, col) + dot4(hi, col + 32u);
 }
 #endif
-#ifdef Q6_K
-// A unit is one word of a block's high bit pairs: 16 weights, 4 bytes in each quarter of a
-// 128-weight half.
+#ifdef SCALES_16
+// Q6_K and Q3_K: a unit is 16 weights of a 128-weight half of a block, 4 adjacent columns
+// (col + k, k < 4) in each of its 32-weight quarters, one word of each of the block's bit
+// planes; a quarter's 4 columns share one of its 16-weight scales (scale16).
 const UNIT_WEIGHTS: u32 = 16u;
 
 fn unit_dot(row: u32, u: u32) -> Acc {
@@ -459,15 +460,19 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     let n = h / 8u;
     let l0 = (h % 8u) * 4u;
     let col = (u / 16u) * 256u + n * 128u + l0;
-    let pairs = blocks[base + 32u + h];
-    let low_a = blocks[base + 16u * n + h % 8u];
-    let low_b = blocks[base + 16u * n + 8u + h % 8u];
     let sc = n * 8u + l0 / 16u;
-    let s = vec4<f32>(q6_scale(base, sc), q6_scale(base, sc + 2u), q6_scale(base, sc + 4u), q6_scale(base, sc + 6u));
-    // Each a vector over the unit's 4 bytes (columns col + k, k < 4, of each quarter).
-    let p = bytes_of(pairs);
-    let a = bytes_of(low_a);
-    let b = bytes_of(low_b);
+    let s = vec4<f32>(scale16(base, sc), scale16(base, sc + 2u), scale16(base, sc + 4u), scale16(base, sc + 6u));
+    let q = unit_quarters(base, h, n);
+    return dot4(s.x * q[0], col) + dot4(s.y * q[1], col + 32u) + dot4(s.z * q[2], col + 64u) + dot4(s.w * q[3], col + 96u);
+}
+#endif
+#ifdef Q6_K
+// Unit h's integers (q - 32) by quarter, columns k < 4 of each: a word of its half's high
+// bit pairs and the two words of low nibbles they belong to.
+fn unit_quarters(base: u32, h: u32, n: u32) -> mat4x4<f32> {
+    let p = bytes_of(blocks[base + 32u + h]);
+    let a = bytes_of(blocks[base + 16u * n + h % 8u]);
+    let b = bytes_of(blocks[base + 16u * n + 8u + h % 8u]);
     let low = vec4<u32>(0xfu);
     let two = vec4<u32>(3u);
     let up = vec4<u32>(4u);
@@ -475,8 +480,24 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     let q1 = vec4<i32>((b & low) | (((p >> vec4<u32>(2u)) & two) << up)) - vec4<i32>(32);
     let q2 = vec4<i32>((a >> up) | (((p >> up) & two) << up)) - vec4<i32>(32);
     let q3 = vec4<i32>((b >> up) | (((p >> vec4<u32>(6u)) & two) << up)) - vec4<i32>(32);
-    return dot4(s.x * vec4<f32>(q0), col) + dot4(s.y * vec4<f32>(q1), col + 32u) + dot4(s.z * vec4<f32>(q2), col + 64u)
-        + dot4(s.w * vec4<f32>(q3), col + 96u);
+    return mat4x4<f32>(vec4<f32>(q0), vec4<f32>(q1), vec4<f32>(q2), vec4<f32>(q3));
+}
+#endif
+#ifdef Q3_K
+// Unit h's integers (-4..=3) by quarter (shift j of the low bit pairs), columns k < 4 of
+// each: a word of its half's low bit pairs, and the word of high bits (bit 4n + j) over the
+// same 4 columns.
+fn unit_quarters(base: u32, h: u32, n: u32) -> mat4x4<f32> {
+    let q = bytes_of(blocks[base + 8u + h]);
+    let m = bytes_of(blocks[base + h % 8u]) >> vec4<u32>(4u * n);
+    let two = vec4<u32>(3u);
+    let one = vec4<u32>(1u);
+    let four = vec4<i32>(4);
+    let q0 = vec4<i32>(q & two) - four + four * vec4<i32>(m & one);
+    let q1 = vec4<i32>((q >> vec4<u32>(2u)) & two) - four + four * vec4<i32>((m >> vec4<u32>(1u)) & one);
+    let q2 = vec4<i32>((q >> vec4<u32>(4u)) & two) - four + four * vec4<i32>((m >> vec4<u32>(2u)) & one);
+    let q3 = vec4<i32>((q >> vec4<u32>(6u)) & two) - four + four * vec4<i32>((m >> vec4<u32>(3u)) & one);
+    return mat4x4<f32>(vec4<f32>(q0), vec4<f32>(q1), vec4<f32>(q2), vec4<f32>(q3));
 }
 #endif
 #ifdef BF16

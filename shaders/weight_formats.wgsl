@@ -21,9 +21,14 @@
 //   Q6_K: blocks: array<u32> [rows * cols / 256 * 53], the file's 210 bytes and 2 of padding:
 //     128 bytes of low nibbles, 64 of high bit pairs, 16 signed scales (one per 16 weights),
 //     f16 d; w = d sc (q - 32).
+//   Q3_K: blocks: array<u32> [rows * cols / 256 * 28], the file's 110 bytes and 2 of padding:
+//     32 bytes of high bits (bit 4n + j of byte l: weight 128n + 32j + l), 64 of low bit pairs
+//     (bits 2j, 2j + 1 of byte 32n + l), 12 of 6-bit scales (one per 16 weights), f16 d;
+//     w = d (sc - 32) q, q = low - 4 where the high bit is clear (-4..=3).
 //   F16, BF16: w: array<u32> [rows * cols / 2], two weights a word, low half first.
 //   F32: w: array<f32> [rows * cols].
-// K_SCALES is set with Q4_K and Q5_K (their 6-bit scales and mins).
+// K_SCALES is set with Q4_K and Q5_K (their 6-bit scales and mins), SCALES_16 with Q6_K and
+// Q3_K (a signed scale per 16 weights, scale16).
 
 #ifdef Q4_1
 @group(0) @binding(1) var<storage, read> qs: array<u32>;
@@ -48,6 +53,10 @@ const BLOCK_WORDS: u32 = 44u;
 #ifdef Q6_K
 @group(0) @binding(1) var<storage, read> blocks: array<u32>;
 const BLOCK_WORDS: u32 = 53u;
+#endif
+#ifdef Q3_K
+@group(0) @binding(1) var<storage, read> blocks: array<u32>;
+const BLOCK_WORDS: u32 = 28u;
 #endif
 #ifdef F16
 @group(0) @binding(1) var<storage, read> w: array<u32>;
@@ -102,10 +111,21 @@ fn k_scales(base: u32, j: u32) -> vec2<f32> {
 
 #ifdef Q6_K
 // Signed scale j (0..16) of the Q6_K block at word `base`, times its d.
-fn q6_scale(base: u32, j: u32) -> f32 {
+fn scale16(base: u32, j: u32) -> f32 {
     let word = blocks[base + 48u + j / 4u];
     let s = bitcast<i32>(word << (24u - 8u * (j % 4u))) >> 24u;
     return unpack2x16float(blocks[base + 52u]).x * f32(s);
+}
+#endif
+
+#ifdef Q3_K
+// Scale j (0..16) of the Q3_K block at word `base`, less 32, times its d: the low nibble of
+// scale byte j % 8 (its high nibble from j = 8 on), and bits 2 (j / 4) of byte 8 + j % 4 above.
+fn scale16(base: u32, j: u32) -> f32 {
+    let low = byte_of(blocks[base + 24u + (j % 8u) / 4u], j % 4u) >> (4u * (j / 8u));
+    let top = (byte_of(blocks[base + 26u], j % 4u) >> (2u * (j / 4u))) & 3u;
+    let s = i32((low & 0xfu) | (top << 4u)) - 32;
+    return unpack2x16float(blocks[base + 27u]).x * f32(s);
 }
 #endif
 
@@ -161,7 +181,18 @@ fn weight_at(e: u32) -> f32 {
     let hi_at = n * 32u + l;
     let pair = (byte_of(blocks[base + 32u + hi_at / 4u], hi_at % 4u) >> (2u * quarter)) & 3u;
     let q = i32(nibble | (pair << 4u)) - 32;
-    return q6_scale(base, n * 8u + l / 16u + 2u * quarter) * f32(q);
+    return scale16(base, n * 8u + l / 16u + 2u * quarter) * f32(q);
+#endif
+#ifdef Q3_K
+    let base = (e / 256u) * BLOCK_WORDS;
+    let j = e % 256u;
+    let n = j / 128u;
+    let shift = (j % 128u) / 32u;
+    let l = j % 32u;
+    let low = (byte_of(blocks[base + 8u + (32u * n + l) / 4u], l % 4u) >> (2u * shift)) & 3u;
+    let high = (byte_of(blocks[base + l / 4u], l % 4u) >> (4u * n + shift)) & 1u;
+    let q = i32(low) - 4 + 4 * i32(high);
+    return scale16(base, n * 8u + 2u * shift + l / 16u) * f32(q);
 #endif
 #ifdef F16
     let pair = unpack2x16float(w[e / 2u]);

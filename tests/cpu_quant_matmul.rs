@@ -1,5 +1,5 @@
 //! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
-//! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
+//! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K, Q3_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
 //! be threaded, and sentinels past the output's end; each token alone gives the same bits as
@@ -356,6 +356,13 @@ fn q5_k_weights_repack_exactly_into_the_q4_1_kernels() {
 #[test]
 fn q6_k_weights_repack_exactly_into_the_q8_0_kernels() {
     check_format(GgmlDType::Q6K, 38, |b, r, c| Q8_0Rows::from_q6_k(b, r, c).map(QuantMatrix::Q8_0));
+}
+
+/// Q3_K (256-weight super-blocks, 3-bit weights, a 6-bit scale per 16) read as Q8_0 blocks with
+/// their halves' scales, exactly.
+#[test]
+fn q3_k_weights_repack_exactly_into_the_q8_0_kernels() {
+    check_format(GgmlDType::Q3K, 38, |b, r, c| Q8_0Rows::from_q3_k(b, r, c).map(QuantMatrix::Q8_0));
 }
 
 #[test]

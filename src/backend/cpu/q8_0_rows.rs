@@ -1,12 +1,14 @@
 //! Q8_0 weights repacked for [`QuantMatrix`](super::quant_matmul::QuantMatrix), read straight
 //! from the GGUF blocks: per block of 32 weights, 32 signed bytes in one array and the scale,
 //! widened from f16 to f32, in another. `w = d * q`, so a block's dot product with an
-//! activation block is `d_w * d_x * sum(q_w q_x)`. Q6_K (and Q5_0 in wasm) is repacked exactly
-//! into the same blocks: Q6_K's `w = d * sc * (q - 32)` keeps `q - 32` as the block's bytes and
-//! each 16-weight half's 8-bit `sc` in a third array, which the kernels multiply into the half's
-//! integer sums (`d_w * d_x * (sc_0 sum_lo + sc_1 sum_hi)`), as ggml's q6_K x q8_K product does.
-//! Their integers (Q5_0's -16..=15, Q6_K's -32..=31) are narrow enough for relaxed SIMD's 7-bit
-//! operand once 32 is added, which its loops do (`narrow`).
+//! activation block is `d_w * d_x * sum(q_w q_x)`. Q6_K, Q3_K (and Q5_0 in wasm) are repacked
+//! exactly into the same blocks: Q6_K's `w = d * sc * (q - 32)` keeps `q - 32` as the block's
+//! bytes and each 16-weight half's 8-bit `sc` in a third array, which the kernels multiply into
+//! the half's integer sums (`d_w * d_x * (sc_0 sum_lo + sc_1 sum_hi)`), as ggml's q6_K x q8_K
+//! product does; Q3_K's `w = d * (sc - 32) * q` the same way, with its 3-bit `q` (-4..=3) as
+//! the bytes and `sc - 32` as the halves' scales. Their integers (Q5_0's -16..=15, Q6_K's
+//! -32..=31, Q3_K's -4..=3) are narrow enough for relaxed SIMD's 7-bit operand once 32 is
+//! added, which its loops do (`narrow`).
 
 use std::ops::Range;
 
@@ -21,6 +23,9 @@ pub const GGML_BLOCK_BYTES: usize = 34;
 /// Bytes of one Q6_K super-block in a GGUF file: 128 bytes of low nibbles, 64 of high bit
 /// pairs, 16 signed scales, f16 `d`.
 const Q6_K_BYTES: usize = 210;
+/// Bytes of one Q3_K super-block in a GGUF file: 32 bytes of high bits, 64 of low bit pairs,
+/// 12 of 6-bit scales, f16 `d`.
+const Q3_K_BYTES: usize = 110;
 /// Weights in a K-quant super-block.
 const SUPER: usize = 256;
 
@@ -96,15 +101,8 @@ impl Q8_0Rows {
     /// `l + 64` (high), byte `l + 32` weights `l + 32` and `l + 96`, and byte `l` of `qh` their
     /// high bit pairs, from bit 0 up).
     pub fn from_q6_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        if !cols.is_multiple_of(SUPER) {
-            return Err(crate::error::Error::Backend(format!("a Q6_K matrix needs rows of whole 256-weight blocks: [{rows}, {cols}]")));
-        }
-        check_shape("Q6_K", rows, cols, blocks.len(), rows * cols / SUPER * Q6_K_BYTES)?;
-        let count = rows * cols / BLOCK;
-        let (mut q, mut sub, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count * 2), Vec::with_capacity(count));
-        for block in blocks.chunks_exact(Q6_K_BYTES) {
+        Self::from_super_blocks("Q6_K", Q6_K_BYTES, blocks, rows, cols, |block, q, sub| {
             let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
-            let scale = half::f16::from_le_bytes([block[208], block[209]]).to_f32();
             for half in 0..2 {
                 let (ql, qh) = (&ql[64 * half..64 * (half + 1)], &qh[32 * half..32 * (half + 1)]);
                 // Weight j of this half: its nibble and its two high bits.
@@ -117,6 +115,55 @@ impl Q8_0Rows {
                 q.extend((0..128).map(value));
             }
             sub.extend(scales.iter().map(|&v| v as i8));
+        })
+    }
+
+    /// Repacks a row-major `[rows, cols]` tensor's Q3_K super-blocks (`cols` a multiple of
+    /// 256) exactly: weight `i` of a super-block is `d * (sc[i / 16] - 32) * q_i`, its 3-bit
+    /// `q_i` (-4..=3) two low bits in `qs` and a high bit in `hmask` that, clear, takes 4 off
+    /// (ggml's `dequantize_row_q3_K` order: in 128-weight half `n`, weight `32 j + l` has bits
+    /// `2 j` and `2 j + 1` of byte `l` of the half's 32 `qs` bytes, and bit `4 n + j` of byte
+    /// `l` of `hmask`). The 16 6-bit scales: the low nibble of byte `k` of the 12 (of byte `k -
+    /// 8`'s high nibble from `k = 8` on), and as their top two bits bits `2 (k / 4)` of byte
+    /// `8 + k % 4`.
+    pub fn from_q3_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        Self::from_super_blocks("Q3_K", Q3_K_BYTES, blocks, rows, cols, |block, q, sub| {
+            let (hmask, qs, scales) = (&block[..32], &block[32..96], &block[96..108]);
+            let value = |i: usize| {
+                let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
+                let low = (qs[32 * n + l] >> (2 * j)) & 3;
+                let high = (hmask[l] >> (4 * n + j)) & 1;
+                low as i8 - if high == 1 { 0 } else { 4 }
+            };
+            q.extend((0..SUPER).map(value));
+            sub.extend((0..SUPER / 16).map(|k| {
+                let low = if k < 8 { scales[k] & 0xF } else { scales[k - 8] >> 4 };
+                let top = (scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+                (low | (top << 4)) as i8 - 32
+            }));
+        })
+    }
+
+    /// Repacks `[rows, cols]` of `name`'s 256-weight super-blocks of `block_bytes`, each
+    /// ending in its f16 `d`: `decode` appends a block's 256 integers to `q` and its 16 halves'
+    /// scales to `sub`, and every 32-weight block of it takes `d` as its scale.
+    fn from_super_blocks(
+        name: &str,
+        block_bytes: usize,
+        blocks: &[u8],
+        rows: usize,
+        cols: usize,
+        decode: impl Fn(&[u8], &mut Vec<i8>, &mut Vec<i8>),
+    ) -> Result<Self> {
+        if !cols.is_multiple_of(SUPER) {
+            return Err(crate::error::Error::Backend(format!("a {name} matrix needs rows of whole 256-weight blocks: [{rows}, {cols}]")));
+        }
+        check_shape(name, rows, cols, blocks.len(), rows * cols / SUPER * block_bytes)?;
+        let count = rows * cols / BLOCK;
+        let (mut q, mut sub, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count * 2), Vec::with_capacity(count));
+        for block in blocks.chunks_exact(block_bytes) {
+            decode(block, &mut q, &mut sub);
+            let scale = half::f16::from_le_bytes([block[block_bytes - 2], block[block_bytes - 1]]).to_f32();
             d.extend(std::iter::repeat_n(scale, SUPER / BLOCK));
         }
         Ok(Q8_0Rows::new(q, sub, d, rows, cols))
@@ -131,7 +178,7 @@ impl Q8_0Rows {
         }
     }
 
-    /// Row `r`'s integers, halves' scales (empty but for Q6_K) and block scales.
+    /// Row `r`'s integers, halves' scales (empty but for Q6_K and Q3_K) and block scales.
     fn row(&self, r: usize) -> ByteRow<'_> {
         let blocks = self.cols / BLOCK;
         let sub = if self.sub.is_empty() { &[][..] } else { &self.sub[r * blocks * 2..(r + 1) * blocks * 2] };
@@ -150,7 +197,8 @@ impl RowDot for Q8_0Rows {
         self.cols
     }
 
-    /// 32 one-byte integers and a 4-byte scale per block, and for Q6_K two one-byte scales.
+    /// 32 one-byte integers and a 4-byte scale per block, and for Q6_K and Q3_K two one-byte
+    /// scales.
     fn bytes(&self) -> usize {
         self.q.len() + self.sub.len() + self.d.len() * 4
     }
@@ -230,7 +278,7 @@ mod tests {
         block
     }
 
-    /// Q5_0's and Q6_K's integers are always narrow (relaxed SIMD's loops take them), a Q8_0
+    /// Q5_0's, Q6_K's and Q3_K's integers are always narrow (relaxed SIMD's loops take them), a Q8_0
     /// tensor's only where every one of them is: one integer past either end is enough to
     /// keep the rows off those loops.
     #[test]
@@ -243,6 +291,9 @@ mod tests {
         let mut q6_k = bytes(Q6_K_BYTES * 2);
         q6_k.chunks_exact_mut(Q6_K_BYTES).for_each(|b| b[208..].copy_from_slice(&half::f16::ONE.to_le_bytes()));
         assert!(Q8_0Rows::from_q6_k(&q6_k, 1, 512).expect("Q6_K").narrow, "Q6_K");
+        let mut q3_k = bytes(Q3_K_BYTES * 2);
+        q3_k.chunks_exact_mut(Q3_K_BYTES).for_each(|b| b[108..].copy_from_slice(&half::f16::ONE.to_le_bytes()));
+        assert!(Q8_0Rows::from_q3_k(&q3_k, 1, 512).expect("Q3_K").narrow, "Q3_K");
         let within = q8_0_block(|i| 2 * i as i8 - 32);
         assert!(Q8_0Rows::from_ggml(&within, 1, BLOCK).expect("Q8_0").narrow, "Q8_0 within -32..=31");
         for past in [-NARROW_BIAS - 1, NARROW_BIAS, 127, -127] {

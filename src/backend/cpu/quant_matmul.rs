@@ -3,7 +3,7 @@
 //! The CPU backend's fast path in wasm. Activations are rounded to 8-bit blocks of 32 exactly
 //! as candle and llama.cpp round them ([`Activations`]); weights stay in their own block
 //! format, repacked so the inner loop converts no f16 (wasm has no instruction for it):
-//! [`Q8_0Rows`] (Q8_0 tensors) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
+//! [`Q8_0Rows`] (Q8_0 tensors; Q6_K and Q3_K with a scale per 16 weights, repacked exactly) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
 //! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0; Q4_K, and
 //! Q5_0, Q5_1 and Q5_K with a fifth bit per weight, 28 bytes, repacked exactly); float
 //! weights (F32, F16, BF16) as stored, in [`FloatRows`], against f32 inputs. Each

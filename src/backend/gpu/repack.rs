@@ -28,6 +28,17 @@ fn half(b: &[u8]) -> half::f16 {
     half::f16::from_le_bytes([b[0], b[1]])
 }
 
+/// Blocks of `block_bytes` (2 past a whole number of words: the last two the f16 `d`) as
+/// words, each block's `d` alone in its last word (its high half zero).
+fn padded(data: &[u8], block_bytes: usize) -> Vec<u32> {
+    let mut w = Vec::with_capacity(data.len() / block_bytes * block_bytes.div_ceil(4));
+    for b in data.chunks_exact(block_bytes) {
+        w.extend(words(&b[..block_bytes - 2]));
+        w.push(u32::from(u16::from_le_bytes([b[block_bytes - 2], b[block_bytes - 1]])));
+    }
+    w
+}
+
 /// `d` and `offset d` as an f16 pair (d low), if `offset d` is exact in f16 (it is unless it
 /// overflows: the offsets are powers of two).
 fn with_offset(d: half::f16, offset: f32) -> Option<u32> {
@@ -81,17 +92,12 @@ pub fn repack(t: &QTensor) -> Result<Repacked> {
             }
             plain(WeightFormat::Q8_0, qs, d)
         }
+        // 110 bytes a block: padded with 2 zero bytes to 28 words.
+        GgmlDType::Q3K => plain(WeightFormat::Q3K, padded(&data, 110), Vec::new()),
         GgmlDType::Q4K => plain(WeightFormat::Q4K, words(&data).collect(), Vec::new()),
         GgmlDType::Q5K => plain(WeightFormat::Q5K, words(&data).collect(), Vec::new()),
-        GgmlDType::Q6K => {
-            // 210 bytes a block: padded with 2 zero bytes to 53 words.
-            let mut w = Vec::with_capacity(data.len() / 210 * 53);
-            for b in data.chunks_exact(210) {
-                w.extend(words(&b[..208]));
-                w.push(u32::from(u16::from_le_bytes([b[208], b[209]])));
-            }
-            plain(WeightFormat::Q6K, w, Vec::new())
-        }
+        // 210 bytes a block: padded with 2 zero bytes to 53 words.
+        GgmlDType::Q6K => plain(WeightFormat::Q6K, padded(&data, 210), Vec::new()),
         GgmlDType::F16 => plain(WeightFormat::F16, words(&data).collect(), Vec::new()),
         GgmlDType::BF16 => plain(WeightFormat::BF16, words(&data).collect(), Vec::new()),
         GgmlDType::F32 => plain(WeightFormat::F32, words(&data).collect(), Vec::new()),

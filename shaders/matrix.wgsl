@@ -4,7 +4,7 @@
 //   MATMUL (prefill): Y = X W^T for the step's n_tokens rows, 4 tokens per thread at once
 //     (a vec4 accumulator, so every weight dequantized is used 4 times);
 //   and one weight format, W [rows, cols] dequantized on the fly from its layout (repacked
-//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, F16,
+//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16,
 //   BF16 or F32, as weight_formats.wgsl describes them and declares their bindings;
 //   and optionally, fused around the product:
 //   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
@@ -449,9 +449,10 @@ fn unit_dot(row: u32, u: u32) -> Acc {
 }
 #endif
 #ifdef SCALES_16
-// Q6_K and Q3_K: a unit is 16 weights of a 128-weight half of a block, 4 adjacent columns
-// (col + k, k < 4) in each of its 32-weight quarters, one word of each of the block's bit
-// planes; a quarter's 4 columns share one of its 16-weight scales (scale16).
+// Q6_K, Q3_K and Q2_K: a unit is 16 weights of a 128-weight half of a block, 4 adjacent
+// columns (col + k, k < 4) in each of its 32-weight quarters, one word of each of the block's
+// bit planes; a quarter's 4 columns share one of its 16-weight scales (scale16), and with
+// Q2_K one of its mins (min16).
 const UNIT_WEIGHTS: u32 = 16u;
 
 fn unit_dot(row: u32, u: u32) -> Acc {
@@ -463,7 +464,27 @@ fn unit_dot(row: u32, u: u32) -> Acc {
     let sc = n * 8u + l0 / 16u;
     let s = vec4<f32>(scale16(base, sc), scale16(base, sc + 2u), scale16(base, sc + 4u), scale16(base, sc + 6u));
     let q = unit_quarters(base, h, n);
+#ifdef Q2_K
+    let m = vec4<f32>(min16(base, sc), min16(base, sc + 2u), min16(base, sc + 4u), min16(base, sc + 6u));
+    return dot4(s.x * q[0] - m.x, col) + dot4(s.y * q[1] - m.y, col + 32u) + dot4(s.z * q[2] - m.z, col + 64u)
+        + dot4(s.w * q[3] - m.w, col + 96u);
+#else
     return dot4(s.x * q[0], col) + dot4(s.y * q[1], col + 32u) + dot4(s.z * q[2], col + 64u) + dot4(s.w * q[3], col + 96u);
+#endif
+}
+#endif
+#ifdef Q2_K
+// Unit h's integers (0..=3) by quarter (shift j of the bit pairs), columns k < 4 of each: a
+// word of its half's bit pairs.
+fn unit_quarters(base: u32, h: u32, n: u32) -> mat4x4<f32> {
+    let q = bytes_of(blocks[base + 4u + h]);
+    let two = vec4<u32>(3u);
+    return mat4x4<f32>(
+        vec4<f32>(q & two),
+        vec4<f32>((q >> vec4<u32>(2u)) & two),
+        vec4<f32>((q >> vec4<u32>(4u)) & two),
+        vec4<f32>((q >> vec4<u32>(6u)) & two),
+    );
 }
 #endif
 #ifdef Q6_K

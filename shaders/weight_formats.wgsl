@@ -21,6 +21,9 @@
 //   Q6_K: blocks: array<u32> [rows * cols / 256 * 53], the file's 210 bytes and 2 of padding:
 //     128 bytes of low nibbles, 64 of high bit pairs, 16 signed scales (one per 16 weights),
 //     f16 d; w = d sc (q - 32).
+//   Q2_K: blocks: array<u32> [rows * cols / 256 * 21], the file's 84 bytes: 16 of 4-bit
+//     scales (low nibble) and mins (high), one per 16 weights, 64 of bit pairs (bits 2j, 2j + 1
+//     of byte 32n + l: weight 128n + 32j + l), f16 d | f16 dmin; w = d sc q - dmin m.
 //   Q3_K: blocks: array<u32> [rows * cols / 256 * 28], the file's 110 bytes and 2 of padding:
 //     32 bytes of high bits (bit 4n + j of byte l: weight 128n + 32j + l), 64 of low bit pairs
 //     (bits 2j, 2j + 1 of byte 32n + l), 12 of 6-bit scales (one per 16 weights), f16 d;
@@ -28,7 +31,8 @@
 //   F16, BF16: w: array<u32> [rows * cols / 2], two weights a word, low half first.
 //   F32: w: array<f32> [rows * cols].
 // K_SCALES is set with Q4_K and Q5_K (their 6-bit scales and mins), SCALES_16 with Q6_K and
-// Q3_K (a signed scale per 16 weights, scale16).
+// Q3_K (a signed scale per 16 weights, scale16), and with Q2_K too (whose min16 is the
+// offset beside it).
 
 #ifdef Q4_1
 @group(0) @binding(1) var<storage, read> qs: array<u32>;
@@ -53,6 +57,10 @@ const BLOCK_WORDS: u32 = 44u;
 #ifdef Q6_K
 @group(0) @binding(1) var<storage, read> blocks: array<u32>;
 const BLOCK_WORDS: u32 = 53u;
+#endif
+#ifdef Q2_K
+@group(0) @binding(1) var<storage, read> blocks: array<u32>;
+const BLOCK_WORDS: u32 = 21u;
 #endif
 #ifdef Q3_K
 @group(0) @binding(1) var<storage, read> blocks: array<u32>;
@@ -116,6 +124,35 @@ fn scale16(base: u32, j: u32) -> f32 {
     let s = bitcast<i32>(word << (24u - 8u * (j % 4u))) >> 24u;
     return unpack2x16float(blocks[base + 52u]).x * f32(s);
 }
+
+// The integer (q - 32) at column l of quarter j of half n of the block at word `base`: a
+// nibble (quarters 0 and 1 the low ones of the half's two 32-byte runs, 2 and 3 the high
+// ones) and a bit pair above it.
+fn quarter_int(base: u32, n: u32, j: u32, l: u32) -> f32 {
+    let lo_at = n * 64u + l + 32u * (j % 2u);
+    let lo = byte_of(blocks[base + lo_at / 4u], lo_at % 4u);
+    let nibble = select(lo & 0xfu, lo >> 4u, j >= 2u);
+    let hi_at = n * 32u + l;
+    let pair = (byte_of(blocks[base + 32u + hi_at / 4u], hi_at % 4u) >> (2u * j)) & 3u;
+    return f32(i32(nibble | (pair << 4u)) - 32);
+}
+#endif
+
+#ifdef Q2_K
+// Scale j (0..16) of the Q2_K block at word `base` (the low nibble of its byte j) times d.
+fn scale16(base: u32, j: u32) -> f32 {
+    return unpack2x16float(blocks[base + 20u]).x * f32(byte_of(blocks[base + j / 4u], j % 4u) & 0xfu);
+}
+
+// Min j (the high nibble of scale byte j) times dmin.
+fn min16(base: u32, j: u32) -> f32 {
+    return unpack2x16float(blocks[base + 20u]).y * f32(byte_of(blocks[base + j / 4u], j % 4u) >> 4u);
+}
+
+// The integer (0..=3) at column l of quarter j of half n of the block at word `base`.
+fn quarter_int(base: u32, n: u32, j: u32, l: u32) -> f32 {
+    return f32((byte_of(blocks[base + 4u + (32u * n + l) / 4u], l % 4u) >> (2u * j)) & 3u);
+}
 #endif
 
 #ifdef Q3_K
@@ -126,6 +163,14 @@ fn scale16(base: u32, j: u32) -> f32 {
     let top = (byte_of(blocks[base + 26u], j % 4u) >> (2u * (j / 4u))) & 3u;
     let s = i32((low & 0xfu) | (top << 4u)) - 32;
     return unpack2x16float(blocks[base + 27u]).x * f32(s);
+}
+
+// The integer (-4..=3) at column l of quarter j of half n of the block at word `base`: its
+// low bit pair, less 4 where its high bit is clear.
+fn quarter_int(base: u32, n: u32, j: u32, l: u32) -> f32 {
+    let low = (byte_of(blocks[base + 8u + (32u * n + l) / 4u], l % 4u) >> (2u * j)) & 3u;
+    let high = (byte_of(blocks[base + l / 4u], l % 4u) >> (4u * n + j)) & 1u;
+    return f32(i32(low) - 4 + 4 * i32(high));
 }
 #endif
 
@@ -169,30 +214,19 @@ fn weight_at(e: u32) -> f32 {
 #endif
     return s.x * f32(q) - s.y;
 #endif
-#ifdef Q6_K
+#ifdef SCALES_16
+    // Weight e's block, its 128-weight half n, its 32-weight quarter j and column l there; k
+    // its 16-weight scale.
     let base = (e / 256u) * BLOCK_WORDS;
-    let j = e % 256u;
-    let n = j / 128u;
-    let quarter = (j % 128u) / 32u;
-    let l = j % 32u;
-    let lo_at = n * 64u + l + 32u * (quarter % 2u);
-    let lo = byte_of(blocks[base + lo_at / 4u], lo_at % 4u);
-    let nibble = select(lo & 0xfu, lo >> 4u, quarter >= 2u);
-    let hi_at = n * 32u + l;
-    let pair = (byte_of(blocks[base + 32u + hi_at / 4u], hi_at % 4u) >> (2u * quarter)) & 3u;
-    let q = i32(nibble | (pair << 4u)) - 32;
-    return scale16(base, n * 8u + l / 16u + 2u * quarter) * f32(q);
+    let n = (e % 256u) / 128u;
+    let j = (e % 128u) / 32u;
+    let l = e % 32u;
+    let k = n * 8u + 2u * j + l / 16u;
+#ifdef Q2_K
+    return scale16(base, k) * quarter_int(base, n, j, l) - min16(base, k);
+#else
+    return scale16(base, k) * quarter_int(base, n, j, l);
 #endif
-#ifdef Q3_K
-    let base = (e / 256u) * BLOCK_WORDS;
-    let j = e % 256u;
-    let n = j / 128u;
-    let shift = (j % 128u) / 32u;
-    let l = j % 32u;
-    let low = (byte_of(blocks[base + 8u + (32u * n + l) / 4u], l % 4u) >> (2u * shift)) & 3u;
-    let high = (byte_of(blocks[base + l / 4u], l % 4u) >> (4u * n + shift)) & 1u;
-    let q = i32(low) - 4 + 4 * i32(high);
-    return scale16(base, n * 8u + 2u * shift + l / 16u) * f32(q);
 #endif
 #ifdef F16
     let pair = unpack2x16float(w[e / 2u]);

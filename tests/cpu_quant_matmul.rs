@@ -1,5 +1,5 @@
 //! The page's threaded CPU matmul (`QuantMatrix` on the band pool: Q8_0 and Q4_1 weights, and
-//! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K, Q3_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
+//! Q4_0, Q4_K, Q5_0, Q5_1, Q5_K, Q2_K, Q3_K and Q6_K repacked exactly into them) against candle on the same weights: odd sizes
 //! (row counts that are no multiple of a band, token counts that are no multiple of a tile),
 //! decode and prefill, products small enough to run on the calling thread and large enough to
 //! be threaded, and sentinels past the output's end; each token alone gives the same bits as
@@ -19,7 +19,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tokenscope::backend::cpu::quant_matmul::{DotKernel, FloatRows, Q4_1Rows, Q8_0Rows, QuantMatrix};
+use tokenscope::backend::cpu::quant_matmul::{DotKernel, FloatRows, Q2KRows, Q4_1Rows, Q8_0Rows, QuantMatrix};
 
 const SENTINEL: f32 = -12345.5;
 
@@ -153,7 +153,7 @@ fn the_threaded_q4_1_matmul_matches_candle_on_odd_sizes() {
 fn check_exact_repack(
     dtype: GgmlDType,
     shapes: &[(usize, usize)],
-    bytes_per_block: usize,
+    bytes_per_block: f64,
     build: impl Fn(&[u8], usize, usize) -> QuantMatrix,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(17);
@@ -161,7 +161,7 @@ fn check_exact_repack(
         let q = candle_weights(&random(&mut rng, rows * cols), rows, cols, dtype);
         let dense = q.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("dequantize");
         let m = build(&q.data().expect("blocks"), rows, cols);
-        assert_eq!((m.rows(), m.cols(), m.bytes()), (rows, cols, rows * cols / 32 * bytes_per_block));
+        assert_eq!((m.rows(), m.cols(), m.bytes() as f64), (rows, cols, (rows * cols / 32) as f64 * bytes_per_block));
         // Each row read back on its own (a tied embedding's lookup) is candle's row.
         let mut row_out = vec![SENTINEL; cols + 1];
         for r in 0..rows {
@@ -210,7 +210,7 @@ fn check_exact_repack(
 
 /// A repacked format: [`check_exact_repack`] on odd shapes (row lengths of whole 256-weight
 /// super-blocks for K-quants), and a row of part of a block and a truncated block refused.
-fn check_format(dtype: GgmlDType, repacked_bytes_per_block: usize, repack: fn(&[u8], usize, usize) -> tokenscope::Result<QuantMatrix>) {
+fn check_format(dtype: GgmlDType, repacked_bytes_per_block: f64, repack: fn(&[u8], usize, usize) -> tokenscope::Result<QuantMatrix>) {
     let (weights, bytes) = (dtype.block_size(), dtype.type_size());
     let shapes: &[(usize, usize)] =
         if weights == 256 { &[(37, 256), (7, 512), (1, 256), (130, 768)] } else { &[(37, 96), (7, 32), (1, 64), (131, 416)] };
@@ -317,52 +317,60 @@ fn f16_weights_with_an_infinity_are_widened_at_load() {
 /// Q4_0 (4-bit weights, `d (q - 8)`) read as Q4_1 blocks with offset `-8 d`, exactly.
 #[test]
 fn q4_0_weights_repack_exactly_into_the_q4_1_kernels() {
-    check_format(GgmlDType::Q4_0, 24, |b, r, c| Q4_1Rows::from_q4_0(b, r, c).map(QuantMatrix::Q4_1));
+    check_format(GgmlDType::Q4_0, 24.0, |b, r, c| Q4_1Rows::from_q4_0(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q4_K (256-weight super-blocks of 6-bit scales and mins) read as Q4_1 blocks, exactly.
 #[test]
 fn q4_k_weights_repack_exactly_into_the_q4_1_kernels() {
-    check_format(GgmlDType::Q4K, 24, |b, r, c| Q4_1Rows::from_q4_k(b, r, c).map(QuantMatrix::Q4_1));
+    check_format(GgmlDType::Q4K, 24.0, |b, r, c| Q4_1Rows::from_q4_k(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_0 (5-bit weights, `d (q - 16)`) read as 5-bit Q4_1 blocks with offset `-16 d`, exactly.
 #[test]
 fn q5_0_weights_repack_exactly_into_the_q4_1_kernels() {
-    check_format(GgmlDType::Q5_0, 28, |b, r, c| Q4_1Rows::from_q5_0(b, r, c).map(QuantMatrix::Q4_1));
+    check_format(GgmlDType::Q5_0, 28.0, |b, r, c| Q4_1Rows::from_q5_0(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_0 read as Q8_0 blocks, exactly (the wasm engine's choice: `q - 16` fits a signed byte).
 #[test]
 fn q5_0_weights_repack_exactly_into_the_q8_0_kernels() {
-    check_format(GgmlDType::Q5_0, 36, |b, r, c| Q8_0Rows::from_q5_0(b, r, c).map(QuantMatrix::Q8_0));
+    check_format(GgmlDType::Q5_0, 36.0, |b, r, c| Q8_0Rows::from_q5_0(b, r, c).map(QuantMatrix::Q8_0));
 }
 
 /// Q5_1 (5-bit weights, `d q + m`) read as 5-bit Q4_1 blocks, as stored.
 #[test]
 fn q5_1_weights_repack_exactly_into_the_q4_1_kernels() {
-    check_format(GgmlDType::Q5_1, 28, |b, r, c| Q4_1Rows::from_q5_1(b, r, c).map(QuantMatrix::Q4_1));
+    check_format(GgmlDType::Q5_1, 28.0, |b, r, c| Q4_1Rows::from_q5_1(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q5_K (256-weight super-blocks of 6-bit scales and mins, 5-bit weights) read as 5-bit Q4_1
 /// blocks, exactly.
 #[test]
 fn q5_k_weights_repack_exactly_into_the_q4_1_kernels() {
-    check_format(GgmlDType::Q5K, 28, |b, r, c| Q4_1Rows::from_q5_k(b, r, c).map(QuantMatrix::Q4_1));
+    check_format(GgmlDType::Q5K, 28.0, |b, r, c| Q4_1Rows::from_q5_k(b, r, c).map(QuantMatrix::Q4_1));
 }
 
 /// Q6_K (256-weight super-blocks, 6-bit weights, a signed 8-bit scale per 16) read as Q8_0
 /// blocks with their halves' scales, exactly.
 #[test]
 fn q6_k_weights_repack_exactly_into_the_q8_0_kernels() {
-    check_format(GgmlDType::Q6K, 38, |b, r, c| Q8_0Rows::from_q6_k(b, r, c).map(QuantMatrix::Q8_0));
+    check_format(GgmlDType::Q6K, 38.0, |b, r, c| Q8_0Rows::from_q6_k(b, r, c).map(QuantMatrix::Q8_0));
+}
+
+/// Q2_K (256-weight super-blocks, 2-bit weights, a 4-bit scale and min per 16) read as Q8_0
+/// blocks with their halves' scales and the mins beside them (40.5 bytes per 32 weights),
+/// exactly.
+#[test]
+fn q2_k_weights_repack_exactly_into_the_q8_0_kernels_and_mins() {
+    check_format(GgmlDType::Q2K, 40.5, |b, r, c| Q2KRows::from_q2_k(b, r, c).map(QuantMatrix::Q2K));
 }
 
 /// Q3_K (256-weight super-blocks, 3-bit weights, a 6-bit scale per 16) read as Q8_0 blocks with
 /// their halves' scales, exactly.
 #[test]
 fn q3_k_weights_repack_exactly_into_the_q8_0_kernels() {
-    check_format(GgmlDType::Q3K, 38, |b, r, c| Q8_0Rows::from_q3_k(b, r, c).map(QuantMatrix::Q8_0));
+    check_format(GgmlDType::Q3K, 38.0, |b, r, c| Q8_0Rows::from_q3_k(b, r, c).map(QuantMatrix::Q8_0));
 }
 
 #[test]

@@ -80,17 +80,17 @@ fn unsupported_tensor_types_are_named_with_what_is_supported() {
     let spec = SyntheticSpec { dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
     let mut m = SyntheticModel::new(&spec).expect("model");
     let t = Tensor::zeros((256, 256), candle_core::DType::F32, &Device::Cpu).expect("zeros");
-    m.set_tensor("blk.1.attn_q.weight", QTensor::quantize(&t, GgmlDType::Q2K).expect("q2_k"));
+    m.set_tensor("blk.1.attn_q.weight", QTensor::quantize(&t, GgmlDType::Q8K).expect("q8_k"));
     let e = model_error(read(m.to_bytes().expect("bytes")));
     let message = e.to_string();
     match e {
         ModelError::UnsupportedTensorType { ref name, ref dtype, ref supported } => {
             assert_eq!(name, "blk.1.attn_q.weight");
-            assert_eq!(dtype, "Q2_K");
-            for t in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"] {
+            assert_eq!(dtype, "Q8_K");
+            for t in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"] {
                 assert!(supported.split(", ").any(|s| s == t), "{t} missing from {supported}");
             }
-            assert!(message.contains("Q2_K") && message.contains(supported.as_str()), "{message}");
+            assert!(message.contains("Q8_K") && message.contains(supported.as_str()), "{message}");
         }
         other => panic!("{other}"),
     }

@@ -521,6 +521,11 @@ fn matvec_and_matmul_q5_k_match_their_cpu_twin() {
 }
 
 #[test]
+fn matvec_and_matmul_q2_k_match_their_cpu_twin() {
+    check_linear(GgmlDType::Q2K, 20);
+}
+
+#[test]
 fn matvec_and_matmul_q3_k_match_their_cpu_twin() {
     check_linear(GgmlDType::Q3K, 19);
 }
@@ -536,7 +541,7 @@ fn matvec_and_matmul_bf16_match_their_cpu_twin() {
 }
 
 /// Every weight type the engine reads.
-const ALL_TYPES: [GgmlDType; 12] = tokenscope::gguf::SUPPORTED_TYPES;
+const ALL_TYPES: [GgmlDType; 13] = tokenscope::gguf::SUPPORTED_TYPES;
 
 /// `cols` rounded up to whole blocks of `dtype` (256 weights for the K formats), so the K
 /// formats run every case at a nearby width.

@@ -19,12 +19,13 @@ use crate::error::ModelError;
 use scan::{check_header, shown};
 
 /// Tensor types the engine computes with, on every backend.
-pub const SUPPORTED_TYPES: [GgmlDType; 12] = [
+pub const SUPPORTED_TYPES: [GgmlDType; 13] = [
     GgmlDType::Q4_0,
     GgmlDType::Q4_1,
     GgmlDType::Q5_0,
     GgmlDType::Q5_1,
     GgmlDType::Q8_0,
+    GgmlDType::Q2K,
     GgmlDType::Q3K,
     GgmlDType::Q4K,
     GgmlDType::Q5K,

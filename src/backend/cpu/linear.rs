@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::quant_matmul::{Activations, DotKernel, FloatRows, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
+use super::quant_matmul::{Activations, DotKernel, FloatRows, Q2KRows, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -18,7 +18,7 @@ pub enum CpuPrecision {
     Exact,
     /// Quantized weights and activations rounded to 8 bits (like llama.cpp) through SIMD dot
     /// products: [`QuantMatrix`] in wasm and on x86-64 with AVX2 (Q4_0, Q4_1, Q4_K, Q5_0, Q5_1,
-    /// Q5_K, Q3_K, Q6_K and Q8_0 read as stored or repacked exactly; F32, F16 and BF16 as stored,
+    /// Q5_K, Q2_K, Q3_K, Q6_K and Q8_0 read as stored or repacked exactly; F32, F16 and BF16 as stored,
     /// against f32 activations; on the band pool's threads), candle's quantized matmul on other
     /// CPUs (Q4_1, Q5_0 and Q5_1 requantized to Q8_0 at load, since candle has SIMD dot
     /// products for Q8_0, not for them).
@@ -36,7 +36,7 @@ fn own_quant_matmul() -> bool {
 
 /// The weight types the fast path's own kernels read (exactly, as stored or repacked):
 /// Q4_0, Q4_1, Q4_K and the 5-bit Q5_0, Q5_1 and Q5_K as [`Q4_1Rows`], Q8_0, Q6_K and Q3_K as
-/// [`Q8_0Rows`] (and Q5_0 too in wasm, widened exactly), F32, F16 and BF16 as [`FloatRows`]:
+/// [`Q8_0Rows`], Q2_K as [`Q2KRows`] (and Q5_0 too in wasm, widened exactly), F32, F16 and BF16 as [`FloatRows`]:
 /// every type a model loads.
 fn packs(t: GgmlDType) -> bool {
     matches!(
@@ -50,6 +50,7 @@ fn packs(t: GgmlDType) -> bool {
             | GgmlDType::Q8_0
             | GgmlDType::Q6K
             | GgmlDType::Q3K
+            | GgmlDType::Q2K
             | GgmlDType::F32
             | GgmlDType::F16
             | GgmlDType::BF16
@@ -125,6 +126,7 @@ impl Linear {
                     GgmlDType::Q5K => QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(&blocks, rows, cols)?),
                     GgmlDType::Q6K => QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(&blocks, rows, cols)?),
                     GgmlDType::Q3K => QuantMatrix::Q8_0(Q8_0Rows::from_q3_k(&blocks, rows, cols)?),
+                    GgmlDType::Q2K => QuantMatrix::Q2K(Q2KRows::from_q2_k(&blocks, rows, cols)?),
                     GgmlDType::F32 => QuantMatrix::Float(FloatRows::from_f32(&blocks, rows, cols)?),
                     GgmlDType::F16 => QuantMatrix::Float(FloatRows::from_f16(&blocks, rows, cols)?),
                     GgmlDType::BF16 => QuantMatrix::Float(FloatRows::from_bf16(&blocks, rows, cols)?),

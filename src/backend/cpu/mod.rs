@@ -10,6 +10,7 @@ pub mod float_rows;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
+pub mod q2_k_rows;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
 pub mod quant_matmul;

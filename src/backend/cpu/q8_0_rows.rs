@@ -101,7 +101,7 @@ impl Q8_0Rows {
     /// `l + 64` (high), byte `l + 32` weights `l + 32` and `l + 96`, and byte `l` of `qh` their
     /// high bit pairs, from bit 0 up).
     pub fn from_q6_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        Self::from_super_blocks("Q6_K", Q6_K_BYTES, blocks, rows, cols, |block, q, sub| {
+        Self::from_super_blocks("Q6_K", Q6_K_BYTES, 208, blocks, rows, cols, |block, q, sub| {
             let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
             for half in 0..2 {
                 let (ql, qh) = (&ql[64 * half..64 * (half + 1)], &qh[32 * half..32 * (half + 1)]);
@@ -127,7 +127,7 @@ impl Q8_0Rows {
     /// 8`'s high nibble from `k = 8` on), and as their top two bits bits `2 (k / 4)` of byte
     /// `8 + k % 4`.
     pub fn from_q3_k(blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
-        Self::from_super_blocks("Q3_K", Q3_K_BYTES, blocks, rows, cols, |block, q, sub| {
+        Self::from_super_blocks("Q3_K", Q3_K_BYTES, 108, blocks, rows, cols, |block, q, sub| {
             let (hmask, qs, scales) = (&block[..32], &block[32..96], &block[96..108]);
             let value = |i: usize| {
                 let (n, j, l) = (i / 128, (i % 128) / 32, i % 32);
@@ -145,11 +145,12 @@ impl Q8_0Rows {
     }
 
     /// Repacks `[rows, cols]` of `name`'s 256-weight super-blocks of `block_bytes`, each
-    /// ending in its f16 `d`: `decode` appends a block's 256 integers to `q` and its 16 halves'
-    /// scales to `sub`, and every 32-weight block of it takes `d` as its scale.
-    fn from_super_blocks(
+    /// with its f16 `d` at byte `d_at`: `decode` appends a block's 256 integers to `q` and its
+    /// 16 halves' scales to `sub`, and every 32-weight block of it takes `d` as its scale.
+    pub(super) fn from_super_blocks(
         name: &str,
         block_bytes: usize,
+        d_at: usize,
         blocks: &[u8],
         rows: usize,
         cols: usize,
@@ -163,7 +164,7 @@ impl Q8_0Rows {
         let (mut q, mut sub, mut d) = (Vec::with_capacity(count * BLOCK), Vec::with_capacity(count * 2), Vec::with_capacity(count));
         for block in blocks.chunks_exact(block_bytes) {
             decode(block, &mut q, &mut sub);
-            let scale = half::f16::from_le_bytes([block[block_bytes - 2], block[block_bytes - 1]]).to_f32();
+            let scale = half::f16::from_le_bytes([block[d_at], block[d_at + 1]]).to_f32();
             d.extend(std::iter::repeat_n(scale, SUPER / BLOCK));
         }
         Ok(Q8_0Rows::new(q, sub, d, rows, cols))

@@ -3,7 +3,8 @@
 //! The CPU backend's fast path in wasm. Activations are rounded to 8-bit blocks of 32 exactly
 //! as candle and llama.cpp round them ([`Activations`]); weights stay in their own block
 //! format, repacked so the inner loop converts no f16 (wasm has no instruction for it):
-//! [`Q8_0Rows`] (Q8_0 tensors; Q6_K and Q3_K with a scale per 16 weights, repacked exactly) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
+//! [`Q8_0Rows`] (Q8_0 tensors; Q6_K and Q3_K with a scale per 16 weights, repacked exactly;
+//! Q2_K as those with a min per 16 weights beside them, [`Q2KRows`]) and [`Q4_1Rows`] (the shipped model's Q4_1 tensors, read
 //! directly: 24 bytes per 32 weights instead of 36 after a requantization to Q8_0; Q4_K, and
 //! Q5_0, Q5_1 and Q5_K with a fifth bit per weight, 28 bytes, repacked exactly); float
 //! weights (F32, F16, BF16) as stored, in [`FloatRows`], against f32 inputs. Each
@@ -24,6 +25,7 @@ pub use super::activations::{ActivationRow, Activations, BLOCK};
 use super::band_pool::{pool, SharedOut};
 pub use super::dot_kernel::{DotKernel, InputRows, RowDot};
 pub use super::float_rows::{FloatInput, FloatRows};
+pub use super::q2_k_rows::Q2KRows;
 pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
 use super::token_groups::GROUP;
@@ -72,6 +74,8 @@ pub enum QuantMatrix {
     Q8_0(Q8_0Rows),
     /// Q4_1 blocks.
     Q4_1(Q4_1Rows),
+    /// Q2_K super-blocks: Q8_0 blocks with their halves' scales, and a min per 16 weights.
+    Q2K(Q2KRows),
     /// F32, F16 or BF16 weights against f32 inputs (not rounded to 8 bits).
     Float(FloatRows),
 }
@@ -83,6 +87,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(m) => m.dequantize_row(r, out),
             QuantMatrix::Q4_1(m) => m.dequantize_row(r, out),
+            QuantMatrix::Q2K(m) => m.dequantize_row(r, out),
             QuantMatrix::Float(m) => m.dequantize_row(r, out),
         }
     }
@@ -92,6 +97,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.rows(),
             QuantMatrix::Q4_1(w) => w.rows(),
+            QuantMatrix::Q2K(w) => w.rows(),
             QuantMatrix::Float(w) => w.rows(),
         }
     }
@@ -101,6 +107,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.cols(),
             QuantMatrix::Q4_1(w) => w.cols(),
+            QuantMatrix::Q2K(w) => w.cols(),
             QuantMatrix::Float(w) => w.cols(),
         }
     }
@@ -110,6 +117,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => w.bytes(),
             QuantMatrix::Q4_1(w) => w.bytes(),
+            QuantMatrix::Q2K(w) => w.bytes(),
             QuantMatrix::Float(w) => w.bytes(),
         }
     }
@@ -150,6 +158,7 @@ impl QuantMatrix {
         match self {
             QuantMatrix::Q8_0(w) => forward(w, kernel, rounded(), out),
             QuantMatrix::Q4_1(w) => forward(w, kernel, rounded(), out),
+            QuantMatrix::Q2K(w) => forward(w, kernel, rounded(), out),
             QuantMatrix::Float(w) => forward(w, kernel, &FloatInput::new(x, cols), out),
         }
     }

@@ -92,6 +92,7 @@ pub fn repack(t: &QTensor) -> Result<Repacked> {
             }
             plain(WeightFormat::Q8_0, qs, d)
         }
+        GgmlDType::Q2K => plain(WeightFormat::Q2K, words(&data).collect(), Vec::new()),
         // 110 bytes a block: padded with 2 zero bytes to 28 words.
         GgmlDType::Q3K => plain(WeightFormat::Q3K, padded(&data, 110), Vec::new()),
         GgmlDType::Q4K => plain(WeightFormat::Q4K, words(&data).collect(), Vec::new()),

@@ -43,6 +43,8 @@ pub enum WeightFormat {
     Q5_1,
     /// Q8_0 blocks.
     Q8_0,
+    /// Q2_K super-blocks of 256 weights, as stored.
+    Q2K,
     /// Q3_K super-blocks of 256 weights, as stored and padded to whole words.
     Q3K,
     /// Q4_K super-blocks of 256 weights, as stored.
@@ -61,10 +63,11 @@ pub enum WeightFormat {
 
 impl WeightFormat {
     /// Every format.
-    pub const ALL: [WeightFormat; 10] = [
+    pub const ALL: [WeightFormat; 11] = [
         WeightFormat::Q4_1,
         WeightFormat::Q5_1,
         WeightFormat::Q8_0,
+        WeightFormat::Q2K,
         WeightFormat::Q3K,
         WeightFormat::Q4K,
         WeightFormat::Q5K,
@@ -80,6 +83,7 @@ impl WeightFormat {
             WeightFormat::Q4_1 => "Q4_1",
             WeightFormat::Q5_1 => "Q5_1",
             WeightFormat::Q8_0 => "Q8_0",
+            WeightFormat::Q2K => "Q2_K",
             WeightFormat::Q3K => "Q3_K",
             WeightFormat::Q4K => "Q4_K",
             WeightFormat::Q5K => "Q5_K",
@@ -92,7 +96,7 @@ impl WeightFormat {
 
     /// Every define the format sets in weight_formats.wgsl: its own, `K_SCALES` for the K
     /// formats with 6-bit scales and mins, and `SCALES_16` for those with a scale per 16
-    /// weights.
+    /// weights (Q2_K's with a min beside each).
     pub fn defines(self) -> &'static [&'static str] {
         match self {
             WeightFormat::Q4_1 => &["Q4_1"],
@@ -100,6 +104,7 @@ impl WeightFormat {
             WeightFormat::Q8_0 => &["Q8_0"],
             WeightFormat::Q4K => &["Q4_K", "K_SCALES"],
             WeightFormat::Q5K => &["Q5_K", "K_SCALES"],
+            WeightFormat::Q2K => &["Q2_K", "SCALES_16"],
             WeightFormat::Q3K => &["Q3_K", "SCALES_16"],
             WeightFormat::Q6K => &["Q6_K", "SCALES_16"],
             WeightFormat::F16 => &["F16"],
@@ -113,7 +118,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 => ("qs", Some("dm")),
             WeightFormat::Q8_0 => ("qs", Some("d")),
-            WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => ("blocks", None),
+            WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => ("blocks", None),
             WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => ("w", None),
         }
     }
@@ -125,7 +130,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q4K | WeightFormat::Q5K => 8,
             WeightFormat::Q8_0 => 4,
-            WeightFormat::Q3K | WeightFormat::Q6K => 16,
+            WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q6K => 16,
             WeightFormat::F16 | WeightFormat::BF16 => 2,
             WeightFormat::F32 => 1,
         }
@@ -135,7 +140,7 @@ impl WeightFormat {
     pub fn block(self) -> u32 {
         match self {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q8_0 => 32,
-            WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => 256,
+            WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => 256,
             WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => 2,
         }
     }

@@ -48,7 +48,7 @@ for (const backend of ['webgpu', 'cpu']) {
       assert.ok(compared >= 1, `${model.name}: no step to compare`);
       names.push(model.name);
     }
-    const types = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'];
+    const types = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'];
     const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf'];
     assert.deepEqual(names, [...types, ...architectures], 'every supported type and architecture');
   });

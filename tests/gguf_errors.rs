@@ -96,6 +96,39 @@ fn unsupported_tensor_types_are_named_with_what_is_supported() {
     }
 }
 
+/// `bytes` (a GGUF file) with tensor `name`'s type id set to `id` in its directory entry
+/// (the name's length and bytes, the rank, a u64 per dimension, then the type).
+fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
+    let mut entry = (name.len() as u64).to_le_bytes().to_vec();
+    entry.extend(name.as_bytes());
+    let at = bytes.windows(entry.len()).position(|w| w == entry.as_slice()).expect("the tensor's entry") + entry.len();
+    let rank = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("rank")) as usize;
+    let ty = at + 4 + 8 * rank;
+    bytes[ty..ty + 4].copy_from_slice(&id.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
+    let bytes = synthetic().to_bytes().expect("bytes");
+    // IQ4_NL (20) and IQ4_XS (23): what llama.cpp's Q2_K and Q3_K mixes fall back to where a
+    // row is no multiple of 256, and a common download.
+    for (id, dtype) in [(20, "IQ4_NL"), (23, "IQ4_XS"), (39, "MXFP4")] {
+        let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
+        let message = e.to_string();
+        match e {
+            ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
+                assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
+                assert!(message.contains("supported: Q4_0"), "{message}");
+            }
+            other => panic!("type {id}: {other}"),
+        }
+    }
+    // An id ggml does not name (4, once Q4_2, was retired) is a malformed file.
+    let e = model_error(read(with_type_id(bytes, "blk.0.ffn_down.weight", 4)));
+    assert!(matches!(e, ModelError::Malformed(ref m) if m.contains("type id 4, which is no GGML type")), "{e}");
+}
+
 #[test]
 fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
     let refused = |m: SyntheticModel, key: &str| {

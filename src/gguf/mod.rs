@@ -35,25 +35,51 @@ pub const SUPPORTED_TYPES: [GgmlDType; 13] = [
     GgmlDType::F32,
 ];
 
+/// Every tensor type id ggml names (ggml.h's `ggml_type`; the ids it retired left out), with
+/// its name as llama.cpp writes it. candle reads the first fifteen of them and BF16.
+const GGML_TYPES: [(u32, &str); 32] = [
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (6, "Q5_0"),
+    (7, "Q5_1"),
+    (8, "Q8_0"),
+    (9, "Q8_1"),
+    (10, "Q2_K"),
+    (11, "Q3_K"),
+    (12, "Q4_K"),
+    (13, "Q5_K"),
+    (14, "Q6_K"),
+    (15, "Q8_K"),
+    (16, "IQ2_XXS"),
+    (17, "IQ2_XS"),
+    (18, "IQ3_XXS"),
+    (19, "IQ1_S"),
+    (20, "IQ4_NL"),
+    (21, "IQ3_S"),
+    (22, "IQ2_S"),
+    (23, "IQ4_XS"),
+    (24, "I8"),
+    (25, "I16"),
+    (26, "I32"),
+    (27, "I64"),
+    (28, "F64"),
+    (29, "IQ1_M"),
+    (30, "BF16"),
+    (34, "TQ1_0"),
+    (35, "TQ2_0"),
+    (39, "MXFP4"),
+];
+
+/// The name of GGML tensor type `id` (`IQ4_NL` for 20, ...), if ggml has one.
+pub fn ggml_type_name(id: u32) -> Option<&'static str> {
+    GGML_TYPES.iter().find(|(i, _)| *i == id).map(|(_, name)| *name)
+}
+
 /// A tensor type's name as llama.cpp writes it (`Q4_K`, `BF16`, ...).
 pub fn type_name(t: GgmlDType) -> &'static str {
-    match t {
-        GgmlDType::F32 => "F32",
-        GgmlDType::F16 => "F16",
-        GgmlDType::BF16 => "BF16",
-        GgmlDType::Q4_0 => "Q4_0",
-        GgmlDType::Q4_1 => "Q4_1",
-        GgmlDType::Q5_0 => "Q5_0",
-        GgmlDType::Q5_1 => "Q5_1",
-        GgmlDType::Q8_0 => "Q8_0",
-        GgmlDType::Q8_1 => "Q8_1",
-        GgmlDType::Q2K => "Q2_K",
-        GgmlDType::Q3K => "Q3_K",
-        GgmlDType::Q4K => "Q4_K",
-        GgmlDType::Q5K => "Q5_K",
-        GgmlDType::Q6K => "Q6_K",
-        GgmlDType::Q8K => "Q8_K",
-    }
+    ggml_type_name(type_id(t)).unwrap_or("an unnamed type")
 }
 
 /// A tensor type's GGML id, as a GGUF file stores it.

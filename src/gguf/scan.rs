@@ -201,7 +201,16 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<Header, Mo
         }
         let ty = s.u32("a tensor type")?;
         if !GGML_TYPE_IDS.contains(&ty) {
-            return Err(ModelError::Malformed(format!("tensor {} has type id {ty}, which is no GGML type", shown(&name))));
+            // A type ggml has (an IQ quantization, say) that candle's reader does not know is
+            // a file of the wrong kind for this engine, not a malformed one: named as such.
+            return Err(match super::ggml_type_name(ty) {
+                Some(dtype) => ModelError::UnsupportedTensorType {
+                    name: shown(&name),
+                    dtype: dtype.to_string(),
+                    supported: super::supported_type_names(),
+                },
+                None => ModelError::Malformed(format!("tensor {} has type id {ty}, which is no GGML type", shown(&name))),
+            });
         }
         let offset = s.u64("a tensor offset")?;
         header.tensors.push((name, dims, ty, offset));

@@ -4,8 +4,9 @@
 //   MATMUL (prefill): Y = X W^T for the step's n_tokens rows, 4 tokens per thread at once
 //     (a vec4 accumulator, so every weight dequantized is used 4 times);
 //   and one weight format, W [rows, cols] dequantized on the fly from its layout (repacked
-//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16,
-//   BF16 or F32, as weight_formats.wgsl describes them and declares their bindings;
+//   at load, 4-byte aligned): Q4_1 (and Q4_0), Q5_1 (and Q5_0), Q8_0, Q2_K, Q3_K, Q4_K,
+//   Q5_K, Q6_K, AFFINE_16 (8-bit integers, a scale and offset per 16), F16, BF16 or F32, as
+//   weight_formats.wgsl describes them and declares their bindings;
 //   and optionally, fused around the product:
 //   NORM (prologue): the input row(s) are RMSNorm-ed on the fly, x' = x / sqrt(mean(x^2) +
 //     eps) * gain, each workgroup reducing the sums of squares of its rows itself (so the
@@ -389,10 +390,18 @@ fn unit_dot(row: u32, w: u32) -> Acc {
 const UNIT_WEIGHTS: u32 = 4u;
 
 fn unit_dot(row: u32, w: u32) -> Acc {
-    let word = qs[row * (params.cols / 4u) + w];
-    // Each byte to the top of a word, then back down with its sign.
-    let q = bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+    let q = signed_bytes_of(qs[row * (params.cols / 4u) + w]);
     return dot4(vec4<f32>(q), w * 4u) * d[row * (params.cols / 32u) + w / 8u];
+}
+#endif
+#ifdef AFFINE_16
+// A unit is one word of integers: 4 weights of one 16-weight group.
+const UNIT_WEIGHTS: u32 = 4u;
+
+fn unit_dot(row: u32, w: u32) -> Acc {
+    let q = signed_bytes_of(qs[row * (params.cols / 4u) + w]);
+    let g = (row * (params.cols / 16u) + w / 4u) * 2u;
+    return dot4(ab[g] * vec4<f32>(q) + ab[g + 1u], w * 4u);
 }
 #endif
 #ifdef Q5_1

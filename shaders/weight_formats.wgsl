@@ -28,6 +28,9 @@
 //     32 bytes of high bits (bit 4n + j of byte l: weight 128n + 32j + l), 64 of low bit pairs
 //     (bits 2j, 2j + 1 of byte 32n + l), 12 of 6-bit scales (one per 16 weights), f16 d;
 //     w = d (sc - 32) q, q = low - 4 where the high bit is clear (-4..=3).
+//   AFFINE_16: qs: array<u32> [rows * cols / 4], 4 signed bytes a word; ab: array<f32>
+//     [rows * cols / 16 * 2], each 16 weights' a, b; w = a q + b (a stack whose parts'
+//     quantized formats differ, each converted exactly).
 //   F16, BF16: w: array<u32> [rows * cols / 2], two weights a word, low half first.
 //   F32: w: array<f32> [rows * cols].
 // K_SCALES is set with Q4_K and Q5_K (their 6-bit scales and mins), SCALES_16 with Q6_K and
@@ -66,6 +69,10 @@ const BLOCK_WORDS: u32 = 21u;
 @group(0) @binding(1) var<storage, read> blocks: array<u32>;
 const BLOCK_WORDS: u32 = 28u;
 #endif
+#ifdef AFFINE_16
+@group(0) @binding(1) var<storage, read> qs: array<u32>;
+@group(0) @binding(2) var<storage, read> ab: array<f32>;
+#endif
 #ifdef F16
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 #endif
@@ -84,6 +91,17 @@ fn byte_of(word: u32, k: u32) -> u32 {
 // The 4 bytes of a word, lowest first.
 fn bytes_of(word: u32) -> vec4<u32> {
     return (vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xffu);
+}
+
+// The 4 signed bytes of a word, lowest first: each byte to the top of a word, then back down
+// with its sign.
+fn signed_bytes_of(word: u32) -> vec4<i32> {
+    return bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+}
+
+// Signed byte k (little-endian) of a word.
+fn signed_byte_of(word: u32, k: u32) -> i32 {
+    return bitcast<i32>(word << (24u - 8u * k)) >> 24u;
 }
 
 // Two bf16 weights of a word, low half first.
@@ -192,8 +210,12 @@ fn weight_at(e: u32) -> f32 {
     return f32(q) * s.x + s.y;
 #endif
 #ifdef Q8_0
-    let q = bitcast<i32>(qs[e / 4u] << (24u - 8u * (e % 4u))) >> 24u;
+    let q = signed_byte_of(qs[e / 4u], e % 4u);
     return f32(q) * d[e / 32u];
+#endif
+#ifdef AFFINE_16
+    let q = signed_byte_of(qs[e / 4u], e % 4u);
+    return ab[(e / 16u) * 2u] * f32(q) + ab[(e / 16u) * 2u + 1u];
 #endif
 #ifdef K_SCALES
     let base = (e / 256u) * BLOCK_WORDS;

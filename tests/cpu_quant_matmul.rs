@@ -373,6 +373,32 @@ fn q3_k_weights_repack_exactly_into_the_q8_0_kernels() {
     check_format(GgmlDType::Q3K, 38.0, |b, r, c| Q8_0Rows::from_q3_k(b, r, c).map(QuantMatrix::Q8_0));
 }
 
+/// Every quantized type the engine reads, repacked for the CPU's kernels and converted to the
+/// GPU's common layout of mixed stacks (8-bit integers with a scale and offset per 16
+/// weights), gives back candle's dequantized weights exactly (a zero's sign aside: Q4_0's
+/// `(q - 8) d` is -0 where `d` is negative, `d q - 8 d` +0): `a q + b` is each format's own
+/// arithmetic. Float types have no such layout.
+#[test]
+fn every_quantized_type_converts_to_affine16_exactly() {
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    for dtype in tokenscope::gguf::SUPPORTED_TYPES {
+        let (rows, cols) = (3, if dtype.block_size() == 256 { 512 } else { 96 });
+        let q = candle_weights(&random(&mut rng, rows * cols), rows, cols, dtype);
+        let dense = q.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("dequantize");
+        let m = QuantMatrix::from_ggml(dtype, &q.data().expect("blocks"), rows, cols).expect("repack");
+        let Some(affine) = m.affine16() else {
+            assert!(matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16), "{dtype:?} has no affine layout");
+            continue;
+        };
+        assert_eq!((affine.q.len(), affine.ab.len()), (rows * cols, rows * cols / 16), "{dtype:?}");
+        for (i, &w) in dense.iter().enumerate() {
+            let [a, b] = affine.ab[i / 16];
+            let got = a * f32::from(affine.q[i]) + b;
+            assert!(got == w, "{dtype:?}: weight {i} is {got}, candle's {w}");
+        }
+    }
+}
+
 #[test]
 fn no_tokens_write_nothing_and_bad_shapes_are_refused() {
     let blocks = candle_weights(&[0.5; 64], 2, 32, GgmlDType::Q8_0).data().expect("blocks").to_vec();

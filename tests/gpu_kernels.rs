@@ -242,6 +242,11 @@ const FUSIONS: [(bool, bool); 3] = [(false, false), (true, false), (true, true)]
 /// token's input row (NORM), the dequantized matrix times it, then `ops::swiglu` of rows 2i
 /// and 2i + 1 (GLU).
 fn check_linear(dtype: GgmlDType, seed: u64) {
+    check_linear_in(dtype, seed, |q| repack::repack(q).expect("repack"));
+}
+
+/// [`check_linear`] with `dtype`'s weights in the GPU layout `layout` makes of them.
+fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::Repacked) {
     let ctx = context_with_subgroups();
     // Every row sharing the kernels support: one thread per row (software adapters), a few,
     // and the whole workgroup on one row (no GLU there: a row pair must share a workgroup),
@@ -280,7 +285,7 @@ fn check_linear(dtype: GgmlDType, seed: u64) {
             let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
             let q = QTensor::quantize(&t, dtype).expect("quantize");
             let dense = to_vec(&q).expect("dequantize");
-            let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), rows as u32, cols as u32).expect("upload");
+            let m = GpuMatrix::upload(&ctx, &layout(&q), rows as u32, cols as u32).expect("upload");
             let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
             for (norm, glu) in FUSIONS {
                 if glu && (rows % 2 == 1 || threads_per_row > options.workgroup / 2) {
@@ -388,6 +393,28 @@ fn kernel_options_out_of_range_are_refused() {
     refused(KernelOptions { split_chunk: 0, ..KernelOptions::plain(1) }, "split-K chunks of 0");
     refused(KernelOptions { rows_per_subgroup: 3, subgroups: true, ..KernelOptions::plain(1) }, "3 rows a subgroup: one of [1, 2, 4]");
     refused(KernelOptions { rows_per_subgroup: 2, ..KernelOptions::plain(1) }, "without subgroups take one row");
+}
+
+/// Matrices stacked for one kernel keep their format when they share it; quantized ones
+/// whose formats differ (a Q4_K_M file's Q6_K V beside Q4_K Q and K) all take the common
+/// 8-bit layout with a scale and offset per 16 weights, at 1.5 bytes a weight; one of float
+/// weights among them sends them all to F32.
+#[test]
+fn stacks_of_differing_formats_share_the_affine_layout_unless_one_holds_floats() {
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let (rows, cols) = (8usize, 256usize);
+    let quantize = |t: GgmlDType, rng: &mut ChaCha8Rng| {
+        QTensor::quantize(&Tensor::from_vec(random(rng, rows * cols, 1.0), (rows, cols), &Device::Cpu).expect("tensor"), t)
+            .expect("quantize")
+    };
+    let (q4k, q6k, f16) = (quantize(GgmlDType::Q4K, &mut rng), quantize(GgmlDType::Q6K, &mut rng), quantize(GgmlDType::F16, &mut rng));
+    let formats = |parts: &[&QTensor]| repack::repack_together(parts).expect("repack").iter().map(|r| r.format).collect::<Vec<_>>();
+    assert_eq!(formats(&[&q4k, &q4k]), [gpu_ops::WeightFormat::Q4K; 2]);
+    assert_eq!(formats(&[&q4k, &q4k, &q6k]), [gpu_ops::WeightFormat::Affine16; 3]);
+    assert_eq!(formats(&[&q4k, &f16]), [gpu_ops::WeightFormat::F32; 2]);
+    let affine = repack::repack_together(&[&q4k, &q6k]).expect("repack");
+    let bytes: usize = affine.iter().map(|r| 4 * (r.a.len() + r.b.len())).sum();
+    assert_eq!(bytes, 2 * rows * cols * 3 / 2, "1.5 bytes a weight");
 }
 
 /// The gate/up interleave the SwiGLU epilogue reads equals the interleaved dense matrix,
@@ -520,6 +547,20 @@ fn matvec_and_matmul_q5_k_match_their_cpu_twin() {
     check_linear(GgmlDType::Q5K, 16);
 }
 
+/// The common layout of a stack whose parts' formats differ (8-bit integers, a scale and
+/// offset per 16 weights), made from Q6_K (negative integers, offsets 0) and from Q2_K
+/// (offsets: its mins).
+#[test]
+fn matvec_and_matmul_of_the_mixed_stacks_layout_match_their_cpu_twin() {
+    let affine = |q: &QTensor| {
+        let m = repack::repack_affine16(q).expect("repack").expect("a quantized type");
+        assert_eq!(m.format, gpu_ops::WeightFormat::Affine16);
+        m
+    };
+    check_linear_in(GgmlDType::Q6K, 21, affine);
+    check_linear_in(GgmlDType::Q2K, 22, affine);
+}
+
 #[test]
 fn matvec_and_matmul_q2_k_match_their_cpu_twin() {
     check_linear(GgmlDType::Q2K, 20);
@@ -561,18 +602,24 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
         let t = Tensor::from_vec(table, (vocab, dim), &Device::Cpu).expect("tensor");
         let q = QTensor::quantize(&t, dtype).expect("quantize");
         let dense = to_vec(&q).expect("dequantize");
-        let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), vocab as u32, dim as u32).expect("upload");
-        let ids = [0u32, 1, 150, vocab as u32 - 1, 150];
-        for n in [1usize, ids.len()] {
-            let out = guarded(&ctx, n * dim);
-            let at = StepParams::new(5, n as u32);
-            let step = kernels::step_uniform(&ctx, at);
-            let d = k.embedding(&ctx, &m, 0, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &ctx.storage("tokens", &ids));
-            kernels::run_once(&ctx, d.expect("dispatch"), at);
-            let got = read_guarded(&ctx, &out, n * dim);
-            let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
-            // The same dequantization arithmetic as candle's: bit-exact.
-            assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} of {n} tokens"));
+        // The type's own layout, and a quantized type's in the mixed stacks' common one too.
+        let mut layouts = vec![repack::repack(&q).expect("repack")];
+        layouts.extend(repack::repack_affine16(&q).expect("repack"));
+        for layout in layouts {
+            let m = GpuMatrix::upload(&ctx, &layout, vocab as u32, dim as u32).expect("upload");
+            let ids = [0u32, 1, 150, vocab as u32 - 1, 150];
+            for n in [1usize, ids.len()] {
+                let out = guarded(&ctx, n * dim);
+                let at = StepParams::new(5, n as u32);
+                let step = kernels::step_uniform(&ctx, at);
+                let tokens = ctx.storage("tokens", &ids);
+                let d = k.embedding(&ctx, &m, 0, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &tokens);
+                kernels::run_once(&ctx, d.expect("dispatch"), at);
+                let got = read_guarded(&ctx, &out, n * dim);
+                let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
+                // The same dequantization arithmetic as candle's: bit-exact (a zero's sign aside).
+                assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} as {:?} of {n} tokens", layout.format));
+            }
         }
     }
 }

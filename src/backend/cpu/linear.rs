@@ -6,7 +6,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
 use super::ops::dot;
-use super::quant_matmul::{Activations, DotKernel, FloatRows, Q2KRows, Q4_1Rows, Q8_0Rows, QuantMatrix, BLOCK};
+use super::quant_matmul::{Activations, DotKernel, QuantMatrix, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::weights::to_vec;
 
@@ -112,26 +112,7 @@ impl Linear {
             CpuPrecision::Exact => Linear::Dense { w: to_vec(&t)?, rows, cols },
             CpuPrecision::Fast if own_quant_matmul() && cols.is_multiple_of(BLOCK) && packs(t.dtype()) => {
                 let blocks = t.data().map_err(Error::backend)?;
-                Linear::Packed(match t.dtype() {
-                    GgmlDType::Q4_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q4_0(&blocks, rows, cols)?),
-                    GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(&blocks, rows, cols)?),
-                    GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(&blocks, rows, cols)?),
-                    // In wasm a block costs ALU work rather than bandwidth, and Q5_0 widened to
-                    // Q8_0 blocks decodes faster there than through the 5-bit loops (llama.cpp's
-                    // Q4_K_M file in Chromium, one thread: 48.7 against 35.5 tok/s); with relaxed
-                    // SIMD its narrow integers take the 16-products-an-instruction loops.
-                    GgmlDType::Q5_0 if cfg!(target_arch = "wasm32") => QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(&blocks, rows, cols)?),
-                    GgmlDType::Q5_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(&blocks, rows, cols)?),
-                    GgmlDType::Q5_1 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(&blocks, rows, cols)?),
-                    GgmlDType::Q5K => QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(&blocks, rows, cols)?),
-                    GgmlDType::Q6K => QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(&blocks, rows, cols)?),
-                    GgmlDType::Q3K => QuantMatrix::Q8_0(Q8_0Rows::from_q3_k(&blocks, rows, cols)?),
-                    GgmlDType::Q2K => QuantMatrix::Q2K(Q2KRows::from_q2_k(&blocks, rows, cols)?),
-                    GgmlDType::F32 => QuantMatrix::Float(FloatRows::from_f32(&blocks, rows, cols)?),
-                    GgmlDType::F16 => QuantMatrix::Float(FloatRows::from_f16(&blocks, rows, cols)?),
-                    GgmlDType::BF16 => QuantMatrix::Float(FloatRows::from_bf16(&blocks, rows, cols)?),
-                    _ => QuantMatrix::Q8_0(Q8_0Rows::from_ggml(&blocks, rows, cols)?),
-                })
+                Linear::Packed(QuantMatrix::from_ggml(t.dtype(), &blocks, rows, cols)?)
             }
             CpuPrecision::Fast => {
                 // candle's Q4_1, Q5_0 and Q5_1 products have no SIMD and assume an even number

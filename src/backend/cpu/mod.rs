@@ -2,6 +2,7 @@
 //! matrix products in one of two precisions ([`CpuPrecision`]).
 
 pub mod activations;
+pub mod affine16;
 #[cfg(target_arch = "x86_64")]
 mod avx2_dot;
 pub mod band_pool;

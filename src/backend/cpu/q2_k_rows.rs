@@ -9,6 +9,7 @@
 //! prefill loops of its own (a prefill takes [`RowDot::dot`]).
 
 use super::activations::{ActivationRow, Activations, BLOCK};
+use super::affine16::Affine16;
 use super::dot_kernel::{DotKernel, RowDot};
 use super::q8_0_rows::Q8_0Rows;
 use crate::error::Result;
@@ -64,6 +65,14 @@ impl Q2KRows {
         for (i, o) in out.iter_mut().take(self.cols).enumerate() {
             *o -= dmin[i / SUPER] * f32::from(mins[i / HALF]);
         }
+    }
+
+    /// The matrix as [`Affine16`]: the `d sc q` part's, each half's `b` its `-dmin m`.
+    pub fn affine16(&self) -> Affine16 {
+        let mut affine = self.scaled.affine16();
+        let offsets = self.mins.iter().enumerate().map(|(h, &m)| -(self.dmin[h * HALF / SUPER] * f32::from(m)));
+        affine.ab.iter_mut().zip(offsets).for_each(|(ab, b)| ab[1] = b);
+        affine
     }
 
     /// Row `r`'s mins and its super-blocks' `dmin`.

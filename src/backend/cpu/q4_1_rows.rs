@@ -12,6 +12,7 @@
 use std::ops::Range;
 
 use super::activations::{check_shape, ActivationRow, BLOCK};
+use super::affine16::Affine16;
 use super::dot_kernel::{DotKernel, RowDot};
 use super::token_groups::{TokenGroup, GROUP};
 use crate::error::Result;
@@ -165,27 +166,48 @@ impl Q4_1Rows {
         Ok(Q4_1Rows { q, high: Vec::new(), dm, rows, cols })
     }
 
-    /// Row `r`'s nibbles, fifth bits (empty for 4-bit formats) and (scale, offset) pairs.
     /// Row `r`'s weights, `[cols]`: `d * q + m`, `q` with its fifth bit where the format has one.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let (q, high, dm) = self.row(r);
         for (b, block) in out.chunks_exact_mut(BLOCK).enumerate() {
             let (d, m) = (dm[2 * b], dm[2 * b + 1]);
-            let fifth = high.get(b).copied().unwrap_or(0);
-            for (j, o) in block.iter_mut().enumerate() {
-                let byte = q[b * BLOCK / 2 + j % 16];
-                let nibble = if j < 16 { byte & 0xF } else { byte >> 4 };
-                let value = u32::from(nibble) + 16 * ((fifth >> j) & 1);
-                *o = d * value as f32 + m;
+            for (o, value) in block.iter_mut().zip(block_values(q, high, b)) {
+                *o = d * f32::from(value) + m;
             }
         }
     }
 
+    /// The matrix as [`Affine16`]: each block's 4- or 5-bit integers, and its `(d, m)` as
+    /// both of its halves' `(a, b)`.
+    pub fn affine16(&self) -> Affine16 {
+        let mut q = Vec::with_capacity(self.rows * self.cols);
+        for r in 0..self.rows {
+            let (nibbles, high, _) = self.row(r);
+            for b in 0..self.cols / BLOCK {
+                q.extend(block_values(nibbles, high, b).map(|v| v as i8));
+            }
+        }
+        let ab = self.dm.chunks_exact(2).flat_map(|dm| [[dm[0], dm[1]]; 2]).collect();
+        Affine16 { q, ab }
+    }
+
+    /// Row `r`'s nibbles, fifth bits (empty for 4-bit formats) and (scale, offset) pairs.
     fn row(&self, r: usize) -> NibbleRow<'_> {
         let blocks = self.cols / BLOCK;
         let high = if self.high.is_empty() { &[][..] } else { &self.high[r * blocks..(r + 1) * blocks] };
         (&self.q[r * self.cols / 2..(r + 1) * self.cols / 2], high, &self.dm[r * blocks * 2..(r + 1) * blocks * 2])
     }
+}
+
+/// Block `b`'s 32 integers of a row (`q` its nibble pairs, `high` its fifth bits or empty):
+/// weight `j`'s nibble is the low one of byte `j % 16` for `j < 16`, the high one after.
+fn block_values<'a>(q: &'a [u8], high: &'a [u32], b: usize) -> impl Iterator<Item = u8> + 'a {
+    let fifth = high.get(b).copied().unwrap_or(0);
+    (0..BLOCK).map(move |j| {
+        let byte = q[b * BLOCK / 2 + j % 16];
+        let nibble = if j < 16 { byte & 0xF } else { byte >> 4 };
+        nibble + 16 * ((fifth >> j) & 1) as u8
+    })
 }
 
 impl RowDot for Q4_1Rows {

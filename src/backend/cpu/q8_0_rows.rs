@@ -13,6 +13,7 @@
 use std::ops::Range;
 
 use super::activations::{check_shape, ActivationRow, BLOCK};
+use super::affine16::Affine16;
 use super::dot_kernel::{DotKernel, RowDot};
 use super::token_groups::{TokenGroup, GROUP};
 use crate::error::Result;
@@ -168,6 +169,18 @@ impl Q8_0Rows {
             d.extend(std::iter::repeat_n(scale, SUPER / BLOCK));
         }
         Ok(Q8_0Rows::new(q, sub, d, rows, cols))
+    }
+
+    /// The matrix as [`Affine16`]: the integers as they are, each half's `a` its block's `d`
+    /// (times the half's scale where it has one), `b` 0.
+    pub fn affine16(&self) -> Affine16 {
+        let halves = self.d.iter().flat_map(|&d| [d, d]);
+        let ab = if self.sub.is_empty() {
+            halves.map(|a| [a, 0.0]).collect()
+        } else {
+            halves.zip(&self.sub).map(|(d, &sc)| [d * f32::from(sc), 0.0]).collect()
+        };
+        Affine16 { q: self.q.clone(), ab }
     }
 
     /// Row `r`'s weights, `[cols]`: `d * q`, or `d * sc * q` with the half's scale.

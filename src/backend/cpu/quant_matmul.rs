@@ -30,6 +30,7 @@ pub use super::q4_1_rows::Q4_1Rows;
 pub use super::q8_0_rows::Q8_0Rows;
 use super::token_groups::GROUP;
 use crate::error::{Error, Result};
+use candle_core::quantized::GgmlDType;
 
 /// Weight rows whose dot products with one activation row are computed together when
 /// decoding (one token), sharing the activation's loads.
@@ -81,6 +82,32 @@ pub enum QuantMatrix {
 }
 
 impl QuantMatrix {
+    /// A `[rows, cols]` tensor's stored `dtype` blocks repacked exactly into the format its
+    /// kernels read (every type `super::linear`'s `packs` names; another is refused).
+    pub fn from_ggml(dtype: GgmlDType, blocks: &[u8], rows: usize, cols: usize) -> Result<Self> {
+        Ok(match dtype {
+            GgmlDType::Q4_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q4_0(blocks, rows, cols)?),
+            GgmlDType::Q4_1 => QuantMatrix::Q4_1(Q4_1Rows::from_ggml(blocks, rows, cols)?),
+            GgmlDType::Q4K => QuantMatrix::Q4_1(Q4_1Rows::from_q4_k(blocks, rows, cols)?),
+            // In wasm a block costs ALU work rather than bandwidth, and Q5_0 widened to
+            // Q8_0 blocks decodes faster there than through the 5-bit loops (llama.cpp's
+            // Q4_K_M file in Chromium, one thread: 48.7 against 35.5 tok/s); with relaxed
+            // SIMD its narrow integers take the 16-products-an-instruction loops.
+            GgmlDType::Q5_0 if cfg!(target_arch = "wasm32") => QuantMatrix::Q8_0(Q8_0Rows::from_q5_0(blocks, rows, cols)?),
+            GgmlDType::Q5_0 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_0(blocks, rows, cols)?),
+            GgmlDType::Q5_1 => QuantMatrix::Q4_1(Q4_1Rows::from_q5_1(blocks, rows, cols)?),
+            GgmlDType::Q5K => QuantMatrix::Q4_1(Q4_1Rows::from_q5_k(blocks, rows, cols)?),
+            GgmlDType::Q6K => QuantMatrix::Q8_0(Q8_0Rows::from_q6_k(blocks, rows, cols)?),
+            GgmlDType::Q3K => QuantMatrix::Q8_0(Q8_0Rows::from_q3_k(blocks, rows, cols)?),
+            GgmlDType::Q2K => QuantMatrix::Q2K(Q2KRows::from_q2_k(blocks, rows, cols)?),
+            GgmlDType::F32 => QuantMatrix::Float(FloatRows::from_f32(blocks, rows, cols)?),
+            GgmlDType::F16 => QuantMatrix::Float(FloatRows::from_f16(blocks, rows, cols)?),
+            GgmlDType::BF16 => QuantMatrix::Float(FloatRows::from_bf16(blocks, rows, cols)?),
+            GgmlDType::Q8_0 => QuantMatrix::Q8_0(Q8_0Rows::from_ggml(blocks, rows, cols)?),
+            other => return Err(Error::Backend(format!("no kernels of ours read {other:?} weights"))),
+        })
+    }
+
     /// Row `r`'s weights dequantized into `out` (`[cols]`): the embedding lookup from a tied
     /// LM head, so the table is not kept a second time.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {

@@ -1,11 +1,14 @@
 //! Weight matrices from the GGUF layout to 4-byte-aligned GPU arrays, in the layouts
 //! shaders/weight_formats.wgsl describes, so WGSL can read them as `array<u32>` /
 //! `array<f32>`. Nothing is dequantized, except a stack of matrices whose formats differ
-//! (see [`repack_together`]).
+//! (see [`repack_together`]); such a stack's common layout is made from the CPU backend's
+//! exact repacks of the blocks (`crate::backend::cpu::affine16`), the one decoding of each
+//! format.
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
 use super::ops::WeightFormat;
+use crate::backend::cpu::quant_matmul::QuantMatrix;
 use crate::error::{Error, Result};
 
 /// A weight matrix in the layout of its [`WeightFormat`]: its first array (binding 1) and
@@ -112,14 +115,29 @@ fn repack_f32(t: &QTensor) -> Result<Repacked> {
     Ok(Repacked { format: WeightFormat::F32, a: w.into_iter().map(f32::to_bits).collect(), b: Vec::new() })
 }
 
+/// The tensor in [`WeightFormat::Affine16`], exactly (the CPU's exact repack of its blocks,
+/// converted); `None` for float weights.
+pub fn repack_affine16(t: &QTensor) -> Result<Option<Repacked>> {
+    let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+    let data = t.data().map_err(Error::backend)?;
+    let Some(affine) = QuantMatrix::from_ggml(t.dtype(), &data, rows, cols)?.affine16() else { return Ok(None) };
+    let a = affine.q.chunks_exact(4).map(|c| u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8])).collect();
+    let b = affine.ab.iter().flat_map(|ab| ab.map(f32::to_bits)).collect();
+    Ok(Some(Repacked { format: WeightFormat::Affine16, a, b }))
+}
+
 /// Repacks matrices that one kernel will read stacked ([`stack`], [`interleave_rows`]), so
 /// they share a layout: each in its own format when all have the same one; otherwise (a
-/// Q4_K_M file's Q6_K V projection beside Q4_K Q and K, say) every one of them dequantized
-/// to F32, exactly, at 4 bytes a weight.
+/// Q4_K_M file's Q6_K V projection beside Q4_K Q and K, say) every one of them in
+/// [`WeightFormat::Affine16`] (1.5 bytes a weight), or where one of them holds floats,
+/// dequantized to F32 (4 bytes a weight); both exact.
 pub fn repack_together(parts: &[&QTensor]) -> Result<Vec<Repacked>> {
     let repacked = parts.iter().map(|t| repack(t)).collect::<Result<Vec<_>>>()?;
     if repacked.windows(2).all(|p| p[0].format == p[1].format) {
         return Ok(repacked);
+    }
+    if let Some(affine) = parts.iter().map(|t| repack_affine16(t)).collect::<Result<Option<Vec<_>>>>()? {
+        return Ok(affine);
     }
     parts.iter().map(|t| repack_f32(t)).collect()
 }

@@ -53,6 +53,9 @@ pub enum WeightFormat {
     Q5K,
     /// Q6_K super-blocks, as stored and padded to whole words.
     Q6K,
+    /// 8-bit integers with an f32 scale and offset per 16 weights: the exact common layout of
+    /// a stack whose parts' quantized formats differ (`crate::backend::cpu::affine16`).
+    Affine16,
     /// Half floats, two per word.
     F16,
     /// Brain floats, two per word.
@@ -63,7 +66,7 @@ pub enum WeightFormat {
 
 impl WeightFormat {
     /// Every format.
-    pub const ALL: [WeightFormat; 11] = [
+    pub const ALL: [WeightFormat; 12] = [
         WeightFormat::Q4_1,
         WeightFormat::Q5_1,
         WeightFormat::Q8_0,
@@ -72,6 +75,7 @@ impl WeightFormat {
         WeightFormat::Q4K,
         WeightFormat::Q5K,
         WeightFormat::Q6K,
+        WeightFormat::Affine16,
         WeightFormat::F16,
         WeightFormat::BF16,
         WeightFormat::F32,
@@ -88,6 +92,7 @@ impl WeightFormat {
             WeightFormat::Q4K => "Q4_K",
             WeightFormat::Q5K => "Q5_K",
             WeightFormat::Q6K => "Q6_K",
+            WeightFormat::Affine16 => "AFFINE_16",
             WeightFormat::F16 => "F16",
             WeightFormat::BF16 => "BF16",
             WeightFormat::F32 => "F32",
@@ -107,6 +112,7 @@ impl WeightFormat {
             WeightFormat::Q2K => &["Q2_K", "SCALES_16"],
             WeightFormat::Q3K => &["Q3_K", "SCALES_16"],
             WeightFormat::Q6K => &["Q6_K", "SCALES_16"],
+            WeightFormat::Affine16 => &["AFFINE_16"],
             WeightFormat::F16 => &["F16"],
             WeightFormat::BF16 => &["BF16"],
             WeightFormat::F32 => &["F32"],
@@ -118,6 +124,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 => ("qs", Some("dm")),
             WeightFormat::Q8_0 => ("qs", Some("d")),
+            WeightFormat::Affine16 => ("qs", Some("ab")),
             WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => ("blocks", None),
             WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => ("w", None),
         }
@@ -129,7 +136,7 @@ impl WeightFormat {
     pub fn unit_weights(self) -> u32 {
         match self {
             WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q4K | WeightFormat::Q5K => 8,
-            WeightFormat::Q8_0 => 4,
+            WeightFormat::Q8_0 | WeightFormat::Affine16 => 4,
             WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q6K => 16,
             WeightFormat::F16 | WeightFormat::BF16 => 2,
             WeightFormat::F32 => 1,
@@ -139,7 +146,8 @@ impl WeightFormat {
     /// Columns a row's length must be a multiple of.
     pub fn block(self) -> u32 {
         match self {
-            WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q8_0 => 32,
+            // Affine16 is made only from formats of whole 32-weight blocks.
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 | WeightFormat::Q8_0 | WeightFormat::Affine16 => 32,
             WeightFormat::Q2K | WeightFormat::Q3K | WeightFormat::Q4K | WeightFormat::Q5K | WeightFormat::Q6K => 256,
             WeightFormat::F16 | WeightFormat::BF16 | WeightFormat::F32 => 2,
         }

@@ -135,6 +135,15 @@ function declaring(file, name, dim, size) {
   return copy;
 }
 
+// A copy of a GGUF file whose tensor `name` has GGML type id `id` (the u32 after its
+// dimensions in the same entry).
+function typed(file, name, id) {
+  const copy = Buffer.from(file);
+  const at = copy.lastIndexOf(Buffer.from(name, 'latin1')) + name.length;
+  copy.writeUInt32LE(id, at + 4 + 8 * copy.readUInt32LE(at));
+  return copy;
+}
+
 test('crafted files are each refused in words, and the page keeps the model it had', async () => {
   const real = readFileSync(MODEL);
   const qwen2 = readFileSync(join(ROOT, 'tests/fixtures/architectures/qwen2.gguf'));
@@ -145,6 +154,9 @@ test('crafted files are each refused in words, and the page keeps the model it h
     { name: 'qwen9.gguf', buffer: Buffer.from(qwen2.toString('latin1').replaceAll('qwen2', 'qwen9'), 'latin1'), says: /unsupported architecture "qwen9".*llama, qwen2, qwen3/ },
     // A tensor type the engine does not compute with.
     { name: 'q8_1.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/tensor-type-q8_1.gguf')), says: /not supported \(supported: / },
+    // A type ggml has that candle cannot read (IQ4_NL: what llama.cpp's Q2_K and Q3_K mixes
+    // fall back to), named rather than called malformed.
+    { name: 'iq4_nl.gguf', buffer: typed(qwen2, 'blk.0.ffn_down.weight', 20), says: /blk\.0\.ffn_down\.weight has type IQ4_NL, which is not supported \(supported: .*Q2_K, Q3_K/ },
     // Where our header scan and candle's reader once disagreed (a boolean byte of 2, which
     // candle took as true unchecked), and a type id no GGML type has: both found by the fuzzer.
     { name: 'bool-byte.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s2-504819-bool-byte.gguf')), says: /add_bos_token: holds a boolean byte 2, not 0 or 1/ },

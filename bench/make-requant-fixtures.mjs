@@ -1,7 +1,8 @@
 // Writes tests/fixtures/requantized.json: llama.cpp's own logits on SmolLM2-135M requantized by
-// llama.cpp's own quantizer (scripts/requantize.py: Q4_K_M, Q6_K, Q8_0, Q5_0), made once and
-// kept so tests need no llama.cpp at run time (they do need the requantized files, which
-// `make requantized` writes, byte for byte, with the same pinned llama.cpp).
+// llama.cpp's own quantizer (scripts/requantize.py: Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K,
+// IQ4_NL), made once and kept so tests need no llama.cpp at run time (they do need the
+// requantized files, which `make requantized` writes, byte for byte, with the same pinned
+// llama.cpp).
 //
 //   bash bench/setup-peers.sh && python3 scripts/requantize.py && node bench/make-requant-fixtures.mjs
 //
@@ -9,8 +10,8 @@
 // reader), the prompt's ids as llama.cpp tokenizes them, and 32 greedy steps: at each, llama.cpp's
 // top 40 logits, the logsumexp of all of them and the token it picks, fed back for the next step.
 // llama.cpp runs on the CPU with an F32 K/V cache and no flash attention, so what it rounds is
-// its own: weights as stored and activations to 8-bit blocks (Q8_K beside K-quants, Q8_0 beside
-// Q5_0 / Q8_0) in every matrix product.
+// its own: weights as stored and activations to 8-bit blocks (Q8_K beside K-quants, Q8_0 or
+// Q8_1 beside the 32-weight types) in every matrix product.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -20,12 +21,12 @@ import { getLlama } from 'node-llama-cpp';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dir = join(root, 'models/requantized');
 const out = join(root, 'tests/fixtures/requantized.json');
-const TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0'];
+const TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0', 'Q3_K_M', 'Q2_K', 'IQ4_NL'];
 const PROMPT = 'The three most important ideas in physics are';
 const STEPS = 32;
 const TOP = 40;
 // ggml's type numbers, for the names the tests compare with.
-const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 30: 'BF16' };
+const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 20: 'IQ4_NL', 30: 'BF16' };
 
 function logsumexp(row) {
   const m = Math.max(...row);

@@ -111,15 +111,14 @@ fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
 #[test]
 fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
     let bytes = synthetic().to_bytes().expect("bytes");
-    // IQ4_NL (20) and IQ4_XS (23): what llama.cpp's Q2_K and Q3_K mixes fall back to where a
-    // row is no multiple of 256, and a common download.
-    for (id, dtype) in [(20, "IQ4_NL"), (23, "IQ4_XS"), (39, "MXFP4")] {
+    // IQ4_XS (23): a common download, and IQ2_XXS and MXFP4.
+    for (id, dtype) in [(23, "IQ4_XS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
         let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
         let message = e.to_string();
         match e {
             ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
                 assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
-                assert!(message.contains("supported: Q4_0"), "{message}");
+                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL"), "{message}");
             }
             other => panic!("type {id}: {other}"),
         }
@@ -367,4 +366,41 @@ impl std::io::Seek for FailingAfter {
     fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
         self.inner.seek(to)
     }
+}
+
+/// An IQ4_NL tensor (candle cannot read the type) loads, held as the Q8_0 blocks of the same
+/// weights: the file's Q4_0 blocks of one tensor relabelled IQ4_NL (the same block size) are
+/// read as each code's IQ4_NL level times the block's scale. The type counts and the summary
+/// name it IQ4_NL; the memory it needs counts it as Q8_0.
+#[test]
+fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
+    const NAME: &str = "blk.0.ffn_down.weight";
+    let spec = SyntheticSpec { weight_type: GgmlDType::Q4_0, ..SyntheticSpec::default() };
+    let synthetic = SyntheticModel::new(&spec).expect("model");
+    let (_, original) = synthetic.tensors.iter().find(|(n, _)| n == NAME).expect("tensor");
+    let blocks = original.data().expect("blocks").to_vec();
+    let bytes = with_type_id(synthetic.to_bytes().expect("bytes"), NAME, 20);
+
+    let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
+    assert_eq!(gguf.stored_type_name(NAME), Some("IQ4_NL"));
+    assert_eq!(gguf.tensor_info(NAME).map(|(_, t)| t), Some(GgmlDType::Q8_0));
+    assert_eq!(gguf.tensor_type_counts().get("IQ4_NL"), Some(&1));
+    assert_eq!(gguf.held_bytes(NAME), gguf.tensor_bytes(NAME) / 18 * 34);
+
+    let m = read(bytes).expect("loads");
+    assert!(m.summary.types.contains("IQ4_NL"), "{}", m.summary.types);
+    let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+    assert_eq!(w.dtype(), GgmlDType::Q8_0);
+    let got = w.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights");
+    let levels = tokenscope::gguf::iq4_nl::LEVELS;
+    let want: Vec<f32> = blocks
+        .chunks_exact(18)
+        .flat_map(|b| {
+            let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+            let low = b[2..].iter().map(move |&c| d * levels[usize::from(c & 15)] as f32);
+            let high = b[2..].iter().map(move |&c| d * levels[usize::from(c >> 4)] as f32);
+            low.chain(high).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(got, want);
 }

@@ -4,7 +4,9 @@
 //! [`check_header`] walks the header first, so nothing candle reads is trusted blindly, and
 //! candle's parse is then held to what the walk found ([`scan::Header::disagreement`]).
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
-//! we cannot compute with) becomes a [`ModelError`], never a panic.
+//! we cannot compute with) becomes a [`ModelError`], never a panic. A type candle does not
+//! know but the engine reads exactly in another (IQ4_NL, as Q8_0) goes through a stand-in
+//! ([`stand_in`]).
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -13,12 +15,18 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
+pub mod iq4_nl;
 pub mod scan;
+pub mod stand_in;
+
+use std::collections::HashMap;
 
 use crate::error::ModelError;
 use scan::{check_header, shown};
+use stand_in::{PatchedHeader, StandIn};
 
-/// Tensor types the engine computes with, on every backend.
+/// Tensor types the engine computes with, on every backend; it also reads the types in
+/// [`stand_in::STAND_INS`], each held as one of these.
 pub const SUPPORTED_TYPES: [GgmlDType; 13] = [
     GgmlDType::Q4_0,
     GgmlDType::Q4_1,
@@ -103,15 +111,19 @@ pub fn type_id(t: GgmlDType) -> u32 {
     }
 }
 
-/// [`SUPPORTED_TYPES`] by name, comma-separated, for error messages.
+/// The types the engine reads by name, comma-separated, for error messages:
+/// [`SUPPORTED_TYPES`], then those read through a stand-in.
 pub fn supported_type_names() -> String {
-    SUPPORTED_TYPES.map(type_name).join(", ")
+    let stand_ins = stand_in::STAND_INS.iter().filter_map(|s| ggml_type_name(s.id));
+    SUPPORTED_TYPES.map(type_name).into_iter().chain(stand_ins).collect::<Vec<_>>().join(", ")
 }
 
 /// A parsed GGUF header: metadata and tensor directory, checked against the file size.
 pub struct Gguf {
     content: Content,
     file_len: u64,
+    /// The tensors whose type is read through a stand-in, by name.
+    stand_ins: HashMap<String, &'static StandIn>,
 }
 
 impl Gguf {
@@ -129,12 +141,20 @@ impl Gguf {
         let header = check_header(reader, file_len)?;
         crate::memory::check_fits("metadata", header.metadata_bytes, crate::memory::available_bytes())?;
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
-        let content = Content::read(reader).map_err(|e| classify_read_error(&e))?;
+        let mut stand_ins = HashMap::new();
+        let mut patches = Vec::new();
+        for t in &header.tensors {
+            if let Some(s) = stand_in::for_id(t.ty) {
+                stand_ins.insert(t.name.clone(), s);
+                patches.push((t.type_at, type_id(s.parsed_as).to_le_bytes()));
+            }
+        }
+        let content = Content::read(&mut PatchedHeader::new(reader, patches)).map_err(|e| classify_read_error(&e))?;
         // Our walk is the truth about the header; candle's parse of it must say the same.
         if let Some(difference) = header.disagreement(&content) {
             return Err(ModelError::ReadersDisagree(difference));
         }
-        let gguf = Gguf { content, file_len };
+        let gguf = Gguf { content, file_len, stand_ins };
         gguf.check_extents()?;
         Ok(gguf)
     }
@@ -258,16 +278,27 @@ impl Gguf {
             .map(Some)
     }
 
-    /// Shape (rows first, as candle reports it) and type of a tensor, if present.
+    /// Shape (rows first, as candle reports it) and type of a tensor as [`Gguf::tensor`]
+    /// returns it (the held type of one read through a stand-in), if present.
     pub fn tensor_info(&self, name: &str) -> Option<(Vec<usize>, GgmlDType)> {
-        self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), i.ggml_dtype))
+        let held = |i: &candle_core::quantized::gguf_file::TensorInfo| self.stand_ins.get(name).map_or(i.ggml_dtype, |s| s.held_as);
+        self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), held(i)))
+    }
+
+    /// The name of the type a tensor has in the file (`IQ4_NL` where [`Gguf::tensor_info`]
+    /// says Q8_0), if present.
+    pub fn stored_type_name(&self, name: &str) -> Option<&'static str> {
+        match self.stand_ins.get(name) {
+            Some(s) => ggml_type_name(s.id),
+            None => self.content.tensor_infos.get(name).map(|i| type_name(i.ggml_dtype)),
+        }
     }
 
     /// How many tensors the file stores in each type, by llama.cpp's name for it (`Q4_K`: 16).
     pub fn tensor_type_counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
         let mut counts = std::collections::BTreeMap::new();
-        for info in self.content.tensor_infos.values() {
-            *counts.entry(type_name(info.ggml_dtype)).or_insert(0) += 1;
+        for name in self.content.tensor_infos.keys() {
+            *counts.entry(self.stored_type_name(name).unwrap_or("an unnamed type")).or_insert(0) += 1;
         }
         counts
     }
@@ -285,10 +316,11 @@ impl Gguf {
         Ok(())
     }
 
-    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`]. Its bytes are
-    /// read into a buffer reserved fallibly (candle's own read allocates it outright), so a
-    /// tensor the memory cannot take is refused with its size and what is free, not the end of
-    /// the process; the checked extents bound it by the file's size.
+    /// Reads one tensor's data, refusing types outside [`SUPPORTED_TYPES`] and the stand-ins
+    /// (whose blocks are rewritten into their held type here). Its bytes are read into a
+    /// buffer reserved fallibly (candle's own read allocates it outright), so a tensor the
+    /// memory cannot take is refused with its size and what is free, not the end of the
+    /// process; the checked extents bound it by the file's size.
     pub fn tensor<R: Read + Seek>(&self, reader: &mut R, name: &str) -> Result<QTensor, ModelError> {
         self.check_type(name)?;
         let info = self.content.tensor_infos.get(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
@@ -309,7 +341,18 @@ impl Gguf {
                 ModelError::Malformed(format!("cannot read {detail}"))
             }
         })?;
-        qtensor_from_ggml(info.ggml_dtype, &raw, info.shape.dims().to_vec(), &Device::Cpu).map_err(|e| classify_read_error(&e))
+        let (dtype, raw) = match self.stand_ins.get(name) {
+            Some(s) => (s.held_as, (s.convert)(&raw)?),
+            None => (info.ggml_dtype, raw),
+        };
+        qtensor_from_ggml(dtype, &raw, info.shape.dims().to_vec(), &Device::Cpu).map_err(|e| classify_read_error(&e))
+    }
+
+    /// Size in bytes of a tensor as [`Gguf::tensor`] holds it: its stored data, rewritten
+    /// for a type read through a stand-in.
+    pub fn held_bytes(&self, name: &str) -> u64 {
+        let stored = self.tensor_bytes(name);
+        self.stand_ins.get(name).map_or(stored, |s| (s.held_bytes)(stored))
     }
 
     /// Size in bytes of a tensor's stored data.

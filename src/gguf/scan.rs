@@ -20,6 +20,7 @@ use std::collections::HashSet;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 
+use super::stand_in;
 use crate::error::ModelError;
 
 /// Bytes one parsed metadata value takes in memory besides a string's or an array's contents.
@@ -27,7 +28,8 @@ const VALUE_BYTES: u64 = std::mem::size_of::<Value>() as u64;
 
 /// Largest tensor rank GGUF allows (`GGML_MAX_DIMS`).
 const MAX_DIMS: u64 = 4;
-/// The GGML type ids a tensor may have (those candle's reader knows; it computes with fewer).
+/// The GGML type ids candle's reader knows (the engine computes with fewer); a tensor may also
+/// have a type read through a stand-in ([`stand_in::STAND_INS`]).
 const GGML_TYPE_IDS: [u32; 15] = [0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30];
 /// GGUF's value type id of a boolean.
 const BOOL: u32 = 7;
@@ -56,11 +58,25 @@ pub struct Header {
     /// Each metadata key in file order, named as candle names it, with its value type id and,
     /// for an array, its length.
     pub keys: Vec<(String, u32, Option<u64>)>,
-    /// Each tensor in file order: name, dimensions (innermost first, as stored), GGML type id
-    /// and offset in the data.
-    pub tensors: Vec<(String, Vec<u64>, u32, u64)>,
+    /// Each tensor in file order.
+    pub tensors: Vec<TensorEntry>,
     /// Where the tensor data starts: the header's end rounded up to the alignment.
     pub data_offset: u64,
+}
+
+/// One tensor's entry in the header.
+#[derive(Debug)]
+pub struct TensorEntry {
+    /// Its name, as candle names it.
+    pub name: String,
+    /// Its dimensions, innermost first, as stored.
+    pub dims: Vec<u64>,
+    /// Its GGML type id.
+    pub ty: u32,
+    /// The byte in the file where that type id is stored.
+    pub type_at: u64,
+    /// Its offset in the tensor data.
+    pub offset: u64,
 }
 
 /// GGUF's value type id of a parsed value.
@@ -109,13 +125,15 @@ impl Header {
         if content.tensor_infos.len() != self.tensors.len() {
             return Some(format!("{} tensors against candle's {}", self.tensors.len(), content.tensor_infos.len()));
         }
-        for (name, dims, ty, offset) in &self.tensors {
+        for TensorEntry { name, dims, ty, offset, .. } in &self.tensors {
             let Some(info) = content.tensor_infos.get(name) else {
                 return Some(format!("tensor {} is not among candle's", shown(name)));
             };
             let candle_dims: Vec<u64> = info.shape.dims().iter().rev().map(|&d| d as u64).collect();
             let candle_type = crate::gguf::type_id(info.ggml_dtype);
-            if candle_dims != *dims || candle_type != *ty || info.offset != *offset {
+            // A type read through a stand-in is shown to candle as the stand-in.
+            let shown_type = stand_in::for_id(*ty).map_or(*ty, |s| crate::gguf::type_id(s.parsed_as));
+            if candle_dims != *dims || candle_type != shown_type || info.offset != *offset {
                 return Some(format!(
                     "tensor {} is {dims:?} of type {ty} at {offset}, candle's {candle_dims:?} of type {candle_type} at {}",
                     shown(name),
@@ -199,8 +217,9 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<Header, Mo
             })?;
             dims.push(d);
         }
+        let type_at = s.pos;
         let ty = s.u32("a tensor type")?;
-        if !GGML_TYPE_IDS.contains(&ty) {
+        if !GGML_TYPE_IDS.contains(&ty) && stand_in::for_id(ty).is_none() {
             // A type ggml has (an IQ quantization, say) that candle's reader does not know is
             // a file of the wrong kind for this engine, not a malformed one: named as such.
             return Err(match super::ggml_type_name(ty) {
@@ -213,7 +232,7 @@ pub fn check_header<R: Read>(reader: &mut R, file_len: u64) -> Result<Header, Mo
             });
         }
         let offset = s.u64("a tensor offset")?;
-        header.tensors.push((name, dims, ty, offset));
+        header.tensors.push(TensorEntry { name, dims, ty, type_at, offset });
     }
     header.metadata_bytes = s.metadata_bytes;
     header.data_offset = s.pos.div_ceil(alignment) * alignment;

@@ -11,7 +11,7 @@ use super::architecture::RopePairs;
 use super::config::Config;
 use super::rope::{halves_to_pairs, permute, permute_rows, RopeFrequencies};
 use crate::error::ModelError;
-use crate::gguf::{type_name, Gguf};
+use crate::gguf::Gguf;
 
 /// One transformer block's weights. Matrices are `[out_features, in_features]`, quantized
 /// as stored in the file; norm gains and biases are plain `f32`. In a model whose RoPE pairs
@@ -201,10 +201,10 @@ impl Weights {
         Ok(())
     }
 
-    /// Bytes of every tensor the configuration needs, as stored (what [`Weights::read`] holds
-    /// in memory), from the header alone.
+    /// Bytes of every tensor the configuration needs as [`Weights::read`] holds them in
+    /// memory (as stored, but IQ4_NL's as Q8_0), from the header alone.
     pub fn bytes_needed(gguf: &Gguf, cfg: &Config) -> u64 {
-        plan(gguf, cfg).iter().map(|(name, _)| gguf.tensor_bytes(name)).sum()
+        plan(gguf, cfg).iter().map(|(name, _)| gguf.held_bytes(name)).sum()
     }
 
     /// Reads every tensor the configuration needs, checking names, types and shapes first.
@@ -259,13 +259,13 @@ impl Weights {
         let mut by_type: Vec<(&'static str, u64)> = Vec::new();
         let (mut parameters, mut bytes) = (0u64, 0u64);
         for (name, shape) in plan(gguf, cfg) {
-            let Some((_, dtype)) = gguf.tensor_info(&name) else { continue };
+            let Some(stored) = gguf.stored_type_name(&name) else { continue };
             let size = gguf.tensor_bytes(&name);
             parameters += shape.iter().product::<usize>() as u64;
             bytes += size;
-            match by_type.iter_mut().find(|(n, _)| *n == type_name(dtype)) {
+            match by_type.iter_mut().find(|(n, _)| *n == stored) {
                 Some(entry) => entry.1 += size,
-                None => by_type.push((type_name(dtype), size)),
+                None => by_type.push((stored, size)),
             }
         }
         by_type.sort_by_key(|entry| std::cmp::Reverse(entry.1));

@@ -1,5 +1,5 @@
-// llama.cpp's own requantizations of the default model (Q4_K_M, Q6_K, Q8_0, Q5_0: `make
-// requantized`) run in the page on both of its engines, the wasm CPU kernels and our WGSL
+// llama.cpp's own requantizations of the default model (Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K,
+// IQ4_NL: `make requantized`) run in the page on both of its engines, the wasm CPU kernels and our WGSL
 // kernels on WebGPU (SwiftShader here), against llama.cpp's logits on the same files
 // (tests/fixtures/requantized.json, as tests/requantized.rs holds the native engines to them):
 // each file dropped on the page, the fixture's prompt generated greedily (Top-k 1) for 32
@@ -22,9 +22,10 @@ import { ROOT, openPage, greedyRun, compareSteps } from './harness.mjs';
 
 const FIXTURE = JSON.parse(readFileSync(join(ROOT, 'tests/fixtures/requantized.json'), 'utf8'));
 // tests/requantized.rs's tolerances: the fast CPU path rounds activations to 8 bits as
-// llama.cpp does (measured natively at most 0.95); the GPU computes as the exact CPU path does
-// (at most 1.18 from llama.cpp natively).
-const TOLERANCE = { cpu: 1.2, webgpu: 1.5 };
+// llama.cpp does (measured natively at most 0.95, but 1.35 on the coarsest file, Q2_K, whose
+// logits move further for the same rounding); the GPU computes as the exact CPU path does (at
+// most 1.18 from llama.cpp natively).
+const TOLERANCE = { cpu: (type) => (type === 'Q2_K' ? 1.45 : 1.2), webgpu: () => 1.5 };
 const SMALL_MARGIN = 0.5;
 const TOKENS = { cpu: 32, webgpu: 8 };
 // The files each engine runs (see above).
@@ -45,8 +46,8 @@ for (const backend of ['cpu', 'webgpu']) {
     for (const model of FILES[backend]) {
       const run = await greedyRun(page, { backend, file: join(ROOT, 'models/requantized', model.file), prompt: FIXTURE.prompt, maxTokens: TOKENS[backend], name: `requantized-${backend}-${model.file}` });
       assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.type}: the prompt's token ids are llama.cpp's`);
-      const { compared, worst } = compareSteps(run, model.steps, { tolerance: () => TOLERANCE[backend], smallMargin: SMALL_MARGIN, what: model.type });
-      console.log(`# ${backend}, ${model.type}: ${compared} steps on llama.cpp's tokens, worst |logit - llama.cpp's| ${worst.toFixed(3)} (tolerance ${TOLERANCE[backend]})`);
+      const { compared, worst } = compareSteps(run, model.steps, { tolerance: () => TOLERANCE[backend](model.type), smallMargin: SMALL_MARGIN, what: model.type });
+      console.log(`# ${backend}, ${model.type}: ${compared} steps on llama.cpp's tokens, worst |logit - llama.cpp's| ${worst.toFixed(3)} (tolerance ${TOLERANCE[backend](model.type)})`);
       assert.ok(compared >= 1, `${model.type}: no step to compare`);
     }
   });

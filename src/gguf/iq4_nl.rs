@@ -1,0 +1,66 @@
+//! IQ4_NL, ggml's non-linear 4-bit type: blocks of 32 weights, an f16 scale `d` and sixteen
+//! bytes of 4-bit codes (byte `j` holds weight `j` in its low half and weight `j + 16` in its
+//! high half, as Q4_0 does), each code an index into a fixed table of 16 signed 8-bit levels
+//! spaced closer near zero. Weight = `d * LEVELS[code]`.
+//!
+//! Every level fits an `i8`, so a block is exactly a Q8_0 block (the same `d`, the 32 levels
+//! as its integers): [`to_q8_0`] rewrites a tensor that way once, at load, and every backend
+//! computes with it as Q8_0 (34 bytes a block where the file has 18).
+
+use crate::error::ModelError;
+
+/// Weights per block.
+pub const BLOCK: usize = 32;
+/// Bytes per block in the file: the f16 scale and 16 bytes of codes.
+pub const BLOCK_BYTES: usize = 2 + BLOCK / 2;
+/// Bytes per block as held: a Q8_0 block, the f16 scale and 32 `i8`.
+pub const Q8_0_BLOCK_BYTES: usize = 2 + BLOCK;
+
+/// The 16 levels a code selects (ggml's `kvalues_iq4nl`).
+pub const LEVELS: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// Bytes a tensor of `bytes` IQ4_NL bytes takes as Q8_0.
+pub fn q8_0_bytes(bytes: u64) -> u64 {
+    bytes / BLOCK_BYTES as u64 * Q8_0_BLOCK_BYTES as u64
+}
+
+/// Rewrites IQ4_NL blocks as the Q8_0 blocks of the same weights, bit for bit: the scale is
+/// copied and each code replaced by its level. `blocks` holds whole blocks (the header walk
+/// checked the tensor's size); the output is reserved fallibly, so a tensor the memory cannot
+/// take is refused, not the end of the process.
+pub fn to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
+    let held = q8_0_bytes(blocks.len() as u64);
+    let mut out = Vec::new();
+    usize::try_from(held).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| ModelError::TooLarge {
+        part: "weights",
+        needed: held,
+        available: crate::memory::available_bytes().unwrap_or(0),
+    })?;
+    for block in blocks.chunks_exact(BLOCK_BYTES) {
+        let (scale, codes) = block.split_at(2);
+        out.extend_from_slice(scale);
+        let level = |code: u8| LEVELS[usize::from(code & 15)] as u8;
+        out.extend(codes.iter().map(|&c| level(c)));
+        out.extend(codes.iter().map(|&c| level(c >> 4)));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_code_becomes_its_level_and_the_scale_is_kept() {
+        // Weight j's code is j % 16 in the low halves and 15 - j % 16 in the high ones.
+        let mut block = vec![0x00, 0x3c]; // f16 1.0
+        block.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+        let out = to_q8_0(&block).expect("converts");
+        assert_eq!(out.len(), Q8_0_BLOCK_BYTES);
+        assert_eq!(&out[..2], &[0x00, 0x3c]);
+        for j in 0..16 {
+            assert_eq!(out[2 + j] as i8, LEVELS[j], "weight {j}");
+            assert_eq!(out[2 + 16 + j] as i8, LEVELS[15 - j], "weight {}", 16 + j);
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Tensor types candle's reader does not know that the engine reads exactly through one it
+//! does: candle parses the header with the stand-in's type id in their place (a type of the
+//! same block length and bytes, so every extent is the file's), and each tensor's blocks are
+//! rewritten into the type it is held in when it is read.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use candle_core::quantized::GgmlDType;
+
+use crate::error::ModelError;
+
+/// One type read through a stand-in.
+pub struct StandIn {
+    /// The type's GGML id in the file.
+    pub id: u32,
+    /// The type candle parses the header with: the same weights per block and bytes per block.
+    pub parsed_as: GgmlDType,
+    /// The type the tensor is held and computed in, exactly.
+    pub held_as: GgmlDType,
+    /// Bytes held for a tensor of this many bytes in the file.
+    pub held_bytes: fn(u64) -> u64,
+    /// Rewrites the file's blocks into `held_as`'s.
+    pub convert: fn(&[u8]) -> Result<Vec<u8>, ModelError>,
+}
+
+/// Every type read through a stand-in: IQ4_NL (its blocks are Q4_0's size; held as Q8_0).
+pub const STAND_INS: [StandIn; 1] = [StandIn {
+    id: 20,
+    parsed_as: GgmlDType::Q4_0,
+    held_as: GgmlDType::Q8_0,
+    held_bytes: super::iq4_nl::q8_0_bytes,
+    convert: super::iq4_nl::to_q8_0,
+}];
+
+/// The stand-in for GGML type `id`, if it is read through one.
+pub fn for_id(id: u32) -> Option<&'static StandIn> {
+    STAND_INS.iter().find(|s| s.id == id)
+}
+
+/// A reader over a GGUF file that shows candle each stand-in's type id in place of the
+/// file's: `patches` are the byte positions of those tensors' type fields with the id to show.
+pub struct PatchedHeader<'a, R> {
+    inner: &'a mut R,
+    pos: u64,
+    patches: Vec<(u64, [u8; 4])>,
+}
+
+impl<'a, R: Read + Seek> PatchedHeader<'a, R> {
+    /// Wraps `inner`, positioned at byte 0.
+    pub fn new(inner: &'a mut R, patches: Vec<(u64, [u8; 4])>) -> Self {
+        PatchedHeader { inner, pos: 0, patches }
+    }
+}
+
+impl<R: Read> Read for PatchedHeader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let (start, end) = (self.pos, self.pos + n as u64);
+        for (at, bytes) in &self.patches {
+            for (i, &b) in bytes.iter().enumerate() {
+                let p = at + i as u64;
+                if (start..end).contains(&p) {
+                    buf[(p - start) as usize] = b;
+                }
+            }
+        }
+        self.pos = end;
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for PatchedHeader<'_, R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.inner.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_patched_bytes_are_shown_however_the_reads_split_them() {
+        let file: Vec<u8> = (0..32).collect();
+        let mut cursor = std::io::Cursor::new(file);
+        let mut r = PatchedHeader::new(&mut cursor, vec![(6, [0xa0, 0xa1, 0xa2, 0xa3])]);
+        let mut got = Vec::new();
+        for len in [5, 2, 3, 22] {
+            let mut buf = vec![0; len];
+            r.read_exact(&mut buf).expect("read");
+            got.extend(buf);
+        }
+        let mut want: Vec<u8> = (0..32).collect();
+        want[6..10].copy_from_slice(&[0xa0, 0xa1, 0xa2, 0xa3]);
+        assert_eq!(got, want);
+        r.seek(SeekFrom::Start(8)).expect("seek");
+        let mut buf = [0; 3];
+        r.read_exact(&mut buf).expect("read");
+        assert_eq!(buf, [0xa2, 0xa3, 10]);
+    }
+}

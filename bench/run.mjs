@@ -10,7 +10,8 @@
 //     run each, as a software adapter is slow).
 // Each on two files of the same model (BENCH_MODELS, both by default): the Q4_1 one we ship and
 // the Q4_K_M one llama.cpp's own quantizer makes of it (make requantized), the format most
-// downloads come in; the GPU rows are for Q4_1 only. Prints one table with the ratio to the best
+// downloads come in; the GPU rows are for Q4_1 only. BENCH_MODELS may also name llama.cpp's
+// other requantizations of it (Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL). Prints one table with the ratio to the best
 // peer on the same file and writes bench/results.json. The peers are installed by
 // bench/setup-peers.sh (make bench runs it).
 // With --web (make bench-web): only the page's WebGPU backend in headless Chromium, RUNS
@@ -49,7 +50,12 @@ const MODELS = {
   Q4_1: `${ROOT}models/SmolLM2-135M-Instruct.Q4_1.gguf`,
   Q4_K_M: `${ROOT}models/requantized/SmolLM2-135M-Instruct.Q4_K_M.gguf`,
 };
-const BENCHED = (process.env.BENCH_MODELS || Object.keys(MODELS).join(',')).split(',');
+// The default files first, then every other file tests/fixtures/requantized.json holds.
+const DEFAULT_MODELS = Object.keys(MODELS);
+for (const { type, file } of JSON.parse(readFileSync(`${ROOT}tests/fixtures/requantized.json`, 'utf8')).models) {
+  MODELS[type] ??= `${ROOT}models/requantized/${file}`;
+}
+const BENCHED = (process.env.BENCH_MODELS || DEFAULT_MODELS.join(',')).split(',');
 for (const m of BENCHED) if (!MODELS[m]) throw new Error(`BENCH_MODELS: ${m} is not one of ${Object.keys(MODELS).join(', ')}`);
 // The file every engine runs now (one format at a time), and its format's name.
 let MODEL = MODELS.Q4_1;

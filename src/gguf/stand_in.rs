@@ -39,6 +39,7 @@ pub fn for_id(id: u32) -> Option<&'static StandIn> {
 
 /// A reader over a GGUF file that shows candle each stand-in's type id in place of the
 /// file's: `patches` are the byte positions of those tensors' type fields with the id to show.
+/// It keeps its own position (the inner reader must start at byte 0).
 pub struct PatchedHeader<'a, R> {
     inner: &'a mut R,
     pos: u64,
@@ -74,6 +75,14 @@ impl<R: Seek> Seek for PatchedHeader<'_, R> {
         self.pos = self.inner.seek(to)?;
         Ok(self.pos)
     }
+
+    /// The position this reader keeps, without asking the inner one: candle asks before every
+    /// length-prefixed read (each of a vocabulary's tokens), and the default, a seek by 0,
+    /// would make a `BufReader` drop its buffer and read it again each time (in the page, a
+    /// megabyte of the Blob per token string).
+    fn stream_position(&mut self) -> std::io::Result<u64> {
+        Ok(self.pos)
+    }
 }
 
 #[cfg(test)]
@@ -98,5 +107,35 @@ mod tests {
         let mut buf = [0; 3];
         r.read_exact(&mut buf).expect("read");
         assert_eq!(buf, [0xa2, 0xa3, 10]);
+    }
+
+    /// Reads the inner reader is asked for, counted.
+    struct Counting {
+        inner: std::io::Cursor<Vec<u8>>,
+        reads: usize,
+    }
+
+    impl Read for Counting {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reads += 1;
+            self.inner.read(buf)
+        }
+    }
+
+    impl Seek for Counting {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(to)
+        }
+    }
+
+    #[test]
+    fn asking_the_position_does_not_make_a_buffered_reader_read_again() {
+        let mut buffered = std::io::BufReader::with_capacity(64, Counting { inner: std::io::Cursor::new(vec![7; 32]), reads: 0 });
+        let mut r = PatchedHeader::new(&mut buffered, Vec::new());
+        for i in 1..=8 {
+            r.read_exact(&mut [0; 4]).expect("read");
+            assert_eq!(r.stream_position().expect("position"), 4 * i);
+        }
+        assert_eq!(buffered.get_ref().reads, 1, "the 32 bytes come from one fill of the buffer");
     }
 }

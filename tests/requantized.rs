@@ -31,10 +31,12 @@ use tokenscope::model::{Gguf, Model};
 /// (the last test holds every pair beyond its file's tolerance).
 const FAST_TOLERANCE: f64 = 1.2;
 /// The fast path's tolerance on the Q2_K file, the coarsest: llama.cpp's Q2_K mix keeps 180
-/// of its 210 matrices in Q4_0 and the rest in Q3_K, and its logits move further for the same
-/// rounding of the activations (the exact path, which rounds none, is 0.78 from llama.cpp's
-/// on it, the fast path 1.35).
-const Q2_K_FAST_TOLERANCE: f64 = 1.45;
+/// of its 210 matrices in Q4_0 and the rest in Q3_K, and its logits (up to 25 here) move
+/// further for the same rounding of the activations. The exact path, which rounds none, is
+/// 0.78 from llama.cpp's on it; the fast path 1.35 natively and 1.57 in the page's wasm
+/// engine (tests/e2e/requantized.test.mjs), whose kernels round in other places. The file is
+/// at least 5.0 from every other file's fixture.
+const Q2_K_FAST_TOLERANCE: f64 = 1.7;
 
 /// The fast path's tolerance on the file of `kind`.
 fn fast_tolerance(kind: &str) -> f64 {

@@ -141,15 +141,9 @@ impl Gguf {
         let header = check_header(reader, file_len)?;
         crate::memory::check_fits("metadata", header.metadata_bytes, crate::memory::available_bytes())?;
         reader.seek(SeekFrom::Start(0)).map_err(|e| ModelError::Malformed(format!("cannot rewind the file: {e}")))?;
-        let mut stand_ins = HashMap::new();
-        let mut patches = Vec::new();
-        for t in &header.tensors {
-            if let Some(s) = stand_in::for_id(t.ty) {
-                stand_ins.insert(t.name.clone(), s);
-                patches.push((t.type_at, type_id(s.parsed_as).to_le_bytes()));
-            }
-        }
-        let content = Content::read(&mut PatchedHeader::new(reader, patches)).map_err(|e| classify_read_error(&e))?;
+        let stand_ins: HashMap<String, &'static StandIn> =
+            header.tensors.iter().filter_map(|t| stand_in::for_id(t.ty).map(|s| (t.name.clone(), s))).collect();
+        let content = Content::read(&mut PatchedHeader::new(reader, header.stand_in_patches())).map_err(|e| classify_read_error(&e))?;
         // Our walk is the truth about the header; candle's parse of it must say the same.
         if let Some(difference) = header.disagreement(&content) {
             return Err(ModelError::ReadersDisagree(difference));

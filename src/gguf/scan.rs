@@ -99,6 +99,13 @@ fn type_id(v: &Value) -> u32 {
 }
 
 impl Header {
+    /// Where candle must be shown a stand-in's type id in place of the file's
+    /// ([`super::stand_in::PatchedHeader`]'s patches): each such tensor's type field.
+    pub fn stand_in_patches(&self) -> Vec<(u64, [u8; 4])> {
+        let patch = |t: &TensorEntry| stand_in::for_id(t.ty).map(|s| (t.type_at, crate::gguf::type_id(s.parsed_as).to_le_bytes()));
+        self.tensors.iter().filter_map(patch).collect()
+    }
+
     /// Where candle's parse of the same bytes says something else than this walk: a key, a
     /// value type, an array length, a tensor's shape, type or offset, or where the data starts;
     /// `None` when the two agree on all of it.

@@ -1,10 +1,14 @@
 // Writes tests/fixtures/requantized.json: llama.cpp's own logits on SmolLM2-135M requantized by
 // llama.cpp's own quantizer (scripts/requantize.py: Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K,
-// IQ4_NL), made once and kept so tests need no llama.cpp at run time (they do need the
+// IQ4_NL, IQ4_XS), made once and kept so tests need no llama.cpp at run time (they do need the
 // requantized files, which `make requantized` writes, byte for byte, with the same pinned
 // llama.cpp).
 //
-//   bash bench/setup-peers.sh && python3 scripts/requantize.py && node bench/make-requant-fixtures.mjs
+//   bash bench/setup-peers.sh && python3 scripts/requantize.py && node bench/make-requant-fixtures.mjs [TYPE ...]
+//
+// Given types, only those files are measured, and their entries replace or join the fixture's
+// (the others kept byte for byte: llama.cpp's greedy path on a file can differ from one run to
+// the next where two logits are within its rounding).
 //
 // For each file: its sha256, size and tensor types by count (read by node-llama-cpp's GGUF
 // reader), the prompt's ids as llama.cpp tokenizes them, and 32 greedy steps: at each, llama.cpp's
@@ -21,12 +25,15 @@ import { getLlama } from 'node-llama-cpp';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dir = join(root, 'models/requantized');
 const out = join(root, 'tests/fixtures/requantized.json');
-const TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0', 'Q3_K_M', 'Q2_K', 'IQ4_NL'];
+const ALL_TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0', 'Q3_K_M', 'Q2_K', 'IQ4_NL', 'IQ4_XS'];
+const asked = process.argv.slice(2);
+for (const t of asked) if (!ALL_TYPES.includes(t)) throw new Error(`${t} is not one of ${ALL_TYPES.join(', ')}`);
+const TYPES = asked.length ? asked : ALL_TYPES;
 const PROMPT = 'The three most important ideas in physics are';
 const STEPS = 32;
 const TOP = 40;
 // ggml's type numbers, for the names the tests compare with.
-const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 20: 'IQ4_NL', 30: 'BF16' };
+const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 20: 'IQ4_NL', 23: 'IQ4_XS', 30: 'BF16' };
 
 function logsumexp(row) {
   const m = Math.max(...row);
@@ -81,6 +88,12 @@ for (const type of TYPES) {
   console.log(`${file}: ${JSON.stringify(tensorTypes)}, greedy: ${JSON.stringify(model.detokenize(steps.map((s) => s.token)))}`);
   await context.dispose();
   await model.dispose();
+}
+// The fixture's other entries, kept as they were, in ALL_TYPES's order.
+if (asked.length) {
+  const kept = JSON.parse(readFileSync(out, 'utf8')).models.filter((m) => !asked.includes(m.type));
+  models.push(...kept);
+  models.sort((a, b) => ALL_TYPES.indexOf(a.type) - ALL_TYPES.indexOf(b.type));
 }
 const version = JSON.parse(readFileSync(join(root, 'bench/node_modules/node-llama-cpp/package.json'), 'utf8')).version;
 writeFileSync(

@@ -111,14 +111,14 @@ fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
 #[test]
 fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
     let bytes = synthetic().to_bytes().expect("bytes");
-    // IQ4_XS (23): a common download, and IQ2_XXS and MXFP4.
-    for (id, dtype) in [(23, "IQ4_XS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
+    // IQ3_XXS (18) and IQ2_XXS (16), lattice types of common downloads, and MXFP4.
+    for (id, dtype) in [(18, "IQ3_XXS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
         let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
         let message = e.to_string();
         match e {
             ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
                 assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
-                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL"), "{message}");
+                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS"), "{message}");
             }
             other => panic!("type {id}: {other}"),
         }
@@ -403,4 +403,74 @@ fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
         })
         .collect();
     assert_eq!(got, want);
+}
+
+/// An IQ4_XS tensor (candle cannot read the type) loads, held as Q8_0 blocks within half an
+/// f16 ulp of its weights: random IQ4_XS super-blocks written as a Q4_K tensor (the same 256
+/// weights a super-block, zeros after them: IQ4_XS has 136 bytes where Q4_K has 144) and
+/// relabelled IQ4_XS are read as each block's 6-bit scale minus 32, times the super-block's
+/// scale, times each code's level. The type counts and the summary name it IQ4_XS; the memory
+/// it needs counts it as Q8_0.
+#[test]
+fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
+    use candle_core::quantized::ggml_file::qtensor_from_ggml;
+    use tokenscope::gguf::iq4_xs::{HELD_RELATIVE_ERROR, SUPER_BLOCK_BYTES};
+    const NAME: &str = "blk.0.ffn_down.weight";
+    let spec = SyntheticSpec { weight_type: GgmlDType::Q4K, dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
+    let mut synthetic = SyntheticModel::new(&spec).expect("model");
+    let (_, original) = synthetic.tensors.iter().find(|(n, _)| n == NAME).expect("tensor");
+    let dims = original.shape().dims().to_vec();
+    let super_blocks = original.shape().elem_count() / 256;
+    // Each super-block: d from 1e-4 to 7e-4 (as trained weights have), random scales and codes.
+    let mut x = 12_345u32;
+    let mut random = move || {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (x >> 24) as u8
+    };
+    let stored: Vec<u8> = (0..super_blocks)
+        .flat_map(|i| {
+            let mut s = half::f16::from_f32(1e-4 * (1 + i % 7) as f32).to_le_bytes().to_vec();
+            s.extend((0..SUPER_BLOCK_BYTES - 2).map(|_| random()));
+            s
+        })
+        .collect();
+    let mut as_q4_k = stored.clone();
+    as_q4_k.resize(super_blocks * 144, 0);
+    synthetic.set_tensor(NAME, qtensor_from_ggml(GgmlDType::Q4K, &as_q4_k, dims, &Device::Cpu).expect("tensor"));
+    let bytes = with_type_id(synthetic.to_bytes().expect("bytes"), NAME, 23);
+
+    let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
+    assert_eq!(gguf.stored_type_name(NAME), Some("IQ4_XS"));
+    assert_eq!(gguf.tensor_info(NAME).map(|(_, t)| t), Some(GgmlDType::Q8_0));
+    assert_eq!(gguf.tensor_type_counts().get("IQ4_XS"), Some(&1));
+    assert_eq!(gguf.tensor_bytes(NAME), (super_blocks * 136) as u64);
+    assert_eq!(gguf.held_bytes(NAME), (super_blocks * 8 * 34) as u64);
+
+    let m = read(bytes).expect("loads");
+    assert!(m.summary.types.contains("IQ4_XS"), "{}", m.summary.types);
+    let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+    assert_eq!(w.dtype(), GgmlDType::Q8_0);
+    let got = w.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights");
+    let levels = tokenscope::gguf::iq4_nl::LEVELS;
+    // ggml's layout, read here on its own: d, the scales' high bits (u16), their low bits
+    // (a nibble each), then 16 bytes of codes per 32 weights (low nibbles first).
+    let want: Vec<f64> = stored
+        .chunks_exact(SUPER_BLOCK_BYTES)
+        .flat_map(|s| {
+            let d = f64::from(half::f16::from_le_bytes([s[0], s[1]]).to_f32());
+            let high = u16::from_le_bytes([s[2], s[3]]);
+            (0..256).map(move |j| {
+                let (b, k) = (j / 32, j % 32);
+                let scale = i32::from((s[4 + b / 2] >> (4 * (b % 2))) & 15) + 16 * i32::from((high >> (2 * b)) & 3);
+                let byte = s[8 + 16 * b + k % 16];
+                let code = if k < 16 { byte & 15 } else { byte >> 4 };
+                d * f64::from(scale - 32) * f64::from(levels[usize::from(code)])
+            })
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    assert!(want.iter().any(|w| *w != 0.0), "the weights are not all zero");
+    for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((f64::from(*g) - w).abs() <= f64::from(HELD_RELATIVE_ERROR) * w.abs(), "weight {j}: held {g}, file {w}");
+    }
 }

@@ -124,7 +124,7 @@ fn the_header_walk_and_candle_agree_on_every_key_of_every_seed() {
     // candle is asked only where the walk reads the header: elsewhere it may panic (it divides
     // by a zero alignment the walk refuses). It reads the header as the engine has it read:
     // shown a stand-in's type id where the file has a type candle does not know (IQ4_NL's as
-    // Q4_0's).
+    // Q4_0's, IQ4_XS's as Q4_K's).
     let read = |bytes: &[u8]| -> (Option<Header>, Option<Content>) {
         let header = check_header(&mut std::io::Cursor::new(bytes), bytes.len() as u64).ok();
         let content = header.as_ref().and_then(|h| {
@@ -138,15 +138,18 @@ fn the_header_walk_and_candle_agree_on_every_key_of_every_seed() {
     files.extend(seeds.iter().enumerate().map(|(i, s)| (format!("seed {i}"), s.clone())));
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let real = std::fs::read(model).expect("the model (make model)");
-    // The real model with a tensor relabelled IQ4_NL (20), read through the stand-in.
-    let mut relabelled = real.clone();
+    // The real model with a tensor relabelled IQ4_NL (20) or IQ4_XS (23), read through the
+    // stand-in (the 1536-wide rows of ffn_down are whole IQ4_XS super-blocks).
     let walked = check_header(&mut std::io::Cursor::new(&real), real.len() as u64).expect("the real model walks");
     let entry = walked.tensors.iter().find(|t| t.name == "blk.0.ffn_down.weight").expect("the tensor");
     let at = entry.type_at as usize;
-    relabelled[at..at + 4].copy_from_slice(&20u32.to_le_bytes());
-    assert!(matches!(read(&relabelled), (Some(_), Some(_))), "the walk and candle both read the IQ4_NL-relabelled header");
+    for (id, type_name) in [(20u32, "IQ4_NL"), (23, "IQ4_XS")] {
+        let mut relabelled = real.clone();
+        relabelled[at..at + 4].copy_from_slice(&id.to_le_bytes());
+        assert!(matches!(read(&relabelled), (Some(_), Some(_))), "the walk and candle both read the {type_name}-relabelled header");
+        files.push((format!("the real model with an {type_name} tensor"), relabelled));
+    }
     files.push(("the real model".into(), real));
-    files.push(("the real model with an IQ4_NL tensor".into(), relabelled));
     files.extend((0..10_000).map(|i| (format!("mutated input {i}"), fuzz::input(&seeds, 11, i))));
     let (mut compared, mut keys) = (0, 0);
     for (name, bytes) in &files {

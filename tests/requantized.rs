@@ -1,8 +1,9 @@
 //! The GGUF files people download, made by llama.cpp's own quantizer: SmolLM2-135M requantized
-//! to Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K and IQ4_NL (scripts/requantize.py, `make
+//! to Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL and IQ4_XS (scripts/requantize.py, `make
 //! requantized`; this model's 576-wide rows are no multiple of 256, so the K-quant mixes fall
 //! back to other types there: Q4_K_M mixes Q4_K, Q6_K, Q5_0 and Q8_0, Q3_K_M Q3_K, Q4_K, Q5_K,
-//! Q4_0, Q5_0 and Q5_1, Q2_K Q3_K and Q4_0, IQ4_NL has Q5_K beside it), against
+//! Q4_0, Q5_0 and Q5_1, Q2_K Q3_K and Q4_0, IQ4_NL has Q5_K beside it, IQ4_XS keeps 27
+//! matrices, the 1536-wide ffn_down ones, in IQ4_XS and 180 in IQ4_NL), against
 //! llama.cpp's own logits on the same files (tests/fixtures/requantized.json by
 //! bench/make-requant-fixtures.mjs): 32 greedy steps teacher-forced, llama.cpp's top 40 logits
 //! and logsumexp at each, and the token it picked. The fast and exact CPU paths are held to
@@ -27,7 +28,7 @@ use tokenscope::model::{Gguf, Model};
 /// fast CPU path: llama.cpp rounds every matrix product's input to 8-bit blocks (Q8_K, 256
 /// wide, beside K-quants; Q8_0 or Q8_1 beside the 32-wide types), and so does the fast path,
 /// in 32-wide blocks everywhere. Measured at most 0.95 (Q6_K, whose products llama.cpp feeds
-/// Q8_K, and IQ4_NL) but on Q2_K; a file against another type's fixture is 1.40 to 11.8 away
+/// Q8_K, and IQ4_NL) but on Q2_K; a file against another type's fixture is 1.28 to 11.8 away
 /// (the last test holds every pair beyond its file's tolerance).
 const FAST_TOLERANCE: f64 = 1.2;
 /// The fast path's tolerance on the Q2_K file, the coarsest: llama.cpp's Q2_K mix keeps 180
@@ -132,7 +133,7 @@ fn cases() -> Vec<Case> {
 /// margin is at least [`SMALL_MARGIN`].
 fn matches_llama_cpp<B: Backend>(label: &str, tolerance: impl Fn(&str) -> f64, make: impl Fn(Model) -> B) {
     let all = cases();
-    assert_eq!(all.len(), 7, "the fixture holds Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K and IQ4_NL");
+    assert_eq!(all.len(), 8, "the fixture holds Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL and IQ4_XS");
     for case in &all {
         let mut b = make(open(case));
         let logits = teacher_forced_logits(&mut b, &case.prompt, &case.fed());
@@ -225,8 +226,9 @@ fn gpu_matches_the_exact_cpu_path_on_every_logit_of_every_quantization() {
 
 /// The tolerance tells the quantizations apart: each file on the fast path, fed each other
 /// file's fixture tokens, lands beyond its tolerance from llama.cpp's logits on that other file
-/// (the nearest pair measured 1.40: the Q6_K file against llama.cpp's Q8_0 logits, 181 of
-/// Q6_K's 272 tensors being Q8_0 too), so a kernel that read one type's blocks as another's
+/// (the nearest pair measured 1.28: the IQ4_NL file against llama.cpp's IQ4_XS logits, 180 of
+/// the IQ4_XS file's 211 matrices being IQ4_NL too; then 1.40: the Q6_K file against the Q8_0
+/// logits, 181 of Q6_K's 211 being Q8_0), so a kernel that read one type's blocks as another's
 /// could not pass for right.
 #[test]
 fn the_fixture_tells_every_two_quantizations_apart() {

@@ -29,21 +29,32 @@ pub fn q8_0_bytes(bytes: u64) -> u64 {
 /// checked the tensor's size); the output is reserved fallibly, so a tensor the memory cannot
 /// take is refused, not the end of the process.
 pub fn to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
-    let held = q8_0_bytes(blocks.len() as u64);
+    let mut out = held_buffer(q8_0_bytes(blocks.len() as u64))?;
+    for block in blocks.chunks_exact(BLOCK_BYTES) {
+        push_q8_0_block(&mut out, [block[0], block[1]], &block[2..]);
+    }
+    Ok(out)
+}
+
+/// An empty buffer with room for `held` bytes, reserved fallibly: a tensor the memory cannot
+/// take is refused, not the end of the process.
+pub(super) fn held_buffer(held: u64) -> Result<Vec<u8>, ModelError> {
     let mut out = Vec::new();
     usize::try_from(held).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| ModelError::TooLarge {
         part: "weights",
         needed: held,
         available: crate::memory::available_bytes().unwrap_or(0),
     })?;
-    for block in blocks.chunks_exact(BLOCK_BYTES) {
-        let (scale, codes) = block.split_at(2);
-        out.extend_from_slice(scale);
-        let level = |code: u8| LEVELS[usize::from(code & 15)] as u8;
-        out.extend(codes.iter().map(|&c| level(c)));
-        out.extend(codes.iter().map(|&c| level(c >> 4)));
-    }
     Ok(out)
+}
+
+/// Appends the Q8_0 block of 32 weights given as an f16 `scale` and 16 bytes of 4-bit codes
+/// (weight `j` in byte `j`'s low half, weight `j + 16` in its high half): each code's level.
+pub(super) fn push_q8_0_block(out: &mut Vec<u8>, scale: [u8; 2], codes: &[u8]) {
+    out.extend_from_slice(&scale);
+    let level = |code: u8| LEVELS[usize::from(code & 15)] as u8;
+    out.extend(codes.iter().map(|&c| level(c)));
+    out.extend(codes.iter().map(|&c| level(c >> 4)));
 }
 
 #[cfg(test)]

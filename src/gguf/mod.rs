@@ -5,17 +5,18 @@
 //! candle's parse is then held to what the walk found ([`scan::Header::disagreement`]).
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
 //! we cannot compute with) becomes a [`ModelError`], never a panic. A type candle does not
-//! know but the engine reads exactly in another (IQ4_NL, as Q8_0) goes through a stand-in
+//! know but the engine holds in another (IQ4_NL and IQ4_XS, as Q8_0) goes through a stand-in
 //! ([`stand_in`]).
 
 use std::io::{Read, Seek, SeekFrom};
 
 use candle_core::quantized::ggml_file::qtensor_from_ggml;
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
 pub mod iq4_nl;
+pub mod iq4_xs;
 pub mod scan;
 pub mod stand_in;
 
@@ -165,14 +166,14 @@ impl Gguf {
         infos.sort_by_key(|(name, info)| (info.offset, name.as_str()));
         for (name, info) in infos {
             let elems = info.shape.elem_count();
-            let block = info.ggml_dtype.block_size();
+            let (block, _) = self.stored_block(name, info);
             if elems % block != 0 {
                 return Err(ModelError::Malformed(format!(
                     "tensor {} has {elems} elements, not a multiple of its block size {block}",
                     shown(name)
                 )));
             }
-            let bytes = (elems / block * info.ggml_dtype.type_size()) as u64;
+            let bytes = self.tensor_bytes(name);
             let end = self.content.tensor_data_offset.saturating_add(info.offset).saturating_add(bytes);
             if end > self.file_len {
                 return Err(ModelError::Truncated {
@@ -275,7 +276,7 @@ impl Gguf {
     /// Shape (rows first, as candle reports it) and type of a tensor as [`Gguf::tensor`]
     /// returns it (the held type of one read through a stand-in), if present.
     pub fn tensor_info(&self, name: &str) -> Option<(Vec<usize>, GgmlDType)> {
-        let held = |i: &candle_core::quantized::gguf_file::TensorInfo| self.stand_ins.get(name).map_or(i.ggml_dtype, |s| s.held_as);
+        let held = |i: &TensorInfo| self.stand_ins.get(name).map_or(i.ggml_dtype, |s| s.held_as);
         self.content.tensor_infos.get(name).map(|i| (i.shape.dims().to_vec(), held(i)))
     }
 
@@ -336,7 +337,13 @@ impl Gguf {
             }
         })?;
         let (dtype, raw) = match self.stand_ins.get(name) {
-            Some(s) => (s.held_as, (s.convert)(&raw)?),
+            Some(s) => {
+                let named = |e| match e {
+                    ModelError::Malformed(m) => ModelError::Malformed(format!("tensor {}: {m}", shown(name))),
+                    other => other,
+                };
+                (s.held_as, (s.convert)(&raw).map_err(named)?)
+            }
             None => (info.ggml_dtype, raw),
         };
         qtensor_from_ggml(dtype, &raw, info.shape.dims().to_vec(), &Device::Cpu).map_err(|e| classify_read_error(&e))
@@ -351,11 +358,20 @@ impl Gguf {
 
     /// Size in bytes of a tensor's stored data.
     pub fn tensor_bytes(&self, name: &str) -> u64 {
-        self.content
-            .tensor_infos
-            .get(name)
-            .map(|i| (i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size()) as u64)
-            .unwrap_or(0)
+        let bytes = |i| {
+            let (block, block_bytes) = self.stored_block(name, i);
+            (i.shape.elem_count() / block * block_bytes) as u64
+        };
+        self.content.tensor_infos.get(name).map(bytes).unwrap_or(0)
+    }
+
+    /// Weights and bytes per block of a tensor's type in the file (a stand-in's own, not the
+    /// type candle was shown).
+    fn stored_block(&self, name: &str, info: &TensorInfo) -> (usize, usize) {
+        match self.stand_ins.get(name) {
+            Some(s) => (s.block, s.block_bytes),
+            None => (info.ggml_dtype.block_size(), info.ggml_dtype.type_size()),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! Tensor types candle's reader does not know that the engine reads exactly through one it
-//! does: candle parses the header with the stand-in's type id in their place (a type of the
-//! same block length and bytes, so every extent is the file's), and each tensor's blocks are
+//! Tensor types candle's reader does not know that the engine reads through one it does:
+//! candle parses the header with the stand-in's type id in their place (a type with the same
+//! weights per block, so candle's shapes are the file's; the extents are computed from the
+//! file's own bytes per block, [`StandIn::block_bytes`]), and each tensor's blocks are
 //! rewritten into the type it is held in when it is read.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -13,9 +14,13 @@ use crate::error::ModelError;
 pub struct StandIn {
     /// The type's GGML id in the file.
     pub id: u32,
-    /// The type candle parses the header with: the same weights per block and bytes per block.
+    /// Weights per block in the file.
+    pub block: usize,
+    /// Bytes per block in the file.
+    pub block_bytes: usize,
+    /// The type candle parses the header with: the same weights per block.
     pub parsed_as: GgmlDType,
-    /// The type the tensor is held and computed in, exactly.
+    /// The type the tensor is held and computed in.
     pub held_as: GgmlDType,
     /// Bytes held for a tensor of this many bytes in the file.
     pub held_bytes: fn(u64) -> u64,
@@ -23,14 +28,29 @@ pub struct StandIn {
     pub convert: fn(&[u8]) -> Result<Vec<u8>, ModelError>,
 }
 
-/// Every type read through a stand-in: IQ4_NL (its blocks are Q4_0's size; held as Q8_0).
-pub const STAND_INS: [StandIn; 1] = [StandIn {
-    id: 20,
-    parsed_as: GgmlDType::Q4_0,
-    held_as: GgmlDType::Q8_0,
-    held_bytes: super::iq4_nl::q8_0_bytes,
-    convert: super::iq4_nl::to_q8_0,
-}];
+/// Every type read through a stand-in, each held as Q8_0: IQ4_NL exactly (its blocks are
+/// Q4_0's length), IQ4_XS with each 32-weight block's scale rounded to f16 (its super-blocks
+/// are Q4_K's length; [`super::iq4_xs`] bounds the rounding).
+pub const STAND_INS: [StandIn; 2] = [
+    StandIn {
+        id: 20,
+        block: super::iq4_nl::BLOCK,
+        block_bytes: super::iq4_nl::BLOCK_BYTES,
+        parsed_as: GgmlDType::Q4_0,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq4_nl::q8_0_bytes,
+        convert: super::iq4_nl::to_q8_0,
+    },
+    StandIn {
+        id: 23,
+        block: super::iq4_xs::SUPER_BLOCK,
+        block_bytes: super::iq4_xs::SUPER_BLOCK_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq4_xs::q8_0_bytes,
+        convert: super::iq4_xs::to_q8_0,
+    },
+];
 
 /// The stand-in for GGML type `id`, if it is read through one.
 pub fn for_id(id: u32) -> Option<&'static StandIn> {
@@ -88,6 +108,14 @@ impl<R: Seek> Seek for PatchedHeader<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_stand_in_has_its_candle_types_weights_per_block() {
+        for s in &STAND_INS {
+            assert_eq!(s.parsed_as.block_size(), s.block, "type {}", s.id);
+            assert!(crate::gguf::SUPPORTED_TYPES.contains(&s.held_as), "type {}", s.id);
+        }
+    }
 
     #[test]
     fn the_patched_bytes_are_shown_however_the_reads_split_them() {

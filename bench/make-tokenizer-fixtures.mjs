@@ -5,14 +5,19 @@
 // merges added that straddle cuts (tests/common/pre_fixture.rs, written out by
 // examples/tokenizer_pre_files.rs); only `tokenizer.ggml.pre` changes between the files, so the
 // ids differ exactly where the cuts do.
+// And tests/fixtures/tokenizer_spm.json: the same strings and a few more under a SentencePiece
+// tokenizer (`tokenizer.ggml.model = "llama"`), SmolLM2's vocabulary respelt as scored pieces
+// with byte tokens (tests/common/spm_fixture.rs, written out by examples/tokenizer_spm_files.rs),
+// with and without the space llama.cpp puts before the text.
 //
 //   make model && cargo run --release -- export-tokenizer --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
 //     --out models/SmolLM2-135M-Instruct.tokenizer.gguf
 //   bash bench/setup-peers.sh && node bench/make-tokenizer-fixtures.mjs
 //
-// llama.cpp (node-llama-cpp, pinned in bench/package.json) opens the tensor-less tokenizer file
+// llama.cpp (node-llama-cpp, pinned in bench/package.json) opens each tensor-less tokenizer file
 // with vocabOnly; `tokenize(text, true)` parses special tokens written in the text, as
-// tokenscope's encoder does, and adds no BOS (SmolLM2 asks for none).
+// tokenscope's encoder does, and adds no BOS (the SentencePiece files ask for one: the tests
+// put it first).
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,18 +43,32 @@ const TEXTS = [
   '<|im_start|>user\nHi<|im_end|>',
 ];
 
+// SentencePiece's own hard cases: its control tokens in the text (a space is put after each),
+// runs of spaces, a text that starts with one.
+const SPM_TEXTS = [...TEXTS, '<s>Hello</s> world', '   three leading spaces', 'a  b   c    d', 'Émile Zola 1840'];
+
 const llama = await getLlama({ gpu: false, build: 'never' });
-const dir = mkdtempSync(join(tmpdir(), 'tokenizer-pre-'));
-execFileSync('cargo', ['run', '--release', '--quiet', '--example', 'tokenizer_pre_files', '--', dir], { cwd: root, stdio: 'inherit' });
-const cases = [];
-for (const pre of PRES) {
-  const path = join(dir, `${pre}.gguf`);
-  const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
-  for (const text of TEXTS) {
-    cases.push({ pre, text, ids: Array.from(model.tokenize(text, true)) });
-  }
-  await model.dispose();
-}
 const version = JSON.parse(readFileSync(join(root, 'bench/node_modules/node-llama-cpp/package.json'), 'utf8')).version;
-writeFileSync(out, JSON.stringify({ made_by: `llama.cpp through node-llama-cpp ${version}, bench/make-tokenizer-fixtures.mjs`, vocabulary: 'SmolLM2-135M-Instruct', cases }, null, 1) + '\n');
-console.log(`wrote ${out}: ${cases.length} tokenizations`);
+
+// Tokenizes `texts` with each file `example` writes (named `${name}.gguf`), into `out`.
+async function fixture(example, names, texts, key, extra) {
+  const dir = mkdtempSync(join(tmpdir(), `${example}-`));
+  execFileSync('cargo', ['run', '--quiet', '--example', example, '--', dir], { cwd: root, stdio: 'inherit' });
+  const cases = [];
+  for (const name of names) {
+    const model = await llama.loadModel({ modelPath: join(dir, `${name}.gguf`), vocabOnly: true });
+    for (const text of texts) {
+      cases.push({ [key]: name, text, ids: Array.from(model.tokenize(text, true)) });
+    }
+    await model.dispose();
+  }
+  return { made_by: `llama.cpp through node-llama-cpp ${version}, bench/make-tokenizer-fixtures.mjs`, ...extra, cases };
+}
+
+const pre = await fixture('tokenizer_pre_files', PRES, TEXTS, 'pre', { vocabulary: 'SmolLM2-135M-Instruct' });
+writeFileSync(out, JSON.stringify(pre, null, 1) + '\n');
+console.log(`wrote ${out}: ${pre.cases.length} tokenizations`);
+const spmOut = join(root, 'tests/fixtures/tokenizer_spm.json');
+const spm = await fixture('tokenizer_spm_files', ['spm', 'spm-no-space-prefix'], SPM_TEXTS, 'file', { vocabulary: 'SmolLM2-135M-Instruct respelt as SentencePiece pieces' });
+writeFileSync(spmOut, JSON.stringify(spm, null, 1) + '\n');
+console.log(`wrote ${spmOut}: ${spm.cases.length} tokenizations`);

@@ -2,7 +2,7 @@
 //! builds, see tests/common/pre_fixture.rs) into DIR, for bench/make-tokenizer-fixtures.mjs:
 //!
 //! ```text
-//! cargo run --release --example tokenizer_pre_files -- DIR
+//! cargo run --example tokenizer_pre_files -- DIR
 //! ```
 
 #[path = "../tests/common/pre_fixture.rs"]

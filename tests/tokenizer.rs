@@ -9,6 +9,10 @@ use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Gguf;
 use tokenscope::tokenizer::{Tokenizer, Utf8Stream};
 
+#[path = "common/spm_fixture.rs"]
+#[allow(dead_code)]
+mod spm_fixture;
+
 fn synthetic_tokenizer() -> Tokenizer {
     let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
     Tokenizer::from_gguf(&Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf")).expect("tokenizer")
@@ -21,6 +25,24 @@ fn synthetic_vocabulary_round_trips_any_text() {
         let ids = tok.encode(text).expect("encodes");
         assert_eq!(tok.decode(&ids), text);
     }
+}
+
+/// SentencePiece in wasm as natively (tests/tokenizer_spm.rs holds it to llama.cpp): the
+/// synthetic vocabulary respelt as scored pieces gives any text back, a space put before it,
+/// its characters that are no piece spelt as byte tokens.
+#[test]
+fn a_sentence_piece_vocabulary_round_trips_any_text() {
+    let bytes = SyntheticModel::new(&SyntheticSpec::default()).expect("model").to_bytes().expect("bytes");
+    let respelt = spm_fixture::respelt(&bytes, true);
+    let tok = Tokenizer::from_gguf(&Gguf::read(&mut std::io::Cursor::new(respelt)).expect("gguf")).expect("tokenizer");
+    for text in ["the theme", "héllo wörld 🙂", "a\n\n\tb  c", "12345"] {
+        let ids = tok.encode(text).expect("encodes");
+        assert_eq!(ids[0], 1, "BOS first");
+        assert_eq!(tok.decode(&ids[1..]), format!(" {text}"));
+    }
+    // "🙂" is no piece: its four bytes are byte tokens (3 + the byte).
+    let smile = tok.encode("🙂").expect("encodes");
+    assert!(smile.ends_with(&[3 + 0xF0, 3 + 0x9F, 3 + 0x99, 3 + 0x82]), "{smile:?}");
 }
 
 #[test]

@@ -262,13 +262,28 @@ impl Gguf {
 
     /// An optional array of integers.
     pub fn ints_opt(&self, key: &str) -> Result<Option<Vec<i64>>, ModelError> {
+        self.array_opt(key, "an integer", as_i64)
+    }
+
+    /// An optional array of numbers, as f32.
+    pub fn floats_opt(&self, key: &str) -> Result<Option<Vec<f32>>, ModelError> {
+        let number = |v: &Value| match v {
+            Value::F32(x) => Some(*x),
+            Value::F64(x) => Some(*x as f32),
+            _ => None,
+        };
+        self.array_opt(key, "a number", number)
+    }
+
+    /// An optional array, each element read by `item` (`None`: not `what` it must be).
+    fn array_opt<T>(&self, key: &str, what: &str, item: impl Fn(&Value) -> Option<T>) -> Result<Option<Vec<T>>, ModelError> {
         let arr = match self.value(key) {
             Some(Value::Array(a)) => a,
             Some(_) => return Err(meta_err(key, "is not an array")),
             None => return Ok(None),
         };
         arr.iter()
-            .map(|v| as_i64(v).ok_or_else(|| meta_err(key, "holds a value that is not an integer")))
+            .map(|v| item(v).ok_or_else(|| meta_err(key, &format!("holds a value that is not {what}"))))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }

@@ -1,13 +1,16 @@
 //! Text <-> token ids with the `tokenizers` crate, built from the GGUF's own vocabulary.
 //!
-//! GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`): the vocabulary and merges
-//! come from the file; the pre-tokenizer is the one `tokenizer.ggml.pre` names ([`pre`]);
+//! Two kinds of file: GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`: SmolLM2,
+//! Qwen, Llama 3), whose vocabulary and merges come from the file and whose pre-tokenizer is the
+//! one `tokenizer.ggml.pre` names ([`pre`]); and SentencePiece (`"llama"`: Llama 2, TinyLlama,
+//! Mistral), BPE with merges made from its pieces' scores and byte fallback ([`spm`]). In both,
 //! control tokens (`token_type == 3`) are special tokens matched verbatim; the chat format is
 //! the file's own template ([`chat`]).
 
 pub mod byte_level;
 pub mod chat;
 pub mod pre;
+pub mod spm;
 pub mod stream;
 
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
@@ -49,29 +52,56 @@ impl Tokenizer {
     /// Builds the tokenizer described by a GGUF file's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(g: &Gguf) -> Result<Self> {
         let kind = g.string("tokenizer.ggml.model")?;
-        if kind != "gpt2" {
-            return Err(ModelError::Metadata {
-                key: "tokenizer.ggml.model".into(),
-                problem: format!("{kind:?} is not supported; tokenscope reads byte-level BPE (\"gpt2\") tokenizers"),
-            }
-            .into());
-        }
         let tokens = g.strings("tokenizer.ggml.tokens")?;
-        let merges = g.strings("tokenizer.ggml.merges")?;
-        let types = g.ints_opt("tokenizer.ggml.token_type")?.unwrap_or_default();
-        let pre = match g.string_opt("tokenizer.ggml.pre")? {
-            Some(pre) => pre,
-            None => return Err(tok_err("tokenizer.ggml.pre", "is missing: the file does not say how its text is cut before BPE")),
+        let (model, add_bos_default) = match kind {
+            "gpt2" => {
+                let merges = g.strings("tokenizer.ggml.merges")?;
+                let pre = match g.string_opt("tokenizer.ggml.pre")? {
+                    Some(pre) => pre,
+                    None => return Err(tok_err("tokenizer.ggml.pre", "is missing: the file does not say how its text is cut before BPE")),
+                };
+                (Vocabulary::ByteLevel { merges, pre }, false)
+            }
+            "llama" => {
+                let scores = g
+                    .floats_opt("tokenizer.ggml.scores")?
+                    .ok_or_else(|| tok_err("tokenizer.ggml.scores", "is missing: a SentencePiece file ranks its pieces by score"))?;
+                if scores.len() != tokens.len() {
+                    return Err(tok_err("tokenizer.ggml.scores", &format!("has {} scores for {} tokens", scores.len(), tokens.len())));
+                }
+                let add_space_prefix = g.bool_opt("tokenizer.ggml.add_space_prefix").unwrap_or(true);
+                // llama.cpp's defaults for a SentencePiece file: BOS prepended.
+                (Vocabulary::SentencePiece { scores, add_space_prefix }, true)
+            }
+            other => {
+                return Err(ModelError::Metadata {
+                    key: "tokenizer.ggml.model".into(),
+                    problem: format!(
+                        "{other:?} is not supported; tokenscope reads byte-level BPE (\"gpt2\") and SentencePiece (\"llama\") tokenizers"
+                    ),
+                }
+                .into())
+            }
         };
-        let id = |key: &str| -> Result<Option<u32>> {
-            Ok(g.usize_opt(key)?.and_then(|v| u32::try_from(v).ok()).filter(|&v| (v as usize) < tokens.len()))
+        let types = g.ints_opt("tokenizer.ggml.token_type")?.unwrap_or_default();
+        let sentence_piece = matches!(model, Vocabulary::SentencePiece { .. });
+        // A SentencePiece file that names none has llama.cpp's: <unk> 0, <s> 1, </s> 2.
+        let id = |key: &str, default: u32| -> Result<Option<u32>> {
+            let given = g.usize_opt(key)?.map(|v| u32::try_from(v).ok());
+            let id = match given {
+                Some(v) => v,
+                None => sentence_piece.then_some(default),
+            };
+            Ok(id.filter(|&v| (v as usize) < tokens.len()))
         };
         let mut eos_ids: Vec<u32> =
-            [id("tokenizer.ggml.eos_token_id")?, id("tokenizer.ggml.eot_token_id")?].into_iter().flatten().collect();
+            [id("tokenizer.ggml.eos_token_id", 2)?, id("tokenizer.ggml.eot_token_id", 2)?].into_iter().flatten().collect();
+        eos_ids.dedup();
         let specials = SpecialTokens {
             types: &types,
-            bos: id("tokenizer.ggml.bos_token_id")?,
-            add_bos: g.bool_opt("tokenizer.ggml.add_bos_token").unwrap_or(false),
+            bos: id("tokenizer.ggml.bos_token_id", 1)?,
+            unk: id("tokenizer.ggml.unknown_token_id", 0)?,
+            add_bos: g.bool_opt("tokenizer.ggml.add_bos_token").unwrap_or(add_bos_default),
         };
         let token_text = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize)).map_or("", |t| *t);
         let chat = match g.string_opt(CHAT_TEMPLATE_KEY)? {
@@ -83,7 +113,7 @@ impl Tokenizer {
             }
             None => Err(format!("this model's file has no chat template ({CHAT_TEMPLATE_KEY})")),
         };
-        let built = Self::build(&tokens, &merges, pre, specials, chat)?;
+        let built = Self::build(&tokens, model, specials, chat)?;
         for (i, t) in tokens.iter().enumerate() {
             if built.is_control[i] && END_OF_TURN_NAMES.contains(t) && !eos_ids.contains(&(i as u32)) {
                 eos_ids.push(i as u32);
@@ -92,35 +122,43 @@ impl Tokenizer {
         Ok(Tokenizer { eos_ids, ..built })
     }
 
-    fn build(
-        tokens: &[&str],
-        merges: &[&str],
-        pre: &str,
-        sp: SpecialTokens,
-        chat: std::result::Result<ChatTemplate, String>,
-    ) -> Result<Self> {
+    fn build(tokens: &[&str], model: Vocabulary, sp: SpecialTokens, chat: std::result::Result<ChatTemplate, String>) -> Result<Self> {
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.to_string(), i as u32)).collect();
         if vocab.len() != tokens.len() {
             return Err(tok_err("tokenizer.ggml.tokens", "holds duplicate tokens"));
         }
-        let merges = merges
-            .iter()
-            .map(|m| {
-                m.split_once(' ')
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| tok_err("tokenizer.ggml.merges", &format!("entry {m:?} is not two tokens")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .ignore_merges(pre::ignores_merges(pre))
-            .build()
-            .map_err(|e| Error::Tokenizer(format!("cannot build BPE: {e}")))?;
-        let mut inner = tokenizers::Tokenizer::new(bpe);
-        inner.with_pre_tokenizer(Some(pre::pre_tokenizer(pre)?));
-        inner.with_decoder(Some(ByteLevelDecoder::default()));
-
         let kind = |i: usize| sp.types.get(i).copied().unwrap_or(1);
+        let cannot_build = |e| Error::Tokenizer(format!("cannot build BPE: {e}"));
+        let mut inner = match &model {
+            Vocabulary::ByteLevel { merges, pre } => {
+                let merges = merges
+                    .iter()
+                    .map(|m| {
+                        m.split_once(' ')
+                            .map(|(a, b)| (a.to_string(), b.to_string()))
+                            .ok_or_else(|| tok_err("tokenizer.ggml.merges", &format!("entry {m:?} is not two tokens")))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let bpe =
+                    BPE::builder().vocab_and_merges(vocab, merges).ignore_merges(pre::ignores_merges(pre)).build().map_err(cannot_build)?;
+                let mut inner = tokenizers::Tokenizer::new(bpe);
+                inner.with_pre_tokenizer(Some(pre::pre_tokenizer(pre)?));
+                inner.with_decoder(Some(ByteLevelDecoder::default()));
+                inner
+            }
+            Vocabulary::SentencePiece { scores, add_space_prefix } => {
+                let mut bpe = BPE::builder().vocab_and_merges(vocab, spm::merges(tokens, scores, kind)).byte_fallback(true);
+                if let Some(unk) = sp.unk {
+                    bpe = bpe.unk_token(tokens[unk as usize].to_string());
+                }
+                let mut inner = tokenizers::Tokenizer::new(bpe.build().map_err(cannot_build)?);
+                inner
+                    .with_normalizer(Some(spm::normalizer(*add_space_prefix)?))
+                    .map_err(|e| Error::Tokenizer(format!("cannot set the normalizer: {e}")))?;
+                inner
+            }
+        };
+
         let control: Vec<AddedToken> = (0..tokens.len())
             .filter(|&i| kind(i) == TOKEN_TYPE_CONTROL)
             .map(|i| AddedToken::from(tokens[i], true).normalized(false))
@@ -137,7 +175,11 @@ impl Tokenizer {
         let token_bytes = tokens
             .iter()
             .enumerate()
-            .map(|(i, t)| if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED { t.as_bytes().to_vec() } else { alphabet.to_bytes(t) })
+            .map(|(i, t)| match model {
+                Vocabulary::SentencePiece { .. } => spm::piece_bytes(t, kind(i)),
+                _ if is_control[i] || kind(i) == TOKEN_TYPE_USER_DEFINED => t.as_bytes().to_vec(),
+                Vocabulary::ByteLevel { .. } => alphabet.to_bytes(t),
+            })
             .collect();
         Ok(Tokenizer { inner, token_bytes, is_control, eos_ids: Vec::new(), bos_id: sp.bos, add_bos: sp.add_bos, chat })
     }
@@ -227,7 +269,16 @@ impl Tokenizer {
 struct SpecialTokens<'a> {
     types: &'a [i64],
     bos: Option<u32>,
+    unk: Option<u32>,
     add_bos: bool,
+}
+
+/// What the file's tokenizer model needs beyond its tokens.
+enum Vocabulary<'a> {
+    /// Byte-level BPE: its merges (`"a b"`) and its pre-tokenizer's name.
+    ByteLevel { merges: Vec<&'a str>, pre: &'a str },
+    /// SentencePiece: each piece's score, and whether a space goes before the text.
+    SentencePiece { scores: Vec<f32>, add_space_prefix: bool },
 }
 
 fn tok_err(key: &str, problem: &str) -> Error {

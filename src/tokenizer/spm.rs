@@ -10,9 +10,10 @@
 //! after each special token (the normalizer, [`normalizer`]).
 //!
 //! Where the two could part: a piece holding a character that is not a piece itself (llama.cpp
-//! may still join it; BPE has already spelt it as bytes), and two pieces of the same score
-//! (llama.cpp takes the leftmost pair, BPE the merge listed first). SentencePiece's vocabularies
-//! hold every character of their pieces, and their scores differ.
+//! may still join it; BPE has already spelt it as bytes), two pieces of the same score
+//! (llama.cpp takes the leftmost pair, BPE the merge listed first), and a piece longer than
+//! [`MAX_MERGED_PIECE_BYTES`] (never formed here). SentencePiece's vocabularies hold every
+//! character of their pieces, their scores differ, and their pieces are short.
 
 use std::collections::HashMap;
 
@@ -28,13 +29,19 @@ pub const TOKEN_TYPE_NORMAL: i64 = 1;
 /// GGUF `token_type` of a byte token (`<0x41>`).
 pub const TOKEN_TYPE_BYTE: i64 = 6;
 
-/// Every split of a normal piece into two pieces, as BPE merges, the joined piece's score
-/// highest first (ties in vocabulary order). `kind(i)` is token `i`'s GGUF type.
+/// Longest piece, in bytes, that merges may form. Checking a piece's splits costs the square
+/// of its length, so a hostile file of long pieces would stall the load; SentencePiece's own
+/// limit is 16 characters (`max_sentencepiece_length`), 64 bytes at most.
+pub const MAX_MERGED_PIECE_BYTES: usize = 64;
+
+/// Every split of a normal piece (of at most [`MAX_MERGED_PIECE_BYTES`]) into two pieces, as
+/// BPE merges, the joined piece's score highest first (ties in vocabulary order). `kind(i)` is
+/// token `i`'s GGUF type.
 pub fn merges(tokens: &[&str], scores: &[f32], kind: impl Fn(usize) -> i64) -> Vec<(String, String)> {
     let ids: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (*t, i)).collect();
     let mut ranked: Vec<(f32, usize, &str, &str)> = Vec::new();
     for (i, piece) in tokens.iter().enumerate() {
-        if kind(i) != TOKEN_TYPE_NORMAL {
+        if kind(i) != TOKEN_TYPE_NORMAL || piece.len() > MAX_MERGED_PIECE_BYTES {
             continue;
         }
         let score = scores.get(i).copied().unwrap_or(0.0);
@@ -85,6 +92,17 @@ mod tests {
         let got = merges(&tokens, &scores, kind);
         let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
         assert_eq!(got, [pair("\u{2581}", "a"), pair("b", "c"), pair("a", "b"), pair("a", "bc"), pair("ab", "c")]);
+    }
+
+    #[test]
+    fn a_piece_longer_than_the_limit_is_never_formed() {
+        let long = "a".repeat(MAX_MERGED_PIECE_BYTES + 1);
+        let longest = "a".repeat(MAX_MERGED_PIECE_BYTES);
+        let (half, rest) = (&long[..1], &long[1..]);
+        let tokens = [half, rest, long.as_str(), &longest[1..], longest.as_str()];
+        let got = merges(&tokens, &[0.0; 5], |_| TOKEN_TYPE_NORMAL);
+        assert!(got.iter().all(|(l, r)| l.len() + r.len() <= MAX_MERGED_PIECE_BYTES), "{} merges", got.len());
+        assert!(got.contains(&(half.to_string(), longest[1..].to_string())), "the longest allowed piece is formed");
     }
 
     #[test]

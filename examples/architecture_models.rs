@@ -34,7 +34,26 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // Q/K/V biases, RoPE on split halves, tied head.
         ("qwen2.gguf", SyntheticSpec { architecture: Architecture::Qwen2, rope_base: 1_000_000.0, seed: 13, ..base.clone() }),
         // Head norms, split halves, heads wider than dim / n_heads, untied head.
-        ("qwen3.gguf", SyntheticSpec { architecture: Architecture::Qwen3, head_dim: Some(32), untied_output: true, seed: 14, ..base }),
+        (
+            "qwen3.gguf",
+            SyntheticSpec { architecture: Architecture::Qwen3, head_dim: Some(32), untied_output: true, seed: 14, ..base.clone() },
+        ),
+        // Gemma 3: the scaled embedding, head and post norms, GELU, split halves, heads wider
+        // than dim / n_heads, tied head; six layers, so five slide over a window of 5
+        // positions (the fixture's 24 reach past it) with RoPE base 10,000 and the sixth sees
+        // every position with the file's base.
+        (
+            "gemma3.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Gemma3,
+                n_layers: 6,
+                head_dim: Some(32),
+                rope_base: 1_000_000.0,
+                sliding_window: Some(5),
+                seed: 15,
+                ..base
+            },
+        ),
     ]
 }
 

@@ -1,12 +1,14 @@
 //! Every architecture against llama.cpp: tiny random-weight models of each (Llama 3's RoPE
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
-//! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads), kept in
+//! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
+//! embedding, norms after each sublayer, GELU and sliding-window layers), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
 //! with every position's logits, and as one prefill then decode steps; a check that the
 //! fixture tells each architecture's difference apart keeps the comparison from passing by
-//! accident. The CPU tests run natively and in wasm.
+//! accident. The CPU tests run natively and in wasm. The GPU backend refuses gemma3 by name
+//! (no GPU kernel computes its extras yet), which a test holds it to.
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -23,10 +25,27 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
+/// gemma3's: llama.cpp's CPU GELU rounds its input to f16 and reads the result from a table
+/// of f16 values (ggml's `GGML_GELU_FP16`), where ours computes the tanh form in f32: measured
+/// 1.0e-4 of the largest logit (4.5e-5 with that rounding copied into ours, tried once and
+/// not kept: exact math is the reference); allowed 5e-4, still far below what any detail of
+/// gemma3 done wrong moves (the last test: at least 0.28).
+const GELU_TOLERANCE: f32 = 5e-4;
+
+/// The tolerance a file's logits are held to.
+fn tolerance(architecture: &str) -> f32 {
+    if architecture == "gemma3" {
+        GELU_TOLERANCE
+    } else {
+        TOLERANCE
+    }
+}
+
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 4] = [
+const FILES: [(&str, &[u8]); 5] = [
+    ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
@@ -111,13 +130,14 @@ fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
 #[test]
 fn every_architecture_matches_llama_cpp_on_the_cpu() {
     let (tokens, cases) = fixture();
-    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3");
+    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma3");
     for case in &cases {
         let bytes = file_bytes(case);
         assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);
         let gap = cpu_gap(bytes, &tokens, &case.logits);
         eprintln!("{} on the CPU: worst gap {gap:.2e} of the largest logit", case.file);
-        assert!(gap <= TOLERANCE, "{}: the exact CPU path is {gap} of the largest logit from llama.cpp", case.file);
+        let allowed = tolerance(&case.architecture);
+        assert!(gap <= allowed, "{}: the exact CPU path is {gap} of the largest logit from llama.cpp", case.file);
     }
 }
 
@@ -126,13 +146,25 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
 fn every_architecture_matches_llama_cpp_on_the_gpu() {
     use tokenscope::backend::gpu::GpuBackend;
     let (tokens, cases) = fixture();
-    for case in &cases {
+    for case in cases.iter().filter(|c| c.architecture != "gemma3") {
         let m = load(file_bytes(case));
         let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
         eprintln!("{} on the GPU ({}): worst gap {gap:.2e} of the largest logit", case.file, gpu.info().device);
         assert!(gap <= TOLERANCE, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
     }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn the_gpu_refuses_gemma3_by_name_before_opening_a_device() {
+    use tokenscope::backend::any::{AnyBackend, BackendChoice, GpuChoice};
+    let (_, cases) = fixture();
+    let case = cases.iter().find(|c| c.architecture == "gemma3").expect("gemma3 in the fixture");
+    let m = load(file_bytes(case));
+    let refused = pollster::block_on(AnyBackend::load(BackendChoice::Gpu(GpuChoice::default()), &m.config, m.weights, None));
+    let message = refused.err().expect("the GPU backend refuses gemma3").to_string();
+    assert!(message.contains("gemma3") && message.contains("choose the CPU backend"), "{message}");
 }
 
 /// An edit of a file's header that undoes one architecture detail.
@@ -172,7 +204,11 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen(&format!("{arch}."), "llama.", 1), v)).collect();
         c.metadata.insert("general.architecture".into(), Value::String("llama".into()));
     };
-    let undone: [(&str, &str, &Undo); 4] = [
+    let as_qwen3 = |c: &mut candle_core::quantized::gguf_file::Content| {
+        c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
+        c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
+    };
+    let undone: [(&str, &str, &Undo); 7] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -182,11 +218,19 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
         ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &as_llama),
+        ("gemma3.gguf", "a window wider than the sequence (the local RoPE base kept)", &|c| {
+            c.metadata.insert("gemma3.attention.sliding_window".into(), Value::U32(64));
+        }),
+        ("gemma3.gguf", "no sliding window: every layer global", &|c| {
+            c.metadata.remove("gemma3.attention.sliding_window");
+        }),
+        ("gemma3.gguf", "run as qwen3: no scaled embedding, post norms, GELU or window", &as_qwen3),
     ];
     for (file, what, undo) in undone {
         let c = case(file);
         let gap = cpu_gap(&without(file_bytes(c), undo), &tokens, &c.logits);
         eprintln!("{file} with {what}: gap {gap:.2e}");
-        assert!(gap > 10.0 * TOLERANCE, "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+        let allowed = tolerance(&c.architecture);
+        assert!(gap > 10.0 * allowed, "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
 }

@@ -896,6 +896,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     kv_stride: kv,
                     kv_offset: (h / (heads / kv_heads)) * hd,
                     n_pos,
+                    first: 0,
                 };
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
@@ -1027,6 +1028,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     kv_stride: kv,
                     kv_offset: (h / group) * hd,
                     n_pos: positions,
+                    first: 0,
                 };
                 ops::attention_weights(&input, &mut want[h * positions..][..positions]);
             }
@@ -1092,6 +1094,7 @@ fn attention_case(rng: &mut ChaCha8Rng, [heads, kv_heads, hd]: [usize; 3], pos: 
             kv_stride: kv,
             kv_offset: (h / (heads / kv_heads)) * hd,
             n_pos: pos + 1,
+            first: 0,
         };
         ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
     }

@@ -1,5 +1,6 @@
 //! The model families the engine runs (`general.architecture`) and what sets each apart from
-//! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k.
+//! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
+//! and Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers.
 
 use serde::Serialize;
 
@@ -18,7 +19,30 @@ pub enum Architecture {
     /// Qwen3: RMSNorm on each head's q and k before RoPE, RoPE on split halves, heads whose
     /// width need not divide the residual width.
     Qwen3,
+    /// Gemma 3 (270M to 12B): Qwen3's head norms and split halves, the embedding scaled by
+    /// `sqrt(dim)`, an RMSNorm on each sublayer's output before it joins the residual stream,
+    /// GELU in place of SiLU in the gated feed-forward, and five of every six layers attending
+    /// over a sliding window of positions with RoPE base 10,000 (the sixth over every position
+    /// with the file's base).
+    Gemma3,
 }
+
+/// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `silu(x) = x / (1 + e^-x)`: SwiGLU.
+    Silu,
+    /// GELU's tanh form, `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`: GeGLU.
+    GeluTanh,
+}
+
+/// Layers in Gemma 3's repeating pattern: the first five of each six attend over a sliding
+/// window, the sixth over every position (llama.cpp's `set_swa_pattern(6)`).
+pub const GEMMA3_PATTERN: usize = 6;
+
+/// RoPE base frequency of Gemma 3's sliding-window layers (the file's `rope.freq_base` is the
+/// global layers'; the local one is fixed by the model, and GGUF files do not store it).
+pub const GEMMA3_LOCAL_ROPE_BASE: f32 = 10_000.0;
 
 /// Which elements of a head RoPE turns together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +55,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 3] = [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3];
+    pub const ALL: [Architecture; 4] = [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
@@ -47,6 +71,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma3 => "gemma3",
         }
     }
 
@@ -59,7 +84,7 @@ impl Architecture {
     pub fn rope_pairs(self) -> RopePairs {
         match self {
             Architecture::Llama => RopePairs::Adjacent,
-            Architecture::Qwen2 | Architecture::Qwen3 => RopePairs::Halves,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma3 => RopePairs::Halves,
         }
     }
 
@@ -71,6 +96,35 @@ impl Architecture {
 
     /// Whether each head's q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`) before RoPE.
     pub fn has_head_norm(self) -> bool {
-        self == Architecture::Qwen3
+        matches!(self, Architecture::Qwen3 | Architecture::Gemma3)
+    }
+
+    /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
+    /// before it is added to the residual stream.
+    pub fn has_post_norms(self) -> bool {
+        self == Architecture::Gemma3
+    }
+
+    /// What the token embedding's rows are multiplied by (`sqrt(dim)` for Gemma 3, else 1):
+    /// the LM head tied to the same table is not.
+    pub fn embedding_scale(self, dim: usize) -> f32 {
+        match self {
+            Architecture::Gemma3 => (dim as f32).sqrt(),
+            _ => 1.0,
+        }
+    }
+
+    /// The gated feed-forward's activation.
+    pub fn activation(self) -> Activation {
+        match self {
+            Architecture::Gemma3 => Activation::GeluTanh,
+            _ => Activation::Silu,
+        }
+    }
+
+    /// Whether layer `layer` attends over a sliding window of positions (when the file sets
+    /// one): Gemma 3's first five of every [`GEMMA3_PATTERN`].
+    pub fn is_sliding_layer(self, layer: usize) -> bool {
+        self == Architecture::Gemma3 && layer % GEMMA3_PATTERN < GEMMA3_PATTERN - 1
     }
 }

@@ -1,5 +1,5 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`).
 
 use serde::Serialize;
 
@@ -17,6 +17,8 @@ pub const MAX_VOCAB: usize = 1 << 21;
 pub const MAX_CONTEXT: usize = 1 << 20;
 /// Tensors in one llama block (two norms, four attention and three feed-forward matrices).
 const TENSORS_PER_BLOCK: usize = 9;
+/// Gemma 3 27B's block count: the one Gemma 3 refused.
+const GEMMA3_27B_LAYERS: usize = 62;
 
 /// Shape and numerics of a llama-family model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,6 +49,10 @@ pub struct Config {
     pub rope_scale: f32,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
+    /// Positions a sliding-window layer attends over, its own included
+    /// (`attention.sliding_window`; Gemma 3's, whose first five of every six layers slide),
+    /// `None` where every layer sees every position.
+    pub sliding_window: Option<usize>,
 }
 
 impl Config {
@@ -78,6 +84,10 @@ impl Config {
             rope_base: g.f32_opt(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scale: rope_scale(g, &key)?,
             rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            sliding_window: match architecture {
+                Architecture::Gemma3 => g.usize_opt(&key("attention.sliding_window"))?.filter(|&w| w > 0),
+                _ => None,
+            },
         };
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_head_widths(g, &key, head_dim)?;
@@ -131,7 +141,24 @@ impl Config {
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
             return Err(bad("attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
         }
+        if self.architecture == Architecture::Gemma3 && self.n_layers == GEMMA3_27B_LAYERS {
+            // llama.cpp knows Gemma 3 27B by its block count and scales its queries by
+            // 1/sqrt(dim / n_heads), not 1/sqrt(head width); tokenscope computes the latter.
+            return Err(bad(
+                "block_count",
+                format!("is {GEMMA3_27B_LAYERS}, Gemma 3 27B's, whose attention scale (1/sqrt(dim / heads)) tokenscope does not compute, so it does not run this model"),
+            ));
+        }
         Ok(())
+    }
+
+    /// The positions layer `layer` attends over when its token is at `pos`: the last
+    /// [`Config::sliding_window`] of them in a sliding layer, else `0..=pos`.
+    pub fn attended(&self, layer: usize, pos: usize) -> std::ops::Range<usize> {
+        match self.sliding_window.filter(|_| self.architecture.is_sliding_layer(layer)) {
+            Some(window) => (pos + 1).saturating_sub(window)..pos + 1,
+            None => 0..pos + 1,
+        }
     }
 
     /// Width of the K (or V) projection: `n_kv_heads * head_dim`.

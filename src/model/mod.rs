@@ -13,7 +13,7 @@ pub use crate::gguf::Gguf;
 pub use architecture::Architecture;
 pub use config::Config;
 pub use rope::RopeFrequencies;
-pub use weights::{HeadNorm, LayerWeights, Layers, QkvBias, Weights, WeightsSummary};
+pub use weights::{HeadNorm, LayerWeights, Layers, PostNorms, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;
 use crate::memory;
@@ -34,10 +34,11 @@ pub struct Model {
 }
 
 /// What [`Model::check_header`] concluded from the start of a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum HeaderCheck {
     /// Everything but the tensor data checks out: reading the file can only fail on the data.
-    Sound,
+    /// The configuration it declares, for what a backend would refuse.
+    Sound(Box<Config>),
     /// The header runs past the bytes given, so nothing can be said yet.
     Inconclusive,
 }
@@ -88,7 +89,7 @@ impl Model {
     pub fn check_header(start: &[u8], file_len: u64) -> Result<HeaderCheck> {
         let mut reader = prefix::PrefixReader::new(start, file_len);
         match Self::read_header(&mut reader) {
-            Ok(_) => Ok(HeaderCheck::Sound),
+            Ok((_, config, _)) => Ok(HeaderCheck::Sound(Box::new(config))),
             Err(_) if reader.ran_out() => Ok(HeaderCheck::Inconclusive),
             Err(e) => Err(e),
         }

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3) written as GGUF bytes: for fast tests of every
+//! Small random models (llama, qwen2, qwen3, gemma3) written as GGUF bytes: for fast tests of every
 //! layer (loading, tokenizer, forward pass, kernels) without the real model, for the error
 //! cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -20,7 +20,8 @@ const CONTROL: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 /// Shape and storage of a synthetic model.
 #[derive(Debug, Clone)]
 pub struct SyntheticSpec {
-    /// The family: qwen2 adds Q/K/V biases, qwen3 head norms.
+    /// The family: qwen2 adds Q/K/V biases, qwen3 head norms, gemma3 head norms and norms
+    /// after each sublayer.
     pub architecture: Architecture,
     /// Transformer blocks.
     pub n_layers: usize,
@@ -56,6 +57,8 @@ pub struct SyntheticSpec {
     /// Weights as random stored blocks ([`random_blocks`]) rather than random floats
     /// quantized: as fast at a billion weights as at a thousand (the large-model load tests).
     pub random_blocks: bool,
+    /// A sliding window written as `attention.sliding_window` (Gemma 3's layers slide over it).
+    pub sliding_window: Option<usize>,
 }
 
 impl SyntheticSpec {
@@ -90,6 +93,7 @@ impl Default for SyntheticSpec {
             seed: 7,
             vocab_size: None,
             random_blocks: false,
+            sliding_window: None,
         }
     }
 }
@@ -143,6 +147,9 @@ impl SyntheticModel {
             metadata.push((key("rope.scaling.type"), s("linear")));
             metadata.push((key("rope.scaling.factor"), Value::F32(factor)));
         }
+        if let Some(window) = spec.sliding_window {
+            metadata.push((key("attention.sliding_window"), u(window)));
+        }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));
             metadata.push((key("attention.value_length"), u(width)));
@@ -187,10 +194,16 @@ impl SyntheticModel {
                 add(n("attn_k_norm"), 1, hd, GgmlDType::F32, 0.2, 1.0)?;
             }
             add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
+            if spec.architecture.has_post_norms() {
+                add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
             add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
             add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
             add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
+            if spec.architecture.has_post_norms() {
+                add(n("post_ffw_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
         }
         Ok(SyntheticModel { metadata, tensors })
     }

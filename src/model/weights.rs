@@ -7,7 +7,7 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 use serde::Serialize;
 
-use super::architecture::RopePairs;
+use super::architecture::{RopePairs, GEMMA3_LOCAL_ROPE_BASE};
 use super::config::Config;
 use super::rope::{halves_to_pairs, permute, permute_rows, RopeFrequencies};
 use crate::error::ModelError;
@@ -28,15 +28,19 @@ pub struct LayerWeights {
     pub wv: QTensor,
     /// Biases added to the Q, K and V projections (Qwen2), if the file has them.
     pub qkv_bias: Option<QkvBias>,
-    /// RMSNorm gains of each head's q and k before RoPE (Qwen3), if the architecture has them.
+    /// RMSNorm gains of each head's q and k before RoPE (Qwen3, Gemma 3), if the architecture
+    /// has them.
     pub head_norm: Option<HeadNorm>,
+    /// RMSNorm gains of each sublayer's output before the residual add (Gemma 3), if the
+    /// architecture has them.
+    pub post_norm: Option<PostNorms>,
     /// Attention output projection, `[dim, n_heads * head_dim]`.
     pub wo: QTensor,
     /// RMSNorm gain before the feed-forward network, `[dim]`.
     pub ffn_norm: Vec<f32>,
-    /// SwiGLU gate projection, `[ffn_dim, dim]`.
+    /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`.
     pub w_gate: QTensor,
-    /// SwiGLU up projection, `[ffn_dim, dim]`.
+    /// Up projection of the gated feed-forward, `[ffn_dim, dim]`.
     pub w_up: QTensor,
     /// Feed-forward down projection, `[dim, ffn_dim]`.
     pub w_down: QTensor,
@@ -68,6 +72,15 @@ pub struct HeadNorm {
     pub k: Vec<f32>,
 }
 
+/// RMSNorm gains applied to a block's attention output and feed-forward output before each is
+/// added to the residual stream (Gemma 3's `post_attention_norm`, `post_ffw_norm`), `[dim]`.
+pub struct PostNorms {
+    /// After the attention's output projection.
+    pub attn: Vec<f32>,
+    /// After the feed-forward's down projection.
+    pub ffn: Vec<f32>,
+}
+
 /// All weights of a model as stored in its GGUF file, and the RoPE frequencies they run with.
 pub struct Weights {
     /// Token embedding, `[vocab, dim]`.
@@ -82,6 +95,10 @@ pub struct Weights {
     /// Each RoPE pair's frequency: from the configuration, and Llama 3's per-pair factors
     /// (`rope_freqs.weight`) where the file has them.
     pub rope: RopeFrequencies,
+    /// The sliding-window layers' own frequencies (Gemma 3's base of
+    /// [`GEMMA3_LOCAL_ROPE_BASE`], unscaled), where the model has such layers
+    /// ([`Config::sliding_window`]).
+    pub rope_sliding: Option<RopeFrequencies>,
 }
 
 /// The transformer blocks' weights, taken in order: each block is either in memory already
@@ -184,6 +201,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         if arch.has_head_norm() {
             block.extend([("attn_q_norm.weight", vec![hd]), ("attn_k_norm.weight", vec![hd])]);
         }
+        if arch.has_post_norms() {
+            block.extend([("post_attention_norm.weight", vec![d]), ("post_ffw_norm.weight", vec![d])]);
+        }
         out.extend(block.into_iter().map(|(t, shape)| (format!("blk.{i}.{t}"), shape)));
     }
     out
@@ -250,7 +270,8 @@ impl Weights {
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?)?) } else { None };
         let rope = RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref());
-        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), rope })
+        let rope_sliding = cfg.sliding_window.map(|_| RopeFrequencies::plain(cfg.head_dim, GEMMA3_LOCAL_ROPE_BASE));
+        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), rope, rope_sliding })
     }
 
     /// What the weights are, in figures, from the header alone: parameters, bytes as stored,
@@ -331,7 +352,13 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
+    let post_norm = if cfg.architecture.has_post_norms() {
+        Some(PostNorms { attn: to_vec(&take("post_attention_norm.weight")?)?, ffn: to_vec(&take("post_ffw_norm.weight")?)? })
+    } else {
+        None
+    };
     Ok(LayerWeights {
+        post_norm,
         attn_norm: to_vec(&take("attn_norm.weight")?)?,
         wq: rows(take("attn_q.weight")?, &q_order)?,
         wk: rows(take("attn_k.weight")?, &k_order)?,

@@ -32,7 +32,7 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, QkvBias, RopeFrequencies, Weights};
+use crate::model::{Config, HeadNorm, PostNorms, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
@@ -43,6 +43,7 @@ struct Block {
     wv: Linear,
     qkv_bias: Option<QkvBias>,
     head_norm: Option<HeadNorm>,
+    post_norm: Option<PostNorms>,
     wo: Linear,
     ffn_norm: Vec<f32>,
     w_gate: Linear,
@@ -71,6 +72,8 @@ pub struct CpuBackend {
     output_norm: Vec<f32>,
     lm_head: Linear,
     rope: RopeFrequencies,
+    /// The sliding-window layers' RoPE frequencies, where the model has such layers.
+    rope_sliding: Option<RopeFrequencies>,
     cache: KvCache,
 }
 
@@ -106,6 +109,7 @@ impl CpuBackend {
                 wv: lin(l.wv)?,
                 qkv_bias: l.qkv_bias,
                 head_norm: l.head_norm,
+                post_norm: l.post_norm,
                 wo: lin(l.wo)?,
                 ffn_norm: l.ffn_norm,
                 w_gate: lin(l.w_gate)?,
@@ -121,6 +125,7 @@ impl CpuBackend {
             output_norm: weights.output_norm,
             lm_head,
             rope: weights.rope,
+            rope_sliding: weights.rope_sliding,
             cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
         })
     }
@@ -172,6 +177,10 @@ impl CpuBackend {
         let group = c.n_heads / c.n_kv_heads;
 
         let mut x = self.embed(tokens)?; //           residual stream [n, d]
+        let scale = c.architecture.embedding_scale(d);
+        if scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
         let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
         let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
         let mut k = vec![0.0f32; n * kv]; //          new keys        [n, kv]
@@ -181,14 +190,18 @@ impl CpuBackend {
         let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
 
-        // RoPE's sines and cosines per position, the same in every layer.
-        let turns: Vec<ops::RopeAngles> = (0..n).map(|t| ops::RopeAngles::new(&self.rope, start + t)).collect();
+        // RoPE's sines and cosines per position, the same in every layer (or in every
+        // sliding-window layer, and in every other).
+        let angles = |freqs: &RopeFrequencies| (0..n).map(|t| ops::RopeAngles::new(freqs, start + t)).collect::<Vec<_>>();
+        let turns = angles(&self.rope);
+        let turns_sliding = self.rope_sliding.as_ref().map(angles);
         // Asked for: the last token's attention weights and residual stream, layer by layer.
         let mut inspection = inspect.then(|| Inspection::new(layers, c.n_heads, group, start + n, d));
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
-            // each head of q and k RMS-normed before RoPE where the model has head norms.
+            // each head of q and k RMS-normed before RoPE where the model has head norms, the
+            // projection RMS-normed before the add where it has post norms.
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
@@ -205,7 +218,11 @@ impl CpuBackend {
                 ops::rmsnorm_heads(&mut q, &norm.q, c.rms_eps);
                 ops::rmsnorm_heads(&mut k, &norm.k, c.rms_eps);
             }
-            for (t, turn) in turns.iter().enumerate() {
+            let layer_turns = match &turns_sliding {
+                Some(local) if c.architecture.is_sliding_layer(layer) => local,
+                _ => &turns,
+            };
+            for (t, turn) in layer_turns.iter().enumerate() {
                 turn.apply(&mut q[t * qd..][..qd]);
                 turn.apply(&mut k[t * kv..][..kv]);
             }
@@ -219,6 +236,7 @@ impl CpuBackend {
                 kv_stride: kv,
                 kv_offset: (h / group) * hd,
                 n_pos: start + t + 1,
+                first: c.attended(layer, start + t).start,
             };
             // Each token's heads, tokens spread over the band pool's threads when the work
             // is worth handing over (a prefill's; a decode step's stays on this thread).
@@ -239,17 +257,24 @@ impl CpuBackend {
                 }
             }
             b.wo.forward(&att, n, &mut proj)?;
+            if let Some(post) = &b.post_norm {
+                post_norm(&mut proj, &post.attn, c.rms_eps, &mut xb);
+            }
             ops::add(&mut x, &proj);
 
-            // Feed-forward: x += W_down . (silu(W_gate xb) * W_up xb)
+            // Feed-forward: x += W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
+            // product RMS-normed before the add where the model has post norms.
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.ffn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
             let normed = SharedInput::new(&xb, n);
             b.w_gate.forward_shared(&normed, &mut gate)?;
             b.w_up.forward_shared(&normed, &mut up)?;
-            ops::swiglu(&mut gate, &up);
+            ops::gated(c.architecture.activation(), &mut gate, &up);
             b.w_down.forward(&gate, n, &mut proj)?;
+            if let Some(post) = &b.post_norm {
+                post_norm(&mut proj, &post.ffn, c.rms_eps, &mut xb);
+            }
             ops::add(&mut x, &proj);
             if let Some(inspection) = &mut inspection {
                 inspection.residual_mut(layer).copy_from_slice(&x[(n - 1) * d..][..d]);
@@ -300,6 +325,16 @@ impl CpuBackend {
             .map(|b| [&b.wq, &b.wk, &b.wv, &b.wo, &b.w_gate, &b.w_up, &b.w_down].iter().map(|l| l.bytes()).sum::<usize>())
             .sum();
         blocks + self.lm_head.bytes()
+    }
+}
+
+/// RMSNorm of every row of a sublayer's output `proj` (`[n, d]`) in place, with `gain`
+/// (`[d]`), through `scratch` (`[>= n * d]`): Gemma 3's norm before the residual add.
+fn post_norm(proj: &mut [f32], gain: &[f32], eps: f32, scratch: &mut [f32]) {
+    let d = gain.len();
+    for (row, out) in proj.chunks_exact_mut(d).zip(scratch.chunks_exact_mut(d)) {
+        ops::rmsnorm(row, gain, eps, out);
+        row.copy_from_slice(out);
     }
 }
 

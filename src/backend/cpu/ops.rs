@@ -1,6 +1,7 @@
 //! The transformer's elementwise and attention operations on plain slices: the CPU forward
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
+use crate::model::architecture::Activation;
 use crate::model::RopeFrequencies;
 
 /// RMSNorm of one row: `out[i] = x[i] / sqrt(mean(x^2) + eps) * gain[i]`.
@@ -58,11 +59,13 @@ impl RopeAngles {
     }
 }
 
-/// Attention of one query head over the cached positions `0..n_pos` of its KV head.
+/// Attention of one query head over the cached positions `first..n_pos` of its KV head
+/// (`first` is 0 but in a sliding-window layer).
 ///
 /// Shapes: `q`: `[head_dim]`; `keys`, `values`: `[n_pos, kv_stride]`, the head's slice
 /// starting at `kv_offset`; `scores`: scratch `[>= n_pos]`; `out`: `[head_dim]`.
-/// `out = softmax(q . k_j / sqrt(head_dim)) . v_j`, max-subtracted for stability.
+/// `out = softmax(q . k_j / sqrt(head_dim)) . v_j` over `j` in `first..n_pos`,
+/// max-subtracted for stability.
 pub struct AttentionInput<'a> {
     /// Query vector of one head, `[head_dim]`.
     pub q: &'a [f32],
@@ -76,12 +79,16 @@ pub struct AttentionInput<'a> {
     pub kv_offset: usize,
     /// Number of positions attended to (causal: the query's position + 1).
     pub n_pos: usize,
+    /// The first position attended to: 0, or in a sliding-window layer the oldest position
+    /// inside the window (`n_pos - window`).
+    pub first: usize,
 }
 
-/// Computes one head's attention output into `out`, leaving its weights in `scores[..n_pos]`.
+/// Computes one head's attention output into `out`, leaving its weights in `scores[..n_pos]`
+/// (0 before `first`).
 pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     attention_weights(a, scores);
-    let weights = &scores[..a.n_pos];
+    let weights = &scores[a.first..a.n_pos];
     // The common head sizes with the sums in registers (a prefill's attention is a fifth of
     // its time); the same additions in the same order either way.
     match out.len() {
@@ -89,7 +96,7 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
         128 => weighted_sum::<128>(a, weights, out),
         hd => {
             out.fill(0.0);
-            for (j, &w) in weights.iter().enumerate() {
+            for (j, &w) in (a.first..).zip(weights) {
                 let v = &a.values[j * a.kv_stride + a.kv_offset..][..hd];
                 for (o, &x) in out.iter_mut().zip(v) {
                     *o += w * x;
@@ -99,11 +106,11 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     }
 }
 
-/// `out = sum_j weights[j] v_j` over the head's values, `HD` wide, summed in a local array
-/// (kept in vector registers) in position order.
+/// `out = sum_j weights[j - first] v_j` over the head's values from position `first`, `HD`
+/// wide, summed in a local array (kept in vector registers) in position order.
 fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut [f32]) {
     let mut sum = [0f32; HD];
-    for (j, &w) in weights.iter().enumerate() {
+    for (j, &w) in (a.first..).zip(weights) {
         let v = &a.values[j * a.kv_stride + a.kv_offset..][..HD];
         for (s, &x) in sum.iter_mut().zip(v) {
             *s += w * x;
@@ -113,12 +120,14 @@ fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut 
 }
 
 /// One head's attention weights over its positions into `weights[..n_pos]`:
-/// `softmax(q . k_j / sqrt(head_dim))`, max-subtracted for stability; they sum to 1.
+/// `softmax(q . k_j / sqrt(head_dim))` over `first..n_pos`, max-subtracted for stability
+/// (they sum to 1), and 0 before `first`.
 pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
     let hd = a.q.len();
     let scale = 1.0 / (hd as f32).sqrt();
-    let weights = &mut weights[..a.n_pos];
-    for (j, s) in weights.iter_mut().enumerate() {
+    let (outside, weights) = weights[..a.n_pos].split_at_mut(a.first);
+    outside.fill(0.0);
+    for (j, s) in (a.first..).zip(weights.iter_mut()) {
         let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
         *s = dot(a.q, k) * scale;
     }
@@ -179,6 +188,26 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// GeGLU in place: `gate[i] = gelu(gate[i]) * up[i]`, with GELU's tanh form
+/// `gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` (Gemma's
+/// `gelu_pytorch_tanh`).
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        *g = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh()) * u;
+    }
+}
+
+/// The gated feed-forward's activation in place, `gate = act(gate) * up`: [`swiglu`] or
+/// [`geglu`].
+pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
+    match activation {
+        Activation::Silu => swiglu(gate, up),
+        Activation::GeluTanh => geglu(gate, up),
+    }
+}
+
 /// Adds `bias` (`[width]`) to every row of `x` (`[n, width]`).
 pub fn add_rows(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
@@ -209,4 +238,44 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         tail += x * y;
     }
     acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geglu_is_gelus_tanh_form_times_up() {
+        // GELU's tanh form at a few points, computed in f64 elsewhere (Python's math.tanh).
+        let want = [(1.0, 0.841_192), (-1.0, -0.158_808), (2.0, 1.954_598), (-3.0, -0.003_637_39), (0.5, 0.345_714)];
+        let mut gate: Vec<f32> = want.iter().map(|&(x, _)| x).collect();
+        geglu(&mut gate, &[2.0; 5]);
+        for (&(x, y), got) in want.iter().zip(&gate) {
+            assert!((got - 2.0 * y).abs() <= 2e-6, "gelu({x}) * 2 = {got}, not {}", 2.0 * y);
+        }
+    }
+
+    #[test]
+    fn a_sliding_window_attends_to_its_positions_alone() {
+        // 9 cached positions of one head of 6, the window their last 4: the same output as a
+        // cache holding those 4 alone, and weight 0 on the 5 before it.
+        let (hd, n, first) = (6, 9, 5);
+        let value = |i: usize| ((i * 37 % 101) as f32 / 50.0) - 1.0;
+        let keys: Vec<f32> = (0..n * hd).map(value).collect();
+        let values: Vec<f32> = (0..n * hd).map(|i| value(i + 7)).collect();
+        let q: Vec<f32> = (0..hd).map(|i| value(i + 3) * 2.0).collect();
+        let windowed = AttentionInput { q: &q, keys: &keys, values: &values, kv_stride: hd, kv_offset: 0, n_pos: n, first };
+        let (mut scores, mut out) = (vec![f32::NAN; n], vec![0.0; hd]);
+        attention(&windowed, &mut scores, &mut out);
+        let alone = AttentionInput { keys: &keys[first * hd..], values: &values[first * hd..], n_pos: n - first, first: 0, ..windowed };
+        let (mut alone_scores, mut alone_out) = (vec![0.0; n - first], vec![0.0; hd]);
+        attention(&alone, &mut alone_scores, &mut alone_out);
+        assert_eq!(out, alone_out);
+        assert_eq!(&scores[first..], &alone_scores[..]);
+        assert!(scores[..first].iter().all(|&w| w == 0.0), "{scores:?}");
+        // The whole cache differs: the window is what made them equal.
+        let whole = AttentionInput { first: 0, ..windowed };
+        attention(&whole, &mut scores, &mut out);
+        assert_ne!(out, alone_out);
+    }
 }

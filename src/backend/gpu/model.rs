@@ -19,6 +19,7 @@ use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
 use super::upload::{banded, GpuLayer, Uploaded};
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
+use crate::model::architecture::Activation;
 use crate::model::{Config, Weights};
 
 /// Counts of what one decode step does on the GPU.
@@ -128,6 +129,28 @@ impl GpuBackend {
         Self::with_options(ctx, cfg, weights, context_len, options).await
     }
 
+    /// Why this backend would refuse a model of configuration `cfg`, if it would: its blocks
+    /// have parts no GPU kernel computes (Gemma 3's norms after each sublayer, GELU and
+    /// sliding-window attention; the CPU backend runs them). Known from the header alone.
+    pub fn refusal(cfg: &Config) -> Option<String> {
+        let arch = cfg.architecture;
+        (arch.has_post_norms() || arch.activation() != Activation::Silu || cfg.sliding_window.is_some()).then(|| {
+            format!(
+                "the GPU backend does not run {} models yet (their norms after each sublayer, GELU feed-forward and sliding-window attention have no GPU kernels)",
+                arch.name()
+            )
+        })
+    }
+
+    /// Refuses, before a device is opened or a weight uploaded, what [`GpuBackend::refusal`]
+    /// names.
+    pub fn check_model(cfg: &Config) -> Result<()> {
+        match Self::refusal(cfg) {
+            Some(why) => Err(Error::Backend(format!("{why}: choose the CPU backend"))),
+            None => Ok(()),
+        }
+    }
+
     /// As [`GpuBackend::new`], on a device already opened, with the kernel variants `options`
     /// names (subgroups, a half-float KV cache).
     pub async fn with_options(
@@ -137,6 +160,7 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
+        Self::check_model(cfg)?;
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;

@@ -1,6 +1,7 @@
 // attention_partial.wgsl: split-K causal attention, part 1 of 2. Token b of the step sits at
-// position p = step.pos + b and attends to positions 0..=p. Workgroup (h, c, b) scores query
-// head h of token b against positions [c * SPLIT, min((c + 1) * SPLIT, p + 1)) of its KV head
+// position p = step.pos + b and attends to positions f..=p, f = 0, or in a sliding-window
+// layer (params.window > 0) f = max(0, p + 1 - window). Workgroup (h, c, b) scores query
+// head h of token b against positions [max(c * SPLIT, f), min((c + 1) * SPLIT, p + 1)) of its KV head
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],  s_j = q.k_j / sqrt(hd).
@@ -8,7 +9,7 @@
 // every prompt token of the step at once; decode the one-token case (matrix.wgsl's ATTENTION
 // prologue instead while the context fits one chunk). The per-head work is
 // attention_run.wgsl's.
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks};
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 k_cache, 3 v_cache: array<f32>
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
@@ -21,7 +22,9 @@
 // ceil(capacity / SPLIT) is fixed at load (the parts' layout); the host dispatches only the
 // chunks the step's last token reaches (at most n_chunks), so no workgroup starts only to
 // return (a browser zero-fills each one's workgroup memory first). A chunk past a token's own
-// position p returns at once and writes nothing (the combine reads only chunks 0..=p / SPLIT).
+// position p returns at once and writes nothing (the combine reads only chunks 0..=p / SPLIT);
+// a chunk wholly before the window's first position f writes empty statistics (m = EMPTY,
+// l = 0, o = 0), which the merge weighs by exp(EMPTY - M) = 0.
 // SINGLE (define): the whole attention in one dispatch while every token of the step sees
 // at most CHUNK positions (the host picks it then: step.pos + n_tokens <= CHUNK): one chunk,
 // and binding 4 is out: array<f32> [n_tokens, n_heads * head_dim] (read_write), written
@@ -88,15 +91,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #else
     let len = SPLIT;
 #endif
-    let start = c * len;
     let n_pos = step.pos + b + 1u;
     if (h >= params.n_heads || c >= params.n_chunks || b >= step.n_tokens) {
         return;
     }
-    if (start >= n_pos) {
+    if (c * len >= n_pos) {
         return;
     }
-    let n = min(len, n_pos - start);
+    // The window's first position (0 without one), and this chunk's part of it.
+    var first = 0u;
+    if (params.window > 0u && n_pos > params.window) {
+        first = n_pos - params.window;
+    }
+    let start = max(c * len, first);
+    let end = min((c + 1u) * len, n_pos);
+#ifndef SINGLE
+    if (start >= end) {
+        for (var d = t; d < hd; d = d + WG) {
+            parts[at + 2u + d] = 0.0;
+        }
+        if (t == 0u) {
+            parts[at] = EMPTY;
+            parts[at + 1u] = 0.0;
+        }
+        return;
+    }
+#endif
+    let n = end - start;
     let stride = params.n_kv_heads * hd;
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let q_off = (b * params.n_heads + h) * hd;

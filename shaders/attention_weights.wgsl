@@ -2,11 +2,13 @@
 // step is asked to show its inside (the page's Attention panel, `generate --inspect`). Run
 // once per layer, after the layer's RoPE/KV write, in a step of its own; an ordinary step
 // never runs it. Query head h of the token at position p = step.pos + step.n_tokens - 1,
-// against every position 0..=p of its KV head h / (n_heads / n_kv_heads):
+// against every position 0..=p of its KV head h / (n_heads / n_kv_heads), or in a
+// sliding-window layer (params.window > 0) the last `window` of them, the weights before
+// them 0:
 //   w_j = exp(s_j - m) / sum_i exp(s_i - m),  s_j = q.k_j / sqrt(head_dim),  m = max_j s_j,
 // the scores attention_head.wgsl computes, in three strided sweeps over the head's row of
 // `out` (no CHUNK limit: the row lives in the output, not in workgroup memory).
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks (unused)};
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks (unused), window};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read; the step's rotated queries);
 //   2 k_cache: array<f32> [context, n_kv_heads * head_dim] (read, holding this step's rows;
 //   KV_F16: array<u32> [context, kv / 2]); 3 out: array<f32> [layers, n_heads, p + 1]
@@ -55,8 +57,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let row = (inspect.layer * params.n_heads + h) * n;
     let scale = inverseSqrt(f32(hd));
+    var first = 0u;
+    if (params.window > 0u && n > params.window) {
+        first = n - params.window;
+    }
     var local_max = EMPTY;
     for (var j = t; j < n; j = j + WG) {
+        if (j < first) {
+            out[row + j] = 0.0;
+            continue;
+        }
         let s = key_score(q_off, j * stride + kv_off, hd) * scale;
         out[row + j] = s;
         local_max = max(local_max, s);
@@ -64,12 +74,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let m = reduce(local_max, t, true);
     var local_sum = 0.0;
     for (var j = t; j < n; j = j + WG) {
+        if (j < first) {
+            continue;
+        }
         let e = exp(out[row + j] - m);
         out[row + j] = e;
         local_sum = local_sum + e;
     }
     let l = reduce(local_sum, t, false);
     for (var j = t; j < n; j = j + WG) {
-        out[row + j] = out[row + j] / l;
+        if (j >= first) {
+            out[row + j] = out[row + j] / l;
+        }
     }
 }

@@ -1,10 +1,11 @@
-// embedding.wgsl: x[b] = row tokens[b] of the token embedding table E [vocab, dim], dequantized,
-// for the step's tokens b < n_tokens. One variant per weight format (the table is in the
+// embedding.wgsl: x[b] = row tokens[b] of the token embedding table E [vocab, dim], dequantized
+// and multiplied by params.scale (Gemma 3's sqrt(dim), else 1), for the step's tokens
+// b < n_tokens. One variant per weight format (the table is in the
 // layout of its matvec kernel, since it is also the tied LM head): weight_formats.wgsl's
 // define, bindings and weight_at.
 // A table too large for one binding is split into bands of rows, one dispatch each: a band
 // holds token ids first_row .. first_row + rows and writes only its tokens' rows of x.
-// Bindings (group 0): 0 uniform Params {dim, first_row, rows}; 1 and 2 the table (weight_formats.wgsl);
+// Bindings (group 0): 0 uniform Params {dim, first_row, rows, scale}; 1 and 2 the table (weight_formats.wgsl);
 //   3 x: array<f32> [n_tokens, dim] (read_write); 4 uniform Step {pos, n_tokens};
 //   5 tokens: array<u32> [n_tokens] (read).
 // Dispatch: (ceil(dim / WG), n_tokens, 1) workgroups of WG threads (override); thread (i, b)
@@ -34,5 +35,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (token < params.first_row || token - params.first_row >= params.rows) {
         return;
     }
-    x[row * params.dim + i] = weight_at((token - params.first_row) * params.dim + i);
+    x[row * params.dim + i] = weight_at((token - params.first_row) * params.dim + i) * params.scale;
 }

@@ -13,7 +13,8 @@
 //     norm before a projection needs no dispatch of its own), after its rows' products of
 //     x * gain, which 1 / rms then scales;
 //   GLU (epilogue): rows 2i and 2i + 1 are the gate and up rows of output i (stacked
-//     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g):
+//     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g),
+//     or with params.gelu = 1 gelu(gate) * up, GELU's tanh form (Gemma 3's GeGLU):
 //     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
 //     even: TPR <= WG / 2). Not with accumulate.
 //   ROPE_KV (MATVEC epilogue; with NORM, the Q/K/V projection of a decode step): the rows are
@@ -682,8 +683,16 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Dot {
     return ((a + b) + (c + d)) + ((e + f) + (g + h));
 }
 
-// silu(g) * u, SwiGLU's output for gate g and up u.
-fn swiglu(g: Acc, u: Acc) -> Acc {
+// The gated output for gate g and up u: silu(g) * u (SwiGLU), or with params.gelu
+// gelu(g) * u, gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (GeGLU). tanh is
+// written through exp (1 - 2 / (e^2z + 1), saturating to +-1 for large |z|), which every
+// backend evaluates alike.
+fn glu(g: Acc, u: Acc) -> Acc {
+    if (params.gelu != 0u) {
+        let z = 0.7978846 * (g + 0.044715 * g * g * g);
+        let tanh_z = 1.0 - 2.0 / (exp(2.0 * z) + 1.0);
+        return 0.5 * g * (1.0 + tanh_z) * u;
+    }
     return g / (1.0 + exp(-g)) * u;
 }
 
@@ -691,7 +700,7 @@ fn swiglu(g: Acc, u: Acc) -> Acc {
 // The pair epilogue: rows `row` (even) and row + 1 came to a and b.
 fn pair_out(row: u32, a: f32, b: f32) {
 #ifdef GLU
-    y[row / 2u] = swiglu(a, b);
+    y[row / 2u] = glu(a, b);
 #endif
 #ifdef ROPE_KV
     rope_and_store(row, 0u, step.pos, a, b);
@@ -902,7 +911,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         pair_out(row, g, u);
 #endif
 #ifdef MATMUL
-        let v = swiglu(g, u);
+        let v = glu(g, u);
         let outputs = params.rows / 2u;
         for (var j = 0u; j < 4u; j = j + 1u) {
             if (b0 + j < step.n_tokens) {

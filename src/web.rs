@@ -230,30 +230,15 @@ pub fn error_names() -> Result<JsValue, JsValue> {
     to_js(&ErrorName::ALL)
 }
 
-/// What `checkModel` concluded from the start of a model file.
-#[derive(Serialize, Tsify)]
-struct HeaderVerdict {
-    /// Everything but the tensor data checks out (false: the header runs past the bytes
-    /// given, so nothing is known yet).
-    sound: bool,
-    /// Why the WebGPU backend would refuse the model, where the header says it would (the
-    /// CPU backend runs it).
-    gpu_refusal: Option<String>,
-}
-
-/// Checks a model file from its first bytes and its length, without its tensor data (the
-/// page asks before it frees the model in use, so a bad file loses nothing), and says whether
-/// the WebGPU backend would refuse it.
-#[wasm_bindgen(js_name = checkModel, unchecked_return_type = "HeaderVerdict")]
-pub fn check_model(start: &[u8], file_len: f64) -> Result<JsValue, JsValue> {
+#[wasm_bindgen(js_name = checkModel)]
+pub fn check_model(start: &[u8], file_len: f64) -> Result<bool, JsValue> {
     if !(file_len.is_finite() && file_len >= 0.0) {
         return Err(js_err(Error::InvalidParams(format!("file length {file_len} is not a byte count"))));
     }
-    let verdict = match Model::check_header(start, file_len as u64).map_err(js_err)? {
-        HeaderCheck::Sound(config) => HeaderVerdict { sound: true, gpu_refusal: crate::backend::gpu::GpuBackend::refusal(&config) },
-        HeaderCheck::Inconclusive => HeaderVerdict { sound: false, gpu_refusal: None },
-    };
-    to_js(&verdict)
+    match Model::check_header(start, file_len as u64).map_err(js_err)? {
+        HeaderCheck::Sound => Ok(true),
+        HeaderCheck::Inconclusive => Ok(false),
+    }
 }
 
 /// A kernel's WGSL as the engine compiles it.

@@ -95,7 +95,7 @@ fn the_header_check_refuses_what_the_load_refuses() {
             }
             // Sound headers whose data is bad (a NaN weight does not fail a load either) and
             // loads that succeed.
-            (_, Ok(HeaderCheck::Sound(_))) => sound += 1,
+            (_, Ok(HeaderCheck::Sound)) => sound += 1,
             (full, early) => panic!("{name}: the load says {full:?}, the header check {early:?}"),
         }
     }
@@ -103,7 +103,7 @@ fn the_header_check_refuses_what_the_load_refuses() {
 
     let model = std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf"))
         .expect("the model (make model)");
-    assert!(matches!(Model::check_header(&model[..START], model.len() as u64).expect("sound"), HeaderCheck::Sound(_)));
+    assert_eq!(Model::check_header(&model[..START], model.len() as u64).expect("sound"), HeaderCheck::Sound);
     assert_eq!(Model::check_header(&model[..1000], model.len() as u64).expect("no verdict"), HeaderCheck::Inconclusive);
     // A download cut short is refused from its header: its tensors run past its end.
     let cut = model.len() as u64 - 1;

@@ -233,14 +233,15 @@ fn assert_close(got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32, what: &st
     eprintln!("{what}: worst |diff| {worst:.2e} over {} values", got.len());
 }
 
-/// What a case fuses around the product: nothing, the RMSNorm prologue, or the RMSNorm
-/// prologue and the SwiGLU epilogue (the three forms the forward pass uses).
-const FUSIONS: [(bool, bool); 3] = [(false, false), (true, false), (true, true)];
+/// What a case fuses around the product (norm, glu, gelu): nothing, the RMSNorm prologue, or
+/// the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's (the forms the forward
+/// pass uses).
+const FUSIONS: [(bool, bool, bool); 4] = [(false, false, false), (true, false, false), (true, true, false), (true, true, true)];
 
 /// Checks the decode (matvec, one token) and prefill (matmul, `n_tokens` tokens) kernels of
 /// one weight type, plain and with each fusion, against the CPU twins: `ops::rmsnorm` of each
-/// token's input row (NORM), the dequantized matrix times it, then `ops::swiglu` of rows 2i
-/// and 2i + 1 (GLU).
+/// token's input row (NORM), the dequantized matrix times it, then `ops::swiglu` (or
+/// `ops::geglu`) of rows 2i and 2i + 1 (GLU).
 fn check_linear(dtype: GgmlDType, seed: u64) {
     check_linear_in(dtype, seed, |q| repack::repack(q).expect("repack"));
 }
@@ -287,7 +288,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
             let dense = to_vec(&q).expect("dequantize");
             let m = GpuMatrix::upload(&ctx, &layout(&q), rows as u32, cols as u32).expect("upload");
             let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
-            for (norm, glu) in FUSIONS {
+            for (norm, glu, gelu) in FUSIONS {
                 if glu && (rows % 2 == 1 || threads_per_row > options.workgroup / 2) {
                     continue;
                 }
@@ -315,9 +316,16 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         .zip(bound.chunks_exact(2))
                         .map(|(p, e)| {
                             let mut v = [p[0]];
-                            ops::swiglu(&mut v, &p[1..]);
-                            // silu' is at most 1.1 and |silu(g)| at most |g|.
-                            (v[0], 1.1 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6)
+                            if gelu {
+                                ops::geglu(&mut v, &p[1..]);
+                            } else {
+                                ops::swiglu(&mut v, &p[1..]);
+                            }
+                            // silu' and gelu' are at most 1.13 and |silu(g)|, |gelu(g)| at most
+                            // |g|; GELU's 1 + tanh cancels for negative g, where a few ulps of
+                            // tanh (the GPU writes it through exp) are 4e-7 |g u|.
+                            let tanh_ulps = if gelu { 4e-7 * (p[0] * p[1]).abs() } else { 0.0 };
+                            (v[0], 1.13 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6 + tanh_ulps)
                         })
                         .unzip()
                 } else {
@@ -335,7 +343,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     let y = Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64));
                     let at = StepParams::new(pos, n as u32);
                     let step = kernels::step_uniform(&ctx, at);
-                    let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, ..LinearOp::new(&m, &xb, y) };
+                    let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, gelu, ..LinearOp::new(&m, &xb, y) };
                     let d = match kind {
                         "matvec" => k.matvec(&ctx, &op, &step),
                         _ => k.matmul(&ctx, &op, &step),
@@ -348,7 +356,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         &want,
                         |i| tol[i],
                         &format!(
-                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} norm {norm} glu {glu} {options:?}"
+                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} norm {norm} glu {glu} gelu {gelu} {options:?}"
                         ),
                     );
                 }
@@ -613,15 +621,57 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
                 let at = StepParams::new(5, n as u32);
                 let step = kernels::step_uniform(&ctx, at);
                 let tokens = ctx.storage("tokens", &ids);
-                let d = k.embedding(&ctx, &m, 0, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &tokens);
+                // One token's row as it is; several scaled as Gemma 3's are (by sqrt(dim)).
+                let scale = if n == 1 { 1.0 } else { (dim as f32).sqrt() };
+                let d = k.embedding(&ctx, &m, 0, scale, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &tokens);
                 kernels::run_once(&ctx, d.expect("dispatch"), at);
                 let got = read_guarded(&ctx, &out, n * dim);
-                let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].to_vec()).collect();
-                // The same dequantization arithmetic as candle's: bit-exact (a zero's sign aside).
+                let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].iter().map(|v| v * scale)).collect();
+                // The same dequantization arithmetic as candle's, and the one product the CPU
+                // path makes: bit-exact (a zero's sign aside).
                 assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} as {:?} of {n} tokens", layout.format));
             }
         }
     }
+}
+
+/// The post norm (Gemma 3's, norm_add.wgsl) against its twin `ops::add_normed`: rows of odd
+/// widths (not multiples of the workgroup), a decode step's one token and a prefill's many,
+/// sublayer outputs as large as a residual stream's and as small as 1e-3 (where eps counts);
+/// the step's rows of x change, a row past the step's tokens and the sentinels around x stay.
+#[test]
+fn the_post_norm_adds_the_normed_row_and_nothing_else() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    for (dim, n, scale) in [(577usize, 1usize, 1.0f32), (640, 3, 3_000.0), (33, 13, 1e-3), (1001, 64, 20.0)] {
+        let eps = 1e-6;
+        // n rows of the step, and one more that is not the step's.
+        let y = random(&mut rng, (n + 1) * dim, scale);
+        let gain = random(&mut rng, dim, 2.0);
+        let prior = random(&mut rng, (n + 1) * dim, 5.0);
+        let mut init = vec![SENTINEL; 2 * PAD];
+        init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+        let x = ctx.storage("x", &init);
+        let at = StepParams::new(9, n as u32);
+        let step = kernels::step_uniform(&ctx, at);
+        let (yb, gb) = (ctx.storage("y", &y), ctx.storage("gain", &gain));
+        let d = k
+            .norm_add(&ctx, dim as u32, eps, Bind(&yb, 0, None), &gb, Bind(&x, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)), &step)
+            .expect("dispatch");
+        kernels::run_once(&ctx, d, at);
+        let got = read_guarded(&ctx, &x, (n + 1) * dim);
+        let mut want = prior.clone();
+        ops::add_normed(&mut want[..n * dim], &y[..n * dim], &gain, eps);
+        // f32 sums of squares against the twin's f64: 1e-5 of each term.
+        let tol = |i: usize| 1e-5 * (prior[i].abs() + (want[i] - prior[i]).abs()) + 1e-6;
+        assert_close(&got[..n * dim], &want[..n * dim], tol, &format!("post norm, {n} rows of {dim} (|y| up to {scale})"));
+        assert_eq!(&got[n * dim..], &prior[n * dim..], "the row past the step's tokens was written");
+    }
+    // A row wider than its buffers is refused.
+    let small = ctx.storage("small", &[0.0f32; 8]);
+    let step = kernels::step_uniform(&ctx, StepParams::new(0, 1));
+    assert!(k.norm_add(&ctx, 9, 1e-6, Bind(&small, 0, None), &small, Bind(&small, 0, None), &step).is_err());
 }
 
 #[test]
@@ -651,6 +701,7 @@ fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
         &ctx,
         &m,
         first as u32,
+        1.0,
         Bind(&out, (PAD * 4) as u64, Some((ids.len() * dim * 4) as u64)),
         &step,
         &ctx.storage("tokens", &ids),
@@ -842,9 +893,15 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         (2990, 40, 3100),
     ];
     let shapes = [(9usize, 3usize, 64usize, &cases[..]), (4, 2, 24, &cases[1..5]), (2, 1, 320, &[cases[2], cases[10]])];
-    for (pos, n, capacity, heads, kv_heads, hd) in
-        shapes.iter().flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, heads, kv_heads, hd)))
-    {
+    // Each case over every position (window 0), and some over a sliding window (Gemma 3's):
+    // of 1 position, of 37 (odd, inside a chunk, its edges off every chunk's), of 100 for a
+    // prefill batch whose tokens' windows start at different chunks, of 513 far past a chunk.
+    let windowed = [(1usize, 1usize, 700usize, 1usize), (254, 1, 256, 37), (200, 56, 300, 100), (2990, 40, 3100, 513)];
+    let runs = shapes
+        .iter()
+        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, heads, kv_heads, hd)))
+        .chain(windowed.iter().map(|&(p, n, c, w)| (p, n, c, w, 9, 3, 64)));
+    for (pos, n, capacity, window, heads, kv_heads, hd) in runs {
         let kv = kv_heads * hd;
         let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
@@ -871,6 +928,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 ctx,
                 shape,
                 capacity,
+                window as u32,
                 &qb,
                 &kb,
                 &vb,
@@ -882,7 +940,8 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         };
         let att = attention_into(&out);
         kernels::run_once(ctx, att.partial, at);
-        // Part 1 against its twin, chunk by chunk; chunks past a token's position stay unwritten.
+        // Part 1 against its twin, chunk by chunk; chunks past a token's position stay unwritten,
+        // and chunks wholly before its window hold empty statistics.
         let parts = read_guarded(ctx, &parts_buf, parts_len);
         let mut want = vec![0.0; n * heads * hd];
         let mut worst = 0.0f32;
@@ -896,7 +955,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     kv_stride: kv,
                     kv_offset: (h / (heads / kv_heads)) * hd,
                     n_pos,
-                    first: 0,
+                    first: if window > 0 { n_pos.saturating_sub(window) } else { 0 },
                 };
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
@@ -910,7 +969,18 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                         );
                         continue;
                     }
-                    let twin = ops::attention_chunk(&input, start..(start + split).min(n_pos));
+                    let end = (start + split).min(n_pos);
+                    if end <= input.first {
+                        assert!(
+                            got[0] <= -1e38 && got[1..].iter().all(|&v| v == 0.0),
+                            "token {b} head {h}: chunk {c} before the window (from {}) holds m {} l {}",
+                            input.first,
+                            got[0],
+                            got[1]
+                        );
+                        continue;
+                    }
+                    let twin = ops::attention_chunk(&input, start.max(input.first)..end);
                     assert!(
                         (got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0),
                         "token {b} head {h} chunk {c} max {} vs {}",
@@ -936,7 +1006,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             }
         }
         eprintln!(
-            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}): worst |diff| / l {worst:.2e}"
+            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}): worst |diff| / l {worst:.2e}"
         );
         // Part 2 on the GPU's part 1, against the twins' combine.
         kernels::run_once(ctx, att.combine, at);
@@ -945,7 +1015,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             &got,
             &want,
             |_| 2e-5,
-            &format!("split-K attention {options:?}, {n} tokens from position {pos} (capacity {capacity})"),
+            &format!("split-K attention {options:?}, {n} tokens from position {pos} (capacity {capacity}, window {window})"),
         );
         // While every token sees at most one chunk, the forward pass runs the whole attention
         // in one dispatch instead: the same result into a fresh guarded output.
@@ -957,7 +1027,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 &got,
                 &want,
                 |_| 2e-5,
-                &format!("one-dispatch attention {options:?}, {n} tokens from position {pos} (capacity {capacity})"),
+                &format!("one-dispatch attention {options:?}, {n} tokens from position {pos} (capacity {capacity}, window {window})"),
             );
         }
     }
@@ -976,17 +1046,21 @@ const WEIGHT_TOL: f32 = 1e-5;
 fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
     let ctx = context_with_subgroups();
     let mut rng = ChaCha8Rng::seed_from_u64(11);
-    // (first position, tokens, layer, layers, [heads, kv heads, head dim])
+    // (first position, tokens, layer, layers, [heads, kv heads, head dim], sliding window or
+    // 0): over every position, and over windows (Gemma 3's) shorter than the context, an odd
+    // one and one past a workgroup's stride.
     let cases = [
-        (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64]),
-        (6, 1, 2, 3, [9, 3, 64]),
-        (300, 1, 1, 2, [9, 3, 64]),
-        (997, 3, 4, 5, [5, 1, 6]),
-        (70, 1, 0, 2, [7, 7, 10]),
+        (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64], 0usize),
+        (6, 1, 2, 3, [9, 3, 64], 0),
+        (300, 1, 1, 2, [9, 3, 64], 0),
+        (997, 3, 4, 5, [5, 1, 6], 0),
+        (70, 1, 0, 2, [7, 7, 10], 0),
+        (300, 1, 1, 2, [9, 3, 64], 77),
+        (997, 3, 4, 5, [5, 1, 6], 500),
     ];
     for kv_f16 in [false, true] {
         let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
-        for (pos, n, layer, layers, [heads, kv_heads, hd]) in cases {
+        for (pos, n, layer, layers, [heads, kv_heads, hd], window) in cases {
             let positions = pos + n;
             let kv = kv_heads * hd;
             let group = heads / kv_heads;
@@ -1007,12 +1081,21 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
             let (qb, kb) = (ctx.storage("q", &q), ctx.storage("k", &cache_words(&keys, kv_f16)));
             let shape = [heads as u32, kv_heads as u32, hd as u32];
             let d = k
-                .attention_weights(&ctx, shape, layer as u32, &qb, &kb, Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)), &step)
+                .attention_weights(
+                    &ctx,
+                    shape,
+                    layer as u32,
+                    window as u32,
+                    &qb,
+                    &kb,
+                    Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)),
+                    &step,
+                )
                 .expect("dispatch");
             kernels::run_once(&ctx, d, at);
             let got = read_guarded(&ctx, &out, out_len);
             let what = format!(
-                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}"
+                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}"
             );
             for (l, rows) in got.chunks_exact(heads * positions).enumerate() {
                 if l != layer {
@@ -1028,7 +1111,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     kv_stride: kv,
                     kv_offset: (h / group) * hd,
                     n_pos: positions,
-                    first: 0,
+                    first: if window > 0 { positions.saturating_sub(window) } else { 0 },
                 };
                 ops::attention_weights(&input, &mut want[h * positions..][..positions]);
             }
@@ -1283,7 +1366,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1, options.split_chunk)]);
             let scratch = ctx.storage("att", &vec![0.0f32; cols]);
             let a = k
-                .attention(&ctx, shape, capacity, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
+                .attention(&ctx, shape, capacity, 0, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
                 .expect("attention");
             kernels::run_once(&ctx, a.partial, at);
             let merged =
@@ -1465,7 +1548,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
     let both = LinearOp { attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc }), ..combine([4, 2, 16], 1) };
     assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
-    let split_k = |shape| k.attention(&ctx, shape, 4, &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
+    let split_k = |shape| k.attention(&ctx, shape, 4, 0, &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
     assert!(split_k([4, 2, 16]).is_ok(), "4 heads of 16 over 2 KV heads");
     assert!(split_k([8, 4, 6]).is_err(), "heads of 6: values go 4 dimensions at a time");
     assert!(split_k([3, 2, 16]).is_err(), "3 query heads cannot share 2 KV heads");

@@ -175,16 +175,7 @@ async function load(msg) {
   // stays), then the old engine is freed before the new one loads. When the header is too
   // long to check from its start, the old engine stays until the new one has loaded. An
   // engine is freed at once, never left to the garbage collector.
-  // A model the WebGPU backend would refuse (its header says so) goes to the CPU under
-  // Auto, and is refused before anything is freed when WebGPU is chosen.
-  const header = engine || choice.backend === 'webgpu'
-    ? wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size)
-    : null;
-  if (choice.backend === 'webgpu' && header?.gpu_refusal) {
-    if ((msg.backend || 'auto') !== 'auto') throw named('BackendFailed', `The model cannot run here: ${header.gpu_refusal}. Choose "CPU" or "Auto" under Backend.`);
-    choice.backend = 'cpu';
-    choice.note = `Auto: ${header.gpu_refusal}, so the CPU backend runs the model.`;
-  }
+  const headerSound = async () => wasm.checkModel(new Uint8Array(await file.slice(0, HEADER_CHECK_BYTES).arrayBuffer()), file.size);
   const fresh = new wasm.Engine();
   // ?perhead=N, ?fused=N, ?rows=N and ?wait=, checked before the old engine goes (a value
   // out of range loses nothing).
@@ -199,7 +190,7 @@ async function load(msg) {
       throw e;
     }
   }
-  if (engine && header?.sound) {
+  if (engine && (await headerSound())) {
     engine.free();
     engine = null;
   }

@@ -59,7 +59,6 @@ impl AnyBackend {
         Ok(match choice {
             BackendChoice::Cpu(precision) => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, precision, context)?)),
             BackendChoice::Gpu(gpu) => {
-                GpuBackend::check_model(cfg)?;
                 let device = GpuContext::with_hint(gpu.adapter_seen.as_ref()).await?;
                 let mut options = KernelOptions::for_device(&device);
                 options.kv_f16 = gpu.kv_f16;

@@ -34,11 +34,10 @@ pub struct Model {
 }
 
 /// What [`Model::check_header`] concluded from the start of a file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderCheck {
     /// Everything but the tensor data checks out: reading the file can only fail on the data.
-    /// The configuration it declares, for what a backend would refuse.
-    Sound(Box<Config>),
+    Sound,
     /// The header runs past the bytes given, so nothing can be said yet.
     Inconclusive,
 }
@@ -89,7 +88,7 @@ impl Model {
     pub fn check_header(start: &[u8], file_len: u64) -> Result<HeaderCheck> {
         let mut reader = prefix::PrefixReader::new(start, file_len);
         match Self::read_header(&mut reader) {
-            Ok((_, config, _)) => Ok(HeaderCheck::Sound(Box::new(config))),
+            Ok(_) => Ok(HeaderCheck::Sound),
             Err(_) if reader.ran_out() => Ok(HeaderCheck::Inconclusive),
             Err(e) => Err(e),
         }

@@ -8,8 +8,7 @@
 // (SwiftShader here) the WGSL template's block for the type computes in f32 as the exact path
 // does: within TOLERANCE.webgpu of the largest logit. The wasm CPU engine rounds a quantized
 // type's activations to 8 bits as llama.cpp does: within TOLERANCE.cpu of it (its float types
-// are exact but for summation order). WebGPU does not run gemma3 yet: with it chosen, the
-// gemma3 file is refused in words before the model in use is freed, which the page keeps.
+// are exact but for summation order).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -37,15 +36,6 @@ for (const backend of ['webgpu', 'cpu']) {
   test(`every weight type and architecture matches the exact CPU path in the page on ${backend === 'cpu' ? 'the wasm CPU engine' : 'WebGPU'}`, async () => {
     const names = [];
     for (const model of REFERENCE.models) {
-      if (backend === 'webgpu' && model.name === 'gemma3.gguf') {
-        await page.evaluate(() => { delete document.body.dataset.errorName; });
-        await page.locator('#model-file').setInputFiles(join(ROOT, model.file));
-        await page.waitForFunction(() => document.body.dataset.errorName === 'BackendFailed', null, { timeout: 60_000 });
-        assert.match(await page.getByRole('alert').textContent(), /does not run gemma3 models yet .*Choose "CPU" or "Auto" under Backend/);
-        assert.match(await page.locator('#load-status').textContent(), /previous model is still in use/);
-        names.push(model.name);
-        continue;
-      }
       const run = await greedyRun(page, { backend, file: join(ROOT, model.file), prompt: REFERENCE.prompt, maxTokens: model.steps.length, name: `weight-type-${backend}-${model.name}` });
       assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.name}: the prompt's token ids are the reference's`);
       const scale = (step) => Math.max(1, ...step.top.map(([, l]) => Math.abs(l)));

@@ -257,10 +257,10 @@ impl CpuBackend {
                 }
             }
             b.wo.forward(&att, n, &mut proj)?;
-            if let Some(post) = &b.post_norm {
-                post_norm(&mut proj, &post.attn, c.rms_eps, &mut xb);
+            match &b.post_norm {
+                Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.rms_eps),
+                None => ops::add(&mut x, &proj),
             }
-            ops::add(&mut x, &proj);
 
             // Feed-forward: x += W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms.
@@ -272,10 +272,10 @@ impl CpuBackend {
             b.w_up.forward_shared(&normed, &mut up)?;
             ops::gated(c.architecture.activation(), &mut gate, &up);
             b.w_down.forward(&gate, n, &mut proj)?;
-            if let Some(post) = &b.post_norm {
-                post_norm(&mut proj, &post.ffn, c.rms_eps, &mut xb);
+            match &b.post_norm {
+                Some(post) => ops::add_normed(&mut x, &proj, &post.ffn, c.rms_eps),
+                None => ops::add(&mut x, &proj),
             }
-            ops::add(&mut x, &proj);
             if let Some(inspection) = &mut inspection {
                 inspection.residual_mut(layer).copy_from_slice(&x[(n - 1) * d..][..d]);
             }
@@ -325,16 +325,6 @@ impl CpuBackend {
             .map(|b| [&b.wq, &b.wk, &b.wv, &b.wo, &b.w_gate, &b.w_up, &b.w_down].iter().map(|l| l.bytes()).sum::<usize>())
             .sum();
         blocks + self.lm_head.bytes()
-    }
-}
-
-/// RMSNorm of every row of a sublayer's output `proj` (`[n, d]`) in place, with `gain`
-/// (`[d]`), through `scratch` (`[>= n * d]`): Gemma 3's norm before the residual add.
-fn post_norm(proj: &mut [f32], gain: &[f32], eps: f32, scratch: &mut [f32]) {
-    let d = gain.len();
-    for (row, out) in proj.chunks_exact_mut(d).zip(scratch.chunks_exact_mut(d)) {
-        ops::rmsnorm(row, gain, eps, out);
-        row.copy_from_slice(out);
     }
 }
 

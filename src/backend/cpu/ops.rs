@@ -215,6 +215,20 @@ pub fn add_rows(x: &mut [f32], bias: &[f32]) {
     }
 }
 
+/// A sublayer's output RMS-normed and added, in place: each row of `x` (`[n, dim]`) gets
+/// `rmsnorm(y_row) * gain` (`y` `[n, dim]`, `gain` `[dim]`; the mean in f64 as [`rmsnorm`]'s):
+/// Gemma 3's post norms, and norm_add.wgsl's twin.
+pub fn add_normed(x: &mut [f32], y: &[f32], gain: &[f32], eps: f32) {
+    let d = gain.len();
+    for (x, y) in x.chunks_exact_mut(d).zip(y.chunks_exact(d)) {
+        let ss: f64 = y.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d as f64;
+        let scale = (1.0 / (ss + eps as f64).sqrt()) as f32;
+        for ((a, &v), &g) in x.iter_mut().zip(y).zip(gain) {
+            *a += v * scale * g;
+        }
+    }
+}
+
 /// Residual add in place: `x += y`.
 pub fn add(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {

@@ -24,8 +24,11 @@ pub(super) struct Activations {
     pub q: wgpu::Buffer,
     /// The attention's output, `[B, n_heads * hd]` (where it is a dispatch of its own).
     pub att: wgpu::Buffer,
-    /// SwiGLU's output, `[B, ffn]`.
+    /// The gated feed-forward's output (SwiGLU's or GeGLU's), `[B, ffn]`.
     pub hidden: wgpu::Buffer,
+    /// A sublayer's output before its post norm adds it to `x` (Gemma 3's), `[B, dim]` (one
+    /// float where the model has no post norms).
+    pub proj: wgpu::Buffer,
     /// The logits, `[MAX_VERIFY_TOKENS, vocab]`; a decode step writes row 0.
     pub logits: wgpu::Buffer,
     /// Split-K attention's chunk statistics, `[B, n_heads, ceil(context / split_chunk), 2 + hd]`.
@@ -35,6 +38,8 @@ pub(super) struct Activations {
     pub head_parts: wgpu::Buffer,
     /// RoPE's cosines and sines for every position of the context ([`ops::rope_table`]).
     pub table: wgpu::Buffer,
+    /// The sliding-window layers' own table, where the model has such layers.
+    pub table_sliding: Option<wgpu::Buffer>,
     /// The uniform `[pos, n_tokens, 0, 0]` of the current step.
     pub step: wgpu::Buffer,
     /// The step's token ids, `[B]` u32 (a run-ahead's argmax writes `tokens[0]`).
@@ -53,8 +58,17 @@ pub(super) struct Activations {
 
 impl Activations {
     /// The buffers for a model shaped `cfg`, a KV cache of `capacity` positions, split-K in
-    /// chunks of `split_chunk` positions and `head_parts` floats of per-head parts.
-    pub fn new(ctx: &GpuContext, cfg: &Config, capacity: usize, split_chunk: u32, head_parts: usize, rope: &RopeFrequencies) -> Self {
+    /// chunks of `split_chunk` positions, `head_parts` floats of per-head parts, and the RoPE
+    /// frequencies of its layers (`rope_sliding`: its sliding-window layers', where it has them).
+    pub fn new(
+        ctx: &GpuContext,
+        cfg: &Config,
+        capacity: usize,
+        split_chunk: u32,
+        head_parts: usize,
+        rope: &RopeFrequencies,
+        rope_sliding: Option<&RopeFrequencies>,
+    ) -> Self {
         let b = PREFILL_BATCH;
         let qd = cfg.n_heads * cfg.head_dim;
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, cfg.head_dim as u32];
@@ -68,15 +82,35 @@ impl Activations {
         let q = buf("q", b * qd);
         let att = buf("att", b * qd);
         let hidden = buf("hidden", b * cfg.ffn_dim);
+        let proj = buf("sublayer output", if cfg.architecture.has_post_norms() { b * cfg.dim } else { 1 });
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size);
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, split_chunk));
         let head_parts = buf("head parts", head_parts.max(1));
         let table = ctx.storage("rope", &ops::rope_table(capacity, rope));
         bytes += table.size();
+        let table_sliding = rope_sliding.map(|f| ctx.storage("rope sliding", &ops::rope_table(capacity, f)));
+        bytes += table_sliding.as_ref().map_or(0, |t| t.size());
         let step = kernels::step_uniform(ctx, kernels::StepParams::new(0, 1));
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
         let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
-        Activations { x, qkv, q, att, hidden, logits, att_parts, head_parts, table, step, tokens, staging, staging_ahead, bytes }
+        Activations {
+            x,
+            qkv,
+            q,
+            att,
+            hidden,
+            proj,
+            logits,
+            att_parts,
+            head_parts,
+            table,
+            table_sliding,
+            step,
+            tokens,
+            staging,
+            staging_ahead,
+            bytes,
+        }
     }
 }

@@ -145,6 +145,10 @@ pub(super) struct Builder<'a> {
     pub capacity: usize,
     /// The RMSNorms' epsilon.
     pub eps: f32,
+    /// What the embedding's rows are multiplied by (Gemma 3's `sqrt(dim)`; 1 otherwise).
+    pub embedding_scale: f32,
+    /// The gated feed-forward takes GELU's tanh form (GeGLU) rather than SiLU.
+    pub gelu: bool,
 }
 
 impl Builder<'_> {
@@ -175,8 +179,10 @@ impl Builder<'_> {
     /// `x = E[tokens]`: a dispatch per band of the table.
     fn embedding(&self, table: &RowBands) -> Result<Op> {
         let a = self.acts;
-        let lookups =
-            table.bands.iter().map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, Bind(&a.x, 0, None), &a.step, &a.tokens));
+        let lookups = table
+            .bands
+            .iter()
+            .map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, self.embedding_scale, Bind(&a.x, 0, None), &a.step, &a.tokens));
         Ok(Op::same(lookups.collect::<Result<Vec<_>>>()?))
     }
 
@@ -188,15 +194,20 @@ impl Builder<'_> {
         let shape = self.form.shape;
         let cache = |c| Bind(c, 0, None);
         let norm = Some((&l.attn_norm, self.eps));
+        // A sliding-window layer turns by its own frequencies.
+        let table = match &a.table_sliding {
+            Some(sliding) if l.window > 0 => sliding,
+            _ => &a.table,
+        };
         let rope_kv = RopeKvOp {
             bias: l.qkv_bias.as_ref(),
             head_norm: l.head_norm.as_ref().map(|g| (g, self.eps)),
-            ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), &a.table)
+            ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         let one = if rope_kv.bias.is_none() && rope_kv.head_norm.is_none() {
-            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table: &a.table };
+            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {
@@ -209,12 +220,16 @@ impl Builder<'_> {
     /// attention in the projection's prologue (every head in each workgroup, or one head each
     /// per head, whose parts it returns for the feed-forward to merge); past it two, split-K's
     /// part 1 and the projection merging its chunks in its prologue. Prefill: attention, then
-    /// the projection.
+    /// the projection. With a post norm (Gemma 3) the projection writes `proj` and a dispatch
+    /// after it adds `rmsnorm(proj)` to `x`; a sliding-window layer's attention sees its window.
     fn attention(&self, l: &GpuLayer) -> Result<(Op, Option<HeadParts<'_>>)> {
         let (ctx, k, a, form) = (self.ctx, self.kernels, self.acts, self.form);
         let parts = Bind(&a.att_parts, 0, None);
-        let split = k.attention(ctx, form.shape, self.capacity, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
-        let wo = LinearOp { accumulate: true, ..LinearOp::new(&l.wo, &a.att, Bind(&a.x, 0, None)) };
+        let split =
+            k.attention(ctx, form.shape, self.capacity, l.window, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
+        // Where the projection's output goes: added to x, or into proj for the post norm.
+        let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
+        let wo = LinearOp { accumulate, ..LinearOp::new(&l.wo, &a.att, Bind(out, 0, None)) };
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
         let block = l.wo.format.block();
@@ -226,7 +241,7 @@ impl Builder<'_> {
         let (one_short, one_long) = if form.fused {
             let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
             let merged = CombineInput { shape: form.shape, parts, n_chunks };
-            let long = LinearOp { accumulate: true, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) };
+            let long = LinearOp { accumulate, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(out, 0, None)) };
             let long = vec![split.partial.clone(), k.matvec(ctx, &long, &a.step)?];
             let short = match per_head {
                 Some(p) => {
@@ -235,7 +250,7 @@ impl Builder<'_> {
                 }
                 None => {
                     let input = AttentionInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache };
-                    LinearOp { accumulate: true, attention: Some(input), ..LinearOp::new(&l.wo, &a.q, Bind(&a.x, 0, None)) }
+                    LinearOp { accumulate, attention: Some(input), ..LinearOp::new(&l.wo, &a.q, Bind(out, 0, None)) }
                 }
             };
             // Split-K from the first step: no short form (nor its pipeline, compiled for nothing).
@@ -244,24 +259,47 @@ impl Builder<'_> {
         } else {
             (vec![split.single.clone(), wo_one.clone()], vec![split.partial.clone(), split.combine.clone(), wo_one])
         };
-        let op = Op {
+        let mut op = Op {
             one_short,
             one_long,
             many_short: vec![split.single, wo_many.clone()],
             many_long: vec![split.partial, split.combine, wo_many],
         };
+        if let Some([gain, _]) = &l.post_norm {
+            self.add_post_norm(&mut op, l.wo.rows, gain)?;
+        }
         Ok((op, per_head))
     }
 
-    /// `hidden = silu(gate) * up` with `[gate | up] = Wgu norm(x)`; `x += Wd hidden`. After a
-    /// per-head projection (`merge`), decode over a short context: x + the heads' parts
-    /// merged, read by the first and added by the second.
+    /// `x += rmsnorm(proj) * gain` (rows of `dim`) after each of `op`'s lists (a post norm,
+    /// Gemma 3's).
+    fn add_post_norm(&self, op: &mut Op, dim: u32, gain: &wgpu::Buffer) -> Result<()> {
+        let a = self.acts;
+        let norm = self.kernels.norm_add(self.ctx, dim, self.eps, Bind(&a.proj, 0, None), gain, Bind(&a.x, 0, None), &a.step)?;
+        for list in [&mut op.one_short, &mut op.one_long, &mut op.many_short, &mut op.many_long] {
+            list.push(norm.clone());
+        }
+        Ok(())
+    }
+
+    /// `hidden = act(gate) * up` with `[gate | up] = Wgu norm(x)`, act SiLU or GELU; `x += Wd
+    /// hidden`, or with a post norm (Gemma 3) `proj = Wd hidden` and `x += rmsnorm(proj)`.
+    /// After a per-head projection (`merge`), decode over a short context: x + the heads'
+    /// parts merged, read by the first and added by the second.
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
-        let gate_up =
-            LinearOp { norm: Some((&l.ffn_norm, self.eps)), glu: true, ..LinearOp::new(&l.w_gate_up, &a.x, Bind(&a.hidden, 0, None)) };
-        let down = LinearOp { accumulate: true, ..LinearOp::new(&l.w_down, &a.hidden, Bind(&a.x, 0, None)) };
+        let gate_up = LinearOp {
+            norm: Some((&l.ffn_norm, self.eps)),
+            glu: true,
+            gelu: self.gelu,
+            ..LinearOp::new(&l.w_gate_up, &a.x, Bind(&a.hidden, 0, None))
+        };
+        let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
+        let down = LinearOp { accumulate, ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None)) };
         let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
+        if let Some([_, gain]) = &l.post_norm {
+            self.add_post_norm(&mut ops[1], l.w_down.rows, gain)?;
+        }
         if merge.is_some() {
             let merged = [LinearOp { merge_in: merge, ..gate_up }, LinearOp { merge_out: merge, ..down }];
             for (op, merged) in ops.iter_mut().zip(merged) {

@@ -71,7 +71,7 @@ impl ShaderSource {
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![ops::attention::combine_source(), ops::argmax::source()];
+    let mut all = vec![ops::attention::combine_source(), ops::argmax::source(), ops::norm_add::source()];
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
@@ -384,7 +384,7 @@ pub const FUSED_ATTENTION_MAX_WIDTH: usize = 2048;
 pub const FUSED_ATTENTION_SCORES: usize = 640;
 const _: () = assert!(FUSED_ATTENTION_SCORES >= 2 * ATTENTION_CHUNK);
 
-pub use super::params::{AttentionParams, EmbeddingParams, InspectParams, MatrixParams, RopeParams, StepParams};
+pub use super::params::{AttentionParams, EmbeddingParams, InspectParams, MatrixParams, NormParams, RopeParams, StepParams};
 
 /// One compiled kernel: its shader's name and its pipeline.
 #[derive(Clone)]
@@ -441,6 +441,8 @@ pub struct Kernels {
     /// The argmax pipelines by the logits they rank (a greedy run-ahead's), compiled on first
     /// use.
     pub(super) argmax: std::sync::Mutex<std::collections::HashMap<u32, Kernel>>,
+    /// The post-norm pipeline (Gemma 3's), compiled on first use.
+    pub(super) norm_add: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -531,6 +533,7 @@ impl Kernels {
             embedding: Default::default(),
             attention_weights: Default::default(),
             argmax: Default::default(),
+            norm_add: Default::default(),
         })
     }
 

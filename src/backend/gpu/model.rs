@@ -61,6 +61,8 @@ pub struct GpuBackend {
     pub(super) argmax: Dispatch,
     /// Each layer's key cache.
     pub(super) key_caches: Vec<wgpu::Buffer>,
+    /// Each layer's sliding window (0: every position).
+    pub(super) windows: Vec<u32>,
     /// `[n_heads, n_kv_heads, head_dim]`.
     pub(super) att_shape: [u32; 3],
     /// The pipelines, for the kernels compiled on first use (an inspecting step's).
@@ -129,28 +131,6 @@ impl GpuBackend {
         Self::with_options(ctx, cfg, weights, context_len, options).await
     }
 
-    /// Why this backend would refuse a model of configuration `cfg`, if it would: its blocks
-    /// have parts no GPU kernel computes (Gemma 3's norms after each sublayer, GELU and
-    /// sliding-window attention; the CPU backend runs them). Known from the header alone.
-    pub fn refusal(cfg: &Config) -> Option<String> {
-        let arch = cfg.architecture;
-        (arch.has_post_norms() || arch.activation() != Activation::Silu || cfg.sliding_window.is_some()).then(|| {
-            format!(
-                "the GPU backend does not run {} models yet (their norms after each sublayer, GELU feed-forward and sliding-window attention have no GPU kernels)",
-                arch.name()
-            )
-        })
-    }
-
-    /// Refuses, before a device is opened or a weight uploaded, what [`GpuBackend::refusal`]
-    /// names.
-    pub fn check_model(cfg: &Config) -> Result<()> {
-        match Self::refusal(cfg) {
-            Some(why) => Err(Error::Backend(format!("{why}: choose the CPU backend"))),
-            None => Ok(()),
-        }
-    }
-
     /// As [`GpuBackend::new`], on a device already opened, with the kernel variants `options`
     /// names (subgroups, a half-float KV cache).
     pub async fn with_options(
@@ -160,7 +140,14 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
-        Self::check_model(cfg)?;
+        // Sliding-window layers (Gemma 3's) run split-K attention from the first step, whose
+        // kernels take the window (the fused short-context form sees every position); post
+        // norms need the projection's output whole, which the per-head form never has.
+        let mut options = options;
+        if cfg.sliding_window.is_some() {
+            options.fused_positions = 0;
+        }
+        options.per_head_attention &= !cfg.architecture.has_post_norms();
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
@@ -171,7 +158,15 @@ impl GpuBackend {
             )));
         }
         let form = AttentionForm::new(cfg, options);
-        let acts = Activations::new(&ctx, cfg, capacity, options.split_chunk, form.head_parts_len(cfg.dim), &weights.rope);
+        let acts = Activations::new(
+            &ctx,
+            cfg,
+            capacity,
+            options.split_chunk,
+            form.head_parts_len(cfg.dim),
+            &weights.rope,
+            weights.rope_sliding.as_ref(),
+        );
         // The weights, each layer's with its KV cache; each tensor's copy from the file goes
         // once it is uploaded, before the next is read.
         let mut uploaded = Uploaded::default();
@@ -181,7 +176,7 @@ impl GpuBackend {
         ctx.settle().await?;
         let mut gpu_layers = Vec::new();
         for l in layers {
-            gpu_layers.push(GpuLayer::upload(&ctx, cfg, &l?, capacity, options.kv_f16, &mut uploaded)?);
+            gpu_layers.push(GpuLayer::upload(&ctx, cfg, gpu_layers.len(), &l?, capacity, options.kv_f16, &mut uploaded)?);
             ctx.settle().await?;
         }
         // Tied embeddings (no output.weight): one table serves the lookup and the LM head.
@@ -190,7 +185,16 @@ impl GpuBackend {
         let head = own_head.as_ref().unwrap_or(&embedding);
         // The forward pass over them; the buffers live on through the bind groups that
         // reference them.
-        let builder = Builder { ctx: &ctx, kernels: &kernels, acts: &acts, form, capacity, eps: cfg.rms_eps };
+        let builder = Builder {
+            ctx: &ctx,
+            kernels: &kernels,
+            acts: &acts,
+            form,
+            capacity,
+            eps: cfg.rms_eps,
+            embedding_scale: cfg.architecture.embedding_scale(cfg.dim),
+            gelu: cfg.architecture.activation() == Activation::GeluTanh,
+        };
         let ForwardOps { ops, layer_ends, per_head_layers, verify_head } = builder.build(&embedding, &gpu_layers, head, &out_norm)?;
         let all: Vec<&Op> = ops.iter().collect();
         let (decode, prefill) = (Lowered::new(&all, false, options), Lowered::new(&all, true, options));
@@ -209,6 +213,7 @@ impl GpuBackend {
             acts,
             argmax,
             key_caches: gpu_layers.iter().map(|l| l.k_cache.clone()).collect(),
+            windows: gpu_layers.iter().map(|l| l.window).collect(),
             att_shape: form.shape,
             kernels,
             inspector: None,

@@ -61,8 +61,8 @@ uniform_struct! {
         /// MERGE_IN and MERGE_OUT: values per part of the per-head parts after its m and l
         /// (the output projection's rows, the model's dim); 0 otherwise.
         part_rows: u32,
-        /// Padding to 16 bytes.
-        _pad2: u32,
+        /// GLU: 1 for GELU's tanh form on the gate (GeGLU, Gemma 3), 0 for SiLU (SwiGLU).
+        gelu: u32,
     }
 }
 
@@ -75,8 +75,8 @@ uniform_struct! {
         first_row: u32,
         /// Rows of the table: tokens outside `first_row ..` that many are left to other bands.
         rows: u32,
-        /// Padding to 16 bytes.
-        _pad0: u32,
+        /// What each row is multiplied by (Gemma 3's `sqrt(dim)`; 1 otherwise).
+        scale: f32,
     }
 }
 
@@ -106,6 +106,29 @@ uniform_struct! {
         head_dim: u32,
         /// Chunks of split-K's positions ([`KernelOptions::split_chunk`](super::kernels::KernelOptions::split_chunk)) the capacity spans.
         n_chunks: u32,
+        /// Positions a token attends over, its own included, in a sliding-window layer
+        /// (Gemma 3's); 0: every position up to its own.
+        window: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
+    }
+}
+
+uniform_struct! {
+    /// The post-norm kernel's uniform (`Params` in norm_add.wgsl).
+    NormParams as "Params" {
+        /// Elements of a row (the model's dim).
+        dim: u32,
+        /// RMSNorm epsilon.
+        eps: f32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
     }
 }
 
@@ -147,12 +170,13 @@ uniform_struct! {
 }
 
 /// Each uniform struct's WGSL declaration and its Rust fields' offsets.
-pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 6] {
+pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 7] {
     [
         (MatrixParams::wgsl(), MatrixParams::offsets()),
         (EmbeddingParams::wgsl(), EmbeddingParams::offsets()),
         (RopeParams::wgsl(), RopeParams::offsets()),
         (AttentionParams::wgsl(), AttentionParams::offsets()),
+        (NormParams::wgsl(), NormParams::offsets()),
         (StepParams::wgsl(), StepParams::offsets()),
         (InspectParams::wgsl(), InspectParams::offsets()),
     ]
@@ -160,12 +184,13 @@ pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 6] {
 
 /// The generated includes: each uniform struct's WGSL under the name the shaders
 /// `#include`.
-pub fn wgsl_includes() -> [(&'static str, String); 6] {
+pub fn wgsl_includes() -> [(&'static str, String); 7] {
     [
         ("matrix_params.wgsl", MatrixParams::wgsl()),
         ("embedding_params.wgsl", EmbeddingParams::wgsl()),
         ("rope_params.wgsl", RopeParams::wgsl()),
         ("attention_struct.wgsl", AttentionParams::wgsl()),
+        ("norm_params.wgsl", NormParams::wgsl()),
         ("step.wgsl", StepParams::wgsl()),
         ("inspect_params.wgsl", InspectParams::wgsl()),
     ]

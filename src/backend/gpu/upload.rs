@@ -35,6 +35,12 @@ pub(super) struct GpuLayer {
     pub w_gate_up: GpuMatrix,
     /// The down projection, `[dim, ffn]`.
     pub w_down: GpuMatrix,
+    /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
+    /// where the model has them (Gemma 3).
+    pub post_norm: Option<[wgpu::Buffer; 2]>,
+    /// Positions the layer's attention sees in a sliding-window layer (Gemma 3's), its
+    /// queries and keys turned by the sliding layers' RoPE table; 0: every position.
+    pub window: u32,
 }
 
 /// Bytes uploaded so far: the matrices the kernels read, and everything else (norms, biases,
@@ -57,9 +63,17 @@ impl Uploaded {
 }
 
 impl GpuLayer {
-    /// Uploads layer `l` of a model shaped `cfg` with a KV cache of `capacity` positions (in
-    /// half floats with `kv_f16`).
-    pub fn upload(ctx: &GpuContext, cfg: &Config, l: &LayerWeights, capacity: usize, kv_f16: bool, bytes: &mut Uploaded) -> Result<Self> {
+    /// Uploads layer `l`, the model's layer `index`, of a model shaped `cfg` with a KV cache
+    /// of `capacity` positions (in half floats with `kv_f16`).
+    pub fn upload(
+        ctx: &GpuContext,
+        cfg: &Config,
+        index: usize,
+        l: &LayerWeights,
+        capacity: usize,
+        kv_f16: bool,
+        bytes: &mut Uploaded,
+    ) -> Result<Self> {
         let kv = cfg.kv_dim();
         let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
         Ok(GpuLayer {
@@ -73,6 +87,11 @@ impl GpuLayer {
             ffn_norm: bytes.storage(ctx, "ffn_norm", &l.ffn_norm),
             w_gate_up: gate_up(ctx, &l.w_gate, &l.w_up, &mut bytes.weights)?,
             w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
+            post_norm: l
+                .post_norm
+                .as_ref()
+                .map(|p| [bytes.storage(ctx, "post_attention_norm", &p.attn), bytes.storage(ctx, "post_ffw_norm", &p.ffn)]),
+            window: cfg.sliding_window.filter(|_| cfg.architecture.is_sliding_layer(index)).map_or(0, |w| w.min(u32::MAX as usize) as u32),
         })
     }
 }

@@ -64,7 +64,8 @@ pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
     capacity.div_ceil(split.max(1) as usize).max(1) as u32
 }
 
-/// Attention for one layer, `out = attention(q, cache[0..n_pos])` for every head: one
+/// Attention for one layer, `out = attention(q, cache[first..n_pos])` for every head (`first`
+/// 0, or in a sliding-window layer `n_pos - window` where that is above 0): one
 /// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`](super::super::kernels::ATTENTION_CHUNK) positions, split-K's two
 /// after.
 pub struct Attention {
@@ -78,14 +79,16 @@ pub struct Attention {
 
 impl Kernels {
     /// Prepares decode attention over caches of up to `capacity` positions, with
-    /// `[n_heads, n_kv_heads, head_dim]` from `shape` and `parts` (at least
-    /// [`attention_parts_len`] floats) as scratch for the chunk statistics.
+    /// `[n_heads, n_kv_heads, head_dim]` from `shape`, each token over the last `window` of
+    /// its positions (0: all of them), and `parts` (at least [`attention_parts_len`] floats)
+    /// as scratch for the chunk statistics.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         ctx: &GpuContext,
         shape: [u32; 3],
         capacity: usize,
+        window: u32,
         q: &wgpu::Buffer,
         keys: &wgpu::Buffer,
         values: &wgpu::Buffer,
@@ -101,7 +104,7 @@ impl Kernels {
             )));
         }
         let n_chunks = attention_chunks(capacity, self.options.split_chunk);
-        let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks }]);
+        let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, ..Default::default() }]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
         let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);

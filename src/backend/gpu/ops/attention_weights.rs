@@ -38,21 +38,24 @@ impl Kernels {
     /// Prepares layer `layer`'s attention weights: for a step whose last token sits at
     /// position p, `out[(layer * n_heads + h) * (p + 1) + j]` = head h's weight on position j,
     /// with `[n_heads, n_kv_heads, head_dim]` from `shape`, the step's rotated queries `q` and
-    /// the layer's key cache `keys`. `out` holds `[layers, n_heads, p + 1]` floats (for the
-    /// longest context the step may have).
+    /// the layer's key cache `keys`, over the last `window` positions in a sliding-window
+    /// layer (0: every position; the weights before them 0). `out` holds `[layers, n_heads,
+    /// p + 1]` floats (for the longest context the step may have).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_weights(
         &self,
         ctx: &GpuContext,
         shape: [u32; 3],
         layer: u32,
+        window: u32,
         q: &wgpu::Buffer,
         keys: &wgpu::Buffer,
         out: Bind,
         step: &wgpu::Buffer,
     ) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = shape;
-        let params = ctx.uniform("attention weights", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0 }]);
+        let params = ctx
+            .uniform("attention weights", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, ..Default::default() }]);
         let inspect = ctx.uniform("inspect", &[InspectParams { layer, ..Default::default() }]);
         let binds = [
             ("params", whole(&params)),

@@ -1,5 +1,6 @@
-//! The embedding op: the step's token rows of the (quantized) table, dequantized
-//! (embedding.wgsl); its twin is the dequantized table row (tests/gpu_kernels.rs).
+//! The embedding op: the step's token rows of the (quantized) table, dequantized and scaled
+//! (embedding.wgsl); its twin is the dequantized table row times the scale
+//! (tests/gpu_kernels.rs).
 
 use super::super::device::GpuContext;
 use super::super::kernels::{groups_for, prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
@@ -15,19 +16,21 @@ pub fn source(format: WeightFormat) -> ShaderSource {
 }
 
 impl Kernels {
-    /// `x[b] = table[tokens[b] - first_row]` for the step's tokens in the table's rows,
-    /// dequantized: the embedding lookup from a matvec-layout table, or from one band of it
-    /// (`first_row` the band's first token id; 0 for a whole table).
+    /// `x[b] = scale * table[tokens[b] - first_row]` for the step's tokens in the table's
+    /// rows, dequantized: the embedding lookup from a matvec-layout table, or from one band of
+    /// it (`first_row` the band's first token id; 0 for a whole table).
+    #[allow(clippy::too_many_arguments)]
     pub fn embedding(
         &self,
         ctx: &GpuContext,
         table: &GpuMatrix,
         first_row: u32,
+        scale: f32,
         x: Bind,
         step: &wgpu::Buffer,
         tokens: &wgpu::Buffer,
     ) -> Result<Dispatch> {
-        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, first_row, rows: table.rows, ..Default::default() }]);
+        let params = ctx.uniform("embedding", &[EmbeddingParams { dim: table.cols, first_row, rows: table.rows, scale }]);
         let mut binds = vec![("params", whole(&params))];
         binds.extend(table.binds());
         binds.extend([("x", x), ("step", whole(step)), ("tokens", whole(tokens))]);

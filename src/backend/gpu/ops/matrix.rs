@@ -312,8 +312,11 @@ pub struct LinearOp<'a> {
     pub last_token: bool,
     /// RMSNorm the input first with this gain (`[cols]`) and epsilon.
     pub norm: Option<(&'a wgpu::Buffer, f32)>,
-    /// Write silu(row 2i) * row 2i+1 for output i.
+    /// Write act(row 2i) * row 2i+1 for output i, act SiLU (SwiGLU) or with `gelu` GELU's
+    /// tanh form (GeGLU).
     pub glu: bool,
+    /// With `glu`: GELU on the gate rather than SiLU (Gemma 3; a uniform, no variant of its own).
+    pub gelu: bool,
     /// Decode only: the rows are one token's `[q | k | v]`; turn q and k by RoPE, write q to
     /// `y` and k, v into the caches at the step's position.
     pub rope_kv: Option<RopeKv<'a>>,
@@ -411,6 +414,7 @@ impl<'a> LinearOp<'a> {
             last_token: false,
             norm: None,
             glu: false,
+            gelu: false,
             rope_kv: None,
             attention: None,
             combine: None,
@@ -493,7 +497,7 @@ impl Kernels {
             } else {
                 0
             },
-            ..Default::default()
+            gelu: (op.glu && op.gelu) as u32,
         };
         let params = ctx.uniform("linear", &[params]);
         // Rows a workgroup covers: a subgroup kernel's row groups take rows_per_subgroup at once.

@@ -1,4 +1,4 @@
-//! One module per GPU op (matrix, attention, RoPE/KV write, embedding, argmax): each owns its shader source and variant key, its dispatch (the
+//! One module per GPU op (matrix, attention, RoPE/KV write, embedding, post norm, argmax): each owns its shader source and variant key, its dispatch (the
 //! buffers bound by their WGSL names, the workgroup count) and the checks on its operands;
 //! the uniform structs they write are in [`super::params`], the pipeline cache and the
 //! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
@@ -8,6 +8,7 @@ pub mod attention;
 pub mod attention_weights;
 pub mod embedding;
 pub mod matrix;
+pub mod norm_add;
 pub mod rope_kv;
 
 pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel};

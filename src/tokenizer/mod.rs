@@ -28,8 +28,9 @@ use byte_level::ByteAlphabet;
 const TOKEN_TYPE_CONTROL: i64 = 3;
 /// GGUF `token_type` of user-defined tokens (matched verbatim, but printed as text).
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
-/// Control tokens that end a turn in common llama-family chat formats.
-const END_OF_TURN_NAMES: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"];
+/// Control tokens that end a turn in common chat formats (ChatML's, Llama 3's, Llama 2's,
+/// Gemma's `<end_of_turn>`, whose files name `<eos>` as their end of sequence).
+const END_OF_TURN_NAMES: [&str; 5] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<end_of_turn>"];
 
 /// A tokenizer plus what generation needs to know about special tokens.
 pub struct Tokenizer {

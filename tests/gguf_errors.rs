@@ -180,7 +180,12 @@ fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
 #[test]
 fn each_architecture_needs_its_own_tensors() {
     use tokenscope::model::Architecture;
-    for (architecture, tensor) in [(Architecture::Qwen2, "blk.1.attn_k.bias"), (Architecture::Qwen3, "blk.0.attn_q_norm.weight")] {
+    for (architecture, tensor) in [
+        (Architecture::Qwen2, "blk.1.attn_k.bias"),
+        (Architecture::Qwen3, "blk.0.attn_q_norm.weight"),
+        (Architecture::Gemma3, "blk.1.post_ffw_norm.weight"),
+        (Architecture::Gemma3, "blk.0.attn_k_norm.weight"),
+    ] {
         let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
         read(m.to_bytes().expect("bytes")).expect("the whole model loads");
         m.remove_tensor(tensor);
@@ -200,6 +205,38 @@ fn each_architecture_needs_its_own_tensors() {
     m.remove_tensor("blk.0.attn_v.bias");
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.0.attn_v.bias"), "{e}");
+}
+
+#[test]
+fn gemma3_metadata_the_engine_does_not_compute_is_refused_by_key() {
+    use tokenscope::model::Architecture;
+    let gemma =
+        || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma3, sliding_window: Some(4), ..SyntheticSpec::default() });
+    let refused = |m: SyntheticModel, key: &str| {
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
+        e.to_string()
+    };
+    // Softcapped logits or attention scores (Gemma 2's, some Gemma 3 derivatives'): refused,
+    // as tokenscope would compute them uncapped; a cap of 0 is none.
+    for key in ["gemma3.final_logit_softcapping", "gemma3.attn_logit_softcapping"] {
+        let mut m = gemma().expect("model");
+        m.set_meta(key, Value::F32(30.0));
+        assert!(refused(m, key).contains("softcapping"));
+        let mut m = gemma().expect("model");
+        m.set_meta(key, Value::F32(0.0));
+        read(m.to_bytes().expect("bytes")).expect("no cap loads");
+    }
+    // Gemma 3 27B's block count: another attention scale.
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma3, n_layers: 62, ..SyntheticSpec::default() })
+        .expect("model");
+    m.set_meta("gemma3.block_count", Value::U32(62));
+    assert!(refused(m, "gemma3.block_count").contains("27B"));
+    // A window of 0 is no window; the window read is the file's.
+    let mut m = gemma().expect("model");
+    assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_window, Some(4));
+    m.set_meta("gemma3.attention.sliding_window", Value::U32(0));
+    assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_window, None);
 }
 
 #[test]

@@ -62,9 +62,7 @@ fn gemmas_end_of_turn_ends_a_run_beside_its_end_of_sequence() {
     // Gemma's files name <eos> as the end of sequence and end each chat turn with the control
     // token <end_of_turn>: both stop generation.
     let mut m = SyntheticModel::new(&SyntheticSpec::default()).expect("model");
-    let Some((_, Value::Array(tokens))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.tokens").cloned() else {
-        panic!("tokens")
-    };
+    let Some((_, Value::Array(tokens))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.tokens").cloned() else { panic!("tokens") };
     let Some((_, Value::Array(types))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.token_type").cloned() else {
         panic!("types")
     };

@@ -91,6 +91,7 @@ impl Config {
         };
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_head_widths(g, &key, head_dim)?;
+        check_no_softcapping(g, &key)?;
         Ok(cfg)
     }
 
@@ -190,6 +191,21 @@ fn rope_scale(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<f32, ModelError>
             format!("is {kind:?}: tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"),
         ),
     }
+}
+
+/// Refuses softcapped logits or attention scores (`final_logit_softcapping`,
+/// `attn_logit_softcapping` above 0: Gemma 2's, and some Gemma 3 derivatives'), which the
+/// engine would compute uncapped.
+fn check_no_softcapping(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    for name in ["final_logit_softcapping", "attn_logit_softcapping"] {
+        if let Some(cap) = g.f32_opt(&key(name))?.filter(|&c| c != 0.0) {
+            return Err(ModelError::Metadata {
+                key: key(name),
+                problem: format!("is {cap}: tokenscope computes no softcapping, so it does not run this model"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuses what the engine does not compute: RoPE on part of each head

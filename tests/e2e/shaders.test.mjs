@@ -177,17 +177,17 @@ test('matmul_f32_norm_glu.wgsl runs a small case in Chromium (the RMSNorm prolog
   close(got.slice(0, want.length), want, 1e-5, 'gate/up with SwiGLU');
 });
 
-test('embedding_f32.wgsl runs a small case in Chromium (F32 table, 3 tokens)', async () => {
+test('embedding_f32.wgsl runs a small case in Chromium (F32 table, 3 tokens, rows scaled as Gemma 3 scales them)', async () => {
   const ids = [4, 0, 18];
   const bindings = [
-    { fields: { dim: COLS, first_row: 0, rows: ROWS }, binding: 0 },
+    { fields: { dim: COLS, first_row: 0, rows: ROWS, scale: 2 }, binding: 0 },
     { f32: W, binding: 1 },
     { f32: new Array(ids.length * COLS).fill(0), binding: 3 },
     { fields: { pos: 7, n_tokens: ids.length }, binding: 4 },
     { u32: ids, binding: 5 },
   ];
   const got = await runKernel('embedding_f32.wgsl', bindings, 3, [Math.ceil(COLS / 64), ids.length, 1]);
-  close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map(Math.fround), 0, 'embedding');
+  close(got, ids.flatMap((t) => W.slice(t * COLS, (t + 1) * COLS)).map((w) => 2 * Math.fround(w)), 0, 'embedding');
 });
 
 // The half-float bits of v, which must be a normal half exactly (sign, exponent, 10 bits).

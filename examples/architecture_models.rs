@@ -51,9 +51,12 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 rope_base: 1_000_000.0,
                 sliding_window: Some(5),
                 seed: 15,
-                ..base
+                ..base.clone()
             },
         ),
+        // SmolLM3: llama's block with RoPE skipped in every fourth layer; eight layers, so
+        // layers 3 and 7 attend by content alone; an LM head of its own.
+        ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base }),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The model families the engine runs (`general.architecture`) and what sets each apart from
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
-//! and Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers.
+//! Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers, and
+//! SmolLM3's layers without RoPE.
 
 use serde::Serialize;
 
@@ -25,6 +26,9 @@ pub enum Architecture {
     /// over a sliding window of positions with RoPE base 10,000 (the sixth over every position
     /// with the file's base).
     Gemma3,
+    /// SmolLM3 (3B): llama's block, where every fourth layer turns nothing by RoPE (NoPE:
+    /// its attention sees content alone, positions only through what earlier layers wrote).
+    Smollm3,
 }
 
 /// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
@@ -44,6 +48,10 @@ pub const GEMMA3_PATTERN: usize = 6;
 /// global layers'; the local one is fixed by the model, and GGUF files do not store it).
 pub const GEMMA3_LOCAL_ROPE_BASE: f32 = 10_000.0;
 
+/// SmolLM3's NoPE period: layer `l` skips RoPE where `(l + 1) % 4 == 0` (llama.cpp's
+/// `n_no_rope_layer_step`, fixed by the model; GGUF files do not store it).
+pub const SMOLLM3_NO_ROPE_STEP: usize = 4;
+
 /// Which elements of a head RoPE turns together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RopePairs {
@@ -55,7 +63,8 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 4] = [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3];
+    pub const ALL: [Architecture; 5] =
+        [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3, Architecture::Smollm3];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
@@ -72,6 +81,7 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Gemma3 => "gemma3",
+            Architecture::Smollm3 => "smollm3",
         }
     }
 
@@ -83,7 +93,7 @@ impl Architecture {
     /// Where its RoPE pairs sit within a head.
     pub fn rope_pairs(self) -> RopePairs {
         match self {
-            Architecture::Llama => RopePairs::Adjacent,
+            Architecture::Llama | Architecture::Smollm3 => RopePairs::Adjacent,
             Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma3 => RopePairs::Halves,
         }
     }
@@ -126,5 +136,11 @@ impl Architecture {
     /// one): Gemma 3's first five of every [`GEMMA3_PATTERN`].
     pub fn is_sliding_layer(self, layer: usize) -> bool {
         self == Architecture::Gemma3 && layer % GEMMA3_PATTERN < GEMMA3_PATTERN - 1
+    }
+
+    /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every
+    /// [`SMOLLM3_NO_ROPE_STEP`]th.
+    pub fn rotates(self, layer: usize) -> bool {
+        !(self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP))
     }
 }

@@ -1,9 +1,10 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`, `smollm3.*`).
 
 use serde::Serialize;
 
 use super::architecture::Architecture;
+use super::rope::LayerRope;
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -159,6 +160,18 @@ impl Config {
         match self.sliding_window.filter(|_| self.architecture.is_sliding_layer(layer)) {
             Some(window) => (pos + 1).saturating_sub(window)..pos + 1,
             None => 0..pos + 1,
+        }
+    }
+
+    /// Which RoPE frequencies layer `layer` turns by: none where the architecture skips RoPE
+    /// there, a sliding-window layer's own where it slides, else the file's.
+    pub fn layer_rope(&self, layer: usize) -> LayerRope {
+        if !self.architecture.rotates(layer) {
+            LayerRope::Unrotated
+        } else if self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer) {
+            LayerRope::Sliding
+        } else {
+            LayerRope::Main
         }
     }
 

@@ -12,7 +12,7 @@ use std::io::{Read, Seek};
 pub use crate::gguf::Gguf;
 pub use architecture::Architecture;
 pub use config::Config;
-pub use rope::RopeFrequencies;
+pub use rope::{LayerRope, LayerRopes, RopeFrequencies};
 pub use weights::{HeadNorm, LayerWeights, Layers, PostNorms, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;

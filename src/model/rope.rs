@@ -1,12 +1,15 @@
 //! Rotary position embedding, as the model file asks for it: the frequency of each pair
-//! (plain, linearly scaled, or with Llama 3's per-pair factors), and the one pair layout the
-//! kernels turn (adjacent elements), to which files that pair split halves are brought at load.
+//! (plain, linearly scaled, or with Llama 3's per-pair factors), which frequencies each layer
+//! turns by ([`LayerRope`], [`LayerRopes`]), and the one pair layout the kernels turn
+//! (adjacent elements), to which files that pair split halves are brought at load.
 
 use std::borrow::Cow;
 
 use candle_core::quantized::{QStorage, QTensor};
 use candle_core::Device;
 
+use super::architecture::GEMMA3_LOCAL_ROPE_BASE;
+use super::config::Config;
 use crate::error::ModelError;
 
 /// The angular frequency of each RoPE pair of a head: pair `i` of a token at position `p` turns
@@ -37,6 +40,13 @@ impl RopeFrequencies {
         RopeFrequencies { inv_freq }
     }
 
+    /// No rotation at all over heads of `head_dim`: every pair's frequency is 0, so every
+    /// angle is 0, its cosine exactly 1 and its sine exactly 0, and a turn leaves q and k as
+    /// they were, bit for bit.
+    pub fn unrotated(head_dim: usize) -> Self {
+        RopeFrequencies { inv_freq: vec![0.0; head_dim / 2] }
+    }
+
     /// Pairs per head (`head_dim / 2`).
     pub fn pairs(&self) -> usize {
         self.inv_freq.len()
@@ -45,6 +55,55 @@ impl RopeFrequencies {
     /// The angle pair `i` turns by at position `pos`, in radians.
     pub fn angle(&self, pos: usize, i: usize) -> f64 {
         pos as f64 * self.inv_freq[i]
+    }
+}
+
+/// Which RoPE frequencies a layer turns its queries and keys by ([`Config::layer_rope`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerRope {
+    /// The file's: `rope.freq_base` with its scaling and Llama 3's per-pair factors.
+    Main,
+    /// A sliding-window layer's own: Gemma 3's base of [`GEMMA3_LOCAL_ROPE_BASE`], unscaled.
+    Sliding,
+    /// None: SmolLM3's NoPE layers, whose attention sees no positions, only content
+    /// ([`RopeFrequencies::unrotated`]).
+    Unrotated,
+}
+
+/// The RoPE frequencies of each kind of layer a model has, made once per model: a backend
+/// makes each kind's sines and cosines once and gives every layer those its [`LayerRope`]
+/// names. The file's own ([`LayerRope::Main`]) are always there, first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerRopes {
+    kinds: Vec<(LayerRope, RopeFrequencies)>,
+}
+
+impl LayerRopes {
+    /// The file's frequencies `main`, and those of every other kind among `cfg`'s layers.
+    pub fn new(cfg: &Config, main: RopeFrequencies) -> Self {
+        let mut kinds = vec![(LayerRope::Main, main)];
+        for layer in 0..cfg.n_layers {
+            let kind = cfg.layer_rope(layer);
+            let freqs = match kind {
+                LayerRope::Main => continue,
+                LayerRope::Sliding => RopeFrequencies::plain(cfg.head_dim, GEMMA3_LOCAL_ROPE_BASE),
+                LayerRope::Unrotated => RopeFrequencies::unrotated(cfg.head_dim),
+            };
+            if kinds.iter().all(|(k, _)| *k != kind) {
+                kinds.push((kind, freqs));
+            }
+        }
+        LayerRopes { kinds }
+    }
+
+    /// Each kind with its frequencies, [`LayerRope::Main`] first.
+    pub fn kinds(&self) -> &[(LayerRope, RopeFrequencies)] {
+        &self.kinds
+    }
+
+    /// The file's own frequencies.
+    pub fn main(&self) -> &RopeFrequencies {
+        &self.kinds[0].1
     }
 }
 

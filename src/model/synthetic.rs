@@ -1,5 +1,5 @@
-//! Small random models (llama, qwen2, qwen3, gemma3) written as GGUF bytes: for fast tests of every
-//! layer (loading, tokenizer, forward pass, kernels) without the real model, for the error
+//! Small random models (llama, qwen2, qwen3, gemma3, smollm3) written as GGUF bytes: for fast
+//! tests of every layer (loading, tokenizer, forward pass, kernels) without the real model, for the error
 //! cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
 use candle_core::quantized::gguf_file::{self, Value};

@@ -7,9 +7,9 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 use serde::Serialize;
 
-use super::architecture::{RopePairs, GEMMA3_LOCAL_ROPE_BASE};
+use super::architecture::RopePairs;
 use super::config::Config;
-use super::rope::{halves_to_pairs, permute, permute_rows, RopeFrequencies};
+use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, RopeFrequencies};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -92,13 +92,10 @@ pub struct Weights {
     /// Transformer blocks in order: read already, or read one at a time as a backend takes
     /// them ([`Layers`]).
     pub layers: Layers,
-    /// Each RoPE pair's frequency: from the configuration, and Llama 3's per-pair factors
-    /// (`rope_freqs.weight`) where the file has them.
-    pub rope: RopeFrequencies,
-    /// The sliding-window layers' own frequencies (Gemma 3's base of
-    /// [`GEMMA3_LOCAL_ROPE_BASE`], unscaled), where the model has such layers
-    /// ([`Config::sliding_window`]).
-    pub rope_sliding: Option<RopeFrequencies>,
+    /// Each RoPE pair's frequency in each kind of layer: the file's from the configuration
+    /// and Llama 3's per-pair factors (`rope_freqs.weight`) where it has them, and those of
+    /// sliding-window or unrotated layers where the model has such ([`Config::layer_rope`]).
+    pub ropes: LayerRopes,
 }
 
 /// The transformer blocks' weights, taken in order: each block is either in memory already
@@ -269,9 +266,8 @@ impl Weights {
         let output_norm = to_vec(&take("output_norm.weight")?)?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?)?) } else { None };
-        let rope = RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref());
-        let rope_sliding = cfg.sliding_window.map(|_| RopeFrequencies::plain(cfg.head_dim, GEMMA3_LOCAL_ROPE_BASE));
-        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), rope, rope_sliding })
+        let ropes = LayerRopes::new(cfg, RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref()));
+        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), ropes })
     }
 
     /// What the weights are, in figures, from the header alone: parameters, bytes as stored,

@@ -32,7 +32,7 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, PostNorms, QkvBias, RopeFrequencies, Weights};
+use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, PostNorms, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
@@ -71,9 +71,8 @@ pub struct CpuBackend {
     blocks: Vec<Block>,
     output_norm: Vec<f32>,
     lm_head: Linear,
-    rope: RopeFrequencies,
-    /// The sliding-window layers' RoPE frequencies, where the model has such layers.
-    rope_sliding: Option<RopeFrequencies>,
+    /// RoPE frequencies of each kind of layer.
+    ropes: LayerRopes,
     cache: KvCache,
 }
 
@@ -124,8 +123,7 @@ impl CpuBackend {
             blocks,
             output_norm: weights.output_norm,
             lm_head,
-            rope: weights.rope,
-            rope_sliding: weights.rope_sliding,
+            ropes: weights.ropes,
             cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
         })
     }
@@ -190,11 +188,10 @@ impl CpuBackend {
         let mut gate = vec![0.0f32; n * c.ffn_dim]; // SwiGLU gate    [n, ffn]
         let mut up = vec![0.0f32; n * c.ffn_dim]; //   SwiGLU up      [n, ffn]
 
-        // RoPE's sines and cosines per position, the same in every layer (or in every
-        // sliding-window layer, and in every other).
+        // RoPE's sines and cosines per position, the same in every layer of a kind (the
+        // file's, sliding-window or unrotated: `Config::layer_rope`).
         let angles = |freqs: &RopeFrequencies| (0..n).map(|t| ops::RopeAngles::new(freqs, start + t)).collect::<Vec<_>>();
-        let turns = angles(&self.rope);
-        let turns_sliding = self.rope_sliding.as_ref().map(angles);
+        let turns: Vec<(LayerRope, Vec<ops::RopeAngles>)> = self.ropes.kinds().iter().map(|(kind, f)| (*kind, angles(f))).collect();
         // Asked for: the last token's attention weights and residual stream, layer by layer.
         let mut inspection = inspect.then(|| Inspection::new(layers, c.n_heads, group, start + n, d));
 
@@ -218,10 +215,8 @@ impl CpuBackend {
                 ops::rmsnorm_heads(&mut q, &norm.q, c.rms_eps);
                 ops::rmsnorm_heads(&mut k, &norm.k, c.rms_eps);
             }
-            let layer_turns = match &turns_sliding {
-                Some(local) if c.architecture.is_sliding_layer(layer) => local,
-                _ => &turns,
-            };
+            let kind = c.layer_rope(layer);
+            let layer_turns = turns.iter().find(|(k, _)| *k == kind).map_or(&turns[0].1, |(_, t)| t);
             for (t, turn) in layer_turns.iter().enumerate() {
                 turn.apply(&mut q[t * qd..][..qd]);
                 turn.apply(&mut k[t * kv..][..kv]);

@@ -8,7 +8,7 @@ use super::kernels;
 use super::ops;
 use super::step::MAX_RUN_AHEAD;
 use crate::backend::MAX_VERIFY_TOKENS;
-use crate::model::{Config, RopeFrequencies};
+use crate::model::{Config, LayerRope, LayerRopes};
 
 /// Most prompt tokens one prefill pass runs; the activation buffers hold this many rows.
 pub const PREFILL_BATCH: usize = 64;
@@ -36,10 +36,9 @@ pub(super) struct Activations {
     /// The per-head output projection's parts over a short context, `[n_heads, head_chunks,
     /// 2 + dim]` (one float where it does not run).
     pub head_parts: wgpu::Buffer,
-    /// RoPE's cosines and sines for every position of the context ([`ops::rope_table`]).
-    pub table: wgpu::Buffer,
-    /// The sliding-window layers' own table, where the model has such layers.
-    pub table_sliding: Option<wgpu::Buffer>,
+    /// RoPE's cosines and sines for every position of the context ([`ops::rope_table`]), a
+    /// table for each kind of layer the model has, the file's frequencies' first.
+    pub tables: Vec<(LayerRope, wgpu::Buffer)>,
     /// The uniform `[pos, n_tokens, 0, 0]` of the current step.
     pub step: wgpu::Buffer,
     /// The step's token ids, `[B]` u32 (a run-ahead's argmax writes `tokens[0]`).
@@ -59,16 +58,8 @@ pub(super) struct Activations {
 impl Activations {
     /// The buffers for a model shaped `cfg`, a KV cache of `capacity` positions, split-K in
     /// chunks of `split_chunk` positions, `head_parts` floats of per-head parts, and the RoPE
-    /// frequencies of its layers (`rope_sliding`: its sliding-window layers', where it has them).
-    pub fn new(
-        ctx: &GpuContext,
-        cfg: &Config,
-        capacity: usize,
-        split_chunk: u32,
-        head_parts: usize,
-        rope: &RopeFrequencies,
-        rope_sliding: Option<&RopeFrequencies>,
-    ) -> Self {
+    /// frequencies of each kind of its layers.
+    pub fn new(ctx: &GpuContext, cfg: &Config, capacity: usize, split_chunk: u32, head_parts: usize, ropes: &LayerRopes) -> Self {
         let b = PREFILL_BATCH;
         let qd = cfg.n_heads * cfg.head_dim;
         let att_shape = [cfg.n_heads as u32, cfg.n_kv_heads as u32, cfg.head_dim as u32];
@@ -86,31 +77,18 @@ impl Activations {
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size);
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, split_chunk));
         let head_parts = buf("head parts", head_parts.max(1));
-        let table = ctx.storage("rope", &ops::rope_table(capacity, rope));
-        bytes += table.size();
-        let table_sliding = rope_sliding.map(|f| ctx.storage("rope sliding", &ops::rope_table(capacity, f)));
-        bytes += table_sliding.as_ref().map_or(0, |t| t.size());
+        let tables: Vec<_> = ropes.kinds().iter().map(|(kind, f)| (*kind, ctx.storage("rope", &ops::rope_table(capacity, f)))).collect();
+        bytes += tables.iter().map(|(_, t)| t.size()).sum::<u64>();
         let step = kernels::step_uniform(ctx, kernels::StepParams::new(0, 1));
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
         let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
-        Activations {
-            x,
-            qkv,
-            q,
-            att,
-            hidden,
-            proj,
-            logits,
-            att_parts,
-            head_parts,
-            table,
-            table_sliding,
-            step,
-            tokens,
-            staging,
-            staging_ahead,
-            bytes,
-        }
+        Activations { x, qkv, q, att, hidden, proj, logits, att_parts, head_parts, tables, step, tokens, staging, staging_ahead, bytes }
+    }
+
+    /// The RoPE table of layers of `kind` (the file's frequencies' where the model has no
+    /// layers of that kind).
+    pub fn table(&self, kind: LayerRope) -> &wgpu::Buffer {
+        self.tables.iter().find(|(k, _)| *k == kind).map_or(&self.tables[0].1, |(_, t)| t)
     }
 }

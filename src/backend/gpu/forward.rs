@@ -194,11 +194,9 @@ impl Builder<'_> {
         let shape = self.form.shape;
         let cache = |c| Bind(c, 0, None);
         let norm = Some((&l.attn_norm, self.eps));
-        // A sliding-window layer turns by its own frequencies.
-        let table = match &a.table_sliding {
-            Some(sliding) if l.window > 0 => sliding,
-            _ => &a.table,
-        };
+        // The table of the layer's kind (the file's frequencies, a sliding-window layer's or
+        // none at all).
+        let table = a.table(l.rope);
         let rope_kv = RopeKvOp {
             bias: l.qkv_bias.as_ref(),
             head_norm: l.head_norm.as_ref().map(|g| (g, self.eps)),

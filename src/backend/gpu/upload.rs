@@ -9,7 +9,7 @@ use super::device::GpuContext;
 use super::ops::{GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
-use crate::model::{Config, LayerWeights};
+use crate::model::{Config, LayerRope, LayerWeights};
 
 /// One transformer layer on the GPU: its weights, norms and KV cache.
 pub(super) struct GpuLayer {
@@ -38,9 +38,11 @@ pub(super) struct GpuLayer {
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
     /// where the model has them (Gemma 3).
     pub post_norm: Option<[wgpu::Buffer; 2]>,
-    /// Positions the layer's attention sees in a sliding-window layer (Gemma 3's), its
-    /// queries and keys turned by the sliding layers' RoPE table; 0: every position.
+    /// Positions the layer's attention sees in a sliding-window layer (Gemma 3's); 0: every
+    /// position.
     pub window: u32,
+    /// The RoPE table its queries and keys turn by.
+    pub rope: LayerRope,
 }
 
 /// Bytes uploaded so far: the matrices the kernels read, and everything else (norms, biases,
@@ -92,6 +94,7 @@ impl GpuLayer {
                 .as_ref()
                 .map(|p| [bytes.storage(ctx, "post_attention_norm", &p.attn), bytes.storage(ctx, "post_ffw_norm", &p.ffn)]),
             window: cfg.sliding_window.filter(|_| cfg.architecture.is_sliding_layer(index)).map_or(0, |w| w.min(u32::MAX as usize) as u32),
+            rope: cfg.layer_rope(index),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! transformers (tests/fixtures/chat_templates.json, made by
 //! bench/make-chat-template-fixtures.py from our own templates that use what real ones use:
 //! namespaces, Python string methods, reverse slices, loop controls, macros, raise_exception,
-//! the BOS token), and what chat mode does with a model's file: no template or a broken one
+//! the BOS token, strftime_now at the fixture's time, transformers' generation tags), and what chat mode does with a model's file: no template or a broken one
 //! refuses chat by name and keeps completion working; a template that never ends is stopped.
 //! Runs natively and in wasm.
 
@@ -54,7 +54,8 @@ mod helpers {
 fn every_fixture_template_renders_as_jinja2_does() {
     let f = fixture();
     let cases = f["cases"].as_array().expect("cases");
-    assert!(cases.len() >= 40, "the fixture covers every template and conversation");
+    assert!(cases.len() >= 80, "the fixture covers every template and conversation");
+    let now = chrono::NaiveDateTime::parse_from_str(f["now"].as_str().expect("now"), "%Y-%m-%dT%H:%M:%S").expect("the fixture's time");
     let (mut rendered, mut refused) = (0, 0);
     for case in cases {
         let name = case["template"].as_str().expect("template name");
@@ -62,7 +63,7 @@ fn every_fixture_template_renders_as_jinja2_does() {
         let label = format!("{name} / {} / add_generation_prompt={}", case["conversation"], case["add_generation_prompt"]);
         let t = ChatTemplate::compile(source, case["bos_token"].as_str().expect("bos"), case["eos_token"].as_str().expect("eos"))
             .unwrap_or_else(|e| panic!("{name} compiles: {e}"));
-        let got = t.render(&messages(&case["messages"]), case["add_generation_prompt"].as_bool().expect("flag"));
+        let got = t.render_at(&messages(&case["messages"]), case["add_generation_prompt"].as_bool().expect("flag"), now);
         match (case.get("expected"), case.get("error")) {
             (Some(expected), _) => {
                 assert_eq!(got.unwrap_or_else(|e| panic!("{label}: {e}")), expected.as_str().expect("text"), "{label}");
@@ -146,4 +147,16 @@ fn a_bos_written_by_the_template_is_not_doubled() {
     m.set_meta("tokenizer.ggml.add_bos_token", Value::Bool(false));
     let ids_without = tokenizer_of(&m).encode_prompt(&chat(None), "Hi").expect("encodes");
     assert_eq!(ids, ids_without, "the template's own BOS is kept when the tokenizer adds none");
+}
+
+#[test]
+fn a_template_writes_todays_date_and_a_format_it_cannot_write_is_refused_in_words() {
+    let one = [ChatMessage::new("user", "Hi")];
+    let dated = ChatTemplate::compile("{{ strftime_now('%Y-%m-%d') }}", "", "").expect("compiles");
+    let (before, got, after) = (chrono::Local::now(), dated.render(&one, true).expect("renders"), chrono::Local::now());
+    let days = [before, after].map(|t| t.format("%Y-%m-%d").to_string());
+    assert!(days.contains(&got), "{got} is the local date ({days:?})");
+    let bad = ChatTemplate::compile("{{ strftime_now('%Q') }}", "", "").expect("compiles");
+    let e = bad.render(&one, true).expect_err("no such directive").to_string();
+    assert!(e.contains("strftime_now cannot write the date as \"%Q\""), "{e}");
 }

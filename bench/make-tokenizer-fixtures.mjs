@@ -27,7 +27,7 @@ import { getLlama } from 'node-llama-cpp';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'tests/fixtures/tokenizer_pre.json');
-const PRES = ['gpt-2', 'smollm', 'llama-bpe', 'qwen2'];
+const PRES = ['gpt-2', 'smollm', 'llama-bpe', 'smaug-bpe', 'qwen2'];
 const TEXTS = [
   'Hello world',
   "I'm sure they'LL say it's fine, WE'VE DONE IT, you'd've",
@@ -41,6 +41,7 @@ const TEXTS = [
   'naïve café Ωmega ß',
   '$100 #hashtag @user (parens) [brackets] {braces}',
   '<|im_start|>user\nHi<|im_end|>',
+  'a zqxj is a token no merge builds',
 ];
 
 // SentencePiece's own hard cases: its control tokens in the text (a space is put after each),

@@ -14,15 +14,16 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 4] = [
+pub const SUPPORTED_PRE: [(&str, &str); 5] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
+    ("smaug-bpe", "SmolLM3: Llama 3's cut, every piece merged"),
     ("qwen2", "Qwen2, Qwen2.5 and Qwen3: contractions in any case, digits one by one"),
 ];
 
-/// GPT-4's split (Llama 3 and Qwen2 use it, differing in how many digits a number piece
-/// holds): contractions in any case, a word with at most one leading non-letter, numbers,
+/// GPT-4's split (Llama 3, SmolLM3 and Qwen2 use it, differing in how many digits a number
+/// piece holds): contractions in any case, a word with at most one leading non-letter, numbers,
 /// punctuation runs with their line breaks, line breaks with the spaces before them, and
 /// spaces (a run before a word leaves its last space to the word).
 fn gpt4_split(digits: &str) -> String {
@@ -32,7 +33,8 @@ fn gpt4_split(digits: &str) -> String {
 }
 
 /// Whether BPE takes a piece that is itself a token as that token, before any merge (Llama 3's
-/// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge).
+/// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge,
+/// smaug-bpe too: llama.cpp cuts it as Llama 3 but merges every piece).
 pub fn ignores_merges(pre: &str) -> bool {
     pre == "llama-bpe"
 }
@@ -49,7 +51,7 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
     Ok(match pre {
         "gpt-2" => gpt2().into(),
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
-        "llama-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
+        "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
         "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
         other => {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();

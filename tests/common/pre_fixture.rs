@@ -2,7 +2,7 @@
 //! tensor-less GGUF (`make test` exports it) with `tokenizer.ggml.pre` set, and a few merges
 //! appended whose tokens straddle the cuts some pre-tokenizers make and others do not (SmolLM2's
 //! own merges were learnt under its own cuts, so alone they give the same ids under every
-//! name). Shared by tests/tokenizer_pre.rs and examples/tokenizer_pre_files.rs, which writes the
+//! name), and a token no merge reaches. Shared by tests/tokenizer_pre.rs and examples/tokenizer_pre_files.rs, which writes the
 //! files llama.cpp tokenizes (bench/make-tokenizer-fixtures.mjs).
 
 use std::io::Cursor;
@@ -18,7 +18,11 @@ pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/SmolLM2-13
 const EXTRA_MERGES: [(&str, &str); 9] =
     [("1", "2"), ("12", "3"), ("Ġ", "1"), ("'", "V"), ("'V", "E"), ("'", "L"), ("'L", "L"), ("(", "p"), ("ĉ", "and")];
 
-/// The tokenizer GGUF with `pre` (or none) and [`EXTRA_MERGES`].
+/// A token no merge builds (byte-level spelling): a pre-tokenizer that takes a piece that is a
+/// token whole (llama-bpe's `ignore_merges`) gives it for " zqxj", the others merge its letters.
+const UNMERGED_TOKEN: &str = "Ġzqxj";
+
+/// The tokenizer GGUF with `pre` (or none), [`EXTRA_MERGES`] and [`UNMERGED_TOKEN`].
 pub fn tokenizer_file(pre: Option<&str>) -> Vec<u8> {
     let bytes = std::fs::read(SOURCE).expect("make test exports the tokenizer first");
     let mut content = gguf_file::Content::read(&mut Cursor::new(&bytes)).expect("gguf");
@@ -40,6 +44,10 @@ pub fn tokenizer_file(pre: Option<&str>) -> Vec<u8> {
             types.push(Value::I32(1));
         }
         merges.push(format!("{a} {b}"));
+    }
+    if !tokens.iter().any(|t| t == UNMERGED_TOKEN) {
+        tokens.push(UNMERGED_TOKEN.into());
+        types.push(Value::I32(1));
     }
     meta.insert("tokenizer.ggml.tokens".into(), Value::Array(tokens.into_iter().map(Value::String).collect()));
     meta.insert("tokenizer.ggml.merges".into(), Value::Array(merges.into_iter().map(Value::String).collect()));

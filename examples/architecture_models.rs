@@ -56,7 +56,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         ),
         // SmolLM3: llama's block with RoPE skipped in every fourth layer; eight layers, so
         // layers 3 and 7 attend by content alone; an LM head of its own.
-        ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base }),
+        ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base.clone() }),
+        // Phi-3: W_q, W_k and W_v in one attn_qkv tensor, the gate's rows ahead of the up
+        // projection's in ffn_up, RoPE on split halves, an LM head of its own.
+        ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base }),
     ]
 }
 

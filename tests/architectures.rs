@@ -2,7 +2,7 @@
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
-//! without RoPE), kept in
+//! without RoPE, phi3's fused Q/K/V and gate/up tensors), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -45,10 +45,11 @@ fn tolerance(architecture: &str) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 6] = [
+const FILES: [(&str, &[u8]); 7] = [
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
@@ -132,7 +133,7 @@ fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
 #[test]
 fn every_architecture_matches_llama_cpp_on_the_cpu() {
     let (tokens, cases) = fixture();
-    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma3, smollm3");
+    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma3, smollm3, phi3");
     for case in &cases {
         let bytes = file_bytes(case);
         assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);
@@ -184,14 +185,38 @@ type Undo = dyn Fn(&mut candle_core::quantized::gguf_file::Content);
 
 /// The same file with one architecture detail undone, written back as GGUF.
 fn without(bytes: &[u8], undo: &Undo) -> Vec<u8> {
+    rewritten(bytes, undo, &|_, t| t)
+}
+
+/// The same F32 file with the rows of each tensor whose name ends with `suffix` cut into
+/// `parts` and put back in `order` (a fused tensor's parts read in another order).
+fn reordered(bytes: &[u8], suffix: &str, parts: &[usize], order: &[usize]) -> Vec<u8> {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+    rewritten(bytes, &|_| {}, &|name, t| {
+        if !name.ends_with(suffix) {
+            return t;
+        }
+        let cut = tokenscope::model::fused::split_rows(&t, parts).expect("cut");
+        let rows: Vec<Tensor> = order.iter().map(|&i| cut[i].dequantize(&Device::Cpu).expect("rows")).collect();
+        QTensor::quantize(&Tensor::cat(&rows, 0).expect("joined"), GgmlDType::F32).expect("F32")
+    })
+}
+
+/// The file with `header` applied to its header and `tensor` to each tensor, written back.
+fn rewritten(
+    bytes: &[u8],
+    header: &Undo,
+    tensor: &dyn Fn(&str, candle_core::quantized::QTensor) -> candle_core::quantized::QTensor,
+) -> Vec<u8> {
     use candle_core::quantized::gguf_file;
     let mut reader = Cursor::new(bytes);
     let mut content = gguf_file::Content::read(&mut reader).expect("gguf");
-    undo(&mut content);
+    header(&mut content);
     let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
         .tensor_infos
         .keys()
-        .map(|name| (name.clone(), content.tensor(&mut reader, name, &candle_core::Device::Cpu).expect("tensor")))
+        .map(|name| (name.clone(), tensor(name, content.tensor(&mut reader, name, &candle_core::Device::Cpu).expect("tensor"))))
         .collect();
     let meta: Vec<(&str, &gguf_file::Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let tensors: Vec<(&str, &candle_core::quantized::QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
@@ -239,9 +264,17 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("gemma3.gguf", "run as qwen3: no scaled embedding, post norms, GELU or window", &as_qwen3),
         ("smollm3.gguf", "run as llama: RoPE in every layer", &as_llama),
     ];
-    for (file, what, undo) in undone {
+    // Phi-3's fused tensors read in another order: 64 query rows, 32 key and 32 value rows;
+    // 64 gate rows, 64 up rows.
+    let phi3 = file_bytes(case("phi3.gguf"));
+    let misread = [
+        ("phi3.gguf", "K and V read in each other's place", reordered(phi3, "attn_qkv.weight", &[64, 32, 32], &[0, 2, 1])),
+        ("phi3.gguf", "the up rows read as the gate's", reordered(phi3, "ffn_up.weight", &[64, 64], &[1, 0])),
+    ];
+    let edited = undone.into_iter().map(|(file, what, undo)| (file, what, without(file_bytes(case(file)), undo)));
+    for (file, what, bytes) in edited.chain(misread) {
         let c = case(file);
-        let gap = cpu_gap(&without(file_bytes(c), undo), &tokens, &c.logits);
+        let gap = cpu_gap(&bytes, &tokens, &c.logits);
         eprintln!("{file} with {what}: gap {gap:.2e}");
         let allowed = tolerance(&c.architecture);
         assert!(gap > 10.0 * allowed, "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");

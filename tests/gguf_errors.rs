@@ -511,3 +511,50 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
         assert!((f64::from(*g) - w).abs() <= f64::from(HELD_RELATIVE_ERROR) * w.abs(), "weight {j}: held {g}, file {w}");
     }
 }
+
+#[test]
+fn phi3_reads_its_fused_projections_or_separate_ones_and_refuses_longrope_by_key() {
+    use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
+    use tokenscope::backend::Backend;
+    use tokenscope::model::fused::split_rows;
+    use tokenscope::model::Architecture;
+    let spec = SyntheticSpec { architecture: Architecture::Phi3, n_kv_heads: 2, ..SyntheticSpec::default() };
+    let fused = SyntheticModel::new(&spec).expect("model");
+    let logits = |m: &SyntheticModel| {
+        let model = read(m.to_bytes().expect("bytes")).expect("loads");
+        let mut cpu = CpuBackend::new(&model.config, model.weights, CpuPrecision::Exact, None).expect("cpu");
+        pollster::block_on(cpu.prefill(&[1, 40, 75, 104])).expect("prefill")
+    };
+    // The same weights with W_q, W_k and W_v apart, as llama.cpp also reads phi3 files: the
+    // same logits, bit for bit.
+    let hd = spec.dim / spec.n_heads;
+    let mut apart = SyntheticModel::new(&spec).expect("model");
+    for i in 0..spec.n_layers {
+        let name = format!("blk.{i}.attn_qkv.weight");
+        let qkv = &fused.tensors.iter().find(|(n, _)| *n == name).expect("fused").1;
+        let parts = split_rows(qkv, &[spec.n_heads * hd, spec.n_kv_heads * hd, spec.n_kv_heads * hd]).expect("cut");
+        apart.remove_tensor(&name);
+        for (part, t) in ["attn_q", "attn_k", "attn_v"].into_iter().zip(parts) {
+            apart.set_tensor(&format!("blk.{i}.{part}.weight"), t);
+        }
+    }
+    assert_eq!(logits(&fused), logits(&apart));
+    // ffn_up must hold the gate's rows and the up projection's.
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let half = split_rows(&m.tensors.iter().find(|(n, _)| n == "blk.0.ffn_up.weight").expect("up").1, &[spec.ffn_dim, spec.ffn_dim])
+        .expect("cut")
+        .remove(0);
+    m.set_tensor("blk.0.ffn_up.weight", half);
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.ffn_up.weight"), "{e}");
+    // LongRoPE's factors (Phi-3.5's) are refused by key, not run as plain RoPE.
+    for factors in ["rope_factors_short.weight", "rope_factors_long.weight"] {
+        let mut m = SyntheticModel::new(&spec).expect("model");
+        let t = Tensor::ones(hd / 2, candle_core::DType::F32, &Device::Cpu).expect("ones");
+        m.set_tensor(factors, QTensor::quantize(&t, GgmlDType::F32).expect("f32"));
+        m.set_meta("phi3.rope.scaling.attn_factor", Value::F32(1.19));
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "phi3.rope.scaling.attn_factor"), "{e}");
+        assert!(e.to_string().contains(factors) && e.to_string().contains("does not run"), "{e}");
+    }
+}

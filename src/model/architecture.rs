@@ -1,7 +1,7 @@
 //! The model families the engine runs (`general.architecture`) and what sets each apart from
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
-//! Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers, and
-//! SmolLM3's layers without RoPE.
+//! Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers,
+//! SmolLM3's layers without RoPE, and Phi-3's fused projections.
 
 use serde::Serialize;
 
@@ -29,6 +29,10 @@ pub enum Architecture {
     /// SmolLM3 (3B): llama's block, where every fourth layer turns nothing by RoPE (NoPE:
     /// its attention sees content alone, positions only through what earlier layers wrote).
     Smollm3,
+    /// Phi-3 and Phi-3.5 mini: llama's block with RoPE on split halves, W_q, W_k and W_v in
+    /// one tensor (`attn_qkv`, or apart) and the gate's rows ahead of the up projection's in
+    /// `ffn_up` (no `ffn_gate`).
+    Phi3,
 }
 
 /// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
@@ -63,8 +67,8 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 5] =
-        [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3, Architecture::Smollm3];
+    pub const ALL: [Architecture; 6] =
+        [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3, Architecture::Smollm3, Architecture::Phi3];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
@@ -82,6 +86,7 @@ impl Architecture {
             Architecture::Qwen3 => "qwen3",
             Architecture::Gemma3 => "gemma3",
             Architecture::Smollm3 => "smollm3",
+            Architecture::Phi3 => "phi3",
         }
     }
 
@@ -94,7 +99,7 @@ impl Architecture {
     pub fn rope_pairs(self) -> RopePairs {
         match self {
             Architecture::Llama | Architecture::Smollm3 => RopePairs::Adjacent,
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma3 => RopePairs::Halves,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Phi3 => RopePairs::Halves,
         }
     }
 
@@ -102,6 +107,12 @@ impl Architecture {
     /// may have them too; they are used wherever present).
     pub fn requires_qkv_bias(self) -> bool {
         self == Architecture::Qwen2
+    }
+
+    /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor, and hold
+    /// the gate and up projections so in `ffn_up`, `[2 ffn_dim, dim]`, the gate's rows first.
+    pub fn has_fused_projections(self) -> bool {
+        self == Architecture::Phi3
     }
 
     /// Whether each head's q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`) before RoPE.

@@ -1,5 +1,5 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`, `smollm3.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`, `smollm3.*`, `phi3.*`).
 
 use serde::Serialize;
 
@@ -18,6 +18,9 @@ pub const MAX_VOCAB: usize = 1 << 21;
 pub const MAX_CONTEXT: usize = 1 << 20;
 /// Tensors in one llama block (two norms, four attention and three feed-forward matrices).
 const TENSORS_PER_BLOCK: usize = 9;
+/// Fewest tensors in a block whose projections are fused (Phi-3's: two norms, `attn_qkv`,
+/// `attn_output`, `ffn_up`, `ffn_down`).
+const TENSORS_PER_FUSED_BLOCK: usize = 6;
 /// Gemma 3 27B's block count: the one Gemma 3 refused.
 const GEMMA3_27B_LAYERS: usize = 62;
 
@@ -93,6 +96,7 @@ impl Config {
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_head_widths(g, &key, head_dim)?;
         check_no_softcapping(g, &key)?;
+        check_no_longrope(g, &key)?;
         Ok(cfg)
     }
 
@@ -110,9 +114,10 @@ impl Config {
             Ok(())
         };
         in_range("block_count", self.n_layers, MAX_LAYERS)?;
-        // Every block stores nine tensors: a block count the file cannot hold is refused before
-        // anything is sized by it.
-        if self.n_layers.saturating_mul(TENSORS_PER_BLOCK) > tensors_in_file {
+        // Every block stores nine tensors (six, fused): a block count the file cannot hold is
+        // refused before anything is sized by it.
+        let per_block = if self.architecture.has_fused_projections() { TENSORS_PER_FUSED_BLOCK } else { TENSORS_PER_BLOCK };
+        if self.n_layers.saturating_mul(per_block) > tensors_in_file {
             return Err(bad(
                 "block_count",
                 format!("is {} but the file holds {tensors_in_file} tensors, too few for that many blocks", self.n_layers),
@@ -219,6 +224,24 @@ fn check_no_softcapping(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), Mo
         }
     }
     Ok(())
+}
+
+/// LongRoPE's per-pair factors for contexts within and beyond the original one (Phi-3.5's,
+/// Phi-3 128k's), which the engine would run as plain RoPE.
+const LONGROPE_FACTORS: [&str; 2] = ["rope_factors_short.weight", "rope_factors_long.weight"];
+
+/// Refuses LongRoPE ([`LONGROPE_FACTORS`], with `rope.scaling.attn_factor`) by name rather
+/// than run it as plain RoPE with wrong logits.
+fn check_no_longrope(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    match LONGROPE_FACTORS.iter().find(|name| g.tensor_info(name).is_some()) {
+        Some(name) => Err(ModelError::Metadata {
+            key: key("rope.scaling.attn_factor"),
+            problem: format!(
+                "comes with LongRoPE's factors ({name}): tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Refuses what the engine does not compute: RoPE on part of each head

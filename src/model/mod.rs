@@ -1,7 +1,8 @@
-//! GGUF bytes -> configuration (of llama, qwen2 or qwen3), weights and tokenizer data.
+//! GGUF bytes -> configuration (of every architecture in [`Architecture`]), weights and tokenizer data.
 
 pub mod architecture;
 pub mod config;
+pub mod fused;
 mod prefix;
 pub mod rope;
 pub mod synthetic;

@@ -1,6 +1,6 @@
-//! Small random models (llama, qwen2, qwen3, gemma3, smollm3) written as GGUF bytes: for fast
-//! tests of every layer (loading, tokenizer, forward pass, kernels) without the real model, for the error
-//! cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
+//! Small random models (llama, qwen2, qwen3, gemma3, smollm3, phi3) written as GGUF bytes: for
+//! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
+//! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -181,9 +181,13 @@ impl SyntheticModel {
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");
             add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
-            add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
-            add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
-            add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
+            if spec.architecture.has_fused_projections() {
+                add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
+            } else {
+                add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
+                add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
+                add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
+            }
             if spec.architecture.requires_qkv_bias() {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
                     add(format!("blk.{i}.{part}.bias"), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
@@ -198,8 +202,12 @@ impl SyntheticModel {
                 add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
             add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
-            add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
-            add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
+            if spec.architecture.has_fused_projections() {
+                add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;
+            } else {
+                add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
+                add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
+            }
             add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
             if spec.architecture.has_post_norms() {
                 add(n("post_ffw_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;

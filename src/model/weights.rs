@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::architecture::RopePairs;
 use super::config::Config;
+use super::fused::split_rows;
 use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, RopeFrequencies};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
@@ -169,7 +170,8 @@ const ROPE_FACTORS: &str = "rope_freqs.weight";
 
 /// Every tensor the configuration needs, with its expected shape: the embedding, the final
 /// norm, the LM head and RoPE factors if the file has its own, then each block (biases where
-/// the architecture requires them or the file has them, head norms where the architecture has them).
+/// the architecture requires them or the file has them, head norms where the architecture has
+/// them, Phi-3's fused projections in place of the matrices they hold).
 fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (d, f, v, q, kv, hd) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.head_dim);
     let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
@@ -181,17 +183,19 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     }
     let arch = cfg.architecture;
     for i in 0..cfg.n_layers {
-        let mut block = vec![
-            ("attn_norm.weight", vec![d]),
-            ("attn_q.weight", vec![q, d]),
-            ("attn_k.weight", vec![kv, d]),
-            ("attn_v.weight", vec![kv, d]),
-            ("attn_output.weight", vec![d, q]),
-            ("ffn_norm.weight", vec![d]),
-            ("ffn_gate.weight", vec![f, d]),
-            ("ffn_up.weight", vec![f, d]),
-            ("ffn_down.weight", vec![d, f]),
-        ];
+        let mut block = vec![("attn_norm.weight", vec![d])];
+        if has_fused_qkv(gguf, cfg, i) {
+            block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
+        } else {
+            block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
+        }
+        block.extend([("attn_output.weight", vec![d, q]), ("ffn_norm.weight", vec![d])]);
+        if arch.has_fused_projections() {
+            block.push(("ffn_up.weight", vec![2 * f, d]));
+        } else {
+            block.extend([("ffn_gate.weight", vec![f, d]), ("ffn_up.weight", vec![f, d])]);
+        }
+        block.push(("ffn_down.weight", vec![d, f]));
         if arch.requires_qkv_bias() || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some() {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
@@ -298,6 +302,11 @@ impl Weights {
     }
 }
 
+/// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's files may).
+fn has_fused_qkv(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
+    cfg.architecture.has_fused_projections() && gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some()
+}
+
 /// Reads one tensor and reports the bytes read so far.
 fn read_tensor<R: Read + Seek>(
     gguf: &Gguf,
@@ -312,9 +321,9 @@ fn read_tensor<R: Read + Seek>(
     Ok(t)
 }
 
-/// Reads block `i`'s tensors ([`Weights::check`] has checked them). In a model whose RoPE
-/// pairs split halves, W_q's and W_k's rows (and their biases and head-norm gains) are
-/// reordered so that pairs are adjacent.
+/// Reads block `i`'s tensors ([`Weights::check`] has checked them), a fused projection cut
+/// into the matrices it holds. In a model whose RoPE pairs split halves, W_q's and W_k's rows
+/// (and their biases and head-norm gains) are then reordered so that pairs are adjacent.
 fn read_block<R: Read + Seek>(
     gguf: &Gguf,
     reader: &mut R,
@@ -353,20 +362,40 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
+    let [wq, wk, wv] = if has_fused_qkv(gguf, cfg, i) {
+        let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
+        parts(split_rows(&take("attn_qkv.weight")?, &[q, kv, kv])?)?
+    } else {
+        [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
+    };
+    let attn_norm = to_vec(&take("attn_norm.weight")?)?;
+    let wo = take("attn_output.weight")?;
+    let ffn_norm = to_vec(&take("ffn_norm.weight")?)?;
+    let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
+        let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
+        (gate, up)
+    } else {
+        (take("ffn_gate.weight")?, take("ffn_up.weight")?)
+    };
     Ok(LayerWeights {
         post_norm,
-        attn_norm: to_vec(&take("attn_norm.weight")?)?,
-        wq: rows(take("attn_q.weight")?, &q_order)?,
-        wk: rows(take("attn_k.weight")?, &k_order)?,
-        wv: take("attn_v.weight")?,
+        attn_norm,
+        wq: rows(wq, &q_order)?,
+        wk: rows(wk, &k_order)?,
+        wv,
         qkv_bias,
         head_norm,
-        wo: take("attn_output.weight")?,
-        ffn_norm: to_vec(&take("ffn_norm.weight")?)?,
-        w_gate: take("ffn_gate.weight")?,
-        w_up: take("ffn_up.weight")?,
+        wo,
+        ffn_norm,
+        w_gate,
+        w_up,
         w_down: take("ffn_down.weight")?,
     })
+}
+
+/// The `N` parts [`split_rows`] cut, as an array.
+fn parts<const N: usize>(cut: Vec<QTensor>) -> Result<[QTensor; N], ModelError> {
+    cut.try_into().map_err(|p: Vec<QTensor>| ModelError::Malformed(format!("{} parts cut where {N} were asked", p.len())))
 }
 
 /// Llama 3's per-pair RoPE factors, each a finite number above 0 (a wavelength multiplier).

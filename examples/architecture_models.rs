@@ -23,6 +23,7 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         embedding_type: GgmlDType::F32,
         ..SyntheticSpec::default()
     };
+    let phi3 = SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, ..base.clone() };
     vec![
         // Llama 3's per-pair RoPE factors and an LM head of its own.
         (
@@ -59,7 +60,12 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base.clone() }),
         // Phi-3: W_q, W_k and W_v in one attn_qkv tensor, the gate's rows ahead of the up
         // projection's in ffn_up, RoPE on split halves, an LM head of its own.
-        ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base }),
+        ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base.clone() }),
+        // Phi-3.5's LongRoPE: short and long per-pair factors, every cosine and sine times the
+        // attention factor; the contexts of 64 (ours) and 256 (llama.cpp's, its least) are
+        // within an original 512 (the short factors) and past an original 32 (the long ones).
+        ("phi3-longrope-short.gguf", SyntheticSpec { longrope_original_context: Some(512), seed: 18, ..phi3.clone() }),
+        ("phi3-longrope-long.gguf", SyntheticSpec { longrope_original_context: Some(32), seed: 19, ..phi3 }),
     ]
 }
 

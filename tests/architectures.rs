@@ -45,10 +45,12 @@ fn tolerance(architecture: &str) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 7] = [
+const FILES: [(&str, &[u8]); 9] = [
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
+    ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
     ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
@@ -133,7 +135,7 @@ fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
 #[test]
 fn every_architecture_matches_llama_cpp_on_the_cpu() {
     let (tokens, cases) = fixture();
-    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma3, smollm3, phi3");
+    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma3, smollm3, phi3 and its LongRoPE twice");
     for case in &cases {
         let bytes = file_bytes(case);
         assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);
@@ -245,7 +247,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
         c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
     };
-    let undone: [(&str, &str, &Undo); 8] = [
+    let undone: [(&str, &str, &Undo); 11] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -263,6 +265,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("gemma3.gguf", "run as qwen3: no scaled embedding, post norms, GELU or window", &as_qwen3),
         ("smollm3.gguf", "run as llama: RoPE in every layer", &as_llama),
+        ("phi3-longrope-short.gguf", "LongRoPE's attention factor dropped", &|c| {
+            c.metadata.remove("phi3.rope.scaling.attn_factor");
+        }),
+        ("phi3-longrope-short.gguf", "the long factors (an original context of 32)", &|c| {
+            c.metadata.insert("phi3.rope.scaling.original_context_length".into(), Value::U32(32));
+        }),
+        ("phi3-longrope-long.gguf", "the short factors (an original context of 512)", &|c| {
+            c.metadata.insert("phi3.rope.scaling.original_context_length".into(), Value::U32(512));
+        }),
     ];
     // Phi-3's fused tensors read in another order: 64 query rows, 32 key and 32 value rows;
     // 64 gate rows, 64 up rows.

@@ -513,7 +513,7 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
 }
 
 #[test]
-fn phi3_reads_its_fused_projections_or_separate_ones_and_refuses_longrope_by_key() {
+fn phi3_reads_its_fused_projections_or_separate_ones_and_its_longrope() {
     use tokenscope::backend::cpu::{CpuBackend, CpuPrecision};
     use tokenscope::backend::Backend;
     use tokenscope::model::fused::split_rows;
@@ -547,14 +547,24 @@ fn phi3_reads_its_fused_projections_or_separate_ones_and_refuses_longrope_by_key
     m.set_tensor("blk.0.ffn_up.weight", half);
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.ffn_up.weight"), "{e}");
-    // LongRoPE's factors (Phi-3.5's) are refused by key, not run as plain RoPE.
+    // LongRoPE (Phi-3.5's) is read for phi3, its attention factor a finite number above 0;
+    // another architecture's file holding its factors is refused by key, not run as plain RoPE.
+    let longrope = SyntheticSpec { longrope_original_context: Some(32), ..spec.clone() };
+    read(SyntheticModel::new(&longrope).expect("model").to_bytes().expect("bytes")).expect("phi3 reads LongRoPE");
+    let mut m = SyntheticModel::new(&longrope).expect("model");
+    m.set_meta("phi3.rope.scaling.attn_factor", Value::F32(f32::NAN));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "phi3.rope.scaling.attn_factor"), "{e}");
+    let mut m = SyntheticModel::new(&longrope).expect("model");
+    m.remove_tensor("rope_factors_long.weight");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "rope_factors_long.weight"), "{e}");
     for factors in ["rope_factors_short.weight", "rope_factors_long.weight"] {
-        let mut m = SyntheticModel::new(&spec).expect("model");
+        let mut m = SyntheticModel::new(&SyntheticSpec::default()).expect("model");
         let t = Tensor::ones(hd / 2, candle_core::DType::F32, &Device::Cpu).expect("ones");
         m.set_tensor(factors, QTensor::quantize(&t, GgmlDType::F32).expect("f32"));
-        m.set_meta("phi3.rope.scaling.attn_factor", Value::F32(1.19));
         let e = model_error(read(m.to_bytes().expect("bytes")));
-        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "phi3.rope.scaling.attn_factor"), "{e}");
+        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "llama.rope.scaling.attn_factor"), "{e}");
         assert!(e.to_string().contains(factors) && e.to_string().contains("does not run"), "{e}");
     }
 }

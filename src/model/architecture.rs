@@ -30,8 +30,8 @@ pub enum Architecture {
     /// its attention sees content alone, positions only through what earlier layers wrote).
     Smollm3,
     /// Phi-3 and Phi-3.5 mini: llama's block with RoPE on split halves, W_q, W_k and W_v in
-    /// one tensor (`attn_qkv`, or apart) and the gate's rows ahead of the up projection's in
-    /// `ffn_up` (no `ffn_gate`).
+    /// one tensor (`attn_qkv`, or apart), the gate's rows ahead of the up projection's in
+    /// `ffn_up` (no `ffn_gate`), and LongRoPE where the file has its factors.
     Phi3,
 }
 
@@ -112,6 +112,12 @@ impl Architecture {
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor, and hold
     /// the gate and up projections so in `ffn_up`, `[2 ffn_dim, dim]`, the gate's rows first.
     pub fn has_fused_projections(self) -> bool {
+        self == Architecture::Phi3
+    }
+
+    /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
+    /// Phi-3.5's, Phi-3 128k's) are read; any other architecture's file holding them is refused.
+    pub fn reads_longrope(self) -> bool {
         self == Architecture::Phi3
     }
 

@@ -96,7 +96,7 @@ impl Config {
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_head_widths(g, &key, head_dim)?;
         check_no_softcapping(g, &key)?;
-        check_no_longrope(g, &key)?;
+        check_no_longrope(g, architecture, &key)?;
         Ok(cfg)
     }
 
@@ -227,18 +227,19 @@ fn check_no_softcapping(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), Mo
 }
 
 /// LongRoPE's per-pair factors for contexts within and beyond the original one (Phi-3.5's,
-/// Phi-3 128k's), which the engine would run as plain RoPE.
+/// Phi-3 128k's).
 const LONGROPE_FACTORS: [&str; 2] = ["rope_factors_short.weight", "rope_factors_long.weight"];
 
-/// Refuses LongRoPE ([`LONGROPE_FACTORS`], with `rope.scaling.attn_factor`) by name rather
-/// than run it as plain RoPE with wrong logits.
-fn check_no_longrope(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+/// Refuses LongRoPE ([`LONGROPE_FACTORS`], with `rope.scaling.attn_factor`) by name in an
+/// architecture that does not read it, rather than run it as plain RoPE with wrong logits.
+fn check_no_longrope(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    if architecture.reads_longrope() {
+        return Ok(());
+    }
     match LONGROPE_FACTORS.iter().find(|name| g.tensor_info(name).is_some()) {
         Some(name) => Err(ModelError::Metadata {
             key: key("rope.scaling.attn_factor"),
-            problem: format!(
-                "comes with LongRoPE's factors ({name}): tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"
-            ),
+            problem: format!("comes with LongRoPE's factors ({name}), which tokenscope reads for phi3 only, so it does not run this model"),
         }),
         None => Ok(()),
     }

@@ -19,6 +19,9 @@ use crate::error::ModelError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopeFrequencies {
     inv_freq: Vec<f64>,
+    /// What every cosine and sine is multiplied by: LongRoPE's attention factor
+    /// (`rope.scaling.attn_factor`, llama.cpp's `mscale`), 1 elsewhere.
+    magnitude: f64,
 }
 
 impl RopeFrequencies {
@@ -37,14 +40,19 @@ impl RopeFrequencies {
                 f64::from(base).powf(-2.0 * i as f64 / head_dim as f64) / (f64::from(linear_scale) * factor)
             })
             .collect();
-        RopeFrequencies { inv_freq }
+        RopeFrequencies { inv_freq, magnitude: 1.0 }
+    }
+
+    /// The same frequencies with every cosine and sine multiplied by `magnitude`.
+    pub fn with_magnitude(self, magnitude: f32) -> Self {
+        RopeFrequencies { magnitude: f64::from(magnitude), ..self }
     }
 
     /// No rotation at all over heads of `head_dim`: every pair's frequency is 0, so every
     /// angle is 0, its cosine exactly 1 and its sine exactly 0, and a turn leaves q and k as
     /// they were, bit for bit.
     pub fn unrotated(head_dim: usize) -> Self {
-        RopeFrequencies { inv_freq: vec![0.0; head_dim / 2] }
+        RopeFrequencies { inv_freq: vec![0.0; head_dim / 2], magnitude: 1.0 }
     }
 
     /// Pairs per head (`head_dim / 2`).
@@ -55,6 +63,13 @@ impl RopeFrequencies {
     /// The angle pair `i` turns by at position `pos`, in radians.
     pub fn angle(&self, pos: usize, i: usize) -> f64 {
         pos as f64 * self.inv_freq[i]
+    }
+
+    /// The sine and cosine pair `i` is turned by at position `pos`, each times the magnitude
+    /// ([`RopeFrequencies::with_magnitude`]): what the CPU applies and the GPU's table holds.
+    pub fn sin_cos(&self, pos: usize, i: usize) -> (f64, f64) {
+        let (sin, cos) = self.angle(pos, i).sin_cos();
+        (sin * self.magnitude, cos * self.magnitude)
     }
 }
 
@@ -72,10 +87,23 @@ pub enum LayerRope {
 
 /// The RoPE frequencies of each kind of layer a model has, made once per model: a backend
 /// makes each kind's sines and cosines once and gives every layer those its [`LayerRope`]
-/// names. The file's own ([`LayerRope::Main`]) are always there, first.
+/// names. The file's own ([`LayerRope::Main`]) are always there, first; with LongRoPE they
+/// are its short factors', and [`LayerRopes::for_context`] takes the long ones' for a
+/// context longer than the original.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerRopes {
     kinds: Vec<(LayerRope, RopeFrequencies)>,
+    long: Option<LongContext>,
+}
+
+/// LongRoPE's frequencies for a context past the one the model was first trained at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongContext {
+    /// The file's frequencies under its long factors (`rope_factors_long.weight`).
+    pub freqs: RopeFrequencies,
+    /// The original context (`rope.scaling.original_context_length`): a context of more
+    /// positions takes [`LongContext::freqs`] (llama.cpp's choice, by the context's size).
+    pub original: usize,
 }
 
 impl LayerRopes {
@@ -93,7 +121,24 @@ impl LayerRopes {
                 kinds.push((kind, freqs));
             }
         }
-        LayerRopes { kinds }
+        LayerRopes { kinds, long: None }
+    }
+
+    /// With LongRoPE's frequencies for a context past the original one.
+    pub fn with_long_context(self, long: LongContext) -> Self {
+        LayerRopes { long: Some(long), ..self }
+    }
+
+    /// The frequencies for a context of `capacity` positions: the long ones where the model
+    /// has LongRoPE and `capacity` is past its original context, else these.
+    pub fn for_context(&self, capacity: usize) -> LayerRopes {
+        let mut ropes = self.clone();
+        if let Some(long) = ropes.long.take() {
+            if capacity > long.original {
+                ropes.kinds[0].1 = long.freqs;
+            }
+        }
+        ropes
     }
 
     /// Each kind with its frequencies, [`LayerRope::Main`] first.

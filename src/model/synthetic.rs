@@ -59,7 +59,13 @@ pub struct SyntheticSpec {
     pub random_blocks: bool,
     /// A sliding window written as `attention.sliding_window` (Gemma 3's layers slide over it).
     pub sliding_window: Option<usize>,
+    /// LongRoPE (Phi-3.5's) with this original context: short factors (random from 1 to 2),
+    /// long ones (from 2 to 8) and an attention factor of [`SYNTHETIC_ATTN_FACTOR`].
+    pub longrope_original_context: Option<usize>,
 }
+
+/// The attention factor a synthetic LongRoPE model writes.
+pub const SYNTHETIC_ATTN_FACTOR: f32 = 1.19;
 
 impl SyntheticSpec {
     /// The default spec with every weight (the embedding and tied LM head too) stored as `t`,
@@ -94,6 +100,7 @@ impl Default for SyntheticSpec {
             vocab_size: None,
             random_blocks: false,
             sliding_window: None,
+            longrope_original_context: None,
         }
     }
 }
@@ -150,6 +157,10 @@ impl SyntheticModel {
         if let Some(window) = spec.sliding_window {
             metadata.push((key("attention.sliding_window"), u(window)));
         }
+        if let Some(original) = spec.longrope_original_context {
+            metadata.push((key("rope.scaling.attn_factor"), Value::F32(SYNTHETIC_ATTN_FACTOR)));
+            metadata.push((key("rope.scaling.original_context_length"), u(original)));
+        }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));
             metadata.push((key("attention.value_length"), u(width)));
@@ -177,6 +188,10 @@ impl SyntheticModel {
         }
         if spec.rope_factors {
             add("rope_freqs.weight".into(), 1, hd / 2, GgmlDType::F32, 3.5, 4.5)?;
+        }
+        if spec.longrope_original_context.is_some() {
+            add("rope_factors_short.weight".into(), 1, hd / 2, GgmlDType::F32, 0.5, 1.5)?;
+            add("rope_factors_long.weight".into(), 1, hd / 2, GgmlDType::F32, 3.0, 5.0)?;
         }
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::architecture::RopePairs;
 use super::config::Config;
 use super::fused::split_rows;
-use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, RopeFrequencies};
+use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, LongContext, RopeFrequencies};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -167,6 +167,15 @@ pub struct WeightsSummary {
 
 /// Per-pair RoPE factors (Llama 3), `[head_dim / 2]`, when the file has them.
 const ROPE_FACTORS: &str = "rope_freqs.weight";
+/// LongRoPE's per-pair factors (Phi-3.5's, Phi-3 128k's): for a context within the original
+/// one, and for one past it.
+const LONGROPE_SHORT: &str = "rope_factors_short.weight";
+const LONGROPE_LONG: &str = "rope_factors_long.weight";
+
+/// Whether the file holds LongRoPE's factors for an architecture that reads them.
+fn has_longrope(gguf: &Gguf, cfg: &Config) -> bool {
+    cfg.architecture.reads_longrope() && [LONGROPE_SHORT, LONGROPE_LONG].iter().any(|n| gguf.tensor_info(n).is_some())
+}
 
 /// Every tensor the configuration needs, with its expected shape: the embedding, the final
 /// norm, the LM head and RoPE factors if the file has its own, then each block (biases where
@@ -180,6 +189,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     }
     if gguf.tensor_info(ROPE_FACTORS).is_some() {
         out.push((ROPE_FACTORS.to_string(), vec![hd / 2]));
+    }
+    if has_longrope(gguf, cfg) {
+        out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![hd / 2])));
     }
     let arch = cfg.architecture;
     for i in 0..cfg.n_layers {
@@ -269,8 +281,19 @@ impl Weights {
         let token_embd = take("token_embd.weight")?;
         let output_norm = to_vec(&take("output_norm.weight")?)?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
-        let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?)?) } else { None };
-        let ropes = LayerRopes::new(cfg, RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors.as_deref()));
+        let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
+        let freqs = |factors: Option<&[f32]>| RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors);
+        let ropes = if has_longrope(gguf, cfg) {
+            // LongRoPE: the short factors' frequencies, the long ones' past the original
+            // context, every cosine and sine times the attention factor.
+            let short = rope_factors(&take(LONGROPE_SHORT)?, LONGROPE_SHORT)?;
+            let long = rope_factors(&take(LONGROPE_LONG)?, LONGROPE_LONG)?;
+            let (magnitude, original) = longrope_keys(gguf, cfg)?;
+            LayerRopes::new(cfg, freqs(Some(&short)).with_magnitude(magnitude))
+                .with_long_context(LongContext { freqs: freqs(Some(&long)).with_magnitude(magnitude), original })
+        } else {
+            LayerRopes::new(cfg, freqs(factors.as_deref()))
+        };
         Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), ropes })
     }
 
@@ -398,12 +421,26 @@ fn parts<const N: usize>(cut: Vec<QTensor>) -> Result<[QTensor; N], ModelError> 
     cut.try_into().map_err(|p: Vec<QTensor>| ModelError::Malformed(format!("{} parts cut where {N} were asked", p.len())))
 }
 
-/// Llama 3's per-pair RoPE factors, each a finite number above 0 (a wavelength multiplier).
-fn rope_factors(t: &QTensor) -> Result<Vec<f32>, ModelError> {
+/// LongRoPE's attention factor (`rope.scaling.attn_factor`, 1 if absent; a finite number
+/// above 0) and original context (`rope.scaling.original_context_length`, the model's
+/// context if absent, as llama.cpp takes it).
+fn longrope_keys(gguf: &Gguf, cfg: &Config) -> Result<(f32, usize), ModelError> {
+    let factor_key = cfg.key("rope.scaling.attn_factor");
+    let magnitude = gguf.f32_opt(&factor_key)?.unwrap_or(1.0);
+    if !(magnitude.is_finite() && magnitude > 0.0) {
+        return Err(ModelError::Metadata { key: factor_key, problem: format!("is {magnitude}; it must be a finite number above 0") });
+    }
+    let original = gguf.usize_opt(&cfg.key("rope.scaling.original_context_length"))?.unwrap_or(cfg.context_len);
+    Ok((magnitude, original))
+}
+
+/// Per-pair RoPE factors (Llama 3's, LongRoPE's) from tensor `name`, each a finite number
+/// above 0 (a wavelength multiplier).
+fn rope_factors(t: &QTensor, name: &str) -> Result<Vec<f32>, ModelError> {
     let factors = to_vec(t)?;
     match factors.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
         Some(bad) => Err(ModelError::Metadata {
-            key: ROPE_FACTORS.into(),
+            key: name.into(),
             problem: format!("holds {bad}; every RoPE frequency factor must be a finite number above 0"),
         }),
         None => Ok(factors),

@@ -123,7 +123,7 @@ impl CpuBackend {
             blocks,
             output_norm: weights.output_norm,
             lm_head,
-            ropes: weights.ropes,
+            ropes: weights.ropes.for_context(capacity),
             cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
         })
     }

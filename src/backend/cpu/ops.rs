@@ -40,7 +40,7 @@ pub struct RopeAngles {
 impl RopeAngles {
     /// Pair `i` turns by `freqs.angle(pos, i)`.
     pub fn new(freqs: &RopeFrequencies, pos: usize) -> Self {
-        let sin_cos = (0..freqs.pairs()).map(|i| freqs.angle(pos, i).sin_cos()).collect();
+        let sin_cos = (0..freqs.pairs()).map(|i| freqs.sin_cos(pos, i)).collect();
         RopeAngles { sin_cos }
     }
 

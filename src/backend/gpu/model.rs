@@ -158,7 +158,8 @@ impl GpuBackend {
             )));
         }
         let form = AttentionForm::new(cfg, options);
-        let acts = Activations::new(&ctx, cfg, capacity, options.split_chunk, form.head_parts_len(cfg.dim), &weights.ropes);
+        let acts =
+            Activations::new(&ctx, cfg, capacity, options.split_chunk, form.head_parts_len(cfg.dim), &weights.ropes.for_context(capacity));
         // The weights, each layer's with its KV cache; each tensor's copy from the file goes
         // once it is uploaded, before the next is read.
         let mut uploaded = Uploaded::default();

@@ -113,7 +113,7 @@ pub fn rope_table(context: usize, freqs: &RopeFrequencies) -> Vec<f32> {
     let mut t = Vec::with_capacity(context * freqs.pairs() * 2);
     for pos in 0..context {
         for i in 0..freqs.pairs() {
-            let (sin, cos) = freqs.angle(pos, i).sin_cos();
+            let (sin, cos) = freqs.sin_cos(pos, i);
             t.push(cos as f32);
             t.push(sin as f32);
         }

@@ -57,22 +57,27 @@ fn merges_and_digits_and_specials() {
 }
 
 #[test]
-fn gemmas_end_of_turn_ends_a_run_beside_its_end_of_sequence() {
+fn gemmas_and_phi3s_end_of_turn_ends_a_run_beside_its_end_of_sequence() {
     use candle_core::quantized::gguf_file::Value;
     // Gemma's files name <eos> as the end of sequence and end each chat turn with the control
-    // token <end_of_turn>: both stop generation.
-    let mut m = SyntheticModel::new(&SyntheticSpec::default()).expect("model");
-    let Some((_, Value::Array(tokens))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.tokens").cloned() else { panic!("tokens") };
-    let Some((_, Value::Array(types))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.token_type").cloned() else {
-        panic!("types")
-    };
-    let end_of_turn = tokens.len() as u32;
-    m.set_meta("tokenizer.ggml.tokens", Value::Array([tokens, vec![Value::String("<end_of_turn>".into())]].concat()));
-    m.set_meta("tokenizer.ggml.token_type", Value::Array([types, vec![Value::I32(3)]].concat()));
-    let bytes = m.to_bytes().expect("bytes");
-    let tok = Tokenizer::from_gguf(&Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf")).expect("tokenizer");
-    assert_eq!(tok.eos_ids(), [2, 0, end_of_turn]);
-    assert_eq!(tok.encode("<end_of_turn>").expect("encodes"), [end_of_turn], "matched verbatim as a control token");
+    // token <end_of_turn>, Phi-3's name <|endoftext|> and end a turn with <|end|>: both stop
+    // generation.
+    for name in ["<end_of_turn>", "<|end|>"] {
+        let mut m = SyntheticModel::new(&SyntheticSpec::default()).expect("model");
+        let Some((_, Value::Array(tokens))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.tokens").cloned() else {
+            panic!("tokens")
+        };
+        let Some((_, Value::Array(types))) = m.metadata.iter().find(|(k, _)| k == "tokenizer.ggml.token_type").cloned() else {
+            panic!("types")
+        };
+        let end_of_turn = tokens.len() as u32;
+        m.set_meta("tokenizer.ggml.tokens", Value::Array([tokens, vec![Value::String(name.into())]].concat()));
+        m.set_meta("tokenizer.ggml.token_type", Value::Array([types, vec![Value::I32(3)]].concat()));
+        let bytes = m.to_bytes().expect("bytes");
+        let tok = Tokenizer::from_gguf(&Gguf::read(&mut std::io::Cursor::new(bytes)).expect("gguf")).expect("tokenizer");
+        assert_eq!(tok.eos_ids(), [2, 0, end_of_turn], "{name}");
+        assert_eq!(tok.encode(name).expect("encodes"), [end_of_turn], "{name} matched verbatim as a control token");
+    }
 }
 
 #[test]

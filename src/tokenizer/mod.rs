@@ -29,8 +29,9 @@ const TOKEN_TYPE_CONTROL: i64 = 3;
 /// GGUF `token_type` of user-defined tokens (matched verbatim, but printed as text).
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
 /// Control tokens that end a turn in common chat formats (ChatML's, Llama 3's, Llama 2's,
-/// Gemma's `<end_of_turn>`, whose files name `<eos>` as their end of sequence).
-const END_OF_TURN_NAMES: [&str; 5] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<end_of_turn>"];
+/// Gemma's `<end_of_turn>`, whose files name `<eos>` as their end of sequence, and Phi-3's
+/// `<|end|>`, whose files name `<|endoftext|>`).
+const END_OF_TURN_NAMES: [&str; 6] = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<end_of_turn>", "<|end|>"];
 
 /// A tokenizer plus what generation needs to know about special tokens.
 pub struct Tokenizer {

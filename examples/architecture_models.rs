@@ -65,7 +65,14 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // attention factor; the contexts of 64 (ours) and 256 (llama.cpp's, its least) are
         // within an original 512 (the short factors) and past an original 32 (the long ones).
         ("phi3-longrope-short.gguf", SyntheticSpec { longrope_original_context: Some(512), seed: 18, ..phi3.clone() }),
-        ("phi3-longrope-long.gguf", SyntheticSpec { longrope_original_context: Some(32), seed: 19, ..phi3 }),
+        ("phi3-longrope-long.gguf", SyntheticSpec { longrope_original_context: Some(32), seed: 19, ..phi3.clone() }),
+        // Phi-4-mini's shape: RoPE on the first three quarters of each head (12 of 16, as its
+        // 96 of 128), LongRoPE's factors one per turned pair, past the original context, and
+        // the LM head tied to the embedding.
+        (
+            "phi4-mini-partial-rope.gguf",
+            SyntheticSpec { rope_dims: Some(12), longrope_original_context: Some(32), untied_output: false, seed: 20, ..phi3 },
+        ),
     ]
 }
 

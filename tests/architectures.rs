@@ -45,13 +45,14 @@ fn tolerance(architecture: &str) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 9] = [
+const FILES: [(&str, &[u8]); 10] = [
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
     ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
     ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
+    ("phi4-mini-partial-rope.gguf", include_bytes!("fixtures/architectures/phi4-mini-partial-rope.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
@@ -205,6 +206,15 @@ fn reordered(bytes: &[u8], suffix: &str, parts: &[usize], order: &[usize]) -> Ve
     })
 }
 
+/// An F32 vector of RoPE factors lengthened to `pairs` with factors of 1.
+fn padded_factors(t: &candle_core::quantized::QTensor, pairs: usize) -> candle_core::quantized::QTensor {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+    let mut values = t.dequantize(&Device::Cpu).and_then(|x| x.to_vec1::<f32>()).expect("factors");
+    values.resize(pairs, 1.0);
+    QTensor::quantize(&Tensor::from_vec(values, pairs, &Device::Cpu).expect("tensor"), GgmlDType::F32).expect("F32")
+}
+
 /// The file with `header` applied to its header and `tensor` to each tensor, written back.
 fn rewritten(
     bytes: &[u8],
@@ -278,9 +288,19 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // Phi-3's fused tensors read in another order: 64 query rows, 32 key and 32 value rows;
     // 64 gate rows, 64 up rows.
     let phi3 = file_bytes(case("phi3.gguf"));
+    // Phi-4-mini's RoPE on 12 of 16 dimensions taken over the whole head: its LongRoPE
+    // factors gain a last pair's (1, no stretch) and the dimension count goes.
+    let whole_heads = rewritten(
+        file_bytes(case("phi4-mini-partial-rope.gguf")),
+        &|c| {
+            c.metadata.remove("phi3.rope.dimension_count");
+        },
+        &|name, t| if name.starts_with("rope_factors_") { padded_factors(&t, 8) } else { t },
+    );
     let misread = [
         ("phi3.gguf", "K and V read in each other's place", reordered(phi3, "attn_qkv.weight", &[64, 32, 32], &[0, 2, 1])),
         ("phi3.gguf", "the up rows read as the gate's", reordered(phi3, "ffn_up.weight", &[64, 64], &[1, 0])),
+        ("phi4-mini-partial-rope.gguf", "RoPE on the whole head", whole_heads),
     ];
     let edited = undone.into_iter().map(|(file, what, undo)| (file, what, without(file_bytes(case(file)), undo)));
     for (file, what, bytes) in edited.chain(misread) {

@@ -149,9 +149,20 @@ fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
     m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
     m.set_meta("llama.rope.scaling.factor", Value::F32(f32::NAN));
     assert!(refused(m, "llama.rope.scaling.factor").contains("from 1 to 1024"));
+    // RoPE on part of each head (heads of 16 here): never in a llama file (llama.cpp refuses
+    // it), elsewhere an even count up to the head width.
     let mut m = synthetic();
     m.set_meta("llama.rope.dimension_count", Value::U32(8));
-    assert!(refused(m, "llama.rope.dimension_count").contains("does not run"));
+    assert!(refused(m, "llama.rope.dimension_count").contains("turns whole heads"));
+    let phi3 = || {
+        let spec = SyntheticSpec { architecture: tokenscope::model::Architecture::Phi3, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("phi3")
+    };
+    for count in [0, 7, 18] {
+        let mut m = phi3();
+        m.set_meta("phi3.rope.dimension_count", Value::U32(count));
+        assert!(refused(m, "phi3.rope.dimension_count").contains("must be even, from 2 to the head width 16"), "{count}");
+    }
     let mut m = synthetic();
     m.set_meta("llama.attention.value_length", Value::U32(8));
     assert!(refused(m, "llama.attention.value_length").contains("does not run"));
@@ -175,6 +186,16 @@ fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
     let mut m = synthetic();
     m.set_tensor("rope_freqs.weight", factors(vec![1.0, 1.0, 1.0, 1.0, 2.0, 4.0, 8.0, 8.0]));
     read(m.to_bytes().expect("bytes")).expect("Llama 3 RoPE loads");
+    // On 8 of 16 dimensions, RoPE factors are one per turned pair.
+    let mut m = phi3();
+    m.set_meta("phi3.rope.dimension_count", Value::U32(8));
+    m.set_tensor("rope_freqs.weight", factors(vec![1.0; 8]));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "rope_freqs.weight"), "{e}");
+    let mut m = phi3();
+    m.set_meta("phi3.rope.dimension_count", Value::U32(8));
+    m.set_tensor("rope_freqs.weight", factors(vec![1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(read(m.to_bytes().expect("bytes")).expect("partial RoPE loads").config.rope_dims, 8);
 }
 
 #[test]

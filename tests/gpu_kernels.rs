@@ -778,7 +778,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let factors: Vec<f32> = (0..hd / 2).map(|_| rng.random_range(1.0..8.0)).collect();
-    let freqs = RopeFrequencies::new(hd, 100_000.0, 1.0, Some(&factors));
+    let freqs = RopeFrequencies::new(hd, hd, 100_000.0, 1.0, Some(&factors));
     for variant in gpu_ops::RopeKvKernel::all() {
         let kv_f16 = variant.kv_f16;
         let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
@@ -1210,7 +1210,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let cols = columns(dtype, cols);
                 let (qd, kv) = (heads * hd, kv_heads * hd);
                 let rows = qd + 2 * kv;
-                let freqs = RopeFrequencies::plain(hd, base);
+                let freqs = RopeFrequencies::plain(hd, hd, base);
                 let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
                 let x = random(&mut rng, cols, 3_000.0);
                 let gain = random(&mut rng, cols, 2.0);

@@ -103,6 +103,13 @@ impl Architecture {
         }
     }
 
+    /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
+    /// of the head width: Phi-4-mini's 96 of 128). Phi-3's alone: llama.cpp refuses such a
+    /// llama file ("invalid n_rot") and fails an assertion on the others, so none exist.
+    pub fn allows_partial_rope(self) -> bool {
+        self == Architecture::Phi3
+    }
+
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
     /// may have them too; they are used wherever present).
     pub fn requires_qkv_bias(self) -> bool {

@@ -46,6 +46,9 @@ pub struct Config {
     pub vocab_size: usize,
     /// Context window in tokens.
     pub context_len: usize,
+    /// Elements of each head RoPE turns, the first ones (`rope.dimension_count`, Phi-4-mini's
+    /// 96 of 128; the head width when absent); the rest pass through unturned.
+    pub rope_dims: usize,
     /// RoPE base frequency.
     pub rope_base: f32,
     /// RoPE's linear position scale (`rope.scaling.factor` of `rope.scaling.type = linear`;
@@ -85,6 +88,7 @@ impl Config {
             head_dim,
             vocab_size,
             context_len: g.usize(&key("context_length"))?,
+            rope_dims: g.usize_opt(&key("rope.dimension_count"))?.unwrap_or(head_dim),
             rope_base: g.f32_opt(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             rope_scale: rope_scale(g, &key)?,
             rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
@@ -94,7 +98,7 @@ impl Config {
             },
         };
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
-        check_head_widths(g, &key, head_dim)?;
+        check_value_width(g, &key, head_dim)?;
         check_no_softcapping(g, &key)?;
         check_no_longrope(g, architecture, &key)?;
         Ok(cfg)
@@ -141,6 +145,23 @@ impl Config {
         }
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return Err(bad("attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
+        }
+        if self.rope_dims == 0 || self.rope_dims > self.head_dim || !self.rope_dims.is_multiple_of(2) {
+            return Err(bad(
+                "rope.dimension_count",
+                format!("is {}; it must be even, from 2 to the head width {}", self.rope_dims, self.head_dim),
+            ));
+        }
+        if self.rope_dims != self.head_dim && !self.architecture.allows_partial_rope() {
+            return Err(bad(
+                "rope.dimension_count",
+                format!(
+                    "is {}, not the head width {}: a {} model turns whole heads (tokenscope reads RoPE on part of each head for phi3 only, as llama.cpp computes it), so tokenscope does not run this model",
+                    self.rope_dims,
+                    self.head_dim,
+                    self.architecture.name()
+                ),
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return Err(bad("rope.freq_base", format!("is {}; it must be a finite number above 1", self.rope_base)));
@@ -245,24 +266,16 @@ fn check_no_longrope(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) ->
     }
 }
 
-/// Refuses what the engine does not compute: RoPE on part of each head
-/// (`rope.dimension_count` short of the head width), and values of a width other than the
-/// keys' (`attention.value_length`).
-fn check_head_widths(g: &Gguf, key: &dyn Fn(&str) -> String, head_dim: usize) -> Result<(), ModelError> {
-    let refuse = |name: &str, problem: String| Err(ModelError::Metadata { key: key(name), problem });
-    if let Some(n) = g.usize_opt(&key("rope.dimension_count"))? {
-        if n != head_dim {
-            return refuse(
-                "rope.dimension_count",
-                format!("is {n}, not the head width {head_dim}: tokenscope rotates whole heads only, so it does not run this model"),
-            );
-        }
-    }
+/// Refuses what the engine does not compute: values of a width other than the keys'
+/// (`attention.value_length`).
+fn check_value_width(g: &Gguf, key: &dyn Fn(&str) -> String, head_dim: usize) -> Result<(), ModelError> {
     match g.usize_opt(&key("attention.value_length"))? {
-        Some(n) if n != head_dim => refuse(
-            "attention.value_length",
-            format!("is {n}, not the key width {head_dim}: tokenscope needs values as wide as keys, so it does not run this model"),
-        ),
+        Some(n) if n != head_dim => Err(ModelError::Metadata {
+            key: key("attention.value_length"),
+            problem: format!(
+                "is {n}, not the key width {head_dim}: tokenscope needs values as wide as keys, so it does not run this model"
+            ),
+        }),
         _ => Ok(()),
     }
 }

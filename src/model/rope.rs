@@ -1,7 +1,8 @@
 //! Rotary position embedding, as the model file asks for it: the frequency of each pair
-//! (plain, linearly scaled, or with Llama 3's per-pair factors), which frequencies each layer
-//! turns by ([`LayerRope`], [`LayerRopes`]), and the one pair layout the kernels turn
-//! (adjacent elements), to which files that pair split halves are brought at load.
+//! (plain, linearly scaled, or with Llama 3's per-pair factors), over the whole head or its
+//! first `rope.dimension_count` elements, which frequencies each layer turns by
+//! ([`LayerRope`], [`LayerRopes`]), and the one pair layout the kernels turn (adjacent
+//! elements), to which files that pair split halves are brought at load.
 
 use std::borrow::Cow;
 
@@ -13,34 +14,45 @@ use super::config::Config;
 use crate::error::ModelError;
 
 /// The angular frequency of each RoPE pair of a head: pair `i` of a token at position `p` turns
-/// by `p * inv_freq[i]`, with `inv_freq[i] = base^(-2i / head_dim) / (scale * factor[i])`
-/// (llama.cpp's `ggml_rope_ext` without YaRN). Computed in f64, once per model; the CPU's
-/// [`RopeAngles`](crate::backend::cpu::ops::RopeAngles) and the GPU's table both read it.
+/// by `p * inv_freq[i]`, with `inv_freq[i] = base^(-2i / rope_dims) / (scale * factor[i])`
+/// (llama.cpp's `ggml_rope_ext` without YaRN) for the first `rope_dims / 2` pairs; the
+/// head's other pairs pass through (frequency 0: cosine 1, sine 0, not scaled). Computed in
+/// f64, once per model; the CPU's [`RopeAngles`](crate::backend::cpu::ops::RopeAngles) and
+/// the GPU's table both read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopeFrequencies {
+    /// `[head_dim / 2]`: 0 past the rotated pairs.
     inv_freq: Vec<f64>,
-    /// What every cosine and sine is multiplied by: LongRoPE's attention factor
-    /// (`rope.scaling.attn_factor`, llama.cpp's `mscale`), 1 elsewhere.
+    /// Pairs turned (`rope_dims / 2`), the first of the head.
+    rotated: usize,
+    /// What every rotated pair's cosine and sine is multiplied by: LongRoPE's attention
+    /// factor (`rope.scaling.attn_factor`, llama.cpp's `mscale`), 1 elsewhere.
     magnitude: f64,
 }
 
 impl RopeFrequencies {
-    /// Unscaled RoPE over heads of `head_dim` (even) with base frequency `base`.
-    pub fn plain(head_dim: usize, base: f32) -> Self {
-        Self::new(head_dim, base, 1.0, None)
+    /// Unscaled RoPE of the first `rope_dims` (even, at most `head_dim`) elements of heads of
+    /// `head_dim` (even), with base frequency `base`.
+    pub fn plain(head_dim: usize, rope_dims: usize, base: f32) -> Self {
+        Self::new(head_dim, rope_dims, base, 1.0, None)
     }
 
-    /// RoPE with positions divided by `linear_scale` (`rope.scaling.type = linear`, 1 for
-    /// none) and each pair's wavelength multiplied by `factors[i]` (Llama 3's
-    /// `rope_freqs.weight`, `[head_dim / 2]`; the caller has checked its length and values).
-    pub fn new(head_dim: usize, base: f32, linear_scale: f32, factors: Option<&[f32]>) -> Self {
+    /// RoPE of the first `rope_dims` elements of each head with positions divided by
+    /// `linear_scale` (`rope.scaling.type = linear`, 1 for none) and each pair's wavelength
+    /// multiplied by `factors[i]` (Llama 3's `rope_freqs.weight`, LongRoPE's factors:
+    /// `[rope_dims / 2]`; the caller has checked its length and values).
+    pub fn new(head_dim: usize, rope_dims: usize, base: f32, linear_scale: f32, factors: Option<&[f32]>) -> Self {
+        let rotated = rope_dims.min(head_dim) / 2;
         let inv_freq = (0..head_dim / 2)
             .map(|i| {
+                if i >= rotated {
+                    return 0.0;
+                }
                 let factor = factors.map_or(1.0, |f| f64::from(f[i]));
-                f64::from(base).powf(-2.0 * i as f64 / head_dim as f64) / (f64::from(linear_scale) * factor)
+                f64::from(base).powf(-2.0 * i as f64 / (2 * rotated) as f64) / (f64::from(linear_scale) * factor)
             })
             .collect();
-        RopeFrequencies { inv_freq, magnitude: 1.0 }
+        RopeFrequencies { inv_freq, rotated, magnitude: 1.0 }
     }
 
     /// The same frequencies with every cosine and sine multiplied by `magnitude`.
@@ -52,7 +64,7 @@ impl RopeFrequencies {
     /// angle is 0, its cosine exactly 1 and its sine exactly 0, and a turn leaves q and k as
     /// they were, bit for bit.
     pub fn unrotated(head_dim: usize) -> Self {
-        RopeFrequencies { inv_freq: vec![0.0; head_dim / 2], magnitude: 1.0 }
+        RopeFrequencies { inv_freq: vec![0.0; head_dim / 2], rotated: 0, magnitude: 1.0 }
     }
 
     /// Pairs per head (`head_dim / 2`).
@@ -66,8 +78,12 @@ impl RopeFrequencies {
     }
 
     /// The sine and cosine pair `i` is turned by at position `pos`, each times the magnitude
-    /// ([`RopeFrequencies::with_magnitude`]): what the CPU applies and the GPU's table holds.
+    /// ([`RopeFrequencies::with_magnitude`]); exactly (0, 1) for a pair past the rotated ones,
+    /// which passes through: what the CPU applies and the GPU's table holds.
     pub fn sin_cos(&self, pos: usize, i: usize) -> (f64, f64) {
+        if i >= self.rotated {
+            return (0.0, 1.0);
+        }
         let (sin, cos) = self.angle(pos, i).sin_cos();
         (sin * self.magnitude, cos * self.magnitude)
     }
@@ -114,7 +130,7 @@ impl LayerRopes {
             let kind = cfg.layer_rope(layer);
             let freqs = match kind {
                 LayerRope::Main => continue,
-                LayerRope::Sliding => RopeFrequencies::plain(cfg.head_dim, GEMMA3_LOCAL_ROPE_BASE),
+                LayerRope::Sliding => RopeFrequencies::plain(cfg.head_dim, cfg.rope_dims, GEMMA3_LOCAL_ROPE_BASE),
                 LayerRope::Unrotated => RopeFrequencies::unrotated(cfg.head_dim),
             };
             if kinds.iter().all(|(k, _)| *k != kind) {
@@ -153,13 +169,25 @@ impl LayerRopes {
 }
 
 /// The order that brings a head's split-half pairs next to each other: new element `2i` is old
-/// element `i`, new `2i + 1` is old `i + head_dim / 2`, for every head of `n_heads`.
-/// Applied to the rows of W_q and W_k (and their biases and head-norm gains), it turns a
-/// "NEOX" model into an adjacent-pair one with the same attention: q and k are permuted
-/// alike, so every q.k is unchanged, and V and the output projection are untouched.
-pub fn halves_to_pairs(head_dim: usize, n_heads: usize) -> Vec<usize> {
-    let half = head_dim / 2;
-    (0..n_heads).flat_map(|h| (0..head_dim).map(move |j| h * head_dim + if j % 2 == 0 { j / 2 } else { half + j / 2 })).collect()
+/// element `i`, new `2i + 1` is old `i + rope_dims / 2`, for `2i < rope_dims`, and the
+/// elements past the first `rope_dims`, which are not turned, keep their places; for every
+/// head of `n_heads`. Applied to the rows of W_q and W_k (and their biases and head-norm
+/// gains), it turns a "NEOX" model into an adjacent-pair one with the same attention: q and k
+/// are permuted alike, so every q.k is unchanged, and V and the output projection are
+/// untouched.
+pub fn halves_to_pairs(head_dim: usize, rope_dims: usize, n_heads: usize) -> Vec<usize> {
+    let rotated = rope_dims.min(head_dim);
+    let half = rotated / 2;
+    let old = move |j: usize| {
+        if j >= rotated {
+            j
+        } else if j.is_multiple_of(2) {
+            j / 2
+        } else {
+            half + j / 2
+        }
+    };
+    (0..n_heads).flat_map(|h| (0..head_dim).map(move |j| h * head_dim + old(j))).collect()
 }
 
 /// `values` reordered: element `i` of the result is `values[order[i]]`.
@@ -183,4 +211,30 @@ pub fn permute_rows(t: &QTensor, order: &[usize]) -> Result<QTensor, ModelError>
     }
     let storage = QStorage::from_data(Cow::Owned(out), &Device::Cpu, t.dtype()).map_err(fail)?;
     QTensor::new(storage, t.shape().clone()).map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_rope_pairs_the_turned_halves_and_leaves_the_rest_in_place() {
+        // Heads of 8 turning their first 4 elements (pairs (0, 2) and (1, 3) as halves), twice.
+        assert_eq!(halves_to_pairs(8, 4, 2), vec![0, 2, 1, 3, 4, 5, 6, 7, 8, 10, 9, 11, 12, 13, 14, 15]);
+        assert_eq!(halves_to_pairs(4, 4, 1), vec![0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn pairs_past_the_turned_ones_pass_through_unscaled() {
+        let freqs = RopeFrequencies::new(8, 4, 10_000.0, 1.0, Some(&[2.0, 3.0])).with_magnitude(1.5);
+        assert_eq!(freqs.pairs(), 4);
+        // The turned pairs span the first 4 elements: pair 1's exponent is -2/4, not -2/8.
+        assert!((freqs.angle(1, 1) - 10_000f64.powf(-0.5) / 3.0).abs() < 1e-15);
+        let (sin, cos) = freqs.sin_cos(7, 1);
+        assert!((sin.hypot(cos) - 1.5).abs() < 1e-12, "a turned pair is scaled by the magnitude");
+        for pos in [0, 1, 1000] {
+            assert_eq!(freqs.sin_cos(pos, 2), (0.0, 1.0));
+            assert_eq!(freqs.sin_cos(pos, 3), (0.0, 1.0));
+        }
+    }
 }

@@ -35,6 +35,9 @@ pub struct SyntheticSpec {
     pub n_kv_heads: usize,
     /// Head width written as `attention.key_length` (and value_length); `None`: `dim / n_heads`.
     pub head_dim: Option<usize>,
+    /// RoPE on the first this many elements of each head, written as `rope.dimension_count`
+    /// (`None`: none written, the whole head).
+    pub rope_dims: Option<usize>,
     /// RoPE base frequency.
     pub rope_base: f32,
     /// Llama 3's per-pair RoPE factors (`rope_freqs.weight`, random from 1 to 8).
@@ -89,6 +92,7 @@ impl Default for SyntheticSpec {
             n_heads: 4,
             n_kv_heads: 2,
             head_dim: None,
+            rope_dims: None,
             rope_base: 10_000.0,
             rope_factors: false,
             rope_linear_scale: None,
@@ -150,6 +154,10 @@ impl SyntheticModel {
             ("tokenizer.chat_template".to_string(), s(CHAT_TEMPLATE)),
         ];
         let hd = spec.head_dim.unwrap_or(spec.dim / spec.n_heads);
+        if let Some(dims) = spec.rope_dims {
+            metadata.push((key("rope.dimension_count"), u(dims)));
+        }
+        let pairs = spec.rope_dims.unwrap_or(hd) / 2;
         if let Some(factor) = spec.rope_linear_scale {
             metadata.push((key("rope.scaling.type"), s("linear")));
             metadata.push((key("rope.scaling.factor"), Value::F32(factor)));
@@ -187,11 +195,11 @@ impl SyntheticModel {
             add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
         }
         if spec.rope_factors {
-            add("rope_freqs.weight".into(), 1, hd / 2, GgmlDType::F32, 3.5, 4.5)?;
+            add("rope_freqs.weight".into(), 1, pairs, GgmlDType::F32, 3.5, 4.5)?;
         }
         if spec.longrope_original_context.is_some() {
-            add("rope_factors_short.weight".into(), 1, hd / 2, GgmlDType::F32, 0.5, 1.5)?;
-            add("rope_factors_long.weight".into(), 1, hd / 2, GgmlDType::F32, 3.0, 5.0)?;
+            add("rope_factors_short.weight".into(), 1, pairs, GgmlDType::F32, 0.5, 1.5)?;
+            add("rope_factors_long.weight".into(), 1, pairs, GgmlDType::F32, 3.0, 5.0)?;
         }
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");

@@ -165,10 +165,10 @@ pub struct WeightsSummary {
     pub types: String,
 }
 
-/// Per-pair RoPE factors (Llama 3), `[head_dim / 2]`, when the file has them.
+/// Per-pair RoPE factors (Llama 3), `[rope_dims / 2]`, when the file has them.
 const ROPE_FACTORS: &str = "rope_freqs.weight";
-/// LongRoPE's per-pair factors (Phi-3.5's, Phi-3 128k's): for a context within the original
-/// one, and for one past it.
+/// LongRoPE's per-pair factors (Phi-3.5's, Phi-3 128k's, Phi-4-mini's), `[rope_dims / 2]`:
+/// for a context within the original one, and for one past it.
 const LONGROPE_SHORT: &str = "rope_factors_short.weight";
 const LONGROPE_LONG: &str = "rope_factors_long.weight";
 
@@ -182,16 +182,16 @@ fn has_longrope(gguf: &Gguf, cfg: &Config) -> bool {
 /// the architecture requires them or the file has them, head norms where the architecture has
 /// them, Phi-3's fused projections in place of the matrices they hold).
 fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
-    let (d, f, v, q, kv, hd) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.head_dim);
+    let (d, f, v, q, kv, pairs) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.rope_dims / 2);
     let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
     if gguf.tensor_info("output.weight").is_some() {
         out.push(("output.weight".to_string(), vec![v, d]));
     }
     if gguf.tensor_info(ROPE_FACTORS).is_some() {
-        out.push((ROPE_FACTORS.to_string(), vec![hd / 2]));
+        out.push((ROPE_FACTORS.to_string(), vec![pairs]));
     }
     if has_longrope(gguf, cfg) {
-        out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![hd / 2])));
+        out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![pairs])));
     }
     let arch = cfg.architecture;
     for i in 0..cfg.n_layers {
@@ -212,7 +212,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
         if arch.has_head_norm() {
-            block.extend([("attn_q_norm.weight", vec![hd]), ("attn_k_norm.weight", vec![hd])]);
+            block.extend([("attn_q_norm.weight", vec![cfg.head_dim]), ("attn_k_norm.weight", vec![cfg.head_dim])]);
         }
         if arch.has_post_norms() {
             block.extend([("post_attention_norm.weight", vec![d]), ("post_ffw_norm.weight", vec![d])]);
@@ -282,7 +282,7 @@ impl Weights {
         let output_norm = to_vec(&take("output_norm.weight")?)?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
-        let freqs = |factors: Option<&[f32]>| RopeFrequencies::new(cfg.head_dim, cfg.rope_base, cfg.rope_scale, factors);
+        let freqs = |factors: Option<&[f32]>| RopeFrequencies::new(cfg.head_dim, cfg.rope_dims, cfg.rope_base, cfg.rope_scale, factors);
         let ropes = if has_longrope(gguf, cfg) {
             // LongRoPE: the short factors' frequencies, the long ones' past the original
             // context, every cosine and sine times the attention factor.
@@ -356,8 +356,8 @@ fn read_block<R: Read + Seek>(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<LayerWeights, ModelError> {
     let halves = cfg.architecture.rope_pairs() == RopePairs::Halves;
-    let (q_order, k_order, head_order) =
-        (halves_to_pairs(cfg.head_dim, cfg.n_heads), halves_to_pairs(cfg.head_dim, cfg.n_kv_heads), halves_to_pairs(cfg.head_dim, 1));
+    let order = |heads: usize| halves_to_pairs(cfg.head_dim, cfg.rope_dims, heads);
+    let (q_order, k_order, head_order) = (order(cfg.n_heads), order(cfg.n_kv_heads), order(1));
     let rows = |t: QTensor, order: &[usize]| if halves { permute_rows(&t, order) } else { Ok(t) };
     let gains = |v: Vec<f32>, order: &[usize]| if halves { permute(&v, order) } else { v };
     let name = |t: &str| format!("blk.{i}.{t}");

@@ -27,7 +27,7 @@ import { getLlama } from 'node-llama-cpp';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'tests/fixtures/tokenizer_pre.json');
-const PRES = ['gpt-2', 'smollm', 'llama-bpe', 'smaug-bpe', 'qwen2'];
+const PRES = ['gpt-2', 'smollm', 'llama-bpe', 'smaug-bpe', 'qwen2', 'gpt-4o'];
 const TEXTS = [
   'Hello world',
   "I'm sure they'LL say it's fine, WE'VE DONE IT, you'd've",
@@ -42,6 +42,7 @@ const TEXTS = [
   '$100 #hashtag @user (parens) [brackets] {braces}',
   '<|im_start|>user\nHi<|im_end|>',
   'a zqxj is a token no merge builds',
+  "camelCase HTTPServer iPhone O'Neil's and/or a//b",
 ];
 
 // SentencePiece's own hard cases: its control tokens in the text (a space is put after each),

@@ -14,12 +14,13 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 5] = [
+pub const SUPPORTED_PRE: [(&str, &str); 6] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
     ("smaug-bpe", "SmolLM3: Llama 3's cut, every piece merged"),
     ("qwen2", "Qwen2, Qwen2.5 and Qwen3: contractions in any case, digits one by one"),
+    ("gpt-4o", "Phi-4-mini: words cut at a capital, contractions kept on their word"),
 ];
 
 /// GPT-4's split (Llama 3, SmolLM3 and Qwen2 use it, differing in how many digits a number
@@ -31,6 +32,16 @@ fn gpt4_split(digits: &str) -> String {
         r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
     )
 }
+
+/// GPT-4o's split (o200k's; Phi-4-mini uses it): a word is its capitals then its lower-case
+/// letters (so "camelCase" is two pieces) with a contraction in any case kept on it, numbers of
+/// up to 3 digits, punctuation runs with their line breaks and slashes, then GPT-4's rules for
+/// line breaks and spaces.
+const GPT4O_SPLIT: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+);
 
 /// Whether BPE takes a piece that is itself a token as that token, before any merge (Llama 3's
 /// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge,
@@ -44,15 +55,17 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
     // GPT-2's expression inside ByteLevel, or an explicit split and ByteLevel as bytes only.
     let gpt2 = || ByteLevel::new(false, true, true);
     let bytes_only = || ByteLevel::new(false, true, false);
-    let split = |digits: &str| {
-        Split::new(SplitPattern::Regex(gpt4_split(digits)), SplitDelimiterBehavior::Isolated, false)
+    let regex = |pattern: String| {
+        Split::new(SplitPattern::Regex(pattern), SplitDelimiterBehavior::Isolated, false)
             .map_err(|e| Error::Tokenizer(format!("cannot build the {pre} pre-tokenizer: {e}")))
     };
+    let split = |digits: &str| regex(gpt4_split(digits));
     Ok(match pre {
         "gpt-2" => gpt2().into(),
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
         "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
         "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
+        "gpt-4o" => Sequence::new(vec![regex(GPT4O_SPLIT.into())?.into(), bytes_only().into()]).into(),
         other => {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
             return Err(ModelError::Metadata {

@@ -3,8 +3,9 @@
 // each pre-tokenizer tokenscope builds, made once and kept so tests need no llama.cpp.
 // The vocabulary and merges are SmolLM2's (a real byte-level BPE of 49152 tokens) with a few
 // merges added that straddle cuts (tests/common/pre_fixture.rs, written out by
-// examples/tokenizer_pre_files.rs); only `tokenizer.ggml.pre` changes between the files, so the
-// ids differ exactly where the cuts do.
+// examples/tokenizer_pre_files.rs, one per name tokenscope builds and per alias llama.cpp
+// gives one); only `tokenizer.ggml.pre` changes between the files, so the ids differ exactly
+// where the cuts do.
 // And tests/fixtures/tokenizer_spm.json: the same strings and a few more under a SentencePiece
 // tokenizer (`tokenizer.ggml.model = "llama"`), SmolLM2's vocabulary respelt as scored pieces
 // with byte tokens (tests/common/spm_fixture.rs, written out by examples/tokenizer_spm_files.rs),
@@ -19,7 +20,7 @@
 // tokenscope's encoder does, and adds no BOS (the SentencePiece files ask for one: the tests
 // put it first).
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +28,6 @@ import { getLlama } from 'node-llama-cpp';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'tests/fixtures/tokenizer_pre.json');
-const PRES = ['gpt-2', 'smollm', 'llama-bpe', 'smaug-bpe', 'qwen2', 'gpt-4o'];
 const TEXTS = [
   'Hello world',
   "I'm sure they'LL say it's fine, WE'VE DONE IT, you'd've",
@@ -52,10 +52,12 @@ const SPM_TEXTS = [...TEXTS, '<s>Hello</s> world', '   three leading spaces', 'a
 const llama = await getLlama({ gpu: false, build: 'never' });
 const version = JSON.parse(readFileSync(join(root, 'bench/node_modules/node-llama-cpp/package.json'), 'utf8')).version;
 
-// Tokenizes `texts` with each file `example` writes (named `${name}.gguf`), into `out`.
+// Tokenizes `texts` with each file `example` writes (`${name}.gguf`, every one it writes
+// when `names` is null).
 async function fixture(example, names, texts, key, extra) {
   const dir = mkdtempSync(join(tmpdir(), `${example}-`));
   execFileSync('cargo', ['run', '--quiet', '--example', example, '--', dir], { cwd: root, stdio: 'inherit' });
+  names ??= readdirSync(dir).filter((f) => f.endsWith('.gguf')).map((f) => f.slice(0, -'.gguf'.length)).sort();
   const cases = [];
   for (const name of names) {
     const model = await llama.loadModel({ modelPath: join(dir, `${name}.gguf`), vocabOnly: true });
@@ -67,10 +69,15 @@ async function fixture(example, names, texts, key, extra) {
   return { made_by: `llama.cpp through node-llama-cpp ${version}, bench/make-tokenizer-fixtures.mjs`, ...extra, cases };
 }
 
-const pre = await fixture('tokenizer_pre_files', PRES, TEXTS, 'pre', { vocabulary: 'SmolLM2-135M-Instruct' });
-writeFileSync(out, JSON.stringify(pre, null, 1) + '\n');
+// The fixture as JSON, one case a line.
+function lines({ cases, ...header }) {
+  return `${JSON.stringify(header).slice(0, -1)},"cases":[\n${cases.map((c) => JSON.stringify(c)).join(',\n')}\n]}\n`;
+}
+
+const pre = await fixture('tokenizer_pre_files', null, TEXTS, 'pre', { vocabulary: 'SmolLM2-135M-Instruct' });
+writeFileSync(out, lines(pre));
 console.log(`wrote ${out}: ${pre.cases.length} tokenizations`);
 const spmOut = join(root, 'tests/fixtures/tokenizer_spm.json');
 const spm = await fixture('tokenizer_spm_files', ['spm', 'spm-no-space-prefix'], SPM_TEXTS, 'file', { vocabulary: 'SmolLM2-135M-Instruct respelt as SentencePiece pieces' });
-writeFileSync(spmOut, JSON.stringify(spm, null, 1) + '\n');
+writeFileSync(spmOut, lines(spm));
 console.log(`wrote ${spmOut}: ${spm.cases.length} tokenizations`);

@@ -1,5 +1,6 @@
 //! Writes the tokenizer files the pre-tokenizer fixture is made from (one per name tokenscope
-//! builds, see tests/common/pre_fixture.rs) into DIR, for bench/make-tokenizer-fixtures.mjs:
+//! builds and per alias of one, see tests/common/pre_fixture.rs) into DIR, for
+//! bench/make-tokenizer-fixtures.mjs:
 //!
 //! ```text
 //! cargo run --example tokenizer_pre_files -- DIR
@@ -13,7 +14,8 @@ fn main() {
         eprintln!("usage: tokenizer_pre_files DIR");
         std::process::exit(2);
     };
-    for (pre, _) in tokenscope::tokenizer::pre::SUPPORTED_PRE {
+    use tokenscope::tokenizer::pre::{PRE_ALIASES, SUPPORTED_PRE};
+    for pre in SUPPORTED_PRE.iter().chain(&PRE_ALIASES).map(|(name, _)| name) {
         let path = std::path::Path::new(&dir).join(format!("{pre}.gguf"));
         if let Err(e) = std::fs::write(&path, pre_fixture::tokenizer_file(Some(pre))) {
             eprintln!("cannot write {}: {e}", path.display());

@@ -1,5 +1,5 @@
 //! Every pre-tokenizer tokenscope builds (`tokenizer.ggml.pre`: gpt-2, smollm, llama-bpe,
-//! smaug-bpe, qwen2, gpt-4o) against llama.cpp's ids for hard strings (digits, contractions in both
+//! smaug-bpe, qwen2, gpt-4o, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
 //! cases, CJK, emoji, whitespace and line-break runs, special tokens, a token no merge builds),
 //! on SmolLM2's real vocabulary with a few merges added that straddle the cuts and that token
 //! (tests/common/pre_fixture.rs) and only the pre-tokenizer's name changed: tests/fixtures/tokenizer_pre.json, made by
@@ -12,7 +12,7 @@ mod pre_fixture;
 use std::io::Cursor;
 
 use tokenscope::model::Gguf;
-use tokenscope::tokenizer::pre::SUPPORTED_PRE;
+use tokenscope::tokenizer::pre::{PRE_ALIASES, SUPPORTED_PRE};
 use tokenscope::tokenizer::Tokenizer;
 use tokenscope::{Error, ModelError};
 
@@ -29,9 +29,9 @@ fn tokenizer_with_pre(pre: Option<&str>) -> Result<Tokenizer, Error> {
 fn every_pre_tokenizer_cuts_hard_strings_as_llama_cpp_does() {
     let fixture: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture parses");
     let cases = fixture["cases"].as_array().expect("cases");
-    for (pre, _) in SUPPORTED_PRE {
+    for (pre, _) in SUPPORTED_PRE.iter().chain(&PRE_ALIASES) {
         let tok = tokenizer_with_pre(Some(pre)).unwrap_or_else(|e| panic!("{pre}: {e}"));
-        let mine: Vec<_> = cases.iter().filter(|c| c["pre"] == pre).collect();
+        let mine: Vec<_> = cases.iter().filter(|c| c["pre"] == *pre).collect();
         assert!(mine.len() >= 12, "{pre}: the fixture has its cases");
         for case in mine {
             let text = case["text"].as_str().expect("text");
@@ -68,5 +68,36 @@ fn unknown_or_missing_pre_tokenizers_are_refused_by_name() {
             Err(other) => panic!("{pre:?}: {other}"),
             Ok(_) => panic!("{pre:?} built a tokenizer"),
         }
+    }
+}
+
+#[test]
+fn llama_3s_cut_puts_bos_first_unless_the_file_says_otherwise() {
+    use candle_core::quantized::gguf_file::{self, Value};
+    // llama.cpp's default for a file silent on `tokenizer.ggml.add_bos_token`: BOS first under
+    // Llama 3's cut and its aliases, not under the others; the file's own key wins.
+    let with_add_bos = |pre: &str, add_bos: Option<bool>| {
+        let bytes = pre_fixture::tokenizer_file(Some(pre));
+        let mut content = gguf_file::Content::read(&mut Cursor::new(&bytes)).expect("gguf");
+        match add_bos {
+            Some(b) => content.metadata.insert("tokenizer.ggml.add_bos_token".into(), Value::Bool(b)),
+            None => content.metadata.remove("tokenizer.ggml.add_bos_token"),
+        };
+        let meta: Vec<(&str, &Value)> = content.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let mut out = Cursor::new(Vec::new());
+        gguf_file::write(&mut out, &meta, &[]).expect("write");
+        Tokenizer::from_gguf(&Gguf::read(&mut Cursor::new(out.into_inner())).expect("reads back")).expect("builds")
+    };
+    let bos = with_add_bos("llama-bpe", Some(true)).encode("Hi").expect("encodes")[0];
+    for (pre, add_bos, first_is_bos) in [
+        ("llama-bpe", None, true),
+        ("falcon3", None, true),
+        ("llama-bpe", Some(false), false),
+        ("qwen2", None, false),
+        ("deepseek-r1-qwen", None, false),
+        ("qwen2", Some(true), true),
+    ] {
+        let ids = with_add_bos(pre, add_bos).encode("Hi").expect("encodes");
+        assert_eq!(ids[0] == bos, first_is_bos, "{pre} with add_bos_token {add_bos:?}: {ids:?}");
     }
 }

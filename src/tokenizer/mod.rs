@@ -62,7 +62,8 @@ impl Tokenizer {
                     Some(pre) => pre,
                     None => return Err(tok_err("tokenizer.ggml.pre", "is missing: the file does not say how its text is cut before BPE")),
                 };
-                (Vocabulary::ByteLevel { merges, pre }, false)
+                let add_bos = pre::adds_bos_by_default(pre);
+                (Vocabulary::ByteLevel { merges, pre }, add_bos)
             }
             "llama" => {
                 let scores = g

@@ -23,6 +23,39 @@ pub const SUPPORTED_PRE: [(&str, &str); 6] = [
     ("gpt-4o", "Phi-4-mini: words cut at a capital, contractions kept on their word"),
 ];
 
+/// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
+/// pre-tokenizer type, with nothing else changed for encoding), each with the name in
+/// [`SUPPORTED_PRE`] it is built as: DeepSeek-R1's Qwen distills, Falcon 3, older Llama 3
+/// conversions among them.
+pub const PRE_ALIASES: [(&str, &str); 20] = [
+    ("llama3", "llama-bpe"),
+    ("llama-v3", "llama-bpe"),
+    ("falcon3", "llama-bpe"),
+    ("falcon-h1", "llama-bpe"),
+    ("pixtral", "llama-bpe"),
+    ("midm-2.0", "llama-bpe"),
+    ("lfm2", "llama-bpe"),
+    ("phi-2", "gpt-2"),
+    ("jina-es", "gpt-2"),
+    ("jina-de", "gpt-2"),
+    ("gigachat", "gpt-2"),
+    ("jina-v2-es", "gpt-2"),
+    ("jina-v2-de", "gpt-2"),
+    ("a.x-4.0", "gpt-2"),
+    ("mellum", "gpt-2"),
+    ("exaone4", "gpt-2"),
+    ("deepseek-r1-qwen", "qwen2"),
+    ("kormo", "qwen2"),
+    ("megrez", "qwen2"),
+    ("llama4", "gpt-4o"),
+];
+
+/// The name in [`SUPPORTED_PRE`] that `pre` is built as: itself, or the one it is an alias of
+/// ([`PRE_ALIASES`]); a name neither lists comes back as it is (and is refused when built).
+pub fn canonical(pre: &str) -> &str {
+    PRE_ALIASES.iter().find(|(alias, _)| *alias == pre).map_or(pre, |(_, name)| name)
+}
+
 /// GPT-4's split (Llama 3, SmolLM3 and Qwen2 use it, differing in how many digits a number
 /// piece holds): contractions in any case, a word with at most one leading non-letter, numbers,
 /// punctuation runs with their line breaks, line breaks with the spaces before them, and
@@ -47,10 +80,17 @@ const GPT4O_SPLIT: &str = concat!(
 /// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge,
 /// smaug-bpe too: llama.cpp cuts it as Llama 3 but merges every piece).
 pub fn ignores_merges(pre: &str) -> bool {
-    pre == "llama-bpe"
+    canonical(pre) == "llama-bpe"
 }
 
-/// The pre-tokenizer named `pre`, or the error naming it and listing [`SUPPORTED_PRE`].
+/// Whether a file of this pre-tokenizer that does not say (`tokenizer.ggml.add_bos_token`)
+/// puts its BOS token first: Llama 3's cut does, as llama.cpp has it; the others do not.
+pub fn adds_bos_by_default(pre: &str) -> bool {
+    canonical(pre) == "llama-bpe"
+}
+
+/// The pre-tokenizer named `pre` (or by an alias of it), or the error naming it and listing
+/// [`SUPPORTED_PRE`].
 pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
     // GPT-2's expression inside ByteLevel, or an explicit split and ByteLevel as bytes only.
     let gpt2 = || ByteLevel::new(false, true, true);
@@ -60,7 +100,7 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
             .map_err(|e| Error::Tokenizer(format!("cannot build the {pre} pre-tokenizer: {e}")))
     };
     let split = |digits: &str| regex(gpt4_split(digits));
-    Ok(match pre {
+    Ok(match canonical(pre) {
         "gpt-2" => gpt2().into(),
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
         "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
@@ -70,7 +110,11 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
             return Err(ModelError::Metadata {
                 key: "tokenizer.ggml.pre".into(),
-                problem: format!("{other:?} is not a pre-tokenizer tokenscope builds; it builds {}", names.join(", ")),
+                problem: format!(
+                    "{other:?} is not a pre-tokenizer tokenscope builds; it builds {} (and the same under llama.cpp's other names for them: {})",
+                    names.join(", "),
+                    PRE_ALIASES.map(|(alias, _)| alias).join(", ")
+                ),
             }
             .into());
         }

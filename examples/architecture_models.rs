@@ -55,6 +55,25 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Gemma 2: the scaled embedding, post norms, GELU, split halves, no head norms, heads
+        // wider than dim / n_heads, tied head; six layers, every other one sliding over a
+        // window of 5 positions (all with the file's RoPE base, here not Gemma 3's local 10,000);
+        // every attention score capped
+        // at 2 and every logit at 5, low enough to bend most of them.
+        (
+            "gemma2.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Gemma2,
+                n_layers: 6,
+                head_dim: Some(32),
+                rope_base: 1_000_000.0,
+                sliding_window: Some(5),
+                attn_softcap: Some(2.0),
+                final_softcap: Some(5.0),
+                seed: 23,
+                ..base.clone()
+            },
+        ),
         // SmolLM3: llama's block with RoPE skipped in every fourth layer; eight layers, so
         // layers 3 and 7 attend by content alone; an LM head of its own.
         ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base.clone() }),

@@ -1,6 +1,6 @@
 //! Writes a small random-weight model for each weight type the engine reads, and the exact CPU
 //! path's greedy run on each of them and on each architecture's fixture (the tiny llama, Llama 3,
-//! qwen2, qwen3, gemma3, smollm3 and phi3 (with and without LongRoPE, and Phi-4-mini's partial RoPE) models in tests/fixtures/architectures that tests/architectures.rs holds to
+//! qwen2, qwen3, gemma2, gemma3, smollm3 and phi3 (with and without LongRoPE, and Phi-4-mini's partial RoPE) models in tests/fixtures/architectures that tests/architectures.rs holds to
 //! llama.cpp's logits), for the test that every type's kernels and every architecture run in the
 //! page on both engines (tests/e2e/weight_types.test.mjs):
 //!
@@ -29,11 +29,12 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 10] = [
+const ARCHITECTURE_FIXTURES: [&str; 11] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
     "qwen3.gguf",
+    "gemma2.gguf",
     "gemma3.gguf",
     "smollm3.gguf",
     "phi3.gguf",

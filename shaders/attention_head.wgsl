@@ -5,7 +5,8 @@
 // in each workgroup of the output projection, which takes head_values and the cache reads).
 // For query q (head_dim values) and positions start .. start + n of its KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with
-//     s_j = q.k_j / sqrt(head_dim), m = max_j s_j, l = sum_j w_j;
+//     s_j = capped(q.k_j / sqrt(head_dim), cap) (softcap.wgsl: uncapped for cap 0),
+//     m = max_j s_j, l = sum_j w_j;
 //   head_values(d, ..., w) = sum_j w_j v_j[d .. d + 4] (divide by l for the attention
 //     output; d and head_dim multiples of 4), the weights read from scores[w ..]
 //     (attention_prologue.wgsl keeps several heads' there);
@@ -16,7 +17,7 @@
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
 // `scores: array<f32, CHUNK or more>` and `partial: array<f32, 256>` in workgroup memory, includes
-// workgroup_reduce.wgsl (`reduce`), and with SUBGROUP sets sg_id, sg_lane and sg_count
+// workgroup_reduce.wgsl (`reduce`) and softcap.wgsl (`capped`), and with SUBGROUP sets sg_id, sg_lane and sg_count
 // before the first call. Every thread of the
 // workgroup calls both functions (barriers); a caller reusing `scores` for the next head
 // puts a workgroupBarrier between.
@@ -34,13 +35,13 @@ fn values4(i: u32) -> vec4<f32> {
 
 // Scores of the query at q[q_off ..] against positions start .. start + n (n <= CHUNK) of
 // the KV head at column kv_off of cache rows `stride` wide; leaves exp(s_j - m) in
-// scores[j] and returns (m, l). Thread t takes positions t, t + WG, ... where the run has
+// scores[j] and returns (m, l), each scaled score capped at `cap` (0: none). Thread t takes positions t, t + WG, ... where the run has
 // more than WG / 2; a shorter one leaves threads over, so `shares` threads share each
 // position (the most, a power of two up to hd / 16, that n * shares <= WG allows: 4 for a
 // split-K chunk of 64 and heads of 64), each taking every shares-th pair of its dimensions
 // (cache_keys.wgsl's key_share: at least eight pairs a share, one round of its loads), their
 // sums then added up in `partial`.
-fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32) -> vec2<f32> {
+fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32) -> vec2<f32> {
     let hd = params.head_dim;
     let scale = inverseSqrt(f32(hd));
     var shares = 1u;
@@ -50,7 +51,7 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     var local_max = EMPTY;
     if (shares == 1u) {
         for (var j = t; j < n; j = j + WG) {
-            let s = key_score(q_off, (start + j) * stride + kv_off, hd) * scale;
+            let s = capped(key_score(q_off, (start + j) * stride + kv_off, hd) * scale, cap);
             scores[j] = s;
             local_max = max(local_max, s);
         }
@@ -68,7 +69,7 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
             for (var i = 0u; i < shares; i = i + 1u) {
                 s = s + partial[t * shares + i];
             }
-            s = s * scale;
+            s = capped(s * scale, cap);
             scores[t] = s;
             local_max = s;
         }

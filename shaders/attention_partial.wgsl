@@ -4,12 +4,13 @@
 // head h of token b against positions [max(c * SPLIT, f), min((c + 1) * SPLIT, p + 1)) of its KV head
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
-//   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],  s_j = q.k_j / sqrt(hd).
+//   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],
+//   s_j = capped(q.k_j / sqrt(hd), softcap) (softcap.wgsl; params.softcap 0: uncapped).
 // attention_combine.wgsl merges the chunks (the online-softmax rescaling). Prefill runs
 // every prompt token of the step at once; decode the one-token case (matrix.wgsl's ATTENTION
 // prologue instead while the context fits one chunk). The per-head work is
 // attention_run.wgsl's.
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window};
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window, softcap};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 k_cache, 3 v_cache: array<f32>
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
@@ -65,6 +66,8 @@ var<workgroup> partial: array<f32, 256>;
 var<workgroup> wide: array<vec4<f32>, 256>;
 
 #include workgroup_reduce.wgsl
+
+#include softcap.wgsl
 
 #include attention_head.wgsl
 
@@ -123,7 +126,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let q_off = (b * params.n_heads + h) * hd;
     out_q = q_off;
     out_at = at;
-    let ml = head_run(q_off, kv_off, stride, start, n, t);
+    let ml = head_run(q_off, kv_off, stride, start, n, t, params.softcap);
 #ifndef SINGLE
     if (t == 0u) {
         parts[at] = ml.x;

@@ -5,10 +5,11 @@
 // against every position 0..=p of its KV head h / (n_heads / n_kv_heads), or in a
 // sliding-window layer (params.window > 0) the last `window` of them, the weights before
 // them 0:
-//   w_j = exp(s_j - m) / sum_i exp(s_i - m),  s_j = q.k_j / sqrt(head_dim),  m = max_j s_j,
-// the scores attention_head.wgsl computes, in three strided sweeps over the head's row of
+//   w_j = exp(s_j - m) / sum_i exp(s_i - m),  s_j = capped(q.k_j / sqrt(head_dim), softcap),
+//   m = max_j s_j, the scores attention_head.wgsl computes (softcap.wgsl; params.softcap 0: none), in three strided sweeps over the head's row of
 // `out` (no CHUNK limit: the row lives in the output, not in workgroup memory).
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks (unused), window};
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks (unused), window,
+//   softcap};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read; the step's rotated queries);
 //   2 k_cache: array<f32> [context, n_kv_heads * head_dim] (read, holding this step's rows;
 //   KV_F16: array<u32> [context, kv / 2]); 3 out: array<f32> [layers, n_heads, p + 1]
@@ -39,6 +40,8 @@ override WG: u32 = 64u;
 
 var<workgroup> partial: array<f32, 256>;
 
+#include softcap.wgsl
+
 #include cache_keys.wgsl
 
 #include workgroup_reduce.wgsl
@@ -67,7 +70,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             out[row + j] = 0.0;
             continue;
         }
-        let s = key_score(q_off, j * stride + kv_off, hd) * scale;
+        let s = capped(key_score(q_off, j * stride + kv_off, hd) * scale, params.softcap);
         out[row + j] = s;
         local_max = max(local_max, s);
     }

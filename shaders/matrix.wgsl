@@ -175,6 +175,8 @@ fn x_at(i: u32) -> f32 {
 var<workgroup> partial: array<Acc, 256>;
 #ifdef MATVEC
 #include workgroup_reduce.wgsl
+
+#include softcap.wgsl
 #endif
 #ifdef SUBGROUP
 // Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the
@@ -685,8 +687,8 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Dot {
 
 // The gated output for gate g and up u: silu(g) * u (SwiGLU), or with params.gelu
 // gelu(g) * u, gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (GeGLU). tanh is
-// written through exp (1 - 2 / (e^2z + 1), saturating to +-1 for large |z|), which every
-// backend evaluates alike.
+// written through exp as softcap.wgsl's stable_tanh writes it (here for Acc, a vec4 in
+// MATMUL, where that function takes an f32).
 fn glu(g: Acc, u: Acc) -> Acc {
     if (params.gelu != 0u) {
         let z = 0.7978846 * (g + 0.044715 * g * g * g);

@@ -238,12 +238,12 @@ fn gemma3_metadata_the_engine_does_not_compute_is_refused_by_key() {
         assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
         e.to_string()
     };
-    // Softcapped logits or attention scores (Gemma 2's, some Gemma 3 derivatives'): refused,
-    // as tokenscope would compute them uncapped; a cap of 0 is none.
+    // Softcapped logits or attention scores (some Gemma 3 derivatives'): refused, as tokenscope
+    // caps gemma2's alone and would compute them uncapped; a cap of 0 is none.
     for key in ["gemma3.final_logit_softcapping", "gemma3.attn_logit_softcapping"] {
         let mut m = gemma().expect("model");
         m.set_meta(key, Value::F32(30.0));
-        assert!(refused(m, key).contains("softcapping"));
+        assert!(refused(m, key).contains("softcaps gemma2 alone"));
         let mut m = gemma().expect("model");
         m.set_meta(key, Value::F32(0.0));
         read(m.to_bytes().expect("bytes")).expect("no cap loads");
@@ -258,6 +258,37 @@ fn gemma3_metadata_the_engine_does_not_compute_is_refused_by_key() {
     assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_window, Some(4));
     m.set_meta("gemma3.attention.sliding_window", Value::U32(0));
     assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_window, None);
+}
+
+#[test]
+fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
+    use tokenscope::model::Architecture;
+    let gemma2 = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma2, ..SyntheticSpec::default() }).expect("model");
+    let config = |m: SyntheticModel| read(m.to_bytes().expect("bytes")).expect("loads").config;
+    // A file silent on them: the model's own values, as llama.cpp takes them.
+    let silent = config(gemma2());
+    assert_eq!((silent.attn_softcap, silent.final_softcap, silent.sliding_window), (Some(50.0), Some(30.0), Some(4096)));
+    let mut m = gemma2();
+    m.set_meta("gemma2.attn_logit_softcapping", Value::F32(20.0));
+    m.set_meta("gemma2.final_logit_softcapping", Value::F32(10.0));
+    m.set_meta("gemma2.attention.sliding_window", Value::U32(8));
+    let set = config(m);
+    assert_eq!((set.attn_softcap, set.final_softcap, set.sliding_window), (Some(20.0), Some(10.0), Some(8)));
+    // A cap that is no number above 0 is refused by its key.
+    for (key, cap) in
+        [("gemma2.attn_logit_softcapping", f32::NAN), ("gemma2.final_logit_softcapping", 0.0), ("gemma2.final_logit_softcapping", -3.0)]
+    {
+        let mut m = gemma2();
+        m.set_meta(key, Value::F32(cap));
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key) && e.to_string().contains("above 0"), "{key} {cap}: {e}");
+    }
+    // Gemma 2 27B's block count: another attention scale.
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma2, n_layers: 46, ..SyntheticSpec::default() })
+        .expect("model");
+    m.set_meta("gemma2.block_count", Value::U32(46));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(e.to_string().contains("Gemma 2 27B"), "{e}");
 }
 
 #[test]

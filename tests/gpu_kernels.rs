@@ -893,15 +893,25 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         (2990, 40, 3100),
     ];
     let shapes = [(9usize, 3usize, 64usize, &cases[..]), (4, 2, 24, &cases[1..5]), (2, 1, 320, &[cases[2], cases[10]])];
-    // Each case over every position (window 0), and some over a sliding window (Gemma 3's):
-    // of 1 position, of 37 (odd, inside a chunk, its edges off every chunk's), of 100 for a
-    // prefill batch whose tokens' windows start at different chunks, of 513 far past a chunk.
-    let windowed = [(1usize, 1usize, 700usize, 1usize), (254, 1, 256, 37), (200, 56, 300, 100), (2990, 40, 3100, 513)];
+    // Each case over every position (window 0), and some over a sliding window (Gemma's): of
+    // 1 position, of 37 (odd, inside a chunk, its edges off every chunk's), of 100 for a
+    // prefill batch whose tokens' windows start at different chunks, of 513 far past a
+    // chunk; and some with every score capped (Gemma 2's softcap, here small enough to bend
+    // most scores: they reach about 10), in one chunk, in many, and with a window.
+    let scoped = [
+        (1usize, 1usize, 700usize, 1usize, 0.0f32),
+        (254, 1, 256, 37, 0.0),
+        (200, 56, 300, 100, 0.0),
+        (2990, 40, 3100, 513, 0.0),
+        (63, 2, 130, 0, 2.0),
+        (999, 1, 2048, 0, 0.7),
+        (2990, 40, 3100, 513, 2.0),
+    ];
     let runs = shapes
         .iter()
-        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, heads, kv_heads, hd)))
-        .chain(windowed.iter().map(|&(p, n, c, w)| (p, n, c, w, 9, 3, 64)));
-    for (pos, n, capacity, window, heads, kv_heads, hd) in runs {
+        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, 0.0, heads, kv_heads, hd)))
+        .chain(scoped.iter().map(|&(p, n, c, w, cap)| (p, n, c, w, cap, 9, 3, 64)));
+    for (pos, n, capacity, window, softcap, heads, kv_heads, hd) in runs {
         let kv = kv_heads * hd;
         let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
@@ -928,7 +938,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 ctx,
                 shape,
                 capacity,
-                window as u32,
+                gpu_ops::AttentionScope { window: window as u32, softcap },
                 &qb,
                 &kb,
                 &vb,
@@ -945,6 +955,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         let parts = read_guarded(ctx, &parts_buf, parts_len);
         let mut want = vec![0.0; n * heads * hd];
         let mut worst = 0.0f32;
+        let mut capped_gap = 0.0f32;
         for b in 0..n {
             let n_pos = pos + b + 1;
             for h in 0..heads {
@@ -956,6 +967,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     kv_offset: (h / (heads / kv_heads)) * hd,
                     n_pos,
                     first: if window > 0 { n_pos.saturating_sub(window) } else { 0 },
+                    softcap: (softcap > 0.0).then_some(softcap),
                 };
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
@@ -1003,10 +1015,19 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 for (a, r) in o.iter().zip(&reference) {
                     assert!((a - r).abs() <= 2e-5, "split twin vs one-pass attention, token {b} head {h}: {a} vs {r}");
                 }
+                if softcap > 0.0 {
+                    // The cap bites: uncapped, this head's output is far from the tolerance.
+                    let mut uncapped = vec![0.0; hd];
+                    ops::attention(&ops::AttentionInput { softcap: None, ..input }, &mut vec![0.0; n_pos], &mut uncapped);
+                    capped_gap = capped_gap.max(uncapped.iter().zip(&reference).map(|(u, r)| (u - r).abs()).fold(0.0, f32::max));
+                }
             }
         }
+        if softcap > 0.0 {
+            assert!(capped_gap > 1e-2, "softcap {softcap} changes no output (gap {capped_gap}): the case cannot tell it");
+        }
         eprintln!(
-            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}): worst |diff| / l {worst:.2e}"
+            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}, softcap {softcap}): worst |diff| / l {worst:.2e}"
         );
         // Part 2 on the GPU's part 1, against the twins' combine.
         kernels::run_once(ctx, att.combine, at);
@@ -1047,20 +1068,22 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
     let ctx = context_with_subgroups();
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     // (first position, tokens, layer, layers, [heads, kv heads, head dim], sliding window or
-    // 0): over every position, and over windows (Gemma 3's) shorter than the context, an odd
-    // one and one past a workgroup's stride.
+    // 0, softcap or 0): over every position, over windows (Gemma's) shorter than the context,
+    // an odd one and one past a workgroup's stride, and with capped scores (Gemma 2's).
     let cases = [
-        (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64], 0usize),
-        (6, 1, 2, 3, [9, 3, 64], 0),
-        (300, 1, 1, 2, [9, 3, 64], 0),
-        (997, 3, 4, 5, [5, 1, 6], 0),
-        (70, 1, 0, 2, [7, 7, 10], 0),
-        (300, 1, 1, 2, [9, 3, 64], 77),
-        (997, 3, 4, 5, [5, 1, 6], 500),
+        (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64], 0usize, 0.0f32),
+        (6, 1, 2, 3, [9, 3, 64], 0, 0.0),
+        (300, 1, 1, 2, [9, 3, 64], 0, 0.0),
+        (997, 3, 4, 5, [5, 1, 6], 0, 0.0),
+        (70, 1, 0, 2, [7, 7, 10], 0, 0.0),
+        (300, 1, 1, 2, [9, 3, 64], 77, 0.0),
+        (997, 3, 4, 5, [5, 1, 6], 500, 0.0),
+        (6, 1, 2, 3, [9, 3, 64], 0, 0.5),
+        (300, 1, 1, 2, [9, 3, 64], 77, 1.5),
     ];
     for kv_f16 in [false, true] {
         let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
-        for (pos, n, layer, layers, [heads, kv_heads, hd], window) in cases {
+        for (pos, n, layer, layers, [heads, kv_heads, hd], window, softcap) in cases {
             let positions = pos + n;
             let kv = kv_heads * hd;
             let group = heads / kv_heads;
@@ -1085,7 +1108,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     &ctx,
                     shape,
                     layer as u32,
-                    window as u32,
+                    gpu_ops::AttentionScope { window: window as u32, softcap },
                     &qb,
                     &kb,
                     Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)),
@@ -1095,7 +1118,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
             kernels::run_once(&ctx, d, at);
             let got = read_guarded(&ctx, &out, out_len);
             let what = format!(
-                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}"
+                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}, softcap {softcap}"
             );
             for (l, rows) in got.chunks_exact(heads * positions).enumerate() {
                 if l != layer {
@@ -1112,8 +1135,15 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     kv_offset: (h / group) * hd,
                     n_pos: positions,
                     first: if window > 0 { positions.saturating_sub(window) } else { 0 },
+                    softcap: (softcap > 0.0).then_some(softcap),
                 };
                 ops::attention_weights(&input, &mut want[h * positions..][..positions]);
+                if softcap > 0.0 && positions > 1 {
+                    let mut uncapped = vec![0.0; positions];
+                    ops::attention_weights(&ops::AttentionInput { softcap: None, ..input }, &mut uncapped);
+                    let gap = uncapped.iter().zip(&want[h * positions..][..positions]).map(|(u, w)| (u - w).abs()).fold(0.0, f32::max);
+                    assert!(gap > 100.0 * WEIGHT_TOL, "{what}: the cap changes head {h}'s weights by only {gap}");
+                }
             }
             let mine = &got[layer * heads * positions..][..heads * positions];
             assert_close(mine, &want, |_| WEIGHT_TOL, &what);
@@ -1178,6 +1208,7 @@ fn attention_case(rng: &mut ChaCha8Rng, [heads, kv_heads, hd]: [usize; 3], pos: 
             kv_offset: (h / (heads / kv_heads)) * hd,
             n_pos: pos + 1,
             first: 0,
+            softcap: None,
         };
         ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
     }
@@ -1366,7 +1397,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1, options.split_chunk)]);
             let scratch = ctx.storage("att", &vec![0.0f32; cols]);
             let a = k
-                .attention(&ctx, shape, capacity, 0, &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
+                .attention(&ctx, shape, capacity, Default::default(), &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
                 .expect("attention");
             kernels::run_once(&ctx, a.partial, at);
             let merged =
@@ -1548,7 +1579,8 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
     let both = LinearOp { attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc }), ..combine([4, 2, 16], 1) };
     assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
-    let split_k = |shape| k.attention(&ctx, shape, 4, 0, &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
+    let split_k =
+        |shape| k.attention(&ctx, shape, 4, Default::default(), &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
     assert!(split_k([4, 2, 16]).is_ok(), "4 heads of 16 over 2 KV heads");
     assert!(split_k([8, 4, 6]).is_err(), "heads of 6: values go 4 dimensions at a time");
     assert!(split_k([3, 2, 16]).is_err(), "3 query heads cannot share 2 KV heads");

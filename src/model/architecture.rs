@@ -1,7 +1,8 @@
 //! The model families the engine runs (`general.architecture`) and what sets each apart from
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
-//! Gemma 3's scaled embedding, norms after each sublayer, GELU and sliding-window layers,
-//! SmolLM3's layers without RoPE, and Phi-3's fused projections.
+//! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
+//! 2's softcapped scores and logits, SmolLM3's layers without RoPE, and Phi-3's fused
+//! projections.
 
 use serde::Serialize;
 
@@ -20,6 +21,11 @@ pub enum Architecture {
     /// Qwen3: RMSNorm on each head's q and k before RoPE, RoPE on split halves, heads whose
     /// width need not divide the residual width.
     Qwen3,
+    /// Gemma 2 (2B and 9B): RoPE on split halves, the embedding scaled by `sqrt(dim)`, an
+    /// RMSNorm on each sublayer's output before it joins the residual stream, GELU in place of
+    /// SiLU, every other layer (the first of each two) attending over a sliding window, and
+    /// its attention scores and its logits softcapped (`cap * tanh(x / cap)`).
+    Gemma2,
     /// Gemma 3 (270M to 12B): Qwen3's head norms and split halves, the embedding scaled by
     /// `sqrt(dim)`, an RMSNorm on each sublayer's output before it joins the residual stream,
     /// GELU in place of SiLU in the gated feed-forward, and five of every six layers attending
@@ -44,6 +50,10 @@ pub enum Activation {
     GeluTanh,
 }
 
+/// Layers in Gemma 2's repeating pattern: the first of each two attends over a sliding window
+/// (llama.cpp's `set_swa_pattern(2)`).
+pub const GEMMA2_PATTERN: usize = 2;
+
 /// Layers in Gemma 3's repeating pattern: the first five of each six attend over a sliding
 /// window, the sixth over every position (llama.cpp's `set_swa_pattern(6)`).
 pub const GEMMA3_PATTERN: usize = 6;
@@ -67,8 +77,15 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 6] =
-        [Architecture::Llama, Architecture::Qwen2, Architecture::Qwen3, Architecture::Gemma3, Architecture::Smollm3, Architecture::Phi3];
+    pub const ALL: [Architecture; 7] = [
+        Architecture::Llama,
+        Architecture::Qwen2,
+        Architecture::Qwen3,
+        Architecture::Gemma2,
+        Architecture::Gemma3,
+        Architecture::Smollm3,
+        Architecture::Phi3,
+    ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
@@ -84,6 +101,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
             Architecture::Smollm3 => "smollm3",
             Architecture::Phi3 => "phi3",
@@ -99,7 +117,9 @@ impl Architecture {
     pub fn rope_pairs(self) -> RopePairs {
         match self {
             Architecture::Llama | Architecture::Smollm3 => RopePairs::Adjacent,
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Phi3 => RopePairs::Halves,
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Phi3 => {
+                RopePairs::Halves
+            }
         }
     }
 
@@ -136,30 +156,62 @@ impl Architecture {
     /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
     /// before it is added to the residual stream.
     pub fn has_post_norms(self) -> bool {
-        self == Architecture::Gemma3
+        self.is_gemma()
     }
 
-    /// What the token embedding's rows are multiplied by (`sqrt(dim)` for Gemma 3, else 1):
+    /// Gemma 2 or Gemma 3.
+    fn is_gemma(self) -> bool {
+        matches!(self, Architecture::Gemma2 | Architecture::Gemma3)
+    }
+
+    /// Whether its attention scores and final logits are softcapped (`cap * tanh(x / cap)`,
+    /// the caps `attn_logit_softcapping` and `final_logit_softcapping`): Gemma 2's; another
+    /// architecture's file asking for a cap is refused.
+    pub fn softcaps(self) -> bool {
+        self == Architecture::Gemma2
+    }
+
+    /// The RoPE base of its sliding-window layers where they have one of their own (Gemma
+    /// 3's [`GEMMA3_LOCAL_ROPE_BASE`]; Gemma 2's turn by the file's base).
+    pub fn local_rope_base(self) -> Option<f32> {
+        (self == Architecture::Gemma3).then_some(GEMMA3_LOCAL_ROPE_BASE)
+    }
+
+    /// What the token embedding's rows are multiplied by (`sqrt(dim)` for Gemma, else 1):
     /// the LM head tied to the same table is not.
     pub fn embedding_scale(self, dim: usize) -> f32 {
-        match self {
-            Architecture::Gemma3 => (dim as f32).sqrt(),
-            _ => 1.0,
+        if self.is_gemma() {
+            (dim as f32).sqrt()
+        } else {
+            1.0
         }
     }
 
     /// The gated feed-forward's activation.
     pub fn activation(self) -> Activation {
-        match self {
-            Architecture::Gemma3 => Activation::GeluTanh,
-            _ => Activation::Silu,
+        if self.is_gemma() {
+            Activation::GeluTanh
+        } else {
+            Activation::Silu
         }
     }
 
     /// Whether layer `layer` attends over a sliding window of positions (when the file sets
-    /// one): Gemma 3's first five of every [`GEMMA3_PATTERN`].
+    /// one): Gemma 2's first of every [`GEMMA2_PATTERN`], Gemma 3's first five of every
+    /// [`GEMMA3_PATTERN`].
     pub fn is_sliding_layer(self, layer: usize) -> bool {
-        self == Architecture::Gemma3 && layer % GEMMA3_PATTERN < GEMMA3_PATTERN - 1
+        let pattern = match self {
+            Architecture::Gemma2 => GEMMA2_PATTERN,
+            Architecture::Gemma3 => GEMMA3_PATTERN,
+            _ => return false,
+        };
+        layer % pattern < pattern - 1
+    }
+
+    /// Whether its files' layers slide over `attention.sliding_window` positions (some of
+    /// them: [`Architecture::is_sliding_layer`]).
+    pub fn slides(self) -> bool {
+        self.is_gemma()
     }
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every

@@ -1,5 +1,5 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma3.*`, `smollm3.*`, `phi3.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`).
 
 use serde::Serialize;
 
@@ -23,6 +23,14 @@ const TENSORS_PER_BLOCK: usize = 9;
 const TENSORS_PER_FUSED_BLOCK: usize = 6;
 /// Gemma 3 27B's block count: the one Gemma 3 refused.
 const GEMMA3_27B_LAYERS: usize = 62;
+/// Gemma 2 27B's block count: the one Gemma 2 refused (the same attention scale as Gemma 3
+/// 27B's).
+const GEMMA2_27B_LAYERS: usize = 46;
+/// Gemma 2's sliding window, attention score cap and logit cap where its file does not say
+/// (llama.cpp's defaults, the model's own values).
+const GEMMA2_DEFAULT_WINDOW: usize = 4096;
+const GEMMA2_DEFAULT_ATTN_SOFTCAP: f32 = 50.0;
+const GEMMA2_DEFAULT_FINAL_SOFTCAP: f32 = 30.0;
 
 /// Shape and numerics of a llama-family model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,9 +65,15 @@ pub struct Config {
     /// RMSNorm epsilon.
     pub rms_eps: f32,
     /// Positions a sliding-window layer attends over, its own included
-    /// (`attention.sliding_window`; Gemma 3's, whose first five of every six layers slide),
-    /// `None` where every layer sees every position.
+    /// (`attention.sliding_window`; Gemma 3's, whose first five of every six layers slide,
+    /// and Gemma 2's, every other), `None` where every layer sees every position.
     pub sliding_window: Option<usize>,
+    /// The attention scores' cap (`attn_logit_softcapping`, Gemma 2's 50): each scaled score
+    /// `s` becomes `cap * tanh(s / cap)` before the softmax; `None`: uncapped.
+    pub attn_softcap: Option<f32>,
+    /// The logits' cap (`final_logit_softcapping`, Gemma 2's 30): each logit `z` becomes
+    /// `cap * tanh(z / cap)`; `None`: uncapped.
+    pub final_softcap: Option<f32>,
 }
 
 impl Config {
@@ -93,13 +107,17 @@ impl Config {
             rope_scale: rope_scale(g, &key)?,
             rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             sliding_window: match architecture {
-                Architecture::Gemma3 => g.usize_opt(&key("attention.sliding_window"))?.filter(|&w| w > 0),
+                Architecture::Gemma2 => {
+                    Some(g.usize_opt(&key("attention.sliding_window"))?.unwrap_or(GEMMA2_DEFAULT_WINDOW)).filter(|&w| w > 0)
+                }
+                a if a.slides() => g.usize_opt(&key("attention.sliding_window"))?.filter(|&w| w > 0),
                 _ => None,
             },
+            attn_softcap: softcap(g, architecture, &key, "attn_logit_softcapping", GEMMA2_DEFAULT_ATTN_SOFTCAP)?,
+            final_softcap: softcap(g, architecture, &key, "final_logit_softcapping", GEMMA2_DEFAULT_FINAL_SOFTCAP)?,
         };
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
-        check_no_softcapping(g, &key)?;
         check_no_longrope(g, architecture, &key)?;
         Ok(cfg)
     }
@@ -169,12 +187,17 @@ impl Config {
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
             return Err(bad("attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
         }
-        if self.architecture == Architecture::Gemma3 && self.n_layers == GEMMA3_27B_LAYERS {
-            // llama.cpp knows Gemma 3 27B by its block count and scales its queries by
-            // 1/sqrt(dim / n_heads), not 1/sqrt(head width); tokenscope computes the latter.
+        let big = match self.architecture {
+            Architecture::Gemma2 => Some((GEMMA2_27B_LAYERS, "Gemma 2 27B's")),
+            Architecture::Gemma3 => Some((GEMMA3_27B_LAYERS, "Gemma 3 27B's")),
+            _ => None,
+        };
+        if let Some((layers, name)) = big.filter(|(layers, _)| self.n_layers == *layers) {
+            // llama.cpp knows Gemma 2 and 3 27B by their block count and scales their queries
+            // by 1/sqrt(dim / n_heads), not 1/sqrt(head width); tokenscope computes the latter.
             return Err(bad(
                 "block_count",
-                format!("is {GEMMA3_27B_LAYERS}, Gemma 3 27B's, whose attention scale (1/sqrt(dim / heads)) tokenscope does not compute, so it does not run this model"),
+                format!("is {layers}, {name}, whose attention scale (1/sqrt(dim / heads)) tokenscope does not compute, so it does not run this model"),
             ));
         }
         Ok(())
@@ -194,7 +217,10 @@ impl Config {
     pub fn layer_rope(&self, layer: usize) -> LayerRope {
         if !self.architecture.rotates(layer) {
             LayerRope::Unrotated
-        } else if self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer) {
+        } else if self.sliding_window.is_some()
+            && self.architecture.is_sliding_layer(layer)
+            && self.architecture.local_rope_base().is_some()
+        {
             LayerRope::Sliding
         } else {
             LayerRope::Main
@@ -232,19 +258,31 @@ fn rope_scale(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<f32, ModelError>
     }
 }
 
-/// Refuses softcapped logits or attention scores (`final_logit_softcapping`,
-/// `attn_logit_softcapping` above 0: Gemma 2's, and some Gemma 3 derivatives'), which the
-/// engine would compute uncapped.
-fn check_no_softcapping(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
-    for name in ["final_logit_softcapping", "attn_logit_softcapping"] {
-        if let Some(cap) = g.f32_opt(&key(name))?.filter(|&c| c != 0.0) {
-            return Err(ModelError::Metadata {
+/// The softcap under key `name` (`attn_logit_softcapping` or `final_logit_softcapping`): for
+/// an architecture that caps ([`Architecture::softcaps`], Gemma 2), the file's value or
+/// `default`, a finite number above 0; for any other, none, and a file asking for one (some
+/// Gemma 3 derivatives) is refused, since the engine would compute it uncapped.
+fn softcap(
+    g: &Gguf,
+    architecture: Architecture,
+    key: &dyn Fn(&str) -> String,
+    name: &str,
+    default: f32,
+) -> Result<Option<f32>, ModelError> {
+    let cap = g.f32_opt(&key(name))?;
+    if !architecture.softcaps() {
+        return match cap.filter(|&c| c != 0.0) {
+            Some(cap) => Err(ModelError::Metadata {
                 key: key(name),
-                problem: format!("is {cap}: tokenscope computes no softcapping, so it does not run this model"),
-            });
-        }
+                problem: format!("is {cap}: tokenscope softcaps gemma2 alone, so it does not run this model"),
+            }),
+            None => Ok(None),
+        };
     }
-    Ok(())
+    match cap.unwrap_or(default) {
+        cap if cap.is_finite() && cap > 0.0 => Ok(Some(cap)),
+        cap => Err(ModelError::Metadata { key: key(name), problem: format!("is {cap}; a softcap must be a finite number above 0") }),
+    }
 }
 
 /// LongRoPE's per-pair factors for contexts within and beyond the original one (Phi-3.5's,

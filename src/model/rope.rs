@@ -130,7 +130,11 @@ impl LayerRopes {
             let kind = cfg.layer_rope(layer);
             let freqs = match kind {
                 LayerRope::Main => continue,
-                LayerRope::Sliding => RopeFrequencies::plain(cfg.head_dim, cfg.rope_dims, GEMMA3_LOCAL_ROPE_BASE),
+                LayerRope::Sliding => RopeFrequencies::plain(
+                    cfg.head_dim,
+                    cfg.rope_dims,
+                    cfg.architecture.local_rope_base().unwrap_or(GEMMA3_LOCAL_ROPE_BASE),
+                ),
                 LayerRope::Unrotated => RopeFrequencies::unrotated(cfg.head_dim),
             };
             if kinds.iter().all(|(k, _)| *k != kind) {

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma3, smollm3, phi3) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -62,6 +62,10 @@ pub struct SyntheticSpec {
     pub random_blocks: bool,
     /// A sliding window written as `attention.sliding_window` (Gemma 3's layers slide over it).
     pub sliding_window: Option<usize>,
+    /// Gemma 2's cap of its attention scores, written as `attn_logit_softcapping`.
+    pub attn_softcap: Option<f32>,
+    /// Gemma 2's cap of its logits, written as `final_logit_softcapping`.
+    pub final_softcap: Option<f32>,
     /// LongRoPE (Phi-3.5's) with this original context: short factors (random from 1 to 2),
     /// long ones (from 2 to 8) and an attention factor of [`SYNTHETIC_ATTN_FACTOR`].
     pub longrope_original_context: Option<usize>,
@@ -105,6 +109,8 @@ impl Default for SyntheticSpec {
             random_blocks: false,
             sliding_window: None,
             longrope_original_context: None,
+            attn_softcap: None,
+            final_softcap: None,
         }
     }
 }
@@ -161,6 +167,12 @@ impl SyntheticModel {
         if let Some(factor) = spec.rope_linear_scale {
             metadata.push((key("rope.scaling.type"), s("linear")));
             metadata.push((key("rope.scaling.factor"), Value::F32(factor)));
+        }
+        if let Some(cap) = spec.attn_softcap {
+            metadata.push((key("attn_logit_softcapping"), Value::F32(cap)));
+        }
+        if let Some(cap) = spec.final_softcap {
+            metadata.push((key("final_logit_softcapping"), Value::F32(cap)));
         }
         if let Some(window) = spec.sliding_window {
             metadata.push((key("attention.sliding_window"), u(window)));

@@ -232,6 +232,7 @@ impl CpuBackend {
                 kv_offset: (h / group) * hd,
                 n_pos: start + t + 1,
                 first: c.attended(layer, start + t).start,
+                softcap: c.attn_softcap,
             };
             // Each token's heads, tokens spread over the band pool's threads when the work
             // is worth handing over (a prefill's; a decode step's stays on this thread).
@@ -292,6 +293,7 @@ impl CpuBackend {
         }
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
+        ops::softcap_logits(&mut logits, c.final_softcap);
         Ok(Forward { logits, inspection, ran_ahead: false })
     }
 

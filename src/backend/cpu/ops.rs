@@ -82,6 +82,24 @@ pub struct AttentionInput<'a> {
     /// The first position attended to: 0, or in a sliding-window layer the oldest position
     /// inside the window (`n_pos - window`).
     pub first: usize,
+    /// The cap of every scaled score ([`capped`]; Gemma 2's `attn_logit_softcapping`), or
+    /// none.
+    pub softcap: Option<f32>,
+}
+
+/// `x` capped at `cap`: `cap * tanh(x / cap)`, which keeps small values and bends large ones
+/// towards +-cap (Gemma 2's softcap of its attention scores and its logits); `x` itself
+/// without a cap. The CPU twin of softcap.wgsl.
+pub fn capped(x: f32, cap: Option<f32>) -> f32 {
+    cap.map_or(x, |c| c * (x / c).tanh())
+}
+
+/// Every logit capped at `cap` ([`capped`]; Gemma 2's `final_logit_softcapping`), in place;
+/// nothing without a cap.
+pub fn softcap_logits(logits: &mut [f32], cap: Option<f32>) {
+    if cap.is_some() {
+        logits.iter_mut().for_each(|z| *z = capped(*z, cap));
+    }
 }
 
 /// Computes one head's attention output into `out`, leaving its weights in `scores[..n_pos]`
@@ -120,7 +138,7 @@ fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut 
 }
 
 /// One head's attention weights over its positions into `weights[..n_pos]`:
-/// `softmax(q . k_j / sqrt(head_dim))` over `first..n_pos`, max-subtracted for stability
+/// `softmax(capped(q . k_j / sqrt(head_dim)))` over `first..n_pos`, max-subtracted for stability
 /// (they sum to 1), and 0 before `first`.
 pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
     let hd = a.q.len();
@@ -129,7 +147,7 @@ pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
     outside.fill(0.0);
     for (j, s) in (a.first..).zip(weights.iter_mut()) {
         let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
-        *s = dot(a.q, k) * scale;
+        *s = capped(dot(a.q, k) * scale, a.softcap);
     }
     let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -145,7 +163,7 @@ pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
 /// Softmax statistics of one head over a chunk of positions (split-K attention).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkStats {
-    /// Largest scaled score `q.k / sqrt(hd)` in the chunk.
+    /// Largest scaled (and capped) score `q.k / sqrt(hd)` in the chunk.
     pub max: f32,
     /// `sum_j exp(s_j - max)`.
     pub sum: f32,
@@ -157,7 +175,8 @@ pub struct ChunkStats {
 pub fn attention_chunk(a: &AttentionInput, range: std::ops::Range<usize>) -> ChunkStats {
     let hd = a.q.len();
     let scale = 1.0 / (hd as f32).sqrt();
-    let scores: Vec<f32> = range.clone().map(|j| dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..hd]) * scale).collect();
+    let scores: Vec<f32> =
+        range.clone().map(|j| capped(dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..hd]) * scale, a.softcap)).collect();
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut out = vec![0.0; hd];
     let mut sum = 0.0;
@@ -278,7 +297,7 @@ mod tests {
         let keys: Vec<f32> = (0..n * hd).map(value).collect();
         let values: Vec<f32> = (0..n * hd).map(|i| value(i + 7)).collect();
         let q: Vec<f32> = (0..hd).map(|i| value(i + 3) * 2.0).collect();
-        let windowed = AttentionInput { q: &q, keys: &keys, values: &values, kv_stride: hd, kv_offset: 0, n_pos: n, first };
+        let windowed = AttentionInput { q: &q, keys: &keys, values: &values, kv_stride: hd, kv_offset: 0, n_pos: n, first, softcap: None };
         let (mut scores, mut out) = (vec![f32::NAN; n], vec![0.0; hd]);
         attention(&windowed, &mut scores, &mut out);
         let alone = AttentionInput { keys: &keys[first * hd..], values: &values[first * hd..], n_pos: n - first, first: 0, ..windowed };

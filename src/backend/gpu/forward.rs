@@ -224,7 +224,7 @@ impl Builder<'_> {
         let (ctx, k, a, form) = (self.ctx, self.kernels, self.acts, self.form);
         let parts = Bind(&a.att_parts, 0, None);
         let split =
-            k.attention(ctx, form.shape, self.capacity, l.window, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
+            k.attention(ctx, form.shape, self.capacity, l.scope, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
         // Where the projection's output goes: added to x, or into proj for the post norm.
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
         let wo = LinearOp { accumulate, ..LinearOp::new(&l.wo, &a.att, Bind(out, 0, None)) };

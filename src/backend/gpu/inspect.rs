@@ -42,7 +42,7 @@ impl GpuBackend {
                         &self.ctx,
                         self.att_shape,
                         l as u32,
-                        self.windows[l],
+                        self.scopes[l],
                         &self.acts.q,
                         &self.key_caches[l],
                         out,

@@ -15,8 +15,10 @@ use super::activations::{Activations, PREFILL_BATCH};
 use super::device::GpuContext;
 use super::forward::{AttentionForm, Builder, ForwardOps, Lowered, Op};
 use super::kernels::{Bind, Dispatch, KernelOptions, Kernels};
+use super::ops::AttentionScope;
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
 use super::upload::{banded, GpuLayer, Uploaded};
+use crate::backend::cpu::ops::softcap_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
 use crate::model::architecture::Activation;
@@ -61,8 +63,8 @@ pub struct GpuBackend {
     pub(super) argmax: Dispatch,
     /// Each layer's key cache.
     pub(super) key_caches: Vec<wgpu::Buffer>,
-    /// Each layer's sliding window (0: every position).
-    pub(super) windows: Vec<u32>,
+    /// Each layer's attention scope (its sliding window, the scores' cap).
+    pub(super) scopes: Vec<AttentionScope>,
     /// `[n_heads, n_kv_heads, head_dim]`.
     pub(super) att_shape: [u32; 3],
     /// The pipelines, for the kernels compiled on first use (an inspecting step's).
@@ -140,12 +142,14 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
-        // Sliding-window layers (Gemma 3's) run split-K attention from the first step, whose
-        // kernels take the window (the fused short-context form sees every position); post
-        // norms need the projection's output whole, which the per-head form never has.
+        // Sliding-window layers (Gemma's) and capped scores (Gemma 2's) run split-K attention
+        // from the first step, whose kernels take the window and the cap (the fused
+        // short-context forms see every position, uncapped); post norms need the projection's
+        // output whole, which the per-head form never has.
         let mut options = options;
-        if cfg.sliding_window.is_some() {
+        if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {
             options.fused_positions = 0;
+            options.per_head_attention = false;
         }
         options.per_head_attention &= !cfg.architecture.has_post_norms();
         let scopes = ctx.error_scopes();
@@ -206,7 +210,7 @@ impl GpuBackend {
             acts,
             argmax,
             key_caches: gpu_layers.iter().map(|l| l.k_cache.clone()).collect(),
-            windows: gpu_layers.iter().map(|l| l.window).collect(),
+            scopes: gpu_layers.iter().map(|l| l.scope).collect(),
             att_shape: form.shape,
             kernels,
             inspector: None,
@@ -270,14 +274,10 @@ impl GpuBackend {
     pub fn context(&self) -> &GpuContext {
         &self.ctx
     }
-}
 
-impl Backend for GpuBackend {
-    /// Every token's logits: the verify lists, one pass. The last token's through every
-    /// layer: the prefill lists (decode's for one token), [`PREFILL_BATCH`] tokens a pass, the
-    /// last pass read back. Through fewer layers: the self-draft's lists, built for that
-    /// layer count on first use, one token.
-    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
+    /// A checked pass as [`Backend::forward_checked`] describes it, its logits as the LM
+    /// head wrote them.
+    async fn forward_uncapped(&mut self, input: Checked<'_>) -> Result<Forward> {
         let (tokens, pass) = (input.tokens(), input.pass());
         let start = self.pos;
         if pass.inspect {
@@ -324,11 +324,27 @@ impl Backend for GpuBackend {
             }
         }
     }
+}
+
+impl Backend for GpuBackend {
+    /// Every token's logits: the verify lists, one pass. The last token's through every
+    /// layer: the prefill lists (decode's for one token), [`PREFILL_BATCH`] tokens a pass, the
+    /// last pass read back. Through fewer layers: the self-draft's lists, built for that
+    /// layer count on first use, one token. Logits the model caps (Gemma 2's) are capped
+    /// here, once read back (the GPU's argmax, the run-ahead's, ranks them uncapped: the cap
+    /// keeps their order).
+    async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
+        let mut forward = self.forward_uncapped(input).await?;
+        softcap_logits(&mut forward.logits, self.cfg.final_softcap);
+        Ok(forward)
+    }
 
     /// Each row through the decode step's own final norm and LM head (see
-    /// [`super::inspect`]).
+    /// [`super::inspect`]), capped as the pass's logits are.
     async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
-        self.lens_rows(residuals).await
+        let mut logits = self.lens_rows(residuals).await?;
+        softcap_logits(&mut logits, self.cfg.final_softcap);
+        Ok(logits)
     }
 
     fn truncate(&mut self, len: usize) {

@@ -107,10 +107,10 @@ uniform_struct! {
         /// Chunks of split-K's positions ([`KernelOptions::split_chunk`](super::kernels::KernelOptions::split_chunk)) the capacity spans.
         n_chunks: u32,
         /// Positions a token attends over, its own included, in a sliding-window layer
-        /// (Gemma 3's); 0: every position up to its own.
+        /// (Gemma's); 0: every position up to its own.
         window: u32,
-        /// Padding to 16 bytes.
-        _pad0: u32,
+        /// The cap of every scaled score, `cap * tanh(s / cap)` (Gemma 2's); 0: uncapped.
+        softcap: f32,
         /// Padding to 16 bytes.
         _pad1: u32,
         /// Padding to 16 bytes.

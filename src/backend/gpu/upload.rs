@@ -6,7 +6,7 @@
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::ops::{GpuMatrix, RowBands};
+use super::ops::{AttentionScope, GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
 use crate::model::{Config, LayerRope, LayerWeights};
@@ -38,9 +38,9 @@ pub(super) struct GpuLayer {
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
     /// where the model has them (Gemma 3).
     pub post_norm: Option<[wgpu::Buffer; 2]>,
-    /// Positions the layer's attention sees in a sliding-window layer (Gemma 3's); 0: every
-    /// position.
-    pub window: u32,
+    /// What the layer's attention sees (a sliding-window layer's window) and how it caps its
+    /// scores (Gemma 2's softcap).
+    pub scope: AttentionScope,
     /// The RoPE table its queries and keys turn by.
     pub rope: LayerRope,
 }
@@ -93,7 +93,13 @@ impl GpuLayer {
                 .post_norm
                 .as_ref()
                 .map(|p| [bytes.storage(ctx, "post_attention_norm", &p.attn), bytes.storage(ctx, "post_ffw_norm", &p.ffn)]),
-            window: cfg.sliding_window.filter(|_| cfg.architecture.is_sliding_layer(index)).map_or(0, |w| w.min(u32::MAX as usize) as u32),
+            scope: AttentionScope {
+                window: cfg
+                    .sliding_window
+                    .filter(|_| cfg.architecture.is_sliding_layer(index))
+                    .map_or(0, |w| w.min(u32::MAX as usize) as u32),
+                softcap: cfg.attn_softcap.unwrap_or(0.0),
+            },
             rope: cfg.layer_rope(index),
         })
     }

@@ -64,6 +64,18 @@ pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
     capacity.div_ceil(split.max(1) as usize).max(1) as u32
 }
 
+/// What one layer's attention weighs and how: the last `window` positions in a sliding-window
+/// layer (0: every position up to the token's own), each scaled score capped at `softcap`
+/// (`cap * tanh(s / cap)`, Gemma 2's; 0: uncapped). The twins' [`AttentionInput`](crate::backend::cpu::ops::AttentionInput)
+/// holds the same as `first` and `softcap`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AttentionScope {
+    /// Positions a token attends over, its own included, in a sliding-window layer; 0: all.
+    pub window: u32,
+    /// The cap of every scaled score; 0: none.
+    pub softcap: f32,
+}
+
 /// Attention for one layer, `out = attention(q, cache[first..n_pos])` for every head (`first`
 /// 0, or in a sliding-window layer `n_pos - window` where that is above 0): one
 /// dispatch while the step's tokens see at most [`ATTENTION_CHUNK`](super::super::kernels::ATTENTION_CHUNK) positions, split-K's two
@@ -79,16 +91,16 @@ pub struct Attention {
 
 impl Kernels {
     /// Prepares decode attention over caches of up to `capacity` positions, with
-    /// `[n_heads, n_kv_heads, head_dim]` from `shape`, each token over the last `window` of
-    /// its positions (0: all of them), and `parts` (at least [`attention_parts_len`] floats)
-    /// as scratch for the chunk statistics.
+    /// `[n_heads, n_kv_heads, head_dim]` from `shape`, each token over the positions and with
+    /// the scores `scope` says, and `parts` (at least [`attention_parts_len`] floats) as
+    /// scratch for the chunk statistics.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         ctx: &GpuContext,
         shape: [u32; 3],
         capacity: usize,
-        window: u32,
+        scope: AttentionScope,
         q: &wgpu::Buffer,
         keys: &wgpu::Buffer,
         values: &wgpu::Buffer,
@@ -104,7 +116,9 @@ impl Kernels {
             )));
         }
         let n_chunks = attention_chunks(capacity, self.options.split_chunk);
-        let params = ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, ..Default::default() }]);
+        let AttentionScope { window, softcap } = scope;
+        let params =
+            ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, softcap, ..Default::default() }]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
         let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);

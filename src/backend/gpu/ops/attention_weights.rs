@@ -6,6 +6,7 @@
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
 use super::super::params::{AttentionParams, InspectParams};
+use super::attention::AttentionScope;
 use crate::error::Result;
 
 const ATTENTION_WEIGHTS: &str = include_str!("../../../../shaders/attention_weights.wgsl");
@@ -38,8 +39,8 @@ impl Kernels {
     /// Prepares layer `layer`'s attention weights: for a step whose last token sits at
     /// position p, `out[(layer * n_heads + h) * (p + 1) + j]` = head h's weight on position j,
     /// with `[n_heads, n_kv_heads, head_dim]` from `shape`, the step's rotated queries `q` and
-    /// the layer's key cache `keys`, over the last `window` positions in a sliding-window
-    /// layer (0: every position; the weights before them 0). `out` holds `[layers, n_heads,
+    /// the layer's key cache `keys`, over the positions and with the scores `scope` says (the
+    /// weights before a window 0). `out` holds `[layers, n_heads,
     /// p + 1]` floats (for the longest context the step may have).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_weights(
@@ -47,15 +48,16 @@ impl Kernels {
         ctx: &GpuContext,
         shape: [u32; 3],
         layer: u32,
-        window: u32,
+        scope: AttentionScope,
         q: &wgpu::Buffer,
         keys: &wgpu::Buffer,
         out: Bind,
         step: &wgpu::Buffer,
     ) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = shape;
-        let params = ctx
-            .uniform("attention weights", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, ..Default::default() }]);
+        let AttentionScope { window, softcap } = scope;
+        let weights = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, softcap, ..Default::default() };
+        let params = ctx.uniform("attention weights", &[weights]);
         let inspect = ctx.uniform("inspect", &[InspectParams { layer, ..Default::default() }]);
         let binds = [
             ("params", whole(&params)),

@@ -11,7 +11,7 @@ pub mod matrix;
 pub mod norm_add;
 pub mod rope_kv;
 
-pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel};
+pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel, AttentionScope};
 pub use attention_weights::AttentionWeightsKernel;
 pub use matrix::{
     AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, MatrixKernel, RopeKv, RowBands, WeightFormat,

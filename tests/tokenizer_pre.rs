@@ -1,5 +1,5 @@
 //! Every pre-tokenizer tokenscope builds (`tokenizer.ggml.pre`: gpt-2, smollm, llama-bpe,
-//! smaug-bpe, qwen2, gpt-4o, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
+//! smaug-bpe, qwen2, gpt-4o, tekken, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
 //! cases, CJK, emoji, whitespace and line-break runs, special tokens, a token no merge builds),
 //! on SmolLM2's real vocabulary with a few merges added that straddle the cuts and that token
 //! (tests/common/pre_fixture.rs) and only the pre-tokenizer's name changed: tests/fixtures/tokenizer_pre.json, made by
@@ -75,7 +75,7 @@ fn unknown_or_missing_pre_tokenizers_are_refused_by_name() {
 fn llama_3s_cut_puts_bos_first_unless_the_file_says_otherwise() {
     use candle_core::quantized::gguf_file::{self, Value};
     // llama.cpp's default for a file silent on `tokenizer.ggml.add_bos_token`: BOS first under
-    // Llama 3's cut and its aliases, not under the others; the file's own key wins.
+    // Llama 3's cut, its aliases and Tekken's, not under the others; the file's own key wins.
     let with_add_bos = |pre: &str, add_bos: Option<bool>| {
         let bytes = pre_fixture::tokenizer_file(Some(pre));
         let mut content = gguf_file::Content::read(&mut Cursor::new(&bytes)).expect("gguf");
@@ -92,6 +92,7 @@ fn llama_3s_cut_puts_bos_first_unless_the_file_says_otherwise() {
     for (pre, add_bos, first_is_bos) in [
         ("llama-bpe", None, true),
         ("falcon3", None, true),
+        ("tekken", None, true),
         ("llama-bpe", Some(false), false),
         ("qwen2", None, false),
         ("deepseek-r1-qwen", None, false),

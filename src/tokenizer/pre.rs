@@ -14,13 +14,14 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 6] = [
+pub const SUPPORTED_PRE: [(&str, &str); 7] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
     ("smaug-bpe", "SmolLM3: Llama 3's cut, every piece merged"),
     ("qwen2", "Qwen2, Qwen2.5 and Qwen3: contractions in any case, digits one by one"),
     ("gpt-4o", "Phi-4-mini: words cut at a capital, contractions kept on their word"),
+    ("tekken", "Mistral Nemo and Ministral: words cut at a capital, digits one by one, a piece that is a token taken whole"),
 ];
 
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
@@ -66,27 +67,30 @@ fn gpt4_split(digits: &str) -> String {
     )
 }
 
-/// GPT-4o's split (o200k's; Phi-4-mini uses it): a word is its capitals then its lower-case
-/// letters (so "camelCase" is two pieces) with a contraction in any case kept on it, numbers of
-/// up to 3 digits, punctuation runs with their line breaks and slashes, then GPT-4's rules for
-/// line breaks and spaces.
-const GPT4O_SPLIT: &str = concat!(
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-);
+/// The cut by case that GPT-4o's split (o200k's; Phi-4-mini) and Tekken's (Mistral Nemo's)
+/// share: a word is its capitals then its lower-case letters (so "camelCase" is two pieces),
+/// followed by `contraction` (GPT-4o keeps one in any case on its word, Tekken none), numbers
+/// of `digits` (`{1,3}`, or one by one), punctuation runs with their line breaks and slashes,
+/// then GPT-4's rules for line breaks and spaces.
+fn case_split(contraction: &str, digits: &str) -> String {
+    let (upper, lower) = (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]");
+    format!(
+        r"[^\r\n\p{{L}}\p{{N}}]?{upper}*{lower}+{contraction}|[^\r\n\p{{L}}\p{{N}}]?{upper}+{lower}*{contraction}|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
+}
 
 /// Whether BPE takes a piece that is itself a token as that token, before any merge (Llama 3's
-/// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp; the others merge,
-/// smaug-bpe too: llama.cpp cuts it as Llama 3 but merges every piece).
+/// tokenizer does, `ignore_merges` in its tokenizer.json and in llama.cpp, and Tekken's; the
+/// others merge, smaug-bpe too: llama.cpp cuts it as Llama 3 but merges every piece).
 pub fn ignores_merges(pre: &str) -> bool {
-    canonical(pre) == "llama-bpe"
+    matches!(canonical(pre), "llama-bpe" | "tekken")
 }
 
 /// Whether a file of this pre-tokenizer that does not say (`tokenizer.ggml.add_bos_token`)
-/// puts its BOS token first: Llama 3's cut does, as llama.cpp has it; the others do not.
+/// puts its BOS token first: Llama 3's cut and Tekken's do, as llama.cpp has them; the others
+/// do not.
 pub fn adds_bos_by_default(pre: &str) -> bool {
-    canonical(pre) == "llama-bpe"
+    matches!(canonical(pre), "llama-bpe" | "tekken")
 }
 
 /// The pre-tokenizer named `pre` (or by an alias of it), or the error naming it and listing
@@ -105,7 +109,8 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
         "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
         "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
-        "gpt-4o" => Sequence::new(vec![regex(GPT4O_SPLIT.into())?.into(), bytes_only().into()]).into(),
+        "gpt-4o" => Sequence::new(vec![regex(case_split("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "{1,3}"))?.into(), bytes_only().into()]).into(),
+        "tekken" => Sequence::new(vec![regex(case_split("", ""))?.into(), bytes_only().into()]).into(),
         other => {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
             return Err(ModelError::Metadata {

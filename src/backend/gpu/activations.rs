@@ -26,9 +26,12 @@ pub(super) struct Activations {
     pub att: wgpu::Buffer,
     /// The gated feed-forward's output (SwiGLU's or GeGLU's), `[B, ffn]`.
     pub hidden: wgpu::Buffer,
-    /// A sublayer's output before its post norm adds it to `x` (Gemma 3's), `[B, dim]` (one
-    /// float where the model has no post norms).
+    /// The feed-forward's output before its post norm adds it to `x` (Gemma's), `[B, dim]`
+    /// (one float where the model has no post norms).
     pub proj: wgpu::Buffer,
+    /// The attention's output projection before its post norm, `[B, dim]` (likewise): apart
+    /// from `proj`, as a decode step adds it to `x` at the layer's end.
+    pub att_proj: wgpu::Buffer,
     /// The logits, `[MAX_VERIFY_TOKENS, vocab]`; a decode step writes row 0.
     pub logits: wgpu::Buffer,
     /// Split-K attention's chunk statistics, `[B, n_heads, ceil(context / split_chunk), 2 + hd]`.
@@ -73,7 +76,9 @@ impl Activations {
         let q = buf("q", b * qd);
         let att = buf("att", b * qd);
         let hidden = buf("hidden", b * cfg.ffn_dim);
-        let proj = buf("sublayer output", if cfg.architecture.has_post_norms() { b * cfg.dim } else { 1 });
+        let post_normed = if cfg.architecture.has_post_norms() { b * cfg.dim } else { 1 };
+        let proj = buf("feed-forward output", post_normed);
+        let att_proj = buf("attention output", post_normed);
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size);
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, split_chunk));
         let head_parts = buf("head parts", head_parts.max(1));
@@ -83,7 +88,24 @@ impl Activations {
         let tokens = ctx.storage("tokens", &vec![0u32; b]);
         let staging = ctx.staging("logits readback", ((MAX_VERIFY_TOKENS * cfg.vocab_size + 1) * 4) as u64);
         let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
-        Activations { x, qkv, q, att, hidden, proj, logits, att_parts, head_parts, tables, step, tokens, staging, staging_ahead, bytes }
+        Activations {
+            x,
+            qkv,
+            q,
+            att,
+            hidden,
+            proj,
+            att_proj,
+            logits,
+            att_parts,
+            head_parts,
+            tables,
+            step,
+            tokens,
+            staging,
+            staging_ahead,
+            bytes,
+        }
     }
 
     /// The RoPE table of layers of `kind` (the file's frequencies' where the model has no

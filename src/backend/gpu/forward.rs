@@ -18,7 +18,10 @@
 //! with the head's columns into per-head parts), and the gate/up and down projections merge
 //! the parts into the residual stream they read and write: still 4 dispatches a layer. A
 //! model with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own,
-//! where they are applied (one more a layer). A prefill pass runs RoPE and attention as
+//! where they are applied (one more a layer). Gemma's post norms add one more in a decode
+//! step (the attention's read by the gate/up projection's prologue, both added to `x` by
+//! the layer's last dispatch: [`Builder::feed_forward`]), two where the model is too wide for
+//! that and in a prefill pass. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
 
@@ -53,6 +56,11 @@ impl Op {
     /// `one` for one token, `many` for many, whatever the context.
     fn by_tokens(one: Vec<Dispatch>, many: Vec<Dispatch>) -> Op {
         Op { one_short: one.clone(), one_long: one, many_short: many.clone(), many_long: many }
+    }
+
+    /// Its four lists, to change each.
+    fn lists(&mut self) -> Vec<&mut Vec<Dispatch>> {
+        vec![&mut self.one_short, &mut self.one_long, &mut self.many_short, &mut self.many_long]
     }
 }
 
@@ -149,6 +157,10 @@ pub(super) struct Builder<'a> {
     pub embedding_scale: f32,
     /// The gated feed-forward takes GELU's tanh form (GeGLU) rather than SiLU.
     pub gelu: bool,
+    /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
+    /// and the layer's last post norm (Gemma's, where the model's dim fits the prologue's
+    /// row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]: see [`Builder::feed_forward`]).
+    pub folded_post_norm: bool,
 }
 
 impl Builder<'_> {
@@ -225,8 +237,8 @@ impl Builder<'_> {
         let parts = Bind(&a.att_parts, 0, None);
         let split =
             k.attention(ctx, form.shape, self.capacity, l.scope, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
-        // Where the projection's output goes: added to x, or into proj for the post norm.
-        let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
+        // Where the projection's output goes: added to x, or into att_proj for the post norm.
+        let (out, accumulate) = if l.post_norm.is_some() { (&a.att_proj, false) } else { (&a.x, true) };
         let wo = LinearOp { accumulate, ..LinearOp::new(&l.wo, &a.att, Bind(out, 0, None)) };
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
@@ -264,42 +276,70 @@ impl Builder<'_> {
             many_long: vec![split.partial, split.combine, wo_many],
         };
         if let Some([gain, _]) = &l.post_norm {
-            self.add_post_norm(&mut op, l.wo.rows, gain)?;
+            let norm = self.post_norm(l.wo.rows, &a.att_proj, gain, None)?;
+            // Folded, a decode step leaves it to the feed-forward (see there).
+            let lists = if self.folded_post_norm { vec![&mut op.many_short, &mut op.many_long] } else { op.lists() };
+            lists.into_iter().for_each(|list| list.push(norm.clone()));
         }
         Ok((op, per_head))
     }
 
-    /// `x += rmsnorm(proj) * gain` (rows of `dim`) after each of `op`'s lists (a post norm,
-    /// Gemma 3's).
-    fn add_post_norm(&self, op: &mut Op, dim: u32, gain: &wgpu::Buffer) -> Result<()> {
+    /// `x += rmsnorm(y) * gain` (rows of `dim`), with `first` (another sublayer's output and
+    /// gain) that one's normed row added before: a post norm, Gemma's.
+    fn post_norm(
+        &self,
+        dim: u32,
+        y: &wgpu::Buffer,
+        gain: &wgpu::Buffer,
+        first: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
+    ) -> Result<Dispatch> {
         let a = self.acts;
-        let norm = self.kernels.norm_add(self.ctx, dim, self.eps, Bind(&a.proj, 0, None), gain, Bind(&a.x, 0, None), &a.step)?;
-        for list in [&mut op.one_short, &mut op.one_long, &mut op.many_short, &mut op.many_long] {
-            list.push(norm.clone());
-        }
-        Ok(())
+        let first = first.map(|(y, gain)| (Bind(y, 0, None), gain));
+        let op = ops::PostNorm { dim, eps: self.eps, y: Bind(y, 0, None), gain, x: Bind(&a.x, 0, None), first };
+        self.kernels.post_norm(self.ctx, &op, &a.step)
     }
 
     /// `hidden = act(gate) * up` with `[gate | up] = Wgu norm(x)`, act SiLU or GELU; `x += Wd
-    /// hidden`, or with a post norm (Gemma 3) `proj = Wd hidden` and `x += rmsnorm(proj)`.
+    /// hidden`, or with a post norm (Gemma) `proj = Wd hidden` and `x += rmsnorm(proj)`.
     /// After a per-head projection (`merge`), decode over a short context: x + the heads'
-    /// parts merged, read by the first and added by the second.
+    /// parts merged, read by the first and added by the second. With the attention's post
+    /// norm folded ([`Builder::folded_post_norm`]), a decode step's gate/up projection reads
+    /// `x + rmsnorm(att_proj)` in its prologue and the layer's last dispatch adds both post
+    /// norms to x, the attention's first: 3 dispatches, not 4.
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
-        let gate_up = LinearOp {
+        let gate_up_reading = |post_norm_in, merge_in| LinearOp {
             norm: Some((&l.ffn_norm, self.eps)),
             glu: true,
             gelu: self.gelu,
+            post_norm_in,
+            merge_in,
             ..LinearOp::new(&l.w_gate_up, &a.x, Bind(&a.hidden, 0, None))
         };
+        let gate_up = gate_up_reading(None, None);
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
         let down = LinearOp { accumulate, ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None)) };
         let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
-        if let Some([_, gain]) = &l.post_norm {
-            self.add_post_norm(&mut ops[1], l.w_down.rows, gain)?;
+        if let Some([attention_gain, gain]) = &l.post_norm {
+            let dim = l.w_down.rows;
+            let norm = self.post_norm(dim, &a.proj, gain, None)?;
+            if self.folded_post_norm {
+                let post_normed = ops::PostNormInput { y: Bind(&a.att_proj, 0, None), gain: attention_gain };
+                let gate_up = self.kernels.matvec(self.ctx, &gate_up_reading(Some(post_normed), None), &a.step)?;
+                let both = self.post_norm(dim, &a.proj, gain, Some((&a.att_proj, attention_gain)))?;
+                let [first, second] = &mut ops;
+                for (up, last) in [(&mut first.one_short, &mut second.one_short), (&mut first.one_long, &mut second.one_long)] {
+                    *up = vec![gate_up.clone()];
+                    last.push(both.clone());
+                }
+                ops[1].many_short.push(norm.clone());
+                ops[1].many_long.push(norm);
+            } else {
+                ops[1].lists().into_iter().for_each(|list| list.push(norm.clone()));
+            }
         }
         if merge.is_some() {
-            let merged = [LinearOp { merge_in: merge, ..gate_up }, LinearOp { merge_out: merge, ..down }];
+            let merged = [gate_up_reading(None, merge), LinearOp { merge_out: merge, ..down }];
             for (op, merged) in ops.iter_mut().zip(merged) {
                 op.one_short = vec![self.kernels.matvec(self.ctx, &merged, &a.step)?];
             }

@@ -35,7 +35,7 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 14] = [
+const INCLUDES: [(&str, &str); 15] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
@@ -47,6 +47,7 @@ const INCLUDES: [(&str, &str); 14] = [
     ("attention_run.wgsl", include_str!("../../../shaders/attention_run.wgsl")),
     ("head_attention.wgsl", include_str!("../../../shaders/head_attention.wgsl")),
     ("head_merge.wgsl", include_str!("../../../shaders/head_merge.wgsl")),
+    ("post_norm_in.wgsl", include_str!("../../../shaders/post_norm_in.wgsl")),
     ("attention_prologue.wgsl", include_str!("../../../shaders/attention_prologue.wgsl")),
     ("attention_merge.wgsl", include_str!("../../../shaders/attention_merge.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
@@ -72,7 +73,7 @@ impl ShaderSource {
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![ops::attention::combine_source(), ops::argmax::source(), ops::norm_add::source()];
+    let mut all = vec![ops::attention::combine_source(), ops::argmax::source(), ops::norm_add::source(false), ops::norm_add::source(true)];
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
@@ -443,7 +444,7 @@ pub struct Kernels {
     /// use.
     pub(super) argmax: std::sync::Mutex<std::collections::HashMap<u32, Kernel>>,
     /// The post-norm pipeline (Gemma 3's), compiled on first use.
-    pub(super) norm_add: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
+    pub(super) norm_add: std::sync::Mutex<std::collections::HashMap<bool, Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use super::activations::{Activations, PREFILL_BATCH};
 use super::device::GpuContext;
 use super::forward::{AttentionForm, Builder, ForwardOps, Lowered, Op};
-use super::kernels::{Bind, Dispatch, KernelOptions, Kernels};
+use super::kernels::{Bind, Dispatch, KernelOptions, Kernels, FUSED_ATTENTION_MAX_WIDTH};
 use super::ops::AttentionScope;
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
 use super::upload::{banded, GpuLayer, Uploaded};
@@ -191,6 +191,7 @@ impl GpuBackend {
             eps: cfg.rms_eps,
             embedding_scale: cfg.architecture.embedding_scale(cfg.dim),
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
+            folded_post_norm: cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
         let ForwardOps { ops, layer_ends, per_head_layers, verify_head } = builder.build(&embedding, &gpu_layers, head, &out_norm)?;
         let all: Vec<&Op> = ops.iter().collect();

@@ -186,6 +186,9 @@ pub struct MatrixKernel {
     /// Decode only: each output row adds the `heads` parts' row, merged, beside its product
     /// (the down projection after a per-head projection).
     pub merge_out: bool,
+    /// Decode only: the input row plus another row RMS-normed with its own gain as the
+    /// prologue (the feed-forward's gate and up rows after a post-normed attention, Gemma 3's).
+    pub post_norm_in: bool,
     /// With `rope_kv`, `attention` or `heads`: the cache holds half floats.
     pub kv_f16: bool,
     /// Decode only: whole subgroups per row, each reduced with subgroupAdd (several a row,
@@ -208,6 +211,7 @@ impl MatrixKernel {
             heads: false,
             merge_in: false,
             merge_out: false,
+            post_norm_in: false,
             kv_f16: false,
             subgroup,
         }
@@ -215,11 +219,11 @@ impl MatrixKernel {
 
     /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
     /// decode also normed with RoPE/KV write and with the attention prologue, over both cache
-    /// precisions, with the combine prologue, and the per-head forms (the projection per
+    /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
-    /// columns, and normed SwiGLU and the accumulating product merging its parts): the forms
-    /// the forward pass uses; and each decode one but the per-head projection with subgroups
-    /// too.
+    /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
+    /// SwiGLU after a post norm: the forms the forward pass uses; and each decode one but the
+    /// per-head projection with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
@@ -236,6 +240,7 @@ impl MatrixKernel {
                     }
                     all.push(MatrixKernel { merge_in: true, norm: true, glu: true, ..plain });
                     all.push(MatrixKernel { merge_out: true, ..plain });
+                    all.push(MatrixKernel { post_norm_in: true, norm: true, glu: true, ..plain });
                 }
                 all
             })
@@ -245,7 +250,7 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
@@ -253,6 +258,7 @@ impl MatrixKernel {
             if self.heads { "_heads" } else { "" },
             if self.merge_in { "_merged" } else { "" },
             if self.merge_out { "_add_merged" } else { "" },
+            if self.post_norm_in { "_post_normed" } else { "" },
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
@@ -262,10 +268,11 @@ impl MatrixKernel {
     }
 
     /// Whether it computes its input row into workgroup memory (`att_in`, ATT_IN in
-    /// matrix.wgsl) before its rows' products: the attention, combine, per-head and merge
-    /// prologues. Its pipeline is made for the matrix's width (the override ATT_WIDTH).
+    /// matrix.wgsl) before its rows' products: the attention, combine, per-head, merge and
+    /// post-norm prologues. Its pipeline is made for the matrix's width (the override
+    /// ATT_WIDTH).
     pub fn keeps_input_row(&self) -> bool {
-        self.attention || self.combine || self.heads || self.merge_in
+        self.attention || self.combine || self.heads || self.merge_in || self.post_norm_in
     }
 
     /// Its source: matrix.wgsl with its defines.
@@ -281,6 +288,7 @@ impl MatrixKernel {
             (self.heads, "HEADS"),
             (self.merge_in, "MERGE_IN"),
             (self.merge_out, "MERGE_OUT"),
+            (self.post_norm_in, "POST_NORM_IN"),
             (self.keeps_input_row(), "ATT_IN"),
             (self.attention || self.heads, "QUERIES"),
             (self.merge_in || self.merge_out, "HEAD_PARTS"),
@@ -339,6 +347,11 @@ pub struct LinearOp<'a> {
     /// Decode only: each output row also adds the per-head parts' row, merged (the down
     /// projection after `heads`; with `accumulate`).
     pub merge_out: Option<HeadParts<'a>>,
+    /// Decode only: the input row plus a sublayer's output RMS-normed with its gain (the
+    /// feed-forward's gate and up rows after a post-normed attention, Gemma 3's; with `norm`,
+    /// whose epsilon both norms take, and `glu`). `x` is only read: the layer's last post norm
+    /// adds that term to it ([`PostNorm`](super::PostNorm)'s `first`).
+    pub post_norm_in: Option<PostNormInput<'a>>,
     /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
     /// the matrix's rows.
@@ -391,6 +404,15 @@ pub struct HeadsInput<'a> {
     pub n_chunks: u32,
 }
 
+/// The POST_NORM_IN prologue's operands (see [`LinearOp::post_norm_in`]).
+#[derive(Clone, Copy)]
+pub struct PostNormInput<'a> {
+    /// The sublayer's output, `[cols]` (the attention's output projection's).
+    pub y: Bind<'a>,
+    /// Its post norm's gain, `[cols]`.
+    pub gain: &'a wgpu::Buffer,
+}
+
 /// The per-head parts a `heads` projection wrote, for the MERGE_IN prologue and the
 /// MERGE_OUT epilogue (see [`LinearOp::merge_in`]).
 #[derive(Clone, Copy)]
@@ -421,6 +443,7 @@ impl<'a> LinearOp<'a> {
             heads: None,
             merge_in: None,
             merge_out: None,
+            post_norm_in: None,
             y_stride: None,
         }
     }
@@ -458,6 +481,7 @@ impl Kernels {
         let shape = check_fusions(op, prefill)?;
         let merge = op.merge_in.or(op.merge_out);
         check_merge(op, prefill)?;
+        check_post_norm_in(op, prefill)?;
         let subgroup = self.options.subgroups && !prefill && op.heads.is_none();
         let variant = MatrixKernel {
             norm: op.norm.is_some(),
@@ -468,6 +492,7 @@ impl Kernels {
             heads: op.heads.is_some(),
             merge_in: op.merge_in.is_some(),
             merge_out: op.merge_out.is_some(),
+            post_norm_in: op.post_norm_in.is_some(),
             kv_f16: (op.rope_kv.is_some() || op.attention.is_some() || op.heads.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
@@ -531,6 +556,9 @@ impl Kernels {
         if let Some(m) = merge {
             binds.push(("head_parts", m.parts));
         }
+        if let Some(p) = &op.post_norm_in {
+            binds.extend([("post_proj", p.y), ("post_gain", whole(p.gain))]);
+        }
         let mut d = prepare(ctx, &kernel, &binds, groups)?;
         if let Some(h) = &op.heads {
             d.groups = [groups, n_heads, h.n_chunks];
@@ -560,6 +588,28 @@ fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
     }
     if m.n_chunks == 0 || m.n_heads == 0 || m.n_heads * m.n_chunks > MAX_HEAD_PARTS {
         return Err(Error::Backend(format!("{} heads of {} chunks: the merge weighs 1 to {MAX_HEAD_PARTS} parts", m.n_heads, m.n_chunks)));
+    }
+    Ok(())
+}
+
+/// Checks the post-norm prologue of `op`: decode only, with the RMSNorm and SwiGLU and no
+/// other fusion, over at most [`FUSED_ATTENTION_MAX_WIDTH`] columns (its row in workgroup
+/// memory), its row and gain as wide as them.
+fn check_post_norm_in(op: &LinearOp, prefill: bool) -> Result<()> {
+    let Some(p) = &op.post_norm_in else { return Ok(()) };
+    let others = op.rope_kv.is_some() || op.attention.is_some() || op.combine.is_some() || op.heads.is_some();
+    if prefill || op.last_token || others || op.merge_in.is_some() || op.merge_out.is_some() || op.accumulate {
+        return Err(Error::Backend("the post-norm prologue is decode-only, with no other fusion".into()));
+    }
+    let cols = op.w.cols as usize;
+    if op.norm.is_none() || !op.glu || cols > FUSED_ATTENTION_MAX_WIDTH {
+        return Err(Error::Backend(format!(
+            "the post-norm prologue comes with the RMSNorm and SwiGLU, over at most {FUSED_ATTENTION_MAX_WIDTH} columns ({cols})"
+        )));
+    }
+    let row = cols as u64 * 4;
+    if p.gain.size() < row || p.y.2.unwrap_or(p.y.0.size() - p.y.1) < row {
+        return Err(Error::Backend(format!("the post-norm prologue reads rows of {cols} floats: a buffer holds fewer")));
     }
     Ok(())
 }

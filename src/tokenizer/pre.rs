@@ -27,8 +27,10 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
 /// pre-tokenizer type, with nothing else changed for encoding), each with the name in
 /// [`SUPPORTED_PRE`] it is built as: DeepSeek-R1's Qwen distills, Falcon 3, older Llama 3
-/// conversions among them.
-pub const PRE_ALIASES: [(&str, &str); 20] = [
+/// conversions, Minerva, Trillion and Mellum 2 (llama files) among them. (How llama.cpp joins
+/// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
+/// token's own piece.)
+pub const PRE_ALIASES: [(&str, &str); 38] = [
     ("llama3", "llama-bpe"),
     ("llama-v3", "llama-bpe"),
     ("falcon3", "llama-bpe"),
@@ -36,6 +38,7 @@ pub const PRE_ALIASES: [(&str, &str); 20] = [
     ("pixtral", "llama-bpe"),
     ("midm-2.0", "llama-bpe"),
     ("lfm2", "llama-bpe"),
+    ("jina-v5-nano", "llama-bpe"),
     ("phi-2", "gpt-2"),
     ("jina-es", "gpt-2"),
     ("jina-de", "gpt-2"),
@@ -45,9 +48,26 @@ pub const PRE_ALIASES: [(&str, &str); 20] = [
     ("a.x-4.0", "gpt-2"),
     ("mellum", "gpt-2"),
     ("exaone4", "gpt-2"),
+    ("modern-bert", "gpt-2"),
+    ("mpt", "gpt-2"),
+    ("olmo", "gpt-2"),
+    ("jais", "gpt-2"),
+    ("trillion", "gpt-2"),
+    ("granite-docling", "gpt-2"),
+    ("starcoder", "smollm"),
+    ("refact", "smollm"),
+    ("command-r", "smollm"),
+    ("codeshell", "smollm"),
+    ("exaone", "smollm"),
+    ("minerva-7b", "smollm"),
+    ("mellum2", "smollm"),
     ("deepseek-r1-qwen", "qwen2"),
     ("kormo", "qwen2"),
     ("megrez", "qwen2"),
+    ("f2llmv2", "qwen2"),
+    ("stablelm2", "qwen2"),
+    ("hunyuan", "qwen2"),
+    ("solar-open", "qwen2"),
     ("llama4", "gpt-4o"),
 ];
 

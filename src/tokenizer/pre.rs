@@ -30,7 +30,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
 /// conversions, Minerva, Trillion and Mellum 2 (llama files) among them. (How llama.cpp joins
 /// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
 /// token's own piece.)
-pub const PRE_ALIASES: [(&str, &str); 38] = [
+pub const PRE_ALIASES: [(&str, &str); 39] = [
     ("llama3", "llama-bpe"),
     ("llama-v3", "llama-bpe"),
     ("falcon3", "llama-bpe"),
@@ -39,6 +39,7 @@ pub const PRE_ALIASES: [(&str, &str); 38] = [
     ("midm-2.0", "llama-bpe"),
     ("lfm2", "llama-bpe"),
     ("jina-v5-nano", "llama-bpe"),
+    ("dbrx", "smaug-bpe"),
     ("phi-2", "gpt-2"),
     ("jina-es", "gpt-2"),
     ("jina-de", "gpt-2"),

@@ -176,6 +176,35 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     }
 }
 
+/// Gemma's post norms on the GPU both ways: a decode step with the attention's post norm
+/// folded into the feed-forward (the default, the test above) and with each post norm a
+/// dispatch of its own (`fold_post_norms` off, as a model too wide for the fold runs them):
+/// the same logits as the exact CPU path within the tight tolerance, one dispatch more a layer.
+#[test]
+fn gemmas_post_norms_match_exact_math_on_the_gpu_folded_or_not() {
+    use tokenscope::backend::gpu::kernels::KernelOptions;
+    use tokenscope::backend::gpu::{GpuBackend, GpuContext};
+    let (tokens, cases) = fixture();
+    let gemmas: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma")).collect();
+    assert_eq!(gemmas.len(), 2, "gemma2 and gemma3");
+    for case in gemmas {
+        let exact = cpu_logits(file_bytes(case), &tokens);
+        let mut shapes = Vec::new();
+        for fold in [true, false] {
+            let m = load(file_bytes(case));
+            let ctx = pollster::block_on(GpuContext::new()).expect("a GPU adapter (lavapipe in CI)");
+            let options = KernelOptions { fold_post_norms: fold, ..KernelOptions::for_device(&ctx) };
+            let mut gpu = pollster::block_on(GpuBackend::with_options(ctx, &m.config, m.weights, None, options)).expect("loads");
+            let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &exact));
+            eprintln!("{} on the GPU, post norms folded {fold}: worst gap {gap:.2e} of the largest logit from exact", case.file);
+            assert!(gap <= TOLERANCE, "{}, folded {fold}: the GPU is {gap} of the largest logit from the exact CPU path", case.file);
+            shapes.push((gpu.step_shape().dispatches, m.config.n_layers));
+        }
+        let [(folded, layers), (apart, _)] = shapes[..] else { unreachable!("two runs") };
+        assert_eq!(apart, folded + layers, "{}: each post norm apart is one dispatch more a layer", case.file);
+    }
+}
+
 /// The exact CPU path's logits at every position of `tokens`.
 #[cfg(not(target_arch = "wasm32"))]
 fn cpu_logits(bytes: &[u8], tokens: &[u32]) -> Vec<Vec<f32>> {

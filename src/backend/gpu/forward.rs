@@ -158,8 +158,9 @@ pub(super) struct Builder<'a> {
     /// The gated feed-forward takes GELU's tanh form (GeGLU) rather than SiLU.
     pub gelu: bool,
     /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
-    /// and the layer's last post norm (Gemma's, where the model's dim fits the prologue's
-    /// row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]: see [`Builder::feed_forward`]).
+    /// and the layer's last post norm (Gemma's, with [`KernelOptions::fold_post_norms`] and
+    /// where the model's dim fits the prologue's row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]:
+    /// see [`Builder::feed_forward`]).
     pub folded_post_norm: bool,
 }
 

@@ -133,6 +133,12 @@ pub struct KernelOptions {
     /// projection: 4 dispatches a layer either way. Off by default until a GPU measures it;
     /// models whose output projection's blocks do not fit a head keep the other form.
     pub per_head_attention: bool,
+    /// A decode step of a model with post norms (Gemma's) runs the attention's post norm in
+    /// the gate/up projection's prologue and adds it to the residual stream in the layer's
+    /// last post norm: one dispatch fewer a layer, where the model's dim fits the prologue's
+    /// row ([`FUSED_ATTENTION_MAX_WIDTH`]). On by default; off, each post norm is a dispatch
+    /// of its own (as a prefill pass runs them).
+    pub fold_post_norms: bool,
     /// Positions per chunk of split-K attention (1 to [`ATTENTION_CHUNK`];
     /// [`SPLIT_K_CHUNK`] by default): the override `SPLIT` of the kernels
     /// that write and merge the chunks.
@@ -185,6 +191,7 @@ impl KernelOptions {
             fused_positions: if ctx.info.browser && !software { BROWSER_FUSED_ATTENTION_POSITIONS } else { FUSED_ATTENTION_POSITIONS }
                 as u32,
             per_head_attention: false,
+            fold_post_norms: true,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
@@ -265,6 +272,7 @@ impl KernelOptions {
             kv_f16: false,
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
             per_head_attention: false,
+            fold_post_norms: true,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }

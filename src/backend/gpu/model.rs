@@ -191,7 +191,7 @@ impl GpuBackend {
             eps: cfg.rms_eps,
             embedding_scale: cfg.architecture.embedding_scale(cfg.dim),
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
-            folded_post_norm: cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
+            folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
         let ForwardOps { ops, layer_ends, per_head_layers, verify_head } = builder.build(&embedding, &gpu_layers, head, &out_norm)?;
         let all: Vec<&Op> = ops.iter().collect();

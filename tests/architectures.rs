@@ -180,6 +180,7 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
 /// folded into the feed-forward (the default, the test above) and with each post norm a
 /// dispatch of its own (`fold_post_norms` off, as a model too wide for the fold runs them):
 /// the same logits as the exact CPU path within the tight tolerance, one dispatch more a layer.
+#[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn gemmas_post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     use tokenscope::backend::gpu::kernels::KernelOptions;

@@ -77,6 +77,19 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // SmolLM3: llama's block with RoPE skipped in every fourth layer; eight layers, so
         // layers 3 and 7 attend by content alone; an LM head of its own.
         ("smollm3.gguf", SyntheticSpec { architecture: Architecture::Smollm3, n_layers: 8, untied_output: true, seed: 16, ..base.clone() }),
+        // Granite 3: llama's block with its four scales (the embedding's 12 and the residual's
+        // 0.22, Granite 3 2B's; the scores times 0.1 in place of 1 / sqrt(16) = 0.25; the
+        // logits divided by 8), tied head; four layers.
+        (
+            "granite.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Granite,
+                n_layers: 4,
+                granite_scales: Some([12.0, 0.22, 0.1, 8.0]),
+                seed: 24,
+                ..base.clone()
+            },
+        ),
         // Phi-3: W_q, W_k and W_v in one attn_qkv tensor, the gate's rows ahead of the up
         // projection's in ffn_up, RoPE on split halves, an LM head of its own.
         ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base.clone() }),

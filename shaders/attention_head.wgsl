@@ -5,7 +5,8 @@
 // in each workgroup of the output projection, which takes head_values and the cache reads).
 // For query q (head_dim values) and positions start .. start + n of its KV head (n <= CHUNK):
 //   head_softmax leaves w_j = exp(s_j - m) in `scores` and returns (m, l), with
-//     s_j = capped(q.k_j / sqrt(head_dim), cap) (softcap.wgsl: uncapped for cap 0),
+//     s_j = capped(params.score_scale q.k_j, cap) (1 / sqrt(head_dim), or Granite's own;
+//     softcap.wgsl: uncapped for cap 0),
 //     m = max_j s_j, l = sum_j w_j;
 //   head_values(d, ..., w) = sum_j w_j v_j[d .. d + 4] (divide by l for the attention
 //     output; d and head_dim multiples of 4), the weights read from scores[w ..]
@@ -13,7 +14,8 @@
 //   held_values and held_sum the same for a slice of at most HELD positions, its values
 //     loaded into registers first (before the softmax: one load latency for the keys and
 //     the values together).
-// The includer declares: WG (override), CHUNK (constants.wgsl), `q: array<f32>` (the
+// The includer declares: WG (override), CHUNK (constants.wgsl), params (head_dim,
+// score_scale), `q: array<f32>` (the
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
 // `scores: array<f32, CHUNK or more>` and `partial: array<f32, 256>` in workgroup memory, includes
@@ -43,7 +45,7 @@ fn values4(i: u32) -> vec4<f32> {
 // sums then added up in `partial`.
 fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32) -> vec2<f32> {
     let hd = params.head_dim;
-    let scale = inverseSqrt(f32(hd));
+    let scale = params.score_scale;
     var shares = 1u;
     while (2u * shares * n <= WG && 32u * shares <= hd) {
         shares = 2u * shares;

@@ -5,12 +5,14 @@
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],
-//   s_j = capped(q.k_j / sqrt(hd), softcap) (softcap.wgsl; params.softcap 0: uncapped).
+//   s_j = capped(score_scale q.k_j, softcap) (softcap.wgsl; params.softcap 0: uncapped;
+//   params.score_scale 1 / sqrt(hd), or Granite's attention scale).
 // attention_combine.wgsl merges the chunks (the online-softmax rescaling). Prefill runs
 // every prompt token of the step at once; decode the one-token case (matrix.wgsl's ATTENTION
 // prologue instead while the context fits one chunk). The per-head work is
 // attention_run.wgsl's.
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window, softcap};
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window, softcap,
+//   score_scale};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 k_cache, 3 v_cache: array<f32>
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk

@@ -2,7 +2,7 @@
 // a decode step's one token over cache positions 0 ..= step.pos (n of them, at most the host's
 // limit, at most CHUNK), computed into att_in by each workgroup of the output projection before
 // its rows' products. The includer declares WG (override), params (n_heads, n_kv_heads,
-// head_dim), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
+// head_dim, score_scale: what each q.k is multiplied by), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
 // (cache_keys.wgsl's layouts), `partial: array<f32, 256>` and att_in: array<f32, ATT_WIDTH>
 // (at least n_heads * head_dim) in workgroup memory.
 // Heads go in rounds of as many as `scores` holds (SCORES / n, at most WG: all 9 of this
@@ -143,7 +143,7 @@ fn attention_prologue(t: u32) {
     let n = min(step.pos + 1u, CHUNK);
     let stride = params.n_kv_heads * hd;
     let group = params.n_heads / params.n_kv_heads;
-    let scale = inverseSqrt(f32(hd));
+    let scale = params.score_scale;
     let quads = hd / 4u;
     let per = min(min(params.n_heads, SCORES / n), WG);
     for (var h0 = 0u; h0 < params.n_heads; h0 = h0 + per) {

@@ -9,7 +9,8 @@
 // attention over one chunk, not every head's (the ATTENTION prologue's); head_merge.wgsl
 // merges the parts where the feed-forward reads them:
 //   out[r] = sum_h sum_c exp(m_hc - M_h) P_hc[r] / sum_c exp(m_hc - M_h) l_hc,  M_h = max_c m_hc.
-// The includer declares params (n_heads, n_kv_heads, head_dim, n_chunks, rows), step, q (the
+// The includer declares params (n_heads, n_kv_heads, head_dim, n_chunks, rows, score_scale),
+// step, q (the
 // rotated queries, [n_heads * hd]), k_cache and v_cache, y, att_in (at least head_dim) and
 // `partial: array<f32, 256>` in workgroup memory, and includes workgroup_reduce.wgsl.
 

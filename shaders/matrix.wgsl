@@ -42,7 +42,7 @@
 //   MERGE_IN (MATVEC prologue; with NORM and GLU the feed-forward's gate and up rows after
 //     HEADS): the input row is x + the HEADS parts merged (head_merge.wgsl), in att_in.
 //   MERGE_OUT (MATVEC epilogue, with accumulate; the down projection after HEADS): each row
-//     adds the merged parts' same row too, y[r] = (y[r] + merged[r]) + (W x)[r], the order of
+//     adds the merged parts' same row too, y[r] = (y[r] + merged[r]) + s (W x)[r], the order of
 //     the residual adds of the steps without HEADS.
 //   POST_NORM_IN (MATVEC prologue; with NORM and GLU the feed-forward's gate and up rows after
 //     a post-normed attention, Gemma 3's): the input row is x + the attention's projected
@@ -56,7 +56,9 @@
 //   KV_F16 (with ROPE_KV or ATTENTION): the caches hold half floats, two per u32.
 // Bindings (group 0): 0 uniform Params {rows, cols, accumulate, last_token, eps, n_heads,
 //   n_kv_heads, head_dim (those three: ROPE_KV, ATTENTION and COMBINE), y_stride (MATMUL),
-//   n_chunks (COMBINE)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
+//   n_chunks (COMBINE), score_scale (ATTENTION, HEADS: what each q.k is multiplied by),
+//   out_scale (what each product is multiplied by where it is stored: Granite's residual
+//   scale; 1 otherwise; not the pair epilogues')}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
 //   w); 3 x: array<f32> [n_tokens, cols] (read; X_VEC4: array<vec4<f32>>, the same floats
 //   four at a time), with ATTENTION q: array<f32> [n_heads * hd],
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
@@ -69,8 +71,8 @@
 //   11 post_proj, 12 post_gain: array<f32> [cols] (read; POST_NORM_IN: the attention's
 //   projected output and its post norm's gain).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
-//   prefill), and writes y[r] = (W x)[r].
-// MATMUL writes y[b * y_stride + r] = (W x_b)[r] for tokens b < n_tokens (last_token unused;
+//   prefill), and writes y[r] = out_scale (W x)[r].
+// MATMUL writes y[b * y_stride + r] = out_scale (W x_b)[r] for tokens b < n_tokens (last_token unused;
 //   y_stride = rows, or the whole LM head's rows when W is one band of it, y bound at the
 //   band's first row).
 // Either adds to y instead when accumulate != 0 (the residual add fused into the output
@@ -741,8 +743,10 @@ fn prologues(t: u32) {
 #endif
 }
 
-// y[i] = v, or y[i] += v (MERGE_OUT: y[i] += merged[i] first; HEADS: row i of the part).
-fn store(i: u32, v: f32) {
+// y[i] = s v, or y[i] += s v, s = params.out_scale (MERGE_OUT: y[i] += merged[i] first;
+// HEADS: row i of the part).
+fn store(i: u32, product: f32) {
+    let v = product * params.out_scale;
 #ifdef HEADS
     y[part_at + 2u + i] = v;
 #else

@@ -2,7 +2,7 @@
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
-//! without RoPE, phi3's fused Q/K/V and gate/up tensors), kept in
+//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -47,9 +47,10 @@ fn tolerance(architecture: &str) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 11] = [
+const FILES: [(&str, &[u8]); 12] = [
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
+    ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
@@ -142,7 +143,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice and Phi-4-mini's partial RoPE"
+        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE and granite"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -204,6 +205,39 @@ fn gemmas_post_norms_match_exact_math_on_the_gpu_folded_or_not() {
         let [(folded, layers), (apart, _)] = shapes[..] else { unreachable!("two runs") };
         assert_eq!(apart, folded + layers, "{}: each post norm apart is one dispatch more a layer", case.file);
     }
+}
+
+/// Granite's scales on the GPU in each form a decode step's attention takes: in the output
+/// projection's prologue (the default, the test above, for the short context), per query head
+/// (its parts scaled, merged by the feed-forward), and split-K from the first step: the same
+/// logits as the exact CPU path within the tight tolerance.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn granites_scales_match_exact_math_in_every_attention_form() {
+    use tokenscope::backend::gpu::kernels::KernelOptions;
+    use tokenscope::backend::gpu::{GpuBackend, GpuContext};
+    let (tokens, cases) = fixture();
+    let case = cases.iter().find(|c| c.architecture == "granite").expect("granite in the fixture");
+    let exact = cpu_logits(file_bytes(case), &tokens);
+    // Each form's options, from those that suit the device.
+    type Form = fn(KernelOptions) -> KernelOptions;
+    let forms: [(&str, Form); 3] = [
+        ("fused", |o| o),
+        ("per head", |o| KernelOptions { per_head_attention: true, ..o }),
+        ("split-K", |o| KernelOptions { fused_positions: 0, ..o }),
+    ];
+    let mut per_head_layers = Vec::new();
+    for (form, options) in forms {
+        let m = load(file_bytes(case));
+        let ctx = pollster::block_on(GpuContext::new()).expect("a GPU adapter (lavapipe in CI)");
+        let options = options(KernelOptions::for_device(&ctx));
+        let mut gpu = pollster::block_on(GpuBackend::with_options(ctx, &m.config, m.weights, None, options)).expect("loads");
+        let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &exact));
+        eprintln!("granite.gguf on the GPU, attention {form}: worst gap {gap:.2e} of the largest logit from exact");
+        assert!(gap <= TOLERANCE, "granite, attention {form}: the GPU is {gap} of the largest logit from the exact CPU path");
+        per_head_layers.push(gpu.step_shape().per_head_layers);
+    }
+    assert_eq!(per_head_layers, [0, 4, 0], "the per-head form ran in every layer, and only when asked");
 }
 
 /// The exact CPU path's logits at every position of `tokens`.
@@ -294,7 +328,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
         c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
     };
-    let undone: [(&str, &str, &Undo); 14] = [
+    let undone: [(&str, &str, &Undo); 18] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -320,6 +354,18 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("gemma2.gguf", "a window wider than the sequence", &|c| {
             c.metadata.insert("gemma2.attention.sliding_window".into(), Value::U32(64));
+        }),
+        ("granite.gguf", "no embedding scale", &|c| {
+            c.metadata.remove("granite.embedding_scale");
+        }),
+        ("granite.gguf", "no residual scale", &|c| {
+            c.metadata.remove("granite.residual_scale");
+        }),
+        ("granite.gguf", "the scores scaled by 1 / sqrt(head width)", &|c| {
+            c.metadata.remove("granite.attention.scale");
+        }),
+        ("granite.gguf", "the logits undivided", &|c| {
+            c.metadata.insert("granite.logit_scale".into(), Value::F32(1.0));
         }),
         ("phi3-longrope-short.gguf", "LongRoPE's attention factor dropped", &|c| {
             c.metadata.remove("phi3.rope.scaling.attn_factor");

@@ -24,6 +24,13 @@ fn model_error(r: Result<Model, Error>) -> ModelError {
     }
 }
 
+/// The error a model's file is refused with, which must name metadata key `key`, in words.
+fn refused(m: SyntheticModel, key: &str) -> String {
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
+    e.to_string()
+}
+
 #[test]
 fn the_synthetic_model_loads_with_its_configuration() {
     let m = read(synthetic().to_bytes().expect("bytes")).expect("loads");
@@ -130,11 +137,6 @@ fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
 
 #[test]
 fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
-    let refused = |m: SyntheticModel, key: &str| {
-        let e = model_error(read(m.to_bytes().expect("bytes")));
-        assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
-        e.to_string()
-    };
     let factors = |values: Vec<f32>| {
         let n = values.len();
         QTensor::quantize(&Tensor::from_vec(values, n, &Device::Cpu).expect("factors"), GgmlDType::F32).expect("f32")
@@ -233,11 +235,6 @@ fn gemma3_metadata_the_engine_does_not_compute_is_refused_by_key() {
     use tokenscope::model::Architecture;
     let gemma =
         || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma3, sliding_window: Some(4), ..SyntheticSpec::default() });
-    let refused = |m: SyntheticModel, key: &str| {
-        let e = model_error(read(m.to_bytes().expect("bytes")));
-        assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key), "{e}");
-        e.to_string()
-    };
     // Softcapped logits or attention scores (some Gemma 3 derivatives'): refused, as tokenscope
     // caps gemma2's alone and would compute them uncapped; a cap of 0 is none.
     for key in ["gemma3.final_logit_softcapping", "gemma3.attn_logit_softcapping"] {
@@ -289,6 +286,50 @@ fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
     m.set_meta("gemma2.block_count", Value::U32(46));
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(e.to_string().contains("Gemma 2 27B"), "{e}");
+}
+
+#[test]
+fn granites_scales_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let spec =
+        SyntheticSpec { architecture: Architecture::Granite, granite_scales: Some([12.0, 0.22, 0.1, 8.0]), ..SyntheticSpec::default() };
+    let granite = || SyntheticModel::new(&spec).expect("model");
+    let config = |m: SyntheticModel| read(m.to_bytes().expect("bytes")).map(|m| m.config);
+    let c = config(granite()).expect("loads");
+    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.1, 8.0));
+    // Missing or 0, the first three leave llama's block as it is; the logit scale is required.
+    for key in ["granite.embedding_scale", "granite.residual_scale", "granite.attention.scale"] {
+        let mut m = granite();
+        m.remove_meta(key);
+        let missing = config(m).expect("loads");
+        let mut m = granite();
+        m.set_meta(key, Value::F32(0.0));
+        let zero = config(m).expect("loads");
+        assert_eq!(missing, zero, "{key}");
+        let neutral = (missing.embedding_scale, missing.residual_scale, missing.attention_scale);
+        let want = match key {
+            "granite.embedding_scale" => (1.0, 0.22, 0.1),
+            "granite.residual_scale" => (12.0, 1.0, 0.1),
+            _ => (12.0, 0.22, 0.25),
+        };
+        assert_eq!(neutral, want, "{key}");
+    }
+    let mut m = granite();
+    m.remove_meta("granite.logit_scale");
+    assert!(refused(m, "granite.logit_scale").contains("is missing"));
+    for (key, bad) in [("granite.residual_scale", -0.5), ("granite.logit_scale", f32::INFINITY), ("granite.attention.scale", f32::NAN)] {
+        let mut m = granite();
+        m.set_meta(key, Value::F32(bad));
+        assert!(refused(m, key).contains("above 0"), "{key} {bad}");
+    }
+    // RoPE turned off in every layer: refused rather than run with it.
+    let mut m = granite();
+    m.set_meta("granite.rope.scaling.finetuned", Value::Bool(false));
+    assert!(refused(m, "granite.rope.scaling.finetuned").contains("turns RoPE off"));
+    // Another architecture's file with Granite's keys: llama.cpp reads them for granite alone.
+    let mut m = synthetic();
+    m.set_meta("llama.logit_scale", Value::F32(8.0));
+    assert_eq!(config(m).expect("loads").logit_scale, 1.0);
 }
 
 #[test]

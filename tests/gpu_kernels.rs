@@ -265,18 +265,20 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
         let threads_per_row = options.threads_per_row;
         let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        // (rows, cols, position, tokens, accumulate): the position must not matter.
+        // (rows, cols, position, tokens, accumulate, output scale): the position must not
+        // matter; the scale (Granite's residual scale, or any) multiplies each product where
+        // it is stored or added (not a GLU's, whose epilogue writes its own).
         let cases = [
-            (1usize, 32usize, 0u32, 1usize, false),
-            (37, 96, 0, 3, false),
-            (70, 1568, 0, 5, true),
-            (129, 576, 3, 1, false),
-            (45, 160, 2, 13, true),
-            (33, 64, 0, 4, false),
-            (38, 96, 1, 1, false),
-            (2, 32, 0, 6, false),
+            (1usize, 32usize, 0u32, 1usize, false, 1.0f32),
+            (37, 96, 0, 3, false, 1.0),
+            (70, 1568, 0, 5, true, 0.22),
+            (129, 576, 3, 1, false, 0.125),
+            (45, 160, 2, 13, true, 1.0),
+            (33, 64, 0, 4, false, 1.0),
+            (38, 96, 1, 1, true, 3.0),
+            (2, 32, 0, 6, false, 1.0),
         ];
-        for (rows, cols, pos, n, accumulate) in cases {
+        for (rows, cols, pos, n, accumulate, scale) in cases {
             let cols = columns(dtype, cols);
             let w = random(&mut rng, rows * cols, 0.5);
             // Large inputs, like this model's residual stream (|x| up to ~22,500), where the
@@ -293,6 +295,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     continue;
                 }
                 let accumulate = accumulate && !glu;
+                let out_scale = if glu { 1.0 } else { scale };
                 // The input rows the product reads, and W x (with the f32 rounding bound of
                 // each: 1e-5 of the sum of |w x|).
                 let mut product = vec![0.0f32; n * rows];
@@ -324,8 +327,8 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         })
                         .unzip()
                 } else {
-                    let want = product.iter().zip(&prior).map(|(p, y)| p + if accumulate { *y } else { 0.0 }).collect();
-                    (want, bound)
+                    let want = product.iter().zip(&prior).map(|(p, y)| out_scale * p + if accumulate { *y } else { 0.0 }).collect();
+                    (want, bound.iter().map(|e| e * out_scale.max(1.0)).collect())
                 };
                 let mut variants = vec![("matmul", n)];
                 if n == 1 {
@@ -338,7 +341,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     let y = Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64));
                     let at = StepParams::new(pos, n as u32);
                     let step = kernels::step_uniform(&ctx, at);
-                    let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, gelu, ..LinearOp::new(&m, &xb, y) };
+                    let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, gelu, out_scale, ..LinearOp::new(&m, &xb, y) };
                     let d = match kind {
                         "matvec" => k.matvec(&ctx, &op, &step),
                         _ => k.matmul(&ctx, &op, &step),
@@ -351,7 +354,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         &want,
                         |i| tol[i],
                         &format!(
-                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} norm {norm} glu {glu} gelu {gelu} {options:?}"
+                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} scale {out_scale} norm {norm} glu {glu} gelu {gelu} {options:?}"
                         ),
                     );
                 }
@@ -379,6 +382,8 @@ fn the_swiglu_epilogue_refuses_what_it_cannot_do() {
     let pair = LinearOp { glu: true, ..LinearOp::new(&m4, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &pair, &step).is_ok());
     assert!(whole_workgroup.matvec(&ctx, &pair, &step).is_err(), "one row per workgroup cannot pair rows");
+    let scaled = LinearOp { out_scale: 0.5, ..LinearOp { glu: true, ..LinearOp::new(&m4, &x, Bind(&y, 0, None)) } };
+    assert!(k.matvec(&ctx, &scaled, &step).is_err(), "the SwiGLU epilogue writes its own outputs, unscaled");
     let accumulating = LinearOp { accumulate: true, ..pair };
     assert!(k.matvec(&ctx, &accumulating, &step).is_err(), "SwiGLU output cannot be added to y");
 }
@@ -911,21 +916,26 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
     // 1 position, of 37 (odd, inside a chunk, its edges off every chunk's), of 100 for a
     // prefill batch whose tokens' windows start at different chunks, of 513 far past a
     // chunk; and some with every score capped (Gemma 2's softcap, here small enough to bend
-    // most scores: they reach about 10), in one chunk, in many, and with a window.
+    // most scores: they reach about 10), in one chunk, in many, and with a window; and two
+    // with the scores scaled by other than 1 / sqrt(head width) (Granite's attention scale:
+    // 2.5 times it, sharper weights across many chunks, and 0.3 times it, flatter ones).
     let scoped = [
-        (1usize, 1usize, 700usize, 1usize, 0.0f32),
-        (254, 1, 256, 37, 0.0),
-        (200, 56, 300, 100, 0.0),
-        (2990, 40, 3100, 513, 0.0),
-        (63, 2, 130, 0, 2.0),
-        (999, 1, 2048, 0, 0.7),
-        (2990, 40, 3100, 513, 2.0),
+        (1usize, 1usize, 700usize, 1usize, 0.0f32, 1.0f32),
+        (254, 1, 256, 37, 0.0, 1.0),
+        (200, 56, 300, 100, 0.0, 1.0),
+        (2990, 40, 3100, 513, 0.0, 1.0),
+        (63, 2, 130, 0, 2.0, 1.0),
+        (999, 1, 2048, 0, 0.7, 1.0),
+        (2990, 40, 3100, 513, 2.0, 1.0),
+        (999, 1, 2048, 0, 0.0, 2.5),
+        (200, 56, 300, 0, 0.0, 0.3),
     ];
     let runs = shapes
         .iter()
-        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, 0.0, heads, kv_heads, hd)))
-        .chain(scoped.iter().map(|&(p, n, c, w, cap)| (p, n, c, w, cap, 9, 3, 64)));
-    for (pos, n, capacity, window, softcap, heads, kv_heads, hd) in runs {
+        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, 0.0, 1.0, heads, kv_heads, hd)))
+        .chain(scoped.iter().map(|&(p, n, c, w, cap, factor)| (p, n, c, w, cap, factor, 9, 3, 64)));
+    for (pos, n, capacity, window, softcap, factor, heads, kv_heads, hd) in runs {
+        let score_scale = factor / (hd as f32).sqrt();
         let kv = kv_heads * hd;
         let q = random(&mut rng, n * heads * hd, 1.0);
         // Large scores in some chunks and small in others test the rescaling between chunks.
@@ -952,7 +962,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 ctx,
                 shape,
                 capacity,
-                gpu_ops::AttentionScope { window: window as u32, softcap },
+                gpu_ops::AttentionScope { window: window as u32, softcap, score_scale },
                 &qb,
                 &kb,
                 &vb,
@@ -970,6 +980,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         let mut want = vec![0.0; n * heads * hd];
         let mut worst = 0.0f32;
         let mut capped_gap = 0.0f32;
+        let mut scaled_gap = 0.0f32;
         for b in 0..n {
             let n_pos = pos + b + 1;
             for h in 0..heads {
@@ -981,6 +992,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     kv_offset: (h / (heads / kv_heads)) * hd,
                     n_pos,
                     first: if window > 0 { n_pos.saturating_sub(window) } else { 0 },
+                    scale: score_scale,
                     softcap: (softcap > 0.0).then_some(softcap),
                 };
                 let mut chunks = Vec::new();
@@ -1035,13 +1047,26 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     ops::attention(&ops::AttentionInput { softcap: None, ..input }, &mut vec![0.0; n_pos], &mut uncapped);
                     capped_gap = capped_gap.max(uncapped.iter().zip(&reference).map(|(u, r)| (u - r).abs()).fold(0.0, f32::max));
                 }
+                if factor != 1.0 {
+                    // The scale bites: at 1 / sqrt(hd), this head's output is far from it.
+                    let mut plain = vec![0.0; hd];
+                    let input = ops::AttentionInput { scale: 1.0 / (hd as f32).sqrt(), ..input };
+                    ops::attention(&input, &mut vec![0.0; n_pos], &mut plain);
+                    scaled_gap = scaled_gap.max(plain.iter().zip(&reference).map(|(u, r)| (u - r).abs()).fold(0.0, f32::max));
+                }
             }
         }
         if softcap > 0.0 {
             assert!(capped_gap > 1e-2, "softcap {softcap} changes no output (gap {capped_gap}): the case cannot tell it");
         }
+        if factor != 1.0 {
+            assert!(
+                scaled_gap > 1e-2,
+                "a score scale of {factor} / sqrt(hd) changes no output (gap {scaled_gap}): the case cannot tell it"
+            );
+        }
         eprintln!(
-            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}, softcap {softcap}): worst |diff| / l {worst:.2e}"
+            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd)): worst |diff| / l {worst:.2e}"
         );
         // Part 2 on the GPU's part 1, against the twins' combine.
         kernels::run_once(ctx, att.combine, at);
@@ -1095,9 +1120,14 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
         (6, 1, 2, 3, [9, 3, 64], 0, 0.5),
         (300, 1, 1, 2, [9, 3, 64], 77, 1.5),
     ];
+    // Scores scaled by 1 / sqrt(hd), and (Granite's attention scale) by 2.5 times that in
+    // every other case.
+    let factors = [1.0f32, 2.5];
     for kv_f16 in [false, true] {
         let k = Kernels::with_options(&ctx, KernelOptions { kv_f16, ..KernelOptions::plain(1) }).expect("every kernel compiles");
-        for (pos, n, layer, layers, [heads, kv_heads, hd], window, softcap) in cases {
+        for (i, (pos, n, layer, layers, [heads, kv_heads, hd], window, softcap)) in cases.into_iter().enumerate() {
+            let factor = factors[i % 2];
+            let score_scale = factor / (hd as f32).sqrt();
             let positions = pos + n;
             let kv = kv_heads * hd;
             let group = heads / kv_heads;
@@ -1122,7 +1152,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     &ctx,
                     shape,
                     layer as u32,
-                    gpu_ops::AttentionScope { window: window as u32, softcap },
+                    gpu_ops::AttentionScope { window: window as u32, softcap, score_scale },
                     &qb,
                     &kb,
                     Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)),
@@ -1132,7 +1162,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
             kernels::run_once(&ctx, d, at);
             let got = read_guarded(&ctx, &out, out_len);
             let what = format!(
-                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}, softcap {softcap}"
+                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd)"
             );
             for (l, rows) in got.chunks_exact(heads * positions).enumerate() {
                 if l != layer {
@@ -1149,9 +1179,16 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     kv_offset: (h / group) * hd,
                     n_pos: positions,
                     first: if window > 0 { positions.saturating_sub(window) } else { 0 },
+                    scale: score_scale,
                     softcap: (softcap > 0.0).then_some(softcap),
                 };
                 ops::attention_weights(&input, &mut want[h * positions..][..positions]);
+                if factor != 1.0 && positions > 1 {
+                    let mut plain = vec![0.0; positions];
+                    ops::attention_weights(&ops::AttentionInput { scale: 1.0 / (hd as f32).sqrt(), ..input }, &mut plain);
+                    let gap = plain.iter().zip(&want[h * positions..][..positions]).map(|(u, w)| (u - w).abs()).fold(0.0, f32::max);
+                    assert!(gap > 100.0 * WEIGHT_TOL, "{what}: the score scale changes head {h}'s weights by only {gap}");
+                }
                 if softcap > 0.0 && positions > 1 {
                     let mut uncapped = vec![0.0; positions];
                     ops::attention_weights(&ops::AttentionInput { softcap: None, ..input }, &mut uncapped);
@@ -1201,8 +1238,16 @@ struct AttentionCase {
 }
 
 /// Random queries and caches for `[heads, kv_heads, hd]` at position `pos` of `capacity`, the
-/// positions past `pos` holding garbage (1e4) that must not be read, and the attention's twin.
-fn attention_case(rng: &mut ChaCha8Rng, [heads, kv_heads, hd]: [usize; 3], pos: usize, capacity: usize, kv_f16: bool) -> AttentionCase {
+/// positions past `pos` holding garbage (1e4) that must not be read, and the attention's twin,
+/// each query-key product scaled by `score_scale`.
+fn attention_case(
+    rng: &mut ChaCha8Rng,
+    [heads, kv_heads, hd]: [usize; 3],
+    pos: usize,
+    capacity: usize,
+    kv_f16: bool,
+    score_scale: f32,
+) -> AttentionCase {
     let (cols, kv) = (heads * hd, kv_heads * hd);
     let q = random(rng, cols, 1.0);
     let (mut keys, mut values) = (random(rng, capacity * kv, 3.0), random(rng, capacity * kv, 2.0));
@@ -1222,6 +1267,7 @@ fn attention_case(rng: &mut ChaCha8Rng, [heads, kv_heads, hd]: [usize; 3], pos: 
             kv_offset: (h / (heads / kv_heads)) * hd,
             n_pos: pos + 1,
             first: 0,
+            scale: score_scale,
             softcap: None,
         };
         ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
@@ -1373,10 +1419,13 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         // of a cold `make test`'s time in this test).
         let (ours, others): (Vec<_>, Vec<_>) = cases.iter().partition(|c| (c.0, c.1, c.2) == (9, 3, 64));
         let turn = [others[(2 * i) % others.len()], others[(2 * i + 1) % others.len()]];
-        for &(heads, kv_heads, hd, rows, dtype, pos, capacity) in ours.into_iter().chain(turn) {
+        for (j, &(heads, kv_heads, hd, rows, dtype, pos, capacity)) in ours.into_iter().chain(turn).enumerate() {
             let cols = heads * hd;
             let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
-            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16);
+            // Scores scaled by 1 / sqrt(hd), or (Granite's attention scale) otherwise, in turn.
+            let score_scale = [1.0, 2.5, 0.3][(i + j) % 3] / (hd as f32).sqrt();
+            let AttentionCase { q, keys, values, att } =
+                attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16, score_scale);
             let prior = random(&mut rng, rows, 1.0);
             let (want, tol): (Vec<f32>, Vec<f32>) = dense
                 .chunks_exact(cols)
@@ -1400,7 +1449,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             if pos < kernels::ATTENTION_CHUNK {
                 let op = LinearOp {
                     accumulate: true,
-                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb }),
+                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb, score_scale }),
                     ..LinearOp::new(&m, &qb, y)
                 };
                 kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
@@ -1411,7 +1460,18 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let parts = ctx.storage("parts", &vec![0.0f32; gpu_ops::attention_parts_len(shape, capacity, 1, options.split_chunk)]);
             let scratch = ctx.storage("att", &vec![0.0f32; cols]);
             let a = k
-                .attention(&ctx, shape, capacity, Default::default(), &qb, &kb, &vb, Bind(&parts, 0, None), Bind(&scratch, 0, None), &step)
+                .attention(
+                    &ctx,
+                    shape,
+                    capacity,
+                    gpu_ops::AttentionScope { score_scale, ..gpu_ops::AttentionScope::whole(hd as u32) },
+                    &qb,
+                    &kb,
+                    &vb,
+                    Bind(&parts, 0, None),
+                    Bind(&scratch, 0, None),
+                    &step,
+                )
                 .expect("attention");
             kernels::run_once(&ctx, a.partial, at);
             let merged =
@@ -1501,14 +1561,18 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
         // in turn: the merges come before and after the products alike for every weight type
         // (the twin tests check each type's product in every form), and all six cases in
         // every variant compiled 17 kernels a variant.
-        for (heads, kv_heads, hd, wo_type, dim, ffn_type, ffn, pos) in [cases[0], cases[1], cases[2 + i % 4]] {
+        for (j, (heads, kv_heads, hd, wo_type, dim, ffn_type, ffn, pos)) in [cases[0], cases[1], cases[2 + i % 4]].into_iter().enumerate() {
             let cols = heads * hd;
             let n_chunks = (pos + 1).div_ceil(split) + 1;
             let (wo_dense, wo) = random_matrix(&ctx, &mut rng, dim, cols, wo_type);
             let (gu_dense, gate_up) = random_matrix(&ctx, &mut rng, 2 * ffn, dim, ffn_type);
             let (down_dense, down) = random_matrix(&ctx, &mut rng, dim, ffn, ffn_type);
-            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16);
-            // x + Wo att, each value's bound: the projection's rounding and the attention's
+            // In every other case Granite's scales: the scores by other than 1 / sqrt(hd),
+            // each sublayer's output by its residual scale (the parts, and the down product).
+            let granite = (i + j) % 2 == 1;
+            let (score_scale, s) = if granite { (2.5 / (hd as f32).sqrt(), 0.22) } else { (1.0 / (hd as f32).sqrt(), 1.0) };
+            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16, score_scale);
+            // x + s Wo att, each value's bound: the projection's rounding and the attention's
             // (the merge's weights carry the softmax's).
             let x = random(&mut rng, dim, 2.0);
             let (merged, merged_tol): (Vec<f32>, Vec<f32>) = wo_dense
@@ -1516,18 +1580,18 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 .zip(&x)
                 .map(|(r, x)| {
                     let bound = r.iter().zip(&att).map(|(a, b)| 2e-5 * (a * b).abs() + 4e-5 * a.abs()).sum::<f32>() + 1e-5;
-                    (x + ops::dot(r, &att), bound + 1e-6 * x.abs())
+                    (x + s * ops::dot(r, &att), bound + 1e-6 * x.abs())
                 })
                 .unzip();
             // The gate/up rows' twin: SwiGLU of the normed merged row.
             let gain = random(&mut rng, dim, 2.0);
             let (want_hidden, hidden_tol) = gated_twin(&gu_dense, &merged, &merged_tol, &gain, 1e-5, false);
-            // The down projection's twin: x + Wo att + Wd h.
+            // The down projection's twin: x + s Wo att + s Wd h.
             let h = random(&mut rng, ffn, 1.0);
             let (want_x, x_tol): (Vec<f32>, Vec<f32>) = down_dense
                 .chunks_exact(ffn)
                 .zip(merged.iter().zip(&merged_tol))
-                .map(|(r, (m, e))| (m + ops::dot(r, &h), e + 1e-5 * r.iter().zip(&h).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6))
+                .map(|(r, (m, e))| (m + s * ops::dot(r, &h), e + 1e-5 * r.iter().zip(&h).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6))
                 .unzip();
 
             let (qb, kb, vb) =
@@ -1539,10 +1603,11 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
             let parts = guarded(&ctx, parts_len);
             let parts_bind = Bind(&parts, (PAD * 4) as u64, Some((parts_len * 4) as u64));
             let what = |form| {
-                format!("{form}: {heads}/{kv_heads} heads of {hd}, {wo_type:?} {dim} rows, {ffn_type:?} ffn {ffn}, pos {pos}, {options:?}")
+                format!("{form}: {heads}/{kv_heads} heads of {hd}, {wo_type:?} {dim} rows, {ffn_type:?} ffn {ffn}, pos {pos}, Granite's scales {granite}, {options:?}")
             };
             let heads_op = LinearOp {
-                heads: Some(HeadsInput { shape, keys: &kb, values: &vb, n_chunks: n_chunks as u32 }),
+                heads: Some(HeadsInput { shape, keys: &kb, values: &vb, score_scale, n_chunks: n_chunks as u32 }),
+                out_scale: s,
                 ..LinearOp::new(&wo, &qb, parts_bind)
             };
             kernels::run_once(&ctx, k.matvec(&ctx, &heads_op, &step).expect("dispatch"), at);
@@ -1571,6 +1636,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
             let down_op = LinearOp {
                 accumulate: true,
                 merge_out: merge,
+                out_scale: s,
                 ..LinearOp::new(&down, &hb, Bind(&residual, (PAD * 4) as u64, Some((dim * 4) as u64)))
             };
             kernels::run_once(&ctx, k.matvec(&ctx, &down_op, &step).expect("dispatch"), at);
@@ -1651,8 +1717,10 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &with_rope([3, 2, 10]), &step).is_err(), "3 query heads cannot share 2 KV heads");
     assert!(k.matmul(&ctx, &with_rope([3, 1, 10]), &step).is_err(), "the epilogue is decode-only");
     assert!(k.matvec(&ctx, &LinearOp { accumulate: true, ..with_rope([3, 1, 10]) }, &step).is_err(), "queries are not added to");
-    let attention =
-        |shape| LinearOp { attention: Some(AttentionInput { shape, keys: &kc, values: &vc }), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
+    let attention = |shape| LinearOp {
+        attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25 }),
+        ..LinearOp::new(&m, &x, Bind(&y, 0, None))
+    };
     assert!(k.matvec(&ctx, &attention([4, 2, 16]), &step).is_ok(), "64 columns are 4 heads of 16");
     assert!(k.matvec(&ctx, &attention([4, 2, 8]), &step).is_err(), "64 columns are not 4 heads of 8");
     assert!(k.matvec(&ctx, &attention([32, 32, 2]), &step).is_err(), "heads of 2: values go 4 dimensions at a time");
@@ -1665,17 +1733,22 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &combine([4, 2, 8], 1), &step).is_err(), "64 columns are not 4 heads of 8");
     assert!(k.matvec(&ctx, &combine([4, 2, 16], 0), &step).is_err(), "no chunks to merge");
     assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
-    let both = LinearOp { attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc }), ..combine([4, 2, 16], 1) };
+    let both = LinearOp {
+        attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc, score_scale: 0.25 }),
+        ..combine([4, 2, 16], 1)
+    };
     assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
-    let split_k =
-        |shape| k.attention(&ctx, shape, 4, Default::default(), &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step).map(|_| ());
+    let split_k = |shape: [u32; 3]| {
+        k.attention(&ctx, shape, 4, gpu_ops::AttentionScope::whole(shape[2]), &x, &kc, &vc, Bind(&parts, 0, None), Bind(&y, 0, None), &step)
+            .map(|_| ())
+    };
     assert!(split_k([4, 2, 16]).is_ok(), "4 heads of 16 over 2 KV heads");
     assert!(split_k([8, 4, 6]).is_err(), "heads of 6: values go 4 dimensions at a time");
     assert!(split_k([3, 2, 16]).is_err(), "3 query heads cannot share 2 KV heads");
     assert!(k.matmul(&ctx, &attention([4, 2, 16]), &step).is_err(), "the prologue is decode-only");
     let (_, wide) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     let too_wide = LinearOp {
-        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc }),
+        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc, score_scale: 0.25 }),
         ..LinearOp::new(&wide, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &too_wide, &step).is_err(), "4096 columns exceed the prologue's workgroup memory");

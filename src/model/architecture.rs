@@ -1,8 +1,8 @@
 //! The model families the engine runs (`general.architecture`) and what sets each apart from
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
-//! 2's softcapped scores and logits, SmolLM3's layers without RoPE, and Phi-3's fused
-//! projections.
+//! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
+//! projections, and Granite's scales.
 
 use serde::Serialize;
 
@@ -39,6 +39,12 @@ pub enum Architecture {
     /// one tensor (`attn_qkv`, or apart), the gate's rows ahead of the up projection's in
     /// `ffn_up` (no `ffn_gate`), and LongRoPE where the file has its factors.
     Phi3,
+    /// IBM Granite 3 (2B and 8B): llama's block with four scales the file gives
+    /// (`embedding_scale`, `residual_scale`, `attention.scale`, `logit_scale`, the last
+    /// required): the embedding's rows multiplied by one, each sublayer's output by another
+    /// before it joins the residual stream, the attention scores by a third in place of
+    /// `1 / sqrt(head width)`, and the logits divided by the last.
+    Granite,
 }
 
 /// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
@@ -77,7 +83,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 7] = [
+    pub const ALL: [Architecture; 8] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -85,6 +91,7 @@ impl Architecture {
         Architecture::Gemma3,
         Architecture::Smollm3,
         Architecture::Phi3,
+        Architecture::Granite,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -105,6 +112,7 @@ impl Architecture {
             Architecture::Gemma3 => "gemma3",
             Architecture::Smollm3 => "smollm3",
             Architecture::Phi3 => "phi3",
+            Architecture::Granite => "granite",
         }
     }
 
@@ -116,7 +124,7 @@ impl Architecture {
     /// Where its RoPE pairs sit within a head.
     pub fn rope_pairs(self) -> RopePairs {
         match self {
-            Architecture::Llama | Architecture::Smollm3 => RopePairs::Adjacent,
+            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite => RopePairs::Adjacent,
             Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Phi3 => {
                 RopePairs::Halves
             }
@@ -177,14 +185,21 @@ impl Architecture {
         (self == Architecture::Gemma3).then_some(GEMMA3_LOCAL_ROPE_BASE)
     }
 
-    /// What the token embedding's rows are multiplied by (`sqrt(dim)` for Gemma, else 1):
-    /// the LM head tied to the same table is not.
+    /// What the token embedding's rows are multiplied by where the architecture fixes it
+    /// (`sqrt(dim)` for Gemma, else 1; Granite's file gives its own,
+    /// [`Architecture::has_file_scales`]): the LM head tied to the same table is not.
     pub fn embedding_scale(self, dim: usize) -> f32 {
         if self.is_gemma() {
             (dim as f32).sqrt()
         } else {
             1.0
         }
+    }
+
+    /// Whether its files give the four scales [`Architecture::Granite`] names (read under
+    /// its prefix, required).
+    pub fn has_file_scales(self) -> bool {
+        self == Architecture::Granite
     }
 
     /// The gated feed-forward's activation.

@@ -1,5 +1,6 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
+//! `granite.*`).
 
 use serde::Serialize;
 
@@ -74,7 +75,23 @@ pub struct Config {
     /// The logits' cap (`final_logit_softcapping`, Gemma 2's 30): each logit `z` becomes
     /// `cap * tanh(z / cap)`; `None`: uncapped.
     pub final_softcap: Option<f32>,
+    /// What the token embedding's rows are multiplied by: Gemma's `sqrt(dim)`, Granite's
+    /// `embedding_scale`, else 1 (the LM head tied to the same table is not).
+    pub embedding_scale: f32,
+    /// What each sublayer's output is multiplied by before it joins the residual stream
+    /// (Granite's `residual_scale`; 1 otherwise).
+    pub residual_scale: f32,
+    /// What each query-key dot product is multiplied by before any cap and the softmax:
+    /// `1 / sqrt(head_dim)`, or Granite's `attention.scale`.
+    pub attention_scale: f32,
+    /// What the logits are divided by, before any cap (Granite's `logit_scale`; 1 otherwise).
+    pub logit_scale: f32,
 }
+
+/// Granite's scales' keys (after its prefix): the embedding's, the residual's, the attention
+/// scores' and the logits' divisor. Its file must give the last; any other missing (or 0)
+/// leaves what it scales as llama's block has it, as llama.cpp reads them.
+pub const GRANITE_SCALES: [&str; 4] = ["embedding_scale", "residual_scale", "attention.scale", "logit_scale"];
 
 impl Config {
     /// Reads and checks the configuration of a GGUF of a supported architecture.
@@ -115,7 +132,12 @@ impl Config {
             },
             attn_softcap: softcap(g, architecture, &key, "attn_logit_softcapping", GEMMA2_DEFAULT_ATTN_SOFTCAP)?,
             final_softcap: softcap(g, architecture, &key, "final_logit_softcapping", GEMMA2_DEFAULT_FINAL_SOFTCAP)?,
+            embedding_scale: architecture.embedding_scale(dim),
+            residual_scale: 1.0,
+            attention_scale: 1.0 / (head_dim as f32).sqrt(),
+            logit_scale: 1.0,
         };
+        let cfg = with_file_scales(cfg, g, &key)?;
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
@@ -283,6 +305,39 @@ fn softcap(
         cap if cap.is_finite() && cap > 0.0 => Ok(Some(cap)),
         cap => Err(ModelError::Metadata { key: key(name), problem: format!("is {cap}; a softcap must be a finite number above 0") }),
     }
+}
+
+/// The scales of an architecture whose file gives them ([`Architecture::has_file_scales`]:
+/// Granite's [`GRANITE_SCALES`]), read into `cfg`; any other's as they are. A Granite file
+/// that turns off RoPE (`rope.scaling.finetuned` false, which llama.cpp reads as no RoPE in
+/// any layer) is refused rather than run with RoPE.
+fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
+    if !cfg.architecture.has_file_scales() {
+        return Ok(cfg);
+    }
+    // A scale, `None` where the file has none or 0 (llama.cpp's "not set").
+    let read = |name: &str| match g.f32_opt(&key(name))? {
+        None | Some(0.0) => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+        Some(v) => Err(ModelError::Metadata { key: key(name), problem: format!("is {v}; it must be a finite number above 0") }),
+    };
+    let [embedding, residual, attention, logit] = GRANITE_SCALES;
+    cfg.embedding_scale = read(embedding)?.unwrap_or(cfg.embedding_scale);
+    cfg.residual_scale = read(residual)?.unwrap_or(cfg.residual_scale);
+    cfg.attention_scale = read(attention)?.unwrap_or(cfg.attention_scale);
+    cfg.logit_scale = read(logit)?.ok_or_else(|| ModelError::Metadata {
+        key: key(logit),
+        problem: format!("is missing, and a {} model needs it", cfg.architecture.name()),
+    })?;
+    if g.bool_opt(&key("rope.scaling.finetuned")) == Some(false) {
+        return Err(ModelError::Metadata {
+            key: key("rope.scaling.finetuned"),
+            problem:
+                "is false, which turns RoPE off in every layer: tokenscope turns every granite layer by RoPE, so it does not run this model"
+                    .into(),
+        });
+    }
+    Ok(cfg)
 }
 
 /// LongRoPE's per-pair factors for contexts within and beyond the original one (Phi-3.5's,

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -69,6 +69,9 @@ pub struct SyntheticSpec {
     /// LongRoPE (Phi-3.5's) with this original context: short factors (random from 1 to 2),
     /// long ones (from 2 to 8) and an attention factor of [`SYNTHETIC_ATTN_FACTOR`].
     pub longrope_original_context: Option<usize>,
+    /// Granite's embedding, residual, attention and logit scales, written as
+    /// `embedding_scale`, `residual_scale`, `attention.scale` and `logit_scale`.
+    pub granite_scales: Option<[f32; 4]>,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -111,6 +114,7 @@ impl Default for SyntheticSpec {
             longrope_original_context: None,
             attn_softcap: None,
             final_softcap: None,
+            granite_scales: None,
         }
     }
 }
@@ -173,6 +177,9 @@ impl SyntheticModel {
         }
         if let Some(cap) = spec.final_softcap {
             metadata.push((key("final_logit_softcapping"), Value::F32(cap)));
+        }
+        if let Some(scales) = spec.granite_scales {
+            metadata.extend(super::config::GRANITE_SCALES.iter().zip(scales).map(|(name, v)| (key(name), Value::F32(v))));
         }
         if let Some(window) = spec.sliding_window {
             metadata.push((key("attention.sliding_window"), u(window)));

@@ -175,9 +175,8 @@ impl CpuBackend {
         let group = c.n_heads / c.n_kv_heads;
 
         let mut x = self.embed(tokens)?; //           residual stream [n, d]
-        let scale = c.architecture.embedding_scale(d);
-        if scale != 1.0 {
-            x.iter_mut().for_each(|v| *v *= scale);
+        if c.embedding_scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= c.embedding_scale);
         }
         let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
         let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
@@ -196,9 +195,10 @@ impl CpuBackend {
         let mut inspection = inspect.then(|| Inspection::new(layers, c.n_heads, group, start + n, d));
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
-            // Attention: x += Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
+            // Attention: x += s Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
             // each head of q and k RMS-normed before RoPE where the model has head norms, the
-            // projection RMS-normed before the add where it has post norms.
+            // projection RMS-normed before the add where it has post norms (s: the residual
+            // scale, Granite's; 1 otherwise), the scores scaled by the attention scale.
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
             }
@@ -232,6 +232,7 @@ impl CpuBackend {
                 kv_offset: (h / group) * hd,
                 n_pos: start + t + 1,
                 first: c.attended(layer, start + t).start,
+                scale: c.attention_scale,
                 softcap: c.attn_softcap,
             };
             // Each token's heads, tokens spread over the band pool's threads when the work
@@ -255,10 +256,10 @@ impl CpuBackend {
             b.wo.forward(&att, n, &mut proj)?;
             match &b.post_norm {
                 Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.rms_eps),
-                None => ops::add(&mut x, &proj),
+                None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
 
-            // Feed-forward: x += W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
+            // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms.
             for t in 0..n {
                 ops::rmsnorm(&x[t * d..][..d], &b.ffn_norm, c.rms_eps, &mut xb[t * d..][..d]);
@@ -270,7 +271,7 @@ impl CpuBackend {
             b.w_down.forward(&gate, n, &mut proj)?;
             match &b.post_norm {
                 Some(post) => ops::add_normed(&mut x, &proj, &post.ffn, c.rms_eps),
-                None => ops::add(&mut x, &proj),
+                None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
             if let Some(inspection) = &mut inspection {
                 inspection.residual_mut(layer).copy_from_slice(&x[(n - 1) * d..][..d]);
@@ -293,7 +294,7 @@ impl CpuBackend {
         }
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
-        ops::softcap_logits(&mut logits, c.final_softcap);
+        ops::finish_logits(&mut logits, c.logit_scale, c.final_softcap);
         Ok(Forward { logits, inspection, ran_ahead: false })
     }
 
@@ -311,6 +312,7 @@ impl CpuBackend {
         }
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()]; // [rows, vocab]
         self.lm_head.forward(&normed, rows, &mut logits)?;
+        ops::finish_logits(&mut logits, self.cfg.logit_scale, self.cfg.final_softcap);
         Ok(logits)
     }
 

@@ -64,8 +64,8 @@ impl RopeAngles {
 ///
 /// Shapes: `q`: `[head_dim]`; `keys`, `values`: `[n_pos, kv_stride]`, the head's slice
 /// starting at `kv_offset`; `scores`: scratch `[>= n_pos]`; `out`: `[head_dim]`.
-/// `out = softmax(q . k_j / sqrt(head_dim)) . v_j` over `j` in `first..n_pos`,
-/// max-subtracted for stability.
+/// `out = softmax(capped(scale q . k_j)) . v_j` over `j` in `first..n_pos` (`scale`
+/// `1 / sqrt(head_dim)` but in Granite), max-subtracted for stability.
 pub struct AttentionInput<'a> {
     /// Query vector of one head, `[head_dim]`.
     pub q: &'a [f32],
@@ -82,6 +82,9 @@ pub struct AttentionInput<'a> {
     /// The first position attended to: 0, or in a sliding-window layer the oldest position
     /// inside the window (`n_pos - window`).
     pub first: usize,
+    /// What each `q . k_j` is multiplied by (`Config::attention_scale`: `1 / sqrt(head_dim)`,
+    /// or Granite's own).
+    pub scale: f32,
     /// The cap of every scaled score ([`capped`]; Gemma 2's `attn_logit_softcapping`), or
     /// none.
     pub softcap: Option<f32>,
@@ -94,11 +97,31 @@ pub fn capped(x: f32, cap: Option<f32>) -> f32 {
     cap.map_or(x, |c| c * (x / c).tanh())
 }
 
-/// Every logit capped at `cap` ([`capped`]; Gemma 2's `final_logit_softcapping`), in place;
-/// nothing without a cap.
-pub fn softcap_logits(logits: &mut [f32], cap: Option<f32>) {
+/// The LM head's products made the model's logits, in place: divided by `divisor` (Granite's
+/// `logit_scale`; 1 leaves them) and then capped at `cap` ([`capped`]; Gemma 2's
+/// `final_logit_softcapping`; none leaves them). Both keep the logits' order, so a GPU's
+/// argmax may rank the products as they are.
+pub fn finish_logits(logits: &mut [f32], divisor: f32, cap: Option<f32>) {
+    if divisor != 1.0 {
+        logits.iter_mut().for_each(|z| *z /= divisor);
+    }
     if cap.is_some() {
         logits.iter_mut().for_each(|z| *z = capped(*z, cap));
+    }
+}
+
+/// `x += y`, elementwise.
+pub fn add(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// `x += scale * y`, elementwise: a sublayer's output joining the residual stream (`scale`
+/// Granite's `residual_scale`, else 1, which adds `y` exactly).
+pub fn add_scaled(x: &mut [f32], y: &[f32], scale: f32) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += scale * b;
     }
 }
 
@@ -138,11 +161,10 @@ fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut 
 }
 
 /// One head's attention weights over its positions into `weights[..n_pos]`:
-/// `softmax(capped(q . k_j / sqrt(head_dim)))` over `first..n_pos`, max-subtracted for stability
+/// `softmax(capped(scale q . k_j))` over `first..n_pos`, max-subtracted for stability
 /// (they sum to 1), and 0 before `first`.
 pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
-    let hd = a.q.len();
-    let scale = 1.0 / (hd as f32).sqrt();
+    let (hd, scale) = (a.q.len(), a.scale);
     let (outside, weights) = weights[..a.n_pos].split_at_mut(a.first);
     outside.fill(0.0);
     for (j, s) in (a.first..).zip(weights.iter_mut()) {
@@ -163,7 +185,7 @@ pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
 /// Softmax statistics of one head over a chunk of positions (split-K attention).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkStats {
-    /// Largest scaled (and capped) score `q.k / sqrt(hd)` in the chunk.
+    /// Largest scaled (and capped) score `scale q.k` in the chunk.
     pub max: f32,
     /// `sum_j exp(s_j - max)`.
     pub sum: f32,
@@ -173,8 +195,7 @@ pub struct ChunkStats {
 
 /// One head's statistics over positions `range` (the CPU twin of attention_partial.wgsl).
 pub fn attention_chunk(a: &AttentionInput, range: std::ops::Range<usize>) -> ChunkStats {
-    let hd = a.q.len();
-    let scale = 1.0 / (hd as f32).sqrt();
+    let (hd, scale) = (a.q.len(), a.scale);
     let scores: Vec<f32> =
         range.clone().map(|j| capped(dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..hd]) * scale, a.softcap)).collect();
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -248,13 +269,6 @@ pub fn add_normed(x: &mut [f32], y: &[f32], gain: &[f32], eps: f32) {
     }
 }
 
-/// Residual add in place: `x += y`.
-pub fn add(x: &mut [f32], y: &[f32]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
-}
-
 /// Dot product with 16 independent f32 accumulators (vectorizes without reassociation flags).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     const W: usize = 16;
@@ -297,7 +311,17 @@ mod tests {
         let keys: Vec<f32> = (0..n * hd).map(value).collect();
         let values: Vec<f32> = (0..n * hd).map(|i| value(i + 7)).collect();
         let q: Vec<f32> = (0..hd).map(|i| value(i + 3) * 2.0).collect();
-        let windowed = AttentionInput { q: &q, keys: &keys, values: &values, kv_stride: hd, kv_offset: 0, n_pos: n, first, softcap: None };
+        let windowed = AttentionInput {
+            q: &q,
+            keys: &keys,
+            values: &values,
+            kv_stride: hd,
+            kv_offset: 0,
+            n_pos: n,
+            first,
+            scale: 0.25,
+            softcap: None,
+        };
         let (mut scores, mut out) = (vec![f32::NAN; n], vec![0.0; hd]);
         attention(&windowed, &mut scores, &mut out);
         let alone = AttentionInput { keys: &keys[first * hd..], values: &values[first * hd..], n_pos: n - first, first: 0, ..windowed };

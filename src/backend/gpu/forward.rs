@@ -23,7 +23,10 @@
 //! the layer's last dispatch: [`Builder::feed_forward`]), two where the model is too wide for
 //! that and in a prefill pass. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
-//! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions).
+//! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
+//! dispatch: the output and down projections multiply their products by its residual scale
+//! as they store them ([`LinearOp::out_scale`]), and every attention form scales its scores
+//! by the layer's [`AttentionScope::score_scale`](ops::AttentionScope::score_scale).
 
 use super::activations::Activations;
 use super::device::GpuContext;
@@ -153,8 +156,12 @@ pub(super) struct Builder<'a> {
     pub capacity: usize,
     /// The RMSNorms' epsilon.
     pub eps: f32,
-    /// What the embedding's rows are multiplied by (Gemma 3's `sqrt(dim)`; 1 otherwise).
+    /// What the embedding's rows are multiplied by (Gemma's `sqrt(dim)`, Granite's own; 1
+    /// otherwise).
     pub embedding_scale: f32,
+    /// What each sublayer's output is multiplied by as it joins the residual stream
+    /// (Granite's; 1 otherwise): the output and down projections' [`LinearOp::out_scale`].
+    pub residual_scale: f32,
     /// The gated feed-forward takes GELU's tanh form (GeGLU) rather than SiLU.
     pub gelu: bool,
     /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
@@ -240,7 +247,8 @@ impl Builder<'_> {
             k.attention(ctx, form.shape, self.capacity, l.scope, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
         // Where the projection's output goes: added to x, or into att_proj for the post norm.
         let (out, accumulate) = if l.post_norm.is_some() { (&a.att_proj, false) } else { (&a.x, true) };
-        let wo = LinearOp { accumulate, ..LinearOp::new(&l.wo, &a.att, Bind(out, 0, None)) };
+        let wo_reading = |x| LinearOp { accumulate, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
+        let wo = wo_reading(&a.att);
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
         let block = l.wo.format.block();
@@ -252,16 +260,18 @@ impl Builder<'_> {
         let (one_short, one_long) = if form.fused {
             let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
             let merged = CombineInput { shape: form.shape, parts, n_chunks };
-            let long = LinearOp { accumulate, combine: Some(merged), ..LinearOp::new(&l.wo, &a.q, Bind(out, 0, None)) };
+            let long = LinearOp { combine: Some(merged), ..wo_reading(&a.q) };
             let long = vec![split.partial.clone(), k.matvec(ctx, &long, &a.step)?];
             let short = match per_head {
                 Some(p) => {
-                    let heads = HeadsInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache, n_chunks: p.n_chunks };
-                    LinearOp { heads: Some(heads), ..LinearOp::new(&l.wo, &a.q, p.parts) }
+                    let (keys, values, score_scale) = (&l.k_cache, &l.v_cache, l.scope.score_scale);
+                    let heads = HeadsInput { shape: form.shape, keys, values, score_scale, n_chunks: p.n_chunks };
+                    LinearOp { heads: Some(heads), out_scale: self.residual_scale, ..LinearOp::new(&l.wo, &a.q, p.parts) }
                 }
                 None => {
-                    let input = AttentionInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache };
-                    LinearOp { accumulate, attention: Some(input), ..LinearOp::new(&l.wo, &a.q, Bind(out, 0, None)) }
+                    let input =
+                        AttentionInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache, score_scale: l.scope.score_scale };
+                    LinearOp { attention: Some(input), ..wo_reading(&a.q) }
                 }
             };
             // Split-K from the first step: no short form (nor its pipeline, compiled for nothing).
@@ -319,7 +329,7 @@ impl Builder<'_> {
         };
         let gate_up = gate_up_reading(None, None);
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
-        let down = LinearOp { accumulate, ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None)) };
+        let down = LinearOp { accumulate, out_scale: self.residual_scale, ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None)) };
         let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
         if let Some([attention_gain, gain]) = &l.post_norm {
             let dim = l.w_down.rows;

@@ -18,7 +18,7 @@ use super::kernels::{Bind, Dispatch, KernelOptions, Kernels, FUSED_ATTENTION_MAX
 use super::ops::AttentionScope;
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
 use super::upload::{banded, GpuLayer, Uploaded};
-use crate::backend::cpu::ops::softcap_logits;
+use crate::backend::cpu::ops::finish_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
 use crate::model::architecture::Activation;
@@ -189,7 +189,8 @@ impl GpuBackend {
             form,
             capacity,
             eps: cfg.rms_eps,
-            embedding_scale: cfg.architecture.embedding_scale(cfg.dim),
+            embedding_scale: cfg.embedding_scale,
+            residual_scale: cfg.residual_scale,
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
             folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
@@ -278,7 +279,7 @@ impl GpuBackend {
 
     /// A checked pass as [`Backend::forward_checked`] describes it, its logits as the LM
     /// head wrote them.
-    async fn forward_uncapped(&mut self, input: Checked<'_>) -> Result<Forward> {
+    async fn forward_unfinished(&mut self, input: Checked<'_>) -> Result<Forward> {
         let (tokens, pass) = (input.tokens(), input.pass());
         let start = self.pos;
         if pass.inspect {
@@ -331,20 +332,20 @@ impl Backend for GpuBackend {
     /// Every token's logits: the verify lists, one pass. The last token's through every
     /// layer: the prefill lists (decode's for one token), [`PREFILL_BATCH`] tokens a pass, the
     /// last pass read back. Through fewer layers: the self-draft's lists, built for that
-    /// layer count on first use, one token. Logits the model caps (Gemma 2's) are capped
-    /// here, once read back (the GPU's argmax, the run-ahead's, ranks them uncapped: the cap
-    /// keeps their order).
+    /// layer count on first use, one token. Logits the model scales or caps (Granite's,
+    /// Gemma 2's) are finished here, once read back ([`finish_logits`]; the GPU's argmax, the
+    /// run-ahead's, ranks the LM head's products: neither changes their order).
     async fn forward_checked(&mut self, input: Checked<'_>) -> Result<Forward> {
-        let mut forward = self.forward_uncapped(input).await?;
-        softcap_logits(&mut forward.logits, self.cfg.final_softcap);
+        let mut forward = self.forward_unfinished(input).await?;
+        finish_logits(&mut forward.logits, self.cfg.logit_scale, self.cfg.final_softcap);
         Ok(forward)
     }
 
     /// Each row through the decode step's own final norm and LM head (see
-    /// [`super::inspect`]), capped as the pass's logits are.
+    /// [`super::inspect`]), finished as the pass's logits are.
     async fn lens(&mut self, residuals: &[f32]) -> Result<Vec<f32>> {
         let mut logits = self.lens_rows(residuals).await?;
-        softcap_logits(&mut logits, self.cfg.final_softcap);
+        finish_logits(&mut logits, self.cfg.logit_scale, self.cfg.final_softcap);
         Ok(logits)
     }
 

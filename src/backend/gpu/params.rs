@@ -63,6 +63,17 @@ uniform_struct! {
         part_rows: u32,
         /// GLU: 1 for GELU's tanh form on the gate (GeGLU, Gemma 3), 0 for SiLU (SwiGLU).
         gelu: u32,
+        /// ATTENTION and HEADS: what each query-key dot product is multiplied by
+        /// (`1 / sqrt(head_dim)`, or Granite's attention scale); 0 otherwise.
+        score_scale: f32,
+        /// What each output row is multiplied by before it is written or added to y
+        /// (Granite's residual scale in the output and down projections; 1 otherwise). Not
+        /// read by the pair epilogues (GLU, ROPE_KV).
+        out_scale: f32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
     }
 }
 
@@ -111,8 +122,9 @@ uniform_struct! {
         window: u32,
         /// The cap of every scaled score, `cap * tanh(s / cap)` (Gemma 2's); 0: uncapped.
         softcap: f32,
-        /// Padding to 16 bytes.
-        _pad1: u32,
+        /// What each query-key dot product is multiplied by (`1 / sqrt(head_dim)`, or
+        /// Granite's attention scale).
+        score_scale: f32,
         /// Padding to 16 bytes.
         _pad2: u32,
     }

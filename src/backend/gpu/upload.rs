@@ -99,6 +99,7 @@ impl GpuLayer {
                     .filter(|_| cfg.architecture.is_sliding_layer(index))
                     .map_or(0, |w| w.min(u32::MAX as usize) as u32),
                 softcap: cfg.attn_softcap.unwrap_or(0.0),
+                score_scale: cfg.attention_scale,
             },
             rope: cfg.layer_rope(index),
         })

@@ -65,15 +65,26 @@ pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
 }
 
 /// What one layer's attention weighs and how: the last `window` positions in a sliding-window
-/// layer (0: every position up to the token's own), each scaled score capped at `softcap`
-/// (`cap * tanh(s / cap)`, Gemma 2's; 0: uncapped). The twins' [`AttentionInput`](crate::backend::cpu::ops::AttentionInput)
-/// holds the same as `first` and `softcap`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// layer (0: every position up to the token's own), each query-key dot product multiplied by
+/// `score_scale` and capped at `softcap` (`cap * tanh(s / cap)`, Gemma 2's; 0: uncapped).
+/// The twins' [`AttentionInput`](crate::backend::cpu::ops::AttentionInput) holds the same as
+/// `first`, `scale` and `softcap`.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionScope {
     /// Positions a token attends over, its own included, in a sliding-window layer; 0: all.
     pub window: u32,
     /// The cap of every scaled score; 0: none.
     pub softcap: f32,
+    /// What each query-key dot product is multiplied by (`1 / sqrt(head_dim)`, or Granite's
+    /// attention scale).
+    pub score_scale: f32,
+}
+
+impl AttentionScope {
+    /// Every position up to the token's own, uncapped, scores scaled by `1 / sqrt(head_dim)`.
+    pub fn whole(head_dim: u32) -> Self {
+        AttentionScope { window: 0, softcap: 0.0, score_scale: 1.0 / (head_dim as f32).sqrt() }
+    }
 }
 
 /// Attention for one layer, `out = attention(q, cache[first..n_pos])` for every head (`first`
@@ -116,9 +127,9 @@ impl Kernels {
             )));
         }
         let n_chunks = attention_chunks(capacity, self.options.split_chunk);
-        let AttentionScope { window, softcap } = scope;
-        let params =
-            ctx.uniform("attention", &[AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, softcap, ..Default::default() }]);
+        let AttentionScope { window, softcap, score_scale } = scope;
+        let params = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, softcap, score_scale, ..Default::default() };
+        let params = ctx.uniform("attention", &[params]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
         let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);

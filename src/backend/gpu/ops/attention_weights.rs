@@ -55,8 +55,8 @@ impl Kernels {
         step: &wgpu::Buffer,
     ) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = shape;
-        let AttentionScope { window, softcap } = scope;
-        let weights = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, softcap, ..Default::default() };
+        let AttentionScope { window, softcap, score_scale } = scope;
+        let weights = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, softcap, score_scale, ..Default::default() };
         let params = ctx.uniform("attention weights", &[weights]);
         let inspect = ctx.uniform("inspect", &[InspectParams { layer, ..Default::default() }]);
         let binds = [

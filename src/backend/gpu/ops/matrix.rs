@@ -352,6 +352,10 @@ pub struct LinearOp<'a> {
     /// whose epsilon both norms take, and `glu`). `x` is only read: the layer's last post norm
     /// adds that term to it ([`PostNorm`](super::PostNorm)'s `first`).
     pub post_norm_in: Option<PostNormInput<'a>>,
+    /// What each product is multiplied by where it is stored, written or added (Granite's
+    /// residual scale in the output and down projections; 1 otherwise). Not with `glu` or
+    /// `rope_kv`, whose epilogues write their own.
+    pub out_scale: f32,
     /// Prefill only: elements from one token's outputs to the next in `y` when `y` holds
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
     /// the matrix's rows.
@@ -378,6 +382,9 @@ pub struct AttentionInput<'a> {
     pub keys: &'a wgpu::Buffer,
     /// The layer's V cache.
     pub values: &'a wgpu::Buffer,
+    /// What each query-key dot product is multiplied by
+    /// ([`AttentionScope::score_scale`](super::AttentionScope::score_scale)).
+    pub score_scale: f32,
 }
 
 /// The COMBINE prologue's operands (see [`LinearOp::combine`]).
@@ -398,6 +405,9 @@ pub struct HeadsInput<'a> {
     pub keys: &'a wgpu::Buffer,
     /// The layer's V cache.
     pub values: &'a wgpu::Buffer,
+    /// What each query-key dot product is multiplied by
+    /// ([`AttentionScope::score_scale`](super::AttentionScope::score_scale)).
+    pub score_scale: f32,
     /// Chunks of [`KernelOptions::split_chunk`](super::super::kernels::KernelOptions::split_chunk)
     /// positions per head in the parts (the most a short context covers); a dispatch's
     /// workgroups for the chunks past the step's position write nothing.
@@ -444,6 +454,7 @@ impl<'a> LinearOp<'a> {
             merge_in: None,
             merge_out: None,
             post_norm_in: None,
+            out_scale: 1.0,
             y_stride: None,
         }
     }
@@ -471,9 +482,9 @@ impl Kernels {
         let threads_per_row =
             self.options.threads_per_row_for(prefill).min(if op.heads.is_some() { HEADS_THREADS_PER_ROW } else { u32::MAX });
         let pairs = op.glu || op.rope_kv.is_some();
-        if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || threads_per_row > workgroup / 2) {
+        if pairs && (!w.rows.is_multiple_of(2) || op.accumulate || op.out_scale != 1.0 || threads_per_row > workgroup / 2) {
             return Err(Error::Backend(format!(
-                "the SwiGLU and RoPE epilogues need an even row count ({}), no accumulate, and at most {} threads per row ({threads_per_row})",
+                "the SwiGLU and RoPE epilogues need an even row count ({}), no accumulate, no output scale, and at most {} threads per row ({threads_per_row})",
                 w.rows,
                 workgroup / 2,
             )));
@@ -523,6 +534,9 @@ impl Kernels {
                 0
             },
             gelu: (op.glu && op.gelu) as u32,
+            score_scale: op.attention.as_ref().map(|a| a.score_scale).or(op.heads.as_ref().map(|h| h.score_scale)).unwrap_or(0.0),
+            out_scale: op.out_scale,
+            ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);
         // Rows a workgroup covers: a subgroup kernel's row groups take rows_per_subgroup at once.

@@ -155,6 +155,10 @@ pub enum ModelError {
     /// A tensor the llama architecture needs is absent.
     #[error("tensor {0} is missing from the GGUF file")]
     MissingTensor(String),
+    /// A tensor that would change what the model computes, which the engine does not apply
+    /// (a bias llama.cpp adds where a file has one, [`crate::model::weights::UNAPPLIED_BIASES`]).
+    #[error("tensor {0} is in the file, and tokenscope does not add it, so it does not run this model")]
+    UnappliedTensor(String),
     /// A tensor whose shape does not fit the configuration.
     #[error("tensor {name} has shape {found:?} but the configuration needs {expected:?}")]
     ShapeMismatch {

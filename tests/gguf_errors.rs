@@ -289,6 +289,20 @@ fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
 }
 
 #[test]
+fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
+    // Each bias llama.cpp adds where a file has one, which tokenscope does not.
+    for bias in tokenscope::model::weights::UNAPPLIED_BIASES {
+        let mut m = synthetic();
+        let name = format!("blk.1.{bias}");
+        let zeros = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
+        m.set_tensor(&name, QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{name}: {e}");
+        assert!(e.to_string().contains("does not add it"), "{e}");
+    }
+}
+
+#[test]
 fn granites_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let spec =

@@ -222,16 +222,26 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     out
 }
 
+/// A block's biases llama.cpp adds wherever a file holds them (on the attention's output
+/// projection, a fused Q/K/V projection and the feed-forward's three), and the engine does
+/// not: a file with any is refused rather than run without it.
+pub const UNAPPLIED_BIASES: [&str; 5] = ["attn_output.bias", "attn_qkv.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"];
+
 impl Weights {
     /// Checks, from the header alone, that every tensor the configuration needs is present
-    /// with its shape and a type the engine computes with: what [`Weights::read`] would
-    /// refuse, found before a byte of tensor data is read.
+    /// with its shape and a type the engine computes with, and that no block holds a bias the
+    /// engine would leave out ([`UNAPPLIED_BIASES`]): what [`Weights::read`] would refuse or
+    /// get wrong, found before a byte of tensor data is read.
     pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
         for (name, shape) in plan(gguf, cfg) {
             check_shape(gguf, &name, &shape)?;
             gguf.check_type(&name)?;
         }
-        Ok(())
+        let unapplied = (0..cfg.n_layers).flat_map(|i| UNAPPLIED_BIASES.map(|t| format!("blk.{i}.{t}")));
+        match unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
+            Some(name) => Err(ModelError::UnappliedTensor(name)),
+            None => Ok(()),
+        }
     }
 
     /// Bytes of every tensor the configuration needs as [`Weights::read`] holds them in

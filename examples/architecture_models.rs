@@ -55,6 +55,25 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Gemma 3 27B's attention scale: llama.cpp knows the model by its 62 blocks and scales
+        // its scores by 1 / sqrt(dim / heads), here 1 / sqrt(8), not by 1 / sqrt(head width 16);
+        // narrow (dim 32, four query heads over one KV head) to keep 62 blocks small.
+        (
+            "gemma3-27b-scale.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Gemma3,
+                n_layers: 62,
+                dim: 32,
+                ffn_dim: 32,
+                n_heads: 4,
+                n_kv_heads: 1,
+                head_dim: Some(16),
+                rope_base: 1_000_000.0,
+                sliding_window: Some(5),
+                seed: 25,
+                ..base.clone()
+            },
+        ),
         // Gemma 2: the scaled embedding, post norms, GELU, split halves, no head norms, heads
         // wider than dim / n_heads, tied head; six layers, every other one sliding over a
         // window of 5 positions (all with the file's RoPE base, here not Gemma 3's local 10,000);

@@ -2,7 +2,8 @@
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
-//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales), kept in
+//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, Gemma 3 27B's
+//! attention scale), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -35,9 +36,16 @@ const TOLERANCE: f32 = 2e-5;
 /// (the last test: at least 0.28).
 const GELU_TOLERANCE: f32 = 1e-3;
 
-/// The tolerance a file's logits are held to.
-fn tolerance(architecture: &str) -> f32 {
-    if architecture.starts_with("gemma") {
+/// Gemma 3 27B's scale's file: the same rounding of llama.cpp's GELU through 62 blocks, not 6:
+/// measured 1.16e-3 of the largest logit on the CPU and on lavapipe; allowed 3e-3, where the
+/// 27B's scale undone moves the logits by 0.68 of it (the last test).
+const DEEP_GELU_TOLERANCE: f32 = 3e-3;
+
+/// The tolerance a case's logits are held to, against llama.cpp.
+fn tolerance(case: &Case) -> f32 {
+    if case.file.starts_with("gemma3-27b") {
+        DEEP_GELU_TOLERANCE
+    } else if case.architecture.starts_with("gemma") {
         GELU_TOLERANCE
     } else {
         TOLERANCE
@@ -47,8 +55,9 @@ fn tolerance(architecture: &str) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 12] = [
+const FILES: [(&str, &[u8]); 13] = [
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
+    ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
@@ -132,7 +141,10 @@ async fn worst_gap<B: Backend>(backend: &mut B, tokens: &[u32], want: &[Vec<f32>
 }
 
 fn cpu_gap(bytes: &[u8], tokens: &[u32], want: &[Vec<f32>]) -> f32 {
-    let m = load(bytes);
+    cpu_gap_of(load(bytes), tokens, want)
+}
+
+fn cpu_gap_of(m: Model, tokens: &[u32], want: &[Vec<f32>]) -> f32 {
     let mut cpu = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu backend");
     pollster::block_on(worst_gap(&mut cpu, tokens, want))
 }
@@ -143,14 +155,14 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE and granite"
+        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
         assert_eq!(load(bytes).config.architecture.name(), case.architecture, "{}", case.file);
         let gap = cpu_gap(bytes, &tokens, &case.logits);
         eprintln!("{} on the CPU: worst gap {gap:.2e} of the largest logit", case.file);
-        let allowed = tolerance(&case.architecture);
+        let allowed = tolerance(case);
         assert!(gap <= allowed, "{}: the exact CPU path is {gap} of the largest logit from llama.cpp", case.file);
     }
 }
@@ -165,7 +177,7 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
         eprintln!("{} on the GPU ({}): worst gap {gap:.2e} of the largest logit", case.file, gpu.info().device);
-        let allowed = tolerance(&case.architecture);
+        let allowed = tolerance(case);
         assert!(gap <= allowed, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
         // And against the exact CPU path's own logits, f32 on both sides, within the tight
         // tolerance (gemma3's GELU gap to llama.cpp is the same on both).
@@ -188,7 +200,7 @@ fn gemmas_post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
     let gemmas: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma")).collect();
-    assert_eq!(gemmas.len(), 2, "gemma2 and gemma3");
+    assert_eq!(gemmas.len(), 3, "gemma2, gemma3 and Gemma 3 27B's scale");
     for case in gemmas {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
@@ -394,12 +406,20 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("phi3.gguf", "the up rows read as the gate's", reordered(phi3, "ffn_up.weight", &[64, 64], &[1, 0])),
         ("phi4-mini-partial-rope.gguf", "RoPE on the whole head", whole_heads),
     ];
+    // Gemma 3 27B's scores scaled by 1 / sqrt(head width) (llama.cpp's for every other Gemma 3).
+    let c = case("gemma3-27b-scale.gguf");
+    let mut m = load(file_bytes(c));
+    assert_eq!(m.config.attention_scale, 1.0 / (8.0f32).sqrt(), "1 / sqrt(dim 32 / 4 heads)");
+    m.config.attention_scale = 1.0 / (m.config.head_dim as f32).sqrt();
+    let gap = cpu_gap_of(m, &tokens, &c.logits);
+    eprintln!("gemma3-27b-scale.gguf with the scores scaled by 1 / sqrt(head width): gap {gap:.2e}");
+    assert!(gap > 10.0 * tolerance(c), "Gemma 3 27B's scale undone still matches llama.cpp (gap {gap})");
     let edited = undone.into_iter().map(|(file, what, undo)| (file, what, without(file_bytes(case(file)), undo)));
     for (file, what, bytes) in edited.chain(misread) {
         let c = case(file);
         let gap = cpu_gap(&bytes, &tokens, &c.logits);
         eprintln!("{file} with {what}: gap {gap:.2e}");
-        let allowed = tolerance(&c.architecture);
+        let allowed = tolerance(c);
         assert!(gap > 10.0 * allowed, "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
 }

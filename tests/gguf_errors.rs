@@ -245,11 +245,14 @@ fn gemma3_metadata_the_engine_does_not_compute_is_refused_by_key() {
         m.set_meta(key, Value::F32(0.0));
         read(m.to_bytes().expect("bytes")).expect("no cap loads");
     }
-    // Gemma 3 27B's block count: another attention scale.
-    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma3, n_layers: 62, ..SyntheticSpec::default() })
-        .expect("model");
-    m.set_meta("gemma3.block_count", Value::U32(62));
-    assert!(refused(m, "gemma3.block_count").contains("27B"));
+    // Gemma 3 27B's block count: its attention scale, 1 / sqrt(dim / heads) (64 / 4 here,
+    // heads of 32), where any other Gemma 3 takes 1 / sqrt(head width), as llama.cpp does.
+    let scale = |n_layers| {
+        let spec = SyntheticSpec { architecture: Architecture::Gemma3, n_layers, head_dim: Some(32), ..SyntheticSpec::default() };
+        let m = SyntheticModel::new(&spec).expect("model");
+        read(m.to_bytes().expect("bytes")).expect("loads").config.attention_scale
+    };
+    assert_eq!((scale(62), scale(61)), (0.25, 1.0 / 32f32.sqrt()));
     // A window of 0 is no window; the window read is the file's.
     let mut m = gemma().expect("model");
     assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_window, Some(4));
@@ -280,12 +283,12 @@ fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
         let e = model_error(read(m.to_bytes().expect("bytes")));
         assert!(matches!(e, ModelError::Metadata { key: ref k, .. } if k == key) && e.to_string().contains("above 0"), "{key} {cap}: {e}");
     }
-    // Gemma 2 27B's block count: another attention scale.
-    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Gemma2, n_layers: 46, ..SyntheticSpec::default() })
-        .expect("model");
-    m.set_meta("gemma2.block_count", Value::U32(46));
-    let e = model_error(read(m.to_bytes().expect("bytes")));
-    assert!(e.to_string().contains("Gemma 2 27B"), "{e}");
+    // Gemma 2 27B's block count: its attention scale, as Gemma 3 27B's.
+    let scale = |n_layers| {
+        let spec = SyntheticSpec { architecture: Architecture::Gemma2, n_layers, head_dim: Some(32), ..SyntheticSpec::default() };
+        config(SyntheticModel::new(&spec).expect("model")).attention_scale
+    };
+    assert_eq!((scale(46), scale(42)), (0.25, 1.0 / 32f32.sqrt()));
 }
 
 #[test]

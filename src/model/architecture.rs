@@ -21,16 +21,17 @@ pub enum Architecture {
     /// Qwen3: RMSNorm on each head's q and k before RoPE, RoPE on split halves, heads whose
     /// width need not divide the residual width.
     Qwen3,
-    /// Gemma 2 (2B and 9B): RoPE on split halves, the embedding scaled by `sqrt(dim)`, an
+    /// Gemma 2 (2B to 27B): RoPE on split halves, the embedding scaled by `sqrt(dim)`, an
     /// RMSNorm on each sublayer's output before it joins the residual stream, GELU in place of
     /// SiLU, every other layer (the first of each two) attending over a sliding window, and
-    /// its attention scores and its logits softcapped (`cap * tanh(x / cap)`).
+    /// its attention scores and its logits softcapped (`cap * tanh(x / cap)`); 27B's scores
+    /// scaled by `1 / sqrt(dim / heads)` ([`Config::attention_scale`](super::Config::attention_scale)).
     Gemma2,
-    /// Gemma 3 (270M to 12B): Qwen3's head norms and split halves, the embedding scaled by
+    /// Gemma 3 (270M to 27B): Qwen3's head norms and split halves, the embedding scaled by
     /// `sqrt(dim)`, an RMSNorm on each sublayer's output before it joins the residual stream,
     /// GELU in place of SiLU in the gated feed-forward, and five of every six layers attending
     /// over a sliding window of positions with RoPE base 10,000 (the sixth over every position
-    /// with the file's base).
+    /// with the file's base); 27B's scores scaled as Gemma 2 27B's.
     Gemma3,
     /// SmolLM3 (3B): llama's block, where every fourth layer turns nothing by RoPE (NoPE:
     /// its attention sees content alone, positions only through what earlier layers wrote).

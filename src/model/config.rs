@@ -22,10 +22,10 @@ const TENSORS_PER_BLOCK: usize = 9;
 /// Fewest tensors in a block whose projections are fused (Phi-3's: two norms, `attn_qkv`,
 /// `attn_output`, `ffn_up`, `ffn_down`).
 const TENSORS_PER_FUSED_BLOCK: usize = 6;
-/// Gemma 3 27B's block count: the one Gemma 3 refused.
+/// Gemma 3 27B's block count, by which llama.cpp knows it and gives it another attention
+/// scale ([`attention_scale`]).
 const GEMMA3_27B_LAYERS: usize = 62;
-/// Gemma 2 27B's block count: the one Gemma 2 refused (the same attention scale as Gemma 3
-/// 27B's).
+/// Gemma 2 27B's block count, likewise (the same attention scale as Gemma 3 27B's).
 const GEMMA2_27B_LAYERS: usize = 46;
 /// Gemma 2's sliding window, attention score cap and logit cap where its file does not say
 /// (llama.cpp's defaults, the model's own values).
@@ -109,9 +109,10 @@ impl Config {
             Some(width) => width,
             None => dim.checked_div(n_heads).unwrap_or(0),
         };
+        let n_layers = g.usize(&key("block_count"))?;
         let cfg = Config {
             architecture,
-            n_layers: g.usize(&key("block_count"))?,
+            n_layers,
             dim,
             ffn_dim: g.usize(&key("feed_forward_length"))?,
             n_heads,
@@ -134,7 +135,7 @@ impl Config {
             final_softcap: softcap(g, architecture, &key, "final_logit_softcapping", GEMMA2_DEFAULT_FINAL_SOFTCAP)?,
             embedding_scale: architecture.embedding_scale(dim),
             residual_scale: 1.0,
-            attention_scale: 1.0 / (head_dim as f32).sqrt(),
+            attention_scale: attention_scale(architecture, n_layers, dim, n_heads, head_dim),
             logit_scale: 1.0,
         };
         let cfg = with_file_scales(cfg, g, &key)?;
@@ -209,19 +210,6 @@ impl Config {
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
             return Err(bad("attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
         }
-        let big = match self.architecture {
-            Architecture::Gemma2 => Some((GEMMA2_27B_LAYERS, "Gemma 2 27B's")),
-            Architecture::Gemma3 => Some((GEMMA3_27B_LAYERS, "Gemma 3 27B's")),
-            _ => None,
-        };
-        if let Some((layers, name)) = big.filter(|(layers, _)| self.n_layers == *layers) {
-            // llama.cpp knows Gemma 2 and 3 27B by their block count and scales their queries
-            // by 1/sqrt(dim / n_heads), not 1/sqrt(head width); tokenscope computes the latter.
-            return Err(bad(
-                "block_count",
-                format!("is {layers}, {name}, whose attention scale (1/sqrt(dim / heads)) tokenscope does not compute, so it does not run this model"),
-            ));
-        }
         Ok(())
     }
 
@@ -258,6 +246,17 @@ impl Config {
     pub fn kv_bytes_per_token(&self) -> usize {
         self.n_layers * 2 * self.kv_dim() * 4
     }
+}
+
+/// What each query-key dot product is multiplied by where the file gives no scale of its own:
+/// `1 / sqrt(head_dim)`, but for Gemma 2 and 3 27B, which llama.cpp knows by their block
+/// counts ([`GEMMA2_27B_LAYERS`], [`GEMMA3_27B_LAYERS`]), `1 / sqrt(dim / n_heads)` (168 for
+/// Gemma 3 27B's heads of 128, as the model's `query_pre_attn_scalar` says; the division is
+/// llama.cpp's, in integers).
+fn attention_scale(architecture: Architecture, n_layers: usize, dim: usize, n_heads: usize, head_dim: usize) -> f32 {
+    let is_27b = matches!((architecture, n_layers), (Architecture::Gemma2, GEMMA2_27B_LAYERS) | (Architecture::Gemma3, GEMMA3_27B_LAYERS));
+    let width = if is_27b { dim.checked_div(n_heads).unwrap_or(0) } else { head_dim };
+    1.0 / (width as f32).sqrt()
 }
 
 /// RoPE's linear position scale from `rope.scaling.type` and `.factor`: 1 when unscaled,

@@ -21,7 +21,9 @@
 //     one token's [q (n_heads * hd) | k (kv) | v (kv)], kv = n_kv_heads * hd, and the kernel
 //     writes what rope_kv.wgsl would from them (rope_pair.wgsl): the turned queries into y
 //     [n_heads * hd], the turned keys and the values into row step.pos of the caches. Rows
-//     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate.
+//     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate. With
+//     QKV_BIAS (and NORM) each row's bias is added first (Qwen2's Q/K/V biases), read from
+//     the gain binding after its cols gains: the kernel has no storage binding to spare.
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
 //     is short, pos < the host's limit, at most CHUNK): the input row is the attention output of every head for
 //     the step's token over cache positions 0 ..= step.pos (attention_prologue.wgsl: heads
@@ -64,7 +66,7 @@
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only; X_VEC4: as vec4s); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
@@ -180,6 +182,7 @@ fn x_at(i: u32) -> f32 {
 @group(0) @binding(9) var<storage, read> table: array<f32>;
 #endif
 
+
 var<workgroup> partial: array<Acc, 256>;
 #ifdef MATVEC
 #include workgroup_reduce.wgsl
@@ -273,6 +276,17 @@ fn X_raw(col: u32) -> Acc {
 #endif
 }
 
+#ifdef NORM
+// Element i of the gain binding (with QKV_BIAS the rows' biases follow the cols gains).
+fn gain_at(i: u32) -> f32 {
+#ifdef X_VEC4
+    return gain[i / 4u][i % 4u];
+#else
+    return gain[i];
+#endif
+}
+#endif
+
 // Column `col` of the input row(s) the product reads: with NORM, times the gain (the
 // 1 / rms factor is the same for the whole row, so it multiplies the row's sum instead).
 fn X(col: u32) -> Acc {
@@ -281,11 +295,7 @@ fn X(col: u32) -> Acc {
 #ifdef SUBGROUP
     squares = squares + v * v;
 #endif
-#ifdef X_VEC4
-    return v * gain[col / 4u][col % 4u];
-#else
-    return v * gain[col];
-#endif
+    return v * gain_at(col);
 #else
     return X_raw(col);
 #endif
@@ -709,6 +719,13 @@ fn glu(g: Acc, u: Acc) -> Acc {
     return g / (1.0 + exp(-g)) * u;
 }
 
+#ifdef QKV_BIAS
+// Row r's bias, in the gain binding after its cols gains.
+fn qkv_bias(r: u32) -> f32 {
+    return gain_at(params.cols + r);
+}
+#endif
+
 #ifdef MATVEC
 // The pair epilogue: rows `row` (even) and row + 1 came to a and b.
 fn pair_out(row: u32, a: f32, b: f32) {
@@ -716,7 +733,11 @@ fn pair_out(row: u32, a: f32, b: f32) {
     y[row / 2u] = glu(a, b);
 #endif
 #ifdef ROPE_KV
+#ifdef QKV_BIAS
+    rope_and_store(row, 0u, step.pos, a + qkv_bias(row), b + qkv_bias(row + 1u));
+#else
     rope_and_store(row, 0u, step.pos, a, b);
+#endif
 #endif
 }
 #endif

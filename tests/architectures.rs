@@ -174,9 +174,20 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     let (tokens, cases) = fixture();
     for case in &cases {
         let m = load(file_bytes(case));
+        let (architecture, layers) = (m.config.architecture, m.config.n_layers);
         let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
-        eprintln!("{} on the GPU ({}): worst gap {gap:.2e} of the largest logit", case.file, gpu.info().device);
+        let dispatches = gpu.step_shape().dispatches;
+        eprintln!(
+            "{} on the GPU ({}): worst gap {gap:.2e} of the largest logit, {dispatches} dispatches a decode step",
+            case.file,
+            gpu.info().device
+        );
+        if !architecture.has_head_norm() && !architecture.has_post_norms() {
+            // Qwen2's biases, Granite's scales, Phi-3's fused tensors: llama's 4 a layer, the
+            // embedding and the LM head.
+            assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
+        }
         let allowed = tolerance(case);
         assert!(gap <= allowed, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
         // And against the exact CPU path's own logits, f32 on both sides, within the tight

@@ -1278,8 +1278,9 @@ fn attention_case(
 /// The decode Q/K/V projection with RoPE and the KV-cache write in its epilogue (ROPE_KV)
 /// against its twins: `ops::rmsnorm`, the dequantized matrix times the row, `ops::rope` of
 /// the q and k parts; the q part comes out in `y` and the k and v parts land in cache row
-/// `pos`, every other cache row untouched. Every weight format, every row sharing that pairs
-/// rows (at most 32 threads per row), subgroups, both cache precisions.
+/// `pos`, every other cache row untouched; with Q/K/V biases (Qwen2's, the last two cases)
+/// each row's added before RoPE (`ops::add_rows`). Every weight format, every row sharing that
+/// pairs rows (at most 32 threads per row), subgroups, both cache precisions.
 #[test]
 fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
     let ctx = context_with_subgroups();
@@ -1295,8 +1296,10 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
             // (query heads, KV heads, head_dim, cols, position, capacity): odd row counts
             // (50, 60) and this model's shape at a far position; columns rounded up to whole
             // blocks (256 for the K-quants).
-            for (heads, kv_heads, hd, cols, pos, capacity) in
+            for (case, (heads, kv_heads, hd, cols, pos, capacity)) in
                 [(3usize, 1usize, 10usize, 64usize, 0usize, 5usize), (6, 2, 6, 96, 4, 9), (9, 3, 64, 576, 4999, 5000)]
+                    .into_iter()
+                    .enumerate()
             {
                 let cols = columns(dtype, cols);
                 let (qd, kv) = (heads * hd, kv_heads * hd);
@@ -1307,10 +1310,14 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let gain = random(&mut rng, cols, 2.0);
                 let mut xn = vec![0.0; cols];
                 ops::rmsnorm(&x, &gain, 1e-5, &mut xn);
-                let (product, bound): (Vec<f32>, Vec<f32>) = dense
+                let (mut product, bound): (Vec<f32>, Vec<f32>) = dense
                     .chunks_exact(cols)
                     .map(|r| (ops::dot(r, &xn), 1e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5))
                     .unzip();
+                let bias = (case > 0).then(|| random(&mut rng, rows, 50.0));
+                if let Some(bias) = &bias {
+                    ops::add_rows(&mut product, bias);
+                }
                 // A pair turns by an angle: each output mixes both products' errors.
                 let pair_bound: Vec<f32> = bound.chunks_exact(2).flat_map(|p| [p[0] + p[1]; 2]).collect();
                 let mut want_q = product[..qd].to_vec();
@@ -1329,12 +1336,14 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let (kc, vc) = (guarded_cache(&ctx, &k_prior, kv_f16), guarded_cache(&ctx, &v_prior, kv_f16));
                 let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
                 let q_out = guarded(&ctx, qd);
-                let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
+                // The biases after the gains, in one buffer (RopeKv::biased).
+                let gain_and_bias = [&gain[..], bias.as_deref().unwrap_or(&[])].concat();
+                let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain_and_bias));
                 let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
                 let at = StepParams::new(pos as u32, 1);
                 let step = kernels::step_uniform(&ctx, at);
-                let rope_kv =
-                    RopeKv { shape: [heads as u32, kv_heads as u32, hd as u32], keys: cache(&kc), values: cache(&vc), table: &table };
+                let shape = [heads as u32, kv_heads as u32, hd as u32];
+                let rope_kv = RopeKv { shape, keys: cache(&kc), values: cache(&vc), table: &table, biased: bias.is_some() };
                 let op = LinearOp {
                     norm: Some((&gb, 1e-5)),
                     rope_kv: Some(rope_kv),
@@ -1342,7 +1351,12 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 };
                 kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
 
-                let what = |part: &str| format!("{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, {options:?}");
+                let what = |part: &str| {
+                    format!(
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {}, {options:?}",
+                        bias.is_some()
+                    )
+                };
                 let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
                 let got_q = read_guarded(&ctx, &q_out, qd);
                 assert_close(&got_q, &want_q, |i| pair_bound[i] + 1e-5 * want_q[i].abs(), &what("queries"));
@@ -1710,13 +1724,20 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
     let at = StepParams::new(0, 1);
     let step = kernels::step_uniform(&ctx, at);
-    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table };
+    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
     assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");
     assert!(k.matvec(&ctx, &with_rope([3, 2, 10]), &step).is_err(), "3 query heads cannot share 2 KV heads");
     assert!(k.matmul(&ctx, &with_rope([3, 1, 10]), &step).is_err(), "the epilogue is decode-only");
     assert!(k.matvec(&ctx, &LinearOp { accumulate: true, ..with_rope([3, 1, 10]) }, &step).is_err(), "queries are not added to");
+    // Biases sit after the norm's gains: no norm, or a gain buffer of the gains alone, is refused.
+    let biased =
+        |norm| LinearOp { rope_kv: Some(RopeKv { biased: true, ..rope([3, 1, 10]) }), norm, ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
+    let (gains, gains_and_biases) = (ctx.storage("gain", &[1.0f32; 64]), ctx.storage("gain", &[1.0f32; 64 + 50]));
+    assert!(k.matvec(&ctx, &biased(None), &step).is_err(), "biases without the norm's buffer");
+    assert!(k.matvec(&ctx, &biased(Some((&gains, 1e-5))), &step).is_err(), "64 gains and no room for 50 biases");
+    assert!(k.matvec(&ctx, &biased(Some((&gains_and_biases, 1e-5))), &step).is_ok(), "64 gains, then 50 biases");
     let attention = |shape| LinearOp {
         attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25 }),
         ..LinearOp::new(&m, &x, Bind(&y, 0, None))

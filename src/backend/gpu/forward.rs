@@ -16,9 +16,9 @@
 //! [`KernelOptions::per_head_attention`] the short context's output projection runs per
 //! query head instead (one head's attention over one chunk in each workgroup, its product
 //! with the head's columns into per-head parts), and the gate/up and down projections merge
-//! the parts into the residual stream they read and write: still 4 dispatches a layer. A
-//! model with Q/K/V biases (Qwen2) or head norms (Qwen3) runs RoPE as a dispatch of its own,
-//! where they are applied (one more a layer). Gemma's post norms add one more in a decode
+//! the parts into the residual stream they read and write: still 4 dispatches a layer.
+//! Q/K/V biases (Qwen2's) are added in that epilogue too; a model with head norms (Qwen3,
+//! Gemma 3) runs RoPE as a dispatch of its own, where they are applied (one more a layer). Gemma's post norms add one more in a decode
 //! step (the attention's read by the gate/up projection's prologue, both added to `x` by
 //! the layer's last dispatch: [`Builder::feed_forward`]), two where the model is too wide for
 //! that and in a prefill pass. A prefill pass runs RoPE and attention as
@@ -208,7 +208,7 @@ impl Builder<'_> {
 
     /// `qkv = Wqkv norm(x)`; `q, K/V cache[pos..] = rope(q), rope(k), v`, each with its bias
     /// and q, k with their head norms where the model has them. Decode: in one dispatch, the
-    /// projection's epilogue, where it has neither.
+    /// projection's epilogue (the biases too), where it has no head norms.
     fn qkv_rope(&self, l: &GpuLayer) -> Result<Op> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let shape = self.form.shape;
@@ -224,8 +224,8 @@ impl Builder<'_> {
         };
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
-        let one = if rope_kv.bias.is_none() && rope_kv.head_norm.is_none() {
-            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table };
+        let one = if rope_kv.head_norm.is_none() {
+            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table, biased: rope_kv.bias.is_some() };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {

@@ -13,7 +13,9 @@ use crate::model::{Config, LayerRope, LayerWeights};
 
 /// One transformer layer on the GPU: its weights, norms and KV cache.
 pub(super) struct GpuLayer {
-    /// The attention's RMSNorm gain, `[dim]`.
+    /// The attention's RMSNorm gain, `[dim]`, and after it the Q/K/V bias, `[n_heads * hd +
+    /// 2 kv]`, where the model has one (a decode step's Q/K/V projection reads both there,
+    /// [`RopeKv::biased`](super::ops::RopeKv::biased)).
     pub attn_norm: wgpu::Buffer,
     /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
     pub wqkv: GpuMatrix,
@@ -79,7 +81,10 @@ impl GpuLayer {
         let kv = cfg.kv_dim();
         let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
         Ok(GpuLayer {
-            attn_norm: bytes.storage(ctx, "attn_norm", &l.attn_norm),
+            attn_norm: match &l.qkv_bias {
+                Some(b) => bytes.storage(ctx, "attn_norm and qkv bias", &[&l.attn_norm[..], &b.stacked()].concat()),
+                None => bytes.storage(ctx, "attn_norm", &l.attn_norm),
+            },
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
             qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),
             head_norm: l.head_norm.as_ref().map(|n| bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat())),

@@ -168,6 +168,9 @@ pub struct MatrixKernel {
     pub glu: bool,
     /// Decode only: RoPE and the KV-cache write as the epilogue (the Q/K/V projection).
     pub rope_kv: bool,
+    /// With `rope_kv` and `norm`: each row's bias, read from the gain buffer after the gains,
+    /// added before RoPE (Qwen2's Q/K/V biases).
+    pub qkv_bias: bool,
     /// Decode only: every head's attention over the cache as the prologue (the output
     /// projection, while the context is short:
     /// [`KernelOptions::fused_positions`](super::super::kernels::KernelOptions::fused_positions)).
@@ -206,6 +209,7 @@ impl MatrixKernel {
             norm: false,
             glu: false,
             rope_kv: false,
+            qkv_bias: false,
             attention: false,
             combine: false,
             heads: false,
@@ -218,7 +222,7 @@ impl MatrixKernel {
     }
 
     /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
-    /// decode also normed with RoPE/KV write and with the attention prologue, over both cache
+    /// decode also normed with RoPE/KV write (with and without Q/K/V biases) and with the attention prologue, over both cache
     /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
@@ -233,6 +237,7 @@ impl MatrixKernel {
                     all.push(MatrixKernel { combine: true, ..plain });
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { norm: true, rope_kv: true, qkv_bias: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
                         if !subgroup && format.block() <= HEADS_MIN_BLOCK_COLUMNS {
                             all.push(MatrixKernel { heads: true, kv_f16, ..plain });
@@ -250,7 +255,7 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
@@ -262,6 +267,7 @@ impl MatrixKernel {
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
+            if self.qkv_bias { "_bias" } else { "" },
             if self.kv_f16 { "_kv_f16" } else { "" },
             if self.subgroup { "_subgroup" } else { "" }
         )
@@ -283,6 +289,7 @@ impl MatrixKernel {
             (self.norm, "NORM"),
             (self.glu, "GLU"),
             (self.rope_kv, "ROPE_KV"),
+            (self.qkv_bias, "QKV_BIAS"),
             (self.attention, "ATTENTION"),
             (self.combine, "COMBINE"),
             (self.heads, "HEADS"),
@@ -372,6 +379,10 @@ pub struct RopeKv<'a> {
     pub values: Bind<'a>,
     /// RoPE's cos/sin, [`rope_table`].
     pub table: &'a wgpu::Buffer,
+    /// The op's norm gain buffer holds the rows' biases after its gains, `[cols + n_heads *
+    /// head_dim + 2 kv]` (Qwen2's Q/K/V biases), added before RoPE: the kernel has no storage
+    /// binding to spare for a buffer of their own (WebGPU's default is 8 a stage).
+    pub biased: bool,
 }
 
 /// The ATTENTION prologue's operands (see [`LinearOp::attention`]); the queries are the op's `x`.
@@ -498,6 +509,7 @@ impl Kernels {
             norm: op.norm.is_some(),
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
+            qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.biased),
             attention: op.attention.is_some(),
             combine: op.combine.is_some(),
             heads: op.heads.is_some(),
@@ -661,6 +673,14 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     }
     if op.rope_kv.is_some() && op.accumulate {
         return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
+    }
+    let biased = op.rope_kv.as_ref().is_some_and(|r| r.biased);
+    if biased && op.norm.is_none_or(|(gain, _)| gain.size() < u64::from(w.cols + w.rows) * 4) {
+        return Err(Error::Backend(format!(
+            "the RoPE/KV epilogue's biases sit after the norm's {} gains: it needs the norm, its buffer {} floats long",
+            w.cols,
+            w.cols + w.rows
+        )));
     }
     if op.rope_kv.is_none() && (w.cols != n_heads * head_dim || w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {
         return Err(Error::Backend(format!(

@@ -1,6 +1,6 @@
 //! The RoPE/KV-write op (rope_kv.wgsl): a prefill pass's, and a decode step's where the
-//! Q/K/V projection cannot take it as its epilogue (biases on Q/K/V, or RMSNorm of each head);
-//! a plain decode does it in the projection's epilogue ([`super::matrix`]). Its twins are
+//! Q/K/V projection cannot take it as its epilogue (RMSNorm of each head); a decode without
+//! head norms does it, biases and all, in the projection's epilogue ([`super::matrix`]). Its twins are
 //! `cpu::ops::{add_rows, rmsnorm_heads, rope}` and the cache rows (tests/gpu_kernels.rs).
 
 use super::super::device::GpuContext;

@@ -27,7 +27,8 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
 /// pre-tokenizer type, with nothing else changed for encoding), each with the name in
 /// [`SUPPORTED_PRE`] it is built as: DeepSeek-R1's Qwen distills, Falcon 3, older Llama 3
-/// conversions, Minerva, Trillion and Mellum 2 (llama files) among them. (How llama.cpp joins
+/// conversions, Granite 3's (`refact`), Minerva, Trillion and Mellum 2 (llama files) among
+/// them. (How llama.cpp joins
 /// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
 /// token's own piece.)
 pub const PRE_ALIASES: [(&str, &str); 39] = [

@@ -18,10 +18,11 @@
 //! with the head's columns into per-head parts), and the gate/up and down projections merge
 //! the parts into the residual stream they read and write: still 4 dispatches a layer.
 //! Q/K/V biases (Qwen2's) are added in that epilogue too; a model with head norms (Qwen3,
-//! Gemma 3) runs RoPE as a dispatch of its own, where they are applied (one more a layer). Gemma's post norms add one more in a decode
-//! step (the attention's read by the gate/up projection's prologue, both added to `x` by
-//! the layer's last dispatch: [`Builder::feed_forward`]), two where the model is too wide for
-//! that and in a prefill pass. A prefill pass runs RoPE and attention as
+//! Gemma 3) runs RoPE as a dispatch of its own, where they are applied (one more a layer).
+//! Gemma's post norms add one more in a decode step (the attention's read by the gate/up
+//! projection's prologue, both added to `x` by the layer's last dispatch:
+//! [`Builder::feed_forward`]), two where the model is too wide for that and in a prefill
+//! pass. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale

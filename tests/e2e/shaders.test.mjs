@@ -114,8 +114,8 @@ const COLS = 40;
 const W = Array.from({ length: ROWS * COLS }, (_, i) => Math.sin(i * 0.37));
 const X = (tokens) => Array.from({ length: tokens * COLS }, (_, i) => Math.cos(i * 0.11));
 const dot = (r, x, b) => W.slice(r * COLS, (r + 1) * COLS).reduce((a, w, c) => a + w * x[b * COLS + c], 0);
-// The matrix kernels' uniform.
-const matrixParams = (rows, accumulate, eps = 0) => ({ fields: { rows, cols: COLS, accumulate, eps, y_stride: rows } });
+// The matrix kernels' uniform (out_scale: what each product is multiplied by where it is stored).
+const matrixParams = (rows, accumulate, eps = 0, out_scale = 1) => ({ fields: { rows, cols: COLS, accumulate, eps, y_stride: rows, out_scale } });
 // The per-step uniform.
 const step = (pos, n) => ({ fields: { pos, n_tokens: n }, binding: 5 });
 const GAIN = Array.from({ length: COLS }, (_, i) => 0.5 + i / COLS);
@@ -129,9 +129,9 @@ const normed = (x, tokens) => Array.from({ length: tokens }, (_, b) => {
 for (const file of ['matvec_f32.wgsl', 'matvec_f32_subgroup.wgsl']) test(`${file} runs a small case in Chromium (the residual add, 8 rows per workgroup)`, async () => {
   const x = X(1);
   const prior = new Array(ROWS).fill(0.5);
-  const params = matrixParams(ROWS, 1); // accumulate into y
+  const params = matrixParams(ROWS, 1, 0, 0.22); // accumulate into y, each product times 0.22 (Granite's residual scale)
   const got = await runKernel(file, [params, { f32: W }, { f32: x, binding: 3 }, { f32: prior, binding: 4 }, step(2, 1)], 4, [Math.ceil(ROWS / 8), 1, 1], { WG: 64, TPR: 8 });
-  close(got, Array.from({ length: ROWS }, (_, r) => 0.5 + dot(r, x, 0)), 1e-5, 'matvec');
+  close(got, Array.from({ length: ROWS }, (_, r) => 0.5 + 0.22 * dot(r, x, 0)), 1e-5, 'matvec');
 });
 
 test('matmul_f32.wgsl runs a small case in Chromium (5 tokens, one thread per row)', async () => {
@@ -214,18 +214,20 @@ for (const variant of ['', '_subgroup', '_kv_f16', '_subgroup_kv_f16']) test(`at
   const keys = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.cos(i * 0.13)) / 64);
   const values = Array.from({ length: capacity * kvHeads * hd }, (_, i) => Math.round(64 * Math.sin(i * 0.29)) / 64);
   const [k, v] = [cacheBinding(keys, f16), cacheBinding(values, f16)];
-  const params = { fields: { n_heads: heads, n_kv_heads: kvHeads, head_dim: hd, n_chunks: chunks } };
+  // Each q.k times 0.6, not 1 / sqrt(hd) (an attention scale of Granite's kind).
+  const scoreScale = 0.6;
+  const params = { fields: { n_heads: heads, n_kv_heads: kvHeads, head_dim: hd, n_chunks: chunks, score_scale: scoreScale } };
   const stepFields = { fields: { pos, n_tokens: n } };
   const parts = await runKernel(`attention_partial${variant}.wgsl`, [params, { f32: q }, k, v, { f32: new Array(n * heads * chunks * (2 + hd)).fill(0) }, stepFields], 4, [heads, chunks, n]);
   const out = await runKernel('attention_combine.wgsl', [params, { f32: parts }, { f32: new Array(n * heads * hd).fill(0) }, stepFields], 2, [heads, n, 1]);
-  // Token b's output for every head: softmax(q . k_j / sqrt(hd)) over positions 0..=p, times V.
+  // Token b's output for every head: softmax(scoreScale q . k_j) over positions 0..=p, times V.
   const reference = (b, p) => Array.from({ length: heads }, (_, h) => {
     const kv = Math.floor(h / (heads / kvHeads)) * hd;
     const scores = [];
     for (let j = 0; j <= p; j++) {
       let s = 0;
       for (let d = 0; d < hd; d++) s += q[(b * heads + h) * hd + d] * keys[j * kvHeads * hd + kv + d];
-      scores.push(s / Math.sqrt(hd));
+      scores.push(s * scoreScale);
     }
     const m = Math.max(...scores);
     const e = scores.map((s) => Math.exp(s - m));

@@ -109,6 +109,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // OLMo 2: no pre-norms, all of q and of k RMS-normed with a gain per element before
+        // RoPE on split halves, post norms after each sublayer, an LM head of its own; four
+        // layers.
+        ("olmo2.gguf", SyntheticSpec { architecture: Architecture::Olmo2, n_layers: 4, untied_output: true, seed: 26, ..base.clone() }),
         // Phi-3: W_q, W_k and W_v in one attn_qkv tensor, the gate's rows ahead of the up
         // projection's in ffn_up, RoPE on split halves, an LM head of its own.
         ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base.clone() }),

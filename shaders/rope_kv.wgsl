@@ -13,13 +13,17 @@
 //   n_heads * hd] (read_write); 3 k_cache, 4 v_cache: array<f32> [context, kv] (read_write),
 //   kv = n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos,
 //   n_tokens}; 7 bias: array<f32> [n_heads * hd + 2 * kv] (QKV_BIAS only); 8 head_gain:
-//   array<f32> [2 * hd], q's gain then k's (HEAD_NORM only).
+//   array<f32> [2 * hd], q's gain then k's (HEAD_NORM), or [n_heads * hd + kv] (WHOLE_NORM).
 // Dispatch: (ceil((n_heads * hd + 2 * kv) / 2 / WG), n_tokens, 1) workgroups of WG threads
 // (override); thread (j, b) handles pair j of row qkv[b]: a q pair, a k pair or two v values.
+// WHOLE_NORM: (1, n_tokens, 1) workgroups, WG a power of two up to 256; workgroup b handles
+// row qkv[b], each thread every WG-th pair.
 // Defines: KV_F16: the caches are array<u32> [context, kv / 2] of half pairs. QKV_BIAS: the
 //   bias is added to every element first (Qwen2). HEAD_NORM: each head of q and of k is
 //   RMS-normed (x / sqrt(mean(x^2) + eps) * gain) before RoPE (Qwen3); each thread sums its
-//   head's squares itself (hd reads), so no workgroup shape is imposed.
+//   head's squares itself (hd reads), so no workgroup shape is imposed. WHOLE_NORM: all of q
+//   and all of k are each RMS-normed as one row (OLMo 2), with a gain per element; the
+//   workgroup sums the row's squares together first (workgroup_reduce.wgsl).
 
 override WG: u32 = 64u;
 
@@ -45,6 +49,12 @@ override WG: u32 = 64u;
 #ifdef HEAD_NORM
 @group(0) @binding(8) var<storage, read> head_gain: array<f32>;
 #endif
+#ifdef WHOLE_NORM
+@group(0) @binding(8) var<storage, read> head_gain: array<f32>;
+var<workgroup> partial: array<f32, 256>;
+
+#include workgroup_reduce.wgsl
+#endif
 
 fn store_query(at: u32, a: f32, b: f32) {
     q[at] = a;
@@ -62,6 +72,45 @@ fn element(row: u32, e: u32) -> f32 {
 #endif
 }
 
+#ifdef WHOLE_NORM
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = lid.x;
+    let tok = wid.y;
+    if (tok >= step.n_tokens) {
+        return; // the whole workgroup: the barriers below stay uniform
+    }
+    let hd = params.head_dim;
+    let qd = params.n_heads * hd;
+    let kv = params.n_kv_heads * hd;
+    let width = qd + 2u * kv;
+    let row = tok * width;
+    var q_squares = 0.0;
+    for (var e = t; e < qd; e = e + WG) {
+        let v = element(row, e);
+        q_squares = q_squares + v * v;
+    }
+    var k_squares = 0.0;
+    for (var e = qd + t; e < qd + kv; e = e + WG) {
+        let v = element(row, e);
+        k_squares = k_squares + v * v;
+    }
+    let q_inv_rms = inverseSqrt(reduce(q_squares, t, false) / f32(qd) + params.eps);
+    let k_inv_rms = inverseSqrt(reduce(k_squares, t, false) / f32(kv) + params.eps);
+    for (var j = t; 2u * j < width; j = j + WG) {
+        let e = 2u * j;
+        var a = element(row, e);
+        var b = element(row, e + 1u);
+        if (e < qd + kv) {
+            // head_gain holds q's gains then k's, one per element of the row up to v.
+            let inv_rms = select(k_inv_rms, q_inv_rms, e < qd);
+            a = a * inv_rms * head_gain[e];
+            b = b * inv_rms * head_gain[e + 1u];
+        }
+        rope_and_store(e, tok, step.pos + tok, a, b);
+    }
+}
+#else
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let width = (params.n_heads + 2u * params.n_kv_heads) * params.head_dim;
@@ -93,3 +142,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 #endif
     rope_and_store(e, tok, step.pos + tok, a, b);
 }
+#endif

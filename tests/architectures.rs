@@ -2,8 +2,9 @@
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
-//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, Gemma 3 27B's
-//! attention scale), kept in
+//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, olmo2's
+//! blocks without pre-norms and its norms of the whole of q and k, Gemma 3 27B's attention
+//! scale), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -55,13 +56,14 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 13] = [
+const FILES: [(&str, &[u8]); 14] = [
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
     ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
     ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
@@ -155,7 +157,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -425,6 +427,30 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let gap = cpu_gap_of(m, &tokens, &c.logits);
     eprintln!("gemma3-27b-scale.gguf with the scores scaled by 1 / sqrt(head width): gap {gap:.2e}");
     assert!(gap > 10.0 * tolerance(c), "Gemma 3 27B's scale undone still matches llama.cpp (gap {gap})");
+    // OLMo 2's blocks, each edited after loading (a file of another architecture could not
+    // hold its weights): a pre-norm of gain 1 before each sublayer, no post norms, and q and
+    // k normed head by head (gains of 1) rather than whole.
+    let c = case("olmo2.gguf");
+    type Edit = fn(&mut tokenscope::model::LayerWeights, &tokenscope::model::Config);
+    let olmo_edits: [(&str, Edit); 3] = [
+        ("pre-norms of gain 1", |l, cfg| {
+            (l.attn_norm, l.ffn_norm) = (Some(vec![1.0; cfg.dim]), Some(vec![1.0; cfg.dim]));
+        }),
+        ("no post norms", |l, _| l.post_norm = None),
+        ("q and k normed head by head", |l, cfg| {
+            l.head_norm = Some(tokenscope::model::HeadNorm { q: vec![1.0; cfg.head_dim], k: vec![1.0; cfg.head_dim] });
+        }),
+    ];
+    for (what, edit) in olmo_edits {
+        let mut m = load(file_bytes(c));
+        let mut blocks =
+            std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new())).collect_all().expect("blocks");
+        blocks.iter_mut().for_each(|l| edit(l, &m.config));
+        m.weights.layers = tokenscope::model::Layers::read(blocks);
+        let gap = cpu_gap_of(m, &tokens, &c.logits);
+        eprintln!("olmo2.gguf with {what}: gap {gap:.2e}");
+        assert!(gap > 10.0 * tolerance(c), "olmo2.gguf with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+    }
     let edited = undone.into_iter().map(|(file, what, undo)| (file, what, without(file_bytes(case(file)), undo)));
     for (file, what, bytes) in edited.chain(misread) {
         let c = case(file);

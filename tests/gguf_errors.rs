@@ -208,6 +208,8 @@ fn each_architecture_needs_its_own_tensors() {
         (Architecture::Qwen3, "blk.0.attn_q_norm.weight"),
         (Architecture::Gemma3, "blk.1.post_ffw_norm.weight"),
         (Architecture::Gemma3, "blk.0.attn_k_norm.weight"),
+        (Architecture::Olmo2, "blk.1.attn_q_norm.weight"),
+        (Architecture::Olmo2, "blk.0.post_attention_norm.weight"),
     ] {
         let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
         read(m.to_bytes().expect("bytes")).expect("the whole model loads");
@@ -347,6 +349,34 @@ fn granites_scales_are_read_as_llama_cpp_reads_them() {
     let mut m = synthetic();
     m.set_meta("llama.logit_scale", Value::F32(8.0));
     assert_eq!(config(m).expect("loads").logit_scale, 1.0);
+}
+
+#[test]
+fn olmo2s_norms_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::{Architecture, HeadNormSpan};
+    let olmo2 = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo2, ..SyntheticSpec::default() }).expect("model");
+    // No pre-norms; q's and k's gains one per element of each, [4 * 16] and [2 * 16].
+    let m = read(olmo2().to_bytes().expect("bytes")).expect("loads");
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    assert!(blocks.iter().all(|l| l.attn_norm.is_none() && l.ffn_norm.is_none() && l.post_norm.is_some()));
+    let norm = blocks[0].head_norm.as_ref().expect("head norms");
+    assert_eq!((norm.q.len(), norm.k.len(), norm.span(16)), (64, 32, HeadNormSpan::Whole));
+    // A head's width of gain (Qwen3's shape) is the wrong shape here.
+    let mut m = olmo2();
+    m.set_tensor(
+        "blk.0.attn_k_norm.weight",
+        QTensor::quantize(&Tensor::ones(16, candle_core::DType::F32, &Device::Cpu).expect("t"), GgmlDType::F32).expect("q"),
+    );
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.attn_k_norm.weight"), "{e}");
+    // OLMo 3's sliding-window layers (an olmo2 file with a window) are refused by name; a
+    // window of 0 is none.
+    let mut m = olmo2();
+    m.set_meta("olmo2.attention.sliding_window", Value::U32(4096));
+    assert!(refused(m, "olmo2.attention.sliding_window").contains("OLMo 3"));
+    let mut m = olmo2();
+    m.set_meta("olmo2.attention.sliding_window", Value::U32(0));
+    read(m.to_bytes().expect("bytes")).expect("no window loads");
 }
 
 #[test]

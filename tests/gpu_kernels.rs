@@ -15,7 +15,7 @@ use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels, Step
 use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
-use tokenscope::model::RopeFrequencies;
+use tokenscope::model::{HeadNormSpan, RopeFrequencies};
 
 /// Floats before and after each output (256 bytes: the storage offset alignment).
 const PAD: usize = 64;
@@ -233,10 +233,11 @@ fn assert_close(got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32, what: &st
     eprintln!("{what}: worst |diff| {worst:.2e} over {} values", got.len());
 }
 
-/// What a case fuses around the product (norm, glu, gelu): nothing, the RMSNorm prologue, or
-/// the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's (the forms the forward
-/// pass uses).
-const FUSIONS: [(bool, bool, bool); 4] = [(false, false, false), (true, false, false), (true, true, false), (true, true, true)];
+/// What a case fuses around the product (norm, glu, gelu): nothing, the RMSNorm prologue,
+/// the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's, or SwiGLU alone (OLMo 2's
+/// feed-forward, with no pre-norm): the forms the forward pass uses.
+const FUSIONS: [(bool, bool, bool); 5] =
+    [(false, false, false), (true, false, false), (true, true, false), (true, true, true), (false, true, false)];
 
 /// Checks the decode (matvec, one token) and prefill (matmul, `n_tokens` tokens) kernels of
 /// one weight type, plain and with each fusion, against the CPU twins: `ops::rmsnorm` of each
@@ -792,8 +793,9 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     // Every variant: an f32 cache and a half-float one (the same rotation, each written value
     // then rounded to the nearest half either way, WGSL letting pack2x16float round up or down:
     // within 2^-10 of it, relatively, 2^-24 absolutely among subnormals), each plain, with
-    // Q/K/V biases (Qwen2), with head norms (Qwen3) and with both; RoPE with Llama 3's
-    // per-pair factors.
+    // Q/K/V biases (Qwen2), with head norms (each head's, Qwen3; the whole of q's and of k's,
+    // OLMo 2, whose rows of 9 * 64 + 3 * 64 + 3 * 64 floats take a workgroup each, 7.5 pairs
+    // a thread) and with both; RoPE with Llama 3's per-pair factors.
     let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let factors: Vec<f32> = (0..hd / 2).map(|_| rng.random_range(1.0..8.0)).collect();
@@ -807,7 +809,12 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         let table = ctx.storage("table", &gpu_ops::rope_table(context_len, &freqs));
         let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
         let bias = variant.bias.then(|| random(&mut rng, width, 2.0));
-        let gains = variant.head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
+        // Each head's gain (q's then k's), or one per element of q and of k.
+        let gain_widths = variant.head_norm.map(|span| match span {
+            HeadNormSpan::Head => (hd, hd),
+            HeadNormSpan::Whole => (qd, kv),
+        });
+        let gains = gain_widths.map(|(q, k)| random(&mut rng, q + k, 2.0));
         let (bias_buf, gain_buf) = (bias.as_ref().map(|b| ctx.storage("bias", b)), gains.as_ref().map(|g| ctx.storage("gains", g)));
         // (first position, tokens): decode near and far, and prefill batches.
         for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
@@ -826,7 +833,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
             let q_bind = Bind(&q_out, (PAD * 4) as u64, Some((n * qd * 4) as u64));
             let op = gpu_ops::RopeKvOp {
                 bias: bias_buf.as_ref(),
-                head_norm: gain_buf.as_ref().map(|g| (g, 1e-6)),
+                head_norm: gain_buf.as_ref().zip(variant.head_norm).map(|(g, span)| (g, 1e-6, span)),
                 ..gpu_ops::RopeKvOp::new([heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table)
             };
             kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), at);
@@ -837,9 +844,9 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                     ops::add_rows(&mut row, bias);
                 }
                 let (mut qr, mut kr) = (row[..qd].to_vec(), row[qd..qd + kv].to_vec());
-                if let Some(g) = &gains {
-                    ops::rmsnorm_heads(&mut qr, &g[..hd], 1e-6);
-                    ops::rmsnorm_heads(&mut kr, &g[hd..], 1e-6);
+                if let (Some(g), Some((q_gain, _))) = (&gains, gain_widths) {
+                    ops::rmsnorm_heads(&mut qr, &g[..q_gain], 1e-6);
+                    ops::rmsnorm_heads(&mut kr, &g[q_gain..], 1e-6);
                 }
                 ops::rope(&mut qr, &freqs, pos + b);
                 ops::rope(&mut kr, &freqs, pos + b);

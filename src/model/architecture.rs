@@ -2,7 +2,7 @@
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
-//! projections, and Granite's scales.
+//! projections, Granite's scales, and OLMo 2's blocks without pre-norms.
 
 use serde::Serialize;
 
@@ -46,6 +46,22 @@ pub enum Architecture {
     /// before it joins the residual stream, the attention scores by a third in place of
     /// `1 / sqrt(head width)`, and the logits divided by the last.
     Granite,
+    /// AI2's OLMo 2 (1B to 32B): RoPE on split halves, no RMSNorm before either sublayer (each
+    /// projection reads the residual stream itself), RMSNorm on the whole of q and of k
+    /// (every head at once, `attn_q_norm` `[n_heads * head_dim]`, `attn_k_norm` `[kv_dim]`)
+    /// before RoPE, and Gemma's norm on each sublayer's output before it joins the residual
+    /// stream; its LM head is its own. OLMo 3's sliding-window layers are refused.
+    Olmo2,
+}
+
+/// Where a model with head norms RMS-norms q and k before RoPE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HeadNormSpan {
+    /// Each head apart, one gain `[head_dim]` shared by every head (Qwen3, Gemma 3).
+    Head,
+    /// All of q at once and all of k at once, a gain per element (`[n_heads * head_dim]`,
+    /// `[kv_dim]`: OLMo 2).
+    Whole,
 }
 
 /// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
@@ -84,7 +100,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 8] = [
+    pub const ALL: [Architecture; 9] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -93,6 +109,7 @@ impl Architecture {
         Architecture::Smollm3,
         Architecture::Phi3,
         Architecture::Granite,
+        Architecture::Olmo2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -114,6 +131,7 @@ impl Architecture {
             Architecture::Smollm3 => "smollm3",
             Architecture::Phi3 => "phi3",
             Architecture::Granite => "granite",
+            Architecture::Olmo2 => "olmo2",
         }
     }
 
@@ -126,9 +144,12 @@ impl Architecture {
     pub fn rope_pairs(self) -> RopePairs {
         match self {
             Architecture::Llama | Architecture::Smollm3 | Architecture::Granite => RopePairs::Adjacent,
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Phi3 => {
-                RopePairs::Halves
-            }
+            Architecture::Qwen2
+            | Architecture::Qwen3
+            | Architecture::Gemma2
+            | Architecture::Gemma3
+            | Architecture::Phi3
+            | Architecture::Olmo2 => RopePairs::Halves,
         }
     }
 
@@ -157,15 +178,31 @@ impl Architecture {
         self == Architecture::Phi3
     }
 
-    /// Whether each head's q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`) before RoPE.
+    /// Whether q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`) before RoPE, and over
+    /// what: each head (Qwen3, Gemma 3) or the whole projection (OLMo 2).
+    pub fn head_norm(self) -> Option<HeadNormSpan> {
+        match self {
+            Architecture::Qwen3 | Architecture::Gemma3 => Some(HeadNormSpan::Head),
+            Architecture::Olmo2 => Some(HeadNormSpan::Whole),
+            _ => None,
+        }
+    }
+
+    /// Whether q and k are RMS-normed before RoPE, either way ([`Architecture::head_norm`]).
     pub fn has_head_norm(self) -> bool {
-        matches!(self, Architecture::Qwen3 | Architecture::Gemma3)
+        self.head_norm().is_some()
+    }
+
+    /// Whether each sublayer's input is RMS-normed (`attn_norm`, `ffn_norm`) before its
+    /// projections read it: every family's but OLMo 2's.
+    pub fn has_pre_norms(self) -> bool {
+        self != Architecture::Olmo2
     }
 
     /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
-    /// before it is added to the residual stream.
+    /// before it is added to the residual stream: Gemma's and OLMo 2's.
     pub fn has_post_norms(self) -> bool {
-        self.is_gemma()
+        self.is_gemma() || self == Architecture::Olmo2
     }
 
     /// Gemma 2 or Gemma 3.

@@ -142,6 +142,7 @@ impl Config {
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
+        check_no_olmo3_window(g, architecture, &key)?;
         Ok(cfg)
     }
 
@@ -276,6 +277,19 @@ fn rope_scale(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<f32, ModelError>
             "rope.scaling.type",
             format!("is {kind:?}: tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"),
         ),
+    }
+}
+
+/// An olmo2 file with a sliding window is OLMo 3's (three of every four layers slide, the
+/// others' RoPE YaRN-scaled): refused by name, since the engine would run it as OLMo 2.
+fn check_no_olmo3_window(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    let name = "attention.sliding_window";
+    match g.usize_opt(&key(name))? {
+        Some(window) if architecture == Architecture::Olmo2 && window > 0 => Err(ModelError::Metadata {
+            key: key(name),
+            problem: format!("is {window}: an olmo2 file with sliding-window layers is OLMo 3's, which tokenscope does not run"),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -11,7 +11,7 @@ pub mod weights;
 use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
-pub use architecture::Architecture;
+pub use architecture::{Architecture, HeadNormSpan};
 pub use config::Config;
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies};
 pub use weights::{HeadNorm, LayerWeights, Layers, PostNorms, QkvBias, Weights, WeightsSummary};

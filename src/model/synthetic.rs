@@ -8,6 +8,7 @@ use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::architecture::HeadNormSpan;
 use super::Architecture;
 use crate::error::{Error, Result};
 use crate::tokenizer::byte_level::ByteAlphabet;
@@ -222,7 +223,10 @@ impl SyntheticModel {
         }
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");
-            add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            let arch = spec.architecture;
+            if arch.has_pre_norms() {
+                add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
             if spec.architecture.has_fused_projections() {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
             } else {
@@ -235,15 +239,22 @@ impl SyntheticModel {
                     add(format!("blk.{i}.{part}.bias"), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }
             }
-            if spec.architecture.has_head_norm() {
-                add(n("attn_q_norm"), 1, hd, GgmlDType::F32, 0.2, 1.0)?;
-                add(n("attn_k_norm"), 1, hd, GgmlDType::F32, 0.2, 1.0)?;
+            let (q_gain, k_gain) = match arch.head_norm() {
+                Some(HeadNormSpan::Head) => (hd, hd),
+                Some(HeadNormSpan::Whole) => (qd, kv),
+                None => (0, 0),
+            };
+            if q_gain > 0 {
+                add(n("attn_q_norm"), 1, q_gain, GgmlDType::F32, 0.2, 1.0)?;
+                add(n("attn_k_norm"), 1, k_gain, GgmlDType::F32, 0.2, 1.0)?;
             }
             add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
             if spec.architecture.has_post_norms() {
                 add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
-            add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            if arch.has_pre_norms() {
+                add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
             if spec.architecture.has_fused_projections() {
                 add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;
             } else {

@@ -7,7 +7,7 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 use serde::Serialize;
 
-use super::architecture::RopePairs;
+use super::architecture::{HeadNormSpan, RopePairs};
 use super::config::Config;
 use super::fused::split_rows;
 use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, LongContext, RopeFrequencies};
@@ -19,8 +19,9 @@ use crate::gguf::Gguf;
 /// split halves, W_q's and W_k's rows (and their biases and head-norm gains) are already
 /// reordered so that pairs are adjacent ([`halves_to_pairs`]).
 pub struct LayerWeights {
-    /// RMSNorm gain before attention, `[dim]`.
-    pub attn_norm: Vec<f32>,
+    /// RMSNorm gain before attention, `[dim]`; `None` where the architecture has no pre-norms
+    /// (OLMo 2: the projections read the residual stream as it is).
+    pub attn_norm: Option<Vec<f32>>,
     /// Query projection, `[n_heads * head_dim, dim]`.
     pub wq: QTensor,
     /// Key projection, `[kv_dim, dim]`.
@@ -29,16 +30,16 @@ pub struct LayerWeights {
     pub wv: QTensor,
     /// Biases added to the Q, K and V projections (Qwen2), if the file has them.
     pub qkv_bias: Option<QkvBias>,
-    /// RMSNorm gains of each head's q and k before RoPE (Qwen3, Gemma 3), if the architecture
-    /// has them.
+    /// RMSNorm gains of q and k before RoPE (each head's: Qwen3, Gemma 3; the whole
+    /// projection's: OLMo 2), if the architecture has them.
     pub head_norm: Option<HeadNorm>,
     /// RMSNorm gains of each sublayer's output before the residual add (Gemma 3), if the
     /// architecture has them.
     pub post_norm: Option<PostNorms>,
     /// Attention output projection, `[dim, n_heads * head_dim]`.
     pub wo: QTensor,
-    /// RMSNorm gain before the feed-forward network, `[dim]`.
-    pub ffn_norm: Vec<f32>,
+    /// RMSNorm gain before the feed-forward network, `[dim]`; `None` as `attn_norm`.
+    pub ffn_norm: Option<Vec<f32>>,
     /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`.
     pub w_gate: QTensor,
     /// Up projection of the gated feed-forward, `[ffn_dim, dim]`.
@@ -65,12 +66,26 @@ impl QkvBias {
     }
 }
 
-/// RMSNorm gains applied to every head of q and of k, each `[head_dim]`.
+/// RMSNorm gains applied to q and k before RoPE: each `[head_dim]`, every head normed apart
+/// with the same gain ([`HeadNormSpan::Head`]), or `[n_heads * head_dim]` and `[kv_dim]`, q
+/// and k each normed whole ([`HeadNormSpan::Whole`]). Either way an RMSNorm over rows as
+/// wide as the gain.
 pub struct HeadNorm {
-    /// Gain of each query head.
+    /// Gain of each query head, or of all of q.
     pub q: Vec<f32>,
-    /// Gain of each key head.
+    /// Gain of each key head, or of all of k.
     pub k: Vec<f32>,
+}
+
+impl HeadNorm {
+    /// Over what q and k are normed: as wide as a head, or wider.
+    pub fn span(&self, head_dim: usize) -> HeadNormSpan {
+        if self.q.len() == head_dim {
+            HeadNormSpan::Head
+        } else {
+            HeadNormSpan::Whole
+        }
+    }
 }
 
 /// RMSNorm gains applied to a block's attention output and feed-forward output before each is
@@ -194,14 +209,16 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![pairs])));
     }
     let arch = cfg.architecture;
+    let pre_norm = |name| arch.has_pre_norms().then(|| (name, vec![d]));
     for i in 0..cfg.n_layers {
-        let mut block = vec![("attn_norm.weight", vec![d])];
+        let mut block: Vec<(&str, Vec<usize>)> = pre_norm("attn_norm.weight").into_iter().collect();
         if has_fused_qkv(gguf, cfg, i) {
             block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
         } else {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
-        block.extend([("attn_output.weight", vec![d, q]), ("ffn_norm.weight", vec![d])]);
+        block.push(("attn_output.weight", vec![d, q]));
+        block.extend(pre_norm("ffn_norm.weight"));
         if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
         } else {
@@ -211,8 +228,12 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         if arch.requires_qkv_bias() || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some() {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
-        if arch.has_head_norm() {
-            block.extend([("attn_q_norm.weight", vec![cfg.head_dim]), ("attn_k_norm.weight", vec![cfg.head_dim])]);
+        match arch.head_norm() {
+            Some(HeadNormSpan::Head) => {
+                block.extend([("attn_q_norm.weight", vec![cfg.head_dim]), ("attn_k_norm.weight", vec![cfg.head_dim])])
+            }
+            Some(HeadNormSpan::Whole) => block.extend([("attn_q_norm.weight", vec![q]), ("attn_k_norm.weight", vec![kv])]),
+            None => {}
         }
         if arch.has_post_norms() {
             block.extend([("post_attention_norm.weight", vec![d]), ("post_ffw_norm.weight", vec![d])]);
@@ -382,13 +403,16 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
-    let head_norm = if cfg.architecture.has_head_norm() {
-        Some(HeadNorm {
-            q: gains(to_vec(&take("attn_q_norm.weight")?)?, &head_order),
-            k: gains(to_vec(&take("attn_k_norm.weight")?)?, &head_order),
-        })
-    } else {
-        None
+    // A head's gain reorders as one head's rows do; a whole projection's as W_q's and W_k's.
+    let head_norm = match cfg.architecture.head_norm() {
+        Some(span) => {
+            let (q, k) = match span {
+                HeadNormSpan::Head => (&head_order, &head_order),
+                HeadNormSpan::Whole => (&q_order, &k_order),
+            };
+            Some(HeadNorm { q: gains(to_vec(&take("attn_q_norm.weight")?)?, q), k: gains(to_vec(&take("attn_k_norm.weight")?)?, k) })
+        }
+        None => None,
     };
     let post_norm = if cfg.architecture.has_post_norms() {
         Some(PostNorms { attn: to_vec(&take("post_attention_norm.weight")?)?, ffn: to_vec(&take("post_ffw_norm.weight")?)? })
@@ -401,9 +425,10 @@ fn read_block<R: Read + Seek>(
     } else {
         [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
     };
-    let attn_norm = to_vec(&take("attn_norm.weight")?)?;
+    let pre_norms = cfg.architecture.has_pre_norms();
+    let attn_norm = if pre_norms { Some(to_vec(&take("attn_norm.weight")?)?) } else { None };
     let wo = take("attn_output.weight")?;
-    let ffn_norm = to_vec(&take("ffn_norm.weight")?)?;
+    let ffn_norm = if pre_norms { Some(to_vec(&take("ffn_norm.weight")?)?) } else { None };
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
         (gate, up)

@@ -37,7 +37,8 @@ use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
 struct Block {
-    attn_norm: Vec<f32>,
+    /// `None`: no pre-norm (OLMo 2), the projections read the residual stream itself.
+    attn_norm: Option<Vec<f32>>,
     wq: Linear,
     wk: Linear,
     wv: Linear,
@@ -45,7 +46,7 @@ struct Block {
     head_norm: Option<HeadNorm>,
     post_norm: Option<PostNorms>,
     wo: Linear,
-    ffn_norm: Vec<f32>,
+    ffn_norm: Option<Vec<f32>>,
     w_gate: Linear,
     w_up: Linear,
     w_down: Linear,
@@ -196,12 +197,11 @@ impl CpuBackend {
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += s Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
-            // each head of q and k RMS-normed before RoPE where the model has head norms, the
+            // xb the RMS-normed x (x itself without pre-norms, OLMo 2's), q and k RMS-normed
+            // before RoPE where the model has head norms (each head, or all of each), the
             // projection RMS-normed before the add where it has post norms (s: the residual
             // scale, Granite's; 1 otherwise), the scores scaled by the attention scale.
-            for t in 0..n {
-                ops::rmsnorm(&x[t * d..][..d], &b.attn_norm, c.rms_eps, &mut xb[t * d..][..d]);
-            }
+            ops::pre_norm(&x, b.attn_norm.as_deref(), c.rms_eps, &mut xb);
             let normed = SharedInput::new(&xb, n);
             b.wq.forward_shared(&normed, &mut q)?;
             b.wk.forward_shared(&normed, &mut k)?;
@@ -261,9 +261,7 @@ impl CpuBackend {
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms.
-            for t in 0..n {
-                ops::rmsnorm(&x[t * d..][..d], &b.ffn_norm, c.rms_eps, &mut xb[t * d..][..d]);
-            }
+            ops::pre_norm(&x, b.ffn_norm.as_deref(), c.rms_eps, &mut xb);
             let normed = SharedInput::new(&xb, n);
             b.w_gate.forward_shared(&normed, &mut gate)?;
             b.w_up.forward_shared(&normed, &mut up)?;

@@ -14,8 +14,22 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// A sublayer's input: each row of `x` (`[n, dim]`) RMS-normed with `gain` (`[dim]`) into
+/// `out` (`[n, dim]`), or, without a gain (no pre-norm: OLMo 2), `x` as it is.
+pub fn pre_norm(x: &[f32], gain: Option<&[f32]>, eps: f32, out: &mut [f32]) {
+    match gain {
+        Some(gain) => {
+            for (row, out) in x.chunks_exact(gain.len()).zip(out.chunks_exact_mut(gain.len())) {
+                rmsnorm(row, gain, eps, out);
+            }
+        }
+        None => out.copy_from_slice(x),
+    }
+}
+
 /// RMSNorm of every head of `x` (`[n_heads * head_dim]`) in place, with one `gain`
-/// (`[head_dim]`) for all of them: Qwen3's norm of q and k before RoPE.
+/// (`[head_dim]`) for all of them: Qwen3's norm of q and k before RoPE; with a gain as wide
+/// as a token's row (`[n_heads * head_dim]`), OLMo 2's norm of the whole of q or k.
 pub fn rmsnorm_heads(x: &mut [f32], gain: &[f32], eps: f32) {
     let mut head = vec![0.0f32; gain.len()];
     for chunk in x.chunks_exact_mut(gain.len()) {

@@ -22,7 +22,8 @@
 //! Gemma's post norms add one more in a decode step (the attention's read by the gate/up
 //! projection's prologue, both added to `x` by the layer's last dispatch:
 //! [`Builder::feed_forward`]), two where the model is too wide for that and in a prefill
-//! pass. A prefill pass runs RoPE and attention as
+//! pass, and in OLMo 2's, which has no pre-norms (its projections read `x` unnormed, its q
+//! and k normed whole in the RoPE dispatch): 7 a layer. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -168,7 +169,7 @@ pub(super) struct Builder<'a> {
     /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
     /// and the layer's last post norm (Gemma's, with [`KernelOptions::fold_post_norms`] and
     /// where the model's dim fits the prologue's row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]:
-    /// see [`Builder::feed_forward`]).
+    /// see [`Builder::feed_forward`]; not OLMo 2's, whose feed-forward has no pre-norm).
     pub folded_post_norm: bool,
 }
 
@@ -214,18 +215,19 @@ impl Builder<'_> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let shape = self.form.shape;
         let cache = |c| Bind(c, 0, None);
-        let norm = Some((&l.attn_norm, self.eps));
+        let norm = l.attn_norm.as_ref().map(|gain| (gain, self.eps));
         // The table of the layer's kind (the file's frequencies, a sliding-window layer's or
         // none at all).
         let table = a.table(l.rope);
         let rope_kv = RopeKvOp {
             bias: l.qkv_bias.as_ref(),
-            head_norm: l.head_norm.as_ref().map(|g| (g, self.eps)),
+            head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
-        let one = if rope_kv.head_norm.is_none() {
+        // The epilogue reads the biases after the norm's gains: it takes them with the norm.
+        let one = if rope_kv.head_norm.is_none() && (norm.is_some() || rope_kv.bias.is_none()) {
             let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table, biased: rope_kv.bias.is_some() };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
@@ -321,7 +323,7 @@ impl Builder<'_> {
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
-            norm: Some((&l.ffn_norm, self.eps)),
+            norm: l.ffn_norm.as_ref().map(|gain| (gain, self.eps)),
             glu: true,
             gelu: self.gelu,
             post_norm_in,

@@ -9,21 +9,21 @@ use super::device::GpuContext;
 use super::ops::{AttentionScope, GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
-use crate::model::{Config, LayerRope, LayerWeights};
+use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights};
 
 /// One transformer layer on the GPU: its weights, norms and KV cache.
 pub(super) struct GpuLayer {
     /// The attention's RMSNorm gain, `[dim]`, and after it the Q/K/V bias, `[n_heads * hd +
     /// 2 kv]`, where the model has one (a decode step's Q/K/V projection reads both there,
-    /// [`RopeKv::biased`](super::ops::RopeKv::biased)).
-    pub attn_norm: wgpu::Buffer,
+    /// [`RopeKv::biased`](super::ops::RopeKv::biased)); `None` without pre-norms (OLMo 2).
+    pub attn_norm: Option<wgpu::Buffer>,
     /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
     pub wqkv: GpuMatrix,
     /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]`, where the model has one (Qwen2).
     pub qkv_bias: Option<wgpu::Buffer>,
-    /// The query and key head norms' gains, `[2 * hd]` (q's, then k's), where the model has
-    /// them (Qwen3).
-    pub head_norm: Option<wgpu::Buffer>,
+    /// The query and key head norms' gains, q's then k's: `[2 * hd]` (each head's, Qwen3's)
+    /// or `[n_heads * hd + kv]` (the whole projection's, OLMo 2's), where the model has them.
+    pub head_norm: Option<(wgpu::Buffer, HeadNormSpan)>,
     /// The output projection, `[dim, n_heads * hd]`.
     pub wo: GpuMatrix,
     /// The key cache, `[context, kv]` f32, or with a half-float cache `[context, kv / 2]` u32
@@ -31,8 +31,8 @@ pub(super) struct GpuLayer {
     pub k_cache: wgpu::Buffer,
     /// The value cache, laid out as the key cache.
     pub v_cache: wgpu::Buffer,
-    /// The feed-forward's RMSNorm gain, `[dim]`.
-    pub ffn_norm: wgpu::Buffer,
+    /// The feed-forward's RMSNorm gain, `[dim]`; `None` without pre-norms.
+    pub ffn_norm: Option<wgpu::Buffer>,
     /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue.
     pub w_gate_up: GpuMatrix,
     /// The down projection, `[dim, ffn]`.
@@ -81,17 +81,17 @@ impl GpuLayer {
         let kv = cfg.kv_dim();
         let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
         Ok(GpuLayer {
-            attn_norm: match &l.qkv_bias {
-                Some(b) => bytes.storage(ctx, "attn_norm and qkv bias", &[&l.attn_norm[..], &b.stacked()].concat()),
-                None => bytes.storage(ctx, "attn_norm", &l.attn_norm),
-            },
+            attn_norm: l.attn_norm.as_ref().map(|gain| match &l.qkv_bias {
+                Some(b) => bytes.storage(ctx, "attn_norm and qkv bias", &[&gain[..], &b.stacked()].concat()),
+                None => bytes.storage(ctx, "attn_norm", gain),
+            }),
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
             qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),
-            head_norm: l.head_norm.as_ref().map(|n| bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat())),
+            head_norm: l.head_norm.as_ref().map(|n| (bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat()), n.span(cfg.head_dim))),
             wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
             v_cache: bytes.storage(ctx, "v cache", &vec![0u32; cache_words]),
-            ffn_norm: bytes.storage(ctx, "ffn_norm", &l.ffn_norm),
+            ffn_norm: l.ffn_norm.as_ref().map(|gain| bytes.storage(ctx, "ffn_norm", gain)),
             w_gate_up: gate_up(ctx, &l.w_gate, &l.w_up, &mut bytes.weights)?,
             w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
             post_norm: l

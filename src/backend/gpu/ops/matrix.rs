@@ -221,7 +221,8 @@ impl MatrixKernel {
         }
     }
 
-    /// Every variant: both shapes, every format, plain, normed, and normed with SwiGLU;
+    /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, and
+    /// SwiGLU alone (OLMo 2's feed-forward, without a pre-norm);
     /// decode also normed with RoPE/KV write (with and without Q/K/V biases) and with the attention prologue, over both cache
     /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
@@ -232,7 +233,8 @@ impl MatrixKernel {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
                 let plain = MatrixKernel::plain(prefill, format, subgroup);
-                let mut all = vec![plain, MatrixKernel { norm: true, ..plain }, MatrixKernel { norm: true, glu: true, ..plain }];
+                let normed = MatrixKernel { norm: true, ..plain };
+                let mut all = vec![plain, normed, MatrixKernel { glu: true, ..normed }, MatrixKernel { glu: true, ..plain }];
                 if !prefill {
                     all.push(MatrixKernel { combine: true, ..plain });
                     for kv_f16 in [false, true] {

@@ -1,5 +1,6 @@
 //! The RoPE/KV-write op (rope_kv.wgsl): a prefill pass's, and a decode step's where the
-//! Q/K/V projection cannot take it as its epilogue (RMSNorm of each head); a decode without
+//! Q/K/V projection cannot take it as its epilogue (RMSNorm of each head, or of all of q and
+//! of k); a decode without
 //! head norms does it, biases and all, in the projection's epilogue ([`super::matrix`]). Its twins are
 //! `cpu::ops::{add_rows, rmsnorm_heads, rope}` and the cache rows (tests/gpu_kernels.rs).
 
@@ -7,7 +8,7 @@ use super::super::device::GpuContext;
 use super::super::kernels::{groups_for, prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
 use super::super::params::RopeParams;
 use crate::error::{Error, Result};
-use crate::model::RopeFrequencies;
+use crate::model::{HeadNormSpan, RopeFrequencies};
 
 const ROPE_KV: &str = include_str!("../../../../shaders/rope_kv.wgsl");
 
@@ -18,27 +19,30 @@ pub struct RopeKvKernel {
     pub kv_f16: bool,
     /// A bias is added to each row element first (Qwen2's Q/K/V biases).
     pub bias: bool,
-    /// Each head of q and k is RMS-normed before RoPE (Qwen3).
-    pub head_norm: bool,
+    /// q and k are RMS-normed before RoPE: each head (Qwen3) or each whole (OLMo 2).
+    pub head_norm: Option<HeadNormSpan>,
 }
 
 impl RopeKvKernel {
     /// Every variant.
     pub fn all() -> impl Iterator<Item = RopeKvKernel> {
-        [false, true].into_iter().flat_map(|kv_f16| {
-            [(false, false), (true, false), (false, true), (true, true)].map(|(bias, head_norm)| RopeKvKernel { kv_f16, bias, head_norm })
+        let norms = [None, Some(HeadNormSpan::Head), Some(HeadNormSpan::Whole)];
+        [false, true].into_iter().flat_map(move |kv_f16| {
+            [false, true].into_iter().flat_map(move |bias| norms.map(|head_norm| RopeKvKernel { kv_f16, bias, head_norm }))
         })
     }
 
     /// The variant's source, e.g. `rope_kv_bias_head_norm_kv_f16.wgsl`.
     pub fn source(self) -> ShaderSource {
+        let (head, whole) = (self.head_norm == Some(HeadNormSpan::Head), self.head_norm == Some(HeadNormSpan::Whole));
         let name = format!(
-            "rope_kv{}{}{}.wgsl",
+            "rope_kv{}{}{}{}.wgsl",
             if self.bias { "_bias" } else { "" },
-            if self.head_norm { "_head_norm" } else { "" },
+            if head { "_head_norm" } else { "" },
+            if whole { "_whole_norm" } else { "" },
             if self.kv_f16 { "_kv_f16" } else { "" }
         );
-        let defines = [(self.kv_f16, "KV_F16"), (self.bias, "QKV_BIAS"), (self.head_norm, "HEAD_NORM")];
+        let defines = [(self.kv_f16, "KV_F16"), (self.bias, "QKV_BIAS"), (head, "HEAD_NORM"), (whole, "WHOLE_NORM")];
         ShaderSource::new(name, ROPE_KV, defines.into_iter().filter(|(on, _)| *on).map(|(_, d)| d).collect())
     }
 }
@@ -59,8 +63,10 @@ pub struct RopeKvOp<'a> {
     pub table: &'a wgpu::Buffer,
     /// The stacked Q/K/V bias, `[n_heads * head_dim + 2 kv]`, if the model has one.
     pub bias: Option<&'a wgpu::Buffer>,
-    /// The head-norm gains, `[2 * head_dim]` (q's, then k's), and the RMSNorm epsilon.
-    pub head_norm: Option<(&'a wgpu::Buffer, f32)>,
+    /// The head-norm gains, q's then k's (`[2 * head_dim]` for each head's norm,
+    /// `[n_heads * head_dim + kv]` for the whole projection's), the RMSNorm epsilon and
+    /// which of the two.
+    pub head_norm: Option<(&'a wgpu::Buffer, f32, HeadNormSpan)>,
 }
 
 impl<'a> RopeKvOp<'a> {
@@ -76,8 +82,9 @@ impl Kernels {
     /// q and k head its RMSNorm where the op has them.
     pub fn rope_kv(&self, ctx: &GpuContext, op: &RopeKvOp, step: &wgpu::Buffer) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = op.shape;
-        let variant = RopeKvKernel { kv_f16: self.options.kv_f16, bias: op.bias.is_some(), head_norm: op.head_norm.is_some() };
-        let eps = op.head_norm.map_or(0.0, |(_, eps)| eps);
+        let span = op.head_norm.map(|(_, _, span)| span);
+        let variant = RopeKvKernel { kv_f16: self.options.kv_f16, bias: op.bias.is_some(), head_norm: span };
+        let eps = op.head_norm.map_or(0.0, |(_, eps, _)| eps);
         let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, eps }]);
         let width = (n_heads + 2 * n_kv_heads) * head_dim;
         let expect = |what: &str, buffer: &wgpu::Buffer, floats: u32| {
@@ -99,12 +106,19 @@ impl Kernels {
             expect("the Q/K/V bias", bias, width)?;
             binds.push(("bias", whole(bias)));
         }
-        if let Some((gain, _)) = op.head_norm {
-            expect("the head-norm gains", gain, 2 * head_dim)?;
+        if let Some((gain, _, span)) = op.head_norm {
+            let gains = match span {
+                HeadNormSpan::Head => 2 * head_dim,
+                HeadNormSpan::Whole => (n_heads + n_kv_heads) * head_dim,
+            };
+            expect("the head-norm gains", gain, gains)?;
             binds.push(("head_gain", whole(gain)));
         }
         let kernel = self.rope_kv_kernel(ctx, variant)?;
-        Ok(prepare(ctx, &kernel, &binds, groups_for(width / 2))?.per_token(1, 1))
+        // A whole-projection norm takes a workgroup per token (its row's squares summed
+        // together), a pair per thread otherwise.
+        let groups = if span == Some(HeadNormSpan::Whole) { 1 } else { groups_for(width / 2) };
+        Ok(prepare(ctx, &kernel, &binds, groups)?.per_token(1, 1))
     }
 }
 

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 11] = [
+const ARCHITECTURE_FIXTURES: [&str; 13] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -41,6 +41,8 @@ const ARCHITECTURE_FIXTURES: [&str; 11] = [
     "phi3-longrope-short.gguf",
     "phi3-longrope-long.gguf",
     "phi4-mini-partial-rope.gguf",
+    "granite.gguf",
+    "olmo2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -190,6 +190,11 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
+        if architecture == tokenscope::model::Architecture::Olmo2 {
+            // RoPE apart (q and k normed whole there), the attention's post norm folded into
+            // the gate/up projection and both added by the layer's last dispatch: 6 a layer.
+            assert_eq!(dispatches, 6 * layers + 2, "{}: a short context's decode step", case.file);
+        }
         let allowed = tolerance(case);
         assert!(gap <= allowed, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
         // And against the exact CPU path's own logits, f32 on both sides, within the tight
@@ -202,19 +207,20 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     }
 }
 
-/// Gemma's post norms on the GPU both ways: a decode step with the attention's post norm
-/// folded into the feed-forward (the default, the test above) and with each post norm a
-/// dispatch of its own (`fold_post_norms` off, as a model too wide for the fold runs them):
-/// the same logits as the exact CPU path within the tight tolerance, one dispatch more a layer.
+/// Gemma's and OLMo 2's post norms on the GPU both ways: a decode step with the attention's
+/// post norm folded into the feed-forward (the default, the test above; OLMo 2's gate/up
+/// projection reading the folded row without a pre-norm) and with each post norm a dispatch
+/// of its own (`fold_post_norms` off, as a model too wide for the fold runs them): the same
+/// logits as the exact CPU path within the tight tolerance, one dispatch more a layer.
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
-fn gemmas_post_norms_match_exact_math_on_the_gpu_folded_or_not() {
+fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     use tokenscope::backend::gpu::kernels::KernelOptions;
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
-    let gemmas: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma")).collect();
-    assert_eq!(gemmas.len(), 3, "gemma2, gemma3 and Gemma 3 27B's scale");
-    for case in gemmas {
+    let post_normed: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma") || c.architecture == "olmo2").collect();
+    assert_eq!(post_normed.len(), 4, "gemma2, gemma3, Gemma 3 27B's scale and olmo2");
+    for case in post_normed {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
         for fold in [true, false] {

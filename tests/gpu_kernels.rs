@@ -1516,15 +1516,23 @@ fn glu_twin(gate: f32, up: f32, gelu: bool) -> f32 {
 }
 
 /// The decode gate/up projection's twin on an input row `merged` (each value within
-/// `merged_tol` of exact): `ops::rmsnorm` with `gain`, the dequantized interleaved gate/up
+/// `merged_tol` of exact): `ops::rmsnorm` with `gain` (or the row as it is), the dequantized interleaved gate/up
 /// rows, then `ops::geglu` (`gelu`) or `ops::swiglu`; each output with its bound (the input's
 /// error carried through the norm and the rows, the product's rounding, the gate's
 /// activation, whose slope is at most 1.2 for both).
-fn gated_twin(gate_up: &[f32], merged: &[f32], merged_tol: &[f32], gain: &[f32], eps: f32, gelu: bool) -> (Vec<f32>, Vec<f32>) {
+fn gated_twin(gate_up: &[f32], merged: &[f32], merged_tol: &[f32], gain: Option<&[f32]>, eps: f32, gelu: bool) -> (Vec<f32>, Vec<f32>) {
     let dim = merged.len();
-    let mut xn = vec![0.0; dim];
-    ops::rmsnorm(merged, gain, eps, &mut xn);
-    let rms = (merged.iter().map(|v| v * v).sum::<f32>() / dim as f32 + eps).sqrt();
+    // Without a gain, the row as it is (no pre-norm: OLMo 2's): a gain of 1 and an rms of 1.
+    let ones = vec![1.0; dim];
+    let mut xn = merged.to_vec();
+    let rms = match gain {
+        Some(gain) => {
+            ops::rmsnorm(merged, gain, eps, &mut xn);
+            (merged.iter().map(|v| v * v).sum::<f32>() / dim as f32 + eps).sqrt()
+        }
+        None => 1.0,
+    };
+    let gain = gain.unwrap_or(&ones);
     let (products, bounds): (Vec<f32>, Vec<f32>) = gate_up
         .chunks_exact(dim)
         .map(|r| {
@@ -1606,7 +1614,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
                 .unzip();
             // The gate/up rows' twin: SwiGLU of the normed merged row.
             let gain = random(&mut rng, dim, 2.0);
-            let (want_hidden, hidden_tol) = gated_twin(&gu_dense, &merged, &merged_tol, &gain, 1e-5, false);
+            let (want_hidden, hidden_tol) = gated_twin(&gu_dense, &merged, &merged_tol, Some(&gain), 1e-5, false);
             // The down projection's twin: x + s Wo att + s Wd h.
             let h = random(&mut rng, ffn, 1.0);
             let (want_x, x_tol): (Vec<f32>, Vec<f32>) = down_dense
@@ -1698,24 +1706,28 @@ fn the_post_norm_prologue_reads_x_plus_the_normed_attention_then_the_feed_forwar
             let mut merged = x.clone();
             ops::add_normed(&mut merged, &att, &att_gain, eps);
             let merged_tol: Vec<f32> = merged.iter().zip(&x).map(|(m, x)| 1e-5 * (x.abs() + (m - x).abs()) + 1e-6).collect();
-            let (want, tol) = gated_twin(&gu_dense, &merged, &merged_tol, &gain, eps, gelu);
             let at = StepParams::new(3, 1);
             let step = kernels::step_uniform(&ctx, at);
             let (xb, ab, agb, gb) =
                 (ctx.storage("x", &x), ctx.storage("att", &att), ctx.storage("att gain", &att_gain), ctx.storage("gain", &gain));
-            let hidden = guarded(&ctx, ffn);
-            let op = LinearOp {
-                norm: Some((&gb, eps)),
-                glu: true,
-                gelu,
-                post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&ab, 0, None), gain: &agb }),
-                ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
-            };
-            kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
-            let what =
-                format!("{dtype:?} gate/up rows of {dim} after a post norm (|att| up to {scale}), ffn {ffn}, gelu {gelu}, {options:?}");
-            assert_close(&read_guarded(&ctx, &hidden, ffn), &want, |i| tol[i], &what);
-            assert_eq!(pollster::block_on(ctx.read_f32(&xb, dim)).expect("readback"), x, "{what}: x was written");
+            // With the feed-forward's pre-norm after it (Gemma's), and without (OLMo 2's).
+            for pre_norm in [true, false] {
+                let (want, tol) = gated_twin(&gu_dense, &merged, &merged_tol, pre_norm.then_some(&gain[..]), eps, gelu);
+                let hidden = guarded(&ctx, ffn);
+                let op = LinearOp {
+                    norm: pre_norm.then_some((&gb, eps)),
+                    glu: true,
+                    gelu,
+                    post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&ab, 0, None), gain: &agb, eps }),
+                    ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
+                };
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
+                let what = format!(
+                    "{dtype:?} gate/up rows of {dim} after a post norm (|att| up to {scale}), pre-norm {pre_norm}, ffn {ffn}, gelu {gelu}, {options:?}"
+                );
+                assert_close(&read_guarded(&ctx, &hidden, ffn), &want, |i| tol[i], &what);
+                assert_eq!(pollster::block_on(ctx.read_f32(&xb, dim)).expect("readback"), x, "{what}: x was written");
+            }
         }
     }
 }
@@ -1783,14 +1795,17 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     // The post-norm prologue: with the RMSNorm and SwiGLU (50 rows are 25 pairs), decode
     // only, alone, over rows its operands hold, at most the prologue's row.
     let (gain, att) = (ctx.storage("gain", &[1.0f32; 4096]), ctx.storage("att", &[0.0f32; 64]));
-    let post_normed = Some(gpu_ops::PostNormInput { y: Bind(&att, 0, None), gain: &gain });
+    let post_normed = Some(gpu_ops::PostNormInput { y: Bind(&att, 0, None), gain: &gain, eps: 1e-6 });
     let post = |m| LinearOp { norm: Some((&gain, 1e-6)), glu: true, post_norm_in: post_normed, ..LinearOp::new(m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &post(&m), &step).is_ok(), "the gate/up rows after a post norm");
     assert!(k.matmul(&ctx, &post(&m), &step).is_err(), "the post-norm prologue is decode-only");
     assert!(k.matvec(&ctx, &LinearOp { glu: false, ..post(&m) }, &step).is_err(), "the post-norm prologue comes with SwiGLU");
-    assert!(k.matvec(&ctx, &LinearOp { norm: None, ..post(&m) }, &step).is_err(), "the post-norm prologue comes with the RMSNorm");
+    assert!(k.matvec(&ctx, &LinearOp { norm: None, ..post(&m) }, &step).is_ok(), "without a pre-norm after it (OLMo 2)");
+    let other_eps = LinearOp { norm: Some((&gain, 1e-5)), ..post(&m) };
+    assert!(k.matvec(&ctx, &other_eps, &step).is_err(), "the two norms take one epsilon");
     let short = ctx.storage("short", &[0.0f32; 63]);
-    let short_row = LinearOp { post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&short, 0, None), gain: &gain }), ..post(&m) };
+    let short_row =
+        LinearOp { post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&short, 0, None), gain: &gain, eps: 1e-6 }), ..post(&m) };
     assert!(k.matvec(&ctx, &short_row, &step).is_err(), "63 floats are not a row of 64");
     let (_, wide_pairs) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     assert!(k.matvec(&ctx, &post(&wide_pairs), &step).is_err(), "4096 columns exceed the prologue's workgroup memory");

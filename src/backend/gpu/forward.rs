@@ -22,8 +22,8 @@
 //! Gemma's post norms add one more in a decode step (the attention's read by the gate/up
 //! projection's prologue, both added to `x` by the layer's last dispatch:
 //! [`Builder::feed_forward`]), two where the model is too wide for that and in a prefill
-//! pass, and in OLMo 2's, which has no pre-norms (its projections read `x` unnormed, its q
-//! and k normed whole in the RoPE dispatch): 7 a layer. A prefill pass runs RoPE and attention as
+//! pass. OLMo 2 has no pre-norms (its projections read `x` unnormed; the folded post norm
+//! too) and norms its q and k whole in the RoPE dispatch: 6 a layer. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -169,7 +169,8 @@ pub(super) struct Builder<'a> {
     /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
     /// and the layer's last post norm (Gemma's, with [`KernelOptions::fold_post_norms`] and
     /// where the model's dim fits the prologue's row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]:
-    /// see [`Builder::feed_forward`]; not OLMo 2's, whose feed-forward has no pre-norm).
+    /// see [`Builder::feed_forward`]; OLMo 2's too, whose gate/up projection reads that row
+    /// without a pre-norm).
     pub folded_post_norm: bool,
 }
 
@@ -338,7 +339,7 @@ impl Builder<'_> {
             let dim = l.w_down.rows;
             let norm = self.post_norm(dim, &a.proj, gain, None)?;
             if self.folded_post_norm {
-                let post_normed = ops::PostNormInput { y: Bind(&a.att_proj, 0, None), gain: attention_gain };
+                let post_normed = ops::PostNormInput { y: Bind(&a.att_proj, 0, None), gain: attention_gain, eps: self.eps };
                 let gate_up = self.kernels.matvec(self.ctx, &gate_up_reading(Some(post_normed), None), &a.step)?;
                 let both = self.post_norm(dim, &a.proj, gain, Some((&a.att_proj, attention_gain)))?;
                 let [first, second] = &mut ops;

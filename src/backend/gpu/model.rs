@@ -192,12 +192,7 @@ impl GpuBackend {
             embedding_scale: cfg.embedding_scale,
             residual_scale: cfg.residual_scale,
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
-            // The folded prologue RMS-norms its row with the feed-forward's own norm after:
-            // a model without pre-norms (OLMo 2) runs its post norms as dispatches of their own.
-            folded_post_norm: options.fold_post_norms
-                && cfg.architecture.has_post_norms()
-                && cfg.architecture.has_pre_norms()
-                && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
+            folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
         let ForwardOps { ops, layer_ends, per_head_layers, verify_head } = builder.build(&embedding, &gpu_layers, head, &out_norm)?;
         let all: Vec<&Op> = ops.iter().collect();

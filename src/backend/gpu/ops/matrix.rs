@@ -227,7 +227,7 @@ impl MatrixKernel {
     /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
-    /// SwiGLU after a post norm: the forms the forward pass uses; and each decode one but the
+    /// SwiGLU after a post norm, normed or not: the forms the forward pass uses; and each decode one but the
     /// per-head projection with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
@@ -248,6 +248,7 @@ impl MatrixKernel {
                     all.push(MatrixKernel { merge_in: true, norm: true, glu: true, ..plain });
                     all.push(MatrixKernel { merge_out: true, ..plain });
                     all.push(MatrixKernel { post_norm_in: true, norm: true, glu: true, ..plain });
+                    all.push(MatrixKernel { post_norm_in: true, glu: true, ..plain });
                 }
                 all
             })
@@ -357,9 +358,10 @@ pub struct LinearOp<'a> {
     /// projection after `heads`; with `accumulate`).
     pub merge_out: Option<HeadParts<'a>>,
     /// Decode only: the input row plus a sublayer's output RMS-normed with its gain (the
-    /// feed-forward's gate and up rows after a post-normed attention, Gemma 3's; with `norm`,
-    /// whose epsilon both norms take, and `glu`). `x` is only read: the layer's last post norm
-    /// adds that term to it ([`PostNorm`](super::PostNorm)'s `first`).
+    /// feed-forward's gate and up rows after a post-normed attention, Gemma's and OLMo 2's;
+    /// with `glu`, and `norm` where the model has pre-norms, whose epsilon must be the post
+    /// norm's). `x` is only read: the layer's last post norm adds that term to it
+    /// ([`PostNorm`](super::PostNorm)'s `first`).
     pub post_norm_in: Option<PostNormInput<'a>>,
     /// What each product is multiplied by where it is stored, written or added (Granite's
     /// residual scale in the output and down projections; 1 otherwise). Not with `glu` or
@@ -434,6 +436,8 @@ pub struct PostNormInput<'a> {
     pub y: Bind<'a>,
     /// Its post norm's gain, `[cols]`.
     pub gain: &'a wgpu::Buffer,
+    /// Its post norm's epsilon (the op's `norm`, where it has one, takes the same).
+    pub eps: f32,
 }
 
 /// The per-head parts a `heads` projection wrote, for the MERGE_IN prologue and the
@@ -528,7 +532,7 @@ impl Kernels {
             cols: w.cols,
             accumulate: op.accumulate as u32,
             last_token: op.last_token as u32,
-            eps: op.norm.map_or(0.0, |(_, eps)| eps),
+            eps: op.norm.map(|(_, eps)| eps).or(op.post_norm_in.map(|p| p.eps)).unwrap_or(0.0),
             n_heads,
             n_kv_heads,
             head_dim,
@@ -620,9 +624,9 @@ fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
     Ok(())
 }
 
-/// Checks the post-norm prologue of `op`: decode only, with the RMSNorm and SwiGLU and no
-/// other fusion, over at most [`FUSED_ATTENTION_MAX_WIDTH`] columns (its row in workgroup
-/// memory), its row and gain as wide as them.
+/// Checks the post-norm prologue of `op`: decode only, with SwiGLU and no other fusion (an
+/// RMSNorm after it of the same epsilon, or none), over at most [`FUSED_ATTENTION_MAX_WIDTH`]
+/// columns (its row in workgroup memory), its row and gain as wide as them.
 fn check_post_norm_in(op: &LinearOp, prefill: bool) -> Result<()> {
     let Some(p) = &op.post_norm_in else { return Ok(()) };
     let others = op.rope_kv.is_some() || op.attention.is_some() || op.combine.is_some() || op.heads.is_some();
@@ -630,10 +634,13 @@ fn check_post_norm_in(op: &LinearOp, prefill: bool) -> Result<()> {
         return Err(Error::Backend("the post-norm prologue is decode-only, with no other fusion".into()));
     }
     let cols = op.w.cols as usize;
-    if op.norm.is_none() || !op.glu || cols > FUSED_ATTENTION_MAX_WIDTH {
+    if !op.glu || cols > FUSED_ATTENTION_MAX_WIDTH {
         return Err(Error::Backend(format!(
-            "the post-norm prologue comes with the RMSNorm and SwiGLU, over at most {FUSED_ATTENTION_MAX_WIDTH} columns ({cols})"
+            "the post-norm prologue comes with SwiGLU, over at most {FUSED_ATTENTION_MAX_WIDTH} columns ({cols})"
         )));
+    }
+    if let Some((_, eps)) = op.norm.filter(|(_, eps)| *eps != p.eps) {
+        return Err(Error::Backend(format!("the post-norm prologue's epsilon {} and its RMSNorm's {eps} are one uniform", p.eps)));
     }
     let row = cols as u64 * 4;
     if p.gain.size() < row || p.y.2.unwrap_or(p.y.0.size() - p.y.1) < row {

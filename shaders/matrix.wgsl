@@ -46,8 +46,8 @@
 //   MERGE_OUT (MATVEC epilogue, with accumulate; the down projection after HEADS): each row
 //     adds the merged parts' same row too, y[r] = (y[r] + merged[r]) + s (W x)[r], the order of
 //     the residual adds of the steps without HEADS.
-//   POST_NORM_IN (MATVEC prologue; with NORM and GLU the feed-forward's gate and up rows after
-//     a post-normed attention, Gemma 3's): the input row is x + the attention's projected
+//   POST_NORM_IN (MATVEC prologue; with GLU, and NORM but for OLMo 2, the feed-forward's gate
+//     and up rows after a post-normed attention, Gemma's): the input row is x + the attention's projected
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
 //   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with

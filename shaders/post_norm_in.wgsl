@@ -3,7 +3,8 @@
 // stream plus the attention's projected output RMS-normed with its own gain,
 //   att_in[c] = x[c] + post_proj[c] / sqrt(mean_j(post_proj[j]^2) + eps) * post_gain[c],
 // computed by each workgroup into workgroup memory before its rows' products (which then
-// RMSNorm att_in with the feed-forward's gain, NORM). x is only read: the step's last
+// RMSNorm att_in with the feed-forward's gain, NORM, where the model has pre-norms: not
+// OLMo 2's; params.eps is the post norm's, and NORM's the same). x is only read: the step's last
 // dispatch of the layer (norm_add.wgsl's FIRST) adds the same term to x.
 // Bindings (group 0): 11 post_proj: array<f32> [cols] (read: the output projection's
 // output), 12 post_gain: array<f32> [cols] (read). The includer declares params (cols,

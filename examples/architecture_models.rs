@@ -10,7 +10,11 @@
 
 use candle_core::quantized::GgmlDType;
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
-use tokenscope::model::Architecture;
+use tokenscope::model::{Architecture, Yarn};
+
+/// The fixtures' YaRN: factor 4 over an original context of 4096 at RoPE base 10,000, whose
+/// ramp runs over pairs 5 to 12 of a head of 32 (16 pairs), 2 to 6 of a head of 16.
+const YARN: Yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.0 };
 
 /// The models: each file name with what it exercises.
 fn models() -> Vec<(&'static str, SyntheticSpec)> {
@@ -113,6 +117,37 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // RoPE on split halves, post norms after each sublayer, an LM head of its own; four
         // layers.
         ("olmo2.gguf", SyntheticSpec { architecture: Architecture::Olmo2, n_layers: 4, untied_output: true, seed: 26, ..base.clone() }),
+        // OLMo 3: OLMo 2's block with the first three of four layers sliding over a window of
+        // 5 positions (written out a flag a layer, as its converter does) and turning by plain
+        // RoPE, the fourth YaRN-scaled (factor 8 over an original 4096, the ramp over pairs 2
+        // to 6 of a head's 8).
+        (
+            "olmo3.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Olmo2,
+                n_layers: 4,
+                untied_output: true,
+                sliding_window: Some(5),
+                sliding_pattern_flags: true,
+                rope_yarn: Some(Yarn { factor: 8.0, original_context: 4096, ..YARN }),
+                seed: 27,
+                ..base.clone()
+            },
+        ),
+        // YaRN on a qwen3 (Qwen3's 128K files): factor 4 over an original 4096, every pair's
+        // frequency a blend by the ramp, every cosine and sine times 1 + 0.1 ln 4, head
+        // norms and split halves as qwen3.gguf; here with an attention factor of 1.1 too.
+        (
+            "qwen3-yarn.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Qwen3,
+                head_dim: Some(32),
+                untied_output: true,
+                rope_yarn: Some(Yarn { attn_factor: 1.1, ..YARN }),
+                seed: 28,
+                ..base.clone()
+            },
+        ),
         // Phi-3: W_q, W_k and W_v in one attn_qkv tensor, the gate's rows ahead of the up
         // projection's in ffn_up, RoPE on split halves, an LM head of its own.
         ("phi3.gguf", SyntheticSpec { architecture: Architecture::Phi3, untied_output: true, seed: 17, ..base.clone() }),

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 13] = [
+const ARCHITECTURE_FIXTURES: [&str; 15] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -43,6 +43,8 @@ const ARCHITECTURE_FIXTURES: [&str; 13] = [
     "phi4-mini-partial-rope.gguf",
     "granite.gguf",
     "olmo2.gguf",
+    "olmo3.gguf",
+    "qwen3-yarn.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

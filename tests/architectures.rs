@@ -3,8 +3,8 @@
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
 //! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, olmo2's
-//! blocks without pre-norms and its norms of the whole of q and k, Gemma 3 27B's attention
-//! scale), kept in
+//! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
+//! and YaRN on the others, YaRN on a qwen3, Gemma 3 27B's attention scale), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -56,7 +56,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 14] = [
+const FILES: [(&str, &[u8]); 16] = [
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
@@ -64,6 +64,8 @@ const FILES: [(&str, &[u8]); 14] = [
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
+    ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
+    ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
     ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
     ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
     ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
@@ -157,7 +159,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -176,7 +178,7 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     let (tokens, cases) = fixture();
     for case in &cases {
         let m = load(file_bytes(case));
-        let (architecture, layers) = (m.config.architecture, m.config.n_layers);
+        let (architecture, layers, slides) = (m.config.architecture, m.config.n_layers, m.config.sliding_window.is_some());
         let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
         let dispatches = gpu.step_shape().dispatches;
@@ -192,8 +194,10 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         }
         if architecture == tokenscope::model::Architecture::Olmo2 {
             // RoPE apart (q and k normed whole there), the attention's post norm folded into
-            // the gate/up projection and both added by the layer's last dispatch: 6 a layer.
-            assert_eq!(dispatches, 6 * layers + 2, "{}: a short context's decode step", case.file);
+            // the gate/up projection and both added by the layer's last dispatch: 6 a layer;
+            // OLMo 3's window runs split-K attention from the first step, a dispatch more.
+            let per_layer = if slides { 7 } else { 6 };
+            assert_eq!(dispatches, per_layer * layers + 2, "{}: a short context's decode step", case.file);
         }
         let allowed = tolerance(case);
         assert!(gap <= allowed, "{}: the GPU is {gap} of the largest logit from llama.cpp", case.file);
@@ -219,7 +223,7 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
     let post_normed: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma") || c.architecture == "olmo2").collect();
-    assert_eq!(post_normed.len(), 4, "gemma2, gemma3, Gemma 3 27B's scale and olmo2");
+    assert_eq!(post_normed.len(), 5, "gemma2, gemma3, Gemma 3 27B's scale, olmo2 and olmo3");
     for case in post_normed {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
@@ -359,7 +363,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
         c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
     };
-    let undone: [(&str, &str, &Undo); 18] = [
+    let undone: [(&str, &str, &Undo); 23] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -397,6 +401,21 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("granite.gguf", "the logits undivided", &|c| {
             c.metadata.insert("granite.logit_scale".into(), Value::F32(1.0));
+        }),
+        ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
+            c.metadata.remove("qwen3.rope.scaling.type");
+        }),
+        ("qwen3-yarn.gguf", "linear scaling by its factor: no ramp, no magnitude", &|c| {
+            c.metadata.insert("qwen3.rope.scaling.type".into(), Value::String("linear".into()));
+        }),
+        ("qwen3-yarn.gguf", "its attention factor dropped", &|c| {
+            c.metadata.remove("qwen3.rope.scaling.attn_factor");
+        }),
+        ("olmo3.gguf", "a window wider than the sequence", &|c| {
+            c.metadata.insert("olmo2.attention.sliding_window".into(), Value::U32(64));
+        }),
+        ("olmo3.gguf", "YaRN dropped from its full layer", &|c| {
+            c.metadata.remove("olmo2.rope.scaling.type");
         }),
         ("phi3-longrope-short.gguf", "LongRoPE's attention factor dropped", &|c| {
             c.metadata.remove("phi3.rope.scaling.attn_factor");
@@ -457,6 +476,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("olmo2.gguf with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "olmo2.gguf with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
+    // OLMo 3's sliding layers turned by the full layer's YaRN too (the frequencies edited
+    // after loading, as no file can ask for it).
+    let c = case("olmo3.gguf");
+    let mut m = load(file_bytes(c));
+    m.config.sliding_rope_base = None;
+    m.weights.ropes = tokenscope::model::LayerRopes::new(&m.config, m.weights.ropes.main().clone());
+    let gap = cpu_gap_of(m, &tokens, &c.logits);
+    eprintln!("olmo3.gguf with YaRN in its sliding layers too: gap {gap:.2e}");
+    assert!(gap > 10.0 * tolerance(c), "olmo3.gguf with YaRN in every layer still matches llama.cpp (gap {gap})");
     let edited = undone.into_iter().map(|(file, what, undo)| (file, what, without(file_bytes(case(file)), undo)));
     for (file, what, bytes) in edited.chain(misread) {
         let c = case(file);

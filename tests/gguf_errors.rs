@@ -142,8 +142,43 @@ fn rope_variants_the_engine_does_not_compute_are_refused_by_name() {
         QTensor::quantize(&Tensor::from_vec(values, n, &Device::Cpu).expect("factors"), GgmlDType::F32).expect("f32")
     };
     let mut m = synthetic();
-    m.set_meta("llama.rope.scaling.type", Value::String("yarn".into()));
+    m.set_meta("llama.rope.scaling.type", Value::String("longrope".into()));
     assert!(refused(m, "llama.rope.scaling.type").contains("does not run"));
+    // YaRN with its factor; its ramp's keys as llama.cpp takes them for these architectures
+    // (betas of 32 and 1, the whole ramp), DeepSeek's log multiplier refused.
+    let yarn = || {
+        let mut m = synthetic();
+        m.set_meta("llama.rope.scaling.type", Value::String("yarn".into()));
+        m.set_meta("llama.rope.scaling.factor", Value::F32(4.0));
+        m
+    };
+    let mut m = yarn();
+    m.remove_meta("llama.rope.scaling.factor");
+    assert!(refused(m, "llama.rope.scaling.factor").contains("missing"));
+    for (name, bad) in [
+        ("yarn_beta_fast", 24.0),
+        ("yarn_beta_slow", 2.0),
+        ("yarn_ext_factor", 0.5),
+        ("yarn_log_multiplier", 0.1),
+        ("attn_factor", f32::NAN),
+        ("attn_factor", 0.0),
+    ] {
+        let name = format!("llama.rope.scaling.{name}");
+        let mut m = yarn();
+        m.set_meta(&name, Value::F32(bad));
+        let e = refused(m, &name);
+        assert!(e.contains("does not run") || e.contains("above 0"), "{name} {bad}: {e}");
+    }
+    let mut m = yarn();
+    m.set_meta("llama.rope.scaling.original_context_length", Value::U32(0));
+    assert!(refused(m, "llama.rope.scaling.original_context_length").contains("trained at"));
+    let mut m = yarn();
+    for (name, value) in [("yarn_beta_fast", 32.0), ("yarn_beta_slow", 1.0), ("yarn_ext_factor", 1.0), ("yarn_log_multiplier", 0.0)] {
+        m.set_meta(&format!("llama.rope.scaling.{name}"), Value::F32(value));
+    }
+    let cfg = read(m.to_bytes().expect("bytes")).expect("YaRN with llama.cpp's own ramp loads").config;
+    let yarn = cfg.rope_yarn.expect("YaRN");
+    assert_eq!((yarn.factor, yarn.original_context, yarn.attn_factor, cfg.rope_scale), (4.0, 64, 1.0, 1.0));
     let mut m = synthetic();
     m.set_meta("llama.rope.scaling.type", Value::String("linear".into()));
     assert!(refused(m, "llama.rope.scaling.factor").contains("missing"));
@@ -369,14 +404,49 @@ fn olmo2s_norms_are_read_as_llama_cpp_reads_them() {
     );
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.attn_k_norm.weight"), "{e}");
-    // OLMo 3's sliding-window layers (an olmo2 file with a window) are refused by name; a
-    // window of 0 is none.
-    let mut m = olmo2();
-    m.set_meta("olmo2.attention.sliding_window", Value::U32(4096));
-    assert!(refused(m, "olmo2.attention.sliding_window").contains("OLMo 3"));
+    // A window of 0 is none.
     let mut m = olmo2();
     m.set_meta("olmo2.attention.sliding_window", Value::U32(0));
-    read(m.to_bytes().expect("bytes")).expect("no window loads");
+    let cfg = read(m.to_bytes().expect("bytes")).expect("no window loads").config;
+    assert_eq!((cfg.sliding_window, cfg.sliding_rope_base), (None, None));
+}
+
+#[test]
+fn olmo3s_sliding_layers_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::{Architecture, LayerRope};
+    // An olmo2 file with a window is OLMo 3's: the first three of every four layers slide,
+    // turned by plain RoPE at `rope.freq_base_swa` (else the file's base).
+    let olmo3 = |layers: usize| {
+        let spec =
+            SyntheticSpec { architecture: Architecture::Olmo2, n_layers: layers, sliding_window: Some(4096), ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    let cfg = read(olmo3(8).to_bytes().expect("bytes")).expect("loads").config;
+    let kinds: Vec<LayerRope> = (0..8).map(|l| cfg.layer_rope(l)).collect();
+    let (s, m) = (LayerRope::Sliding, LayerRope::Main);
+    assert_eq!(kinds, [s, s, s, m, s, s, s, m]);
+    assert_eq!((cfg.sliding_window, cfg.sliding_rope_base), (Some(4096), Some(cfg.rope_base)));
+    let mut m = olmo3(8);
+    m.set_meta("olmo2.rope.freq_base_swa", Value::F32(500.0));
+    assert_eq!(read(m.to_bytes().expect("bytes")).expect("loads").config.sliding_rope_base, Some(500.0));
+    let mut m = olmo3(8);
+    m.set_meta("olmo2.rope.freq_base_swa", Value::F32(f32::NAN));
+    assert!(refused(m, "olmo2.rope.freq_base_swa").contains("above 1"));
+    // The pattern as its converter writes it (a flag a layer) or as a period loads when it is
+    // OLMo 3's; any other is refused by name rather than run sliding the wrong layers.
+    let flags = |f: &[bool]| Value::Array(f.iter().map(|&b| Value::Bool(b)).collect());
+    let key = "olmo2.attention.sliding_window_pattern";
+    for fine in [flags(&[true, true, true, false, true, true, true, false]), Value::U32(4)] {
+        let mut m = olmo3(8);
+        m.set_meta(key, fine);
+        read(m.to_bytes().expect("bytes")).expect("OLMo 3's own pattern loads");
+    }
+    let every_other = [true, false, true, false, true, false, true, false];
+    for bad in [flags(&every_other), flags(&[true, true, true]), Value::U32(2), Value::U32(0), Value::String("4".into())] {
+        let mut m = olmo3(8);
+        m.set_meta(key, bad.clone());
+        assert!(refused(m, key).contains("the first 3 of every 4"), "{bad:?}");
+    }
 }
 
 #[test]
@@ -695,6 +765,11 @@ fn phi3_reads_its_fused_projections_or_separate_ones_and_its_longrope() {
     m.set_meta("phi3.rope.scaling.attn_factor", Value::F32(f32::NAN));
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "phi3.rope.scaling.attn_factor"), "{e}");
+    // YaRN and LongRoPE are one scaling or the other.
+    let mut m = SyntheticModel::new(&longrope).expect("model");
+    m.set_meta("phi3.rope.scaling.type", Value::String("yarn".into()));
+    m.set_meta("phi3.rope.scaling.factor", Value::F32(4.0));
+    assert!(refused(m, "phi3.rope.scaling.type").contains("one or the other"));
     let mut m = SyntheticModel::new(&longrope).expect("model");
     m.remove_tensor("rope_factors_long.weight");
     let e = model_error(read(m.to_bytes().expect("bytes")));

@@ -46,11 +46,13 @@ pub enum Architecture {
     /// before it joins the residual stream, the attention scores by a third in place of
     /// `1 / sqrt(head width)`, and the logits divided by the last.
     Granite,
-    /// AI2's OLMo 2 (1B to 32B): RoPE on split halves, no RMSNorm before either sublayer (each
+    /// AI2's OLMo 2 (1B to 32B) and OLMo 3 (7B, 32B): RoPE on split halves, no RMSNorm before either sublayer (each
     /// projection reads the residual stream itself), RMSNorm on the whole of q and of k
     /// (every head at once, `attn_q_norm` `[n_heads * head_dim]`, `attn_k_norm` `[kv_dim]`)
     /// before RoPE, and Gemma's norm on each sublayer's output before it joins the residual
-    /// stream; its LM head is its own. OLMo 3's sliding-window layers are refused.
+    /// stream; its LM head is its own. An OLMo 3 file adds a sliding window over the first
+    /// three of every four layers ([`OLMO3_PATTERN`]), which turn by plain RoPE while the
+    /// others take the file's YaRN.
     Olmo2,
 }
 
@@ -80,6 +82,11 @@ pub const GEMMA2_PATTERN: usize = 2;
 /// Layers in Gemma 3's repeating pattern: the first five of each six attend over a sliding
 /// window, the sixth over every position (llama.cpp's `set_swa_pattern(6)`).
 pub const GEMMA3_PATTERN: usize = 6;
+
+/// Layers in OLMo 3's repeating pattern (an olmo2 file with a sliding window): the first
+/// three of each four attend over a sliding window (llama.cpp's default for olmo2 files,
+/// `set_swa_pattern(4)`).
+pub const OLMO3_PATTERN: usize = 4;
 
 /// RoPE base frequency of Gemma 3's sliding-window layers (the file's `rope.freq_base` is the
 /// global layers'; the local one is fixed by the model, and GGUF files do not store it).
@@ -217,12 +224,6 @@ impl Architecture {
         self == Architecture::Gemma2
     }
 
-    /// The RoPE base of its sliding-window layers where they have one of their own (Gemma
-    /// 3's [`GEMMA3_LOCAL_ROPE_BASE`]; Gemma 2's turn by the file's base).
-    pub fn local_rope_base(self) -> Option<f32> {
-        (self == Architecture::Gemma3).then_some(GEMMA3_LOCAL_ROPE_BASE)
-    }
-
     /// What the token embedding's rows are multiplied by where the architecture fixes it
     /// (`sqrt(dim)` for Gemma, else 1; Granite's file gives its own,
     /// [`Architecture::has_file_scales`]): the LM head tied to the same table is not.
@@ -253,18 +254,25 @@ impl Architecture {
     /// one): Gemma 2's first of every [`GEMMA2_PATTERN`], Gemma 3's first five of every
     /// [`GEMMA3_PATTERN`].
     pub fn is_sliding_layer(self, layer: usize) -> bool {
-        let pattern = match self {
-            Architecture::Gemma2 => GEMMA2_PATTERN,
-            Architecture::Gemma3 => GEMMA3_PATTERN,
-            _ => return false,
-        };
-        layer % pattern < pattern - 1
+        self.sliding_period().is_some_and(|period| layer % period < period - 1)
     }
 
-    /// Whether its files' layers slide over `attention.sliding_window` positions (some of
-    /// them: [`Architecture::is_sliding_layer`]).
+    /// The period of its layers' sliding pattern, all but the last of each period sliding
+    /// (llama.cpp's `set_swa_pattern`): Gemma 2's [`GEMMA2_PATTERN`], Gemma 3's
+    /// [`GEMMA3_PATTERN`], OLMo 3's [`OLMO3_PATTERN`]; `None` where no layer slides.
+    pub fn sliding_period(self) -> Option<usize> {
+        match self {
+            Architecture::Gemma2 => Some(GEMMA2_PATTERN),
+            Architecture::Gemma3 => Some(GEMMA3_PATTERN),
+            Architecture::Olmo2 => Some(OLMO3_PATTERN),
+            _ => None,
+        }
+    }
+
+    /// Whether its files' layers may slide over `attention.sliding_window` positions (some of
+    /// them: [`Architecture::is_sliding_layer`]; an olmo2 file with a window is OLMo 3's).
     pub fn slides(self) -> bool {
-        self.is_gemma()
+        self.sliding_period().is_some()
     }
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every

@@ -2,10 +2,11 @@
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`).
 
+use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
 
-use super::architecture::Architecture;
-use super::rope::LayerRope;
+use super::architecture::{Architecture, GEMMA3_LOCAL_ROPE_BASE};
+use super::rope::{LayerRope, Yarn, YARN_BETA_FAST, YARN_BETA_SLOW};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -61,8 +62,16 @@ pub struct Config {
     /// RoPE base frequency.
     pub rope_base: f32,
     /// RoPE's linear position scale (`rope.scaling.factor` of `rope.scaling.type = linear`;
-    /// 1 when unscaled). Llama 3's per-pair factors are a tensor, read with the weights.
+    /// 1 when unscaled or YaRN-scaled). Llama 3's per-pair factors are a tensor, read with
+    /// the weights.
     pub rope_scale: f32,
+    /// YaRN's parameters where the file scales RoPE by YaRN (`rope.scaling.type = yarn`):
+    /// the file's frequencies, not a sliding-window layer's.
+    pub rope_yarn: Option<Yarn>,
+    /// The RoPE base of sliding-window layers where they turn by their own frequencies:
+    /// Gemma 3's fixed [`GEMMA3_LOCAL_ROPE_BASE`](super::architecture::GEMMA3_LOCAL_ROPE_BASE),
+    /// OLMo 3's `rope.freq_base_swa` (else the file's base, unscaled by YaRN).
+    pub sliding_rope_base: Option<f32>,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
     /// Positions a sliding-window layer attends over, its own included
@@ -122,7 +131,9 @@ impl Config {
             context_len: g.usize(&key("context_length"))?,
             rope_dims: g.usize_opt(&key("rope.dimension_count"))?.unwrap_or(head_dim),
             rope_base: g.f32_opt(&key("rope.freq_base"))?.unwrap_or(10_000.0),
-            rope_scale: rope_scale(g, &key)?,
+            rope_scale: 1.0,
+            rope_yarn: None,
+            sliding_rope_base: None,
             rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
             sliding_window: match architecture {
                 Architecture::Gemma2 => {
@@ -139,10 +150,11 @@ impl Config {
             logit_scale: 1.0,
         };
         let cfg = with_file_scales(cfg, g, &key)?;
+        let cfg = with_rope_scaling(cfg, g, &key)?;
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
-        check_no_olmo3_window(g, architecture, &key)?;
+        check_sliding_pattern(g, &cfg)?;
         Ok(cfg)
     }
 
@@ -228,10 +240,7 @@ impl Config {
     pub fn layer_rope(&self, layer: usize) -> LayerRope {
         if !self.architecture.rotates(layer) {
             LayerRope::Unrotated
-        } else if self.sliding_window.is_some()
-            && self.architecture.is_sliding_layer(layer)
-            && self.architecture.local_rope_base().is_some()
-        {
+        } else if self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer) && self.sliding_rope_base.is_some() {
             LayerRope::Sliding
         } else {
             LayerRope::Main
@@ -260,36 +269,103 @@ fn attention_scale(architecture: Architecture, n_layers: usize, dim: usize, n_he
     1.0 / (width as f32).sqrt()
 }
 
-/// RoPE's linear position scale from `rope.scaling.type` and `.factor`: 1 when unscaled,
-/// the factor for `linear`; YaRN and LongRoPE are refused by name rather than run as plain
-/// RoPE with wrong logits. (Llama 3's scaling is a tensor of per-pair factors, read with the
-/// weights.)
-fn rope_scale(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<f32, ModelError> {
-    let refuse = |name: &str, problem: String| Err(ModelError::Metadata { key: key(name), problem });
+/// RoPE's scaling from `rope.scaling.type` and its keys, read into `cfg`: none, `linear`
+/// (the factor from 1 to 1024), or `yarn` ([`Yarn`], its ramp llama.cpp's); any other type (LongRoPE's files name
+/// none; they are known by their factors) is refused by name rather than run as plain RoPE
+/// with wrong logits. Llama 3's scaling is a tensor of per-pair factors, read with the
+/// weights. The sliding-window layers' own base ([`Config::sliding_rope_base`]) is read here
+/// too: Gemma 3's fixed one, OLMo 3's `rope.freq_base_swa` or the file's base.
+fn with_rope_scaling(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
+    let refuse = |name: &str, problem: String| ModelError::Metadata { key: key(name), problem };
+    let factor = || match g.f32_opt(&key("rope.scaling.factor"))? {
+        Some(f) if (1.0..=1024.0).contains(&f) => Ok(f),
+        Some(f) => Err(refuse("rope.scaling.factor", format!("is {f}; RoPE scaling needs a factor from 1 to 1024"))),
+        None => Err(refuse("rope.scaling.factor", "is missing, and RoPE scaling needs it".into())),
+    };
     match g.string_opt(&key("rope.scaling.type"))? {
-        None | Some("none") => Ok(1.0),
-        Some("linear") => match g.f32_opt(&key("rope.scaling.factor"))? {
-            Some(f) if (1.0..=1024.0).contains(&f) => Ok(f),
-            Some(f) => refuse("rope.scaling.factor", format!("is {f}; linear RoPE scaling needs a factor from 1 to 1024")),
-            None => refuse("rope.scaling.factor", "is missing, and linear RoPE scaling needs it".into()),
-        },
-        Some(kind) => refuse(
-            "rope.scaling.type",
-            format!("is {kind:?}: tokenscope computes plain, linear and Llama 3 RoPE scaling, so it does not run this model"),
-        ),
+        None | Some("none") => {}
+        Some("linear") => cfg.rope_scale = factor()?,
+        Some("yarn") => {
+            // DeepSeek's magnitude correction; llama.cpp reads it for architectures
+            // tokenscope does not run.
+            if let Some(m) = g.f32_opt(&key("rope.scaling.yarn_log_multiplier"))?.filter(|&m| m != 0.0) {
+                return Err(refuse(
+                    "rope.scaling.yarn_log_multiplier",
+                    format!("is {m}: tokenscope computes YaRN without a log multiplier, so it does not run this model"),
+                ));
+            }
+            let original_context = g.usize_opt(&key("rope.scaling.original_context_length"))?.unwrap_or(cfg.context_len);
+            if original_context == 0 {
+                return Err(refuse("rope.scaling.original_context_length", "is 0; YaRN needs the context the model was trained at".into()));
+            }
+            // The ramp's keys: llama.cpp reads none of them for these architectures, so a
+            // file asking for other values than its own is refused rather than run unlike it.
+            for (name, llama_cpp) in [("yarn_beta_fast", YARN_BETA_FAST), ("yarn_beta_slow", YARN_BETA_SLOW), ("yarn_ext_factor", 1.0)] {
+                let name = format!("rope.scaling.{name}");
+                if let Some(v) = g.f32_opt(&key(&name))?.filter(|&v| v != llama_cpp) {
+                    return Err(refuse(
+                        &name,
+                        format!("is {v}: tokenscope computes YaRN with llama.cpp's {llama_cpp} here, so it does not run this model"),
+                    ));
+                }
+            }
+            let attn_factor = g.f32_opt(&key("rope.scaling.attn_factor"))?.unwrap_or(1.0);
+            if !(attn_factor.is_finite() && attn_factor > 0.0) {
+                return Err(refuse("rope.scaling.attn_factor", format!("is {attn_factor}; it must be a finite number above 0")));
+            }
+            let yarn = Yarn { factor: factor()?, original_context, attn_factor };
+            cfg.rope_yarn = Some(yarn);
+        }
+        Some(kind) => {
+            return Err(refuse(
+                "rope.scaling.type",
+                format!("is {kind:?}: tokenscope computes plain, linear, YaRN and Llama 3 RoPE scaling, so it does not run this model"),
+            ))
+        }
     }
+    cfg.sliding_rope_base = match cfg.architecture {
+        Architecture::Gemma3 => Some(GEMMA3_LOCAL_ROPE_BASE),
+        Architecture::Olmo2 if cfg.sliding_window.is_some() => {
+            let base = g.f32_opt(&key("rope.freq_base_swa"))?.unwrap_or(cfg.rope_base);
+            if !(base.is_finite() && base > 1.0) {
+                return Err(refuse("rope.freq_base_swa", format!("is {base}; it must be a finite number above 1")));
+            }
+            Some(base)
+        }
+        _ => None,
+    };
+    Ok(cfg)
 }
 
-/// An olmo2 file with a sliding window is OLMo 3's (three of every four layers slide, the
-/// others' RoPE YaRN-scaled): refused by name, since the engine would run it as OLMo 2.
-fn check_no_olmo3_window(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
-    let name = "attention.sliding_window";
-    match g.usize_opt(&key(name))? {
-        Some(window) if architecture == Architecture::Olmo2 && window > 0 => Err(ModelError::Metadata {
-            key: key(name),
-            problem: format!("is {window}: an olmo2 file with sliding-window layers is OLMo 3's, which tokenscope does not run"),
+/// Refuses a sliding-window pattern (`attention.sliding_window_pattern`, a period or a flag a
+/// layer) other than the architecture's own ([`Architecture::is_sliding_layer`]): OLMo 3's
+/// files write its pattern out layer by layer, and a file sliding other layers would run
+/// with the wrong ones.
+fn check_sliding_pattern(g: &Gguf, cfg: &Config) -> Result<(), ModelError> {
+    let name = cfg.key("attention.sliding_window_pattern");
+    if cfg.sliding_window.is_none() {
+        return Ok(());
+    }
+    let Some(period) = cfg.architecture.sliding_period() else { return Ok(()) };
+    let slides = |period: usize| (0..cfg.n_layers).map(move |l| l % period < period - 1);
+    let ours: Vec<bool> = slides(period).collect();
+    let theirs = match g.value(&name) {
+        None => return Ok(()),
+        Some(Value::Array(flags)) => {
+            flags.iter().map(|f| if let Value::Bool(b) = f { Some(*b) } else { None }).collect::<Option<Vec<bool>>>()
+        }
+        Some(v) => v.to_u32().ok().filter(|&p| p > 0).map(|p| slides(p as usize).collect()),
+    };
+    match theirs {
+        Some(flags) if flags == ours => Ok(()),
+        _ => Err(ModelError::Metadata {
+            key: name,
+            problem: format!(
+                "slides other layers than a {} model's (the first {} of every {period}), so tokenscope does not run this model",
+                cfg.architecture.name(),
+                period - 1
+            ),
         }),
-        _ => Ok(()),
     }
 }
 

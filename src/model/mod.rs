@@ -13,7 +13,7 @@ use std::io::{Read, Seek};
 pub use crate::gguf::Gguf;
 pub use architecture::{Architecture, HeadNormSpan};
 pub use config::Config;
-pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies};
+pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, Yarn};
 pub use weights::{HeadNorm, LayerWeights, Layers, PostNorms, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;

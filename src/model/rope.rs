@@ -1,5 +1,5 @@
 //! Rotary position embedding, as the model file asks for it: the frequency of each pair
-//! (plain, linearly scaled, or with Llama 3's per-pair factors), over the whole head or its
+//! (plain, linearly scaled, YaRN-scaled, or with Llama 3's per-pair factors), over the whole head or its
 //! first `rope.dimension_count` elements, which frequencies each layer turns by
 //! ([`LayerRope`], [`LayerRopes`]), and the one pair layout the kernels turn (adjacent
 //! elements), to which files that pair split halves are brought at load.
@@ -8,14 +8,14 @@ use std::borrow::Cow;
 
 use candle_core::quantized::{QStorage, QTensor};
 use candle_core::Device;
+use serde::Serialize;
 
-use super::architecture::GEMMA3_LOCAL_ROPE_BASE;
 use super::config::Config;
 use crate::error::ModelError;
 
 /// The angular frequency of each RoPE pair of a head: pair `i` of a token at position `p` turns
 /// by `p * inv_freq[i]`, with `inv_freq[i] = base^(-2i / rope_dims) / (scale * factor[i])`
-/// (llama.cpp's `ggml_rope_ext` without YaRN) for the first `rope_dims / 2` pairs; the
+/// (llama.cpp's `ggml_rope_ext`; [`RopeFrequencies::yarn`] for YaRN) for the first `rope_dims / 2` pairs; the
 /// head's other pairs pass through (frequency 0: cosine 1, sine 0, not scaled). Computed in
 /// f64, once per model; the CPU's [`RopeAngles`](crate::backend::cpu::ops::RopeAngles) and
 /// the GPU's table both read it.
@@ -26,7 +26,8 @@ pub struct RopeFrequencies {
     /// Pairs turned (`rope_dims / 2`), the first of the head.
     rotated: usize,
     /// What every rotated pair's cosine and sine is multiplied by: LongRoPE's attention
-    /// factor (`rope.scaling.attn_factor`, llama.cpp's `mscale`), 1 elsewhere.
+    /// factor (`rope.scaling.attn_factor`, llama.cpp's `mscale`), YaRN's ([`Yarn::magnitude`]),
+    /// 1 elsewhere.
     magnitude: f64,
 }
 
@@ -53,6 +54,30 @@ impl RopeFrequencies {
             })
             .collect();
         RopeFrequencies { inv_freq, rotated, magnitude: 1.0 }
+    }
+
+    /// YaRN ("NTK-by-parts" interpolation, llama.cpp's `ggml_rope_yarn`): each pair's
+    /// frequency is a blend of the unscaled one (extrapolated) and that divided by the factor
+    /// (interpolated), by a ramp over the pairs that keeps the fast ones (those turning more
+    /// than [`YARN_BETA_FAST`] times over the original context) unscaled and scales the slow
+    /// ones (under [`YARN_BETA_SLOW`] turns) fully; every cosine and sine is multiplied by
+    /// [`Yarn::magnitude`]. `factors` as in [`RopeFrequencies::new`].
+    pub fn yarn(head_dim: usize, rope_dims: usize, base: f32, factors: Option<&[f32]>, yarn: &Yarn) -> Self {
+        let unscaled = Self::new(head_dim, rope_dims, base, 1.0, factors);
+        let (low, high) = yarn.ramp_ends(2 * unscaled.rotated, base);
+        let scale = 1.0 / f64::from(yarn.factor);
+        let inv_freq = unscaled
+            .inv_freq
+            .iter()
+            .enumerate()
+            .map(|(i, &extrapolated)| {
+                // The ramp: 1 at the fast pairs (kept), 0 at the slow ones (interpolated).
+                let y = (i as f64 - low) / (high - low).max(0.001);
+                let mix = 1.0 - y.clamp(0.0, 1.0);
+                extrapolated * (scale * (1.0 - mix) + mix)
+            })
+            .collect();
+        RopeFrequencies { inv_freq, rotated: unscaled.rotated, magnitude: f64::from(yarn.magnitude()) }
     }
 
     /// The same frequencies with every cosine and sine multiplied by `magnitude`.
@@ -89,12 +114,60 @@ impl RopeFrequencies {
     }
 }
 
+/// YaRN's ramp ends as llama.cpp takes them for the architectures tokenscope runs (it reads
+/// no `rope.scaling.yarn_beta_*` keys for them; a file giving others is refused): pairs
+/// turning more than 32 times over the original context keep their frequency, pairs turning
+/// fewer than once take the factor whole.
+pub const YARN_BETA_FAST: f32 = 32.0;
+/// See [`YARN_BETA_FAST`].
+pub const YARN_BETA_SLOW: f32 = 1.0;
+
+/// YaRN as a file asks for it (`rope.scaling.type = yarn`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct Yarn {
+    /// How far the context is stretched (`rope.scaling.factor`, from 1 to 1024).
+    pub factor: f32,
+    /// The context the model was first trained at (`rope.scaling.original_context_length`,
+    /// else the model's context).
+    pub original_context: usize,
+    /// The file's attention factor (`rope.scaling.attn_factor`, 1 if absent), multiplied into
+    /// [`Yarn::magnitude`].
+    pub attn_factor: f32,
+}
+
+impl Yarn {
+    /// What every rotated pair's cosine and sine is multiplied by: `1 + 0.1 ln(factor)` (the
+    /// attention's temperature correction) times the file's attention factor, as llama.cpp
+    /// computes it.
+    pub fn magnitude(&self) -> f32 {
+        (1.0 + 0.1 * self.factor.ln()) * self.attn_factor
+    }
+
+    /// The ramp's ends, in pairs, over heads turning `rope_dims` elements at base `base`:
+    /// the pair that turns [`YARN_BETA_FAST`] times over the original context (rounded down)
+    /// and the one that turns [`YARN_BETA_SLOW`] times (rounded up), within `0..rope_dims` as
+    /// llama.cpp clamps them (`ggml_rope_yarn_corr_dims`, in f32 like it).
+    fn ramp_ends(&self, rope_dims: usize, base: f32) -> (f64, f64) {
+        let dims = rope_dims as f32;
+        // The pair index at which a pair turns `turns` times over the original context.
+        let pair_turning =
+            |turns: f32| dims * (self.original_context as f32 / (turns * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln());
+        let low = pair_turning(YARN_BETA_FAST).floor().max(0.0);
+        let high = pair_turning(YARN_BETA_SLOW).ceil().min(dims - 1.0);
+        (f64::from(low), f64::from(high))
+    }
+}
+
 /// Which RoPE frequencies a layer turns its queries and keys by ([`Config::layer_rope`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayerRope {
-    /// The file's: `rope.freq_base` with its scaling and Llama 3's per-pair factors.
+    /// The file's: `rope.freq_base` with its scaling (linear or YaRN) and Llama 3's per-pair
+    /// factors.
     Main,
-    /// A sliding-window layer's own: Gemma 3's base of [`GEMMA3_LOCAL_ROPE_BASE`], unscaled.
+    /// A sliding-window layer's own, plain at [`Config::sliding_rope_base`]: Gemma 3's base of
+    /// [`GEMMA3_LOCAL_ROPE_BASE`](super::architecture::GEMMA3_LOCAL_ROPE_BASE), OLMo 3's
+    /// file base without YaRN.
     Sliding,
     /// None: SmolLM3's NoPE layers, whose attention sees no positions, only content
     /// ([`RopeFrequencies::unrotated`]).
@@ -130,11 +203,7 @@ impl LayerRopes {
             let kind = cfg.layer_rope(layer);
             let freqs = match kind {
                 LayerRope::Main => continue,
-                LayerRope::Sliding => RopeFrequencies::plain(
-                    cfg.head_dim,
-                    cfg.rope_dims,
-                    cfg.architecture.local_rope_base().unwrap_or(GEMMA3_LOCAL_ROPE_BASE),
-                ),
+                LayerRope::Sliding => RopeFrequencies::plain(cfg.head_dim, cfg.rope_dims, cfg.sliding_rope_base.unwrap_or(cfg.rope_base)),
                 LayerRope::Unrotated => RopeFrequencies::unrotated(cfg.head_dim),
             };
             if kinds.iter().all(|(k, _)| *k != kind) {
@@ -226,6 +295,30 @@ mod tests {
         // Heads of 8 turning their first 4 elements (pairs (0, 2) and (1, 3) as halves), twice.
         assert_eq!(halves_to_pairs(8, 4, 2), vec![0, 2, 1, 3, 4, 5, 6, 7, 8, 10, 9, 11, 12, 13, 14, 15]);
         assert_eq!(halves_to_pairs(4, 4, 1), vec![0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn yarn_keeps_the_fast_pairs_stretches_the_slow_ones_and_blends_between() {
+        // Heads of 32 at base 10,000 over an original 4096: the ramp's ends are pairs
+        // floor(32 ln(4096 / 64 pi) / 2 ln 10^4) = 5 and ceil(32 ln(4096 / 2 pi) / 2 ln 10^4) = 12.
+        let yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.1 };
+        assert_eq!(yarn.ramp_ends(32, 10_000.0), (5.0, 12.0));
+        let plain = RopeFrequencies::plain(32, 32, 10_000.0);
+        let scaled = RopeFrequencies::yarn(32, 32, 10_000.0, None, &yarn);
+        for i in 0..16 {
+            let ratio = scaled.angle(1, i) / plain.angle(1, i);
+            match i {
+                0..=5 => assert!((ratio - 1.0).abs() < 1e-12, "pair {i} keeps its frequency: {ratio}"),
+                12.. => assert!((ratio - 0.25).abs() < 1e-12, "pair {i} is stretched by the factor: {ratio}"),
+                // Between, linearly in the pair: pair 5 + k takes k / 7 of the stretch.
+                _ => assert!((ratio - (1.0 - (i - 5) as f64 / 7.0 * 0.75)).abs() < 1e-12, "pair {i}: {ratio}"),
+            }
+        }
+        let (sin, cos) = scaled.sin_cos(9, 3);
+        assert!((sin.hypot(cos) - (1.0 + 0.1 * 4f64.ln()) * 1.1).abs() < 1e-6, "the magnitude");
+        // A factor of 1 is plain RoPE.
+        let unstretched = RopeFrequencies::yarn(32, 32, 10_000.0, None, &Yarn { factor: 1.0, original_context: 4096, attn_factor: 1.0 });
+        assert_eq!(unstretched, plain);
     }
 
     #[test]

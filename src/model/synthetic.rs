@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite, olmo2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::architecture::HeadNormSpan;
+use super::rope::Yarn;
 use super::Architecture;
 use crate::error::{Error, Result};
 use crate::tokenizer::byte_level::ByteAlphabet;
@@ -45,6 +46,9 @@ pub struct SyntheticSpec {
     pub rope_factors: bool,
     /// A linear RoPE scale written as `rope.scaling.type = linear` with this factor.
     pub rope_linear_scale: Option<f32>,
+    /// YaRN written as `rope.scaling.type = yarn` with its factor, original context and
+    /// llama.cpp's betas (the attention factor too where it is not 1).
+    pub rope_yarn: Option<Yarn>,
     /// An LM head of its own (`output.weight`) rather than one tied to the embedding.
     pub untied_output: bool,
     /// Context window.
@@ -63,6 +67,9 @@ pub struct SyntheticSpec {
     pub random_blocks: bool,
     /// A sliding window written as `attention.sliding_window` (Gemma 3's layers slide over it).
     pub sliding_window: Option<usize>,
+    /// The architecture's sliding layers written out as `attention.sliding_window_pattern`,
+    /// a flag a layer, as OLMo 3's converter writes them.
+    pub sliding_pattern_flags: bool,
     /// Gemma 2's cap of its attention scores, written as `attn_logit_softcapping`.
     pub attn_softcap: Option<f32>,
     /// Gemma 2's cap of its logits, written as `final_logit_softcapping`.
@@ -104,6 +111,7 @@ impl Default for SyntheticSpec {
             rope_base: 10_000.0,
             rope_factors: false,
             rope_linear_scale: None,
+            rope_yarn: None,
             untied_output: false,
             context_len: 64,
             weight_type: GgmlDType::Q4_1,
@@ -112,6 +120,7 @@ impl Default for SyntheticSpec {
             vocab_size: None,
             random_blocks: false,
             sliding_window: None,
+            sliding_pattern_flags: false,
             longrope_original_context: None,
             attn_softcap: None,
             final_softcap: None,
@@ -172,6 +181,21 @@ impl SyntheticModel {
         if let Some(factor) = spec.rope_linear_scale {
             metadata.push((key("rope.scaling.type"), s("linear")));
             metadata.push((key("rope.scaling.factor"), Value::F32(factor)));
+        }
+        if let Some(yarn) = spec.rope_yarn {
+            metadata.push((key("rope.scaling.type"), s("yarn")));
+            metadata.push((key("rope.scaling.factor"), Value::F32(yarn.factor)));
+            metadata.push((key("rope.scaling.original_context_length"), u(yarn.original_context)));
+            // The betas as converters write them from a model's config, llama.cpp's values.
+            metadata.push((key("rope.scaling.yarn_beta_fast"), Value::F32(super::rope::YARN_BETA_FAST)));
+            metadata.push((key("rope.scaling.yarn_beta_slow"), Value::F32(super::rope::YARN_BETA_SLOW)));
+            if yarn.attn_factor != 1.0 {
+                metadata.push((key("rope.scaling.attn_factor"), Value::F32(yarn.attn_factor)));
+            }
+        }
+        if spec.sliding_pattern_flags {
+            let flags = (0..spec.n_layers).map(|l| Value::Bool(spec.architecture.is_sliding_layer(l))).collect();
+            metadata.push((key("attention.sliding_window_pattern"), Value::Array(flags)));
         }
         if let Some(cap) = spec.attn_softcap {
             metadata.push((key("attn_logit_softcapping"), Value::F32(cap)));

@@ -313,8 +313,20 @@ impl Weights {
         let output_norm = to_vec(&take("output_norm.weight")?)?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
-        let freqs = |factors: Option<&[f32]>| RopeFrequencies::new(cfg.head_dim, cfg.rope_dims, cfg.rope_base, cfg.rope_scale, factors);
-        let ropes = if has_longrope(gguf, cfg) {
+        let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
+            Some(yarn) => RopeFrequencies::yarn(cfg.head_dim, cfg.rope_dims, cfg.rope_base, factors, yarn),
+            None => RopeFrequencies::new(cfg.head_dim, cfg.rope_dims, cfg.rope_base, cfg.rope_scale, factors),
+        };
+        let longrope = has_longrope(gguf, cfg);
+        if longrope && cfg.rope_yarn.is_some() {
+            return Err(ModelError::Metadata {
+                key: cfg.key("rope.scaling.type"),
+                problem:
+                    "is \"yarn\" and the file holds LongRoPE's factors too: it is one or the other, so tokenscope does not run this model"
+                        .into(),
+            });
+        }
+        let ropes = if longrope {
             // LongRoPE: the short factors' frequencies, the long ones' past the original
             // context, every cosine and sine times the attention factor.
             let short = rope_factors(&take(LONGROPE_SHORT)?, LONGROPE_SHORT)?;

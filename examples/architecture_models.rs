@@ -134,6 +134,8 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // ERNIE 4.5: llama's block under its own name and keys, adjacent RoPE pairs, tied head.
+        ("ernie4_5.gguf", SyntheticSpec { architecture: Architecture::Ernie45, seed: 29, ..base.clone() }),
         // YaRN on a qwen3 (Qwen3's 128K files): factor 4 over an original 4096, every pair's
         // frequency a blend by the ramp, every cosine and sine times 1 + 0.1 ln 4, head
         // norms and split halves as qwen3.gguf; here with an attention factor of 1.1 too.

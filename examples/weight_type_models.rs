@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 15] = [
+const ARCHITECTURE_FIXTURES: [&str; 16] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -45,6 +45,7 @@ const ARCHITECTURE_FIXTURES: [&str; 15] = [
     "olmo2.gguf",
     "olmo3.gguf",
     "qwen3-yarn.gguf",
+    "ernie4_5.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

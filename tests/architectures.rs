@@ -4,7 +4,8 @@
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
 //! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, olmo2's
 //! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
-//! and YaRN on the others, YaRN on a qwen3, Gemma 3 27B's attention scale), kept in
+//! and YaRN on the others, YaRN on a qwen3, ernie4_5 as llama.cpp reads it, Gemma 3 27B's
+//! attention scale), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -56,7 +57,8 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 16] = [
+const FILES: [(&str, &[u8]); 17] = [
+    ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
@@ -159,7 +161,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3, ernie4_5 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);

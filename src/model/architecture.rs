@@ -2,7 +2,8 @@
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
-//! projections, Granite's scales, and OLMo 2's blocks without pre-norms.
+//! projections, Granite's scales, and OLMo 2's blocks without pre-norms (ERNIE 4.5 is llama's
+//! block under its own name).
 
 use serde::Serialize;
 
@@ -54,6 +55,9 @@ pub enum Architecture {
     /// three of every four layers ([`OLMO3_PATTERN`]), which turn by plain RoPE while the
     /// others take the file's YaRN.
     Olmo2,
+    /// Baidu's ERNIE 4.5 (the dense 0.3B): llama's block as llama.cpp computes it, under its
+    /// own name and keys (`ernie4_5.*`), biases on Q, K and V where the file has them.
+    Ernie45,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -107,7 +111,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 9] = [
+    pub const ALL: [Architecture; 10] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -117,6 +121,7 @@ impl Architecture {
         Architecture::Phi3,
         Architecture::Granite,
         Architecture::Olmo2,
+        Architecture::Ernie45,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -139,6 +144,7 @@ impl Architecture {
             Architecture::Phi3 => "phi3",
             Architecture::Granite => "granite",
             Architecture::Olmo2 => "olmo2",
+            Architecture::Ernie45 => "ernie4_5",
         }
     }
 
@@ -150,7 +156,7 @@ impl Architecture {
     /// Where its RoPE pairs sit within a head.
     pub fn rope_pairs(self) -> RopePairs {
         match self {
-            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite => RopePairs::Adjacent,
+            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite | Architecture::Ernie45 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma2

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite, olmo2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite, olmo2, ernie4_5) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 

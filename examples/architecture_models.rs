@@ -136,6 +136,38 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         ),
         // ERNIE 4.5: llama's block under its own name and keys, adjacent RoPE pairs, tied head.
         ("ernie4_5.gguf", SyntheticSpec { architecture: Architecture::Ernie45, seed: 29, ..base.clone() }),
+        // EXAONE 4: no pre-norms, each head's q and k RMS-normed, post norms, split halves,
+        // Llama 3's per-pair RoPE factors, an LM head of its own; four layers, every one
+        // turned by RoPE over every position (the 1.2B's shape).
+        (
+            "exaone4.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Exaone4,
+                n_layers: 4,
+                rope_factors: true,
+                untied_output: true,
+                seed: 30,
+                ..base.clone()
+            },
+        ),
+        // EXAONE 4 32B's sliding layers: llama.cpp knows the 32B by its 64 blocks, whose first
+        // three of every four slide over a window (5 positions here, written out a flag a
+        // layer) turned by RoPE, the fourth attending over every position without RoPE;
+        // narrow (dim 32, four query heads of 8 over two KV heads) to keep 64 blocks small.
+        (
+            "exaone4-32b-sliding.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Exaone4,
+                n_layers: 64,
+                dim: 32,
+                ffn_dim: 32,
+                sliding_window: Some(5),
+                sliding_pattern_flags: true,
+                untied_output: true,
+                seed: 31,
+                ..base.clone()
+            },
+        ),
         // YaRN on a qwen3 (Qwen3's 128K files): factor 4 over an original 4096, every pair's
         // frequency a blend by the ramp, every cosine and sine times 1 + 0.1 ln 4, head
         // norms and split halves as qwen3.gguf; here with an attention factor of 1.1 too.

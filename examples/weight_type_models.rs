@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 16] = [
+const ARCHITECTURE_FIXTURES: [&str; 17] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -46,6 +46,7 @@ const ARCHITECTURE_FIXTURES: [&str; 16] = [
     "olmo3.gguf",
     "qwen3-yarn.gguf",
     "ernie4_5.gguf",
+    "exaone4.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

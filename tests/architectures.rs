@@ -4,8 +4,9 @@
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
 //! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, olmo2's
 //! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
-//! and YaRN on the others, YaRN on a qwen3, ernie4_5 as llama.cpp reads it, Gemma 3 27B's
-//! attention scale), kept in
+//! and YaRN on the others, YaRN on a qwen3, ernie4_5 as llama.cpp reads it, exaone4's
+//! per-head norms without pre-norms and its full layers without RoPE, Gemma 3 27B's attention
+//! scale), kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -57,8 +58,10 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 17] = [
+const FILES: [(&str, &[u8]); 19] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
+    ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
+    ("exaone4.gguf", include_bytes!("fixtures/architectures/exaone4.gguf")),
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
@@ -161,7 +164,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3, ernie4_5 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3, ernie4_5, exaone4, its 32B's sliding layers and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -194,10 +197,12 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
-        if architecture == tokenscope::model::Architecture::Olmo2 {
-            // RoPE apart (q and k normed whole there), the attention's post norm folded into
+        if !architecture.has_pre_norms() {
+            // OLMo 2's and EXAONE 4's: RoPE apart (q and k normed first, whole or by head),
+            // the attention's post norm folded into
             // the gate/up projection and both added by the layer's last dispatch: 6 a layer;
-            // OLMo 3's window runs split-K attention from the first step, a dispatch more.
+            // a window (OLMo 3's, EXAONE 4 32B's) runs split-K attention from the first step,
+            // a dispatch more.
             let per_layer = if slides { 7 } else { 6 };
             assert_eq!(dispatches, per_layer * layers + 2, "{}: a short context's decode step", case.file);
         }
@@ -224,8 +229,9 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     use tokenscope::backend::gpu::kernels::KernelOptions;
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
-    let post_normed: Vec<&Case> = cases.iter().filter(|c| c.architecture.starts_with("gemma") || c.architecture == "olmo2").collect();
-    assert_eq!(post_normed.len(), 5, "gemma2, gemma3, Gemma 3 27B's scale, olmo2 and olmo3");
+    let post_normed: Vec<&Case> =
+        cases.iter().filter(|c| c.architecture.starts_with("gemma") || ["olmo2", "exaone4"].contains(&c.architecture.as_str())).collect();
+    assert_eq!(post_normed.len(), 7, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers");
     for case in post_normed {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
@@ -365,7 +371,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
         c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
     };
-    let undone: [(&str, &str, &Undo); 23] = [
+    let undone: [(&str, &str, &Undo); 25] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -419,6 +425,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("olmo3.gguf", "YaRN dropped from its full layer", &|c| {
             c.metadata.remove("olmo2.rope.scaling.type");
         }),
+        ("exaone4.gguf", "RoPE factors dropped", &|c| {
+            c.tensor_infos.remove("rope_freqs.weight");
+        }),
+        ("exaone4-32b-sliding.gguf", "a window wider than the sequence (the full layers' NoPE kept)", &|c| {
+            c.metadata.insert("exaone4.attention.sliding_window".into(), Value::U32(64));
+        }),
         ("phi3-longrope-short.gguf", "LongRoPE's attention factor dropped", &|c| {
             c.metadata.remove("phi3.rope.scaling.attn_factor");
         }),
@@ -454,29 +466,33 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let gap = cpu_gap_of(m, &tokens, &c.logits);
     eprintln!("gemma3-27b-scale.gguf with the scores scaled by 1 / sqrt(head width): gap {gap:.2e}");
     assert!(gap > 10.0 * tolerance(c), "Gemma 3 27B's scale undone still matches llama.cpp (gap {gap})");
-    // OLMo 2's blocks, each edited after loading (a file of another architecture could not
-    // hold its weights): a pre-norm of gain 1 before each sublayer, no post norms, and q and
-    // k normed head by head (gains of 1) rather than whole.
-    let c = case("olmo2.gguf");
+    // OLMo 2's and EXAONE 4's blocks, each edited after loading (a file of another
+    // architecture could not hold their weights): a pre-norm of gain 1 before each sublayer,
+    // no post norms, and OLMo 2's q and k normed head by head (gains of 1) rather than whole.
     type Edit = fn(&mut tokenscope::model::LayerWeights, &tokenscope::model::Config);
-    let olmo_edits: [(&str, Edit); 3] = [
-        ("pre-norms of gain 1", |l, cfg| {
+    let olmo_edits: [(&str, &str, Edit); 5] = [
+        ("exaone4.gguf", "pre-norms of gain 1", |l, cfg| {
             (l.attn_norm, l.ffn_norm) = (Some(vec![1.0; cfg.dim]), Some(vec![1.0; cfg.dim]));
         }),
-        ("no post norms", |l, _| l.post_norm = None),
-        ("q and k normed head by head", |l, cfg| {
+        ("exaone4.gguf", "no post norms", |l, _| l.post_norm = None),
+        ("olmo2.gguf", "pre-norms of gain 1", |l, cfg| {
+            (l.attn_norm, l.ffn_norm) = (Some(vec![1.0; cfg.dim]), Some(vec![1.0; cfg.dim]));
+        }),
+        ("olmo2.gguf", "no post norms", |l, _| l.post_norm = None),
+        ("olmo2.gguf", "q and k normed head by head", |l, cfg| {
             l.head_norm = Some(tokenscope::model::HeadNorm { q: vec![1.0; cfg.head_dim], k: vec![1.0; cfg.head_dim] });
         }),
     ];
-    for (what, edit) in olmo_edits {
+    for (file, what, edit) in olmo_edits {
+        let c = case(file);
         let mut m = load(file_bytes(c));
         let mut blocks =
             std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new())).collect_all().expect("blocks");
         blocks.iter_mut().for_each(|l| edit(l, &m.config));
         m.weights.layers = tokenscope::model::Layers::read(blocks);
         let gap = cpu_gap_of(m, &tokens, &c.logits);
-        eprintln!("olmo2.gguf with {what}: gap {gap:.2e}");
-        assert!(gap > 10.0 * tolerance(c), "olmo2.gguf with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+        eprintln!("{file} with {what}: gap {gap:.2e}");
+        assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
     // OLMo 3's sliding layers turned by the full layer's YaRN too (the frequencies edited
     // after loading, as no file can ask for it).

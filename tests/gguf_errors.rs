@@ -450,6 +450,28 @@ fn olmo3s_sliding_layers_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn exaone4s_window_is_read_as_llama_cpp_reads_it() {
+    use tokenscope::model::{Architecture, LayerRope};
+    let exaone4 = |layers: usize, window: Option<usize>| {
+        let spec =
+            SyntheticSpec { architecture: Architecture::Exaone4, n_layers: layers, sliding_window: window, ..SyntheticSpec::default() };
+        read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("loads").config
+    };
+    // Not the 32B: every layer over every position, turned by RoPE, whatever window is named.
+    let cfg = exaone4(4, Some(8));
+    assert_eq!(cfg.sliding_window, None);
+    assert!((0..4).all(|l| cfg.layer_rope(l) == LayerRope::Main && cfg.attended(l, 20) == (0..21)));
+    // The 32B (64 blocks): the file's window or 4096; three of four layers slide, turned by
+    // the file's RoPE, the fourth without RoPE over every position.
+    assert_eq!(exaone4(64, None).sliding_window, Some(4096));
+    let cfg = exaone4(64, Some(8));
+    assert_eq!((cfg.sliding_window, cfg.sliding_rope_base), (Some(8), None));
+    let (m, u) = (LayerRope::Main, LayerRope::Unrotated);
+    assert_eq!((0..8).map(|l| cfg.layer_rope(l)).collect::<Vec<_>>(), [m, m, m, u, m, m, m, u]);
+    assert_eq!((cfg.attended(2, 20), cfg.attended(3, 20)), (13..21, 0..21));
+}
+
+#[test]
 fn missing_tensors_are_named() {
     let mut m = synthetic();
     m.remove_tensor("blk.1.ffn_down.weight");

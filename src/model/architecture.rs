@@ -2,8 +2,8 @@
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
-//! projections, Granite's scales, and OLMo 2's blocks without pre-norms (ERNIE 4.5 is llama's
-//! block under its own name).
+//! projections, Granite's scales, OLMo 2's and EXAONE 4's blocks without pre-norms, EXAONE 4's
+//! full layers without RoPE (ERNIE 4.5 is llama's block under its own name).
 
 use serde::Serialize;
 
@@ -58,6 +58,11 @@ pub enum Architecture {
     /// Baidu's ERNIE 4.5 (the dense 0.3B): llama's block as llama.cpp computes it, under its
     /// own name and keys (`ernie4_5.*`), biases on Q, K and V where the file has them.
     Ernie45,
+    /// LG's EXAONE 4.0 (1.2B, 32B): OLMo 2's block (no pre-norms, post norms after each
+    /// sublayer) with Qwen3's RMSNorm on each head's q and k, RoPE on split halves; the 32B
+    /// slides the first three of every four layers ([`EXAONE4_PATTERN`]) and turns only those
+    /// by RoPE, the fourth attending by content alone (llama.cpp slides no other's layers).
+    Exaone4,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -92,6 +97,10 @@ pub const GEMMA3_PATTERN: usize = 6;
 /// `set_swa_pattern(4)`).
 pub const OLMO3_PATTERN: usize = 4;
 
+/// Layers in EXAONE 4 32B's repeating pattern: the first three of each four slide (llama.cpp's
+/// `set_swa_pattern(4)` for it).
+pub const EXAONE4_PATTERN: usize = 4;
+
 /// RoPE base frequency of Gemma 3's sliding-window layers (the file's `rope.freq_base` is the
 /// global layers'; the local one is fixed by the model, and GGUF files do not store it).
 pub const GEMMA3_LOCAL_ROPE_BASE: f32 = 10_000.0;
@@ -111,7 +120,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 10] = [
+    pub const ALL: [Architecture; 11] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -122,6 +131,7 @@ impl Architecture {
         Architecture::Granite,
         Architecture::Olmo2,
         Architecture::Ernie45,
+        Architecture::Exaone4,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -145,6 +155,7 @@ impl Architecture {
             Architecture::Granite => "granite",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
+            Architecture::Exaone4 => "exaone4",
         }
     }
 
@@ -162,7 +173,8 @@ impl Architecture {
             | Architecture::Gemma2
             | Architecture::Gemma3
             | Architecture::Phi3
-            | Architecture::Olmo2 => RopePairs::Halves,
+            | Architecture::Olmo2
+            | Architecture::Exaone4 => RopePairs::Halves,
         }
     }
 
@@ -195,7 +207,7 @@ impl Architecture {
     /// what: each head (Qwen3, Gemma 3) or the whole projection (OLMo 2).
     pub fn head_norm(self) -> Option<HeadNormSpan> {
         match self {
-            Architecture::Qwen3 | Architecture::Gemma3 => Some(HeadNormSpan::Head),
+            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 => Some(HeadNormSpan::Head),
             Architecture::Olmo2 => Some(HeadNormSpan::Whole),
             _ => None,
         }
@@ -207,15 +219,15 @@ impl Architecture {
     }
 
     /// Whether each sublayer's input is RMS-normed (`attn_norm`, `ffn_norm`) before its
-    /// projections read it: every family's but OLMo 2's.
+    /// projections read it: every family's but OLMo 2's and EXAONE 4's.
     pub fn has_pre_norms(self) -> bool {
-        self != Architecture::Olmo2
+        !matches!(self, Architecture::Olmo2 | Architecture::Exaone4)
     }
 
     /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
-    /// before it is added to the residual stream: Gemma's and OLMo 2's.
+    /// before it is added to the residual stream: Gemma's, OLMo 2's and EXAONE 4's.
     pub fn has_post_norms(self) -> bool {
-        self.is_gemma() || self == Architecture::Olmo2
+        self.is_gemma() || !self.has_pre_norms()
     }
 
     /// Gemma 2 or Gemma 3.
@@ -271,6 +283,7 @@ impl Architecture {
             Architecture::Gemma2 => Some(GEMMA2_PATTERN),
             Architecture::Gemma3 => Some(GEMMA3_PATTERN),
             Architecture::Olmo2 => Some(OLMO3_PATTERN),
+            Architecture::Exaone4 => Some(EXAONE4_PATTERN),
             _ => None,
         }
     }
@@ -285,5 +298,11 @@ impl Architecture {
     /// [`SMOLLM3_NO_ROPE_STEP`]th.
     pub fn rotates(self, layer: usize) -> bool {
         !(self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP))
+    }
+
+    /// Whether, in a file with a sliding window, the layers that attend over every position
+    /// skip RoPE (EXAONE 4's, as llama.cpp runs them: RoPE for its sliding layers alone).
+    pub fn full_layers_unrotated(self) -> bool {
+        self == Architecture::Exaone4
     }
 }

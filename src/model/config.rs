@@ -1,6 +1,6 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
-//! `granite.*`, `olmo2.*`, `ernie4_5.*`).
+//! `granite.*`, `olmo2.*`, `ernie4_5.*`, `exaone4.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -28,6 +28,10 @@ const TENSORS_PER_FUSED_BLOCK: usize = 6;
 const GEMMA3_27B_LAYERS: usize = 62;
 /// Gemma 2 27B's block count, likewise (the same attention scale as Gemma 3 27B's).
 const GEMMA2_27B_LAYERS: usize = 46;
+/// EXAONE 4 32B's block count, by which llama.cpp knows the EXAONE 4 whose layers slide, and
+/// its window where the file does not say.
+const EXAONE4_32B_LAYERS: usize = 64;
+const EXAONE4_DEFAULT_WINDOW: usize = 4096;
 /// Gemma 2's sliding window, attention score cap and logit cap where its file does not say
 /// (llama.cpp's defaults, the model's own values).
 const GEMMA2_DEFAULT_WINDOW: usize = 4096;
@@ -139,6 +143,13 @@ impl Config {
                 Architecture::Gemma2 => {
                     Some(g.usize_opt(&key("attention.sliding_window"))?.unwrap_or(GEMMA2_DEFAULT_WINDOW)).filter(|&w| w > 0)
                 }
+                // llama.cpp slides EXAONE 4's layers in its 32B alone (known by its 64 blocks),
+                // over the file's window or 4096, and runs any other exaone4 file's every layer
+                // over every position, whatever window it names.
+                Architecture::Exaone4 if n_layers == EXAONE4_32B_LAYERS => {
+                    Some(g.usize_opt(&key("attention.sliding_window"))?.unwrap_or(EXAONE4_DEFAULT_WINDOW)).filter(|&w| w > 0)
+                }
+                Architecture::Exaone4 => None,
                 a if a.slides() => g.usize_opt(&key("attention.sliding_window"))?.filter(|&w| w > 0),
                 _ => None,
             },
@@ -236,11 +247,14 @@ impl Config {
     }
 
     /// Which RoPE frequencies layer `layer` turns by: none where the architecture skips RoPE
-    /// there, a sliding-window layer's own where it slides, else the file's.
+    /// there (SmolLM3's NoPE layers; EXAONE 4's full layers beside sliding ones), a
+    /// sliding-window layer's own where it slides and has them, else the file's.
     pub fn layer_rope(&self, layer: usize) -> LayerRope {
-        if !self.architecture.rotates(layer) {
+        let sliding = self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer);
+        let full_unrotated = self.sliding_window.is_some() && !sliding && self.architecture.full_layers_unrotated();
+        if !self.architecture.rotates(layer) || full_unrotated {
             LayerRope::Unrotated
-        } else if self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer) && self.sliding_rope_base.is_some() {
+        } else if sliding && self.sliding_rope_base.is_some() {
             LayerRope::Sliding
         } else {
             LayerRope::Main

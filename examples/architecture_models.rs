@@ -78,6 +78,9 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Gemma 1: llama's block with the scaled embedding, GELU and split halves, heads wider
+        // than dim / n_heads (7B's shape), tied head.
+        ("gemma.gguf", SyntheticSpec { architecture: Architecture::Gemma, head_dim: Some(32), seed: 32, ..base.clone() }),
         // Gemma 2: the scaled embedding, post norms, GELU, split halves, no head norms, heads
         // wider than dim / n_heads, tied head; six layers, every other one sliding over a
         // window of 5 positions (all with the file's RoPE base, here not Gemma 3's local 10,000);
@@ -136,6 +139,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         ),
         // ERNIE 4.5: llama's block under its own name and keys, adjacent RoPE pairs, tied head.
         ("ernie4_5.gguf", SyntheticSpec { architecture: Architecture::Ernie45, seed: 29, ..base.clone() }),
+        // EXAONE 3.5: llama's block under its own name and keys, split halves, Llama 3's
+        // per-pair RoPE factors and Q/K/V biases (llama.cpp adds them where a file has them),
+        // an LM head of its own.
+        (
+            "exaone.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Exaone,
+                rope_factors: true,
+                qkv_bias: true,
+                untied_output: true,
+                seed: 33,
+                ..base.clone()
+            },
+        ),
         // EXAONE 4: no pre-norms, each head's q and k RMS-normed, post norms, split halves,
         // Llama 3's per-pair RoPE factors, an LM head of its own; four layers, every one
         // turned by RoPE over every position (the 1.2B's shape).

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 17] = [
+const ARCHITECTURE_FIXTURES: [&str; 19] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -47,6 +47,8 @@ const ARCHITECTURE_FIXTURES: [&str; 17] = [
     "qwen3-yarn.gguf",
     "ernie4_5.gguf",
     "exaone4.gguf",
+    "gemma.gguf",
+    "exaone.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -3,7 +3,8 @@
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
 //! projections, Granite's scales, OLMo 2's and EXAONE 4's blocks without pre-norms, EXAONE 4's
-//! full layers without RoPE (ERNIE 4.5 is llama's block under its own name).
+//! full layers without RoPE (ERNIE 4.5 and EXAONE 3.5 are llama's block under their own
+//! names, Gemma 1 Gemma 2's without its post norms, window and caps).
 
 use serde::Serialize;
 
@@ -22,6 +23,11 @@ pub enum Architecture {
     /// Qwen3: RMSNorm on each head's q and k before RoPE, RoPE on split halves, heads whose
     /// width need not divide the residual width.
     Qwen3,
+    /// Gemma 1 (2B, 7B) and CodeGemma: llama's block with RoPE on split halves, the embedding
+    /// scaled by `sqrt(dim)` and GELU in place of SiLU (Gemma 2's without its post norms,
+    /// sliding window and caps), heads whose width need not divide the residual width (7B's
+    /// 16 of 256 over 3072), tied head.
+    Gemma,
     /// Gemma 2 (2B to 27B): RoPE on split halves, the embedding scaled by `sqrt(dim)`, an
     /// RMSNorm on each sublayer's output before it joins the residual stream, GELU in place of
     /// SiLU, every other layer (the first of each two) attending over a sliding window, and
@@ -58,6 +64,10 @@ pub enum Architecture {
     /// Baidu's ERNIE 4.5 (the dense 0.3B): llama's block as llama.cpp computes it, under its
     /// own name and keys (`ernie4_5.*`), biases on Q, K and V where the file has them.
     Ernie45,
+    /// LG's EXAONE 3.0 and 3.5 (2.4B to 32B): llama's block with RoPE on split halves (as
+    /// llama.cpp computes it, under its own keys, `exaone.*`), Llama 3's per-pair RoPE factors
+    /// and biases on Q, K and V where the file has them.
+    Exaone,
     /// LG's EXAONE 4.0 (1.2B, 32B): OLMo 2's block (no pre-norms, post norms after each
     /// sublayer) with Qwen3's RMSNorm on each head's q and k, RoPE on split halves; the 32B
     /// slides the first three of every four layers ([`EXAONE4_PATTERN`]) and turns only those
@@ -120,10 +130,11 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 11] = [
+    pub const ALL: [Architecture; 13] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
+        Architecture::Gemma,
         Architecture::Gemma2,
         Architecture::Gemma3,
         Architecture::Smollm3,
@@ -131,6 +142,7 @@ impl Architecture {
         Architecture::Granite,
         Architecture::Olmo2,
         Architecture::Ernie45,
+        Architecture::Exaone,
         Architecture::Exaone4,
     ];
 
@@ -148,6 +160,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma => "gemma",
             Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
             Architecture::Smollm3 => "smollm3",
@@ -155,6 +168,7 @@ impl Architecture {
             Architecture::Granite => "granite",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
+            Architecture::Exaone => "exaone",
             Architecture::Exaone4 => "exaone4",
         }
     }
@@ -170,10 +184,12 @@ impl Architecture {
             Architecture::Llama | Architecture::Smollm3 | Architecture::Granite | Architecture::Ernie45 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
+            | Architecture::Gemma
             | Architecture::Gemma2
             | Architecture::Gemma3
             | Architecture::Phi3
             | Architecture::Olmo2
+            | Architecture::Exaone
             | Architecture::Exaone4 => RopePairs::Halves,
         }
     }
@@ -225,14 +241,14 @@ impl Architecture {
     }
 
     /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
-    /// before it is added to the residual stream: Gemma's, OLMo 2's and EXAONE 4's.
+    /// before it is added to the residual stream: Gemma 2's and 3's, OLMo 2's and EXAONE 4's.
     pub fn has_post_norms(self) -> bool {
-        self.is_gemma() || !self.has_pre_norms()
+        matches!(self, Architecture::Gemma2 | Architecture::Gemma3) || !self.has_pre_norms()
     }
 
-    /// Gemma 2 or Gemma 3.
+    /// Gemma 1, 2 or 3.
     fn is_gemma(self) -> bool {
-        matches!(self, Architecture::Gemma2 | Architecture::Gemma3)
+        matches!(self, Architecture::Gemma | Architecture::Gemma2 | Architecture::Gemma3)
     }
 
     /// Whether its attention scores and final logits are softcapped (`cap * tanh(x / cap)`,

@@ -1,6 +1,6 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
-//! `granite.*`, `olmo2.*`, `ernie4_5.*`, `exaone4.*`).
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
+//! `granite.*`, `olmo2.*`, `ernie4_5.*`, `exaone.*`, `exaone4.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma2, gemma3, smollm3, phi3, granite, olmo2, ernie4_5) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, olmo2, ernie4_5, exaone, exaone4) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -25,6 +25,8 @@ pub struct SyntheticSpec {
     /// The family: qwen2 adds Q/K/V biases, qwen3 head norms, gemma3 head norms and norms
     /// after each sublayer.
     pub architecture: Architecture,
+    /// Q/K/V biases where the architecture does not require them (qwen2's always has them).
+    pub qkv_bias: bool,
     /// Transformer blocks.
     pub n_layers: usize,
     /// Residual width (a multiple of 32, the quantization block).
@@ -101,6 +103,7 @@ impl Default for SyntheticSpec {
     fn default() -> Self {
         SyntheticSpec {
             architecture: Architecture::Llama,
+            qkv_bias: false,
             n_layers: 2,
             dim: 64,
             ffn_dim: 96,
@@ -258,7 +261,7 @@ impl SyntheticModel {
                 add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
                 add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
             }
-            if spec.architecture.requires_qkv_bias() {
+            if spec.qkv_bias || spec.architecture.requires_qkv_bias() {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
                     add(format!("blk.{i}.{part}.bias"), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }

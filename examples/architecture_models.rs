@@ -116,6 +116,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // MiniCPM: llama's block with three of Granite's scales (the embedding's 12, the
+        // residual's 1.4 / sqrt(4) = 0.7, the logits divided by 2304 / 256 = 9, MiniCPM 2B's
+        // own), tied head; four layers. The file also names an attention scale of 0.1, which
+        // llama.cpp does not read for minicpm.
+        (
+            "minicpm.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Minicpm,
+                n_layers: 4,
+                granite_scales: Some([12.0, 0.7, 0.1, 9.0]),
+                seed: 34,
+                ..base.clone()
+            },
+        ),
         // OLMo 2: no pre-norms, all of q and of k RMS-normed with a gain per element before
         // RoPE on split halves, post norms after each sublayer, an LM head of its own; four
         // layers.

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 19] = [
+const ARCHITECTURE_FIXTURES: [&str; 20] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -49,6 +49,7 @@ const ARCHITECTURE_FIXTURES: [&str; 19] = [
     "exaone4.gguf",
     "gemma.gguf",
     "exaone.gguf",
+    "minicpm.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -2,7 +2,8 @@
 //! frequency factors with a separate LM head, linear RoPE scaling, qwen2's Q/K/V biases and
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
-//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales, olmo2's
+//! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales (minicpm's
+//! three, its attention scale not read), olmo2's
 //! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
 //! and YaRN on the others, YaRN on a qwen3, ernie4_5 as llama.cpp reads it, gemma's (Gemma
 //! 1's) scaled embedding and GELU without post norms, exaone's split halves and biases, exaone4's
@@ -59,7 +60,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 21] = [
+const FILES: [(&str, &[u8]); 22] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -71,6 +72,7 @@ const FILES: [(&str, &[u8]); 21] = [
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
     ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
@@ -167,7 +169,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, olmo2, olmo3, ernie4_5, exaone, exaone4, its 32B's sliding layers and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, exaone, exaone4, its 32B's sliding layers and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -379,7 +381,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !name.ends_with(".bias"));
     };
-    let undone: [(&str, &str, &Undo); 29] = [
+    let undone: [(&str, &str, &Undo); 33] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -423,6 +425,16 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("granite.gguf", "the logits undivided", &|c| {
             c.metadata.insert("granite.logit_scale".into(), Value::F32(1.0));
+        }),
+        ("minicpm.gguf", "run as llama: none of its scales", &as_llama),
+        ("minicpm.gguf", "no embedding scale", &|c| {
+            c.metadata.insert("minicpm.embedding_scale".into(), Value::F32(0.0));
+        }),
+        ("minicpm.gguf", "no residual scale", &|c| {
+            c.metadata.insert("minicpm.residual_scale".into(), Value::F32(0.0));
+        }),
+        ("minicpm.gguf", "the logits undivided", &|c| {
+            c.metadata.insert("minicpm.logit_scale".into(), Value::F32(1.0));
         }),
         ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
             c.metadata.remove("qwen3.rope.scaling.type");
@@ -480,6 +492,13 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let gap = cpu_gap_of(m, &tokens, &c.logits);
     eprintln!("gemma3-27b-scale.gguf with the scores scaled by 1 / sqrt(head width): gap {gap:.2e}");
     assert!(gap > 10.0 * tolerance(c), "Gemma 3 27B's scale undone still matches llama.cpp (gap {gap})");
+    // MiniCPM's file's attention scale read as Granite's is (llama.cpp reads none for it).
+    let c = case("minicpm.gguf");
+    let mut m = load(file_bytes(c));
+    m.config.attention_scale = 0.1;
+    let gap = cpu_gap_of(m, &tokens, &c.logits);
+    eprintln!("minicpm.gguf with its file's attention scale read: gap {gap:.2e}");
+    assert!(gap > 10.0 * tolerance(c), "minicpm.gguf with the scores scaled by 0.1 still matches llama.cpp (gap {gap})");
     // OLMo 2's and EXAONE 4's blocks, each edited after loading (a file of another
     // architecture could not hold their weights): a pre-norm of gain 1 before each sublayer,
     // no post norms, and OLMo 2's q and k normed head by head (gains of 1) rather than whole.

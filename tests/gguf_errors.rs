@@ -342,13 +342,21 @@ fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
     }
 }
 
+/// A maker of synthetic `architecture` files naming Granite's four scales, 12, 0.22, 0.1 and 8.
+fn with_scales(architecture: tokenscope::model::Architecture) -> impl Fn() -> SyntheticModel {
+    let spec = SyntheticSpec { architecture, granite_scales: Some([12.0, 0.22, 0.1, 8.0]), ..SyntheticSpec::default() };
+    move || SyntheticModel::new(&spec).expect("model")
+}
+
+/// The configuration a file reads into.
+fn config(m: SyntheticModel) -> Result<tokenscope::model::Config, Error> {
+    read(m.to_bytes().expect("bytes")).map(|m| m.config)
+}
+
 #[test]
 fn granites_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
-    let spec =
-        SyntheticSpec { architecture: Architecture::Granite, granite_scales: Some([12.0, 0.22, 0.1, 8.0]), ..SyntheticSpec::default() };
-    let granite = || SyntheticModel::new(&spec).expect("model");
-    let config = |m: SyntheticModel| read(m.to_bytes().expect("bytes")).map(|m| m.config);
+    let granite = with_scales(Architecture::Granite);
     let c = config(granite()).expect("loads");
     assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.1, 8.0));
     // Missing or 0, the first three leave llama's block as it is; the logit scale is required.
@@ -384,6 +392,27 @@ fn granites_scales_are_read_as_llama_cpp_reads_them() {
     let mut m = synthetic();
     m.set_meta("llama.logit_scale", Value::F32(8.0));
     assert_eq!(config(m).expect("loads").logit_scale, 1.0);
+}
+
+#[test]
+fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let minicpm = with_scales(Architecture::Minicpm);
+    // Its attention scale is not read: the scores stay scaled by 1 / sqrt(16).
+    let c = config(minicpm()).expect("loads");
+    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.25, 8.0));
+    // Every other scale is required, as llama.cpp requires it; a 0 still leaves what it scales.
+    for key in ["minicpm.embedding_scale", "minicpm.residual_scale", "minicpm.logit_scale"] {
+        let mut m = minicpm();
+        m.remove_meta(key);
+        assert!(refused(m, key).contains("is missing, and a minicpm model needs it"), "{key}");
+    }
+    let mut m = minicpm();
+    m.set_meta("minicpm.residual_scale", Value::F32(0.0));
+    assert_eq!(config(m).expect("loads").residual_scale, 1.0);
+    let mut m = minicpm();
+    m.set_meta("minicpm.rope.scaling.finetuned", Value::Bool(false));
+    assert!(refused(m, "minicpm.rope.scaling.finetuned").contains("every minicpm layer"));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
-//! projections, Granite's scales, OLMo 2's and EXAONE 4's blocks without pre-norms, EXAONE 4's
+//! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks without pre-norms, EXAONE 4's
 //! full layers without RoPE (ERNIE 4.5 and EXAONE 3.5 are llama's block under their own
 //! names, Gemma 1 Gemma 2's without its post norms, window and caps).
 
@@ -53,6 +53,11 @@ pub enum Architecture {
     /// before it joins the residual stream, the attention scores by a third in place of
     /// `1 / sqrt(head width)`, and the logits divided by the last.
     Granite,
+    /// OpenBMB's MiniCPM (1B, 2B): llama's block with three of Granite's scales, all three
+    /// required (`embedding_scale`, `residual_scale`, `logit_scale`: MiniCPM's `scale_emb`,
+    /// `scale_depth / sqrt(layers)` and `hidden_size / dim_model_base`), computed by llama.cpp's
+    /// Granite graph; its scores scaled by `1 / sqrt(head width)` whatever the file says.
+    Minicpm,
     /// AI2's OLMo 2 (1B to 32B) and OLMo 3 (7B, 32B): RoPE on split halves, no RMSNorm before either sublayer (each
     /// projection reads the residual stream itself), RMSNorm on the whole of q and of k
     /// (every head at once, `attn_q_norm` `[n_heads * head_dim]`, `attn_k_norm` `[kv_dim]`)
@@ -130,7 +135,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 13] = [
+    pub const ALL: [Architecture; 14] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -140,6 +145,7 @@ impl Architecture {
         Architecture::Smollm3,
         Architecture::Phi3,
         Architecture::Granite,
+        Architecture::Minicpm,
         Architecture::Olmo2,
         Architecture::Ernie45,
         Architecture::Exaone,
@@ -166,6 +172,7 @@ impl Architecture {
             Architecture::Smollm3 => "smollm3",
             Architecture::Phi3 => "phi3",
             Architecture::Granite => "granite",
+            Architecture::Minicpm => "minicpm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
             Architecture::Exaone => "exaone",
@@ -181,7 +188,9 @@ impl Architecture {
     /// Where its RoPE pairs sit within a head.
     pub fn rope_pairs(self) -> RopePairs {
         match self {
-            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite | Architecture::Ernie45 => RopePairs::Adjacent,
+            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite | Architecture::Minicpm | Architecture::Ernie45 => {
+                RopePairs::Adjacent
+            }
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -269,9 +278,16 @@ impl Architecture {
         }
     }
 
-    /// Whether its files give the four scales [`Architecture::Granite`] names (read under
-    /// its prefix, required).
+    /// Whether its files give the scales [`Architecture::Granite`] names (read under its
+    /// prefix): Granite's four, MiniCPM's three ([`Architecture::reads_attention_scale`]).
     pub fn has_file_scales(self) -> bool {
+        matches!(self, Architecture::Granite | Architecture::Minicpm)
+    }
+
+    /// Whether its file's `attention.scale` is read: Granite's; llama.cpp reads none for
+    /// MiniCPM, whose scores stay scaled by `1 / sqrt(head width)` (and so all three of its
+    /// other scales are required, as llama.cpp requires them).
+    pub fn reads_attention_scale(self) -> bool {
         self == Architecture::Granite
     }
 

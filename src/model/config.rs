@@ -1,6 +1,6 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
-//! `granite.*`, `olmo2.*`, `ernie4_5.*`, `exaone.*`, `exaone4.*`).
+//! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `exaone.*`, `exaone4.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -411,9 +411,10 @@ fn softcap(
 }
 
 /// The scales of an architecture whose file gives them ([`Architecture::has_file_scales`]:
-/// Granite's [`GRANITE_SCALES`]), read into `cfg`; any other's as they are. A Granite file
-/// that turns off RoPE (`rope.scaling.finetuned` false, which llama.cpp reads as no RoPE in
-/// any layer) is refused rather than run with RoPE.
+/// Granite's [`GRANITE_SCALES`], MiniCPM's three of them, each required), read into `cfg`;
+/// any other's as they are. A file of either that turns off RoPE (`rope.scaling.finetuned`
+/// false, which llama.cpp's Granite graph reads as no RoPE in any layer) is refused rather
+/// than run with RoPE.
 fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
     if !cfg.architecture.has_file_scales() {
         return Ok(cfg);
@@ -425,19 +426,34 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
         Some(v) => Err(ModelError::Metadata { key: key(name), problem: format!("is {v}; it must be a finite number above 0") }),
     };
     let [embedding, residual, attention, logit] = GRANITE_SCALES;
+    let architecture = cfg.architecture;
+    if !architecture.reads_attention_scale() {
+        // MiniCPM's: llama.cpp requires each key (a 0 in it still reads as "not set").
+        for name in [embedding, residual] {
+            if g.f32_opt(&key(name))?.is_none() {
+                return Err(ModelError::Metadata {
+                    key: key(name),
+                    problem: format!("is missing, and a {} model needs it", architecture.name()),
+                });
+            }
+        }
+    }
     cfg.embedding_scale = read(embedding)?.unwrap_or(cfg.embedding_scale);
     cfg.residual_scale = read(residual)?.unwrap_or(cfg.residual_scale);
-    cfg.attention_scale = read(attention)?.unwrap_or(cfg.attention_scale);
+    if architecture.reads_attention_scale() {
+        cfg.attention_scale = read(attention)?.unwrap_or(cfg.attention_scale);
+    }
     cfg.logit_scale = read(logit)?.ok_or_else(|| ModelError::Metadata {
         key: key(logit),
-        problem: format!("is missing, and a {} model needs it", cfg.architecture.name()),
+        problem: format!("is missing, and a {} model needs it", architecture.name()),
     })?;
     if g.bool_opt(&key("rope.scaling.finetuned")) == Some(false) {
         return Err(ModelError::Metadata {
             key: key("rope.scaling.finetuned"),
-            problem:
-                "is false, which turns RoPE off in every layer: tokenscope turns every granite layer by RoPE, so it does not run this model"
-                    .into(),
+            problem: format!(
+                "is false, which turns RoPE off in every layer: tokenscope turns every {} layer by RoPE, so it does not run this model",
+                architecture.name()
+            ),
         });
     }
     Ok(cfg)

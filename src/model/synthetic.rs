@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, olmo2, ernie4_5, exaone, exaone4) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, exaone, exaone4) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -79,7 +79,7 @@ pub struct SyntheticSpec {
     /// LongRoPE (Phi-3.5's) with this original context: short factors (random from 1 to 2),
     /// long ones (from 2 to 8) and an attention factor of [`SYNTHETIC_ATTN_FACTOR`].
     pub longrope_original_context: Option<usize>,
-    /// Granite's embedding, residual, attention and logit scales, written as
+    /// Granite's embedding, residual, attention and logit scales (MiniCPM's too), written as
     /// `embedding_scale`, `residual_scale`, `attention.scale` and `logit_scale`.
     pub granite_scales: Option<[f32; 4]>,
 }

@@ -153,6 +153,9 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         ),
         // ERNIE 4.5: llama's block under its own name and keys, adjacent RoPE pairs, tied head.
         ("ernie4_5.gguf", SyntheticSpec { architecture: Architecture::Ernie45, seed: 29, ..base.clone() }),
+        // InternLM2: llama's block under its own name and keys, adjacent RoPE pairs, an LM
+        // head of its own (llama.cpp requires one for it).
+        ("internlm2.gguf", SyntheticSpec { architecture: Architecture::Internlm2, untied_output: true, seed: 35, ..base.clone() }),
         // EXAONE 3.5: llama's block under its own name and keys, split halves, Llama 3's
         // per-pair RoPE factors and Q/K/V biases (llama.cpp adds them where a file has them),
         // an LM head of its own.
@@ -178,6 +181,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 rope_factors: true,
                 untied_output: true,
                 seed: 30,
+                ..base.clone()
+            },
+        ),
+        // GLM-4: norms before and after each sublayer, the gate and up projections fused in
+        // ffn_up, Q/K/V biases, RoPE on adjacent pairs of the first 8 of each head's 16
+        // elements, an LM head of its own.
+        (
+            "glm4.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Glm4,
+                rope_dims: Some(8),
+                qkv_bias: true,
+                untied_output: true,
+                seed: 36,
                 ..base.clone()
             },
         ),

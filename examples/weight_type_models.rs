@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 20] = [
+const ARCHITECTURE_FIXTURES: [&str; 22] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -50,6 +50,8 @@ const ARCHITECTURE_FIXTURES: [&str; 20] = [
     "gemma.gguf",
     "exaone.gguf",
     "minicpm.gguf",
+    "internlm2.gguf",
+    "glm4.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

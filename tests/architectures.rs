@@ -5,10 +5,11 @@
 //! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales (minicpm's
 //! three, its attention scale not read), olmo2's
 //! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
-//! and YaRN on the others, YaRN on a qwen3, ernie4_5 as llama.cpp reads it, gemma's (Gemma
+//! and YaRN on the others, YaRN on a qwen3, ernie4_5 and internlm2 as llama.cpp reads them, gemma's (Gemma
 //! 1's) scaled embedding and GELU without post norms, exaone's split halves and biases, exaone4's
-//! per-head norms without pre-norms and its full layers without RoPE, Gemma 3 27B's attention
-//! scale), kept in
+//! per-head norms without pre-norms and its full layers without RoPE, glm4's norms around
+//! each sublayer, fused gate and RoPE on half of each head, Gemma 3 27B's attention scale),
+//! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
 //! CPU in f32). The exact CPU path and the GPU (lavapipe here) run the same tokens as a prefill
@@ -60,7 +61,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 22] = [
+const FILES: [(&str, &[u8]); 24] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -69,7 +70,9 @@ const FILES: [(&str, &[u8]); 22] = [
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
+    ("glm4.gguf", include_bytes!("fixtures/architectures/glm4.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
+    ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
@@ -169,7 +172,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, exaone, exaone4, its 32B's sliding layers and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -238,7 +241,7 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
         .iter()
         .filter(|c| tokenscope::model::Architecture::from_name(&c.architecture).expect("a known architecture").has_post_norms())
         .collect();
-    assert_eq!(post_normed.len(), 7, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers");
+    assert_eq!(post_normed.len(), 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
     for case in post_normed {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
@@ -307,6 +310,20 @@ fn cpu_logits(bytes: &[u8], tokens: &[u32]) -> Vec<Vec<f32>> {
 /// An edit of a file's header that undoes one architecture detail.
 type Undo = dyn Fn(&mut candle_core::quantized::gguf_file::Content);
 
+/// An edit that renames a file's architecture, and the prefix of its keys, to `to`: the same
+/// weights run as that architecture computes them.
+fn run_as(to: &'static str) -> impl Fn(&mut candle_core::quantized::gguf_file::Content) {
+    move |c| {
+        let from = match c.metadata.get("general.architecture") {
+            Some(candle_core::quantized::gguf_file::Value::String(a)) => a.clone(),
+            _ => panic!("architecture"),
+        };
+        c.metadata =
+            std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen(&format!("{from}."), &format!("{to}."), 1), v)).collect();
+        c.metadata.insert("general.architecture".into(), candle_core::quantized::gguf_file::Value::String(to.into()));
+    }
+}
+
 /// The same file with one architecture detail undone, written back as GGUF.
 fn without(bytes: &[u8], undo: &Undo) -> Vec<u8> {
     rewritten(bytes, undo, &|_, t| t)
@@ -366,22 +383,14 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let (tokens, cases) = fixture();
     let case = |file: &str| cases.iter().find(|c| c.file == file).unwrap_or_else(|| panic!("{file} in the fixture"));
     // Each model run as if it lacked what sets it apart: the gap must be far past the tolerance.
-    let as_llama = |c: &mut candle_core::quantized::gguf_file::Content| {
-        let arch = match c.metadata.get("general.architecture") {
-            Some(Value::String(a)) => a.clone(),
-            _ => panic!("architecture"),
-        };
-        c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen(&format!("{arch}."), "llama.", 1), v)).collect();
-        c.metadata.insert("general.architecture".into(), Value::String("llama".into()));
-    };
-    let as_qwen3 = |c: &mut candle_core::quantized::gguf_file::Content| {
-        c.metadata = std::mem::take(&mut c.metadata).into_iter().map(|(k, v)| (k.replacen("gemma3.", "qwen3.", 1), v)).collect();
-        c.metadata.insert("general.architecture".into(), Value::String("qwen3".into()));
-    };
+    let as_llama = run_as("llama");
+    let as_qwen3 = run_as("qwen3");
+    let as_exaone = run_as("exaone");
+    let as_phi3 = run_as("phi3");
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !name.ends_with(".bias"));
     };
-    let undone: [(&str, &str, &Undo); 33] = [
+    let undone: [(&str, &str, &Undo); 37] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -436,6 +445,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("minicpm.gguf", "the logits undivided", &|c| {
             c.metadata.insert("minicpm.logit_scale".into(), Value::F32(1.0));
         }),
+        ("internlm2.gguf", "run as exaone: RoPE on split halves", &as_exaone),
+        ("glm4.gguf", "run as phi3: no post norms, split halves", &as_phi3),
+        ("glm4.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("glm4.rope.dimension_count");
+        }),
+        ("glm4.gguf", "Q/K/V biases dropped", &unbiased),
         ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
             c.metadata.remove("qwen3.rope.scaling.type");
         }),

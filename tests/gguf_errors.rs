@@ -416,6 +416,33 @@ fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn glm4s_block_is_read_as_llama_cpp_reads_it() {
+    use tokenscope::model::Architecture;
+    let spec = SyntheticSpec { architecture: Architecture::Glm4, rope_dims: Some(8), qkv_bias: true, ..SyntheticSpec::default() };
+    let glm4 = || SyntheticModel::new(&spec).expect("model");
+    // Norms before and after each sublayer, the fused gate cut from ffn_up [2 * 96, 64], RoPE
+    // on 8 of 16.
+    let m = read(glm4().to_bytes().expect("bytes")).expect("loads");
+    assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    assert!(blocks.iter().all(|l| l.attn_norm.is_some() && l.ffn_norm.is_some() && l.post_norm.is_some() && l.qkv_bias.is_some()));
+    assert!(blocks.iter().all(|l| l.w_gate.shape().dims() == [96, 64] && l.w_up.shape().dims() == [96, 64]));
+    // GLM-4V's multimodal RoPE is refused by name; sections of 0 (none) are plain RoPE.
+    let key = "glm4.rope.dimension_sections";
+    let mut m = glm4();
+    m.set_meta(key, Value::Array([4, 2, 2, 0].map(Value::I32).to_vec()));
+    assert!(refused(m, key).contains("multimodal RoPE"));
+    let mut m = glm4();
+    m.set_meta(key, Value::Array([0; 4].map(Value::I32).to_vec()));
+    read(m.to_bytes().expect("bytes")).expect("loads");
+    // A fused Q/K/V bias, which llama.cpp adds, is refused rather than left out.
+    let mut m = glm4();
+    let zeros = Tensor::zeros(64 + 2 * 32, candle_core::DType::F32, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.0.attn_qkv.bias", QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
+    assert!(matches!(model_error(read(m.to_bytes().expect("bytes"))), ModelError::UnappliedTensor(_)));
+}
+
+#[test]
 fn olmo2s_norms_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::{Architecture, HeadNormSpan};
     let olmo2 = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo2, ..SyntheticSpec::default() }).expect("model");

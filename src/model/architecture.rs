@@ -2,9 +2,10 @@
 //! plain llama: where RoPE's pairs sit, biases on Q, K and V, RMSNorm on each head's q and k,
 //! Gemma's scaled embedding, norms after each sublayer, GELU and sliding-window layers, Gemma
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
-//! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks without pre-norms, EXAONE 4's
-//! full layers without RoPE (ERNIE 4.5 and EXAONE 3.5 are llama's block under their own
-//! names, Gemma 1 Gemma 2's without its post norms, window and caps).
+//! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks
+//! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
+//! full layers without RoPE (ERNIE 4.5, InternLM2 and EXAONE 3.5 are llama's block under
+//! their own names, Gemma 1 Gemma 2's without its post norms, window and caps).
 
 use serde::Serialize;
 
@@ -69,6 +70,9 @@ pub enum Architecture {
     /// Baidu's ERNIE 4.5 (the dense 0.3B): llama's block as llama.cpp computes it, under its
     /// own name and keys (`ernie4_5.*`), biases on Q, K and V where the file has them.
     Ernie45,
+    /// Shanghai AI Lab's InternLM2 and InternLM2.5 (1.8B to 20B): llama's block as llama.cpp
+    /// computes it, under its own name and keys (`internlm2.*`), adjacent RoPE pairs.
+    Internlm2,
     /// LG's EXAONE 3.0 and 3.5 (2.4B to 32B): llama's block with RoPE on split halves (as
     /// llama.cpp computes it, under its own keys, `exaone.*`), Llama 3's per-pair RoPE factors
     /// and biases on Q, K and V where the file has them.
@@ -78,6 +82,12 @@ pub enum Architecture {
     /// slides the first three of every four layers ([`EXAONE4_PATTERN`]) and turns only those
     /// by RoPE, the fourth attending by content alone (llama.cpp slides no other's layers).
     Exaone4,
+    /// Zhipu's GLM-4 0414 (9B, 32B) and GLM-Z1: llama's block with an RMSNorm on each
+    /// sublayer's output before it joins the residual stream as well as before its input
+    /// (Gemma 2's sandwich), the gate's rows ahead of the up projection's in `ffn_up` (Phi-3's
+    /// fused form; W_q, W_k and W_v apart, with biases, or in one `attn_qkv`), and RoPE on
+    /// adjacent pairs of only the first `rope.dimension_count` elements of each head (half).
+    Glm4,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -135,7 +145,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 14] = [
+    pub const ALL: [Architecture; 16] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -148,8 +158,10 @@ impl Architecture {
         Architecture::Minicpm,
         Architecture::Olmo2,
         Architecture::Ernie45,
+        Architecture::Internlm2,
         Architecture::Exaone,
         Architecture::Exaone4,
+        Architecture::Glm4,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -175,8 +187,10 @@ impl Architecture {
             Architecture::Minicpm => "minicpm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
+            Architecture::Internlm2 => "internlm2",
             Architecture::Exaone => "exaone",
             Architecture::Exaone4 => "exaone4",
+            Architecture::Glm4 => "glm4",
         }
     }
 
@@ -188,9 +202,13 @@ impl Architecture {
     /// Where its RoPE pairs sit within a head.
     pub fn rope_pairs(self) -> RopePairs {
         match self {
-            Architecture::Llama | Architecture::Smollm3 | Architecture::Granite | Architecture::Minicpm | Architecture::Ernie45 => {
-                RopePairs::Adjacent
-            }
+            Architecture::Llama
+            | Architecture::Smollm3
+            | Architecture::Granite
+            | Architecture::Minicpm
+            | Architecture::Ernie45
+            | Architecture::Internlm2
+            | Architecture::Glm4 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -204,10 +222,11 @@ impl Architecture {
     }
 
     /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
-    /// of the head width: Phi-4-mini's 96 of 128). Phi-3's alone: llama.cpp refuses such a
-    /// llama file ("invalid n_rot") and fails an assertion on the others, so none exist.
+    /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128). Phi-3's and GLM-4's
+    /// alone: llama.cpp refuses such a llama file ("invalid n_rot") and fails an assertion on
+    /// the others, so none exist.
     pub fn allows_partial_rope(self) -> bool {
-        self == Architecture::Phi3
+        matches!(self, Architecture::Phi3 | Architecture::Glm4)
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -217,9 +236,10 @@ impl Architecture {
     }
 
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor, and hold
-    /// the gate and up projections so in `ffn_up`, `[2 ffn_dim, dim]`, the gate's rows first.
+    /// the gate and up projections so in `ffn_up`, `[2 ffn_dim, dim]`, the gate's rows first:
+    /// Phi-3's and GLM-4's.
     pub fn has_fused_projections(self) -> bool {
-        self == Architecture::Phi3
+        matches!(self, Architecture::Phi3 | Architecture::Glm4)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -250,9 +270,10 @@ impl Architecture {
     }
 
     /// Whether each sublayer's output is RMS-normed (`post_attention_norm`, `post_ffw_norm`)
-    /// before it is added to the residual stream: Gemma 2's and 3's, OLMo 2's and EXAONE 4's.
+    /// before it is added to the residual stream: Gemma 2's and 3's, GLM-4's, OLMo 2's and
+    /// EXAONE 4's.
     pub fn has_post_norms(self) -> bool {
-        matches!(self, Architecture::Gemma2 | Architecture::Gemma3) || !self.has_pre_norms()
+        matches!(self, Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Glm4) || !self.has_pre_norms()
     }
 
     /// Gemma 1, 2 or 3.

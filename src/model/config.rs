@@ -1,6 +1,7 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
-//! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `exaone.*`, `exaone4.*`).
+//! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
+//! `exaone4.*`, `glm4.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -165,6 +166,7 @@ impl Config {
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
+        check_no_sections(g, &key)?;
         check_sliding_pattern(g, &cfg)?;
         Ok(cfg)
     }
@@ -221,7 +223,7 @@ impl Config {
             return Err(bad(
                 "rope.dimension_count",
                 format!(
-                    "is {}, not the head width {}: a {} model turns whole heads (tokenscope reads RoPE on part of each head for phi3 only, as llama.cpp computes it), so tokenscope does not run this model",
+                    "is {}, not the head width {}: a {} model turns whole heads (tokenscope reads RoPE on part of each head for phi3 and glm4 only, as llama.cpp computes it), so tokenscope does not run this model",
                     self.rope_dims,
                     self.head_dim,
                     self.architecture.name()
@@ -475,6 +477,20 @@ fn check_no_longrope(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) ->
             problem: format!("comes with LongRoPE's factors ({name}), which tokenscope reads for phi3 only, so it does not run this model"),
         }),
         None => Ok(()),
+    }
+}
+
+/// Refuses multimodal RoPE by name (`rope.dimension_sections` with any section: GLM-4V's,
+/// whose heads llama.cpp turns by several position streams), rather than run it as plain RoPE.
+fn check_no_sections(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    match g.ints_opt(&key("rope.dimension_sections"))? {
+        Some(sections) if sections.iter().any(|&s| s != 0) => Err(ModelError::Metadata {
+            key: key("rope.dimension_sections"),
+            problem: format!(
+                "is {sections:?}: multimodal RoPE, which tokenscope does not compute (it turns each head by one position), so it does not run this model"
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 

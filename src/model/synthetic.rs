@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, exaone, exaone4) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -254,7 +254,8 @@ impl SyntheticModel {
             if arch.has_pre_norms() {
                 add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
-            if spec.architecture.has_fused_projections() {
+            // Phi-3's files stack W_q, W_k and W_v; GLM-4's hold them apart, as its converter writes.
+            if arch == Architecture::Phi3 {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
             } else {
                 add(n("attn_q"), qd, d, w, 0.3, 0.0)?;

@@ -28,10 +28,11 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
 /// pre-tokenizer type, with nothing else changed for encoding), each with the name in
 /// [`SUPPORTED_PRE`] it is built as: DeepSeek-R1's Qwen distills, Falcon 3, older Llama 3
 /// conversions, Granite 3's (`refact`), Minerva, Trillion and Mellum 2 (llama files) among
-/// them. (How llama.cpp joins
+/// them, GLM-4's two names (`glm4`, `chatglm-bpe`, whose BOS is the file's alone, as for every
+/// byte-level file here). (How llama.cpp joins
 /// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
 /// token's own piece.)
-pub const PRE_ALIASES: [(&str, &str); 39] = [
+pub const PRE_ALIASES: [(&str, &str); 41] = [
     ("llama3", "llama-bpe"),
     ("llama-v3", "llama-bpe"),
     ("falcon3", "llama-bpe"),
@@ -41,6 +42,8 @@ pub const PRE_ALIASES: [(&str, &str); 39] = [
     ("lfm2", "llama-bpe"),
     ("jina-v5-nano", "llama-bpe"),
     ("dbrx", "smaug-bpe"),
+    ("glm4", "smaug-bpe"),
+    ("chatglm-bpe", "smaug-bpe"),
     ("phi-2", "gpt-2"),
     ("jina-es", "gpt-2"),
     ("jina-de", "gpt-2"),

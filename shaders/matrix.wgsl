@@ -24,6 +24,10 @@
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate. With
 //     QKV_BIAS (and NORM) each row's bias is added first (Qwen2's Q/K/V biases), read from
 //     the gain binding after its cols gains: the kernel has no storage binding to spare.
+//   HEAD_NORM (with ROPE_KV and NORM, not QKV_BIAS; Qwen3's and Gemma 3's head norms): each
+//     workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a q or
+//     k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's and
+//     k's head gains after its cols gains. Rows do not pair up across threads (no PAIRS).
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
 //     is short, pos < the host's limit, at most CHUNK): the input row is the attention output of every head for
 //     the step's token over cache positions 0 ..= step.pos (attention_prologue.wgsl: heads
@@ -50,7 +54,7 @@
 //     and up rows after a post-normed attention, Gemma's): the input row is x + the attention's projected
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
-//   PAIRS: set by the host with GLU and ROPE_KV (rows handled as pairs); KV_CACHE with
+//   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
 //   workgroup memory; POST_NORM_IN too); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
@@ -66,7 +70,7 @@
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
@@ -101,7 +105,8 @@
 //   workgroups), and a SwiGLU or RoPE pair is one group's, its epilogue written by its lane
 //   0 with no trip through workgroup memory.
 // Dispatch: (ceil(rows / (ROWS WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
-// (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks))
+// (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks); HEAD_NORM: (rows / head_dim, 1, 1), a
+// head a workgroup, its rows in rounds of ROWS WG / TPR)
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 1 to 8
 // units of a row loaded at once by each thread). TPR threads
 // share a row, each taking every TPR-th unit of it (row_dot), then add up their sums in workgroup
@@ -245,6 +250,12 @@ fn store_query(at: u32, a: f32, b: f32) {
 }
 
 #include rope_pair.wgsl
+#endif
+#ifdef HEAD_NORM
+// The head's rows in workgroup memory: head_dim (the host sets it).
+override HEAD_WIDTH: u32 = 128u;
+
+#include head_norm_rope.wgsl
 #endif
 // Offsets of the thread's input row(s) in x.
 var<private> x_rows: vec4<u32>;
@@ -765,8 +776,11 @@ fn prologues(t: u32) {
 }
 
 // y[i] = s v, or y[i] += s v, s = params.out_scale (MERGE_OUT: y[i] += merged[i] first;
-// HEADS: row i of the part).
+// HEADS: row i of the part; HEAD_NORM: kept for the epilogue, s = 1).
 fn store(i: u32, product: f32) {
+#ifdef HEAD_NORM
+    keep_head_row(i, product);
+#else
     let v = product * params.out_scale;
 #ifdef HEADS
     y[part_at + 2u + i] = v;
@@ -779,6 +793,7 @@ fn store(i: u32, product: f32) {
     } else {
         y[i] = v;
     }
+#endif
 #endif
 #endif
 }
@@ -795,7 +810,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     sg_count = n_sg;
     prologues(t);
     // Rows of the workgroup; a row group takes ROWS consecutive ones a round.
+#ifdef HEAD_NORM
+    // One head's (head_norm_rope.wgsl), in as many rounds as it takes.
+    let units = params.head_dim;
+    head_first = wg.x * units;
+#else
     let units = ROWS * WG / TPR;
+#endif
     let first = wg.x * units;
     // Subgroups a row spans (its row group: one without SHARED_ROWS), and this one's place
     // among them.
@@ -882,8 +903,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             pair_out(row, row_total(2u * t, parts) * scale, row_total(2u * t + 1u, parts) * scale);
         }
 #else
-        if (t < units && first + t < params.rows) {
-            store(first + t, row_total(t, parts) * scale);
+        for (var r = t; r < units && first + r < params.rows; r = r + WG) {
+            store(first + r, row_total(r, parts) * scale);
         }
 #endif
     } else if (ROWS == 1u) {
@@ -896,6 +917,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
 #endif
     }
+#ifdef HEAD_NORM
+    workgroupBarrier();
+    head_norm_epilogue(t);
+#endif
 }
 
 // With SHARED_ROWS: row i of the workgroup, its `parts` subgroups' sums added up in order.
@@ -905,6 +930,35 @@ fn row_total(i: u32, parts: u32) -> f32 {
         total = total + partial[i * parts + p];
     }
     return total;
+}
+#else
+#ifdef HEAD_NORM
+// One head a workgroup (head_norm_rope.wgsl): its rows in rounds of WG / TPR, the input's
+// 1 / rms first (the rounds' products then wait behind its barriers, unlike the main below).
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = lid.x;
+    let lane = t % TPR;
+    x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+    head_first = wg.x * params.head_dim;
+    norm_prologue(t);
+    let per_round = WG / TPR;
+    for (var k = 0u; k * per_round < params.head_dim; k = k + 1u) {
+        let i = k * per_round + t / TPR;
+        let row = head_first + i;
+        let live = i < params.head_dim && row < params.rows;
+        var sum = 0.0;
+        if (live) {
+            sum = row_dot(row, lane, TPR);
+        }
+        partial[t] = sum * inv_rms;
+        tree_sum(t, TPR);
+        if (lane == 0u && live) {
+            store(row, partial[t]);
+        }
+    }
+    workgroupBarrier();
+    head_norm_epilogue(t);
 }
 #else
 @compute @workgroup_size(WG)
@@ -976,4 +1030,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
 #endif
 }
+#endif
 #endif

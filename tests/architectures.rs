@@ -205,6 +205,10 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
+        if architecture.has_head_norm() && architecture.has_pre_norms() && !architecture.has_post_norms() {
+            // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer.
+            assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
+        }
         if !architecture.has_pre_norms() {
             // OLMo 2's and EXAONE 4's: RoPE apart (q and k normed first, whole or by head),
             // the attention's post norm folded into
@@ -234,30 +238,67 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
+    let post_normed = folded_or_not(
+        |a| a.has_post_norms(),
+        |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_post_norms: fold, ..o },
+        "post norms",
+    );
+    assert_eq!(post_normed, 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
+}
+
+/// Qwen3's and Gemma 3's head norms on the GPU both ways: a decode step with each q and k
+/// head normed in the Q/K/V projection's epilogue, a head a workgroup (the default), and with
+/// RoPE a dispatch of its own (`fold_head_norms` off, as OLMo 2's whole-projection norms and
+/// EXAONE 4's, without a pre-norm, run): the same logits as the exact CPU path within the
+/// tight tolerance, one dispatch more a layer.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
+    let head_normed = folded_or_not(
+        |a| a.head_norm() == Some(tokenscope::model::HeadNormSpan::Head) && a.has_pre_norms(),
+        |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_head_norms: fold, ..o },
+        "head norms",
+    );
+    assert_eq!(head_normed, 4, "qwen3, its YaRN, gemma3 and Gemma 3 27B's scale");
+}
+
+/// Runs each fixture whose architecture `picks` on the GPU with a fold on and off (`fold`
+/// sets it in the device's options), each against the exact CPU path within the tight
+/// tolerance, the fold one dispatch fewer a layer; returns how many fixtures it ran.
+#[cfg(not(target_arch = "wasm32"))]
+fn folded_or_not(
+    picks: fn(tokenscope::model::Architecture) -> bool,
+    fold: fn(tokenscope::backend::gpu::kernels::KernelOptions, bool) -> tokenscope::backend::gpu::kernels::KernelOptions,
+    what: &str,
+) -> usize {
     use tokenscope::backend::gpu::kernels::KernelOptions;
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
-    let post_normed: Vec<&Case> = cases
+    let picked: Vec<&Case> = cases
         .iter()
-        .filter(|c| tokenscope::model::Architecture::from_name(&c.architecture).expect("a known architecture").has_post_norms())
+        .filter(|c| picks(tokenscope::model::Architecture::from_name(&c.architecture).expect("a known architecture")))
         .collect();
-    assert_eq!(post_normed.len(), 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
-    for case in post_normed {
+    for case in &picked {
         let exact = cpu_logits(file_bytes(case), &tokens);
         let mut shapes = Vec::new();
-        for fold in [true, false] {
+        for folded in [true, false] {
             let m = load(file_bytes(case));
             let ctx = pollster::block_on(GpuContext::new()).expect("a GPU adapter (lavapipe in CI)");
-            let options = KernelOptions { fold_post_norms: fold, ..KernelOptions::for_device(&ctx) };
+            let options = fold(KernelOptions::for_device(&ctx), folded);
             let mut gpu = pollster::block_on(GpuBackend::with_options(ctx, &m.config, m.weights, None, options)).expect("loads");
             let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &exact));
-            eprintln!("{} on the GPU, post norms folded {fold}: worst gap {gap:.2e} of the largest logit from exact", case.file);
-            assert!(gap <= TOLERANCE, "{}, folded {fold}: the GPU is {gap} of the largest logit from the exact CPU path", case.file);
+            eprintln!("{} on the GPU, {what} folded {folded}: worst gap {gap:.2e} of the largest logit from exact", case.file);
+            assert!(
+                gap <= TOLERANCE,
+                "{}, {what} folded {folded}: the GPU is {gap} of the largest logit from the exact CPU path",
+                case.file
+            );
             shapes.push((gpu.step_shape().dispatches, m.config.n_layers));
         }
         let [(folded, layers), (apart, _)] = shapes[..] else { unreachable!("two runs") };
-        assert_eq!(apart, folded + layers, "{}: each post norm apart is one dispatch more a layer", case.file);
+        assert_eq!(apart, folded + layers, "{}: {what} apart are one dispatch more a layer", case.file);
     }
+    picked.len()
 }
 
 /// Granite's scales on the GPU in each form a decode step's attention takes: in the output

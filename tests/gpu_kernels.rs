@@ -1285,9 +1285,13 @@ fn attention_case(
 /// The decode Q/K/V projection with RoPE and the KV-cache write in its epilogue (ROPE_KV)
 /// against its twins: `ops::rmsnorm`, the dequantized matrix times the row, `ops::rope` of
 /// the q and k parts; the q part comes out in `y` and the k and v parts land in cache row
-/// `pos`, every other cache row untouched; with Q/K/V biases (Qwen2's, the last two cases)
-/// each row's added before RoPE (`ops::add_rows`). Every weight format, every row sharing that
-/// pairs rows (at most 32 threads per row), subgroups, both cache precisions.
+/// `pos`, every other cache row untouched; with Q/K/V biases (Qwen2's, the second and third
+/// cases) each row's added before RoPE (`ops::add_rows`); with head norms (Qwen3's and Gemma
+/// 3's, the last three: a head a workgroup, heads of 12, 64 and 256 rows in one round or
+/// several) each q and k head RMS-normed first (`ops::rmsnorm_heads`). Every weight format
+/// (the head norms on EVERY_FORM_TYPES: the epilogue takes the products alike from every
+/// type), every row sharing that pairs rows (at most 32 threads per row), subgroups, both
+/// cache precisions; a head too wide for an option's workgroup memory is refused.
 #[test]
 fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
     let ctx = context_with_subgroups();
@@ -1300,14 +1304,21 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
         // EVERY_FORM_TYPES (the epilogue takes the products alike from every type).
         let types: &[GgmlDType] = if unit_forms().contains(&options) { &ALL_TYPES } else { &EVERY_FORM_TYPES };
         for &dtype in types {
-            // (query heads, KV heads, head_dim, cols, position, capacity): odd row counts
-            // (50, 60) and this model's shape at a far position; columns rounded up to whole
-            // blocks (256 for the K-quants).
-            for (case, (heads, kv_heads, hd, cols, pos, capacity)) in
-                [(3usize, 1usize, 10usize, 64usize, 0usize, 5usize), (6, 2, 6, 96, 4, 9), (9, 3, 64, 576, 4999, 5000)]
-                    .into_iter()
-                    .enumerate()
-            {
+            // (query heads, KV heads, head_dim, cols, position, capacity, biases, head norms):
+            // odd row counts (50, 60, 84) and this model's shape at a far position; columns
+            // rounded up to whole blocks (256 for the K-quants).
+            let cases = [
+                (3usize, 1usize, 10usize, 64usize, 0usize, 5usize, false, false),
+                (6, 2, 6, 96, 4, 9, true, false),
+                (9, 3, 64, 576, 4999, 5000, true, false),
+                (5, 1, 12, 96, 3, 7, false, true),
+                (4, 2, 64, 576, 4999, 5000, false, true),
+                (2, 1, 256, 256, 6, 8, false, true),
+            ];
+            for (heads, kv_heads, hd, cols, pos, capacity, biased, head_norm) in cases {
+                if head_norm && !EVERY_FORM_TYPES.contains(&dtype) {
+                    continue;
+                }
                 let cols = columns(dtype, cols);
                 let (qd, kv) = (heads * hd, kv_heads * hd);
                 let rows = qd + 2 * kv;
@@ -1321,15 +1332,31 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     .chunks_exact(cols)
                     .map(|r| (ops::dot(r, &xn), 1e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5))
                     .unzip();
-                let bias = (case > 0).then(|| random(&mut rng, rows, 50.0));
+                let bias = biased.then(|| random(&mut rng, rows, 50.0));
                 if let Some(bias) = &bias {
                     ops::add_rows(&mut product, bias);
                 }
+                // Each head's norm gains, q's then k's, and the bound on each normed value:
+                // g / rms times the product's own error and its share of the rms's.
+                let head_gains = head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
+                let mut bound = bound;
+                let mut normed = product.clone();
+                if let Some(g) = &head_gains {
+                    for (h, (head, err)) in normed[..qd + kv].chunks_exact_mut(hd).zip(bound.chunks_exact_mut(hd)).enumerate() {
+                        let gain = if h < heads { &g[..hd] } else { &g[hd..] };
+                        let rms = (head.iter().map(|v| v * v).sum::<f32>() / hd as f32 + 1e-5).sqrt();
+                        let rms_err = head.iter().zip(err.iter()).map(|(v, e)| v.abs() * e).sum::<f32>() / (hd as f32 * rms * rms);
+                        for ((e, v), g) in err.iter_mut().zip(head.iter()).zip(gain) {
+                            *e = 2.0 * g.abs() / rms * (*e + v.abs() * rms_err) + 1e-6;
+                        }
+                        ops::rmsnorm_heads(head, gain, 1e-5);
+                    }
+                }
                 // A pair turns by an angle: each output mixes both products' errors.
                 let pair_bound: Vec<f32> = bound.chunks_exact(2).flat_map(|p| [p[0] + p[1]; 2]).collect();
-                let mut want_q = product[..qd].to_vec();
+                let mut want_q = normed[..qd].to_vec();
                 ops::rope(&mut want_q, &freqs, pos);
-                let mut k_row = product[qd..qd + kv].to_vec();
+                let mut k_row = normed[qd..qd + kv].to_vec();
                 ops::rope(&mut k_row, &freqs, pos);
                 let (mut k_prior, mut v_prior) = (random(&mut rng, capacity * kv, 1.0), random(&mut rng, capacity * kv, 1.0));
                 if kv_f16 {
@@ -1343,27 +1370,31 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let (kc, vc) = (guarded_cache(&ctx, &k_prior, kv_f16), guarded_cache(&ctx, &v_prior, kv_f16));
                 let cache = |buf| Bind(buf, (PAD * 4) as u64, Some((words * 4) as u64));
                 let q_out = guarded(&ctx, qd);
-                // The biases after the gains, in one buffer (RopeKv::biased).
-                let gain_and_bias = [&gain[..], bias.as_deref().unwrap_or(&[])].concat();
+                // The biases, or the head gains, after the gains, in one buffer (RopeKv::biased,
+                // RopeKv::head_norm).
+                let gain_and_bias = [&gain[..], bias.as_deref().unwrap_or(&[]), head_gains.as_deref().unwrap_or(&[])].concat();
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain_and_bias));
                 let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
                 let at = StepParams::new(pos as u32, 1);
                 let step = kernels::step_uniform(&ctx, at);
                 let shape = [heads as u32, kv_heads as u32, hd as u32];
-                let rope_kv = RopeKv { shape, keys: cache(&kc), values: cache(&vc), table: &table, biased: bias.is_some() };
+                let rope_kv = RopeKv { shape, keys: cache(&kc), values: cache(&vc), table: &table, biased: bias.is_some(), head_norm };
                 let op = LinearOp {
                     norm: Some((&gb, 1e-5)),
                     rope_kv: Some(rope_kv),
                     ..LinearOp::new(&m, &xb, Bind(&q_out, (PAD * 4) as u64, Some((qd * 4) as u64)))
                 };
-                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
-
                 let what = |part: &str| {
                     format!(
-                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {}, {options:?}",
-                        bias.is_some()
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, {options:?}"
                     )
                 };
+                if head_norm && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
+                    assert!(k.matvec(&ctx, &op, &step).is_err(), "{}", what("refused"));
+                    continue;
+                }
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
+
                 let rounding = |w: f32| if kv_f16 { w.abs() / 1024.0 + 6e-8 } else { 0.0 };
                 let got_q = read_guarded(&ctx, &q_out, qd);
                 assert_close(&got_q, &want_q, |i| pair_bound[i] + 1e-5 * want_q[i].abs(), &what("queries"));
@@ -1743,7 +1774,8 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
     let at = StepParams::new(0, 1);
     let step = kernels::step_uniform(&ctx, at);
-    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false };
+    let rope =
+        |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false, head_norm: false };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
     assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");
@@ -1757,6 +1789,21 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &biased(None), &step).is_err(), "biases without the norm's buffer");
     assert!(k.matvec(&ctx, &biased(Some((&gains, 1e-5))), &step).is_err(), "64 gains and no room for 50 biases");
     assert!(k.matvec(&ctx, &biased(Some((&gains_and_biases, 1e-5))), &step).is_ok(), "64 gains, then 50 biases");
+    // Head gains sit after the norm's gains too; no biases beside them, heads of a multiple of
+    // 4. The matrix's 48 rows are [q | k | v] of 2 + 2 heads of 12 (refused over heads of 10).
+    let (_, m48) = random_matrix(&ctx, &mut rng, 48, 64, GgmlDType::Q8_0);
+    let normed = |shape, biased, norm| LinearOp {
+        rope_kv: Some(RopeKv { biased, head_norm: true, ..rope(shape) }),
+        norm,
+        ..LinearOp::new(&m48, &x, Bind(&y, 0, None))
+    };
+    let (head_gains, all_three) = (ctx.storage("gain", &[1.0f32; 64 + 24]), ctx.storage("gain", &[1.0f32; 64 + 48 + 24]));
+    assert!(k.matvec(&ctx, &normed([2, 1, 12], false, Some((&head_gains, 1e-5))), &step).is_ok(), "64 gains, then 2 of 12");
+    assert!(k.matvec(&ctx, &normed([2, 1, 12], false, None), &step).is_err(), "head gains without the norm's buffer");
+    assert!(k.matvec(&ctx, &normed([2, 1, 12], false, Some((&gains, 1e-5))), &step).is_err(), "no room for the head gains");
+    assert!(k.matvec(&ctx, &normed([2, 1, 12], true, Some((&all_three, 1e-5))), &step).is_err(), "biases and head norms at once");
+    assert!(k.matvec(&ctx, &normed([4, 2, 6], false, Some((&head_gains, 1e-5))), &step).is_err(), "heads of 6");
+    assert!(k.matmul(&ctx, &normed([2, 1, 12], false, Some((&head_gains, 1e-5))), &step).is_err(), "decode-only");
     let attention = |shape| LinearOp {
         attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25 }),
         ..LinearOp::new(&m, &x, Bind(&y, 0, None))

@@ -17,8 +17,9 @@
 //! query head instead (one head's attention over one chunk in each workgroup, its product
 //! with the head's columns into per-head parts), and the gate/up and down projections merge
 //! the parts into the residual stream they read and write: still 4 dispatches a layer.
-//! Q/K/V biases (Qwen2's) are added in that epilogue too; a model with head norms (Qwen3,
-//! Gemma 3) runs RoPE as a dispatch of its own, where they are applied (one more a layer).
+//! Q/K/V biases (Qwen2's) are added in that epilogue too, and head norms (Qwen3's, Gemma 3's)
+//! applied there, the projection then computed a head a workgroup
+//! ([`KernelOptions::fold_head_norms`]; off, RoPE is a dispatch of its own, one more a layer).
 //! Gemma's post norms add one more in a decode step (the attention's read by the gate/up
 //! projection's prologue, both added to `x` by the layer's last dispatch:
 //! [`Builder::feed_forward`]), two where the model is too wide for that and in a prefill
@@ -36,7 +37,7 @@ use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, CombineInput, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::upload::GpuLayer;
 use crate::error::Result;
-use crate::model::Config;
+use crate::model::{Config, HeadNormSpan};
 
 /// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
 /// token (decode) or many (prefill), while every token sees at most one attention chunk of
@@ -211,7 +212,8 @@ impl Builder<'_> {
 
     /// `qkv = Wqkv norm(x)`; `q, K/V cache[pos..] = rope(q), rope(k), v`, each with its bias
     /// and q, k with their head norms where the model has them. Decode: in one dispatch, the
-    /// projection's epilogue (the biases too), where it has no head norms.
+    /// projection's epilogue (the biases, or each head's norms, too), where the model has no
+    /// whole-projection norms (OLMo 2's) and [`Kernels::head_norm_epilogue_fits`] its heads.
     fn qkv_rope(&self, l: &GpuLayer) -> Result<Op> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let shape = self.form.shape;
@@ -227,9 +229,18 @@ impl Builder<'_> {
         };
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
-        // The epilogue reads the biases after the norm's gains: it takes them with the norm.
-        let one = if rope_kv.head_norm.is_none() && (norm.is_some() || rope_kv.bias.is_none()) {
-            let epilogue = RopeKv { shape, keys: cache(&l.k_cache), values: cache(&l.v_cache), table, biased: rope_kv.bias.is_some() };
+        // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
+        // it takes them with the norm (upload.rs put them there).
+        let head_norm = match rope_kv.head_norm {
+            None => Some(false),
+            Some((_, _, HeadNormSpan::Head)) if norm.is_some() && rope_kv.bias.is_none() && k.head_norm_epilogue_fits(ctx, shape[2]) => {
+                Some(true)
+            }
+            Some(_) => None,
+        };
+        let one = if let Some(head_norm) = head_norm.filter(|_| norm.is_some() || rope_kv.bias.is_none()) {
+            let (keys, values, biased) = (cache(&l.k_cache), cache(&l.v_cache), rope_kv.bias.is_some());
+            let epilogue = RopeKv { shape, keys, values, table, biased, head_norm };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {

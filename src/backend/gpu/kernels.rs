@@ -35,7 +35,7 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 15] = [
+const INCLUDES: [(&str, &str); 16] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
@@ -51,6 +51,7 @@ const INCLUDES: [(&str, &str); 15] = [
     ("attention_prologue.wgsl", include_str!("../../../shaders/attention_prologue.wgsl")),
     ("attention_merge.wgsl", include_str!("../../../shaders/attention_merge.wgsl")),
     ("rope_pair.wgsl", include_str!("../../../shaders/rope_pair.wgsl")),
+    ("head_norm_rope.wgsl", include_str!("../../../shaders/head_norm_rope.wgsl")),
 ];
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
@@ -139,6 +140,12 @@ pub struct KernelOptions {
     /// row ([`FUSED_ATTENTION_MAX_WIDTH`]). On by default; off, each post norm is a dispatch
     /// of its own (as a prefill pass runs them).
     pub fold_post_norms: bool,
+    /// A decode step of a model with head norms (Qwen3's and Gemma 3's, each head of q and k
+    /// RMS-normed before RoPE) norms them in the Q/K/V projection's epilogue, a head a
+    /// workgroup ([`Kernels::head_norm_epilogue_fits`]): one dispatch fewer a layer, the
+    /// projection in n_heads + 2 n_kv_heads workgroups (unmeasured on a GPU). On by default;
+    /// off, or for OLMo 2's whole-projection norms, RoPE is a dispatch of its own.
+    pub fold_head_norms: bool,
     /// Positions per chunk of split-K attention (1 to [`ATTENTION_CHUNK`];
     /// [`SPLIT_K_CHUNK`] by default): the override `SPLIT` of the kernels
     /// that write and merge the chunks.
@@ -192,6 +199,7 @@ impl KernelOptions {
                 as u32,
             per_head_attention: false,
             fold_post_norms: true,
+            fold_head_norms: true,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
@@ -273,6 +281,7 @@ impl KernelOptions {
             fused_positions: FUSED_ATTENTION_POSITIONS as u32,
             per_head_attention: false,
             fold_post_norms: true,
+            fold_head_norms: true,
             split_chunk: SPLIT_K_CHUNK as u32,
         }
     }
@@ -556,8 +565,9 @@ impl Kernels {
     /// (Dawn's `disable_workgroup_init`: 126 -> 66 ms for a step's 30), and this model's 576
     /// floats instead of 2048 took 10-20% off it. Each width is a pipeline of its own, and so
     /// is each count of units in flight ([`KernelOptions::units_in_flight_for`]) for a row's
-    /// product over `product_cols` columns (`cols`, or with `heads` a head's).
-    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel, cols: u32, product_cols: u32) -> Result<Kernel> {
+    /// product over `product_cols` columns (`cols`, or with `heads` a head's). A head-norm
+    /// epilogue's pipeline is made for its heads' `head_dim` (the override HEAD_WIDTH).
+    pub fn matrix(&self, ctx: &GpuContext, variant: MatrixKernel, cols: u32, product_cols: u32, head_dim: u32) -> Result<Kernel> {
         let mut threads_per_row = self.options.threads_per_row_for(variant.prefill);
         if variant.heads {
             threads_per_row = threads_per_row.min(ops::HEADS_THREADS_PER_ROW);
@@ -597,10 +607,32 @@ impl Kernels {
             }
             constants.push(("ATT_WIDTH", f64::from(cols)));
             cols
+        } else if variant.head_norm {
+            if !self.head_norm_epilogue_fits(ctx, head_dim) {
+                return Err(Error::Backend(format!("{}: heads of {head_dim} do not fit its workgroup memory", variant.name())));
+            }
+            constants.push(("HEAD_WIDTH", f64::from(head_dim)));
+            head_dim
         } else {
             0
         };
         cached(&self.matrix, (variant, width, in_flight), || pipeline(ctx, &variant.source(), &constants))
+    }
+
+    /// Whether a decode step's Q/K/V projection can norm heads of `head_dim` in its epilogue
+    /// ([`RopeKv::head_norm`](ops::RopeKv::head_norm)): with [`KernelOptions::fold_head_norms`],
+    /// heads of a multiple of 4 dimensions up to [`ops::MAX_HEAD_NORM_WIDTH`], and where a
+    /// row's sums meet in workgroup memory (subgroups narrower than its threads), a head's
+    /// sums (one per subgroup of each row) within `partial`'s 256 slots.
+    pub fn head_norm_epilogue_fits(&self, ctx: &GpuContext, head_dim: u32) -> bool {
+        let o = &self.options;
+        let tpr = o.threads_per_row_for(false);
+        let narrowest = ctx.info.subgroup_sizes[0].max(1);
+        let shared_rows = o.subgroups && tpr > narrowest;
+        o.fold_head_norms
+            && head_dim.is_multiple_of(4)
+            && head_dim <= ops::MAX_HEAD_NORM_WIDTH
+            && (!shared_rows || head_dim * (tpr / narrowest) <= 256)
     }
 
     /// The pipeline of a RoPE/KV-write variant, compiled the first time it is asked for.

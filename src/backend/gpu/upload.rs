@@ -15,7 +15,9 @@ use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights};
 pub(super) struct GpuLayer {
     /// The attention's RMSNorm gain, `[dim]`, and after it the Q/K/V bias, `[n_heads * hd +
     /// 2 kv]`, where the model has one (a decode step's Q/K/V projection reads both there,
-    /// [`RopeKv::biased`](super::ops::RopeKv::biased)); `None` without pre-norms (OLMo 2).
+    /// [`RopeKv::biased`](super::ops::RopeKv::biased)), or else each head's norm gains, q's
+    /// then k's, `[2 hd]`, where it has those ([`RopeKv::head_norm`](super::ops::RopeKv::head_norm));
+    /// `None` without pre-norms (OLMo 2).
     pub attn_norm: Option<wgpu::Buffer>,
     /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
     pub wqkv: GpuMatrix,
@@ -81,9 +83,12 @@ impl GpuLayer {
         let kv = cfg.kv_dim();
         let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
         Ok(GpuLayer {
-            attn_norm: l.attn_norm.as_ref().map(|gain| match &l.qkv_bias {
-                Some(b) => bytes.storage(ctx, "attn_norm and qkv bias", &[&gain[..], &b.stacked()].concat()),
-                None => bytes.storage(ctx, "attn_norm", gain),
+            attn_norm: l.attn_norm.as_ref().map(|gain| match (&l.qkv_bias, &l.head_norm) {
+                (Some(b), _) => bytes.storage(ctx, "attn_norm and qkv bias", &[&gain[..], &b.stacked()].concat()),
+                (None, Some(n)) if n.span(cfg.head_dim) == HeadNormSpan::Head => {
+                    bytes.storage(ctx, "attn_norm and head norms", &[&gain[..], &n.q, &n.k].concat())
+                }
+                (None, _) => bytes.storage(ctx, "attn_norm", gain),
             }),
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
             qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),

@@ -29,6 +29,10 @@ pub const HEADS_MIN_BLOCK_COLUMNS: u32 = 32;
 /// Q4_1, so 8 threads take one each and a workgroup of 256 covers 32 rows.
 pub const HEADS_THREADS_PER_ROW: u32 = 8;
 
+/// Widest head the head-norm epilogue takes (HEAD_NORM in matrix.wgsl: the head's rows in
+/// workgroup memory, the override HEAD_WIDTH): Gemma 3's 256 and room to spare.
+pub const MAX_HEAD_NORM_WIDTH: u32 = 512;
+
 /// Most (head, chunk) parts the merge prologue and epilogue weigh (`part_weights` in
 /// head_merge.wgsl).
 pub const MAX_HEAD_PARTS: u32 = 256;
@@ -171,6 +175,10 @@ pub struct MatrixKernel {
     /// With `rope_kv` and `norm`: each row's bias, read from the gain buffer after the gains,
     /// added before RoPE (Qwen2's Q/K/V biases).
     pub qkv_bias: bool,
+    /// With `rope_kv` and `norm`, not `qkv_bias`: a head a workgroup, each q and k head
+    /// RMS-normed with its gain before RoPE, the gains read from the gain buffer after the
+    /// input's (Qwen3's and Gemma 3's head norms).
+    pub head_norm: bool,
     /// Decode only: every head's attention over the cache as the prologue (the output
     /// projection, while the context is short:
     /// [`KernelOptions::fused_positions`](super::super::kernels::KernelOptions::fused_positions)).
@@ -210,6 +218,7 @@ impl MatrixKernel {
             glu: false,
             rope_kv: false,
             qkv_bias: false,
+            head_norm: false,
             attention: false,
             combine: false,
             heads: false,
@@ -223,7 +232,7 @@ impl MatrixKernel {
 
     /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, and
     /// SwiGLU alone (OLMo 2's feed-forward, without a pre-norm);
-    /// decode also normed with RoPE/KV write (with and without Q/K/V biases) and with the attention prologue, over both cache
+    /// decode also normed with RoPE/KV write (with Q/K/V biases, with head norms, or plain) and with the attention prologue, over both cache
     /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
@@ -240,6 +249,7 @@ impl MatrixKernel {
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, qkv_bias: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { norm: true, rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
                         if !subgroup && format.block() <= HEADS_MIN_BLOCK_COLUMNS {
                             all.push(MatrixKernel { heads: true, kv_f16, ..plain });
@@ -258,7 +268,7 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
@@ -271,6 +281,7 @@ impl MatrixKernel {
             if self.glu { "_glu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
             if self.qkv_bias { "_bias" } else { "" },
+            if self.head_norm { "_head_norm" } else { "" },
             if self.kv_f16 { "_kv_f16" } else { "" },
             if self.subgroup { "_subgroup" } else { "" }
         )
@@ -293,6 +304,7 @@ impl MatrixKernel {
             (self.glu, "GLU"),
             (self.rope_kv, "ROPE_KV"),
             (self.qkv_bias, "QKV_BIAS"),
+            (self.head_norm, "HEAD_NORM"),
             (self.attention, "ATTENTION"),
             (self.combine, "COMBINE"),
             (self.heads, "HEADS"),
@@ -302,7 +314,7 @@ impl MatrixKernel {
             (self.keeps_input_row(), "ATT_IN"),
             (self.attention || self.heads, "QUERIES"),
             (self.merge_in || self.merge_out, "HEAD_PARTS"),
-            (self.glu || self.rope_kv, "PAIRS"),
+            (self.glu || (self.rope_kv && !self.head_norm), "PAIRS"),
             (self.rope_kv || self.attention || self.heads, "KV_CACHE"),
             (self.kv_f16, "KV_F16"),
             (self.subgroup, "SUBGROUP"),
@@ -387,6 +399,11 @@ pub struct RopeKv<'a> {
     /// head_dim + 2 kv]` (Qwen2's Q/K/V biases), added before RoPE: the kernel has no storage
     /// binding to spare for a buffer of their own (WebGPU's default is 8 a stage).
     pub biased: bool,
+    /// Each q and k head is RMS-normed before RoPE (Qwen3's and Gemma 3's head norms), with
+    /// the epsilon of the op's norm: its gain buffer holds the heads' gains after its own,
+    /// `[cols + 2 head_dim]`, q's then k's. Not with `biased`; the matrix is computed a head
+    /// a workgroup ([`Kernels::head_norm_epilogue_fits`] says where it can be).
+    pub head_norm: bool,
 }
 
 /// The ATTENTION prologue's operands (see [`LinearOp::attention`]); the queries are the op's `x`.
@@ -516,6 +533,7 @@ impl Kernels {
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
             qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.biased),
+            head_norm: op.rope_kv.as_ref().is_some_and(|r| r.head_norm),
             attention: op.attention.is_some(),
             combine: op.combine.is_some(),
             heads: op.heads.is_some(),
@@ -526,7 +544,7 @@ impl Kernels {
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
         let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or([merge.map_or(0, |m| m.n_heads), 0, 0]);
-        let kernel = self.matrix(ctx, variant, w.cols, if variant.heads { head_dim } else { w.cols })?;
+        let kernel = self.matrix(ctx, variant, w.cols, if variant.heads { head_dim } else { w.cols }, head_dim)?;
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
@@ -558,7 +576,12 @@ impl Kernels {
         };
         let params = ctx.uniform("linear", &[params]);
         // Rows a workgroup covers: a subgroup kernel's row groups take rows_per_subgroup at once.
-        let rows_per_group = workgroup / threads_per_row * if subgroup { self.options.rows_per_subgroup } else { 1 };
+        // A head-norm epilogue's workgroup takes one head's rows.
+        let rows_per_group = if variant.head_norm {
+            head_dim
+        } else {
+            workgroup / threads_per_row * if subgroup { self.options.rows_per_subgroup } else { 1 }
+        };
         let groups = w.rows.div_ceil(rows_per_group);
         if groups > MAX_GROUPS {
             return Err(Error::Backend(format!(
@@ -684,6 +707,21 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
         return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
     }
     let biased = op.rope_kv.as_ref().is_some_and(|r| r.biased);
+    if op.rope_kv.as_ref().is_some_and(|r| r.head_norm) {
+        let gains = u64::from(w.cols + 2 * head_dim) * 4;
+        if biased || op.norm.is_none_or(|(gain, _)| gain.size() < gains) {
+            return Err(Error::Backend(format!(
+                "the head-norm epilogue takes no biases, and its head gains sit after the norm's {} gains: it needs the norm, its buffer {} floats long",
+                w.cols,
+                w.cols + 2 * head_dim
+            )));
+        }
+        if !head_dim.is_multiple_of(4) || head_dim > MAX_HEAD_NORM_WIDTH {
+            return Err(Error::Backend(format!(
+                "the head-norm epilogue takes heads of a multiple of 4 dimensions, at most {MAX_HEAD_NORM_WIDTH} (not {head_dim})"
+            )));
+        }
+    }
     if biased && op.norm.is_none_or(|(gain, _)| gain.size() < u64::from(w.cols + w.rows) * 4) {
         return Err(Error::Backend(format!(
             "the RoPE/KV epilogue's biases sit after the norm's {} gains: it needs the norm, its buffer {} floats long",

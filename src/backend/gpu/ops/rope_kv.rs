@@ -1,7 +1,8 @@
 //! The RoPE/KV-write op (rope_kv.wgsl): a prefill pass's, and a decode step's where the
-//! Q/K/V projection cannot take it as its epilogue (RMSNorm of each head, or of all of q and
-//! of k); a decode without
-//! head norms does it, biases and all, in the projection's epilogue ([`super::matrix`]). Its twins are
+//! Q/K/V projection cannot take it as its epilogue (RMSNorm of all of q and of k, OLMo 2's;
+//! head norms without a pre-norm, EXAONE 4's; heads the epilogue does not fit,
+//! [`Kernels::head_norm_epilogue_fits`]); every other decode does it, biases and head norms
+//! and all, in the projection's epilogue ([`super::matrix`]). Its twins are
 //! `cpu::ops::{add_rows, rmsnorm_heads, rope}` and the cache rows (tests/gpu_kernels.rs).
 
 use super::super::device::GpuContext;

@@ -35,13 +35,14 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 16] = [
+const INCLUDES: [(&str, &str); 17] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
     ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
     ("softcap.wgsl", include_str!("../../../shaders/softcap.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
+    ("unit_products.wgsl", include_str!("../../../shaders/unit_products.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),
     ("attention_head.wgsl", include_str!("../../../shaders/attention_head.wgsl")),
     ("attention_run.wgsl", include_str!("../../../shaders/attention_run.wgsl")),

@@ -25,10 +25,11 @@
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate. With
 //     QKV_BIAS (and NORM) each row's bias is added first (Qwen2's Q/K/V biases), read from
 //     the gain binding after its cols gains: the kernel has no storage binding to spare.
-//   HEAD_NORM (with ROPE_KV and NORM, not QKV_BIAS; Qwen3's and Gemma 3's head norms): each
-//     workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a q or
-//     k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's and
-//     k's head gains after its cols gains. Rows do not pair up across threads (no PAIRS).
+//   HEAD_NORM (with ROPE_KV, not QKV_BIAS; Qwen3's, Gemma 3's and EXAONE 4's head norms):
+//     each workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a
+//     q or k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's
+//     and k's head gains, after its cols gains with NORM. Rows do not pair up across threads
+//     (no PAIRS).
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
 //     is short, pos < the host's limit, at most CHUNK): the input row is the attention output of every head for
 //     the step's token over cache positions 0 ..= step.pos (attention_prologue.wgsl: heads
@@ -55,7 +56,8 @@
 //     and up rows after a post-normed attention, Gemma's): the input row is x + the attention's projected
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
-//   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); KV_CACHE with
+//   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); GAINS
+//   with NORM or HEAD_NORM (the gain binding); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
 //   workgroup memory; POST_NORM_IN too); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
@@ -71,7 +73,7 @@
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them, or without NORM [2 hd]); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
@@ -168,7 +170,7 @@ fn x_at(i: u32) -> f32 {
 #endif
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<uniform> step: Step;
-#ifdef NORM
+#ifdef GAINS
 #ifdef X_VEC4
 @group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>;
 #else
@@ -288,8 +290,9 @@ fn X_raw(col: u32) -> Acc {
 #endif
 }
 
-#ifdef NORM
-// Element i of the gain binding (with QKV_BIAS the rows' biases follow the cols gains).
+#ifdef GAINS
+// Element i of the gain binding (with QKV_BIAS the rows' biases follow the cols gains; with
+// HEAD_NORM the heads' gains, after them with NORM).
 fn gain_at(i: u32) -> f32 {
 #ifdef X_VEC4
     return gain[i / 4u][i % 4u];
@@ -759,7 +762,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let lane = t % TPR;
     x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
     head_first = wg.x * params.head_dim;
+#ifdef NORM
     norm_prologue(t);
+#endif
     let per_round = WG / TPR;
     for (var k = 0u; k * per_round < params.head_dim; k = k + 1u) {
         let i = k * per_round + t / TPR;
@@ -769,7 +774,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         if (live) {
             sum = row_dot(row, lane, TPR);
         }
-        partial[t] = sum * inv_rms;
+#ifdef NORM
+        sum = sum * inv_rms;
+#endif
+        partial[t] = sum;
         tree_sum(t, TPR);
         if (lane == 0u && live) {
             store(row, partial[t]);

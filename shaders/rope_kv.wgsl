@@ -1,7 +1,7 @@
 // rope_kv.wgsl: rotary position embedding of the step's queries and keys, and the KV cache
 // write, for a prefill pass, and for a decode step whose Q/K/V projection cannot do it in
 // its epilogue (matrix.wgsl's ROPE_KV, which adds QKV_BIAS too, and with its HEAD_NORM a
-// head's norm) because the model has WHOLE_NORM, head norms without a pre-norm, or heads its
+// head's norm) because the model has WHOLE_NORM, biases beside HEAD_NORM, or heads its
 // epilogue does not fit, or KernelOptions::fold_head_norms is off. The
 // fused Q/K/V projection leaves token b (position p = step.pos + b) as one row qkv[b] =
 // [q (n_heads * hd) | k (kv) | v (kv)]; this kernel writes

@@ -205,17 +205,18 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
-        if architecture.has_head_norm() && architecture.has_pre_norms() && !architecture.has_post_norms() {
+        if architecture.has_head_norm() && !architecture.has_post_norms() {
             // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
         if !architecture.has_pre_norms() {
-            // OLMo 2's and EXAONE 4's: RoPE apart (q and k normed first, whole or by head),
-            // the attention's post norm folded into
-            // the gate/up projection and both added by the layer's last dispatch: 6 a layer;
-            // a window (OLMo 3's, EXAONE 4 32B's) runs split-K attention from the first step,
-            // a dispatch more.
-            let per_layer = if slides { 7 } else { 6 };
+            // OLMo 2's and EXAONE 4's: the attention's post norm folded into the gate/up
+            // projection and both added by the layer's last dispatch; OLMo 2's RoPE apart (q
+            // and k normed whole first), EXAONE 4's heads normed in the Q/K/V projection's
+            // epilogue: 6 and 5 a layer; a window (OLMo 3's, EXAONE 4 32B's) runs split-K
+            // attention from the first step, a dispatch more.
+            let rope_apart = architecture.head_norm() == Some(tokenscope::model::HeadNormSpan::Whole);
+            let per_layer = 5 + usize::from(rope_apart) + usize::from(slides);
             assert_eq!(dispatches, per_layer * layers + 2, "{}: a short context's decode step", case.file);
         }
         let allowed = tolerance(case);
@@ -246,20 +247,20 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     assert_eq!(post_normed, 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
 }
 
-/// Qwen3's and Gemma 3's head norms on the GPU both ways: a decode step with each q and k
-/// head normed in the Q/K/V projection's epilogue, a head a workgroup (the default), and with
-/// RoPE a dispatch of its own (`fold_head_norms` off, as OLMo 2's whole-projection norms and
-/// EXAONE 4's, without a pre-norm, run): the same logits as the exact CPU path within the
-/// tight tolerance, one dispatch more a layer.
+/// Qwen3's, Gemma 3's and EXAONE 4's head norms on the GPU both ways: a decode step with each
+/// q and k head normed in the Q/K/V projection's epilogue, a head a workgroup (the default;
+/// EXAONE 4's gains bound alone, as it has no pre-norm), and with RoPE a dispatch of its own
+/// (`fold_head_norms` off, as OLMo 2's whole-projection norms run): the same logits as the
+/// exact CPU path within the tight tolerance, one dispatch more a layer.
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
     let head_normed = folded_or_not(
-        |a| a.head_norm() == Some(tokenscope::model::HeadNormSpan::Head) && a.has_pre_norms(),
+        |a| a.head_norm() == Some(tokenscope::model::HeadNormSpan::Head),
         |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_head_norms: fold, ..o },
         "head norms",
     );
-    assert_eq!(head_normed, 4, "qwen3, its YaRN, gemma3 and Gemma 3 27B's scale");
+    assert_eq!(head_normed, 6, "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers");
 }
 
 /// Runs each fixture whose architecture `picks` on the GPU with a fold on and off (`fold`

@@ -12,7 +12,9 @@ use rand_chacha::ChaCha8Rng;
 
 use tokenscope::backend::cpu::ops;
 use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels, StepParams};
-use tokenscope::backend::gpu::ops::{self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, RopeKv};
+use tokenscope::backend::gpu::ops::{
+    self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, RopeKv,
+};
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
 use tokenscope::model::{HeadNormSpan, RopeFrequencies};
@@ -1308,15 +1310,18 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
             // odd row counts (50, 60, 84) and this model's shape at a far position; columns
             // rounded up to whole blocks (256 for the K-quants).
             let cases = [
-                (3usize, 1usize, 10usize, 64usize, 0usize, 5usize, false, false),
-                (6, 2, 6, 96, 4, 9, true, false),
-                (9, 3, 64, 576, 4999, 5000, true, false),
-                (5, 1, 12, 96, 3, 7, false, true),
-                (4, 2, 64, 576, 4999, 5000, false, true),
-                (2, 1, 256, 256, 6, 8, false, true),
+                (3usize, 1usize, 10usize, 64usize, 0usize, 5usize, false, None),
+                (6, 2, 6, 96, 4, 9, true, None),
+                (9, 3, 64, 576, 4999, 5000, true, None),
+                (5, 1, 12, 96, 3, 7, false, Some(true)),
+                (4, 2, 64, 576, 4999, 5000, false, Some(true)),
+                (2, 1, 256, 256, 6, 8, false, Some(true)),
+                (3, 1, 16, 64, 2, 4, false, Some(false)),
             ];
             for (heads, kv_heads, hd, cols, pos, capacity, biased, head_norm) in cases {
-                if head_norm && !EVERY_FORM_TYPES.contains(&dtype) {
+                // With head norms: after the input's RMSNorm (true), or with none (false).
+                let pre_norm = head_norm.unwrap_or(true);
+                if head_norm.is_some() && !EVERY_FORM_TYPES.contains(&dtype) {
                     continue;
                 }
                 let cols = columns(dtype, cols);
@@ -1326,8 +1331,10 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
                 let x = random(&mut rng, cols, 3_000.0);
                 let gain = random(&mut rng, cols, 2.0);
-                let mut xn = vec![0.0; cols];
-                ops::rmsnorm(&x, &gain, 1e-5, &mut xn);
+                let mut xn = x.clone();
+                if pre_norm {
+                    ops::rmsnorm(&x, &gain, 1e-5, &mut xn);
+                }
                 let (mut product, bound): (Vec<f32>, Vec<f32>) = dense
                     .chunks_exact(cols)
                     .map(|r| (ops::dot(r, &xn), 1e-5 * r.iter().zip(&xn).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5))
@@ -1338,7 +1345,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 }
                 // Each head's norm gains, q's then k's, and the bound on each normed value:
                 // g / rms times the product's own error and its share of the rms's.
-                let head_gains = head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
+                let head_gains = head_norm.map(|_| random(&mut rng, 2 * hd, 2.0));
                 let mut bound = bound;
                 let mut normed = product.clone();
                 if let Some(g) = &head_gains {
@@ -1374,22 +1381,32 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 // RopeKv::head_norm).
                 let gain_and_bias = [&gain[..], bias.as_deref().unwrap_or(&[]), head_gains.as_deref().unwrap_or(&[])].concat();
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain_and_bias));
+                // Without the input's norm, the head gains alone (HeadGains::Own).
+                let own = ctx.storage("head gains", head_gains.as_deref().unwrap_or(&[0.0]));
+                let gains = if pre_norm { HeadGains::AfterNorm } else { HeadGains::Own(&own, 1e-5) };
                 let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
                 let at = StepParams::new(pos as u32, 1);
                 let step = kernels::step_uniform(&ctx, at);
                 let shape = [heads as u32, kv_heads as u32, hd as u32];
-                let rope_kv = RopeKv { shape, keys: cache(&kc), values: cache(&vc), table: &table, biased: bias.is_some(), head_norm };
+                let rope_kv = RopeKv {
+                    shape,
+                    keys: cache(&kc),
+                    values: cache(&vc),
+                    table: &table,
+                    biased: bias.is_some(),
+                    head_norm: head_norm.map(|_| gains),
+                };
                 let op = LinearOp {
-                    norm: Some((&gb, 1e-5)),
+                    norm: pre_norm.then_some((&gb, 1e-5)),
                     rope_kv: Some(rope_kv),
                     ..LinearOp::new(&m, &xb, Bind(&q_out, (PAD * 4) as u64, Some((qd * 4) as u64)))
                 };
                 let what = |part: &str| {
                     format!(
-                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, {options:?}"
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm:?} (Some(pre-norm)), {options:?}"
                     )
                 };
-                if head_norm && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
+                if head_norm.is_some() && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
                     assert!(k.matvec(&ctx, &op, &step).is_err(), "{}", what("refused"));
                     continue;
                 }
@@ -1775,7 +1792,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let at = StepParams::new(0, 1);
     let step = kernels::step_uniform(&ctx, at);
     let rope =
-        |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false, head_norm: false };
+        |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false, head_norm: None };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
     assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");
@@ -1793,13 +1810,23 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     // 4. The matrix's 48 rows are [q | k | v] of 2 + 2 heads of 12 (refused over heads of 10).
     let (_, m48) = random_matrix(&ctx, &mut rng, 48, 64, GgmlDType::Q8_0);
     let normed = |shape, biased, norm| LinearOp {
-        rope_kv: Some(RopeKv { biased, head_norm: true, ..rope(shape) }),
+        rope_kv: Some(RopeKv { biased, head_norm: Some(HeadGains::AfterNorm), ..rope(shape) }),
         norm,
         ..LinearOp::new(&m48, &x, Bind(&y, 0, None))
     };
     let (head_gains, all_three) = (ctx.storage("gain", &[1.0f32; 64 + 24]), ctx.storage("gain", &[1.0f32; 64 + 48 + 24]));
     assert!(k.matvec(&ctx, &normed([2, 1, 12], false, Some((&head_gains, 1e-5))), &step).is_ok(), "64 gains, then 2 of 12");
     assert!(k.matvec(&ctx, &normed([2, 1, 12], false, None), &step).is_err(), "head gains without the norm's buffer");
+    // Without a norm (EXAONE 4's), the head gains in a buffer of their own, 2 heads' worth.
+    let (own, short) = (ctx.storage("head gains", &[1.0f32; 24]), ctx.storage("head gains", &[1.0f32; 20]));
+    let own_gains = |gains, norm| LinearOp {
+        rope_kv: Some(RopeKv { head_norm: Some(gains), ..rope([2, 1, 12]) }),
+        norm,
+        ..LinearOp::new(&m48, &x, Bind(&y, 0, None))
+    };
+    assert!(k.matvec(&ctx, &own_gains(HeadGains::Own(&own, 1e-5), None), &step).is_ok(), "24 gains of their own");
+    assert!(k.matvec(&ctx, &own_gains(HeadGains::Own(&short, 1e-5), None), &step).is_err(), "20 gains for heads of 12");
+    assert!(k.matvec(&ctx, &own_gains(HeadGains::Own(&own, 1e-5), Some((&head_gains, 1e-5))), &step).is_err(), "own gains beside a norm");
     assert!(k.matvec(&ctx, &normed([2, 1, 12], false, Some((&gains, 1e-5))), &step).is_err(), "no room for the head gains");
     assert!(k.matvec(&ctx, &normed([2, 1, 12], true, Some((&all_three, 1e-5))), &step).is_err(), "biases and head norms at once");
     assert!(k.matvec(&ctx, &normed([4, 2, 6], false, Some((&head_gains, 1e-5))), &step).is_err(), "heads of 6");

@@ -17,8 +17,8 @@
 //! query head instead (one head's attention over one chunk in each workgroup, its product
 //! with the head's columns into per-head parts), and the gate/up and down projections merge
 //! the parts into the residual stream they read and write: still 4 dispatches a layer.
-//! Q/K/V biases (Qwen2's) are added in that epilogue too, and head norms (Qwen3's, Gemma 3's)
-//! applied there, the projection then computed a head a workgroup
+//! Q/K/V biases (Qwen2's) are added in that epilogue too, and head norms (Qwen3's, Gemma 3's,
+//! EXAONE 4's) applied there, the projection then computed a head a workgroup
 //! ([`KernelOptions::fold_head_norms`]; off, RoPE is a dispatch of its own, one more a layer).
 //! Gemma's post norms add one more in a decode step (the attention's read by the gate/up
 //! projection's prologue, both added to `x` by the layer's last dispatch:
@@ -34,7 +34,7 @@
 use super::activations::Activations;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, CombineInput, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
 use super::upload::GpuLayer;
 use crate::error::Result;
 use crate::model::{Config, HeadNormSpan};
@@ -231,10 +231,13 @@ impl Builder<'_> {
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
         // it takes them with the norm (upload.rs put them there).
+        // `Some(gains)` for the epilogue's head norm, `Some(None)` for none, `None` where the
+        // epilogue cannot take the model's (its whole-projection norms, biases beside them, or
+        // heads it does not fit).
         let head_norm = match rope_kv.head_norm {
-            None => Some(false),
-            Some((_, _, HeadNormSpan::Head)) if norm.is_some() && rope_kv.bias.is_none() && k.head_norm_epilogue_fits(ctx, shape[2]) => {
-                Some(true)
+            None => Some(None),
+            Some((gains, eps, HeadNormSpan::Head)) if rope_kv.bias.is_none() && k.head_norm_epilogue_fits(ctx, shape[2]) => {
+                Some(Some(if norm.is_some() { HeadGains::AfterNorm } else { HeadGains::Own(gains, eps) }))
             }
             Some(_) => None,
         };

@@ -141,7 +141,7 @@ pub struct KernelOptions {
     /// row ([`FUSED_ATTENTION_MAX_WIDTH`]). On by default; off, each post norm is a dispatch
     /// of its own (as a prefill pass runs them).
     pub fold_post_norms: bool,
-    /// A decode step of a model with head norms (Qwen3's and Gemma 3's, each head of q and k
+    /// A decode step of a model with head norms (Qwen3's, Gemma 3's and EXAONE 4's, each head of q and k
     /// RMS-normed before RoPE) norms them in the Q/K/V projection's epilogue, a head a
     /// workgroup ([`Kernels::head_norm_epilogue_fits`]): one dispatch fewer a layer, the
     /// projection in n_heads + 2 n_kv_heads workgroups (unmeasured on a GPU). On by default;

@@ -175,9 +175,9 @@ pub struct MatrixKernel {
     /// With `rope_kv` and `norm`: each row's bias, read from the gain buffer after the gains,
     /// added before RoPE (Qwen2's Q/K/V biases).
     pub qkv_bias: bool,
-    /// With `rope_kv` and `norm`, not `qkv_bias`: a head a workgroup, each q and k head
-    /// RMS-normed with its gain before RoPE, the gains read from the gain buffer after the
-    /// input's (Qwen3's and Gemma 3's head norms).
+    /// With `rope_kv`, not `qkv_bias`: a head a workgroup, each q and k head RMS-normed with
+    /// its gain before RoPE, the gains read from the gain buffer, after the input's with
+    /// `norm` (Qwen3's, Gemma 3's and, without a pre-norm, EXAONE 4's head norms).
     pub head_norm: bool,
     /// Decode only: every head's attention over the cache as the prologue (the output
     /// projection, while the context is short:
@@ -232,7 +232,8 @@ impl MatrixKernel {
 
     /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, and
     /// SwiGLU alone (OLMo 2's feed-forward, without a pre-norm);
-    /// decode also normed with RoPE/KV write (with Q/K/V biases, with head norms, or plain) and with the attention prologue, over both cache
+    /// decode also with RoPE/KV write (normed: with Q/K/V biases, with head norms, or plain;
+    /// with head norms alone, EXAONE 4's) and with the attention prologue, over both cache
     /// precisions, with the combine prologue, the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
@@ -250,6 +251,7 @@ impl MatrixKernel {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, qkv_bias: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, head_norm: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
                         if !subgroup && format.block() <= HEADS_MIN_BLOCK_COLUMNS {
                             all.push(MatrixKernel { heads: true, kv_f16, ..plain });
@@ -301,6 +303,7 @@ impl MatrixKernel {
         defines.extend(self.format.defines());
         let flags = [
             (self.norm, "NORM"),
+            (self.norm || self.head_norm, "GAINS"),
             (self.glu, "GLU"),
             (self.rope_kv, "ROPE_KV"),
             (self.qkv_bias, "QKV_BIAS"),
@@ -399,11 +402,21 @@ pub struct RopeKv<'a> {
     /// head_dim + 2 kv]` (Qwen2's Q/K/V biases), added before RoPE: the kernel has no storage
     /// binding to spare for a buffer of their own (WebGPU's default is 8 a stage).
     pub biased: bool,
-    /// Each q and k head is RMS-normed before RoPE (Qwen3's and Gemma 3's head norms), with
-    /// the epsilon of the op's norm: its gain buffer holds the heads' gains after its own,
-    /// `[cols + 2 head_dim]`, q's then k's. Not with `biased`; the matrix is computed a head
-    /// a workgroup ([`Kernels::head_norm_epilogue_fits`] says where it can be).
-    pub head_norm: bool,
+    /// Each q and k head is RMS-normed before RoPE (Qwen3's, Gemma 3's and EXAONE 4's head
+    /// norms), the gains where [`HeadGains`] says. Not with `biased`; the matrix is computed
+    /// a head a workgroup ([`Kernels::head_norm_epilogue_fits`] says where it can be).
+    pub head_norm: Option<HeadGains<'a>>,
+}
+
+/// Where the head-norm epilogue's gains are, q's then k's, `[2 head_dim]`.
+#[derive(Clone, Copy)]
+pub enum HeadGains<'a> {
+    /// In the op's norm gain buffer after its own gains, `[cols + 2 head_dim]` (the kernel has
+    /// no storage binding to spare for theirs), normed with the norm's epsilon.
+    AfterNorm,
+    /// In a buffer of their own, bound where the norm's gains would be, for an op with no
+    /// norm (EXAONE 4's projections read `x` unnormed), with this epsilon.
+    Own(&'a wgpu::Buffer, f32),
 }
 
 /// The ATTENTION prologue's operands (see [`LinearOp::attention`]); the queries are the op's `x`.
@@ -533,7 +546,7 @@ impl Kernels {
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
             qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.biased),
-            head_norm: op.rope_kv.as_ref().is_some_and(|r| r.head_norm),
+            head_norm: op.rope_kv.as_ref().is_some_and(|r| r.head_norm.is_some()),
             attention: op.attention.is_some(),
             combine: op.combine.is_some(),
             heads: op.heads.is_some(),
@@ -545,12 +558,17 @@ impl Kernels {
         };
         let [n_heads, n_kv_heads, head_dim] = shape.unwrap_or([merge.map_or(0, |m| m.n_heads), 0, 0]);
         let kernel = self.matrix(ctx, variant, w.cols, if variant.heads { head_dim } else { w.cols }, head_dim)?;
+        // A head norm's gains of their own, and its epsilon.
+        let own_gains = match op.rope_kv.as_ref().and_then(|r| r.head_norm) {
+            Some(HeadGains::Own(gains, eps)) => Some((gains, eps)),
+            _ => None,
+        };
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
             accumulate: op.accumulate as u32,
             last_token: op.last_token as u32,
-            eps: op.norm.map(|(_, eps)| eps).or(op.post_norm_in.map(|p| p.eps)).unwrap_or(0.0),
+            eps: op.norm.or(own_gains).map(|(_, eps)| eps).or(op.post_norm_in.map(|p| p.eps)).unwrap_or(0.0),
             n_heads,
             n_kv_heads,
             head_dim,
@@ -596,7 +614,7 @@ impl Kernels {
             None => binds.push((if op.attention.is_some() || op.heads.is_some() { "q" } else { "x" }, whole(op.x))),
         }
         binds.extend([("y", op.y), ("step", whole(step))]);
-        if let Some((gain, _)) = op.norm {
+        if let Some((gain, _)) = op.norm.or(own_gains) {
             binds.push(("gain", whole(gain)));
         }
         if let Some(r) = &op.rope_kv {
@@ -707,11 +725,17 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
         return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
     }
     let biased = op.rope_kv.as_ref().is_some_and(|r| r.biased);
-    if op.rope_kv.as_ref().is_some_and(|r| r.head_norm) {
-        let gains = u64::from(w.cols + 2 * head_dim) * 4;
-        if biased || op.norm.is_none_or(|(gain, _)| gain.size() < gains) {
+    if let Some(gains) = op.rope_kv.as_ref().and_then(|r| r.head_norm) {
+        let after_norm = u64::from(w.cols + 2 * head_dim) * 4;
+        let fits = match (gains, op.norm) {
+            (HeadGains::AfterNorm, Some((gain, _))) => gain.size() >= after_norm,
+            (HeadGains::Own(own, _), None) => own.size() >= u64::from(2 * head_dim) * 4,
+            _ => false,
+        };
+        if biased || !fits {
             return Err(Error::Backend(format!(
-                "the head-norm epilogue takes no biases, and its head gains sit after the norm's {} gains: it needs the norm, its buffer {} floats long",
+                "the head-norm epilogue takes no biases, and its {} head gains sit after the norm's {} gains (its buffer {} floats long), or without a norm in a buffer of their own",
+                2 * head_dim,
                 w.cols,
                 w.cols + 2 * head_dim
             )));

@@ -14,8 +14,8 @@ pub mod rope_kv;
 pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel, AttentionScope};
 pub use attention_weights::AttentionWeightsKernel;
 pub use matrix::{
-    AttentionInput, CombineInput, GpuMatrix, HeadParts, HeadsInput, LinearOp, MatrixKernel, PostNormInput, RopeKv, RowBands, WeightFormat,
-    HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS, MAX_HEAD_NORM_WIDTH, MAX_HEAD_PARTS,
+    AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, MatrixKernel, PostNormInput, RopeKv, RowBands,
+    WeightFormat, HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS, MAX_HEAD_NORM_WIDTH, MAX_HEAD_PARTS,
 };
 pub use norm_add::PostNorm;
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

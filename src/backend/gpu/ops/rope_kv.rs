@@ -1,6 +1,6 @@
 //! The RoPE/KV-write op (rope_kv.wgsl): a prefill pass's, and a decode step's where the
 //! Q/K/V projection cannot take it as its epilogue (RMSNorm of all of q and of k, OLMo 2's;
-//! head norms without a pre-norm, EXAONE 4's; heads the epilogue does not fit,
+//! biases beside head norms; heads the epilogue does not fit,
 //! [`Kernels::head_norm_epilogue_fits`]); every other decode does it, biases and head norms
 //! and all, in the projection's epilogue ([`super::matrix`]). Its twins are
 //! `cpu::ops::{add_rows, rmsnorm_heads, rope}` and the cache rows (tests/gpu_kernels.rs).

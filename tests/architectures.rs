@@ -213,8 +213,9 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // OLMo 2's and EXAONE 4's: the attention's post norm folded into the gate/up
             // projection and both added by the layer's last dispatch; OLMo 2's RoPE apart (q
             // and k normed whole first), EXAONE 4's heads normed in the Q/K/V projection's
-            // epilogue: 6 and 5 a layer; a window (OLMo 3's, EXAONE 4 32B's) runs split-K
-            // attention from the first step, a dispatch more.
+            // epilogue: 6 and 5 a layer; a window narrower than the short context (OLMo 3's
+            // and EXAONE 4 32B's fixtures' 5) runs split-K attention from the first step, a
+            // dispatch more.
             let rope_apart = architecture.head_norm() == Some(tokenscope::model::HeadNormSpan::Whole);
             let per_layer = 5 + usize::from(rope_apart) + usize::from(slides);
             assert_eq!(dispatches, per_layer * layers + 2, "{}: a short context's decode step", case.file);
@@ -333,6 +334,51 @@ fn granites_scales_match_exact_math_in_every_attention_form() {
         per_head_layers.push(gpu.step_shape().per_head_layers);
     }
     assert_eq!(per_head_layers, [0, 4, 0], "the per-head form ran in every layer, and only when asked");
+}
+
+/// Sliding-window layers on the GPU with a window as wide as the short context (16 positions,
+/// as every real model's 512 and up are wider): its decode steps run the fused short-context
+/// attention, which sees every position, each layer a dispatch fewer than with the fixtures'
+/// windows of 5 (split-K from the first step), then past 16 positions split-K within the
+/// window: the same logits as the exact CPU path of that file within the tight tolerance.
+/// Gemma 2's capped scores keep split-K throughout.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn a_window_as_wide_as_the_short_context_runs_the_fused_attention() {
+    use candle_core::quantized::gguf_file::Value;
+    use tokenscope::backend::gpu::kernels::{KernelOptions, FUSED_ATTENTION_POSITIONS};
+    use tokenscope::backend::gpu::{GpuBackend, GpuContext};
+    let (tokens, cases) = fixture();
+    let sliding: Vec<&Case> = cases.iter().filter(|c| load(file_bytes(c)).config.sliding_window.is_some()).collect();
+    assert_eq!(sliding.len(), 5, "gemma2, gemma3, Gemma 3 27B's scale, olmo3, exaone4's 32B's sliding layers");
+    let widen = |c: &mut candle_core::quantized::gguf_file::Content| {
+        let arch = match c.metadata.get("general.architecture") {
+            Some(Value::String(a)) => a.clone(),
+            _ => panic!("architecture"),
+        };
+        c.metadata.insert(format!("{arch}.attention.sliding_window"), Value::U32(FUSED_ATTENTION_POSITIONS as u32));
+    };
+    for case in sliding {
+        let mut shapes = Vec::new();
+        for bytes in [file_bytes(case).to_vec(), without(file_bytes(case), &widen)] {
+            let exact = cpu_logits(&bytes, &tokens);
+            let m = load(&bytes);
+            let (layers, capped) = (m.config.n_layers, m.config.attn_softcap.is_some());
+            let ctx = pollster::block_on(GpuContext::new()).expect("a GPU adapter (lavapipe in CI)");
+            let options = KernelOptions::for_device(&ctx);
+            assert_eq!(options.fused_positions as usize, FUSED_ATTENTION_POSITIONS, "a software adapter's short context");
+            let mut gpu = pollster::block_on(GpuBackend::with_options(ctx, &m.config, m.weights, None, options)).expect("loads");
+            let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &exact));
+            let window = m.config.sliding_window.expect("a window");
+            let dispatches = gpu.step_shape().dispatches;
+            eprintln!("{} on the GPU, a window of {window}: worst gap {gap:.2e} of the largest logit from exact, {dispatches} dispatches a short step", case.file);
+            assert!(gap <= TOLERANCE, "{}, a window of {window}: the GPU is {gap} of the largest logit from the exact CPU path", case.file);
+            shapes.push((dispatches, layers, capped));
+        }
+        let [(narrow, layers, capped), (wide, ..)] = shapes[..] else { unreachable!("two runs") };
+        let fewer = if capped { 0 } else { layers };
+        assert_eq!(wide, narrow - fewer, "{}: the fused short-context attention, a dispatch fewer a layer", case.file);
+    }
 }
 
 /// The exact CPU path's logits at every position of `tokens`.

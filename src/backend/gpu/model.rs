@@ -142,13 +142,18 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
-        // Sliding-window layers (Gemma's) and capped scores (Gemma 2's) run split-K attention
-        // from the first step, whose kernels take the window and the cap (the fused
-        // short-context forms see every position, uncapped); post norms need the projection's
-        // output whole, which the per-head form never has.
+        // Capped scores (Gemma 2's) run split-K attention from the first step, whose kernels
+        // take the cap (the fused short-context forms do not), and so do sliding-window layers
+        // (Gemma's, OLMo 3's) whose window a short context can reach past: the fused forms see
+        // every position, which is each window's while the window is at least the short
+        // context (every real model's, 512 positions and up). The per-head form never runs
+        // beside a window; post norms need the projection's output whole, which it never has.
         let mut options = options;
-        if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {
+        let narrow_window = cfg.sliding_window.is_some_and(|w| w < options.fused_positions as usize);
+        if narrow_window || cfg.attn_softcap.is_some() {
             options.fused_positions = 0;
+        }
+        if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {
             options.per_head_attention = false;
         }
         options.per_head_attention &= !cfg.architecture.has_post_norms() && cfg.architecture.has_pre_norms();

@@ -2,7 +2,8 @@
 // a decode step's one token over cache positions 0 ..= step.pos (n of them, at most the host's
 // limit, at most CHUNK), computed into att_in by each workgroup of the output projection before
 // its rows' products. The includer declares WG (override), params (n_heads, n_kv_heads,
-// head_dim, score_scale: what each q.k is multiplied by), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
+// head_dim, score_scale: what each q.k is multiplied by, softcap: each scaled score's cap, 0
+// for none: softcap.wgsl's `capped`), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
 // (cache_keys.wgsl's layouts), `partial: array<f32, 256>` and att_in: array<f32, ATT_WIDTH>
 // (at least n_heads * head_dim) in workgroup memory.
 // Heads go in rounds of as many as `scores` holds (SCORES / n, at most WG: all 9 of this
@@ -14,7 +15,7 @@
 //      64 dimensions at once, 16 vec4) and dotted with each of the round's query heads that
 //      read that KV head (grouped-query attention: the key is read once for all of them);
 //   2. softmax: L threads per head (L the largest power of two with heads * L <= WG), each
-//      taking every L-th score: its max m and sum of exp(s - m), the (m, l) pairs then merged
+//      taking every L-th score (capped first, Gemma 2's): its max m and sum of exp(s - m), the (m, l) pairs then merged
 //      in a tree in `wide` (log2 L barriers); the scores become exp(s - M) and l goes to
 //      partial[head];
 //   3. values: a thread per (KV head, 4 dimensions) and slice of the positions (WG / lanes
@@ -93,8 +94,8 @@ fn score_key(row: u32, h_lo: u32, h_hi: u32, h0: u32, n: u32, j: u32, scale: f32
     }
 }
 
-// Phase 2: the round's `heads` rows of n scores become exp(s - M), each row's sum l into
-// partial[row].
+// Phase 2: the round's `heads` rows of n scores, each capped, become exp(s - M), each row's
+// sum l into partial[row].
 fn softmax_rows(t: u32, heads: u32, n: u32) {
     var lanes = 1u;
     while (2u * lanes * heads <= WG) {
@@ -105,8 +106,12 @@ fn softmax_rows(t: u32, heads: u32, n: u32) {
     var m = EMPTY;
     var l = 0.0;
     if (row < heads) {
+        // Each score capped first (params.softcap, Gemma 2's; 0: none): a score is this
+        // lane's alone.
         for (var j = lane; j < n; j = j + lanes) {
-            m = max(m, scores[row * n + j]);
+            let s = capped(scores[row * n + j], params.softcap);
+            scores[row * n + j] = s;
+            m = max(m, s);
         }
         for (var j = lane; j < n; j = j + lanes) {
             l = l + exp(scores[row * n + j] - m);

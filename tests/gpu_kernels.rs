@@ -1256,6 +1256,7 @@ fn attention_case(
     capacity: usize,
     kv_f16: bool,
     score_scale: f32,
+    softcap: Option<f32>,
 ) -> AttentionCase {
     let (cols, kv) = (heads * hd, kv_heads * hd);
     let q = random(rng, cols, 1.0);
@@ -1277,7 +1278,7 @@ fn attention_case(
             n_pos: pos + 1,
             first: 0,
             scale: score_scale,
-            softcap: None,
+            softcap,
         };
         ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
     }
@@ -1491,10 +1492,13 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
         for (j, &(heads, kv_heads, hd, rows, dtype, pos, capacity)) in ours.into_iter().chain(turn).enumerate() {
             let cols = heads * hd;
             let (dense, m) = random_matrix(&ctx, &mut rng, rows, cols, dtype);
-            // Scores scaled by 1 / sqrt(hd), or (Granite's attention scale) otherwise, in turn.
+            // Scores scaled by 1 / sqrt(hd), or (Granite's attention scale) otherwise, in turn,
+            // and every other case capped at 0.8 (Gemma 2's softcap, here bending most
+            // scores).
             let score_scale = [1.0, 2.5, 0.3][(i + j) % 3] / (hd as f32).sqrt();
+            let softcap = [None, Some(0.8)][(i + j) % 2];
             let AttentionCase { q, keys, values, att } =
-                attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16, score_scale);
+                attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16, score_scale, softcap);
             let prior = random(&mut rng, rows, 1.0);
             let (want, tol): (Vec<f32>, Vec<f32>) = dense
                 .chunks_exact(cols)
@@ -1513,12 +1517,15 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let step = kernels::step_uniform(&ctx, at);
             let shape = [heads as u32, kv_heads as u32, hd as u32];
             let y = Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64));
-            let what =
-                |form| format!("{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, {options:?}");
+            let what = |form| {
+                format!(
+                    "{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, cap {softcap:?}, {options:?}"
+                )
+            };
             if pos < kernels::ATTENTION_CHUNK {
                 let op = LinearOp {
                     accumulate: true,
-                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb, score_scale }),
+                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb, score_scale, softcap: softcap.unwrap_or(0.0) }),
                     ..LinearOp::new(&m, &qb, y)
                 };
                 kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
@@ -1533,7 +1540,7 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
                     &ctx,
                     shape,
                     capacity,
-                    gpu_ops::AttentionScope { score_scale, ..gpu_ops::AttentionScope::whole(hd as u32) },
+                    gpu_ops::AttentionScope { score_scale, softcap: softcap.unwrap_or(0.0), ..gpu_ops::AttentionScope::whole(hd as u32) },
                     &qb,
                     &kb,
                     &vb,
@@ -1648,7 +1655,8 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
             // each sublayer's output by its residual scale (the parts, and the down product).
             let granite = (i + j) % 2 == 1;
             let (score_scale, s) = if granite { (2.5 / (hd as f32).sqrt(), 0.22) } else { (1.0 / (hd as f32).sqrt(), 1.0) };
-            let AttentionCase { q, keys, values, att } = attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16, score_scale);
+            let AttentionCase { q, keys, values, att } =
+                attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16, score_scale, None);
             // x + s Wo att, each value's bound: the projection's rounding and the attention's
             // (the merge's weights carry the softmax's).
             let x = random(&mut rng, dim, 2.0);
@@ -1832,7 +1840,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &normed([4, 2, 6], false, Some((&head_gains, 1e-5))), &step).is_err(), "heads of 6");
     assert!(k.matmul(&ctx, &normed([2, 1, 12], false, Some((&head_gains, 1e-5))), &step).is_err(), "decode-only");
     let attention = |shape| LinearOp {
-        attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25 }),
+        attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
         ..LinearOp::new(&m, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &attention([4, 2, 16]), &step).is_ok(), "64 columns are 4 heads of 16");
@@ -1848,7 +1856,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &combine([4, 2, 16], 0), &step).is_err(), "no chunks to merge");
     assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
     let both = LinearOp {
-        attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc, score_scale: 0.25 }),
+        attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
         ..combine([4, 2, 16], 1)
     };
     assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
@@ -1862,7 +1870,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matmul(&ctx, &attention([4, 2, 16]), &step).is_err(), "the prologue is decode-only");
     let (_, wide) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     let too_wide = LinearOp {
-        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc, score_scale: 0.25 }),
+        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
         ..LinearOp::new(&wide, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &too_wide, &step).is_err(), "4096 columns exceed the prologue's workgroup memory");

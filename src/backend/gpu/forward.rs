@@ -287,8 +287,13 @@ impl Builder<'_> {
                     LinearOp { heads: Some(heads), out_scale: self.residual_scale, ..LinearOp::new(&l.wo, &a.q, p.parts) }
                 }
                 None => {
-                    let input =
-                        AttentionInput { shape: form.shape, keys: &l.k_cache, values: &l.v_cache, score_scale: l.scope.score_scale };
+                    let input = AttentionInput {
+                        shape: form.shape,
+                        keys: &l.k_cache,
+                        values: &l.v_cache,
+                        score_scale: l.scope.score_scale,
+                        softcap: l.scope.softcap,
+                    };
                     LinearOp { attention: Some(input), ..wo_reading(&a.q) }
                 }
             };

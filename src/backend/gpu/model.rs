@@ -142,15 +142,14 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
-        // Capped scores (Gemma 2's) run split-K attention from the first step, whose kernels
-        // take the cap (the fused short-context forms do not), and so do sliding-window layers
-        // (Gemma's, OLMo 3's) whose window a short context can reach past: the fused forms see
-        // every position, which is each window's while the window is at least the short
-        // context (every real model's, 512 positions and up). The per-head form never runs
-        // beside a window; post norms need the projection's output whole, which it never has.
+        // Sliding-window layers (Gemma's, OLMo 3's) whose window a short context can reach past
+        // run split-K attention from the first step, whose kernels take the window: the fused
+        // short-context prologue sees every position, which is each window's while the window
+        // is at least the short context (every real model's, 512 positions and up). The
+        // per-head form never runs beside a window or capped scores (Gemma 2's: it does not
+        // cap them); post norms need the projection's output whole, which it never has.
         let mut options = options;
-        let narrow_window = cfg.sliding_window.is_some_and(|w| w < options.fused_positions as usize);
-        if narrow_window || cfg.attn_softcap.is_some() {
+        if cfg.sliding_window.is_some_and(|w| w < options.fused_positions as usize) {
             options.fused_positions = 0;
         }
         if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {

@@ -70,8 +70,9 @@ uniform_struct! {
         /// (Granite's residual scale in the output and down projections; 1 otherwise). Not
         /// read by the pair epilogues (GLU, ROPE_KV).
         out_scale: f32,
-        /// Padding to 16 bytes.
-        _pad0: u32,
+        /// ATTENTION: the cap of every scaled score (`cap * tanh(s / cap)`, Gemma 2's
+        /// `attn_logit_softcapping`; softcap.wgsl), 0 for none.
+        softcap: f32,
         /// Padding to 16 bytes.
         _pad1: u32,
     }

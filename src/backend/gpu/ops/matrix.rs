@@ -430,6 +430,9 @@ pub struct AttentionInput<'a> {
     /// What each query-key dot product is multiplied by
     /// ([`AttentionScope::score_scale`](super::AttentionScope::score_scale)).
     pub score_scale: f32,
+    /// The cap of each scaled score ([`AttentionScope::softcap`](super::AttentionScope::softcap):
+    /// Gemma 2's; 0 for none).
+    pub softcap: f32,
 }
 
 /// The COMBINE prologue's operands (see [`LinearOp::combine`]).
@@ -590,6 +593,7 @@ impl Kernels {
             gelu: (op.glu && op.gelu) as u32,
             score_scale: op.attention.as_ref().map(|a| a.score_scale).or(op.heads.as_ref().map(|h| h.score_scale)).unwrap_or(0.0),
             out_scale: op.out_scale,
+            softcap: op.attention.as_ref().map_or(0.0, |a| a.softcap),
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);

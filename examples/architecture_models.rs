@@ -198,6 +198,25 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // StableLM 2: LayerNorms (a bias beside each gain) before each sublayer and the LM
+        // head, Q/K/V biases, RoPE on split halves of the first quarter of each head (4 of
+        // its 16 elements), an LM head of its own.
+        (
+            "stablelm.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Stablelm,
+                rope_dims: Some(4),
+                qkv_bias: true,
+                untied_output: true,
+                seed: 37,
+                ..base.clone()
+            },
+        ),
+        // StableLM 3B 4E1T (Zephyr 3B): StableLM 2's block without the Q/K/V biases.
+        (
+            "stablelm-3b.gguf",
+            SyntheticSpec { architecture: Architecture::Stablelm, rope_dims: Some(4), untied_output: true, seed: 38, ..base.clone() },
+        ),
         // EXAONE 4 32B's sliding layers: llama.cpp knows the 32B by its 64 blocks, whose first
         // three of every four slide over a window (5 positions here, written out a flag a
         // layer) turned by RoPE, the fourth attending over every position without RoPE;

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 22] = [
+const ARCHITECTURE_FIXTURES: [&str; 24] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -52,6 +52,8 @@ const ARCHITECTURE_FIXTURES: [&str; 22] = [
     "minicpm.gguf",
     "internlm2.gguf",
     "glm4.gguf",
+    "stablelm.gguf",
+    "stablelm-3b.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

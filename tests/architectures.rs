@@ -8,7 +8,9 @@
 //! and YaRN on the others, YaRN on a qwen3, ernie4_5 and internlm2 as llama.cpp reads them, gemma's (Gemma
 //! 1's) scaled embedding and GELU without post norms, exaone's split halves and biases, exaone4's
 //! per-head norms without pre-norms and its full layers without RoPE, glm4's norms around
-//! each sublayer, fused gate and RoPE on half of each head, Gemma 3 27B's attention scale),
+//! each sublayer, fused gate and RoPE on half of each head, stablelm's LayerNorms, Q/K/V
+//! biases and RoPE on a quarter of each head (and StableLM 3B's block without the biases),
+//! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
 //! (tests/fixtures/architectures.json; bench/make-arch-fixtures.mjs made both, llama.cpp on the
@@ -61,7 +63,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 24] = [
+const FILES: [(&str, &[u8]); 26] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -86,6 +88,8 @@ const FILES: [(&str, &[u8]); 24] = [
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
+    ("stablelm-3b.gguf", include_bytes!("fixtures/architectures/stablelm-3b.gguf")),
+    ("stablelm.gguf", include_bytes!("fixtures/architectures/stablelm.gguf")),
 ];
 
 struct Case {
@@ -172,7 +176,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -200,10 +204,17 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             case.file,
             gpu.info().device
         );
-        if !architecture.has_head_norm() && !architecture.has_post_norms() {
+        if !architecture.has_head_norm() && !architecture.has_post_norms() && !architecture.layer_norms() {
             // Qwen2's biases, Granite's scales, Phi-3's fused tensors: llama's 4 a layer, the
             // embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
+        }
+        if architecture.layer_norms() {
+            // StableLM's LayerNorms a dispatch each, before the Q/K/V projection, the gate/up
+            // projection and the LM head; its Q/K/V biases (StableLM 2's) move RoPE out of
+            // the projection's epilogue, a dispatch more.
+            let biased = has_qkv_bias(file_bytes(case));
+            assert_eq!(dispatches, (6 + usize::from(biased)) * layers + 3, "{}: a short context's decode step", case.file);
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
             // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer.
@@ -229,6 +240,30 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &exact));
         eprintln!("{} on the GPU against the exact CPU path: worst gap {gap:.2e} of the largest logit", case.file);
         assert!(gap <= TOLERANCE, "{}: the GPU is {gap} of the largest logit from the exact CPU path", case.file);
+    }
+}
+
+/// The logit lens on the GPU, each residual row through the final norm and the LM head as a
+/// decode step's last dispatches (StableLM's LayerNorm a dispatch of its own before them):
+/// the exact CPU path's lens of the same rows, rows off centre, within the tight tolerance.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn the_logit_lens_matches_exact_math_on_the_gpu() {
+    use tokenscope::backend::gpu::GpuBackend;
+    let (_, cases) = fixture();
+    for case in &cases {
+        let m = load(file_bytes(case));
+        let (dim, vocab) = (m.config.dim, m.config.vocab_size);
+        // Three rows, centred at 0.5 and spread over [-1.5, 2.5].
+        let rows: Vec<f32> = (0..3 * dim).map(|i| 0.5 + 2.0 * ((i * 7919 % 1000) as f32 / 500.0 - 1.0)).collect();
+        let mut cpu = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu backend");
+        let want = pollster::block_on(cpu.lens(&rows)).expect("the CPU's lens");
+        let m = load(file_bytes(case));
+        let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
+        let got = pollster::block_on(gpu.lens(&rows)).expect("the GPU's lens");
+        let gap = got.chunks_exact(vocab).zip(want.chunks_exact(vocab)).fold(0.0f32, |w, (g, e)| w.max(relative_gap(g, e)));
+        eprintln!("{}: the lens on the GPU, worst gap {gap:.2e} of the largest logit from exact", case.file);
+        assert!(gap <= TOLERANCE, "{}: the GPU's lens is {gap} of the largest logit from the exact CPU path", case.file);
     }
 }
 
@@ -394,6 +429,17 @@ fn cpu_logits(bytes: &[u8], tokens: &[u32]) -> Vec<Vec<f32>> {
     rows
 }
 
+/// Whether the file's first block has Q/K/V biases.
+#[cfg(not(target_arch = "wasm32"))]
+fn has_qkv_bias(bytes: &[u8]) -> bool {
+    Gguf::read(&mut Cursor::new(bytes)).expect("a GGUF").tensor_info("blk.0.attn_q.bias").is_some()
+}
+
+/// An RMSNorm of gain 1 over rows of `dim`.
+fn unit_norm(dim: usize) -> tokenscope::model::Norm {
+    tokenscope::model::Norm { gain: vec![1.0; dim], bias: None }
+}
+
 /// An edit of a file's header that undoes one architecture detail.
 type Undo = dyn Fn(&mut candle_core::quantized::gguf_file::Content);
 
@@ -475,9 +521,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let as_exaone = run_as("exaone");
     let as_phi3 = run_as("phi3");
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
-        c.tensor_infos.retain(|name, _| !name.ends_with(".bias"));
+        c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 37] = [
+    let undone: [(&str, &str, &Undo); 40] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -486,7 +532,11 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.remove("llama.rope.scaling.factor");
         }),
         ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
-        ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &as_llama),
+        ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &|c| {
+            // A llama file holding head norms is refused, so they go too.
+            run_as("llama")(c);
+            c.tensor_infos.retain(|name, _| !name.ends_with("attn_q_norm.weight") && !name.ends_with("attn_k_norm.weight"));
+        }),
         ("gemma3.gguf", "a window wider than the sequence (the local RoPE base kept)", &|c| {
             c.metadata.insert("gemma3.attention.sliding_window".into(), Value::U32(64));
         }),
@@ -538,6 +588,13 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.remove("glm4.rope.dimension_count");
         }),
         ("glm4.gguf", "Q/K/V biases dropped", &unbiased),
+        ("stablelm.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("stablelm.rope.dimension_count");
+        }),
+        ("stablelm.gguf", "Q/K/V biases dropped", &unbiased),
+        ("stablelm-3b.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("stablelm.rope.dimension_count");
+        }),
         ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
             c.metadata.remove("qwen3.rope.scaling.type");
         }),
@@ -607,11 +664,11 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     type Edit = fn(&mut tokenscope::model::LayerWeights, &tokenscope::model::Config);
     let olmo_edits: [(&str, &str, Edit); 5] = [
         ("exaone4.gguf", "pre-norms of gain 1", |l, cfg| {
-            (l.attn_norm, l.ffn_norm) = (Some(vec![1.0; cfg.dim]), Some(vec![1.0; cfg.dim]));
+            (l.attn_norm, l.ffn_norm) = (Some(unit_norm(cfg.dim)), Some(unit_norm(cfg.dim)));
         }),
         ("exaone4.gguf", "no post norms", |l, _| l.post_norm = None),
         ("olmo2.gguf", "pre-norms of gain 1", |l, cfg| {
-            (l.attn_norm, l.ffn_norm) = (Some(vec![1.0; cfg.dim]), Some(vec![1.0; cfg.dim]));
+            (l.attn_norm, l.ffn_norm) = (Some(unit_norm(cfg.dim)), Some(unit_norm(cfg.dim)));
         }),
         ("olmo2.gguf", "no post norms", |l, _| l.post_norm = None),
         ("olmo2.gguf", "q and k normed head by head", |l, cfg| {
@@ -628,6 +685,29 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         let gap = cpu_gap_of(m, &tokens, &c.logits);
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+    }
+    // StableLM's LayerNorms as RMSNorms (their biases dropped, nothing subtracted), and with
+    // biases of 0 (the mean still subtracted), each edited after loading.
+    type NormEdit = fn(&mut tokenscope::model::Norm);
+    let layer_norm_edits: [(&str, NormEdit); 2] = [
+        ("RMSNorms in place of its LayerNorms", |n| n.bias = None),
+        ("its LayerNorms' biases 0", |n| n.bias = Some(vec![0.0; n.gain.len()])),
+    ];
+    for file in ["stablelm.gguf", "stablelm-3b.gguf"] {
+        for (what, edit) in layer_norm_edits {
+            let c = case(file);
+            let mut m = load(file_bytes(c));
+            let mut blocks =
+                std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new())).collect_all().expect("blocks");
+            for l in &mut blocks {
+                l.attn_norm.iter_mut().chain(l.ffn_norm.iter_mut()).for_each(edit);
+            }
+            edit(&mut m.weights.output_norm);
+            m.weights.layers = tokenscope::model::Layers::read(blocks);
+            let gap = cpu_gap_of(m, &tokens, &c.logits);
+            eprintln!("{file} with {what}: gap {gap:.2e}");
+            assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
+        }
     }
     // OLMo 3's sliding layers turned by the full layer's YaRN too (the frequencies edited
     // after loading, as no file can ask for it).

@@ -245,6 +245,11 @@ fn each_architecture_needs_its_own_tensors() {
         (Architecture::Gemma3, "blk.0.attn_k_norm.weight"),
         (Architecture::Olmo2, "blk.1.attn_q_norm.weight"),
         (Architecture::Olmo2, "blk.0.post_attention_norm.weight"),
+        // StableLM 2 12B's parallel residual (no norm before the feed-forward), and a
+        // LayerNorm without its bias.
+        (Architecture::Stablelm, "blk.1.ffn_norm.weight"),
+        (Architecture::Stablelm, "blk.0.attn_norm.bias"),
+        (Architecture::Stablelm, "output_norm.bias"),
     ] {
         let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
         read(m.to_bytes().expect("bytes")).expect("the whole model loads");
@@ -340,6 +345,28 @@ fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
         assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{name}: {e}");
         assert!(e.to_string().contains("does not add it"), "{e}");
     }
+}
+
+#[test]
+fn head_norms_a_family_has_not_are_refused_by_name() {
+    use tokenscope::model::Architecture;
+    // StableLM 2 12B's LayerNorms of q and k (stablelm has no head norms), and head norms in a
+    // llama file: refused rather than left out.
+    for architecture in [Architecture::Stablelm, Architecture::Llama] {
+        for norm in tokenscope::model::weights::UNAPPLIED_HEAD_NORMS {
+            let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
+            let name = format!("blk.0.{norm}");
+            let ones = Tensor::ones(16, candle_core::DType::F32, &Device::Cpu).expect("tensor");
+            m.set_tensor(&name, QTensor::quantize(&ones, GgmlDType::F32).expect("F32"));
+            let e = model_error(read(m.to_bytes().expect("bytes")));
+            assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{architecture:?} {name}: {e}");
+        }
+    }
+    // Its epsilon under LayerNorm's key, range-checked as RMSNorm's is.
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Stablelm, ..SyntheticSpec::default() }).expect("model");
+    m.set_meta("stablelm.attention.layer_norm_epsilon", Value::F32(0.0));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == "stablelm.attention.layer_norm_epsilon"), "{e}");
 }
 
 /// A maker of synthetic `architecture` files naming Granite's four scales, 12, 0.22, 0.1 and 8.

@@ -696,6 +696,56 @@ fn the_post_norm_adds_the_normed_row_and_nothing_else() {
     assert!(k.norm_add(&ctx, 9, 1e-6, Bind(&small, 0, None), &small, Bind(&small, 0, None), &step).is_err());
 }
 
+/// The LayerNorm (StableLM's, layer_norm.wgsl) against its twin `ops::layer_norm`: rows of
+/// odd widths (not multiples of the workgroup), a decode step's one token and a prefill's
+/// many, rows centred far from 0 (a mean 1000 times their spread, where a one-pass variance
+/// would cancel) and rows as small as 1e-3 (where eps counts); the step's rows are written, a
+/// row past the step's tokens and the sentinels around the output stay.
+#[test]
+fn the_layer_norm_writes_the_normed_rows_and_nothing_else() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    for (dim, n, scale, offset) in [(577usize, 1usize, 1.0f32, 0.0f32), (640, 3, 3.0, 3_000.0), (33, 13, 1e-3, 0.0), (1001, 64, 20.0, -5.0)]
+    {
+        let eps = 1e-5;
+        // n rows of the step, and one more that is not the step's.
+        let x: Vec<f32> = random(&mut rng, (n + 1) * dim, scale).into_iter().map(|v| v + offset).collect();
+        let (gain, bias) = (random(&mut rng, dim, 2.0), random(&mut rng, dim, 1.0));
+        let out = guarded(&ctx, (n + 1) * dim);
+        let at = StepParams::new(9, n as u32);
+        let step = kernels::step_uniform(&ctx, at);
+        let (xb, nb) = (ctx.storage("x", &x), ctx.storage("norm", &[&gain[..], &bias].concat()));
+        let op = gpu_ops::LayerNorm {
+            dim: dim as u32,
+            eps,
+            x: Bind(&xb, 0, None),
+            norm: &nb,
+            out: Bind(&out, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)),
+        };
+        kernels::run_once(&ctx, k.layer_norm(&ctx, &op, &step).expect("dispatch"), at);
+        let got = read_guarded(&ctx, &out, (n + 1) * dim);
+        let mut want = vec![0.0f32; n * dim];
+        for (row, w) in x.chunks_exact(dim).zip(want.chunks_exact_mut(dim)) {
+            ops::layer_norm(row, &gain, &bias, eps, w);
+        }
+        // f32 sums against the twin's f64, the centred row's rounding (offset / scale of its
+        // spread): 2e-5 of each normed value's gain, plus that rounding.
+        let rounding = 1e-7 * offset.abs() / scale;
+        let tol = |i: usize| (2e-5 + rounding) * gain[i % dim].abs() * 4.0 + 1e-6;
+        let what = format!("LayerNorm, {n} rows of {dim} (spread {scale}, centred at {offset})");
+        assert_close(&got[..n * dim], &want, tol, &what);
+        assert!(got[n * dim..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: the row past the step's tokens was written");
+    }
+    // A row wider than its buffers, or a norm without its bias, is refused.
+    let (small, step) = (ctx.storage("small", &[0.0f32; 8]), kernels::step_uniform(&ctx, StepParams::new(0, 1)));
+    for (dim, norm_len) in [(9usize, 18usize), (8, 8)] {
+        let norm = ctx.storage("norm", &vec![0.0f32; norm_len]);
+        let op = gpu_ops::LayerNorm { dim: dim as u32, eps: 1e-5, x: Bind(&small, 0, None), norm: &norm, out: Bind(&small, 0, None) };
+        assert!(k.layer_norm(&ctx, &op, &step).is_err(), "rows of {dim} with {norm_len} norm floats");
+    }
+}
+
 #[test]
 fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
     // Rows 64 .. 164 of a 301-row table, uploaded as a band: tokens in it get their dense

@@ -4,8 +4,9 @@
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
 //! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks
 //! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
-//! full layers without RoPE (ERNIE 4.5, InternLM2 and EXAONE 3.5 are llama's block under
-//! their own names, Gemma 1 Gemma 2's without its post norms, window and caps).
+//! full layers without RoPE, StableLM's LayerNorms (ERNIE 4.5, InternLM2 and EXAONE 3.5 are
+//! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
+//! caps).
 
 use serde::Serialize;
 
@@ -88,6 +89,13 @@ pub enum Architecture {
     /// fused form; W_q, W_k and W_v apart, with biases, or in one `attn_qkv`), and RoPE on
     /// adjacent pairs of only the first `rope.dimension_count` elements of each head (half).
     Glm4,
+    /// Stability AI's StableLM 2 (1.6B) and StableLM 3B 4E1T (Zephyr 3B, Stable Code 3B):
+    /// llama's block with LayerNorm in place of RMSNorm (`(x - mean) / sqrt(var + eps) * gain +
+    /// bias`, before each sublayer and the LM head: [`Architecture::layer_norms`]), RoPE on
+    /// split halves of only the first `rope.dimension_count` elements of each head (a
+    /// quarter), and biases on Q, K and V where the file has them (StableLM 2's). StableLM 2
+    /// 12B's parallel residual (no `ffn_norm`) and its LayerNorms of q and k are refused.
+    Stablelm,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -145,7 +153,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 16] = [
+    pub const ALL: [Architecture; 17] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -162,6 +170,7 @@ impl Architecture {
         Architecture::Exaone,
         Architecture::Exaone4,
         Architecture::Glm4,
+        Architecture::Stablelm,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -191,6 +200,7 @@ impl Architecture {
             Architecture::Exaone => "exaone",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
+            Architecture::Stablelm => "stablelm",
         }
     }
 
@@ -217,16 +227,25 @@ impl Architecture {
             | Architecture::Phi3
             | Architecture::Olmo2
             | Architecture::Exaone
-            | Architecture::Exaone4 => RopePairs::Halves,
+            | Architecture::Exaone4
+            | Architecture::Stablelm => RopePairs::Halves,
         }
     }
 
     /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
-    /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128). Phi-3's and GLM-4's
-    /// alone: llama.cpp refuses such a llama file ("invalid n_rot") and fails an assertion on
-    /// the others, so none exist.
+    /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128, StableLM's 16 of 64 or 20
+    /// of 80). Phi-3's, GLM-4's and StableLM's alone: llama.cpp refuses such a llama file
+    /// ("invalid n_rot") and fails an assertion on the others, so none exist.
     pub fn allows_partial_rope(self) -> bool {
-        matches!(self, Architecture::Phi3 | Architecture::Glm4)
+        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm)
+    }
+
+    /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
+    /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
+    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's.
+    /// Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    pub fn layer_norms(self) -> bool {
+        self == Architecture::Stablelm
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file

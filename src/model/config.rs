@@ -77,8 +77,9 @@ pub struct Config {
     /// Gemma 3's fixed [`GEMMA3_LOCAL_ROPE_BASE`](super::architecture::GEMMA3_LOCAL_ROPE_BASE),
     /// OLMo 3's `rope.freq_base_swa` (else the file's base, unscaled by YaRN).
     pub sliding_rope_base: Option<f32>,
-    /// RMSNorm epsilon.
-    pub rms_eps: f32,
+    /// The norms' epsilon: RMSNorm's (`attention.layer_norm_rms_epsilon`), or LayerNorm's
+    /// (`attention.layer_norm_epsilon`) where the architecture's norms are LayerNorms.
+    pub norm_eps: f32,
     /// Positions a sliding-window layer attends over, its own included
     /// (`attention.sliding_window`; Gemma 3's, whose first five of every six layers slide,
     /// and Gemma 2's, every other), `None` where every layer sees every position.
@@ -139,7 +140,7 @@ impl Config {
             rope_scale: 1.0,
             rope_yarn: None,
             sliding_rope_base: None,
-            rms_eps: g.f32_opt(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+            norm_eps: g.f32_opt(&key(eps_key(architecture)))?.unwrap_or(1e-5),
             sliding_window: match architecture {
                 Architecture::Gemma2 => {
                     Some(g.usize_opt(&key("attention.sliding_window"))?.unwrap_or(GEMMA2_DEFAULT_WINDOW)).filter(|&w| w > 0)
@@ -233,8 +234,8 @@ impl Config {
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return Err(bad("rope.freq_base", format!("is {}; it must be a finite number above 1", self.rope_base)));
         }
-        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0 && self.rms_eps < 1.0) {
-            return Err(bad("attention.layer_norm_rms_epsilon", format!("is {}; it must be between 0 and 1", self.rms_eps)));
+        if !(self.norm_eps.is_finite() && self.norm_eps > 0.0 && self.norm_eps < 1.0) {
+            return Err(bad(eps_key(self.architecture), format!("is {}; it must be between 0 and 1", self.norm_eps)));
         }
         Ok(())
     }
@@ -271,6 +272,16 @@ impl Config {
     /// KV-cache bytes per token in f32 (K and V, every layer).
     pub fn kv_bytes_per_token(&self) -> usize {
         self.n_layers * 2 * self.kv_dim() * 4
+    }
+}
+
+/// The key of the norms' epsilon under the architecture's prefix: LayerNorm's where its norms
+/// are LayerNorms ([`Architecture::layer_norms`]), else RMSNorm's.
+pub(crate) fn eps_key(architecture: Architecture) -> &'static str {
+    if architecture.layer_norms() {
+        "attention.layer_norm_epsilon"
+    } else {
+        "attention.layer_norm_rms_epsilon"
     }
 }
 

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -165,7 +165,7 @@ impl SyntheticModel {
             (key("attention.head_count_kv"), u(spec.n_kv_heads)),
             (key("context_length"), u(spec.context_len)),
             (key("rope.freq_base"), Value::F32(spec.rope_base)),
-            (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-5)),
+            (key(super::config::eps_key(spec.architecture)), Value::F32(1e-5)),
             ("tokenizer.ggml.model".to_string(), s("gpt2")),
             ("tokenizer.ggml.pre".to_string(), s("smollm")),
             ("tokenizer.ggml.tokens".to_string(), Value::Array(tokens.iter().map(|t| s(t)).collect())),
@@ -238,6 +238,11 @@ impl SyntheticModel {
         let w = spec.weight_type;
         add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
         add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+        // A LayerNorm's bias beside each gain (StableLM's).
+        let layer_norms = spec.architecture.layer_norms();
+        if layer_norms {
+            add("output_norm.bias".into(), 1, d, GgmlDType::F32, 0.5, 0.0)?;
+        }
         if spec.untied_output {
             add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
         }
@@ -251,8 +256,12 @@ impl SyntheticModel {
         for i in 0..spec.n_layers {
             let n = |x: &str| format!("blk.{i}.{x}.weight");
             let arch = spec.architecture;
+            let bias = |x: &str| format!("blk.{i}.{x}.bias");
             if arch.has_pre_norms() {
                 add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
+            if layer_norms {
+                add(bias("attn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
             // Phi-3's files stack W_q, W_k and W_v; GLM-4's hold them apart, as its converter writes.
             if arch == Architecture::Phi3 {
@@ -264,7 +273,7 @@ impl SyntheticModel {
             }
             if spec.qkv_bias || spec.architecture.requires_qkv_bias() {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
-                    add(format!("blk.{i}.{part}.bias"), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
+                    add(bias(part), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }
             }
             let (q_gain, k_gain) = match arch.head_norm() {
@@ -282,6 +291,9 @@ impl SyntheticModel {
             }
             if arch.has_pre_norms() {
                 add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
+            if layer_norms {
+                add(bias("ffn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
             if spec.architecture.has_fused_projections() {
                 add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;

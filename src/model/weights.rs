@@ -19,9 +19,9 @@ use crate::gguf::Gguf;
 /// split halves, W_q's and W_k's rows (and their biases and head-norm gains) are already
 /// reordered so that pairs are adjacent ([`halves_to_pairs`]).
 pub struct LayerWeights {
-    /// RMSNorm gain before attention, `[dim]`; `None` where the architecture has no pre-norms
-    /// (OLMo 2: the projections read the residual stream as it is).
-    pub attn_norm: Option<Vec<f32>>,
+    /// The norm before attention; `None` where the architecture has no pre-norms (OLMo 2:
+    /// the projections read the residual stream as it is).
+    pub attn_norm: Option<Norm>,
     /// Query projection, `[n_heads * head_dim, dim]`.
     pub wq: QTensor,
     /// Key projection, `[kv_dim, dim]`.
@@ -38,14 +38,25 @@ pub struct LayerWeights {
     pub post_norm: Option<PostNorms>,
     /// Attention output projection, `[dim, n_heads * head_dim]`.
     pub wo: QTensor,
-    /// RMSNorm gain before the feed-forward network, `[dim]`; `None` as `attn_norm`.
-    pub ffn_norm: Option<Vec<f32>>,
+    /// The norm before the feed-forward network; `None` as `attn_norm`.
+    pub ffn_norm: Option<Norm>,
     /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`.
     pub w_gate: QTensor,
     /// Up projection of the gated feed-forward, `[ffn_dim, dim]`.
     pub w_up: QTensor,
     /// Feed-forward down projection, `[dim, ffn_dim]`.
     pub w_down: QTensor,
+}
+
+/// A sublayer's or the LM head's input norm, `[dim]` each: an RMSNorm's gain,
+/// `x / sqrt(mean(x^2) + eps) * gain`, or with a bias a LayerNorm's (StableLM's),
+/// `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`
+/// ([`Architecture::layer_norms`](super::Architecture::layer_norms)).
+pub struct Norm {
+    /// The gain.
+    pub gain: Vec<f32>,
+    /// A LayerNorm's bias; `None` for an RMSNorm.
+    pub bias: Option<Vec<f32>>,
 }
 
 /// Biases of the Q, K and V projections.
@@ -101,8 +112,8 @@ pub struct PostNorms {
 pub struct Weights {
     /// Token embedding, `[vocab, dim]`.
     pub token_embd: QTensor,
-    /// Final RMSNorm gain, `[dim]`.
-    pub output_norm: Vec<f32>,
+    /// The norm before the LM head.
+    pub output_norm: Norm,
     /// LM head `[vocab, dim]`; `None` when it is tied to `token_embd`.
     pub output: Option<QTensor>,
     /// Transformer blocks in order: read already, or read one at a time as a backend takes
@@ -199,6 +210,10 @@ fn has_longrope(gguf: &Gguf, cfg: &Config) -> bool {
 fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (d, f, v, q, kv, pairs) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.rope_dims / 2);
     let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
+    let arch = cfg.architecture;
+    if arch.layer_norms() {
+        out.push(("output_norm.bias".to_string(), vec![d]));
+    }
     if gguf.tensor_info("output.weight").is_some() {
         out.push(("output.weight".to_string(), vec![v, d]));
     }
@@ -208,17 +223,20 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     if has_longrope(gguf, cfg) {
         out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![pairs])));
     }
-    let arch = cfg.architecture;
-    let pre_norm = |name| arch.has_pre_norms().then(|| (name, vec![d]));
+    // A pre-norm's gain, and a LayerNorm's bias beside it.
+    let pre_norm = |gain: &'static str, bias: &'static str| {
+        let names = if arch.layer_norms() { vec![gain, bias] } else { vec![gain] };
+        names.into_iter().filter(|_| arch.has_pre_norms()).map(|n| (n, vec![d])).collect::<Vec<_>>()
+    };
     for i in 0..cfg.n_layers {
-        let mut block: Vec<(&str, Vec<usize>)> = pre_norm("attn_norm.weight").into_iter().collect();
+        let mut block: Vec<(&str, Vec<usize>)> = pre_norm("attn_norm.weight", "attn_norm.bias");
         if has_fused_qkv(gguf, cfg, i) {
             block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
         } else {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
         block.push(("attn_output.weight", vec![d, q]));
-        block.extend(pre_norm("ffn_norm.weight"));
+        block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
         if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
         } else {
@@ -248,21 +266,28 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
 /// not: a file with any is refused rather than run without it.
 pub const UNAPPLIED_BIASES: [&str; 5] = ["attn_output.bias", "attn_qkv.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"];
 
+/// Norms of q and k (`attn_q_norm`, `attn_k_norm`) that a family without head norms
+/// ([`Architecture::head_norm`](super::Architecture::head_norm)) would leave out: StableLM 2
+/// 12B's, whose file is refused by them.
+pub const UNAPPLIED_HEAD_NORMS: [&str; 2] = ["attn_q_norm.weight", "attn_k_norm.weight"];
+
 impl Weights {
-    /// Checks, from the header alone, that every tensor the configuration needs is present
-    /// with its shape and a type the engine computes with, and that no block holds a bias the
-    /// engine would leave out ([`UNAPPLIED_BIASES`]): what [`Weights::read`] would refuse or
-    /// get wrong, found before a byte of tensor data is read.
+    /// Checks, from the header alone, that no block holds a tensor the engine would leave out
+    /// ([`UNAPPLIED_BIASES`], and [`UNAPPLIED_HEAD_NORMS`] where the architecture has no head
+    /// norms), then that every tensor the configuration needs is present with its shape and a
+    /// type the engine computes with: what [`Weights::read`] would refuse or get wrong, found
+    /// before a byte of tensor data is read.
     pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
+        let head_norms: &[&str] = if cfg.architecture.has_head_norm() { &[] } else { &UNAPPLIED_HEAD_NORMS };
+        let unapplied = (0..cfg.n_layers).flat_map(|i| UNAPPLIED_BIASES.iter().chain(head_norms).map(move |t| format!("blk.{i}.{t}")));
+        if let Some(name) = unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
+            return Err(ModelError::UnappliedTensor(name));
+        }
         for (name, shape) in plan(gguf, cfg) {
             check_shape(gguf, &name, &shape)?;
             gguf.check_type(&name)?;
         }
-        let unapplied = (0..cfg.n_layers).flat_map(|i| UNAPPLIED_BIASES.map(|t| format!("blk.{i}.{t}")));
-        match unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
-            Some(name) => Err(ModelError::UnappliedTensor(name)),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// Bytes of every tensor the configuration needs as [`Weights::read`] holds them in
@@ -310,7 +335,10 @@ impl Weights {
         Self::check(gguf, cfg)?;
         let mut take = |name: &str| read_tensor(gguf, reader, name, done, progress);
         let token_embd = take("token_embd.weight")?;
-        let output_norm = to_vec(&take("output_norm.weight")?)?;
+        let output_norm = Norm {
+            gain: to_vec(&take("output_norm.weight")?)?,
+            bias: if cfg.architecture.layer_norms() { Some(to_vec(&take("output_norm.bias")?)?) } else { None },
+        };
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
         let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
@@ -438,9 +466,18 @@ fn read_block<R: Read + Seek>(
         [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
     };
     let pre_norms = cfg.architecture.has_pre_norms();
-    let attn_norm = if pre_norms { Some(to_vec(&take("attn_norm.weight")?)?) } else { None };
+    let layer_norms = cfg.architecture.layer_norms();
+    let mut norm = |t: &str| -> Result<Option<Norm>, ModelError> {
+        if !pre_norms {
+            return Ok(None);
+        }
+        let gain = to_vec(&take(&format!("{t}.weight"))?)?;
+        let bias = if layer_norms { Some(to_vec(&take(&format!("{t}.bias"))?)?) } else { None };
+        Ok(Some(Norm { gain, bias }))
+    };
+    let attn_norm = norm("attn_norm")?;
+    let ffn_norm = norm("ffn_norm")?;
     let wo = take("attn_output.weight")?;
-    let ffn_norm = if pre_norms { Some(to_vec(&take("ffn_norm.weight")?)?) } else { None };
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
         (gate, up)

@@ -32,13 +32,13 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, PostNorms, QkvBias, RopeFrequencies, Weights};
+use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, Norm, PostNorms, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
 struct Block {
     /// `None`: no pre-norm (OLMo 2), the projections read the residual stream itself.
-    attn_norm: Option<Vec<f32>>,
+    attn_norm: Option<Norm>,
     wq: Linear,
     wk: Linear,
     wv: Linear,
@@ -46,7 +46,7 @@ struct Block {
     head_norm: Option<HeadNorm>,
     post_norm: Option<PostNorms>,
     wo: Linear,
-    ffn_norm: Option<Vec<f32>>,
+    ffn_norm: Option<Norm>,
     w_gate: Linear,
     w_up: Linear,
     w_down: Linear,
@@ -70,7 +70,7 @@ pub struct CpuBackend {
     precision: CpuPrecision,
     embedding: Embedding,
     blocks: Vec<Block>,
-    output_norm: Vec<f32>,
+    output_norm: Norm,
     lm_head: Linear,
     /// RoPE frequencies of each kind of layer.
     ropes: LayerRopes,
@@ -197,11 +197,12 @@ impl CpuBackend {
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += s Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
-            // xb the RMS-normed x (x itself without pre-norms, OLMo 2's), q and k RMS-normed
-            // before RoPE where the model has head norms (each head, or all of each), the
-            // projection RMS-normed before the add where it has post norms (s: the residual
-            // scale, Granite's; 1 otherwise), the scores scaled by the attention scale.
-            ops::pre_norm(&x, b.attn_norm.as_deref(), c.rms_eps, &mut xb);
+            // xb the normed x (RMS-normed, or StableLM's LayerNorm; x itself without pre-norms,
+            // OLMo 2's), q and k RMS-normed before RoPE where the model has head norms (each
+            // head, or all of each), the projection RMS-normed before the add where it has
+            // post norms (s: the residual scale, Granite's; 1 otherwise), the scores scaled by
+            // the attention scale.
+            ops::pre_norm(&x, b.attn_norm.as_ref(), c.norm_eps, &mut xb);
             let normed = SharedInput::new(&xb, n);
             b.wq.forward_shared(&normed, &mut q)?;
             b.wk.forward_shared(&normed, &mut k)?;
@@ -212,8 +213,8 @@ impl CpuBackend {
                 ops::add_rows(&mut v, &bias.v);
             }
             if let Some(norm) = &b.head_norm {
-                ops::rmsnorm_heads(&mut q, &norm.q, c.rms_eps);
-                ops::rmsnorm_heads(&mut k, &norm.k, c.rms_eps);
+                ops::rmsnorm_heads(&mut q, &norm.q, c.norm_eps);
+                ops::rmsnorm_heads(&mut k, &norm.k, c.norm_eps);
             }
             let kind = c.layer_rope(layer);
             let layer_turns = turns.iter().find(|(k, _)| *k == kind).map_or(&turns[0].1, |(_, t)| t);
@@ -255,20 +256,20 @@ impl CpuBackend {
             }
             b.wo.forward(&att, n, &mut proj)?;
             match &b.post_norm {
-                Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.rms_eps),
+                Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
                 None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms.
-            ops::pre_norm(&x, b.ffn_norm.as_deref(), c.rms_eps, &mut xb);
+            ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
             let normed = SharedInput::new(&xb, n);
             b.w_gate.forward_shared(&normed, &mut gate)?;
             b.w_up.forward_shared(&normed, &mut up)?;
             ops::gated(c.architecture.activation(), &mut gate, &up);
             b.w_down.forward(&gate, n, &mut proj)?;
             match &b.post_norm {
-                Some(post) => ops::add_normed(&mut x, &proj, &post.ffn, c.rms_eps),
+                Some(post) => ops::add_normed(&mut x, &proj, &post.ffn, c.norm_eps),
                 None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
             if let Some(inspection) = &mut inspection {
@@ -287,9 +288,7 @@ impl CpuBackend {
             Logits::All => 0,
         };
         let rows = n - first;
-        for t in first..n {
-            ops::rmsnorm(&x[t * d..][..d], &self.output_norm, c.rms_eps, &mut xb[(t - first) * d..][..d]);
-        }
+        ops::norm_rows(&x[first * d..n * d], &self.output_norm, c.norm_eps, &mut xb[..rows * d]);
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
         ops::finish_logits(&mut logits, c.logit_scale, c.final_softcap);
@@ -305,9 +304,7 @@ impl CpuBackend {
         }
         let rows = residuals.len() / d;
         let mut normed = vec![0.0f32; rows * d]; // final-normed rows [rows, d]
-        for (row, out) in residuals.chunks_exact(d).zip(normed.chunks_exact_mut(d)) {
-            ops::rmsnorm(row, &self.output_norm, self.cfg.rms_eps, out);
-        }
+        ops::norm_rows(residuals, &self.output_norm, self.cfg.norm_eps, &mut normed);
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()]; // [rows, vocab]
         self.lm_head.forward(&normed, rows, &mut logits)?;
         ops::finish_logits(&mut logits, self.cfg.logit_scale, self.cfg.final_softcap);

@@ -2,7 +2,7 @@
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
 use crate::model::architecture::Activation;
-use crate::model::RopeFrequencies;
+use crate::model::{Norm, RopeFrequencies};
 
 /// RMSNorm of one row: `out[i] = x[i] / sqrt(mean(x^2) + eps) * gain[i]`.
 /// Shapes: `x`, `gain`, `out`: `[dim]`. The mean is accumulated in f64.
@@ -14,15 +14,37 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// A sublayer's input: each row of `x` (`[n, dim]`) RMS-normed with `gain` (`[dim]`) into
-/// `out` (`[n, dim]`), or, without a gain (no pre-norm: OLMo 2), `x` as it is.
-pub fn pre_norm(x: &[f32], gain: Option<&[f32]>, eps: f32, out: &mut [f32]) {
-    match gain {
-        Some(gain) => {
-            for (row, out) in x.chunks_exact(gain.len()).zip(out.chunks_exact_mut(gain.len())) {
-                rmsnorm(row, gain, eps, out);
-            }
+/// LayerNorm of one row: `out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * gain[i] + bias[i]`,
+/// `var` the mean of the squares of `x - mean(x)` (StableLM's norms). Shapes: `x`, `gain`,
+/// `bias`, `out`: `[dim]`. The mean and the variance are accumulated in f64, the variance
+/// from the centred values (no cancellation however far the row sits from 0).
+pub fn layer_norm(x: &[f32], gain: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let scale = 1.0 / (var + eps as f64).sqrt();
+    for (((o, &v), &g), &b) in out.iter_mut().zip(x).zip(gain).zip(bias) {
+        *o = ((v as f64 - mean) * scale) as f32 * g + b;
+    }
+}
+
+/// Each row of `x` (`[n, dim]`) through `norm` (an RMSNorm, or with a bias a LayerNorm) into
+/// `out` (`[n, dim]`).
+pub fn norm_rows(x: &[f32], norm: &Norm, eps: f32, out: &mut [f32]) {
+    let d = norm.gain.len();
+    for (row, out) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        match &norm.bias {
+            Some(bias) => layer_norm(row, &norm.gain, bias, eps, out),
+            None => rmsnorm(row, &norm.gain, eps, out),
         }
+    }
+}
+
+/// A sublayer's input: each row of `x` (`[n, dim]`) through its norm into `out` (`[n,
+/// dim]`, [`norm_rows`]), or, without one (no pre-norm: OLMo 2), `x` as it is.
+pub fn pre_norm(x: &[f32], norm: Option<&Norm>, eps: f32, out: &mut [f32]) {
+    match norm {
+        Some(norm) => norm_rows(x, norm, eps, out),
         None => out.copy_from_slice(x),
     }
 }

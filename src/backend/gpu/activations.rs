@@ -17,6 +17,10 @@ pub const PREFILL_BATCH: usize = 64;
 pub(super) struct Activations {
     /// The residual stream, `[B, dim]`.
     pub x: wgpu::Buffer,
+    /// The residual stream LayerNorm-ed for the projection after the norm, `[B, dim]`
+    /// (StableLM's; one float where the model's norms are RMSNorms, which the projections
+    /// apply to `x` as they read it).
+    pub normed: wgpu::Buffer,
     /// The Q/K/V projections before RoPE, `[B, n_heads * hd + 2 kv]` (where RoPE is a
     /// dispatch of its own).
     pub qkv: wgpu::Buffer,
@@ -72,6 +76,7 @@ impl Activations {
             ctx.storage(label, &vec![0f32; n])
         };
         let x = buf("x", b * cfg.dim);
+        let normed = buf("layer-normed x", if cfg.architecture.layer_norms() { b * cfg.dim } else { 1 });
         let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()));
         let q = buf("q", b * qd);
         let att = buf("att", b * qd);
@@ -90,6 +95,7 @@ impl Activations {
         let staging_ahead = (0..MAX_RUN_AHEAD).map(|_| ctx.staging("run-ahead readback", ((cfg.vocab_size + 1) * 4) as u64)).collect();
         Activations {
             x,
+            normed,
             qkv,
             q,
             att,

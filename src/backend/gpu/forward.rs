@@ -24,7 +24,11 @@
 //! projection's prologue, both added to `x` by the layer's last dispatch:
 //! [`Builder::feed_forward`]), two where the model is too wide for that and in a prefill
 //! pass. OLMo 2 has no pre-norms (its projections read `x` unnormed; the folded post norm
-//! too) and norms its q and k whole in the RoPE dispatch: 6 a layer. A prefill pass runs RoPE and attention as
+//! too) and norms its q and k whole in the RoPE dispatch: 6 a layer. StableLM's LayerNorms
+//! are a dispatch each before the Q/K/V projection, the gate/up projection and the LM head
+//! ([`ops::LayerNorm`], into `normed`, which the projection reads): 6 a layer, 7 with Q/K/V
+//! biases (StableLM 2's), which the epilogue reads after a folded norm's gains, so RoPE runs
+//! apart. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -35,7 +39,7 @@ use super::activations::Activations;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
-use super::upload::GpuLayer;
+use super::upload::{GpuLayer, GpuNorm};
 use crate::error::Result;
 use crate::model::{Config, HeadNormSpan};
 
@@ -133,6 +137,18 @@ impl AttentionForm {
     }
 }
 
+/// What a projection after a norm reads, and how: `x` RMS-normed in its prologue, `normed`
+/// LayerNorm-ed by a dispatch before it, or without a norm `x` as it is.
+struct NormedInput<'n> {
+    /// The RMSNorm its prologue applies: the gain (with what its epilogue reads after it) and
+    /// the epsilon.
+    norm: Option<(&'n wgpu::Buffer, f32)>,
+    /// The buffer it reads.
+    input: &'n wgpu::Buffer,
+    /// The LayerNorm dispatch before it, for every kind of step.
+    layer_norm: Option<Dispatch>,
+}
+
 /// The forward pass's ops, in order.
 pub(super) struct ForwardOps {
     /// Every op of the pass, the LM head on the step's last token at the end.
@@ -157,7 +173,9 @@ pub(super) struct Builder<'a> {
     pub form: AttentionForm,
     /// Positions the KV caches hold.
     pub capacity: usize,
-    /// The RMSNorms' epsilon.
+    /// The model's dim (the rows a LayerNorm norms).
+    pub dim: u32,
+    /// The norms' epsilon.
     pub eps: f32,
     /// What the embedding's rows are multiplied by (Gemma's `sqrt(dim)`, Granite's own; 1
     /// otherwise).
@@ -178,7 +196,7 @@ pub(super) struct Builder<'a> {
 impl Builder<'_> {
     /// The whole pass: `x = E[tokens]`, the layers, then the LM head (`head`, after the final
     /// norm's gain `out_norm`).
-    pub fn build(&self, embedding: &RowBands, layers: &[GpuLayer], head: &RowBands, out_norm: &wgpu::Buffer) -> Result<ForwardOps> {
+    pub fn build(&self, embedding: &RowBands, layers: &[GpuLayer], head: &RowBands, out_norm: &GpuNorm) -> Result<ForwardOps> {
         let mut ops = vec![self.embedding(embedding)?];
         let mut layer_ends = Vec::new();
         let mut per_head_layers = 0;
@@ -192,6 +210,20 @@ impl Builder<'_> {
         }
         ops.push(self.lm_head(head, out_norm, false)?);
         Ok(ForwardOps { ops, layer_ends, per_head_layers, verify_head: self.lm_head(head, out_norm, true)? })
+    }
+
+    /// What a projection after `norm` reads, and how ([`NormedInput`]).
+    fn normed_input<'n>(&'n self, norm: Option<&'n GpuNorm>) -> Result<NormedInput<'n>> {
+        let a = self.acts;
+        let plain = |norm| NormedInput { norm, input: &a.x, layer_norm: None };
+        Ok(match norm {
+            Some(GpuNorm::Folded(gain)) => plain(Some((gain, self.eps))),
+            Some(GpuNorm::Layer(norm)) => {
+                let op = ops::LayerNorm { dim: self.dim, eps: self.eps, x: Bind(&a.x, 0, None), norm, out: Bind(&a.normed, 0, None) };
+                NormedInput { norm: None, input: &a.normed, layer_norm: Some(self.kernels.layer_norm(self.ctx, &op, &a.step)?) }
+            }
+            None => plain(None),
+        })
     }
 
     /// A linear layer: matvec for one token (decode), matmul for many (prefill).
@@ -218,7 +250,7 @@ impl Builder<'_> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let shape = self.form.shape;
         let cache = |c| Bind(c, 0, None);
-        let norm = l.attn_norm.as_ref().map(|gain| (gain, self.eps));
+        let NormedInput { norm, input, layer_norm } = self.normed_input(l.attn_norm.as_ref())?;
         // The table of the layer's kind (the file's frequencies, a sliding-window layer's or
         // none at all).
         let table = a.table(l.rope);
@@ -227,7 +259,7 @@ impl Builder<'_> {
             head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
-        let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.qkv, 0, None)) };
+        let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, input, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
         // it takes them with the norm (upload.rs put them there).
@@ -244,12 +276,12 @@ impl Builder<'_> {
         let one = if let Some(head_norm) = head_norm.filter(|_| norm.is_some() || rope_kv.bias.is_none()) {
             let (keys, values, biased) = (cache(&l.k_cache), cache(&l.v_cache), rope_kv.bias.is_some());
             let epilogue = RopeKv { shape, keys, values, table, biased, head_norm };
-            let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, &a.x, Bind(&a.q, 0, None)) };
+            let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, input, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {
             vec![k.matvec(ctx, &project, &a.step)?, rope_kv_dispatch.clone()]
         };
-        Ok(Op::by_tokens(one, vec![k.matmul(ctx, &project, &a.step)?, rope_kv_dispatch]))
+        Ok(norm_first(layer_norm, Op::by_tokens(one, vec![k.matmul(ctx, &project, &a.step)?, rope_kv_dispatch])))
     }
 
     /// `att = attention(q, cache)`; `x += Wo att`. Decode over a short context: one dispatch,
@@ -342,13 +374,14 @@ impl Builder<'_> {
     /// norms to x, the attention's first: 3 dispatches, not 4.
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
+        let NormedInput { norm, input, layer_norm } = self.normed_input(l.ffn_norm.as_ref())?;
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
-            norm: l.ffn_norm.as_ref().map(|gain| (gain, self.eps)),
+            norm,
             glu: true,
             gelu: self.gelu,
             post_norm_in,
             merge_in,
-            ..LinearOp::new(&l.w_gate_up, &a.x, Bind(&a.hidden, 0, None))
+            ..LinearOp::new(&l.w_gate_up, input, Bind(&a.hidden, 0, None))
         };
         let gate_up = gate_up_reading(None, None);
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
@@ -378,20 +411,22 @@ impl Builder<'_> {
                 op.one_short = vec![self.kernels.matvec(self.ctx, &merged, &a.step)?];
             }
         }
-        Ok(ops)
+        let [gate_up, down] = ops;
+        Ok([norm_first(layer_norm, gate_up), down])
     }
 
     /// `logits = head norm(x)`, its final norm inside: on the step's last token, or with
     /// `verify` on every token of the step (into logits rows 0..). A dispatch per band of the
     /// head, each writing its rows of the logits.
-    fn lm_head(&self, head: &RowBands, out_norm: &wgpu::Buffer, verify: bool) -> Result<Op> {
+    fn lm_head(&self, head: &RowBands, out_norm: &GpuNorm, verify: bool) -> Result<Op> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
+        let NormedInput { norm, input, layer_norm } = self.normed_input(Some(out_norm))?;
         let band = |(first, m): &(u32, ops::GpuMatrix)| {
             let op = LinearOp {
                 last_token: !verify,
-                norm: Some((out_norm, self.eps)),
+                norm,
                 y_stride: Some(head.rows),
-                ..LinearOp::new(m, &a.x, Bind(&a.logits, u64::from(*first) * 4, None))
+                ..LinearOp::new(m, input, Bind(&a.logits, u64::from(*first) * 4, None))
             };
             if verify {
                 k.matmul(ctx, &op, &a.step)
@@ -399,6 +434,14 @@ impl Builder<'_> {
                 k.matvec(ctx, &op, &a.step)
             }
         };
-        Ok(Op::same(head.bands.iter().map(band).collect::<Result<Vec<_>>>()?))
+        Ok(norm_first(layer_norm, Op::same(head.bands.iter().map(band).collect::<Result<Vec<_>>>()?)))
     }
+}
+
+/// `op` with `first` (a LayerNorm before its projection) ahead of it in every kind of step.
+fn norm_first(first: Option<Dispatch>, mut op: Op) -> Op {
+    if let Some(first) = first {
+        op.lists().into_iter().for_each(|list| list.insert(0, first.clone()));
+    }
+    op
 }

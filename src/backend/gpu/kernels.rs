@@ -75,7 +75,13 @@ impl ShaderSource {
 /// Every kernel the engine can compile, each matrix variant included; compiled natively by
 /// naga in the tests and in Chromium by Tint (`make www` writes them to www/shaders/).
 pub fn all_shaders() -> Vec<ShaderSource> {
-    let mut all = vec![ops::attention::combine_source(), ops::argmax::source(), ops::norm_add::source(false), ops::norm_add::source(true)];
+    let mut all = vec![
+        ops::attention::combine_source(),
+        ops::argmax::source(),
+        ops::norm_add::source(false),
+        ops::norm_add::source(true),
+        ops::layer_norm::source(),
+    ];
     all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
@@ -463,6 +469,8 @@ pub struct Kernels {
     pub(super) argmax: std::sync::Mutex<std::collections::HashMap<u32, Kernel>>,
     /// The post-norm pipeline (Gemma 3's), compiled on first use.
     pub(super) norm_add: std::sync::Mutex<std::collections::HashMap<bool, Kernel>>,
+    /// The LayerNorm pipeline (StableLM's norms), compiled on first use.
+    pub(super) layer_norm: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -554,6 +562,7 @@ impl Kernels {
             attention_weights: Default::default(),
             argmax: Default::default(),
             norm_add: Default::default(),
+            layer_norm: Default::default(),
         })
     }
 
@@ -724,6 +733,13 @@ impl Dispatch {
 /// A binding: a whole buffer, or `size` bytes from `offset`.
 #[derive(Clone, Copy)]
 pub struct Bind<'a>(pub &'a wgpu::Buffer, pub u64, pub Option<u64>);
+
+impl Bind<'_> {
+    /// Bytes the binding covers: its size, or the buffer's from the offset on.
+    pub fn bytes(&self) -> u64 {
+        self.2.unwrap_or(self.0.size().saturating_sub(self.1))
+    }
+}
 
 /// A binding of a whole buffer.
 pub fn whole(buffer: &wgpu::Buffer) -> Bind<'_> {

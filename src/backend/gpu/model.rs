@@ -17,7 +17,7 @@ use super::forward::{AttentionForm, Builder, ForwardOps, Lowered, Op};
 use super::kernels::{Bind, Dispatch, KernelOptions, Kernels, FUSED_ATTENTION_MAX_WIDTH};
 use super::ops::AttentionScope;
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
-use super::upload::{banded, GpuLayer, Uploaded};
+use super::upload::{banded, GpuLayer, GpuNorm, Uploaded};
 use crate::backend::cpu::ops::finish_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
@@ -155,7 +155,10 @@ impl GpuBackend {
         if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {
             options.per_head_attention = false;
         }
-        options.per_head_attention &= !cfg.architecture.has_post_norms() && cfg.architecture.has_pre_norms();
+        // Nor beside a LayerNorm, a dispatch that reads x before the gate/up projection's
+        // prologue would merge the heads' parts into it.
+        let arch = cfg.architecture;
+        options.per_head_attention &= !arch.has_post_norms() && arch.has_pre_norms() && !arch.layer_norms();
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
@@ -181,7 +184,7 @@ impl GpuBackend {
             ctx.settle().await?;
         }
         // Tied embeddings (no output.weight): one table serves the lookup and the LM head.
-        let out_norm = ctx.storage("output_norm", &output_norm);
+        let out_norm = GpuNorm::upload(&ctx, "output_norm", &output_norm, &[], &mut uploaded);
         let own_head = output.map(|w| banded(&ctx, &w, &mut uploaded.weights)).transpose()?;
         let head = own_head.as_ref().unwrap_or(&embedding);
         // The forward pass over them; the buffers live on through the bind groups that
@@ -192,7 +195,8 @@ impl GpuBackend {
             acts: &acts,
             form,
             capacity,
-            eps: cfg.rms_eps,
+            dim: cfg.dim as u32,
+            eps: cfg.norm_eps,
             embedding_scale: cfg.embedding_scale,
             residual_scale: cfg.residual_scale,
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
@@ -211,7 +215,7 @@ impl GpuBackend {
             kv_bytes_per_token: cfg.kv_bytes_per_token() / if options.kv_f16 { 2 } else { 1 },
             options,
             cfg: cfg.clone(),
-            gpu_bytes: acts.bytes + uploaded.weights + uploaded.other + out_norm.size(),
+            gpu_bytes: acts.bytes + uploaded.weights + uploaded.other,
             weight_bytes: uploaded.weights,
             acts,
             argmax,

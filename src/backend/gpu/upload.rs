@@ -9,16 +9,39 @@ use super::device::GpuContext;
 use super::ops::{AttentionScope, GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights};
+use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights, Norm};
+
+/// A norm on the GPU, as the projection after it takes it.
+pub(super) enum GpuNorm {
+    /// An RMSNorm's gain, `[dim]` (with what the projection's epilogue reads after it): the
+    /// projection norms its input in its prologue (matrix.wgsl's NORM).
+    Folded(wgpu::Buffer),
+    /// A LayerNorm's gain then bias, `[2 dim]`: a dispatch of its own (layer_norm.wgsl) norms
+    /// the input into [`Activations::normed`](super::activations::Activations::normed), which
+    /// the projection reads.
+    Layer(wgpu::Buffer),
+}
+
+impl GpuNorm {
+    /// The norm `n` uploaded: a LayerNorm's gain and bias in one buffer, or an RMSNorm's gain
+    /// with `after` (what the projection's epilogue reads after it) in another.
+    pub fn upload(ctx: &GpuContext, label: &str, n: &Norm, after: &[f32], bytes: &mut Uploaded) -> GpuNorm {
+        match &n.bias {
+            Some(bias) => GpuNorm::Layer(bytes.storage(ctx, label, &[&n.gain[..], bias].concat())),
+            None => GpuNorm::Folded(bytes.storage(ctx, label, &[&n.gain[..], after].concat())),
+        }
+    }
+}
 
 /// One transformer layer on the GPU: its weights, norms and KV cache.
 pub(super) struct GpuLayer {
-    /// The attention's RMSNorm gain, `[dim]`, and after it the Q/K/V bias, `[n_heads * hd +
-    /// 2 kv]`, where the model has one (a decode step's Q/K/V projection reads both there,
-    /// [`RopeKv::biased`](super::ops::RopeKv::biased)), or else each head's norm gains, q's
-    /// then k's, `[2 hd]`, where it has those ([`RopeKv::head_norm`](super::ops::RopeKv::head_norm));
+    /// The attention's norm: an RMSNorm's gain, `[dim]`, and after it the Q/K/V bias,
+    /// `[n_heads * hd + 2 kv]`, where the model has one (a decode step's Q/K/V projection
+    /// reads both there, [`RopeKv::biased`](super::ops::RopeKv::biased)), or else each head's
+    /// norm gains, q's then k's, `[2 hd]`, where it has those
+    /// ([`RopeKv::head_norm`](super::ops::RopeKv::head_norm)); or a LayerNorm's gain and bias;
     /// `None` without pre-norms (OLMo 2).
-    pub attn_norm: Option<wgpu::Buffer>,
+    pub attn_norm: Option<GpuNorm>,
     /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
     pub wqkv: GpuMatrix,
     /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]`, where the model has one (Qwen2).
@@ -33,8 +56,9 @@ pub(super) struct GpuLayer {
     pub k_cache: wgpu::Buffer,
     /// The value cache, laid out as the key cache.
     pub v_cache: wgpu::Buffer,
-    /// The feed-forward's RMSNorm gain, `[dim]`; `None` without pre-norms.
-    pub ffn_norm: Option<wgpu::Buffer>,
+    /// The feed-forward's norm (an RMSNorm's gain, `[dim]`, or a LayerNorm's gain and bias);
+    /// `None` without pre-norms.
+    pub ffn_norm: Option<GpuNorm>,
     /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue.
     pub w_gate_up: GpuMatrix,
     /// The down projection, `[dim, ffn]`.
@@ -83,12 +107,12 @@ impl GpuLayer {
         let kv = cfg.kv_dim();
         let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
         Ok(GpuLayer {
-            attn_norm: l.attn_norm.as_ref().map(|gain| match (&l.qkv_bias, &l.head_norm) {
-                (Some(b), _) => bytes.storage(ctx, "attn_norm and qkv bias", &[&gain[..], &b.stacked()].concat()),
+            attn_norm: l.attn_norm.as_ref().map(|norm| match (&l.qkv_bias, &l.head_norm) {
+                (Some(b), _) => GpuNorm::upload(ctx, "attn_norm and qkv bias", norm, &b.stacked(), bytes),
                 (None, Some(n)) if n.span(cfg.head_dim) == HeadNormSpan::Head => {
-                    bytes.storage(ctx, "attn_norm and head norms", &[&gain[..], &n.q, &n.k].concat())
+                    GpuNorm::upload(ctx, "attn_norm and head norms", norm, &[&n.q[..], &n.k].concat(), bytes)
                 }
-                (None, _) => bytes.storage(ctx, "attn_norm", gain),
+                (None, _) => GpuNorm::upload(ctx, "attn_norm", norm, &[], bytes),
             }),
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
             qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),
@@ -96,7 +120,7 @@ impl GpuLayer {
             wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
             v_cache: bytes.storage(ctx, "v cache", &vec![0u32; cache_words]),
-            ffn_norm: l.ffn_norm.as_ref().map(|gain| bytes.storage(ctx, "ffn_norm", gain)),
+            ffn_norm: l.ffn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, "ffn_norm", norm, &[], bytes)),
             w_gate_up: gate_up(ctx, &l.w_gate, &l.w_up, &mut bytes.weights)?,
             w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
             post_norm: l

@@ -21,7 +21,7 @@ impl Kernels {
     /// `tokens[0] = ` the id of the highest-ranked of the first `n` floats of `logits` (ties to
     /// the lower id, as the sampler ranks): one workgroup, nothing else written.
     pub fn argmax(&self, ctx: &GpuContext, logits: Bind, n: u32, tokens: &wgpu::Buffer) -> Result<Dispatch> {
-        if n == 0 || u64::from(n) * 4 > logits.2.unwrap_or(logits.0.size() - logits.1) {
+        if n == 0 || u64::from(n) * 4 > logits.bytes() {
             return Err(Error::Backend(format!("argmax over {n} logits: the binding holds {} bytes", logits.0.size() - logits.1)));
         }
         let kernel = self.argmax_kernel(ctx, n)?;

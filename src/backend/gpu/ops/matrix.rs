@@ -688,7 +688,7 @@ fn check_post_norm_in(op: &LinearOp, prefill: bool) -> Result<()> {
         return Err(Error::Backend(format!("the post-norm prologue's epsilon {} and its RMSNorm's {eps} are one uniform", p.eps)));
     }
     let row = cols as u64 * 4;
-    if p.gain.size() < row || p.y.2.unwrap_or(p.y.0.size() - p.y.1) < row {
+    if p.gain.size() < row || p.y.bytes() < row {
         return Err(Error::Backend(format!("the post-norm prologue reads rows of {cols} floats: a buffer holds fewer")));
     }
     Ok(())

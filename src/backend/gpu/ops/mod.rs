@@ -1,5 +1,6 @@
-//! One module per GPU op (matrix, attention, RoPE/KV write, embedding, post norm, argmax): each owns its shader source and variant key, its dispatch (the
-//! buffers bound by their WGSL names, the workgroup count) and the checks on its operands;
+//! One module per GPU op (matrix, attention, RoPE/KV write, embedding, post norm, LayerNorm,
+//! argmax): each owns its shader source and variant key, its dispatch (the buffers bound by
+//! their WGSL names, the workgroup count) and the checks on its operands;
 //! the uniform structs they write are in [`super::params`], the pipeline cache and the
 //! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
 
@@ -7,12 +8,14 @@ pub mod argmax;
 pub mod attention;
 pub mod attention_weights;
 pub mod embedding;
+pub mod layer_norm;
 pub mod matrix;
 pub mod norm_add;
 pub mod rope_kv;
 
 pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel, AttentionScope};
 pub use attention_weights::AttentionWeightsKernel;
+pub use layer_norm::LayerNorm;
 pub use matrix::{
     AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, MatrixKernel, PostNormInput, RopeKv, RowBands,
     WeightFormat, HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS, MAX_HEAD_NORM_WIDTH, MAX_HEAD_PARTS,

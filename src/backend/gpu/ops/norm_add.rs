@@ -58,9 +58,8 @@ impl Kernels {
     /// The post norm `op` (see [`PostNorm`]): one workgroup a token.
     pub fn post_norm(&self, ctx: &GpuContext, op: &PostNorm, step: &wgpu::Buffer) -> Result<Dispatch> {
         let row = u64::from(op.dim) * 4;
-        let bound = |b: &Bind| b.2.unwrap_or(b.0.size() - b.1);
-        let first_short = op.first.as_ref().is_some_and(|(y, gain)| gain.size() < row || bound(y) < row);
-        if op.dim == 0 || op.gain.size() < row || bound(&op.y) < row || bound(&op.x) < row || first_short {
+        let first_short = op.first.as_ref().is_some_and(|(y, gain)| gain.size() < row || y.bytes() < row);
+        if op.dim == 0 || op.gain.size() < row || op.y.bytes() < row || op.x.bytes() < row || first_short {
             return Err(Error::Backend(format!("a post norm over rows of {} floats: a buffer holds fewer", op.dim)));
         }
         let params = ctx.uniform("norm_add", &[NormParams { dim: op.dim, eps: op.eps, ..Default::default() }]);

@@ -23,8 +23,9 @@
 //     writes what rope_kv.wgsl would from them (rope_pair.wgsl): the turned queries into y
 //     [n_heads * hd], the turned keys and the values into row step.pos of the caches. Rows
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate. With
-//     QKV_BIAS (and NORM) each row's bias is added first (Qwen2's Q/K/V biases), read from
-//     the gain binding after its cols gains: the kernel has no storage binding to spare.
+//     QKV_BIAS each row's bias is added first (Qwen2's and StableLM 2's Q/K/V biases), read
+//     from the gain binding after its cols gains with NORM (the kernel has no storage binding
+//     to spare), from its start without (StableLM's projection reads a LayerNorm's output).
 //   HEAD_NORM (with ROPE_KV, not QKV_BIAS; Qwen3's, Gemma 3's and EXAONE 4's head norms):
 //     each workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a
 //     q or k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's
@@ -57,7 +58,7 @@
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
 //   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); GAINS
-//   with NORM or HEAD_NORM (the gain binding); KV_CACHE with
+//   with NORM, QKV_BIAS or HEAD_NORM (the gain binding); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
 //   workgroup memory; POST_NORM_IN too); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
@@ -73,7 +74,7 @@
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them, or without NORM [2 hd]); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains, or without NORM the biases alone, padded to whole vec4s; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them, or without NORM [2 hd]); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
@@ -552,9 +553,13 @@ fn glu(g: Acc, u: Acc) -> Acc {
 }
 
 #ifdef QKV_BIAS
-// Row r's bias, in the gain binding after its cols gains.
+// Row r's bias, in the gain binding after its cols gains (with NORM), or from its start.
 fn qkv_bias(r: u32) -> f32 {
+#ifdef NORM
     return gain_at(params.cols + r);
+#else
+    return gain_at(r);
+#endif
 }
 #endif
 

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use tokenscope::backend::cpu::ops;
 use tokenscope::backend::gpu::kernels::{self, Bind, KernelOptions, Kernels, StepParams};
 use tokenscope::backend::gpu::ops::{
-    self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, RopeKv,
+    self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv,
 };
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::weights::to_vec;
@@ -1339,9 +1339,11 @@ fn attention_case(
 /// against its twins: `ops::rmsnorm`, the dequantized matrix times the row, `ops::rope` of
 /// the q and k parts; the q part comes out in `y` and the k and v parts land in cache row
 /// `pos`, every other cache row untouched; with Q/K/V biases (Qwen2's, the second and third
-/// cases) each row's added before RoPE (`ops::add_rows`); with head norms (Qwen3's and Gemma
-/// 3's, the last three: a head a workgroup, heads of 12, 64 and 256 rows in one round or
-/// several) each q and k head RMS-normed first (`ops::rmsnorm_heads`). Every weight format
+/// cases; StableLM 2's without the input's norm, in a buffer of their own, the eighth) each
+/// row's added before RoPE (`ops::add_rows`); with head norms (Qwen3's and Gemma 3's, EXAONE
+/// 4's without the input's norm: a head a workgroup, heads of 12, 64 and 256 rows in one round
+/// or several) each q and k head RMS-normed first (`ops::rmsnorm_heads`); the last with
+/// neither and no norm (StableLM 3B's). Every weight format
 /// (the head norms on EVERY_FORM_TYPES: the epilogue takes the products alike from every
 /// type), every row sharing that pairs rows (at most 32 threads per row), subgroups, both
 /// cache precisions; a head too wide for an option's workgroup memory is refused.
@@ -1357,22 +1359,24 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
         // EVERY_FORM_TYPES (the epilogue takes the products alike from every type).
         let types: &[GgmlDType] = if unit_forms().contains(&options) { &ALL_TYPES } else { &EVERY_FORM_TYPES };
         for &dtype in types {
-            // (query heads, KV heads, head_dim, cols, position, capacity, biases, head norms):
-            // odd row counts (50, 60, 84) and this model's shape at a far position; columns
-            // rounded up to whole blocks (256 for the K-quants).
+            // (query heads, KV heads, head_dim, cols, position, capacity, biases, head norms,
+            // the input RMS-normed): odd row counts (50, 60, 84) and this model's shape at a
+            // far position; columns rounded up to whole blocks (256 for the K-quants); without
+            // the input's norm (StableLM's projection reads its LayerNorm's output, EXAONE 4's
+            // the residual stream) the biases or the head gains in a buffer of their own.
             let cases = [
-                (3usize, 1usize, 10usize, 64usize, 0usize, 5usize, false, None),
-                (6, 2, 6, 96, 4, 9, true, None),
-                (9, 3, 64, 576, 4999, 5000, true, None),
-                (5, 1, 12, 96, 3, 7, false, Some(true)),
-                (4, 2, 64, 576, 4999, 5000, false, Some(true)),
-                (2, 1, 256, 256, 6, 8, false, Some(true)),
-                (3, 1, 16, 64, 2, 4, false, Some(false)),
+                (3usize, 1usize, 10usize, 64usize, 0usize, 5usize, false, false, true),
+                (6, 2, 6, 96, 4, 9, true, false, true),
+                (9, 3, 64, 576, 4999, 5000, true, false, true),
+                (5, 1, 12, 96, 3, 7, false, true, true),
+                (4, 2, 64, 576, 4999, 5000, false, true, true),
+                (2, 1, 256, 256, 6, 8, false, true, true),
+                (3, 1, 16, 64, 2, 4, false, true, false),
+                (3, 1, 10, 64, 2, 5, true, false, false),
+                (6, 2, 6, 96, 1, 4, false, false, false),
             ];
-            for (heads, kv_heads, hd, cols, pos, capacity, biased, head_norm) in cases {
-                // With head norms: after the input's RMSNorm (true), or with none (false).
-                let pre_norm = head_norm.unwrap_or(true);
-                if head_norm.is_some() && !EVERY_FORM_TYPES.contains(&dtype) {
+            for (heads, kv_heads, hd, cols, pos, capacity, biased, head_norm, pre_norm) in cases {
+                if head_norm && !EVERY_FORM_TYPES.contains(&dtype) {
                     continue;
                 }
                 let cols = columns(dtype, cols);
@@ -1396,7 +1400,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 }
                 // Each head's norm gains, q's then k's, and the bound on each normed value:
                 // g / rms times the product's own error and its share of the rms's.
-                let head_gains = head_norm.map(|_| random(&mut rng, 2 * hd, 2.0));
+                let head_gains = head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
                 let mut bound = bound;
                 let mut normed = product.clone();
                 if let Some(g) = &head_gains {
@@ -1432,9 +1436,14 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 // RopeKv::head_norm).
                 let gain_and_bias = [&gain[..], bias.as_deref().unwrap_or(&[]), head_gains.as_deref().unwrap_or(&[])].concat();
                 let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain_and_bias));
-                // Without the input's norm, the head gains alone (HeadGains::Own).
+                // Without the input's norm, the head gains alone (HeadGains::Own), or the
+                // biases alone in whole vec4s (QkvBiases::Own).
                 let own = ctx.storage("head gains", head_gains.as_deref().unwrap_or(&[0.0]));
                 let gains = if pre_norm { HeadGains::AfterNorm } else { HeadGains::Own(&own, 1e-5) };
+                let mut padded = bias.clone().unwrap_or_default();
+                padded.resize(gpu_ops::own_bias_len(padded.len()).max(4), 0.0);
+                let own_bias = ctx.storage("biases", &padded);
+                let biases = if pre_norm { QkvBiases::AfterNorm } else { QkvBiases::Own(&own_bias) };
                 let table = ctx.storage("table", &gpu_ops::rope_table(capacity, &freqs));
                 let at = StepParams::new(pos as u32, 1);
                 let step = kernels::step_uniform(&ctx, at);
@@ -1444,8 +1453,8 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     keys: cache(&kc),
                     values: cache(&vc),
                     table: &table,
-                    biased: bias.is_some(),
-                    head_norm: head_norm.map(|_| gains),
+                    bias: bias.as_ref().map(|_| biases),
+                    head_norm: head_norm.then_some(gains),
                 };
                 let op = LinearOp {
                     norm: pre_norm.then_some((&gb, 1e-5)),
@@ -1454,10 +1463,10 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 };
                 let what = |part: &str| {
                     format!(
-                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm:?} (Some(pre-norm)), {options:?}"
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, pre-norm {pre_norm}, {options:?}"
                     )
                 };
-                if head_norm.is_some() && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
+                if head_norm && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
                     assert!(k.matvec(&ctx, &op, &step).is_err(), "{}", what("refused"));
                     continue;
                 }
@@ -1849,26 +1858,33 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
     let at = StepParams::new(0, 1);
     let step = kernels::step_uniform(&ctx, at);
-    let rope =
-        |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, biased: false, head_norm: None };
+    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, bias: None, head_norm: None };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
     assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");
     assert!(k.matvec(&ctx, &with_rope([3, 2, 10]), &step).is_err(), "3 query heads cannot share 2 KV heads");
     assert!(k.matmul(&ctx, &with_rope([3, 1, 10]), &step).is_err(), "the epilogue is decode-only");
     assert!(k.matvec(&ctx, &LinearOp { accumulate: true, ..with_rope([3, 1, 10]) }, &step).is_err(), "queries are not added to");
-    // Biases sit after the norm's gains: no norm, or a gain buffer of the gains alone, is refused.
-    let biased =
-        |norm| LinearOp { rope_kv: Some(RopeKv { biased: true, ..rope([3, 1, 10]) }), norm, ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
+    // Biases sit after the norm's gains: no norm, or a gain buffer of the gains alone, is
+    // refused; without a norm, in a buffer of their own of whole vec4s (52 floats for 50).
+    let biased = |bias, norm| LinearOp {
+        rope_kv: Some(RopeKv { bias: Some(bias), ..rope([3, 1, 10]) }),
+        norm,
+        ..LinearOp::new(&m, &x, Bind(&y, 0, None))
+    };
     let (gains, gains_and_biases) = (ctx.storage("gain", &[1.0f32; 64]), ctx.storage("gain", &[1.0f32; 64 + 50]));
-    assert!(k.matvec(&ctx, &biased(None), &step).is_err(), "biases without the norm's buffer");
-    assert!(k.matvec(&ctx, &biased(Some((&gains, 1e-5))), &step).is_err(), "64 gains and no room for 50 biases");
-    assert!(k.matvec(&ctx, &biased(Some((&gains_and_biases, 1e-5))), &step).is_ok(), "64 gains, then 50 biases");
+    let (own, unpadded) = (ctx.storage("biases", &[1.0f32; 52]), ctx.storage("biases", &[1.0f32; 50]));
+    assert!(k.matvec(&ctx, &biased(QkvBiases::AfterNorm, None), &step).is_err(), "biases without the norm's buffer");
+    assert!(k.matvec(&ctx, &biased(QkvBiases::AfterNorm, Some((&gains, 1e-5))), &step).is_err(), "64 gains and no room for 50 biases");
+    assert!(k.matvec(&ctx, &biased(QkvBiases::AfterNorm, Some((&gains_and_biases, 1e-5))), &step).is_ok(), "64 gains, then 50 biases");
+    assert!(k.matvec(&ctx, &biased(QkvBiases::Own(&own), None), &step).is_ok(), "50 biases of their own, in 13 vec4s");
+    assert!(k.matvec(&ctx, &biased(QkvBiases::Own(&unpadded), None), &step).is_err(), "50 biases, the last vec4 cut short");
+    assert!(k.matvec(&ctx, &biased(QkvBiases::Own(&own), Some((&gains, 1e-5))), &step).is_err(), "biases of their own beside a norm");
     // Head gains sit after the norm's gains too; no biases beside them, heads of a multiple of
     // 4. The matrix's 48 rows are [q | k | v] of 2 + 2 heads of 12 (refused over heads of 10).
     let (_, m48) = random_matrix(&ctx, &mut rng, 48, 64, GgmlDType::Q8_0);
-    let normed = |shape, biased, norm| LinearOp {
-        rope_kv: Some(RopeKv { biased, head_norm: Some(HeadGains::AfterNorm), ..rope(shape) }),
+    let normed = |shape, biased: bool, norm| LinearOp {
+        rope_kv: Some(RopeKv { bias: biased.then_some(QkvBiases::AfterNorm), head_norm: Some(HeadGains::AfterNorm), ..rope(shape) }),
         norm,
         ..LinearOp::new(&m48, &x, Bind(&y, 0, None))
     };

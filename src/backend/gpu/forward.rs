@@ -26,9 +26,8 @@
 //! pass. OLMo 2 has no pre-norms (its projections read `x` unnormed; the folded post norm
 //! too) and norms its q and k whole in the RoPE dispatch: 6 a layer. StableLM's LayerNorms
 //! are a dispatch each before the Q/K/V projection, the gate/up projection and the LM head
-//! ([`ops::LayerNorm`], into `normed`, which the projection reads): 6 a layer, 7 with Q/K/V
-//! biases (StableLM 2's), which the epilogue reads after a folded norm's gains, so RoPE runs
-//! apart. A prefill pass runs RoPE and attention as
+//! ([`ops::LayerNorm`], into `normed`, which the projection reads; StableLM 2's Q/K/V biases
+//! bound alone where a folded norm's gains would be, [`QkvBiases::Own`]): 6 a layer. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -38,7 +37,7 @@
 use super::activations::Activations;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, RopeKv, RopeKvOp, RowBands};
+use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv, RopeKvOp, RowBands};
 use super::upload::{GpuLayer, GpuNorm};
 use crate::error::Result;
 use crate::model::{Config, HeadNormSpan};
@@ -262,7 +261,8 @@ impl Builder<'_> {
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, input, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
-        // it takes them with the norm (upload.rs put them there).
+        // it takes them with the norm (upload.rs put them there); without one, in their own
+        // buffer.
         // `Some(gains)` for the epilogue's head norm, `Some(None)` for none, `None` where the
         // epilogue cannot take the model's (its whole-projection norms, biases beside them, or
         // heads it does not fit).
@@ -273,9 +273,10 @@ impl Builder<'_> {
             }
             Some(_) => None,
         };
-        let one = if let Some(head_norm) = head_norm.filter(|_| norm.is_some() || rope_kv.bias.is_none()) {
-            let (keys, values, biased) = (cache(&l.k_cache), cache(&l.v_cache), rope_kv.bias.is_some());
-            let epilogue = RopeKv { shape, keys, values, table, biased, head_norm };
+        let bias = rope_kv.bias.map(|own| if norm.is_some() { QkvBiases::AfterNorm } else { QkvBiases::Own(own) });
+        let one = if let Some(head_norm) = head_norm {
+            let (keys, values) = (cache(&l.k_cache), cache(&l.v_cache));
+            let epilogue = RopeKv { shape, keys, values, table, bias, head_norm };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, input, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {

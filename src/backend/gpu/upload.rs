@@ -6,7 +6,7 @@
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::ops::{AttentionScope, GpuMatrix, RowBands};
+use super::ops::{own_bias_len, AttentionScope, GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
 use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights, Norm};
@@ -37,14 +37,16 @@ impl GpuNorm {
 pub(super) struct GpuLayer {
     /// The attention's norm: an RMSNorm's gain, `[dim]`, and after it the Q/K/V bias,
     /// `[n_heads * hd + 2 kv]`, where the model has one (a decode step's Q/K/V projection
-    /// reads both there, [`RopeKv::biased`](super::ops::RopeKv::biased)), or else each head's
+    /// reads both there, [`QkvBiases::AfterNorm`](super::ops::QkvBiases::AfterNorm)), or else each head's
     /// norm gains, q's then k's, `[2 hd]`, where it has those
     /// ([`RopeKv::head_norm`](super::ops::RopeKv::head_norm)); or a LayerNorm's gain and bias;
     /// `None` without pre-norms (OLMo 2).
     pub attn_norm: Option<GpuNorm>,
     /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
     pub wqkv: GpuMatrix,
-    /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]`, where the model has one (Qwen2).
+    /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]` padded to whole vec4s
+    /// ([`own_bias_len`]), where the model has one (Qwen2, StableLM 2): the RoPE dispatch's,
+    /// and the epilogue's where no norm's gains precede them ([`QkvBiases::Own`](super::ops::QkvBiases::Own)).
     pub qkv_bias: Option<wgpu::Buffer>,
     /// The query and key head norms' gains, q's then k's: `[2 * hd]` (each head's, Qwen3's)
     /// or `[n_heads * hd + kv]` (the whole projection's, OLMo 2's), where the model has them.
@@ -115,7 +117,11 @@ impl GpuLayer {
                 (None, _) => GpuNorm::upload(ctx, "attn_norm", norm, &[], bytes),
             }),
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
-            qkv_bias: l.qkv_bias.as_ref().map(|b| bytes.storage(ctx, "qkv bias", &b.stacked())),
+            qkv_bias: l.qkv_bias.as_ref().map(|b| {
+                let mut stacked = b.stacked();
+                stacked.resize(own_bias_len(stacked.len()), 0.0);
+                bytes.storage(ctx, "qkv bias", &stacked)
+            }),
             head_norm: l.head_norm.as_ref().map(|n| (bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat()), n.span(cfg.head_dim))),
             wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),

@@ -250,6 +250,9 @@ impl MatrixKernel {
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, qkv_bias: true, kv_f16, ..plain });
+                        // Without a norm in the prologue (StableLM's LayerNorm before it).
+                        all.push(MatrixKernel { rope_kv: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { rope_kv: true, qkv_bias: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
@@ -303,7 +306,7 @@ impl MatrixKernel {
         defines.extend(self.format.defines());
         let flags = [
             (self.norm, "NORM"),
-            (self.norm || self.head_norm, "GAINS"),
+            (self.norm || self.head_norm || self.qkv_bias, "GAINS"),
             (self.glu, "GLU"),
             (self.rope_kv, "ROPE_KV"),
             (self.qkv_bias, "QKV_BIAS"),
@@ -398,14 +401,32 @@ pub struct RopeKv<'a> {
     pub values: Bind<'a>,
     /// RoPE's cos/sin, [`rope_table`].
     pub table: &'a wgpu::Buffer,
-    /// The op's norm gain buffer holds the rows' biases after its gains, `[cols + n_heads *
-    /// head_dim + 2 kv]` (Qwen2's Q/K/V biases), added before RoPE: the kernel has no storage
-    /// binding to spare for a buffer of their own (WebGPU's default is 8 a stage).
-    pub biased: bool,
+    /// Each row's bias added before RoPE (Qwen2's and StableLM 2's Q/K/V biases), where
+    /// [`QkvBiases`] says.
+    pub bias: Option<QkvBiases<'a>>,
     /// Each q and k head is RMS-normed before RoPE (Qwen3's, Gemma 3's and EXAONE 4's head
-    /// norms), the gains where [`HeadGains`] says. Not with `biased`; the matrix is computed
+    /// norms), the gains where [`HeadGains`] says. Not with `bias`; the matrix is computed
     /// a head a workgroup ([`Kernels::head_norm_epilogue_fits`] says where it can be).
     pub head_norm: Option<HeadGains<'a>>,
+}
+
+/// Where the RoPE/KV epilogue's Q/K/V biases are, one a row, `[n_heads * head_dim + 2 kv]`.
+#[derive(Clone, Copy)]
+pub enum QkvBiases<'a> {
+    /// In the op's norm gain buffer after its gains, `[cols + rows]` (Qwen2's): the kernel
+    /// has no storage binding to spare for a buffer of their own (WebGPU's default is 8 a
+    /// stage).
+    AfterNorm,
+    /// In a buffer of their own, bound where the norm's gains would be, for an op with no
+    /// norm in its prologue (StableLM 2's projection reads its LayerNorm's output), at least
+    /// [`own_bias_len`] floats (a decode kernel reads the binding four floats at a time).
+    Own(&'a wgpu::Buffer),
+}
+
+/// Floats of a [`QkvBiases::Own`] buffer for `rows` biases: rounded up to whole vec4s, as a
+/// decode kernel reads its gain binding as `array<vec4<f32>>` (the padding is never read).
+pub fn own_bias_len(rows: usize) -> usize {
+    rows.next_multiple_of(4)
 }
 
 /// Where the head-norm epilogue's gains are, q's then k's, `[2 head_dim]`.
@@ -548,7 +569,7 @@ impl Kernels {
             norm: op.norm.is_some(),
             glu: op.glu,
             rope_kv: op.rope_kv.is_some(),
-            qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.biased),
+            qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.bias.is_some()),
             head_norm: op.rope_kv.as_ref().is_some_and(|r| r.head_norm.is_some()),
             attention: op.attention.is_some(),
             combine: op.combine.is_some(),
@@ -564,6 +585,11 @@ impl Kernels {
         // A head norm's gains of their own, and its epsilon.
         let own_gains = match op.rope_kv.as_ref().and_then(|r| r.head_norm) {
             Some(HeadGains::Own(gains, eps)) => Some((gains, eps)),
+            _ => None,
+        };
+        // Biases of their own, bound where the gains would be.
+        let own_biases = match op.rope_kv.as_ref().and_then(|r| r.bias) {
+            Some(QkvBiases::Own(biases)) => Some(biases),
             _ => None,
         };
         let params = MatrixParams {
@@ -618,7 +644,7 @@ impl Kernels {
             None => binds.push((if op.attention.is_some() || op.heads.is_some() { "q" } else { "x" }, whole(op.x))),
         }
         binds.extend([("y", op.y), ("step", whole(step))]);
-        if let Some((gain, _)) = op.norm.or(own_gains) {
+        if let Some(gain) = op.norm.or(own_gains).map(|(gain, _)| gain).or(own_biases) {
             binds.push(("gain", whole(gain)));
         }
         if let Some(r) = &op.rope_kv {
@@ -728,7 +754,8 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
     if op.rope_kv.is_some() && op.accumulate {
         return Err(Error::Backend("the RoPE/KV epilogue cannot add to y".into()));
     }
-    let biased = op.rope_kv.as_ref().is_some_and(|r| r.biased);
+    let bias = op.rope_kv.as_ref().and_then(|r| r.bias);
+    let biased = bias.is_some();
     if let Some(gains) = op.rope_kv.as_ref().and_then(|r| r.head_norm) {
         let after_norm = u64::from(w.cols + 2 * head_dim) * 4;
         let fits = match (gains, op.norm) {
@@ -750,11 +777,18 @@ fn check_fusions(op: &LinearOp, prefill: bool) -> Result<Option<[u32; 3]>> {
             )));
         }
     }
-    if biased && op.norm.is_none_or(|(gain, _)| gain.size() < u64::from(w.cols + w.rows) * 4) {
+    let bias_fits = match (bias, op.norm) {
+        (None, _) => true,
+        (Some(QkvBiases::AfterNorm), Some((gain, _))) => gain.size() >= u64::from(w.cols + w.rows) * 4,
+        (Some(QkvBiases::Own(own)), None) => own.size() >= own_bias_len(w.rows as usize) as u64 * 4,
+        _ => false,
+    };
+    if !bias_fits {
         return Err(Error::Backend(format!(
-            "the RoPE/KV epilogue's biases sit after the norm's {} gains: it needs the norm, its buffer {} floats long",
+            "the RoPE/KV epilogue's biases sit after the norm's {} gains (its buffer {} floats long), or without a norm in a buffer of their own ({} floats)",
             w.cols,
-            w.cols + w.rows
+            w.cols + w.rows,
+            own_bias_len(w.rows as usize)
         )));
     }
     if op.rope_kv.is_none() && (w.cols != n_heads * head_dim || w.cols as usize > FUSED_ATTENTION_MAX_WIDTH) {

@@ -17,8 +17,9 @@ pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionK
 pub use attention_weights::AttentionWeightsKernel;
 pub use layer_norm::LayerNorm;
 pub use matrix::{
-    AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, MatrixKernel, PostNormInput, RopeKv, RowBands,
-    WeightFormat, HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS, MAX_HEAD_NORM_WIDTH, MAX_HEAD_PARTS,
+    own_bias_len, AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, MatrixKernel, PostNormInput,
+    QkvBiases, RopeKv, RowBands, WeightFormat, HEADS_MIN_BLOCK_COLUMNS, HEADS_THREADS_PER_ROW, MATMUL_TOKENS, MAX_GROUPS,
+    MAX_HEAD_NORM_WIDTH, MAX_HEAD_PARTS,
 };
 pub use norm_add::PostNorm;
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};

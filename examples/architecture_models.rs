@@ -217,6 +217,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
             "stablelm-3b.gguf",
             SyntheticSpec { architecture: Architecture::Stablelm, rope_dims: Some(4), untied_output: true, seed: 38, ..base.clone() },
         ),
+        // GPT-2: LayerNorms, learned positions (no RoPE), the stacked Q/K/V projection and
+        // every other matrix but the tied LM head with a bias, an ungated GELU feed-forward;
+        // as many KV heads as query heads (GPT-2 has no grouped-query attention).
+        ("gpt2.gguf", SyntheticSpec { architecture: Architecture::Gpt2, n_kv_heads: 4, seed: 39, ..base.clone() }),
         // EXAONE 4 32B's sliding layers: llama.cpp knows the 32B by its 64 blocks, whose first
         // three of every four slide over a window (5 positions here, written out a flag a
         // layer) turned by RoPE, the fourth attending over every position without RoPE;

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 24] = [
+const ARCHITECTURE_FIXTURES: [&str; 25] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -54,6 +54,7 @@ const ARCHITECTURE_FIXTURES: [&str; 24] = [
     "glm4.gguf",
     "stablelm.gguf",
     "stablelm-3b.gguf",
+    "gpt2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

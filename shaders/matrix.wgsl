@@ -18,6 +18,11 @@
 //     or with params.gelu = 1 gelu(gate) * up, GELU's tanh form (Gemma 3's GeGLU):
 //     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
 //     even: TPR <= WG / 2). Not with accumulate.
+//   BIAS (epilogue, not with NORM or a pair epilogue; GPT-2's output, up and down
+//     projections): each row's bias is added to its product, read from the gain binding
+//     (the biases alone, padded to whole vec4s): y[r] = s ((W x)[r] + b[r]).
+//   ACT (epilogue, not with GLU; GPT-2's ungated up projection): each row's value, its bias
+//     added, goes through GELU's tanh form (glu's): y[r] = gelu((W x)[r] + b[r]).
 //   ROPE_KV (MATVEC epilogue; with NORM, the Q/K/V projection of a decode step): the rows are
 //     one token's [q (n_heads * hd) | k (kv) | v (kv)], kv = n_kv_heads * hd, and the kernel
 //     writes what rope_kv.wgsl would from them (rope_pair.wgsl): the turned queries into y
@@ -58,7 +63,7 @@
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
 //   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); GAINS
-//   with NORM, QKV_BIAS or HEAD_NORM (the gain binding); KV_CACHE with
+//   with NORM, QKV_BIAS, HEAD_NORM or BIAS (the gain binding); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
 //   (binding 3 is q); ATT_IN with ATTENTION, COMBINE, HEADS and MERGE_IN (the input row in
 //   workgroup memory; POST_NORM_IN too); HEAD_PARTS with MERGE_IN and MERGE_OUT (binding 10); X_VEC4 with
@@ -74,7 +79,7 @@
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]
 //   (attention_partial.wgsl's chunk statistics for the step's token); 4 y: array<f32>
 //   (read_write); 5 uniform Step {pos, n_tokens}; 6 gain: array<f32> [cols] (read; NORM
-//   only; X_VEC4: as vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains, or without NORM the biases alone, padded to whole vec4s; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them, or without NORM [2 hd]); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
+//   only; X_VEC4: as vec4s; BIAS: [rows] the rows' biases, padded to whole vec4s; QKV_BIAS: [cols + rows], the rows' biases after the gains, or without NORM the biases alone, padded to whole vec4s; HEAD_NORM: [cols + 2 hd], q's and k's head gains after them, or without NORM [2 hd]); 7 k_cache, 8 v_cache (ROPE_KV writes them, ATTENTION reads them; declared
 //   read_write for both): array<f32> [context, kv] or KV_F16 array<u32> [context, kv / 2];
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
@@ -545,11 +550,28 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Dot {
 // MATMUL, where that function takes an f32).
 fn glu(g: Acc, u: Acc) -> Acc {
     if (params.gelu != 0u) {
-        let z = 0.7978846 * (g + 0.044715 * g * g * g);
-        let tanh_z = 1.0 - 2.0 / (exp(2.0 * z) + 1.0);
-        return 0.5 * g * (1.0 + tanh_z) * u;
+        return gelu(g) * u;
     }
     return g / (1.0 + exp(-g)) * u;
+}
+
+fn gelu(g: Acc) -> Acc {
+    let z = 0.7978846 * (g + 0.044715 * g * g * g);
+    let tanh_z = 1.0 - 2.0 / (exp(2.0 * z) + 1.0);
+    return 0.5 * g * (1.0 + tanh_z);
+}
+
+// Row `row`'s sum (each token's, in MATMUL) as its epilogue leaves it before store(): its
+// bias added (BIAS), then GELU (ACT); as it is without either.
+fn finish(row: u32, sum: Acc) -> Acc {
+    var v = sum;
+#ifdef BIAS
+    v = v + gain_at(row);
+#endif
+#ifdef ACT
+    v = gelu(v);
+#endif
+    return v;
 }
 
 #ifdef QKV_BIAS
@@ -705,7 +727,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
                 }
 #else
                 for (var r = 0u; r < ROWS && row + r < params.rows; r = r + 1u) {
-                    store(row + r, sum[r]);
+                    store(row + r, finish(row + r, sum[r]));
                 }
 #endif
             }
@@ -730,7 +752,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
 #else
         for (var r = t; r < units && first + r < params.rows; r = r + WG) {
-            store(first + r, row_total(r, parts) * scale);
+            store(first + r, finish(first + r, row_total(r, parts) * scale));
         }
 #endif
     } else if (ROWS == 1u) {
@@ -848,10 +870,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 #else
     if (lane == 0u && row < params.rows) {
 #ifdef MATVEC
-        store(row, partial[t]);
+        store(row, finish(row, partial[t]));
 #endif
 #ifdef MATMUL
-        let total = partial[t];
+        let total = finish(row, partial[t]);
         for (var j = 0u; j < 4u; j = j + 1u) {
             if (b0 + j < step.n_tokens) {
                 store((b0 + j) * params.y_stride + row, total[j]);

@@ -10,6 +10,7 @@
 //! per-head norms without pre-norms and its full layers without RoPE, glm4's norms around
 //! each sublayer, fused gate and RoPE on half of each head, stablelm's LayerNorms, Q/K/V
 //! biases and RoPE on a quarter of each head (and StableLM 3B's block without the biases),
+//! gpt2's learned positions, biases on every matrix and ungated GELU feed-forward,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -35,11 +36,12 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3): llama.cpp's CPU GELU rounds its input to f16 and reads the
-/// result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours computes the tanh
-/// form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for gemma3 and 5.3e-4 for gemma2, whose
-/// logits are capped at 5, so the largest is small and the same gap a larger share of it
-/// (4.5e-5 and 6.3e-5 with that rounding copied into ours, tried and not kept: exact math is
+/// Gemma's (gemma, gemma2, gemma3) and GPT-2's: llama.cpp's CPU GELU rounds its input to f16
+/// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
+/// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
+/// gemma3, 3.3e-4 for gpt2 and 5.3e-4 for gemma2, whose logits are capped at 5, so the
+/// largest is small and the same gap a larger share of it (4.5e-5 and 6.3e-5 for the Gemmas
+/// with that rounding copied into ours, 9.2e-6 for gpt2: tried and not kept, as exact math is
 /// the reference); allowed 1e-3, still far below what any detail of either done wrong moves
 /// (the last test: at least 0.28).
 const GELU_TOLERANCE: f32 = 1e-3;
@@ -53,7 +55,7 @@ const DEEP_GELU_TOLERANCE: f32 = 3e-3;
 fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
-    } else if case.architecture.starts_with("gemma") {
+    } else if case.architecture.starts_with("gemma") || case.architecture == "gpt2" {
         GELU_TOLERANCE
     } else {
         TOLERANCE
@@ -63,7 +65,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 26] = [
+const FILES: [(&str, &[u8]); 27] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -73,6 +75,7 @@ const FILES: [(&str, &[u8]); 26] = [
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("glm4.gguf", include_bytes!("fixtures/architectures/glm4.gguf")),
+    ("gpt2.gguf", include_bytes!("fixtures/architectures/gpt2.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
@@ -132,6 +135,14 @@ fn load(bytes: &[u8]) -> Model {
     Model::read(&mut Cursor::new(bytes), &mut |_, _| {}).expect("the model loads")
 }
 
+/// Edits every block of `m` after loading (what no file of its architecture could hold).
+fn edit_blocks(m: &mut Model, edit: impl FnMut(&mut tokenscope::model::LayerWeights)) {
+    let taken = std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new()));
+    let mut blocks = taken.collect_all().expect("blocks");
+    blocks.iter_mut().for_each(edit);
+    m.weights.layers = tokenscope::model::Layers::read(blocks);
+}
+
 /// The largest |ours - llama.cpp| over a row, as a share of the row's largest |logit|.
 fn relative_gap(ours: &[f32], theirs: &[f32]) -> f32 {
     assert_eq!(ours.len(), theirs.len(), "vocabulary sizes");
@@ -176,7 +187,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -210,8 +221,10 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
         if architecture.layer_norms() {
-            // StableLM's LayerNorms a dispatch each, before the Q/K/V projection (its biases,
-            // StableLM 2's, bound alone in its epilogue), the gate/up projection and the LM head.
+            // StableLM's and GPT-2's LayerNorms a dispatch each, before the Q/K/V projection
+            // (its biases, StableLM 2's and GPT-2's, bound alone in its epilogue), the gate/up
+            // (GPT-2: up) projection and the LM head; GPT-2's other biases and its GELU in
+            // their projections' epilogues, its positions added by the embedding's dispatch.
             assert_eq!(dispatches, 6 * layers + 3, "{}: a short context's decode step", case.file);
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
@@ -670,10 +683,8 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     for (file, what, edit) in olmo_edits {
         let c = case(file);
         let mut m = load(file_bytes(c));
-        let mut blocks =
-            std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new())).collect_all().expect("blocks");
-        blocks.iter_mut().for_each(|l| edit(l, &m.config));
-        m.weights.layers = tokenscope::model::Layers::read(blocks);
+        let cfg = m.config.clone();
+        edit_blocks(&mut m, |l| edit(l, &cfg));
         let gap = cpu_gap_of(m, &tokens, &c.logits);
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
@@ -689,17 +700,37 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         for (what, edit) in layer_norm_edits {
             let c = case(file);
             let mut m = load(file_bytes(c));
-            let mut blocks =
-                std::mem::replace(&mut m.weights.layers, tokenscope::model::Layers::read(Vec::new())).collect_all().expect("blocks");
-            for l in &mut blocks {
-                l.attn_norm.iter_mut().chain(l.ffn_norm.iter_mut()).for_each(edit);
-            }
+            edit_blocks(&mut m, |l| l.attn_norm.iter_mut().chain(l.ffn_norm.iter_mut()).for_each(edit));
             edit(&mut m.weights.output_norm);
-            m.weights.layers = tokenscope::model::Layers::read(blocks);
             let gap = cpu_gap_of(m, &tokens, &c.logits);
             eprintln!("{file} with {what}: gap {gap:.2e}");
             assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
         }
+    }
+    // GPT-2's learned positions and each of its biases dropped after loading (its file must
+    // hold them all), and its positions read one row late.
+    type Gpt2Edit = fn(&mut Model);
+    let gpt2_edits: [(&str, Gpt2Edit); 5] = [
+        ("no learned positions", |m| m.weights.position_embd = None),
+        ("its positions one row late", |m| {
+            if let Some(p) = &mut m.weights.position_embd {
+                let dim = p.len() / m.config.context_len;
+                p.rotate_right(dim);
+            }
+        }),
+        ("the Q/K/V bias dropped", |m| edit_blocks(m, |l| l.qkv_bias = None)),
+        ("the output projection's bias dropped", |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)))),
+        ("the feed-forward's biases dropped", |m| {
+            edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))))
+        }),
+    ];
+    for (what, edit) in gpt2_edits {
+        let c = case("gpt2.gguf");
+        let mut m = load(file_bytes(c));
+        edit(&mut m);
+        let gap = cpu_gap_of(m, &tokens, &c.logits);
+        eprintln!("gpt2.gguf with {what}: gap {gap:.2e}");
+        assert!(gap > 10.0 * tolerance(c), "gpt2.gguf with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
     // OLMo 3's sliding layers turned by the full layer's YaRN too (the frequencies edited
     // after loading, as no file can ask for it).

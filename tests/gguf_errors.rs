@@ -453,7 +453,7 @@ fn glm4s_block_is_read_as_llama_cpp_reads_it() {
     assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
     let blocks = m.weights.layers.collect_all().expect("blocks");
     assert!(blocks.iter().all(|l| l.attn_norm.is_some() && l.ffn_norm.is_some() && l.post_norm.is_some() && l.qkv_bias.is_some()));
-    assert!(blocks.iter().all(|l| l.w_gate.shape().dims() == [96, 64] && l.w_up.shape().dims() == [96, 64]));
+    assert!(blocks.iter().all(|l| l.w_gate.as_ref().is_some_and(|g| g.shape().dims() == [96, 64]) && l.w_up.shape().dims() == [96, 64]));
     // GLM-4V's multimodal RoPE is refused by name; sections of 0 (none) are plain RoPE.
     let key = "glm4.rope.dimension_sections";
     let mut m = glm4();

@@ -172,7 +172,7 @@ fn a_dispatch_refuses_a_binding_name_the_kernel_lacks_or_leaves_out() {
     let k = Kernels::new(&ctx).expect("every kernel compiles");
     let b = ctx.storage("b", &[0u32; 64]);
     let named = |names: &[&'static str]| names.iter().map(|n| (*n, kernels::whole(&b))).collect::<Vec<_>>();
-    let embedding = k.embedding_kernel(&ctx, gpu_ops::WeightFormat::Q4_1).expect("compiles");
+    let embedding = k.embedding_kernel(&ctx, gpu_ops::WeightFormat::Q4_1, false).expect("compiles");
     let missing = kernels::prepare(&ctx, &embedding, &named(&["params", "qs", "dm", "x", "step"]), 1).err().expect("refused");
     assert!(missing.to_string().contains("tokens"), "{missing}");
     let extra = named(&["params", "qs", "dm", "x", "step", "tokens", "gain"]);
@@ -235,16 +235,25 @@ fn assert_close(got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32, what: &st
     eprintln!("{what}: worst |diff| {worst:.2e} over {} values", got.len());
 }
 
-/// What a case fuses around the product (norm, glu, gelu): nothing, the RMSNorm prologue,
-/// the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's, or SwiGLU alone (OLMo 2's
-/// feed-forward, with no pre-norm): the forms the forward pass uses.
-const FUSIONS: [(bool, bool, bool); 5] =
-    [(false, false, false), (true, false, false), (true, true, false), (true, true, true), (false, true, false)];
+/// What a case fuses around the product (norm, glu, gelu, bias, act): nothing, the RMSNorm
+/// prologue, the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's, SwiGLU alone
+/// (OLMo 2's feed-forward, with no pre-norm), a bias on each row (GPT-2's output and down
+/// projections), or the bias then GELU (its up projection): the forms the forward pass uses.
+const FUSIONS: [(bool, bool, bool, bool, bool); 7] = [
+    (false, false, false, false, false),
+    (true, false, false, false, false),
+    (true, true, false, false, false),
+    (true, true, true, false, false),
+    (false, true, false, false, false),
+    (false, false, false, true, false),
+    (false, false, false, true, true),
+];
 
 /// Checks the decode (matvec, one token) and prefill (matmul, `n_tokens` tokens) kernels of
 /// one weight type, plain and with each fusion, against the CPU twins: `ops::rmsnorm` of each
 /// token's input row (NORM), the dequantized matrix times it, then `ops::swiglu` (or
-/// `ops::geglu`) of rows 2i and 2i + 1 (GLU).
+/// `ops::geglu`) of rows 2i and 2i + 1 (GLU), or each row's bias added (BIAS) and `ops::gelu`
+/// of that (ACT).
 fn check_linear(dtype: GgmlDType, seed: u64) {
     check_linear_in(dtype, seed, |q| repack::repack(q).expect("repack"));
 }
@@ -293,16 +302,23 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
             let dense = to_vec(&q).expect("dequantize");
             let m = GpuMatrix::upload(&ctx, &layout(&q), rows as u32, cols as u32).expect("upload");
             let (xb, gb) = (ctx.storage("x", &x), ctx.storage("gain", &gain));
-            for (norm, glu, gelu) in FUSIONS {
+            // Each row's bias, padded to whole vec4s as the kernels read it; GELU's input is
+            // kept within a few units (its curve, not its saturated tails), x scaled by 1e-4.
+            let bias = random(&mut rng, rows, 2.0);
+            let bb = ctx.storage("bias", &[&bias[..], &vec![0.0; gpu_ops::own_bias_len(rows) - rows]].concat());
+            let x_small: Vec<f32> = x.iter().map(|v| v * 1e-4).collect();
+            let xs = ctx.storage("x small", &x_small);
+            for (norm, glu, gelu, biased, act) in FUSIONS {
                 if glu && (rows % 2 == 1 || threads_per_row > options.workgroup / 2) {
                     continue;
                 }
-                let accumulate = accumulate && !glu;
+                let accumulate = accumulate && !glu && !act;
                 let out_scale = if glu { 1.0 } else { scale };
                 // The input rows the product reads, and W x (with the f32 rounding bound of
                 // each: 1e-5 of the sum of |w x|).
                 let mut product = vec![0.0f32; n * rows];
                 let mut bound = vec![0.0f32; n * rows];
+                let x = if act { &x_small } else { &x };
                 for b in 0..n {
                     let mut xr = x[b * cols..][..cols].to_vec();
                     if norm {
@@ -310,8 +326,9 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     }
                     for r in 0..rows {
                         let row = &dense[r * cols..][..cols];
-                        product[b * rows + r] = ops::dot(row, &xr);
-                        bound[b * rows + r] = 1e-5 * row.iter().zip(&xr).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5;
+                        let b_r = if biased { bias[r] } else { 0.0 };
+                        product[b * rows + r] = ops::dot(row, &xr) + b_r;
+                        bound[b * rows + r] = 1e-5 * row.iter().zip(&xr).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5 + 1e-7 * b_r.abs();
                     }
                 }
                 let outputs = if glu { rows / 2 } else { rows };
@@ -329,6 +346,11 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                             (v[0], 1.13 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6 + tanh_ulps)
                         })
                         .unzip()
+                } else if act {
+                    // gelu' is at most 1.13, and a few ulps of tanh through exp are 4e-7 |g|.
+                    let v = |p: f32| out_scale * ops::gelu(p);
+                    let e = |(p, e): (&f32, &f32)| out_scale.max(1.0) * (1.13 * e + 4e-7 * p.abs()) + 1e-5 * v(*p).abs() + 1e-6;
+                    (product.iter().map(|p| v(*p)).collect(), product.iter().zip(&bound).map(e).collect())
                 } else {
                     let want = product.iter().zip(&prior).map(|(p, y)| out_scale * p + if accumulate { *y } else { 0.0 }).collect();
                     (want, bound.iter().map(|e| e * out_scale.max(1.0)).collect())
@@ -344,7 +366,10 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     let y = Bind(&out, (PAD * 4) as u64, Some((prior.len() * 4) as u64));
                     let at = StepParams::new(pos, n as u32);
                     let step = kernels::step_uniform(&ctx, at);
-                    let op = LinearOp { accumulate, norm: norm.then_some((&gb, 1e-5)), glu, gelu, out_scale, ..LinearOp::new(&m, &xb, y) };
+                    let norm = norm.then_some((&gb, 1e-5));
+                    let bias = biased.then_some(&bb);
+                    let input = if act { &xs } else { &xb };
+                    let op = LinearOp { accumulate, norm, glu, gelu, bias, act, out_scale, ..LinearOp::new(&m, input, y) };
                     let d = match kind {
                         "matvec" => k.matvec(&ctx, &op, &step),
                         _ => k.matmul(&ctx, &op, &step),
@@ -357,7 +382,8 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         &want,
                         |i| tol[i],
                         &format!(
-                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} scale {out_scale} norm {norm} glu {glu} gelu {gelu} {options:?}"
+                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} scale {out_scale} norm {} glu {glu} gelu {gelu} bias {biased} act {act} {options:?}",
+                            norm.is_some()
                         ),
                     );
                 }
@@ -624,15 +650,27 @@ fn embedding_lookup_matches_the_dequantized_row_exactly() {
                 let at = StepParams::new(5, n as u32);
                 let step = kernels::step_uniform(&ctx, at);
                 let tokens = ctx.storage("tokens", &ids);
-                // One token's row as it is; several scaled as Gemma 3's are (by sqrt(dim)).
+                // One token's row as it is; several scaled as Gemma 3's are (by sqrt(dim)), and
+                // again with each position's row of a learned table added (GPT-2's: positions
+                // 5 .. 5 + n of 16).
                 let scale = if n == 1 { 1.0 } else { (dim as f32).sqrt() };
-                let d = k.embedding(&ctx, &m, 0, scale, Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64)), &step, &tokens);
-                kernels::run_once(&ctx, d.expect("dispatch"), at);
-                let got = read_guarded(&ctx, &out, n * dim);
-                let want: Vec<f32> = ids[..n].iter().flat_map(|&t| dense[t as usize * dim..][..dim].iter().map(|v| v * scale)).collect();
-                // The same dequantization arithmetic as candle's, and the one product the CPU
-                // path makes: bit-exact (a zero's sign aside).
-                assert_close(&got, &want, |_| 0.0, &format!("embedding {dtype:?} as {:?} of {n} tokens", layout.format));
+                for positions in [None, Some(random(&mut rng, 16 * dim, 0.5))].into_iter().take(n) {
+                    let table = positions.as_ref().map(|p| ctx.storage("positions", p));
+                    let x = Bind(&out, (PAD * 4) as u64, Some((n * dim * 4) as u64));
+                    let d = k.embedding(&ctx, &m, 0, scale, table.as_ref(), x, &step, &tokens);
+                    kernels::run_once(&ctx, d.expect("dispatch"), at);
+                    let got = read_guarded(&ctx, &out, n * dim);
+                    let position = |b: usize, i: usize| positions.as_ref().map_or(0.0, |p| p[(5 + b) * dim + i]);
+                    let (dense, position) = (&dense, &position);
+                    let row = |(b, &t): (usize, &u32)| (0..dim).map(move |i| dense[t as usize * dim + i] * scale + position(b, i));
+                    let want: Vec<f32> = ids[..n].iter().enumerate().flat_map(row).collect();
+                    // The same dequantization arithmetic as candle's, and the one product the
+                    // CPU path makes: bit-exact (a zero's sign aside); with positions, the add
+                    // may fuse with the product (one rounding of the row's, 2^-24 of it).
+                    let tol = |i: usize| if positions.is_some() { want[i].abs() * 6e-8 } else { 0.0 };
+                    let what = format!("embedding {dtype:?} as {:?} of {n} tokens, positions {}", layout.format, positions.is_some());
+                    assert_close(&got, &want, tol, &what);
+                }
             }
         }
     }
@@ -774,6 +812,7 @@ fn an_embedding_band_writes_its_own_tokens_rows_and_nothing_else() {
         &m,
         first as u32,
         1.0,
+        None,
         Bind(&out, (PAD * 4) as u64, Some((ids.len() * dim * 4) as u64)),
         &step,
         &ctx.storage("tokens", &ids),

@@ -4,7 +4,8 @@
 //! 2's softcapped scores and logits, SmolLM3's layers without RoPE, Phi-3's fused
 //! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks
 //! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
-//! full layers without RoPE, StableLM's LayerNorms (ERNIE 4.5, InternLM2 and EXAONE 3.5 are
+//! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
+//! matrix and ungated feed-forward (ERNIE 4.5, InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
 
@@ -96,6 +97,13 @@ pub enum Architecture {
     /// quarter), and biases on Q, K and V where the file has them (StableLM 2's). StableLM 2
     /// 12B's parallel residual (no `ffn_norm`) and its LayerNorms of q and k are refused.
     Stablelm,
+    /// OpenAI's GPT-2 (124M to 1.5B) and its fine-tunes (DistilGPT-2 among them): StableLM's
+    /// LayerNorms, no RoPE but a learned position embedding added to the token's
+    /// (`position_embd`, [`Architecture::learned_positions`]), W_q, W_k and W_v stacked in one
+    /// `attn_qkv` with its bias, a bias on every other matrix but the LM head
+    /// ([`Architecture::linear_biases`]), and an ungated feed-forward, `W_down gelu(W_up x +
+    /// b) + b` ([`Architecture::gated_ffn`]).
+    Gpt2,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -108,7 +116,8 @@ pub enum HeadNormSpan {
     Whole,
 }
 
-/// The gated feed-forward's activation: `hidden = act(W_gate x) * W_up x`.
+/// The feed-forward's activation: `hidden = act(W_gate x) * W_up x` where it is gated,
+/// `hidden = act(W_up x + b)` where not ([`Architecture::gated_ffn`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {
     /// `silu(x) = x / (1 + e^-x)`: SwiGLU.
@@ -153,7 +162,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 17] = [
+    pub const ALL: [Architecture; 18] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -171,6 +180,7 @@ impl Architecture {
         Architecture::Exaone4,
         Architecture::Glm4,
         Architecture::Stablelm,
+        Architecture::Gpt2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -201,6 +211,7 @@ impl Architecture {
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
             Architecture::Stablelm => "stablelm",
+            Architecture::Gpt2 => "gpt2",
         }
     }
 
@@ -218,7 +229,8 @@ impl Architecture {
             | Architecture::Minicpm
             | Architecture::Ernie45
             | Architecture::Internlm2
-            | Architecture::Glm4 => RopePairs::Adjacent,
+            | Architecture::Glm4
+            | Architecture::Gpt2 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -242,10 +254,32 @@ impl Architecture {
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
-    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's.
-    /// Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's and
+    /// GPT-2's. Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        self == Architecture::Stablelm
+        matches!(self, Architecture::Stablelm | Architecture::Gpt2)
+    }
+
+    /// Whether a learned position embedding (`position_embd.weight`, `[context, dim]`) is
+    /// added to each token's embedding row, its row the token's position: GPT-2's, which
+    /// turns nothing by RoPE ([`Architecture::rotates`]).
+    pub fn learned_positions(self) -> bool {
+        self == Architecture::Gpt2
+    }
+
+    /// Whether its files hold a bias beside the attention's output projection and the
+    /// feed-forward's two (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`) and one for the
+    /// stacked Q/K/V projection (`attn_qkv.bias`): GPT-2's, each required. Another family's
+    /// file holding one is refused ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
+    pub fn linear_biases(self) -> bool {
+        self == Architecture::Gpt2
+    }
+
+    /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
+    /// Gemma's GeGLU): every family's but GPT-2's, whose is `W_down act(W_up x + b) + b` with
+    /// no `ffn_gate`.
+    pub fn gated_ffn(self) -> bool {
+        self != Architecture::Gpt2
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -254,11 +288,17 @@ impl Architecture {
         self == Architecture::Qwen2
     }
 
-    /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor, and hold
-    /// the gate and up projections so in `ffn_up`, `[2 ffn_dim, dim]`, the gate's rows first:
-    /// Phi-3's and GLM-4's.
+    /// Whether its files hold the gate and up projections stacked in `ffn_up`, `[2 ffn_dim,
+    /// dim]`, the gate's rows first, and may hold W_q, W_k and W_v stacked in one `attn_qkv`
+    /// tensor: Phi-3's and GLM-4's.
     pub fn has_fused_projections(self) -> bool {
         matches!(self, Architecture::Phi3 | Architecture::Glm4)
+    }
+
+    /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's
+    /// and GLM-4's may; GPT-2's always do).
+    pub fn may_fuse_qkv(self) -> bool {
+        self.has_fused_projections() || self == Architecture::Gpt2
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -331,9 +371,9 @@ impl Architecture {
         self == Architecture::Granite
     }
 
-    /// The gated feed-forward's activation.
+    /// The feed-forward's activation (gated or not).
     pub fn activation(self) -> Activation {
-        if self.is_gemma() {
+        if self.is_gemma() || self == Architecture::Gpt2 {
             Activation::GeluTanh
         } else {
             Activation::Silu
@@ -367,9 +407,10 @@ impl Architecture {
     }
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every
-    /// [`SMOLLM3_NO_ROPE_STEP`]th.
+    /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's (its positions are learned).
     pub fn rotates(self, layer: usize) -> bool {
-        !(self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP))
+        let no_pe_layer = self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP);
+        !(self.learned_positions() || no_pe_layer)
     }
 
     /// Whether, in a file with a sliding window, the layers that attend over every position

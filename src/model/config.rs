@@ -188,7 +188,7 @@ impl Config {
         in_range("block_count", self.n_layers, MAX_LAYERS)?;
         // Every block stores nine tensors (six, fused): a block count the file cannot hold is
         // refused before anything is sized by it.
-        let per_block = if self.architecture.has_fused_projections() { TENSORS_PER_FUSED_BLOCK } else { TENSORS_PER_BLOCK };
+        let per_block = if self.architecture.may_fuse_qkv() { TENSORS_PER_FUSED_BLOCK } else { TENSORS_PER_BLOCK };
         if self.n_layers.saturating_mul(per_block) > tensors_in_file {
             return Err(bad(
                 "block_count",

@@ -14,7 +14,7 @@ pub use crate::gguf::Gguf;
 pub use architecture::{Architecture, HeadNormSpan};
 pub use config::Config;
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, Yarn};
-pub use weights::{HeadNorm, LayerWeights, Layers, Norm, PostNorms, QkvBias, Weights, WeightsSummary};
+pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;
 use crate::memory;

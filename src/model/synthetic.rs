@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -246,6 +246,9 @@ impl SyntheticModel {
         if spec.untied_output {
             add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
         }
+        if spec.architecture.learned_positions() {
+            add("position_embd.weight".into(), spec.context_len, d, spec.embedding_type, 0.5, 0.0)?;
+        }
         if spec.rope_factors {
             add("rope_freqs.weight".into(), 1, pairs, GgmlDType::F32, 3.5, 4.5)?;
         }
@@ -263,9 +266,15 @@ impl SyntheticModel {
             if layer_norms {
                 add(bias("attn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
-            // Phi-3's files stack W_q, W_k and W_v; GLM-4's hold them apart, as its converter writes.
-            if arch == Architecture::Phi3 {
+            // Phi-3's and GPT-2's files stack W_q, W_k and W_v; GLM-4's hold them apart, as its
+            // converter writes. GPT-2's biases: the stacked projection's and every other
+            // matrix's but the LM head.
+            let biased = arch.linear_biases();
+            if matches!(arch, Architecture::Phi3 | Architecture::Gpt2) {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
+                if biased {
+                    add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
+                }
             } else {
                 add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
                 add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
@@ -286,6 +295,9 @@ impl SyntheticModel {
                 add(n("attn_k_norm"), 1, k_gain, GgmlDType::F32, 0.2, 1.0)?;
             }
             add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
+            if biased {
+                add(bias("attn_output"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
+            }
             if spec.architecture.has_post_norms() {
                 add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
@@ -298,10 +310,16 @@ impl SyntheticModel {
             if spec.architecture.has_fused_projections() {
                 add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;
             } else {
-                add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
+                if arch.gated_ffn() {
+                    add(n("ffn_gate"), f, d, w, 0.3, 0.0)?;
+                }
                 add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
             }
             add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
+            if biased {
+                add(bias("ffn_up"), 1, f, GgmlDType::F32, 0.5, 0.0)?;
+                add(bias("ffn_down"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
+            }
             if spec.architecture.has_post_norms() {
                 add(n("post_ffw_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }

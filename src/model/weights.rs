@@ -40,12 +40,27 @@ pub struct LayerWeights {
     pub wo: QTensor,
     /// The norm before the feed-forward network; `None` as `attn_norm`.
     pub ffn_norm: Option<Norm>,
-    /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`.
-    pub w_gate: QTensor,
-    /// Up projection of the gated feed-forward, `[ffn_dim, dim]`.
+    /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`; `None`
+    /// where the feed-forward is not gated (GPT-2's: `hidden = act(W_up x + b)`).
+    pub w_gate: Option<QTensor>,
+    /// Up projection of the feed-forward, `[ffn_dim, dim]`.
     pub w_up: QTensor,
     /// Feed-forward down projection, `[dim, ffn_dim]`.
     pub w_down: QTensor,
+    /// Biases of the output and feed-forward projections, where the architecture has them
+    /// ([`Architecture::linear_biases`](super::Architecture::linear_biases): GPT-2's).
+    pub biases: Option<LinearBiases>,
+}
+
+/// A block's biases beside its output and feed-forward projections (GPT-2's; its Q/K/V
+/// projection's are a [`QkvBias`]).
+pub struct LinearBiases {
+    /// Added to the attention's output projection, `[dim]`.
+    pub wo: Vec<f32>,
+    /// Added to the feed-forward's up projection before its activation, `[ffn_dim]`.
+    pub up: Vec<f32>,
+    /// Added to the feed-forward's down projection, `[dim]`.
+    pub down: Vec<f32>,
 }
 
 /// A sublayer's or the LM head's input norm, `[dim]` each: an RMSNorm's gain,
@@ -112,6 +127,10 @@ pub struct PostNorms {
 pub struct Weights {
     /// Token embedding, `[vocab, dim]`.
     pub token_embd: QTensor,
+    /// The learned position embedding, `[context, dim]` (a row per position the model was
+    /// trained at, added to each token's embedding row: GPT-2's), where the architecture has
+    /// one ([`Architecture::learned_positions`](super::Architecture::learned_positions)).
+    pub position_embd: Option<Vec<f32>>,
     /// The norm before the LM head.
     pub output_norm: Norm,
     /// LM head `[vocab, dim]`; `None` when it is tied to `token_embd`.
@@ -191,6 +210,9 @@ pub struct WeightsSummary {
     pub types: String,
 }
 
+/// The learned position embedding (GPT-2's), `[context, dim]`.
+const POSITION_EMBEDDING: &str = "position_embd.weight";
+
 /// Per-pair RoPE factors (Llama 3), `[rope_dims / 2]`, when the file has them.
 const ROPE_FACTORS: &str = "rope_freqs.weight";
 /// LongRoPE's per-pair factors (Phi-3.5's, Phi-3 128k's, Phi-4-mini's), `[rope_dims / 2]`:
@@ -217,6 +239,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     if gguf.tensor_info("output.weight").is_some() {
         out.push(("output.weight".to_string(), vec![v, d]));
     }
+    if arch.learned_positions() {
+        out.push((POSITION_EMBEDDING.to_string(), vec![cfg.context_len, d]));
+    }
     if gguf.tensor_info(ROPE_FACTORS).is_some() {
         out.push((ROPE_FACTORS.to_string(), vec![pairs]));
     }
@@ -239,11 +264,16 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
         if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
-        } else {
+        } else if arch.gated_ffn() {
             block.extend([("ffn_gate.weight", vec![f, d]), ("ffn_up.weight", vec![f, d])]);
+        } else {
+            block.push(("ffn_up.weight", vec![f, d]));
         }
         block.push(("ffn_down.weight", vec![d, f]));
-        if arch.requires_qkv_bias() || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some() {
+        if arch.linear_biases() {
+            block.extend([("attn_qkv.bias", vec![q + 2 * kv]), ("attn_output.bias", vec![d])]);
+            block.extend([("ffn_up.bias", vec![f]), ("ffn_down.bias", vec![d])]);
+        } else if arch.requires_qkv_bias() || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some() {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
         match arch.head_norm() {
@@ -263,8 +293,20 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
 
 /// A block's biases llama.cpp adds wherever a file holds them (on the attention's output
 /// projection, a fused Q/K/V projection and the feed-forward's three), and the engine does
-/// not: a file with any is refused rather than run without it.
+/// not but in a family whose blocks have them (the gate's alone then,
+/// [`unapplied_biases`]): a file with any is refused rather than run without it.
 pub const UNAPPLIED_BIASES: [&str; 5] = ["attn_output.bias", "attn_qkv.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"];
+
+/// The biases of [`UNAPPLIED_BIASES`] a file of `arch` must not hold: every one, or in a
+/// family with [`Architecture::linear_biases`](super::Architecture::linear_biases) the
+/// gate's alone (it has no gate).
+fn unapplied_biases(arch: super::Architecture) -> &'static [&'static str] {
+    if arch.linear_biases() {
+        &UNAPPLIED_BIASES[2..3]
+    } else {
+        &UNAPPLIED_BIASES
+    }
+}
 
 /// Norms of q and k (`attn_q_norm`, `attn_k_norm`) that a family without head norms
 /// ([`Architecture::head_norm`](super::Architecture::head_norm)) would leave out: StableLM 2
@@ -279,7 +321,8 @@ impl Weights {
     /// before a byte of tensor data is read.
     pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
         let head_norms: &[&str] = if cfg.architecture.has_head_norm() { &[] } else { &UNAPPLIED_HEAD_NORMS };
-        let unapplied = (0..cfg.n_layers).flat_map(|i| UNAPPLIED_BIASES.iter().chain(head_norms).map(move |t| format!("blk.{i}.{t}")));
+        let biases = unapplied_biases(cfg.architecture);
+        let unapplied = (0..cfg.n_layers).flat_map(|i| biases.iter().chain(head_norms).map(move |t| format!("blk.{i}.{t}")));
         if let Some(name) = unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
             return Err(ModelError::UnappliedTensor(name));
         }
@@ -340,6 +383,7 @@ impl Weights {
             bias: if cfg.architecture.layer_norms() { Some(to_vec(&take("output_norm.bias")?)?) } else { None },
         };
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
+        let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
         let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
             Some(yarn) => RopeFrequencies::yarn(cfg.head_dim, cfg.rope_dims, cfg.rope_base, factors, yarn),
@@ -365,7 +409,7 @@ impl Weights {
         } else {
             LayerRopes::new(cfg, freqs(factors.as_deref()))
         };
-        Ok(Weights { token_embd, output_norm, output, layers: Layers::read(Vec::new()), ropes })
+        Ok(Weights { token_embd, position_embd, output_norm, output, layers: Layers::read(Vec::new()), ropes })
     }
 
     /// What the weights are, in figures, from the header alone: parameters, bytes as stored,
@@ -396,9 +440,11 @@ impl Weights {
     }
 }
 
-/// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's files may).
+/// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's files may,
+/// GPT-2's must).
 fn has_fused_qkv(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
-    cfg.architecture.has_fused_projections() && gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some()
+    let arch = cfg.architecture;
+    arch.may_fuse_qkv() && (!arch.has_fused_projections() || gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some())
 }
 
 /// Reads one tensor and reports the bytes read so far.
@@ -434,7 +480,13 @@ fn read_block<R: Read + Seek>(
     let name = |t: &str| format!("blk.{i}.{t}");
     let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
     let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
-    let qkv_bias = if present("attn_q.bias") {
+    let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
+    let qkv_bias = if cfg.architecture.linear_biases() {
+        let stacked = to_vec(&take("attn_qkv.bias")?)?;
+        let (bq, rest) = stacked.split_at(q);
+        let (bk, bv) = rest.split_at(kv);
+        Some(QkvBias { q: gains(bq.to_vec(), &q_order), k: gains(bk.to_vec(), &k_order), v: bv.to_vec() })
+    } else if present("attn_q.bias") {
         Some(QkvBias {
             q: gains(to_vec(&take("attn_q.bias")?)?, &q_order),
             k: gains(to_vec(&take("attn_k.bias")?)?, &k_order),
@@ -460,7 +512,6 @@ fn read_block<R: Read + Seek>(
         None
     };
     let [wq, wk, wv] = if has_fused_qkv(gguf, cfg, i) {
-        let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
         parts(split_rows(&take("attn_qkv.weight")?, &[q, kv, kv])?)?
     } else {
         [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
@@ -480,9 +531,20 @@ fn read_block<R: Read + Seek>(
     let wo = take("attn_output.weight")?;
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
-        (gate, up)
+        (Some(gate), up)
+    } else if cfg.architecture.gated_ffn() {
+        (Some(take("ffn_gate.weight")?), take("ffn_up.weight")?)
     } else {
-        (take("ffn_gate.weight")?, take("ffn_up.weight")?)
+        (None, take("ffn_up.weight")?)
+    };
+    let biases = if cfg.architecture.linear_biases() {
+        Some(LinearBiases {
+            wo: to_vec(&take("attn_output.bias")?)?,
+            up: to_vec(&take("ffn_up.bias")?)?,
+            down: to_vec(&take("ffn_down.bias")?)?,
+        })
+    } else {
+        None
     };
     Ok(LayerWeights {
         post_norm,
@@ -497,6 +559,7 @@ fn read_block<R: Read + Seek>(
         w_gate,
         w_up,
         w_down: take("ffn_down.weight")?,
+        biases,
     })
 }
 

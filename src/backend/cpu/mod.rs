@@ -32,7 +32,7 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, Norm, PostNorms, QkvBias, RopeFrequencies, Weights};
+use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Norm, PostNorms, QkvBias, RopeFrequencies, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
@@ -47,9 +47,12 @@ struct Block {
     post_norm: Option<PostNorms>,
     wo: Linear,
     ffn_norm: Option<Norm>,
-    w_gate: Linear,
+    /// `None`: an ungated feed-forward (GPT-2's).
+    w_gate: Option<Linear>,
     w_up: Linear,
     w_down: Linear,
+    /// The output and feed-forward projections' biases (GPT-2's).
+    biases: Option<LinearBiases>,
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -69,6 +72,8 @@ pub struct CpuBackend {
     cfg: Config,
     precision: CpuPrecision,
     embedding: Embedding,
+    /// The learned position embedding, `[context, dim]` (GPT-2's).
+    positions: Option<Vec<f32>>,
     blocks: Vec<Block>,
     output_norm: Norm,
     lm_head: Linear,
@@ -112,15 +117,17 @@ impl CpuBackend {
                 post_norm: l.post_norm,
                 wo: lin(l.wo)?,
                 ffn_norm: l.ffn_norm,
-                w_gate: lin(l.w_gate)?,
+                w_gate: l.w_gate.map(lin).transpose()?,
                 w_up: lin(l.w_up)?,
                 w_down: lin(l.w_down)?,
+                biases: l.biases,
             });
         }
         Ok(CpuBackend {
             cfg: cfg.clone(),
             precision,
             embedding,
+            positions: weights.position_embd,
             blocks,
             output_norm: weights.output_norm,
             lm_head,
@@ -178,6 +185,10 @@ impl CpuBackend {
         let mut x = self.embed(tokens)?; //           residual stream [n, d]
         if c.embedding_scale != 1.0 {
             x.iter_mut().for_each(|v| *v *= c.embedding_scale);
+        }
+        if let Some(positions) = &self.positions {
+            // Each token's learned position row (the cache's capacity is within the table).
+            ops::add(&mut x, &positions[start * d..(start + n) * d]);
         }
         let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
         let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
@@ -255,19 +266,38 @@ impl CpuBackend {
                 }
             }
             b.wo.forward(&att, n, &mut proj)?;
+            if let Some(biases) = &b.biases {
+                ops::add_rows(&mut proj, &biases.wo);
+            }
             match &b.post_norm {
                 Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
                 None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
-            // product RMS-normed before the add where the model has post norms.
+            // product RMS-normed before the add where the model has post norms; ungated
+            // (GPT-2), x += W_down . act(W_up xb + b_up) + b_down.
             ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
             let normed = SharedInput::new(&xb, n);
-            b.w_gate.forward_shared(&normed, &mut gate)?;
             b.w_up.forward_shared(&normed, &mut up)?;
-            ops::gated(c.architecture.activation(), &mut gate, &up);
-            b.w_down.forward(&gate, n, &mut proj)?;
+            let hidden = match &b.w_gate {
+                Some(w_gate) => {
+                    w_gate.forward_shared(&normed, &mut gate)?;
+                    ops::gated(c.architecture.activation(), &mut gate, &up);
+                    &gate
+                }
+                None => {
+                    if let Some(biases) = &b.biases {
+                        ops::add_rows(&mut up, &biases.up);
+                    }
+                    ops::activate(c.architecture.activation(), &mut up);
+                    &up
+                }
+            };
+            b.w_down.forward(hidden, n, &mut proj)?;
+            if let Some(biases) = &b.biases {
+                ops::add_rows(&mut proj, &biases.down);
+            }
             match &b.post_norm {
                 Some(post) => ops::add_normed(&mut x, &proj, &post.ffn, c.norm_eps),
                 None => ops::add_scaled(&mut x, &proj, c.residual_scale),
@@ -316,7 +346,13 @@ impl CpuBackend {
         let blocks: usize = self
             .blocks
             .iter()
-            .map(|b| [&b.wq, &b.wk, &b.wv, &b.wo, &b.w_gate, &b.w_up, &b.w_down].iter().map(|l| l.bytes()).sum::<usize>())
+            .map(|b| {
+                [Some(&b.wq), Some(&b.wk), Some(&b.wv), Some(&b.wo), b.w_gate.as_ref(), Some(&b.w_up), Some(&b.w_down)]
+                    .iter()
+                    .flatten()
+                    .map(|l| l.bytes())
+                    .sum::<usize>()
+            })
             .sum();
         blocks + self.lm_head.bytes()
     }

@@ -257,21 +257,29 @@ pub fn combine_chunks(chunks: &[ChunkStats], out: &mut [f32]) {
     }
 }
 
-/// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`, `silu(x) = x / (1 + e^-x)`.
+/// `silu(x) = x / (1 + e^-x)`.
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// GELU's tanh form, `gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` (Gemma's
+/// `gelu_pytorch_tanh`, GPT-2's `gelu_new`).
+pub fn gelu(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+        *g = silu(*g) * u;
     }
 }
 
-/// GeGLU in place: `gate[i] = gelu(gate[i]) * up[i]`, with GELU's tanh form
-/// `gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` (Gemma's
-/// `gelu_pytorch_tanh`).
+/// GeGLU in place: `gate[i] = gelu(gate[i]) * up[i]`.
 pub fn geglu(gate: &mut [f32], up: &[f32]) {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        *g = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh()) * u;
+        *g = gelu(*g) * u;
     }
 }
 
@@ -282,6 +290,15 @@ pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
         Activation::Silu => swiglu(gate, up),
         Activation::GeluTanh => geglu(gate, up),
     }
+}
+
+/// The ungated feed-forward's activation in place, `x = act(x)` (GPT-2's GELU).
+pub fn activate(activation: Activation, x: &mut [f32]) {
+    let act = match activation {
+        Activation::Silu => silu,
+        Activation::GeluTanh => gelu,
+    };
+    x.iter_mut().for_each(|v| *v = act(*v));
 }
 
 /// Adds `bias` (`[width]`) to every row of `x` (`[n, width]`).

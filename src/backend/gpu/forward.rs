@@ -179,6 +179,9 @@ pub(super) struct Builder<'a> {
     /// What the embedding's rows are multiplied by (Gemma's `sqrt(dim)`, Granite's own; 1
     /// otherwise).
     pub embedding_scale: f32,
+    /// The learned position table the embedding adds a row of to each token's, `[context,
+    /// dim]` (GPT-2's), where the model has one.
+    pub positions: Option<&'a wgpu::Buffer>,
     /// What each sublayer's output is multiplied by as it joins the residual stream
     /// (Granite's; 1 otherwise): the output and down projections' [`LinearOp::out_scale`].
     pub residual_scale: f32,
@@ -231,13 +234,15 @@ impl Builder<'_> {
         Ok(Op::by_tokens(vec![k.matvec(self.ctx, op, step)?], vec![k.matmul(self.ctx, op, step)?]))
     }
 
-    /// `x = E[tokens]`: a dispatch per band of the table.
+    /// `x = E[tokens]` (`+ P[positions]` with learned positions): a dispatch per band of the
+    /// table.
     fn embedding(&self, table: &RowBands) -> Result<Op> {
         let a = self.acts;
+        let (scale, positions) = (self.embedding_scale, self.positions);
         let lookups = table
             .bands
             .iter()
-            .map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, self.embedding_scale, Bind(&a.x, 0, None), &a.step, &a.tokens));
+            .map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, scale, positions, Bind(&a.x, 0, None), &a.step, &a.tokens));
         Ok(Op::same(lookups.collect::<Result<Vec<_>>>()?))
     }
 
@@ -298,7 +303,8 @@ impl Builder<'_> {
             k.attention(ctx, form.shape, self.capacity, l.scope, &a.q, &l.k_cache, &l.v_cache, parts, Bind(&a.att, 0, None), &a.step)?;
         // Where the projection's output goes: added to x, or into att_proj for the post norm.
         let (out, accumulate) = if l.post_norm.is_some() { (&a.att_proj, false) } else { (&a.x, true) };
-        let wo_reading = |x| LinearOp { accumulate, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
+        let bias = l.biases.as_ref().map(|b| &b.wo);
+        let wo_reading = |x| LinearOp { accumulate, bias, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
         let wo = wo_reading(&a.att);
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
@@ -368,6 +374,8 @@ impl Builder<'_> {
 
     /// `hidden = act(gate) * up` with `[gate | up] = Wgu norm(x)`, act SiLU or GELU; `x += Wd
     /// hidden`, or with a post norm (Gemma) `proj = Wd hidden` and `x += rmsnorm(proj)`.
+    /// Ungated (GPT-2): `hidden = gelu(Wu norm(x) + bu)`, `x += Wd hidden + bd`, each bias and
+    /// the GELU in its projection's epilogue.
     /// After a per-head projection (`merge`), decode over a short context: x + the heads'
     /// parts merged, read by the first and added by the second. With the attention's post
     /// norm folded ([`Builder::folded_post_norm`]), a decode step's gate/up projection reads
@@ -376,17 +384,25 @@ impl Builder<'_> {
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
         let NormedInput { norm, input, layer_norm } = self.normed_input(l.ffn_norm.as_ref())?;
+        let biases = l.biases.as_ref();
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
             norm,
-            glu: true,
+            glu: l.gated,
             gelu: self.gelu,
+            act: !l.gated,
+            bias: biases.map(|b| &b.up),
             post_norm_in,
             merge_in,
             ..LinearOp::new(&l.w_gate_up, input, Bind(&a.hidden, 0, None))
         };
         let gate_up = gate_up_reading(None, None);
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
-        let down = LinearOp { accumulate, out_scale: self.residual_scale, ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None)) };
+        let down = LinearOp {
+            accumulate,
+            bias: biases.map(|b| &b.down),
+            out_scale: self.residual_scale,
+            ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None))
+        };
         let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
         if let Some([attention_gain, gain]) = &l.post_norm {
             let dim = l.w_down.rows;

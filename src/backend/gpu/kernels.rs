@@ -82,7 +82,7 @@ pub fn all_shaders() -> Vec<ShaderSource> {
         ops::norm_add::source(true),
         ops::layer_norm::source(),
     ];
-    all.extend(ops::WeightFormat::ALL.map(ops::embedding::source));
+    all.extend([false, true].into_iter().flat_map(|p| ops::WeightFormat::ALL.map(|f| ops::embedding::source(f, p))));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
     all.extend(ops::AttentionWeightsKernel::all().map(|a| a.source()));
@@ -460,8 +460,9 @@ pub struct Kernels {
     matrix: std::sync::Mutex<std::collections::HashMap<(MatrixKernel, u32, u32), Kernel>>,
     /// The RoPE/KV-write pipelines by variant, compiled on first use.
     rope_kv: std::sync::Mutex<std::collections::HashMap<ops::RopeKvKernel, Kernel>>,
-    /// The embedding lookup's pipelines by the table's format, compiled on first use.
-    embedding: std::sync::Mutex<std::collections::HashMap<ops::WeightFormat, Kernel>>,
+    /// The embedding lookup's pipelines by the table's format and whether it adds positions,
+    /// compiled on first use.
+    embedding: std::sync::Mutex<std::collections::HashMap<(ops::WeightFormat, bool), Kernel>>,
     /// The attention-weights pipeline (inspecting steps only), compiled on first use.
     attention_weights: std::sync::Mutex<std::collections::HashMap<ops::AttentionWeightsKernel, Kernel>>,
     /// The argmax pipelines by the logits they rank (a greedy run-ahead's), compiled on first
@@ -657,10 +658,11 @@ impl Kernels {
         cached(&self.attention_weights, variant, || pipeline(ctx, &variant.source(), &[("WG", WORKGROUP as f64)]))
     }
 
-    /// The pipeline of the embedding lookup from a table in `format`, compiled the first
-    /// time it is asked for.
-    pub fn embedding_kernel(&self, ctx: &GpuContext, format: ops::WeightFormat) -> Result<Kernel> {
-        cached(&self.embedding, format, || pipeline(ctx, &ops::embedding::source(format), &[("WG", WORKGROUP as f64)]))
+    /// The pipeline of the embedding lookup from a table in `format` (adding a position
+    /// table's rows with `positions`), compiled the first time it is asked for.
+    pub fn embedding_kernel(&self, ctx: &GpuContext, format: ops::WeightFormat, positions: bool) -> Result<Kernel> {
+        let source = || ops::embedding::source(format, positions);
+        cached(&self.embedding, (format, positions), || pipeline(ctx, &source(), &[("WG", WORKGROUP as f64)]))
     }
 }
 

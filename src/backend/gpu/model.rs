@@ -174,9 +174,13 @@ impl GpuBackend {
         // The weights, each layer's with its KV cache; each tensor's copy from the file goes
         // once it is uploaded, before the next is read.
         let mut uploaded = Uploaded::default();
-        let Weights { token_embd, output_norm, output, layers, .. } = weights;
+        let Weights { token_embd, position_embd, output_norm, output, layers, .. } = weights;
         let embedding = banded(&ctx, &token_embd, &mut uploaded.weights)?;
         drop(token_embd);
+        let positions = position_embd.map(|p| {
+            uploaded.other += (p.len() * 4) as u64;
+            ctx.storage("position_embd", &p)
+        });
         ctx.settle().await?;
         let mut gpu_layers = Vec::new();
         for l in layers {
@@ -198,6 +202,7 @@ impl GpuBackend {
             dim: cfg.dim as u32,
             eps: cfg.norm_eps,
             embedding_scale: cfg.embedding_scale,
+            positions: positions.as_ref(),
             residual_scale: cfg.residual_scale,
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
             folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,

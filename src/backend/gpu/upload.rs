@@ -61,8 +61,13 @@ pub(super) struct GpuLayer {
     /// The feed-forward's norm (an RMSNorm's gain, `[dim]`, or a LayerNorm's gain and bias);
     /// `None` without pre-norms.
     pub ffn_norm: Option<GpuNorm>,
-    /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue.
+    /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue;
+    /// the up projection alone, `[ffn, dim]`, where the feed-forward is not gated (`gated`).
     pub w_gate_up: GpuMatrix,
+    /// Whether `w_gate_up` holds the gate's rows (GPT-2's does not).
+    pub gated: bool,
+    /// The output and feed-forward projections' biases, where the model has them (GPT-2).
+    pub biases: Option<GpuBiases>,
     /// The down projection, `[dim, ffn]`.
     pub w_down: GpuMatrix,
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
@@ -73,6 +78,24 @@ pub(super) struct GpuLayer {
     pub scope: AttentionScope,
     /// The RoPE table its queries and keys turn by.
     pub rope: LayerRope,
+}
+
+/// A layer's biases of its output and feed-forward projections on the GPU, each padded to
+/// whole vec4s ([`own_bias_len`]: the matrix kernels' BIAS reads them as the gain binding).
+pub(super) struct GpuBiases {
+    /// The attention's output projection's, `[dim]`.
+    pub wo: wgpu::Buffer,
+    /// The up projection's, `[ffn]`.
+    pub up: wgpu::Buffer,
+    /// The down projection's, `[dim]`.
+    pub down: wgpu::Buffer,
+}
+
+/// `bias` padded to whole vec4s and uploaded.
+fn padded_bias(ctx: &GpuContext, label: &str, bias: &[f32], bytes: &mut Uploaded) -> wgpu::Buffer {
+    let mut padded = bias.to_vec();
+    padded.resize(own_bias_len(bias.len()), 0.0);
+    bytes.storage(ctx, label, &padded)
 }
 
 /// Bytes uploaded so far: the matrices the kernels read, and everything else (norms, biases,
@@ -117,17 +140,22 @@ impl GpuLayer {
                 (None, _) => GpuNorm::upload(ctx, "attn_norm", norm, &[], bytes),
             }),
             wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
-            qkv_bias: l.qkv_bias.as_ref().map(|b| {
-                let mut stacked = b.stacked();
-                stacked.resize(own_bias_len(stacked.len()), 0.0);
-                bytes.storage(ctx, "qkv bias", &stacked)
-            }),
+            qkv_bias: l.qkv_bias.as_ref().map(|b| padded_bias(ctx, "qkv bias", &b.stacked(), bytes)),
             head_norm: l.head_norm.as_ref().map(|n| (bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat()), n.span(cfg.head_dim))),
             wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
             v_cache: bytes.storage(ctx, "v cache", &vec![0u32; cache_words]),
             ffn_norm: l.ffn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, "ffn_norm", norm, &[], bytes)),
-            w_gate_up: gate_up(ctx, &l.w_gate, &l.w_up, &mut bytes.weights)?,
+            w_gate_up: match &l.w_gate {
+                Some(gate) => gate_up(ctx, gate, &l.w_up, &mut bytes.weights)?,
+                None => matrix(ctx, &l.w_up, &mut bytes.weights)?,
+            },
+            gated: l.w_gate.is_some(),
+            biases: l.biases.as_ref().map(|b| GpuBiases {
+                wo: padded_bias(ctx, "attn_output bias", &b.wo, bytes),
+                up: padded_bias(ctx, "ffn_up bias", &b.up, bytes),
+                down: padded_bias(ctx, "ffn_down bias", &b.down, bytes),
+            }),
             w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
             post_norm: l
                 .post_norm

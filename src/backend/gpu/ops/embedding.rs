@@ -1,6 +1,6 @@
-//! The embedding op: the step's token rows of the (quantized) table, dequantized and scaled
-//! (embedding.wgsl); its twin is the dequantized table row times the scale
-//! (tests/gpu_kernels.rs).
+//! The embedding op: the step's token rows of the (quantized) table, dequantized and scaled,
+//! plus each token's learned position row where the model has them (embedding.wgsl); its twin
+//! is the dequantized table row times the scale, plus the position row (tests/gpu_kernels.rs).
 
 use super::super::device::GpuContext;
 use super::super::kernels::{groups_for, prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
@@ -10,15 +10,22 @@ use crate::error::Result;
 
 const EMBEDDING: &str = include_str!("../../../../shaders/embedding.wgsl");
 
-/// The embedding kernel's source for a table in `format`.
-pub fn source(format: WeightFormat) -> ShaderSource {
-    ShaderSource::new(format!("embedding_{}.wgsl", format.define().to_lowercase()), EMBEDDING, format.defines().to_vec())
+/// The embedding kernel's source for a table in `format`, adding a position table's rows
+/// with `positions`.
+pub fn source(format: WeightFormat, positions: bool) -> ShaderSource {
+    let mut defines = format.defines().to_vec();
+    if positions {
+        defines.push("POSITIONS");
+    }
+    let suffix = if positions { "_positions" } else { "" };
+    ShaderSource::new(format!("embedding_{}{suffix}.wgsl", format.define().to_lowercase()), EMBEDDING, defines)
 }
 
 impl Kernels {
     /// `x[b] = scale * table[tokens[b] - first_row]` for the step's tokens in the table's
     /// rows, dequantized: the embedding lookup from a matvec-layout table, or from one band of
-    /// it (`first_row` the band's first token id; 0 for a whole table).
+    /// it (`first_row` the band's first token id; 0 for a whole table); plus `positions[pos +
+    /// b]` (`[context, dim]` f32, GPT-2's learned positions) where given.
     #[allow(clippy::too_many_arguments)]
     pub fn embedding(
         &self,
@@ -26,6 +33,7 @@ impl Kernels {
         table: &GpuMatrix,
         first_row: u32,
         scale: f32,
+        positions: Option<&wgpu::Buffer>,
         x: Bind,
         step: &wgpu::Buffer,
         tokens: &wgpu::Buffer,
@@ -34,6 +42,10 @@ impl Kernels {
         let mut binds = vec![("params", whole(&params))];
         binds.extend(table.binds());
         binds.extend([("x", x), ("step", whole(step)), ("tokens", whole(tokens))]);
-        Ok(prepare(ctx, &self.embedding_kernel(ctx, table.format)?, &binds, groups_for(table.cols))?.per_token(1, 1))
+        if let Some(p) = positions {
+            binds.push(("positions", whole(p)));
+        }
+        let kernel = self.embedding_kernel(ctx, table.format, positions.is_some())?;
+        Ok(prepare(ctx, &kernel, &binds, groups_for(table.cols))?.per_token(1, 1))
     }
 }

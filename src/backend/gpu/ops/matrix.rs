@@ -170,6 +170,12 @@ pub struct MatrixKernel {
     pub norm: bool,
     /// SwiGLU of interleaved gate/up rows as the epilogue.
     pub glu: bool,
+    /// Each row's bias added to its product, read from the gain binding (not with `norm` or a
+    /// pair epilogue: GPT-2's output, up and down projections).
+    pub bias: bool,
+    /// GELU's tanh form on each row after its bias (not with `glu`: GPT-2's ungated up
+    /// projection).
+    pub act: bool,
     /// Decode only: RoPE and the KV-cache write as the epilogue (the Q/K/V projection).
     pub rope_kv: bool,
     /// With `rope_kv` and `norm`: each row's bias, read from the gain buffer after the gains,
@@ -216,6 +222,8 @@ impl MatrixKernel {
             format,
             norm: false,
             glu: false,
+            bias: false,
+            act: false,
             rope_kv: false,
             qkv_bias: false,
             head_norm: false,
@@ -230,11 +238,13 @@ impl MatrixKernel {
         }
     }
 
-    /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, and
-    /// SwiGLU alone (OLMo 2's feed-forward, without a pre-norm);
+    /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, SwiGLU
+    /// alone (OLMo 2's feed-forward, without a pre-norm), and biased, with GELU or not
+    /// (GPT-2's projections);
     /// decode also with RoPE/KV write (normed: with Q/K/V biases, with head norms, or plain;
     /// with head norms alone, EXAONE 4's) and with the attention prologue, over both cache
-    /// precisions, with the combine prologue, the per-head forms (the projection per
+    /// precisions, with the combine prologue (each of those two biased too, GPT-2's output
+    /// projection), the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
     /// SwiGLU after a post norm, normed or not: the forms the forward pass uses; and each decode one but the
@@ -244,9 +254,12 @@ impl MatrixKernel {
             WeightFormat::ALL.into_iter().flat_map(move |format| {
                 let plain = MatrixKernel::plain(prefill, format, subgroup);
                 let normed = MatrixKernel { norm: true, ..plain };
+                let biased = MatrixKernel { bias: true, ..plain };
                 let mut all = vec![plain, normed, MatrixKernel { glu: true, ..normed }, MatrixKernel { glu: true, ..plain }];
+                all.extend([biased, MatrixKernel { act: true, ..biased }]);
                 if !prefill {
                     all.push(MatrixKernel { combine: true, ..plain });
+                    all.push(MatrixKernel { combine: true, ..biased });
                     for kv_f16 in [false, true] {
                         all.push(MatrixKernel { norm: true, rope_kv: true, kv_f16, ..plain });
                         all.push(MatrixKernel { norm: true, rope_kv: true, qkv_bias: true, kv_f16, ..plain });
@@ -256,6 +269,7 @@ impl MatrixKernel {
                         all.push(MatrixKernel { norm: true, rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { rope_kv: true, head_norm: true, kv_f16, ..plain });
                         all.push(MatrixKernel { attention: true, kv_f16, ..plain });
+                        all.push(MatrixKernel { attention: true, kv_f16, ..biased });
                         if !subgroup && format.block() <= HEADS_MIN_BLOCK_COLUMNS {
                             all.push(MatrixKernel { heads: true, kv_f16, ..plain });
                         }
@@ -273,7 +287,7 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
             if self.attention { "_attention" } else { "" },
@@ -284,6 +298,8 @@ impl MatrixKernel {
             if self.post_norm_in { "_post_normed" } else { "" },
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
+            if self.bias { "_row_bias" } else { "" },
+            if self.act { "_gelu" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
             if self.qkv_bias { "_bias" } else { "" },
             if self.head_norm { "_head_norm" } else { "" },
@@ -306,8 +322,10 @@ impl MatrixKernel {
         defines.extend(self.format.defines());
         let flags = [
             (self.norm, "NORM"),
-            (self.norm || self.head_norm || self.qkv_bias, "GAINS"),
+            (self.norm || self.head_norm || self.qkv_bias || self.bias, "GAINS"),
             (self.glu, "GLU"),
+            (self.bias, "BIAS"),
+            (self.act, "ACT"),
             (self.rope_kv, "ROPE_KV"),
             (self.qkv_bias, "QKV_BIAS"),
             (self.head_norm, "HEAD_NORM"),
@@ -353,6 +371,14 @@ pub struct LinearOp<'a> {
     pub glu: bool,
     /// With `glu`: GELU on the gate rather than SiLU (Gemma 3; a uniform, no variant of its own).
     pub gelu: bool,
+    /// Each row's bias, `[rows]` in a buffer of at least [`own_bias_len`] floats, added to its
+    /// product before `act` and `out_scale` (GPT-2's output, up and down projections): bound
+    /// where a norm's gains would be, so not with `norm`, nor with a pair epilogue or the
+    /// per-head and merge forms.
+    pub bias: Option<&'a wgpu::Buffer>,
+    /// GELU's tanh form on each row, after its bias (GPT-2's ungated up projection): not with
+    /// `glu`, `rope_kv` or `accumulate`.
+    pub act: bool,
     /// Decode only: the rows are one token's `[q | k | v]`; turn q and k by RoPE, write q to
     /// `y` and k, v into the caches at the step's position.
     pub rope_kv: Option<RopeKv<'a>>,
@@ -518,6 +544,8 @@ impl<'a> LinearOp<'a> {
             norm: None,
             glu: false,
             gelu: false,
+            bias: None,
+            act: false,
             rope_kv: None,
             attention: None,
             combine: None,
@@ -564,10 +592,13 @@ impl Kernels {
         let merge = op.merge_in.or(op.merge_out);
         check_merge(op, prefill)?;
         check_post_norm_in(op, prefill)?;
+        check_bias(op)?;
         let subgroup = self.options.subgroups && !prefill && op.heads.is_none();
         let variant = MatrixKernel {
             norm: op.norm.is_some(),
             glu: op.glu,
+            bias: op.bias.is_some(),
+            act: op.act,
             rope_kv: op.rope_kv.is_some(),
             qkv_bias: op.rope_kv.as_ref().is_some_and(|r| r.bias.is_some()),
             head_norm: op.rope_kv.as_ref().is_some_and(|r| r.head_norm.is_some()),
@@ -644,7 +675,7 @@ impl Kernels {
             None => binds.push((if op.attention.is_some() || op.heads.is_some() { "q" } else { "x" }, whole(op.x))),
         }
         binds.extend([("y", op.y), ("step", whole(step))]);
-        if let Some(gain) = op.norm.or(own_gains).map(|(gain, _)| gain).or(own_biases) {
+        if let Some(gain) = op.norm.or(own_gains).map(|(gain, _)| gain).or(own_biases).or(op.bias) {
             binds.push(("gain", whole(gain)));
         }
         if let Some(r) = &op.rope_kv {
@@ -691,6 +722,30 @@ fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
     }
     if m.n_chunks == 0 || m.n_heads == 0 || m.n_heads * m.n_chunks > MAX_HEAD_PARTS {
         return Err(Error::Backend(format!("{} heads of {} chunks: the merge weighs 1 to {MAX_HEAD_PARTS} parts", m.n_heads, m.n_chunks)));
+    }
+    Ok(())
+}
+
+/// Checks the bias and GELU epilogues of `op`: the bias alone in the gain binding (no norm,
+/// no pair epilogue, per-head or merge form) and as long as [`own_bias_len`] of the rows,
+/// GELU not beside SwiGLU, the RoPE/KV epilogue or an add to `y`.
+fn check_bias(op: &LinearOp) -> Result<()> {
+    let pairs_or_parts = op.glu || op.rope_kv.is_some() || op.heads.is_some() || op.merge_in.is_some() || op.merge_out.is_some();
+    if let Some(bias) = op.bias {
+        if op.norm.is_some() || op.post_norm_in.is_some() || pairs_or_parts {
+            return Err(Error::Backend(
+                "a row bias is bound where a norm's gains would be: not with a norm, a pair epilogue or the per-head forms".into(),
+            ));
+        }
+        let needed = own_bias_len(op.w.rows as usize) as u64 * 4;
+        if bias.size() < needed {
+            return Err(Error::Backend(format!("a bias for {} rows needs {needed} bytes; its buffer holds {}", op.w.rows, bias.size())));
+        }
+    }
+    if op.act && (pairs_or_parts || op.accumulate) {
+        return Err(Error::Backend(
+            "the GELU epilogue writes each row alone: not with SwiGLU, RoPE/KV, the per-head forms or an add".into(),
+        ));
     }
     Ok(())
 }

@@ -221,6 +221,11 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // every other matrix but the tied LM head with a bias, an ungated GELU feed-forward;
         // as many KV heads as query heads (GPT-2 has no grouped-query attention).
         ("gpt2.gguf", SyntheticSpec { architecture: Architecture::Gpt2, n_kv_heads: 4, seed: 39, ..base.clone() }),
+        // Phi-2: GPT-2's LayerNorms, biases and ungated GELU feed-forward (the stacked Q/K/V
+        // projection, as its converter writes it), RoPE on split halves of the first half of
+        // each head (8 of 16; Phi-2's are 32 of 80), a parallel residual and an LM head of
+        // its own with a bias; as many KV heads as query heads.
+        ("phi2.gguf", SyntheticSpec { architecture: Architecture::Phi2, n_kv_heads: 4, rope_dims: Some(8), seed: 40, ..base.clone() }),
         // EXAONE 4 32B's sliding layers: llama.cpp knows the 32B by its 64 blocks, whose first
         // three of every four slide over a window (5 positions here, written out a flag a
         // layer) turned by RoPE, the fourth attending over every position without RoPE;

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 25] = [
+const ARCHITECTURE_FIXTURES: [&str; 26] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -55,6 +55,7 @@ const ARCHITECTURE_FIXTURES: [&str; 25] = [
     "stablelm.gguf",
     "stablelm-3b.gguf",
     "gpt2.gguf",
+    "phi2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -76,9 +76,9 @@ fn truncated_files_say_so_wherever_they_are_cut() {
 #[test]
 fn other_architectures_are_refused() {
     let mut m = synthetic();
-    m.set_meta("general.architecture", Value::String("gpt2".into()));
+    m.set_meta("general.architecture", Value::String("rwkv6".into()));
     let e = model_error(read(m.to_bytes().expect("bytes")));
-    assert!(matches!(e, ModelError::UnsupportedArchitecture { ref name, .. } if name == "gpt2"), "{e}");
+    assert!(matches!(e, ModelError::UnsupportedArchitecture { ref name, .. } if name == "rwkv6"), "{e}");
     assert!(e.to_string().contains("llama, qwen2, qwen3"), "{e}");
 }
 
@@ -250,6 +250,14 @@ fn each_architecture_needs_its_own_tensors() {
         (Architecture::Stablelm, "blk.1.ffn_norm.weight"),
         (Architecture::Stablelm, "blk.0.attn_norm.bias"),
         (Architecture::Stablelm, "output_norm.bias"),
+        // GPT-2's learned positions and biases; Phi-2's LM head, its bias and its biases.
+        (Architecture::Gpt2, "position_embd.weight"),
+        (Architecture::Gpt2, "blk.1.attn_qkv.bias"),
+        (Architecture::Gpt2, "blk.0.attn_output.bias"),
+        (Architecture::Gpt2, "blk.1.ffn_up.bias"),
+        (Architecture::Phi2, "output.weight"),
+        (Architecture::Phi2, "output.bias"),
+        (Architecture::Phi2, "blk.0.ffn_down.bias"),
     ] {
         let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
         read(m.to_bytes().expect("bytes")).expect("the whole model loads");
@@ -257,6 +265,27 @@ fn each_architecture_needs_its_own_tensors() {
         let e = model_error(read(m.to_bytes().expect("bytes")));
         assert!(matches!(e, ModelError::MissingTensor(ref n) if n == tensor), "{architecture:?}: {e}");
     }
+    // Phi-2's W_q, W_k and W_v apart (as some converters write them): each with its bias.
+    let spec = SyntheticSpec { architecture: Architecture::Phi2, n_kv_heads: 4, ..SyntheticSpec::default() };
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let matrix = |rows: usize, cols: usize| {
+        let t = Tensor::from_vec(vec![0.25f32; rows * cols], (rows, cols), &Device::Cpu).expect("tensor");
+        QTensor::quantize(&t, GgmlDType::F32).expect("f32")
+    };
+    let bias = |rows: usize| QTensor::quantize(&Tensor::from_vec(vec![0.5f32; rows], rows, &Device::Cpu).expect("tensor"), GgmlDType::F32);
+    for i in 0..spec.n_layers {
+        m.remove_tensor(&format!("blk.{i}.attn_qkv.weight"));
+        m.remove_tensor(&format!("blk.{i}.attn_qkv.bias"));
+        for part in ["attn_q", "attn_k", "attn_v"] {
+            m.set_tensor(&format!("blk.{i}.{part}.weight"), matrix(spec.dim, spec.dim));
+            m.set_tensor(&format!("blk.{i}.{part}.bias"), bias(spec.dim).expect("f32"));
+        }
+    }
+    let apart = read(m.to_bytes().expect("bytes")).expect("Phi-2 with Q, K and V apart loads");
+    assert!(apart.weights.layers.collect_all().expect("blocks").iter().all(|l| l.qkv_bias.as_ref().is_some_and(|b| b.v == [0.5; 64])));
+    m.remove_tensor("blk.1.attn_k.bias");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.1.attn_k.bias"), "{e}");
     // A llama file with half a set of biases is refused too; a whole set is used.
     let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Qwen2, ..SyntheticSpec::default() }).expect("model");
     m.set_meta("general.architecture", Value::String("llama".into()));

@@ -104,6 +104,13 @@ pub enum Architecture {
     /// ([`Architecture::linear_biases`]), and an ungated feed-forward, `W_down gelu(W_up x +
     /// b) + b` ([`Architecture::gated_ffn`]).
     Gpt2,
+    /// Microsoft's Phi-2 (2.7B) and Phi-1.5: GPT-2's LayerNorms, biases and ungated GELU
+    /// feed-forward, RoPE on split halves of the first `rope.dimension_count` elements of each
+    /// head (32 of 80), a parallel residual (the feed-forward reads the attention's LayerNorm
+    /// of the same input, no `ffn_norm`: `x += attn(n) + ffn(n)`,
+    /// [`Architecture::parallel_residual`]) and an LM head of its own with a bias
+    /// (`output.bias`, [`Architecture::head_bias`]).
+    Phi2,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -162,7 +169,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 18] = [
+    pub const ALL: [Architecture; 19] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -181,6 +188,7 @@ impl Architecture {
         Architecture::Glm4,
         Architecture::Stablelm,
         Architecture::Gpt2,
+        Architecture::Phi2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -212,6 +220,7 @@ impl Architecture {
             Architecture::Glm4 => "glm4",
             Architecture::Stablelm => "stablelm",
             Architecture::Gpt2 => "gpt2",
+            Architecture::Phi2 => "phi2",
         }
     }
 
@@ -240,24 +249,39 @@ impl Architecture {
             | Architecture::Olmo2
             | Architecture::Exaone
             | Architecture::Exaone4
-            | Architecture::Stablelm => RopePairs::Halves,
+            | Architecture::Stablelm
+            | Architecture::Phi2 => RopePairs::Halves,
         }
     }
 
     /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
     /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128, StableLM's 16 of 64 or 20
-    /// of 80). Phi-3's, GLM-4's and StableLM's alone: llama.cpp refuses such a llama file
+    /// of 80, Phi-2's 32 of 80). Phi-3's, GLM-4's, StableLM's and Phi-2's alone: llama.cpp refuses such a llama file
     /// ("invalid n_rot") and fails an assertion on the others, so none exist.
     pub fn allows_partial_rope(self) -> bool {
-        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm)
+        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm | Architecture::Phi2)
     }
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
-    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's and
-    /// GPT-2's. Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's,
+    /// GPT-2's and Phi-2's. Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) *
+    /// gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Gpt2)
+        matches!(self, Architecture::Stablelm | Architecture::Gpt2 | Architecture::Phi2)
+    }
+
+    /// Whether each block's feed-forward reads the attention's normed input rather than a
+    /// norm of its own after the attention's add (no `ffn_norm`): `x += attn(norm(x)) +
+    /// ffn(norm(x))`, Phi-2's parallel residual.
+    pub fn parallel_residual(self) -> bool {
+        self == Architecture::Phi2
+    }
+
+    /// Whether its LM head is its own (`output.weight` required) with a bias added to the
+    /// logits (`output.bias`, `[vocab]`): Phi-2's.
+    pub fn head_bias(self) -> bool {
+        self == Architecture::Phi2
     }
 
     /// Whether a learned position embedding (`position_embd.weight`, `[context, dim]`) is
@@ -269,17 +293,18 @@ impl Architecture {
 
     /// Whether its files hold a bias beside the attention's output projection and the
     /// feed-forward's two (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`) and one for the
-    /// stacked Q/K/V projection (`attn_qkv.bias`): GPT-2's, each required. Another family's
+    /// Q/K/V projection (`attn_qkv.bias`, or `attn_q.bias`, `attn_k.bias` and `attn_v.bias`
+    /// beside W_q, W_k and W_v apart): GPT-2's and Phi-2's, each required. Another family's
     /// file holding one is refused ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
     pub fn linear_biases(self) -> bool {
-        self == Architecture::Gpt2
+        matches!(self, Architecture::Gpt2 | Architecture::Phi2)
     }
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
-    /// Gemma's GeGLU): every family's but GPT-2's, whose is `W_down act(W_up x + b) + b` with
-    /// no `ffn_gate`.
+    /// Gemma's GeGLU): every family's but GPT-2's and Phi-2's, whose is `W_down act(W_up x +
+    /// b) + b` with no `ffn_gate`.
     pub fn gated_ffn(self) -> bool {
-        self != Architecture::Gpt2
+        !matches!(self, Architecture::Gpt2 | Architecture::Phi2)
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -295,10 +320,15 @@ impl Architecture {
         matches!(self, Architecture::Phi3 | Architecture::Glm4)
     }
 
-    /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's
-    /// and GLM-4's may; GPT-2's always do).
+    /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's,
+    /// GLM-4's and Phi-2's may; GPT-2's always do: [`Architecture::requires_fused_qkv`]).
     pub fn may_fuse_qkv(self) -> bool {
-        self.has_fused_projections() || self == Architecture::Gpt2
+        self.has_fused_projections() || matches!(self, Architecture::Gpt2 | Architecture::Phi2)
+    }
+
+    /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's.
+    pub fn requires_fused_qkv(self) -> bool {
+        self == Architecture::Gpt2
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -373,7 +403,7 @@ impl Architecture {
 
     /// The feed-forward's activation (gated or not).
     pub fn activation(self) -> Activation {
-        if self.is_gemma() || self == Architecture::Gpt2 {
+        if self.is_gemma() || !self.gated_ffn() {
             Activation::GeluTanh
         } else {
             Activation::Silu

@@ -224,10 +224,11 @@ impl Config {
             return Err(bad(
                 "rope.dimension_count",
                 format!(
-                    "is {}, not the head width {}: a {} model turns whole heads (tokenscope reads RoPE on part of each head for phi3 and glm4 only, as llama.cpp computes it), so tokenscope does not run this model",
+                    "is {}, not the head width {}: a {} model turns whole heads (tokenscope reads RoPE on part of each head for {} only, as llama.cpp computes it), so tokenscope does not run this model",
                     self.rope_dims,
                     self.head_dim,
-                    self.architecture.name()
+                    self.architecture.name(),
+                    Architecture::ALL.iter().filter(|a| a.allows_partial_rope()).map(|a| a.name()).collect::<Vec<_>>().join(", ")
                 ),
             ));
         }

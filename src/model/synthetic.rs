@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -243,8 +243,11 @@ impl SyntheticModel {
         if layer_norms {
             add("output_norm.bias".into(), 1, d, GgmlDType::F32, 0.5, 0.0)?;
         }
-        if spec.untied_output {
+        if spec.untied_output || spec.architecture.head_bias() {
             add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
+        }
+        if spec.architecture.head_bias() {
+            add("output.bias".into(), 1, vocab, GgmlDType::F32, 0.5, 0.0)?;
         }
         if spec.architecture.learned_positions() {
             add("position_embd.weight".into(), spec.context_len, d, spec.embedding_type, 0.5, 0.0)?;
@@ -270,7 +273,7 @@ impl SyntheticModel {
             // converter writes. GPT-2's biases: the stacked projection's and every other
             // matrix's but the LM head.
             let biased = arch.linear_biases();
-            if matches!(arch, Architecture::Phi3 | Architecture::Gpt2) {
+            if matches!(arch, Architecture::Phi3 | Architecture::Gpt2 | Architecture::Phi2) {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
                 if biased {
                     add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
@@ -280,7 +283,7 @@ impl SyntheticModel {
                 add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
                 add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
             }
-            if spec.qkv_bias || spec.architecture.requires_qkv_bias() {
+            if !biased && (spec.qkv_bias || spec.architecture.requires_qkv_bias()) {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
                     add(bias(part), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }
@@ -301,10 +304,12 @@ impl SyntheticModel {
             if spec.architecture.has_post_norms() {
                 add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
-            if arch.has_pre_norms() {
+            // A parallel residual (Phi-2's) has no norm of its own before the feed-forward.
+            let ffn_norm = !arch.parallel_residual();
+            if arch.has_pre_norms() && ffn_norm {
                 add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
-            if layer_norms {
+            if layer_norms && ffn_norm {
                 add(bias("ffn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
             if spec.architecture.has_fused_projections() {

@@ -135,6 +135,9 @@ pub struct Weights {
     pub output_norm: Norm,
     /// LM head `[vocab, dim]`; `None` when it is tied to `token_embd`.
     pub output: Option<QTensor>,
+    /// The LM head's bias, `[vocab]`, added to the logits (Phi-2's,
+    /// [`Architecture::head_bias`](super::Architecture::head_bias)).
+    pub output_bias: Option<Vec<f32>>,
     /// Transformer blocks in order: read already, or read one at a time as a backend takes
     /// them ([`Layers`]).
     pub layers: Layers,
@@ -210,6 +213,9 @@ pub struct WeightsSummary {
     pub types: String,
 }
 
+/// The LM head's bias (Phi-2's), `[vocab]`.
+const OUTPUT_BIAS: &str = "output.bias";
+
 /// The learned position embedding (GPT-2's), `[context, dim]`.
 const POSITION_EMBEDDING: &str = "position_embd.weight";
 
@@ -236,8 +242,11 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     if arch.layer_norms() {
         out.push(("output_norm.bias".to_string(), vec![d]));
     }
-    if gguf.tensor_info("output.weight").is_some() {
+    if arch.head_bias() || gguf.tensor_info("output.weight").is_some() {
         out.push(("output.weight".to_string(), vec![v, d]));
+    }
+    if arch.head_bias() {
+        out.push((OUTPUT_BIAS.to_string(), vec![v]));
     }
     if arch.learned_positions() {
         out.push((POSITION_EMBEDDING.to_string(), vec![cfg.context_len, d]));
@@ -261,7 +270,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
         block.push(("attn_output.weight", vec![d, q]));
-        block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
+        if !arch.parallel_residual() {
+            block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
+        }
         if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
         } else if arch.gated_ffn() {
@@ -270,10 +281,16 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             block.push(("ffn_up.weight", vec![f, d]));
         }
         block.push(("ffn_down.weight", vec![d, f]));
+        if arch.linear_biases() && has_fused_qkv(gguf, cfg, i) {
+            block.push(("attn_qkv.bias", vec![q + 2 * kv]));
+        }
         if arch.linear_biases() {
-            block.extend([("attn_qkv.bias", vec![q + 2 * kv]), ("attn_output.bias", vec![d])]);
-            block.extend([("ffn_up.bias", vec![f]), ("ffn_down.bias", vec![d])]);
-        } else if arch.requires_qkv_bias() || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some() {
+            block.extend([("attn_output.bias", vec![d]), ("ffn_up.bias", vec![f]), ("ffn_down.bias", vec![d])]);
+        }
+        if arch.linear_biases() && !has_fused_qkv(gguf, cfg, i)
+            || arch.requires_qkv_bias()
+            || gguf.tensor_info(&format!("blk.{i}.attn_q.bias")).is_some()
+        {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
         match arch.head_norm() {
@@ -383,6 +400,7 @@ impl Weights {
             bias: if cfg.architecture.layer_norms() { Some(to_vec(&take("output_norm.bias")?)?) } else { None },
         };
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
+        let output_bias = if cfg.architecture.head_bias() { Some(to_vec(&take(OUTPUT_BIAS)?)?) } else { None };
         let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
         let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
@@ -409,7 +427,7 @@ impl Weights {
         } else {
             LayerRopes::new(cfg, freqs(factors.as_deref()))
         };
-        Ok(Weights { token_embd, position_embd, output_norm, output, layers: Layers::read(Vec::new()), ropes })
+        Ok(Weights { token_embd, position_embd, output_norm, output, output_bias, layers: Layers::read(Vec::new()), ropes })
     }
 
     /// What the weights are, in figures, from the header alone: parameters, bytes as stored,
@@ -440,11 +458,11 @@ impl Weights {
     }
 }
 
-/// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's files may,
-/// GPT-2's must).
+/// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's and Phi-2's
+/// files may, GPT-2's must).
 fn has_fused_qkv(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
     let arch = cfg.architecture;
-    arch.may_fuse_qkv() && (!arch.has_fused_projections() || gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some())
+    arch.requires_fused_qkv() || (arch.may_fuse_qkv() && gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some())
 }
 
 /// Reads one tensor and reports the bytes read so far.
@@ -481,7 +499,7 @@ fn read_block<R: Read + Seek>(
     let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
     let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
     let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
-    let qkv_bias = if cfg.architecture.linear_biases() {
+    let qkv_bias = if cfg.architecture.linear_biases() && has_fused_qkv(gguf, cfg, i) {
         let stacked = to_vec(&take("attn_qkv.bias")?)?;
         let (bq, rest) = stacked.split_at(q);
         let (bk, bv) = rest.split_at(kv);
@@ -527,7 +545,7 @@ fn read_block<R: Read + Seek>(
         Ok(Some(Norm { gain, bias }))
     };
     let attn_norm = norm("attn_norm")?;
-    let ffn_norm = norm("ffn_norm")?;
+    let ffn_norm = if cfg.architecture.parallel_residual() { None } else { norm("ffn_norm")? };
     let wo = take("attn_output.weight")?;
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;

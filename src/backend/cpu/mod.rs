@@ -53,6 +53,8 @@ struct Block {
     w_down: Linear,
     /// The output and feed-forward projections' biases (GPT-2's).
     biases: Option<LinearBiases>,
+    /// The feed-forward reads the attention's normed input (Phi-2's parallel residual).
+    parallel: bool,
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -77,6 +79,8 @@ pub struct CpuBackend {
     blocks: Vec<Block>,
     output_norm: Norm,
     lm_head: Linear,
+    /// The LM head's bias, `[vocab]` (Phi-2's).
+    head_bias: Option<Vec<f32>>,
     /// RoPE frequencies of each kind of layer.
     ropes: LayerRopes,
     cache: KvCache,
@@ -121,6 +125,7 @@ impl CpuBackend {
                 w_up: lin(l.w_up)?,
                 w_down: lin(l.w_down)?,
                 biases: l.biases,
+                parallel: cfg.architecture.parallel_residual(),
             });
         }
         Ok(CpuBackend {
@@ -131,6 +136,7 @@ impl CpuBackend {
             blocks,
             output_norm: weights.output_norm,
             lm_head,
+            head_bias: weights.output_bias,
             ropes: weights.ropes.for_context(capacity),
             cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
         })
@@ -276,8 +282,11 @@ impl CpuBackend {
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms; ungated
-            // (GPT-2), x += W_down . act(W_up xb + b_up) + b_down.
-            ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
+            // (GPT-2), x += W_down . act(W_up xb + b_up) + b_down; with a parallel residual
+            // (Phi-2) xb is still the attention's normed input.
+            if !b.parallel {
+                ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
+            }
             let normed = SharedInput::new(&xb, n);
             b.w_up.forward_shared(&normed, &mut up)?;
             let hidden = match &b.w_gate {
@@ -321,7 +330,7 @@ impl CpuBackend {
         ops::norm_rows(&x[first * d..n * d], &self.output_norm, c.norm_eps, &mut xb[..rows * d]);
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()];
         self.lm_head.forward(&xb[..rows * d], rows, &mut logits)?;
-        ops::finish_logits(&mut logits, c.logit_scale, c.final_softcap);
+        self.finish_logits(&mut logits);
         Ok(Forward { logits, inspection, ran_ahead: false })
     }
 
@@ -337,8 +346,17 @@ impl CpuBackend {
         ops::norm_rows(residuals, &self.output_norm, self.cfg.norm_eps, &mut normed);
         let mut logits = vec![0.0f32; rows * self.lm_head.rows()]; // [rows, vocab]
         self.lm_head.forward(&normed, rows, &mut logits)?;
-        ops::finish_logits(&mut logits, self.cfg.logit_scale, self.cfg.final_softcap);
+        self.finish_logits(&mut logits);
         Ok(logits)
+    }
+
+    /// The LM head's products (`[rows, vocab]`) into logits: the head's bias added (Phi-2's),
+    /// then [`ops::finish_logits`] (the logit scale and cap).
+    fn finish_logits(&self, logits: &mut [f32]) {
+        if let Some(bias) = &self.head_bias {
+            ops::add_rows(logits, bias);
+        }
+        ops::finish_logits(logits, self.cfg.logit_scale, self.cfg.final_softcap);
     }
 
     /// Bytes of weights read per decoded token (all matrices and the LM head).

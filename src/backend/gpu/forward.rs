@@ -197,8 +197,15 @@ pub(super) struct Builder<'a> {
 
 impl Builder<'_> {
     /// The whole pass: `x = E[tokens]`, the layers, then the LM head (`head`, after the final
-    /// norm's gain `out_norm`).
-    pub fn build(&self, embedding: &RowBands, layers: &[GpuLayer], head: &RowBands, out_norm: &GpuNorm) -> Result<ForwardOps> {
+    /// norm's gain `out_norm`; with `head_bias` a bias buffer a band of the head, Phi-2's).
+    pub fn build(
+        &self,
+        embedding: &RowBands,
+        layers: &[GpuLayer],
+        head: &RowBands,
+        head_bias: Option<&[wgpu::Buffer]>,
+        out_norm: &GpuNorm,
+    ) -> Result<ForwardOps> {
         let mut ops = vec![self.embedding(embedding)?];
         let mut layer_ends = Vec::new();
         let mut per_head_layers = 0;
@@ -210,8 +217,8 @@ impl Builder<'_> {
             ops.extend(self.feed_forward(l, merge)?);
             layer_ends.push(ops.len());
         }
-        ops.push(self.lm_head(head, out_norm, false)?);
-        Ok(ForwardOps { ops, layer_ends, per_head_layers, verify_head: self.lm_head(head, out_norm, true)? })
+        ops.push(self.lm_head(head, head_bias, out_norm, false)?);
+        Ok(ForwardOps { ops, layer_ends, per_head_layers, verify_head: self.lm_head(head, head_bias, out_norm, true)? })
     }
 
     /// What a projection after `norm` reads, and how ([`NormedInput`]).
@@ -383,7 +390,15 @@ impl Builder<'_> {
     /// norms to x, the attention's first: 3 dispatches, not 4.
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
-        let NormedInput { norm, input, layer_norm } = self.normed_input(l.ffn_norm.as_ref())?;
+        let NormedInput { norm, input, layer_norm } = if l.parallel {
+            // Phi-2's parallel residual: the attention's LayerNorm output, still in `normed`.
+            if !matches!(l.attn_norm, Some(GpuNorm::Layer(_))) {
+                return Err(crate::error::Error::Backend("a parallel residual reads the attention's LayerNorm output: it has none".into()));
+            }
+            NormedInput { norm: None, input: &a.normed, layer_norm: None }
+        } else {
+            self.normed_input(l.ffn_norm.as_ref())?
+        };
         let biases = l.biases.as_ref();
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
             norm,
@@ -434,14 +449,16 @@ impl Builder<'_> {
 
     /// `logits = head norm(x)`, its final norm inside: on the step's last token, or with
     /// `verify` on every token of the step (into logits rows 0..). A dispatch per band of the
-    /// head, each writing its rows of the logits.
-    fn lm_head(&self, head: &RowBands, out_norm: &GpuNorm, verify: bool) -> Result<Op> {
+    /// head, each writing its rows of the logits (plus the band's bias, `head_bias`'s, in its
+    /// epilogue).
+    fn lm_head(&self, head: &RowBands, head_bias: Option<&[wgpu::Buffer]>, out_norm: &GpuNorm, verify: bool) -> Result<Op> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let NormedInput { norm, input, layer_norm } = self.normed_input(Some(out_norm))?;
-        let band = |(first, m): &(u32, ops::GpuMatrix)| {
+        let band = |(i, (first, m)): (usize, &(u32, ops::GpuMatrix))| {
             let op = LinearOp {
                 last_token: !verify,
                 norm,
+                bias: head_bias.and_then(|b| b.get(i)),
                 y_stride: Some(head.rows),
                 ..LinearOp::new(m, input, Bind(&a.logits, u64::from(*first) * 4, None))
             };
@@ -451,7 +468,7 @@ impl Builder<'_> {
                 k.matvec(ctx, &op, &a.step)
             }
         };
-        Ok(norm_first(layer_norm, Op::same(head.bands.iter().map(band).collect::<Result<Vec<_>>>()?)))
+        Ok(norm_first(layer_norm, Op::same(head.bands.iter().enumerate().map(band).collect::<Result<Vec<_>>>()?)))
     }
 }
 

@@ -15,9 +15,9 @@ use super::activations::{Activations, PREFILL_BATCH};
 use super::device::GpuContext;
 use super::forward::{AttentionForm, Builder, ForwardOps, Lowered, Op};
 use super::kernels::{Bind, Dispatch, KernelOptions, Kernels, FUSED_ATTENTION_MAX_WIDTH};
-use super::ops::AttentionScope;
+use super::ops::{self, AttentionScope};
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
-use super::upload::{banded, GpuLayer, GpuNorm, Uploaded};
+use super::upload::{banded, padded_bias, GpuLayer, GpuNorm, Uploaded};
 use crate::backend::cpu::ops::finish_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
@@ -174,7 +174,7 @@ impl GpuBackend {
         // The weights, each layer's with its KV cache; each tensor's copy from the file goes
         // once it is uploaded, before the next is read.
         let mut uploaded = Uploaded::default();
-        let Weights { token_embd, position_embd, output_norm, output, layers, .. } = weights;
+        let Weights { token_embd, position_embd, output_norm, output, output_bias, layers, .. } = weights;
         let embedding = banded(&ctx, &token_embd, &mut uploaded.weights)?;
         drop(token_embd);
         let positions = position_embd.map(|p| {
@@ -191,6 +191,14 @@ impl GpuBackend {
         let out_norm = GpuNorm::upload(&ctx, "output_norm", &output_norm, &[], &mut uploaded);
         let own_head = output.map(|w| banded(&ctx, &w, &mut uploaded.weights)).transpose()?;
         let head = own_head.as_ref().unwrap_or(&embedding);
+        // The LM head's bias (Phi-2's), a buffer a band.
+        let head_bias = output_bias.map(|bias| {
+            let band = |(first, m): &(u32, ops::GpuMatrix)| {
+                let rows = bias.get(*first as usize..(first + m.rows) as usize).unwrap_or_default();
+                padded_bias(&ctx, "output bias", rows, &mut uploaded)
+            };
+            head.bands.iter().map(band).collect::<Vec<_>>()
+        });
         // The forward pass over them; the buffers live on through the bind groups that
         // reference them.
         let builder = Builder {
@@ -207,7 +215,8 @@ impl GpuBackend {
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
             folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
-        let ForwardOps { ops, layer_ends, per_head_layers, verify_head } = builder.build(&embedding, &gpu_layers, head, &out_norm)?;
+        let ForwardOps { ops, layer_ends, per_head_layers, verify_head } =
+            builder.build(&embedding, &gpu_layers, head, head_bias.as_deref(), &out_norm)?;
         let all: Vec<&Op> = ops.iter().collect();
         let (decode, prefill) = (Lowered::new(&all, false, options), Lowered::new(&all, true, options));
         let body = &all[..all.len() - 1];

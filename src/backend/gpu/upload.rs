@@ -68,6 +68,9 @@ pub(super) struct GpuLayer {
     pub gated: bool,
     /// The output and feed-forward projections' biases, where the model has them (GPT-2).
     pub biases: Option<GpuBiases>,
+    /// The feed-forward reads the attention's LayerNorm output, `normed` (Phi-2's parallel
+    /// residual: no norm of its own).
+    pub parallel: bool,
     /// The down projection, `[dim, ffn]`.
     pub w_down: GpuMatrix,
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
@@ -92,7 +95,7 @@ pub(super) struct GpuBiases {
 }
 
 /// `bias` padded to whole vec4s and uploaded.
-fn padded_bias(ctx: &GpuContext, label: &str, bias: &[f32], bytes: &mut Uploaded) -> wgpu::Buffer {
+pub(super) fn padded_bias(ctx: &GpuContext, label: &str, bias: &[f32], bytes: &mut Uploaded) -> wgpu::Buffer {
     let mut padded = bias.to_vec();
     padded.resize(own_bias_len(bias.len()), 0.0);
     bytes.storage(ctx, label, &padded)
@@ -151,6 +154,7 @@ impl GpuLayer {
                 None => matrix(ctx, &l.w_up, &mut bytes.weights)?,
             },
             gated: l.w_gate.is_some(),
+            parallel: cfg.architecture.parallel_residual(),
             biases: l.biases.as_ref().map(|b| GpuBiases {
                 wo: padded_bias(ctx, "attn_output bias", &b.wo, bytes),
                 up: padded_bias(ctx, "ffn_up bias", &b.up, bytes),

@@ -27,7 +27,11 @@
 //! too) and norms its q and k whole in the RoPE dispatch: 6 a layer. StableLM's LayerNorms
 //! are a dispatch each before the Q/K/V projection, the gate/up projection and the LM head
 //! ([`ops::LayerNorm`], into `normed`, which the projection reads; StableLM 2's Q/K/V biases
-//! bound alone where a folded norm's gains would be, [`QkvBiases::Own`]): 6 a layer. A prefill pass runs RoPE and attention as
+//! bound alone where a folded norm's gains would be, [`QkvBiases::Own`]): 6 a layer. GPT-2
+//! runs in the same 6 (its other biases and its GELU in their projections' epilogues,
+//! [`LinearOp::bias`], [`LinearOp::act`]; its learned positions added by the embedding's
+//! dispatch); Phi-2 in 5, its feed-forward reading the attention's `normed` (a parallel
+//! residual), its LM head's bias in that projection's epilogue. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale

@@ -5,7 +5,8 @@
 //! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks
 //! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
 //! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
-//! matrix and ungated feed-forward (ERNIE 4.5, InternLM2 and EXAONE 3.5 are
+//! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias (ERNIE 4.5,
+//! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
 

@@ -76,7 +76,7 @@ lint: setup $(TOKENIZER_FIXTURE)
 
 # Two tests of a binary at a time, one a core: most of the GPU tests' time on lavapipe is its
 # shader compiler, which takes one core a pipeline (a cold cache: every kernel variant).
-test-native: model requantized
+test-native: model requantized $(TOKENIZER_FIXTURE)
 	cargo test -- --nocapture --test-threads 2
 
 test-wasm: model $(TOKENIZER_FIXTURE)

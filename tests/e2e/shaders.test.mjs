@@ -4,7 +4,7 @@
 // adapter CHROMIUM_FLAGS gives). Each shader must compile without errors and make a compute
 // pipeline with our override constants in a GPU's shape (workgroups of 256, 32 threads a row
 // where the kernel takes them: harness.mjs's compileKernel, which says where a software
-// adapter's shape is made; the prologue matrix variants of three weight types, below), on a device
+// adapter's shape is made; the fused matrix variants of three weight types, below), on a device
 // with the engine's compute limits (subgroup variants on a device with the subgroups
 // feature). The RoPE/KV write,
 // the F32 matvec/matmul (plain, and with the fused RMSNorm and SwiGLU; the matvec with
@@ -40,13 +40,37 @@ test('Chromium has a WebGPU adapter', async () => {
   console.log('browser adapter:', JSON.stringify(info));
 });
 
-// The matrix kernels with a prologue (attention, the split-K merge, per-head parts) run the
-// same prologue before every weight type's unit product, whose pipelines the type's other
-// variants make: their pipelines are made for Q4_1 (this model's), Q4_K (a K-quant's
-// super-blocks) and F32 (a float type), and the other types' are compiled and checked
-// without one (3-4 s a pipeline on SwiftShader: the other six types' took about 200 s).
-const PROLOGUE = /^matvec_(\w+?)_(attention|combine|heads)/;
-const makesPipelines = (name) => !PROLOGUE.test(name) || ['q4_1', 'q4_k', 'f32'].includes(name.match(PROLOGUE)[1]);
+// Every weight type's unit product (its loads, dequantization and dot product) makes its
+// pipelines in the type's plain matrix kernels (matvec_T, with subgroup reductions too, and
+// matmul_T). The fused variants (a prologue: RMSNorm, attention, the split-K merge; an
+// epilogue: SwiGLU, RoPE and the KV write, biases, post-norms) run the same unit product
+// around their own code: their pipelines are made for Q4_1 (this model's, and a layout with
+// its scales in a buffer of their own: the most bindings), Q4_K (a K-quant's super-blocks)
+// and F32 (a float type), and the other types' are compiled and checked without one (1-4 s
+// a pipeline on SwiftShader: the other nine types' fused variants took about 180 s, half
+// this suite). The weight types are the T of the matmul_T kernels whose name is no other
+// one's with a variant's suffix (matmul_q4_1_glu is Q4_1's SwiGLU variant).
+const MATMULS = SHADERS.map((f) => f.match(/^matmul_(\w+)\.wgsl$/)?.[1]).filter(Boolean);
+const WEIGHT_TYPES = MATMULS.filter((t) => !MATMULS.some((other) => t.startsWith(`${other}_`)));
+const FUSED_PIPELINE_TYPES = ['q4_1', 'q4_k', 'f32'];
+function makesPipelines(name) {
+  const rest = name.match(/^mat(?:vec|mul)_(\w+)\.wgsl$/)?.[1];
+  if (!rest) return true;
+  const type = WEIGHT_TYPES.find((t) => rest === t || rest.startsWith(`${t}_`));
+  assert.ok(type, `${name}: a matrix kernel of no known weight type`);
+  const variant = rest.slice(type.length);
+  return FUSED_PIPELINE_TYPES.includes(type) || variant === '' || variant === '_subgroup';
+}
+
+test('every weight type has its plain matrix kernels, and the fused ones their pipelines', () => {
+  assert.ok(WEIGHT_TYPES.length >= FUSED_PIPELINE_TYPES.length, `weight types: ${WEIGHT_TYPES}`);
+  for (const type of WEIGHT_TYPES) {
+    for (const plain of [`matvec_${type}`, `matvec_${type}_subgroup`, `matmul_${type}`]) {
+      assert.ok(SHADERS.includes(`${plain}.wgsl`), `${plain}.wgsl is exported`);
+    }
+  }
+  for (const type of FUSED_PIPELINE_TYPES) assert.ok(WEIGHT_TYPES.includes(type), `${type} is a weight type`);
+});
 
 for (const name of SHADERS) {
   const pipelines = makesPipelines(name);

@@ -226,6 +226,34 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // each head (8 of 16; Phi-2's are 32 of 80), a parallel residual and an LM head of
         // its own with a bias; as many KV heads as query heads.
         ("phi2.gguf", SyntheticSpec { architecture: Architecture::Phi2, n_kv_heads: 4, rope_dims: Some(8), seed: 40, ..base.clone() }),
+        // GPT-NeoX (Pythia): Phi-2's LayerNorms, biases, stacked Q/K/V and ungated GELU
+        // feed-forward, RoPE on split halves of a quarter of each head (4 of 16; Pythia's 16 of
+        // 64), an LM head of its own without a bias, and a parallel residual with a LayerNorm
+        // for each sublayer (Pythia's `use_parallel_residual`); then the same block in GPT-2's
+        // order (the flag false, as GPT-NeoX files may say); as many KV heads as query heads.
+        (
+            "gptneox.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Gptneox,
+                n_kv_heads: 4,
+                rope_dims: Some(4),
+                untied_output: true,
+                seed: 41,
+                ..base.clone()
+            },
+        ),
+        (
+            "gptneox-sequential.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Gptneox,
+                n_kv_heads: 4,
+                rope_dims: Some(4),
+                untied_output: true,
+                parallel_residual: false,
+                seed: 42,
+                ..base.clone()
+            },
+        ),
         // EXAONE 4 32B's sliding layers: llama.cpp knows the 32B by its 64 blocks, whose first
         // three of every four slide over a window (5 positions here, written out a flag a
         // layer) turned by RoPE, the fourth attending over every position without RoPE;

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 26] = [
+const ARCHITECTURE_FIXTURES: [&str; 28] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -56,6 +56,8 @@ const ARCHITECTURE_FIXTURES: [&str; 26] = [
     "stablelm-3b.gguf",
     "gpt2.gguf",
     "phi2.gguf",
+    "gptneox.gguf",
+    "gptneox-sequential.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

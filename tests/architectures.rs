@@ -11,7 +11,8 @@
 //! each sublayer, fused gate and RoPE on half of each head, stablelm's LayerNorms, Q/K/V
 //! biases and RoPE on a quarter of each head (and StableLM 3B's block without the biases),
 //! gpt2's learned positions, biases on every matrix and ungated GELU feed-forward, phi2's
-//! parallel residual, partial RoPE and LM head bias,
+//! parallel residual, partial RoPE and LM head bias, gptneox's parallel residual with a norm
+//! for each sublayer (and its sequential form),
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -37,7 +38,7 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's and Phi-2's: llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's and GPT-NeoX's: llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -56,7 +57,7 @@ const DEEP_GELU_TOLERANCE: f32 = 3e-3;
 fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
-    } else if case.architecture.starts_with("gemma") || ["gpt2", "phi2"].contains(&case.architecture.as_str()) {
+    } else if case.architecture.starts_with("gemma") || ["gpt2", "phi2", "gptneox"].contains(&case.architecture.as_str()) {
         GELU_TOLERANCE
     } else {
         TOLERANCE
@@ -66,7 +67,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 28] = [
+const FILES: [(&str, &[u8]); 30] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -77,6 +78,8 @@ const FILES: [(&str, &[u8]); 28] = [
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("glm4.gguf", include_bytes!("fixtures/architectures/glm4.gguf")),
     ("gpt2.gguf", include_bytes!("fixtures/architectures/gpt2.gguf")),
+    ("gptneox-sequential.gguf", include_bytes!("fixtures/architectures/gptneox-sequential.gguf")),
+    ("gptneox.gguf", include_bytes!("fixtures/architectures/gptneox.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
@@ -189,7 +192,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -228,8 +231,10 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // (GPT-2: up) projection and the LM head; GPT-2's other biases and its GELU in
             // their projections' epilogues, its positions added by the embedding's dispatch;
             // Phi-2's parallel residual one LayerNorm fewer a layer (its feed-forward reads
-            // the attention's), its LM head's bias in that projection's epilogue.
-            let per_layer = 6 - usize::from(architecture.parallel_residual());
+            // the attention's), its LM head's bias in that projection's epilogue; GPT-NeoX's
+            // parallel one still 6 (the feed-forward's LayerNorm of the block's input a
+            // dispatch before the Q/K/V projection, as the attention's).
+            let per_layer = 6 - usize::from(architecture.shares_attention_norm());
             assert_eq!(dispatches, per_layer * layers + 3, "{}: a short context's decode step", case.file);
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
@@ -533,7 +538,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 41] = [
+    let undone: [(&str, &str, &Undo); 44] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -607,6 +612,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");
+        }),
+        ("gptneox.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("gptneox.rope.dimension_count");
+        }),
+        ("gptneox.gguf", "a sequential residual", &|c| {
+            c.metadata.insert("gptneox.use_parallel_residual".into(), Value::Bool(false));
+        }),
+        ("gptneox-sequential.gguf", "a parallel residual", &|c| {
+            c.metadata.insert("gptneox.use_parallel_residual".into(), Value::Bool(true));
         }),
         ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
             c.metadata.remove("qwen3.rope.scaling.type");
@@ -716,7 +730,8 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }
     }
     // GPT-2's learned positions and each of its biases dropped after loading (its file must
-    // hold them all), its positions read one row late; Phi-2's biases, its LM head's too.
+    // hold them all), its positions read one row late; Phi-2's biases, its LM head's too;
+    // GPT-NeoX's.
     type Gpt2Edit = fn(&mut Model);
     let gpt2_edits: [(&str, &str, Gpt2Edit); 2] = [
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
@@ -731,7 +746,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let wo_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)));
     let ffn_biases: Gpt2Edit =
         |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))));
-    let biases = ["gpt2.gguf", "phi2.gguf"].into_iter().flat_map(|file| {
+    let biases = ["gpt2.gguf", "phi2.gguf", "gptneox.gguf"].into_iter().flat_map(|file| {
         [
             (file, "the Q/K/V bias dropped", qkv_bias),
             (file, "the output projection's bias dropped", wo_bias),

@@ -472,6 +472,30 @@ fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn gpt_neox_files_say_whether_the_residual_is_parallel() {
+    use tokenscope::model::Architecture;
+    let gptneox = |parallel_residual| {
+        let spec = SyntheticSpec { architecture: Architecture::Gptneox, n_kv_heads: 4, parallel_residual, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    assert!(config(gptneox(true)).expect("loads").parallel_residual);
+    assert!(!config(gptneox(false)).expect("loads").parallel_residual);
+    // Required, as llama.cpp requires it, and a boolean.
+    let mut m = gptneox(true);
+    m.remove_meta("gptneox.use_parallel_residual");
+    assert!(refused(m, "gptneox.use_parallel_residual").contains("is missing"));
+    let mut m = gptneox(true);
+    m.set_meta("gptneox.use_parallel_residual", Value::U32(1));
+    assert!(refused(m, "gptneox.use_parallel_residual").contains("is not a boolean"));
+    // Phi-2's is always parallel; another family's never, whatever its file says.
+    let phi2 = SyntheticSpec { architecture: Architecture::Phi2, n_kv_heads: 4, ..SyntheticSpec::default() };
+    assert!(config(SyntheticModel::new(&phi2).expect("model")).expect("loads").parallel_residual);
+    let mut m = synthetic();
+    m.set_meta("llama.use_parallel_residual", Value::Bool(true));
+    assert!(!config(m).expect("loads").parallel_residual);
+}
+
+#[test]
 fn glm4s_block_is_read_as_llama_cpp_reads_it() {
     use tokenscope::model::Architecture;
     let spec = SyntheticSpec { architecture: Architecture::Glm4, rope_dims: Some(8), qkv_bias: true, ..SyntheticSpec::default() };

@@ -237,6 +237,15 @@ impl Gguf {
         }
     }
 
+    /// A required boolean value.
+    pub fn bool(&self, key: &str) -> Result<bool, ModelError> {
+        match self.value(key) {
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(meta_err(key, "is not a boolean")),
+            None => Err(meta_err(key, "is missing")),
+        }
+    }
+
     /// An optional boolean value.
     pub fn bool_opt(&self, key: &str) -> Option<bool> {
         match self.value(key) {

@@ -5,7 +5,8 @@
 //! projections, Granite's scales (MiniCPM's three of them), OLMo 2's and EXAONE 4's blocks
 //! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
 //! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
-//! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias (ERNIE 4.5,
+//! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias, GPT-NeoX's
+//! parallel residual with a norm for each sublayer (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -109,9 +110,17 @@ pub enum Architecture {
     /// feed-forward, RoPE on split halves of the first `rope.dimension_count` elements of each
     /// head (32 of 80), a parallel residual (the feed-forward reads the attention's LayerNorm
     /// of the same input, no `ffn_norm`: `x += attn(n) + ffn(n)`,
-    /// [`Architecture::parallel_residual`]) and an LM head of its own with a bias
+    /// [`Architecture::shares_attention_norm`]) and an LM head of its own with a bias
     /// (`output.bias`, [`Architecture::head_bias`]).
     Phi2,
+    /// EleutherAI's GPT-NeoX (20B) and Pythia (14M to 12B), with the models built on them
+    /// (Dolly v2, RedPajama-INCITE): Phi-2's LayerNorms, biases, stacked Q/K/V, ungated GELU
+    /// feed-forward and RoPE on split halves of the first `rope.dimension_count` elements of
+    /// each head (a quarter), an LM head of its own without a bias, and a residual that is
+    /// parallel where the file says (`use_parallel_residual`, Pythia's): `x += attn(n1(x)) +
+    /// ffn(n2(x))`, each sublayer with a LayerNorm of its own of the same input
+    /// ([`Config::parallel_residual`](super::Config::parallel_residual)); else GPT-2's order.
+    Gptneox,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -170,7 +179,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 19] = [
+    pub const ALL: [Architecture; 20] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -190,6 +199,7 @@ impl Architecture {
         Architecture::Stablelm,
         Architecture::Gpt2,
         Architecture::Phi2,
+        Architecture::Gptneox,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -222,6 +232,7 @@ impl Architecture {
             Architecture::Stablelm => "stablelm",
             Architecture::Gpt2 => "gpt2",
             Architecture::Phi2 => "phi2",
+            Architecture::Gptneox => "gptneox",
         }
     }
 
@@ -251,32 +262,40 @@ impl Architecture {
             | Architecture::Exaone
             | Architecture::Exaone4
             | Architecture::Stablelm
-            | Architecture::Phi2 => RopePairs::Halves,
+            | Architecture::Phi2
+            | Architecture::Gptneox => RopePairs::Halves,
         }
     }
 
     /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
     /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128, StableLM's 16 of 64 or 20
-    /// of 80, Phi-2's 32 of 80). Phi-3's, GLM-4's, StableLM's and Phi-2's alone: llama.cpp refuses such a llama file
-    /// ("invalid n_rot") and fails an assertion on the others, so none exist.
+    /// of 80, Phi-2's 32 of 80, Pythia's 16 of 64). Phi-3's, GLM-4's, StableLM's, Phi-2's and
+    /// GPT-NeoX's alone: llama.cpp refuses such a llama file ("invalid n_rot") and fails an
+    /// assertion on the others, so none exist.
     pub fn allows_partial_rope(self) -> bool {
-        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm | Architecture::Phi2)
+        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm | Architecture::Phi2 | Architecture::Gptneox)
     }
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
     /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's,
-    /// GPT-2's and Phi-2's. Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) *
-    /// gain`.
+    /// GPT-2's, Phi-2's and GPT-NeoX's. Every other family's are RMSNorms, `x / sqrt(mean(x^2)
+    /// + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Gpt2 | Architecture::Phi2)
+        matches!(self, Architecture::Stablelm | Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
     }
 
     /// Whether each block's feed-forward reads the attention's normed input rather than a
-    /// norm of its own after the attention's add (no `ffn_norm`): `x += attn(norm(x)) +
-    /// ffn(norm(x))`, Phi-2's parallel residual.
-    pub fn parallel_residual(self) -> bool {
+    /// norm of its own (no `ffn_norm`): `x += attn(norm(x)) + ffn(norm(x))`, Phi-2's parallel
+    /// residual, always parallel ([`Config::parallel_residual`](super::Config::parallel_residual)).
+    pub fn shares_attention_norm(self) -> bool {
         self == Architecture::Phi2
+    }
+
+    /// Whether its files say whether the residual is parallel (`use_parallel_residual`,
+    /// required as llama.cpp requires it): GPT-NeoX's.
+    pub fn reads_parallel_residual(self) -> bool {
+        self == Architecture::Gptneox
     }
 
     /// Whether its LM head is its own (`output.weight` required) with a bias added to the
@@ -295,17 +314,18 @@ impl Architecture {
     /// Whether its files hold a bias beside the attention's output projection and the
     /// feed-forward's two (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`) and one for the
     /// Q/K/V projection (`attn_qkv.bias`, or `attn_q.bias`, `attn_k.bias` and `attn_v.bias`
-    /// beside W_q, W_k and W_v apart): GPT-2's and Phi-2's, each required. Another family's
-    /// file holding one is refused ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
+    /// beside W_q, W_k and W_v apart): GPT-2's, Phi-2's and GPT-NeoX's, each required.
+    /// Another family's file holding one is refused
+    /// ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
     pub fn linear_biases(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Phi2)
+        matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
     }
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
-    /// Gemma's GeGLU): every family's but GPT-2's and Phi-2's, whose is `W_down act(W_up x +
-    /// b) + b` with no `ffn_gate`.
+    /// Gemma's GeGLU): every family's but GPT-2's, Phi-2's and GPT-NeoX's, whose is `W_down
+    /// act(W_up x + b) + b` with no `ffn_gate`.
     pub fn gated_ffn(self) -> bool {
-        !matches!(self, Architecture::Gpt2 | Architecture::Phi2)
+        !matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -322,14 +342,17 @@ impl Architecture {
     }
 
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's,
-    /// GLM-4's and Phi-2's may; GPT-2's always do: [`Architecture::requires_fused_qkv`]).
+    /// GLM-4's and Phi-2's may; GPT-2's and GPT-NeoX's always do:
+    /// [`Architecture::requires_fused_qkv`]).
     pub fn may_fuse_qkv(self) -> bool {
-        self.has_fused_projections() || matches!(self, Architecture::Gpt2 | Architecture::Phi2)
+        self.has_fused_projections() || matches!(self, Architecture::Gpt2 | Architecture::Phi2) || self.requires_fused_qkv()
     }
 
-    /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's.
+    /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's
+    /// and GPT-NeoX's (whose converter reorders each head's interleaved rows into all of Q,
+    /// then K, then V).
     pub fn requires_fused_qkv(self) -> bool {
-        self == Architecture::Gpt2
+        matches!(self, Architecture::Gpt2 | Architecture::Gptneox)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:

@@ -1,7 +1,7 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
-//! `exaone4.*`, `glm4.*`).
+//! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -101,7 +101,15 @@ pub struct Config {
     pub attention_scale: f32,
     /// What the logits are divided by, before any cap (Granite's `logit_scale`; 1 otherwise).
     pub logit_scale: f32,
+    /// Whether each block's two sublayers read the same input, `x += attn(n1(x)) +
+    /// ffn(n2(x))`, rather than the feed-forward reading the stream after the attention's add:
+    /// Phi-2's always (`n2` is `n1`, [`Architecture::shares_attention_norm`]), GPT-NeoX's where
+    /// its file's `use_parallel_residual` says ([`Architecture::reads_parallel_residual`]).
+    pub parallel_residual: bool,
 }
+
+/// The key (after the architecture's prefix) of GPT-NeoX's choice of a parallel residual.
+pub const PARALLEL_RESIDUAL: &str = "use_parallel_residual";
 
 /// Granite's scales' keys (after its prefix): the embedding's, the residual's, the attention
 /// scores' and the logits' divisor. Its file must give the last; any other missing (or 0)
@@ -161,6 +169,11 @@ impl Config {
             residual_scale: 1.0,
             attention_scale: attention_scale(architecture, n_layers, dim, n_heads, head_dim),
             logit_scale: 1.0,
+            parallel_residual: if architecture.reads_parallel_residual() {
+                g.bool(&key(PARALLEL_RESIDUAL))?
+            } else {
+                architecture.shares_attention_norm()
+            },
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -82,6 +82,9 @@ pub struct SyntheticSpec {
     /// Granite's embedding, residual, attention and logit scales (MiniCPM's too), written as
     /// `embedding_scale`, `residual_scale`, `attention.scale` and `logit_scale`.
     pub granite_scales: Option<[f32; 4]>,
+    /// GPT-NeoX's `use_parallel_residual`, written where the architecture reads it
+    /// ([`Architecture::reads_parallel_residual`]).
+    pub parallel_residual: bool,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -128,6 +131,7 @@ impl Default for SyntheticSpec {
             attn_softcap: None,
             final_softcap: None,
             granite_scales: None,
+            parallel_residual: true,
         }
     }
 }
@@ -209,6 +213,9 @@ impl SyntheticModel {
         if let Some(scales) = spec.granite_scales {
             metadata.extend(super::config::GRANITE_SCALES.iter().zip(scales).map(|(name, v)| (key(name), Value::F32(v))));
         }
+        if spec.architecture.reads_parallel_residual() {
+            metadata.push((key(super::config::PARALLEL_RESIDUAL), Value::Bool(spec.parallel_residual)));
+        }
         if let Some(window) = spec.sliding_window {
             metadata.push((key("attention.sliding_window"), u(window)));
         }
@@ -269,11 +276,11 @@ impl SyntheticModel {
             if layer_norms {
                 add(bias("attn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
-            // Phi-3's and GPT-2's files stack W_q, W_k and W_v; GLM-4's hold them apart, as its
-            // converter writes. GPT-2's biases: the stacked projection's and every other
-            // matrix's but the LM head.
+            // Phi-3's, GPT-2's, Phi-2's and GPT-NeoX's files stack W_q, W_k and W_v; GLM-4's
+            // hold them apart, as its converter writes. GPT-2's biases: the stacked
+            // projection's and every other matrix's but the LM head.
             let biased = arch.linear_biases();
-            if matches!(arch, Architecture::Phi3 | Architecture::Gpt2 | Architecture::Phi2) {
+            if matches!(arch, Architecture::Phi3 | Architecture::Phi2) || arch.requires_fused_qkv() {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
                 if biased {
                     add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
@@ -304,8 +311,8 @@ impl SyntheticModel {
             if spec.architecture.has_post_norms() {
                 add(n("post_attention_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
-            // A parallel residual (Phi-2's) has no norm of its own before the feed-forward.
-            let ffn_norm = !arch.parallel_residual();
+            // Phi-2's parallel residual has no norm of its own before the feed-forward.
+            let ffn_norm = !arch.shares_attention_norm();
             if arch.has_pre_norms() && ffn_norm {
                 add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }

@@ -270,7 +270,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
         block.push(("attn_output.weight", vec![d, q]));
-        if !arch.parallel_residual() {
+        if !arch.shares_attention_norm() {
             block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
         }
         if arch.has_fused_projections() {
@@ -545,7 +545,7 @@ fn read_block<R: Read + Seek>(
         Ok(Some(Norm { gain, bias }))
     };
     let attn_norm = norm("attn_norm")?;
-    let ffn_norm = if cfg.architecture.parallel_residual() { None } else { norm("ffn_norm")? };
+    let ffn_norm = if cfg.architecture.shares_attention_norm() { None } else { norm("ffn_norm")? };
     let wo = take("attn_output.weight")?;
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;

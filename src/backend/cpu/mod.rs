@@ -53,7 +53,8 @@ struct Block {
     w_down: Linear,
     /// The output and feed-forward projections' biases (GPT-2's).
     biases: Option<LinearBiases>,
-    /// The feed-forward reads the attention's normed input (Phi-2's parallel residual).
+    /// Both sublayers read the block's input (a parallel residual): the feed-forward through
+    /// `ffn_norm` (GPT-NeoX's), or without one the attention's normed input (Phi-2's).
     parallel: bool,
 }
 
@@ -125,7 +126,7 @@ impl CpuBackend {
                 w_up: lin(l.w_up)?,
                 w_down: lin(l.w_down)?,
                 biases: l.biases,
-                parallel: cfg.architecture.parallel_residual(),
+                parallel: cfg.parallel_residual,
             });
         }
         Ok(CpuBackend {
@@ -197,6 +198,7 @@ impl CpuBackend {
             ops::add(&mut x, &positions[start * d..(start + n) * d]);
         }
         let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
+        let mut xf = Vec::new(); //                   the feed-forward's normed input beside it, a parallel residual's [n, d]
         let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
         let mut k = vec![0.0f32; n * kv]; //          new keys        [n, kv]
         let mut v = vec![0.0f32; n * kv]; //          new values      [n, kv]
@@ -220,6 +222,10 @@ impl CpuBackend {
             // post norms (s: the residual scale, Granite's; 1 otherwise), the scores scaled by
             // the attention scale.
             ops::pre_norm(&x, b.attn_norm.as_ref(), c.norm_eps, &mut xb);
+            if let (true, Some(norm)) = (b.parallel, &b.ffn_norm) {
+                xf.resize(n * d, 0.0);
+                ops::pre_norm(&x, Some(norm), c.norm_eps, &mut xf);
+            }
             let normed = SharedInput::new(&xb, n);
             b.wq.forward_shared(&normed, &mut q)?;
             b.wk.forward_shared(&normed, &mut k)?;
@@ -283,11 +289,13 @@ impl CpuBackend {
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
             // product RMS-normed before the add where the model has post norms; ungated
             // (GPT-2), x += W_down . act(W_up xb + b_up) + b_down; with a parallel residual
-            // (Phi-2) xb is still the attention's normed input.
+            // xb is the block input's own norm, xf (GPT-NeoX), or still the attention's normed
+            // input (Phi-2).
             if !b.parallel {
                 ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
             }
-            let normed = SharedInput::new(&xb, n);
+            let ffn_in = if b.parallel && b.ffn_norm.is_some() { &xf } else { &xb };
+            let normed = SharedInput::new(ffn_in, n);
             b.w_up.forward_shared(&normed, &mut up)?;
             let hidden = match &b.w_gate {
                 Some(w_gate) => {

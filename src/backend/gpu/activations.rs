@@ -21,6 +21,9 @@ pub(super) struct Activations {
     /// (StableLM's; one float where the model's norms are RMSNorms, which the projections
     /// apply to `x` as they read it).
     pub normed: wgpu::Buffer,
+    /// The residual stream LayerNorm-ed for the feed-forward beside `normed`, before the
+    /// attention adds to it, `[B, dim]` (GPT-NeoX's parallel residual; one float otherwise).
+    pub ffn_normed: wgpu::Buffer,
     /// The Q/K/V projections before RoPE, `[B, n_heads * hd + 2 kv]` (where RoPE is a
     /// dispatch of its own).
     pub qkv: wgpu::Buffer,
@@ -77,6 +80,8 @@ impl Activations {
         };
         let x = buf("x", b * cfg.dim);
         let normed = buf("layer-normed x", if cfg.architecture.layer_norms() { b * cfg.dim } else { 1 });
+        let parallel_norm = cfg.parallel_residual && !cfg.architecture.shares_attention_norm();
+        let ffn_normed = buf("feed-forward's layer-normed x", if parallel_norm { b * cfg.dim } else { 1 });
         let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()));
         let q = buf("q", b * qd);
         let att = buf("att", b * qd);
@@ -96,6 +101,7 @@ impl Activations {
         Activations {
             x,
             normed,
+            ffn_normed,
             qkv,
             q,
             att,

@@ -31,7 +31,9 @@
 //! runs in the same 6 (its other biases and its GELU in their projections' epilogues,
 //! [`LinearOp::bias`], [`LinearOp::act`]; its learned positions added by the embedding's
 //! dispatch); Phi-2 in 5, its feed-forward reading the attention's `normed` (a parallel
-//! residual), its LM head's bias in that projection's epilogue. A prefill pass runs RoPE and attention as
+//! residual), its LM head's bias in that projection's epilogue; GPT-NeoX in GPT-2's 6 either
+//! way, a parallel residual's feed-forward LayerNorm a dispatch before the Q/K/V projection
+//! (into `ffn_normed`, from x as it is before the attention adds to it). A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -274,6 +276,15 @@ impl Builder<'_> {
             head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
+        // A parallel residual's own feed-forward LayerNorm (GPT-NeoX's) reads x before the
+        // attention adds to it: a dispatch before this op's, into `ffn_normed`.
+        let ffn_layer_norm = match (l.parallel, &l.ffn_norm) {
+            (true, Some(GpuNorm::Layer(norm))) => {
+                let op = ops::LayerNorm { dim: self.dim, eps: self.eps, x: Bind(&a.x, 0, None), norm, out: Bind(&a.ffn_normed, 0, None) };
+                Some(k.layer_norm(ctx, &op, &a.step)?)
+            }
+            _ => None,
+        };
         let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, input, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
@@ -298,7 +309,8 @@ impl Builder<'_> {
         } else {
             vec![k.matvec(ctx, &project, &a.step)?, rope_kv_dispatch.clone()]
         };
-        Ok(norm_first(layer_norm, Op::by_tokens(one, vec![k.matmul(ctx, &project, &a.step)?, rope_kv_dispatch])))
+        let op = norm_first(layer_norm, Op::by_tokens(one, vec![k.matmul(ctx, &project, &a.step)?, rope_kv_dispatch]));
+        Ok(norm_first(ffn_layer_norm, op))
     }
 
     /// `att = attention(q, cache)`; `x += Wo att`. Decode over a short context: one dispatch,
@@ -395,11 +407,16 @@ impl Builder<'_> {
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
         let NormedInput { norm, input, layer_norm } = if l.parallel {
-            // Phi-2's parallel residual: the attention's LayerNorm output, still in `normed`.
-            if !matches!(l.attn_norm, Some(GpuNorm::Layer(_))) {
-                return Err(crate::error::Error::Backend("a parallel residual reads the attention's LayerNorm output: it has none".into()));
+            // A parallel residual: the block input's own LayerNorm, in `ffn_normed` since the
+            // Q/K/V op (GPT-NeoX's), or the attention's, still in `normed` (Phi-2's).
+            let (norm, input) = match &l.ffn_norm {
+                Some(_) => (&l.ffn_norm, &a.ffn_normed),
+                None => (&l.attn_norm, &a.normed),
+            };
+            if !matches!(norm, Some(GpuNorm::Layer(_))) {
+                return Err(crate::error::Error::Backend("a parallel residual reads a LayerNorm's output: the block has none".into()));
             }
-            NormedInput { norm: None, input: &a.normed, layer_norm: None }
+            NormedInput { norm: None, input, layer_norm: None }
         } else {
             self.normed_input(l.ffn_norm.as_ref())?
         };

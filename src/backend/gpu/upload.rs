@@ -68,8 +68,9 @@ pub(super) struct GpuLayer {
     pub gated: bool,
     /// The output and feed-forward projections' biases, where the model has them (GPT-2).
     pub biases: Option<GpuBiases>,
-    /// The feed-forward reads the attention's LayerNorm output, `normed` (Phi-2's parallel
-    /// residual: no norm of its own).
+    /// Both sublayers read the block's input (a parallel residual): the feed-forward its own
+    /// LayerNorm of it, `ffn_normed` (GPT-NeoX's), or without `ffn_norm` the attention's,
+    /// `normed` (Phi-2's).
     pub parallel: bool,
     /// The down projection, `[dim, ffn]`.
     pub w_down: GpuMatrix,
@@ -154,7 +155,7 @@ impl GpuLayer {
                 None => matrix(ctx, &l.w_up, &mut bytes.weights)?,
             },
             gated: l.w_gate.is_some(),
-            parallel: cfg.architecture.parallel_residual(),
+            parallel: cfg.parallel_residual,
             biases: l.biases.as_ref().map(|b| GpuBiases {
                 wo: padded_bias(ctx, "attn_output bias", &b.wo, bytes),
                 up: padded_bias(ctx, "ffn_up bias", &b.up, bytes),

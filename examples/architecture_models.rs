@@ -242,6 +242,15 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // StarCoder: GPT-2's block with multi-query attention (one KV head), the LM head tied.
+        ("starcoder.gguf", SyntheticSpec { architecture: Architecture::Starcoder, n_kv_heads: 1, seed: 43, ..base.clone() }),
+        // StarCoder 2: GPT-2's LayerNorms, biases and ungated GELU feed-forward, W_q, W_k and
+        // W_v apart with their biases, grouped-query attention (2 KV heads for 4) and RoPE on
+        // split halves, an LM head of its own.
+        (
+            "starcoder2.gguf",
+            SyntheticSpec { architecture: Architecture::Starcoder2, rope_base: 100_000.0, untied_output: true, seed: 44, ..base.clone() },
+        ),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

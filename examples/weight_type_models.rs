@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 28] = [
+const ARCHITECTURE_FIXTURES: [&str; 30] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -58,6 +58,8 @@ const ARCHITECTURE_FIXTURES: [&str; 28] = [
     "phi2.gguf",
     "gptneox.gguf",
     "gptneox-sequential.gguf",
+    "starcoder.gguf",
+    "starcoder2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -12,7 +12,8 @@
 //! biases and RoPE on a quarter of each head (and StableLM 3B's block without the biases),
 //! gpt2's learned positions, biases on every matrix and ungated GELU feed-forward, phi2's
 //! parallel residual, partial RoPE and LM head bias, gptneox's parallel residual with a norm
-//! for each sublayer (and its sequential form),
+//! for each sublayer (and its sequential form), starcoder's GPT-2 block with one KV head,
+//! starcoder2's with RoPE and Q/K/V apart,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -38,7 +39,7 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's and GPT-NeoX's: llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's and the StarCoders': llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -57,7 +58,9 @@ const DEEP_GELU_TOLERANCE: f32 = 3e-3;
 fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
-    } else if case.architecture.starts_with("gemma") || ["gpt2", "phi2", "gptneox"].contains(&case.architecture.as_str()) {
+    } else if case.architecture.starts_with("gemma")
+        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2"].contains(&case.architecture.as_str())
+    {
         GELU_TOLERANCE
     } else {
         TOLERANCE
@@ -67,7 +70,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 30] = [
+const FILES: [(&str, &[u8]); 32] = [
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -98,6 +101,8 @@ const FILES: [(&str, &[u8]); 30] = [
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
     ("stablelm-3b.gguf", include_bytes!("fixtures/architectures/stablelm-3b.gguf")),
     ("stablelm.gguf", include_bytes!("fixtures/architectures/stablelm.gguf")),
+    ("starcoder.gguf", include_bytes!("fixtures/architectures/starcoder.gguf")),
+    ("starcoder2.gguf", include_bytes!("fixtures/architectures/starcoder2.gguf")),
 ];
 
 struct Case {
@@ -192,7 +197,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -233,7 +238,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // Phi-2's parallel residual one LayerNorm fewer a layer (its feed-forward reads
             // the attention's), its LM head's bias in that projection's epilogue; GPT-NeoX's
             // parallel one still 6 (the feed-forward's LayerNorm of the block's input a
-            // dispatch before the Q/K/V projection, as the attention's).
+            // dispatch before the Q/K/V projection, as the attention's); the StarCoders' as
+            // GPT-2's.
             let per_layer = 6 - usize::from(architecture.shares_attention_norm());
             assert_eq!(dispatches, per_layer * layers + 3, "{}: a short context's decode step", case.file);
         }
@@ -538,7 +544,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 44] = [
+    let undone: [(&str, &str, &Undo); 45] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -621,6 +627,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("gptneox-sequential.gguf", "a parallel residual", &|c| {
             c.metadata.insert("gptneox.use_parallel_residual".into(), Value::Bool(true));
+        }),
+        ("starcoder2.gguf", "RoPE's base at 10,000", &|c| {
+            c.metadata.remove("starcoder2.rope.freq_base");
         }),
         ("qwen3-yarn.gguf", "YaRN dropped: plain RoPE", &|c| {
             c.metadata.remove("qwen3.rope.scaling.type");
@@ -731,10 +740,11 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     }
     // GPT-2's learned positions and each of its biases dropped after loading (its file must
     // hold them all), its positions read one row late; Phi-2's biases, its LM head's too;
-    // GPT-NeoX's.
+    // GPT-NeoX's, StarCoder's (its positions too) and StarCoder 2's.
     type Gpt2Edit = fn(&mut Model);
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 2] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 3] = [
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
+        ("starcoder.gguf", "no learned positions", |m| m.weights.position_embd = None),
         ("gpt2.gguf", "its positions one row late", |m| {
             if let Some(p) = &mut m.weights.position_embd {
                 let dim = p.len() / m.config.context_len;
@@ -746,7 +756,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let wo_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)));
     let ffn_biases: Gpt2Edit =
         |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))));
-    let biases = ["gpt2.gguf", "phi2.gguf", "gptneox.gguf"].into_iter().flat_map(|file| {
+    let biases = ["gpt2.gguf", "phi2.gguf", "gptneox.gguf", "starcoder.gguf", "starcoder2.gguf"].into_iter().flat_map(|file| {
         [
             (file, "the Q/K/V bias dropped", qkv_bias),
             (file, "the output projection's bias dropped", wo_bias),

@@ -6,7 +6,8 @@
 //! without pre-norms, GLM-4's norms around each sublayer with Phi-3's fused gate, EXAONE 4's
 //! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
 //! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias, GPT-NeoX's
-//! parallel residual with a norm for each sublayer (ERNIE 4.5,
+//! parallel residual with a norm for each sublayer, StarCoder's GPT-2 block with grouped-query
+//! attention, StarCoder 2's with RoPE and Q/K/V apart (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -121,6 +122,15 @@ pub enum Architecture {
     /// ffn(n2(x))`, each sublayer with a LayerNorm of its own of the same input
     /// ([`Config::parallel_residual`](super::Config::parallel_residual)); else GPT-2's order.
     Gptneox,
+    /// BigCode's StarCoder and StarCoderBase (1B to 15B), SantaCoder and TinyStarCoder
+    /// (`gpt_bigcode`): GPT-2's block (learned positions, stacked Q/K/V, a bias on every matrix
+    /// but the LM head, an ungated GELU feed-forward) with multi-query attention
+    /// (`attention.head_count_kv`, 1), its LM head tied or its own.
+    Starcoder,
+    /// BigCode's StarCoder 2 (3B, 7B, 15B): GPT-2's LayerNorms, biases and ungated GELU
+    /// feed-forward with W_q, W_k and W_v apart (each with its bias), grouped-query attention
+    /// and RoPE on split halves of whole heads in place of learned positions.
+    Starcoder2,
 }
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
@@ -179,7 +189,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 20] = [
+    pub const ALL: [Architecture; 22] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -200,6 +210,8 @@ impl Architecture {
         Architecture::Gpt2,
         Architecture::Phi2,
         Architecture::Gptneox,
+        Architecture::Starcoder,
+        Architecture::Starcoder2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -233,6 +245,8 @@ impl Architecture {
             Architecture::Gpt2 => "gpt2",
             Architecture::Phi2 => "phi2",
             Architecture::Gptneox => "gptneox",
+            Architecture::Starcoder => "starcoder",
+            Architecture::Starcoder2 => "starcoder2",
         }
     }
 
@@ -251,7 +265,8 @@ impl Architecture {
             | Architecture::Ernie45
             | Architecture::Internlm2
             | Architecture::Glm4
-            | Architecture::Gpt2 => RopePairs::Adjacent,
+            | Architecture::Gpt2
+            | Architecture::Starcoder => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -263,7 +278,8 @@ impl Architecture {
             | Architecture::Exaone4
             | Architecture::Stablelm
             | Architecture::Phi2
-            | Architecture::Gptneox => RopePairs::Halves,
+            | Architecture::Gptneox
+            | Architecture::Starcoder2 => RopePairs::Halves,
         }
     }
 
@@ -278,11 +294,18 @@ impl Architecture {
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
-    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's,
-    /// GPT-2's, Phi-2's and GPT-NeoX's. Every other family's are RMSNorms, `x / sqrt(mean(x^2)
-    /// + eps) * gain`.
+    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's
+    /// and GPT-2's block's ([`Architecture::has_gpt2_block`]). Every other family's are
+    /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
+        self == Architecture::Stablelm || self.has_gpt2_block()
+    }
+
+    /// Whether its block is GPT-2's kind: LayerNorms, a bias on every matrix but the LM head's
+    /// and an ungated GELU feed-forward (GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's and
+    /// StarCoder 2's), whatever its positions and residual.
+    fn has_gpt2_block(self) -> bool {
+        matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Starcoder2)
     }
 
     /// Whether each block's feed-forward reads the attention's normed input rather than a
@@ -305,27 +328,27 @@ impl Architecture {
     }
 
     /// Whether a learned position embedding (`position_embd.weight`, `[context, dim]`) is
-    /// added to each token's embedding row, its row the token's position: GPT-2's, which
-    /// turns nothing by RoPE ([`Architecture::rotates`]).
+    /// added to each token's embedding row, its row the token's position: GPT-2's and
+    /// StarCoder's, which turn nothing by RoPE ([`Architecture::rotates`]).
     pub fn learned_positions(self) -> bool {
-        self == Architecture::Gpt2
+        matches!(self, Architecture::Gpt2 | Architecture::Starcoder)
     }
 
     /// Whether its files hold a bias beside the attention's output projection and the
     /// feed-forward's two (`attn_output.bias`, `ffn_up.bias`, `ffn_down.bias`) and one for the
     /// Q/K/V projection (`attn_qkv.bias`, or `attn_q.bias`, `attn_k.bias` and `attn_v.bias`
-    /// beside W_q, W_k and W_v apart): GPT-2's, Phi-2's and GPT-NeoX's, each required.
-    /// Another family's file holding one is refused
+    /// beside W_q, W_k and W_v apart): GPT-2's block's ([`Architecture::has_gpt2_block`]),
+    /// each required. Another family's file holding one is refused
     /// ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
     pub fn linear_biases(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
+        self.has_gpt2_block()
     }
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
-    /// Gemma's GeGLU): every family's but GPT-2's, Phi-2's and GPT-NeoX's, whose is `W_down
-    /// act(W_up x + b) + b` with no `ffn_gate`.
+    /// Gemma's GeGLU): every family's but GPT-2's block's ([`Architecture::has_gpt2_block`]),
+    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`.
     pub fn gated_ffn(self) -> bool {
-        !matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox)
+        !self.has_gpt2_block()
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -342,17 +365,17 @@ impl Architecture {
     }
 
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's,
-    /// GLM-4's and Phi-2's may; GPT-2's and GPT-NeoX's always do:
-    /// [`Architecture::requires_fused_qkv`]).
+    /// GLM-4's and Phi-2's may; GPT-2's, GPT-NeoX's and StarCoder's always do:
+    /// [`Architecture::requires_fused_qkv`]; StarCoder 2's never).
     pub fn may_fuse_qkv(self) -> bool {
         self.has_fused_projections() || matches!(self, Architecture::Gpt2 | Architecture::Phi2) || self.requires_fused_qkv()
     }
 
-    /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's
-    /// and GPT-NeoX's (whose converter reorders each head's interleaved rows into all of Q,
-    /// then K, then V).
+    /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,
+    /// StarCoder's and GPT-NeoX's (whose converter reorders each head's interleaved rows into
+    /// all of Q, then K, then V).
     pub fn requires_fused_qkv(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Gptneox)
+        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -461,7 +484,7 @@ impl Architecture {
     }
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every
-    /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's (its positions are learned).
+    /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's or StarCoder's (their positions are learned).
     pub fn rotates(self, layer: usize) -> bool {
         let no_pe_layer = self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP);
         !(self.learned_positions() || no_pe_layer)

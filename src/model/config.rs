@@ -1,7 +1,7 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
-//! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`).
+//! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;

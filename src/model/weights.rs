@@ -459,7 +459,7 @@ impl Weights {
 }
 
 /// Whether block `i` holds W_q, W_k and W_v in one `attn_qkv` tensor (Phi-3's and Phi-2's
-/// files may, GPT-2's must).
+/// files may, GPT-2's, GPT-NeoX's and StarCoder's must).
 fn has_fused_qkv(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
     let arch = cfg.architecture;
     arch.requires_fused_qkv() || (arch.may_fuse_qkv() && gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some())

@@ -33,7 +33,8 @@
 //! dispatch); Phi-2 in 5, its feed-forward reading the attention's `normed` (a parallel
 //! residual), its LM head's bias in that projection's epilogue; GPT-NeoX in GPT-2's 6 either
 //! way, a parallel residual's feed-forward LayerNorm a dispatch before the Q/K/V projection
-//! (into `ffn_normed`, from x as it is before the attention adds to it). A prefill pass runs RoPE and attention as
+//! (into `ffn_normed`, from x as it is before the attention adds to it); StarCoder and
+//! StarCoder 2 in GPT-2's 6. A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale

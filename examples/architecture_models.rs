@@ -251,6 +251,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
             "starcoder2.gguf",
             SyntheticSpec { architecture: Architecture::Starcoder2, rope_base: 100_000.0, untied_output: true, seed: 44, ..base.clone() },
         ),
+        // BLOOM: GPT-2's LayerNorms, biases, stacked Q/K/V and ungated GELU feed-forward, a
+        // LayerNorm on the embedding, no positions but ALiBi; six heads (not a power of two,
+        // so two take the slopes between the first four's), as many KV heads, the LM head tied.
+        ("bloom.gguf", SyntheticSpec { architecture: Architecture::Bloom, dim: 96, n_heads: 6, n_kv_heads: 6, seed: 45, ..base.clone() }),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 30] = [
+const ARCHITECTURE_FIXTURES: [&str; 31] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -60,6 +60,7 @@ const ARCHITECTURE_FIXTURES: [&str; 30] = [
     "gptneox-sequential.gguf",
     "starcoder.gguf",
     "starcoder2.gguf",
+    "bloom.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -19,7 +19,7 @@
 // queries), `k_cache`, `v_cache` (array<f32> [context, kv], or with KV_F16
 // array<u32> [context, kv / 2], two halves per word as rope_kv.wgsl writes them),
 // `scores: array<f32, CHUNK or more>` and `partial: array<f32, 256>` in workgroup memory, includes
-// workgroup_reduce.wgsl (`reduce`) and softcap.wgsl (`capped`), and with SUBGROUP sets sg_id, sg_lane and sg_count
+// workgroup_reduce.wgsl (`reduce`), softcap.wgsl (`capped`) and alibi.wgsl (`alibi_bias`), and with SUBGROUP sets sg_id, sg_lane and sg_count
 // before the first call. Every thread of the
 // workgroup calls both functions (barriers); a caller reusing `scores` for the next head
 // puts a workgroupBarrier between.
@@ -37,13 +37,15 @@ fn values4(i: u32) -> vec4<f32> {
 
 // Scores of the query at q[q_off ..] against positions start .. start + n (n <= CHUNK) of
 // the KV head at column kv_off of cache rows `stride` wide; leaves exp(s_j - m) in
-// scores[j] and returns (m, l), each scaled score capped at `cap` (0: none). Thread t takes positions t, t + WG, ... where the run has
+// scores[j] and returns (m, l), each scaled score capped at `cap` (0: none) and biased by
+// ALiBi's alibi_bias(slope, last - j) (alibi.wgsl; `last` the query's place in the run, so
+// last - j is the key's distance back; slope 0: none). Thread t takes positions t, t + WG, ... where the run has
 // more than WG / 2; a shorter one leaves threads over, so `shares` threads share each
 // position (the most, a power of two up to hd / 16, that n * shares <= WG allows: 4 for a
 // split-K chunk of 64 and heads of 64), each taking every shares-th pair of its dimensions
 // (cache_keys.wgsl's key_share: at least eight pairs a share, one round of its loads), their
 // sums then added up in `partial`.
-fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32) -> vec2<f32> {
+fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32, slope: f32, last: u32) -> vec2<f32> {
     let hd = params.head_dim;
     let scale = params.score_scale;
     var shares = 1u;
@@ -53,7 +55,7 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
     var local_max = EMPTY;
     if (shares == 1u) {
         for (var j = t; j < n; j = j + WG) {
-            let s = capped(key_score(q_off, (start + j) * stride + kv_off, hd) * scale, cap);
+            let s = capped(key_score(q_off, (start + j) * stride + kv_off, hd) * scale, cap) + alibi_bias(slope, last - j);
             scores[j] = s;
             local_max = max(local_max, s);
         }
@@ -71,7 +73,7 @@ fn head_softmax(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32
             for (var i = 0u; i < shares; i = i + 1u) {
                 s = s + partial[t * shares + i];
             }
-            s = capped(s * scale, cap);
+            s = capped(s * scale, cap) + alibi_bias(slope, last - t);
             scores[t] = s;
             local_max = s;
         }

@@ -5,14 +5,15 @@
 // (grouped-query: query head h reads KV head h / (n_heads / n_kv_heads)) and writes that
 // chunk's softmax statistics, so long caches keep every workgroup busy:
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  o[d] = sum_j exp(s_j - m) v_j[d],
-//   s_j = capped(score_scale q.k_j, softcap) (softcap.wgsl; params.softcap 0: uncapped;
-//   params.score_scale 1 / sqrt(hd), or Granite's attention scale).
+//   s_j = capped(score_scale q.k_j, softcap) - slope_h (p - j) (softcap.wgsl; params.softcap
+//   0: uncapped; params.score_scale 1 / sqrt(hd), or Granite's attention scale; slope_h
+//   ALiBi's, alibi.wgsl, from params.alibi_max_bias, 0: none).
 // attention_combine.wgsl merges the chunks (the online-softmax rescaling). Prefill runs
 // every prompt token of the step at once; decode the one-token case (matrix.wgsl's ATTENTION
 // prologue instead while the context fits one chunk). The per-head work is
 // attention_run.wgsl's.
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks, window, softcap,
-//   score_scale};
+//   score_scale, alibi_max_bias};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read); 2 k_cache, 3 v_cache: array<f32>
 //   [context, n_kv_heads * head_dim] (read, already holding this step's rows);
 //   4 parts: array<f32> [n_tokens, n_heads, n_chunks, 2 + head_dim] (read_write; per chunk
@@ -71,6 +72,8 @@ var<workgroup> wide: array<vec4<f32>, 256>;
 
 #include softcap.wgsl
 
+#include alibi.wgsl
+
 #include attention_head.wgsl
 
 #include attention_run.wgsl
@@ -128,7 +131,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let q_off = (b * params.n_heads + h) * hd;
     out_q = q_off;
     out_at = at;
-    let ml = head_run(q_off, kv_off, stride, start, n, t, params.softcap);
+    let slope = alibi_slope(h, params.n_heads, params.alibi_m0, params.alibi_m1);
+    let ml = head_run(q_off, kv_off, stride, start, n, t, params.softcap, slope, n_pos - 1u - start);
 #ifndef SINGLE
     if (t == 0u) {
         parts[at] = ml.x;

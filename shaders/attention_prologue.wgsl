@@ -3,7 +3,8 @@
 // limit, at most CHUNK), computed into att_in by each workgroup of the output projection before
 // its rows' products. The includer declares WG (override), params (n_heads, n_kv_heads,
 // head_dim, score_scale: what each q.k is multiplied by, softcap: each scaled score's cap, 0
-// for none: softcap.wgsl's `capped`), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
+// for none: softcap.wgsl's `capped`, alibi_max_bias: ALiBi's slopes, 0 for none:
+// alibi.wgsl), step, q: array<f32> [n_heads * hd] (the rotated queries), k_cache and v_cache
 // (cache_keys.wgsl's layouts), `partial: array<f32, 256>` and att_in: array<f32, ATT_WIDTH>
 // (at least n_heads * head_dim) in workgroup memory.
 // Heads go in rounds of as many as `scores` holds (SCORES / n, at most WG: all 9 of this
@@ -94,9 +95,10 @@ fn score_key(row: u32, h_lo: u32, h_hi: u32, h0: u32, n: u32, j: u32, scale: f32
     }
 }
 
-// Phase 2: the round's `heads` rows of n scores, each capped, become exp(s - M), each row's
-// sum l into partial[row].
-fn softmax_rows(t: u32, heads: u32, n: u32) {
+// Phase 2: the round's `heads` rows of n scores (query heads h0 ..), each capped and biased
+// by ALiBi (its head's slope times the key's distance back from the step's position n - 1),
+// become exp(s - M), each row's sum l into partial[row].
+fn softmax_rows(t: u32, heads: u32, n: u32, h0: u32) {
     var lanes = 1u;
     while (2u * lanes * heads <= WG) {
         lanes = 2u * lanes;
@@ -106,10 +108,11 @@ fn softmax_rows(t: u32, heads: u32, n: u32) {
     var m = EMPTY;
     var l = 0.0;
     if (row < heads) {
-        // Each score capped first (params.softcap, Gemma 2's; 0: none): a score is this
-        // lane's alone.
+        // Each score capped first (params.softcap, Gemma 2's; 0: none) and biased (ALiBi's,
+        // BLOOM's; slope 0: none): a score is this lane's alone.
+        let slope = alibi_slope(h0 + row, params.n_heads, params.alibi_m0, params.alibi_m1);
         for (var j = lane; j < n; j = j + lanes) {
-            let s = capped(scores[row * n + j], params.softcap);
+            let s = capped(scores[row * n + j], params.softcap) + alibi_bias(slope, n - 1u - j);
             scores[row * n + j] = s;
             m = max(m, s);
         }
@@ -183,7 +186,7 @@ fn attention_prologue(t: u32) {
         }
         workgroupBarrier();
         // 2. Softmax.
-        softmax_rows(t, heads, n);
+        softmax_rows(t, heads, n, h0);
         // 3. Values.
         if (lanes <= WG) {
             for (var g = 0u; g < group; g = g + 1u) {

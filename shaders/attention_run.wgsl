@@ -9,9 +9,10 @@
 
 // One head's attention: the query at q[q_off ..] against positions start .. start + n
 // (n <= CHUNK) of the KV head at column kv_off of cache rows `stride` wide, each score
-// capped at `cap` (0: none). Returns (m, l) (head_softmax's) and hands each dimension's sum_j w_j v_j[dim] to write_dim(dim, sum, l)
+// capped at `cap` (0: none) and biased by ALiBi's `slope` times its distance back from the
+// query at `last` in the run (head_softmax's). Returns (m, l) (head_softmax's) and hands each dimension's sum_j w_j v_j[dim] to write_dim(dim, sum, l)
 // (the output is sum / l). Every thread calls it (barriers).
-fn head_run(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32) -> vec2<f32> {
+fn head_run(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, cap: f32, slope: f32, last: u32) -> vec2<f32> {
     let hd = params.head_dim;
     // The values: 4 dimensions a thread, so hd / 4 threads take a run of positions, and
     // WG / (hd / 4) runs (slices of the chunk) go at once, their sums then added up in `wide`.
@@ -30,7 +31,7 @@ fn head_run(q_off: u32, kv_off: u32, stride: u32, start: u32, n: u32, t: u32, ca
     if (hold) {
         held = held_values(start * stride + kv_off + col, stride, j0, n);
     }
-    let ml = head_softmax(q_off, kv_off, stride, start, n, t, cap);
+    let ml = head_softmax(q_off, kv_off, stride, start, n, t, cap, slope, last);
     if (lanes <= WG) {
         var acc = vec4<f32>(0.0);
         if (s < slices) {

@@ -5,11 +5,12 @@
 // against every position 0..=p of its KV head h / (n_heads / n_kv_heads), or in a
 // sliding-window layer (params.window > 0) the last `window` of them, the weights before
 // them 0:
-//   w_j = exp(s_j - m) / sum_i exp(s_i - m),  s_j = capped(score_scale q.k_j, softcap),
+//   w_j = exp(s_j - m) / sum_i exp(s_i - m),  s_j = capped(score_scale q.k_j, softcap) - slope_h (p - j),
 //   m = max_j s_j, the scores attention_head.wgsl computes (softcap.wgsl; params.softcap 0: none), in three strided sweeps over the head's row of
 // `out` (no CHUNK limit: the row lives in the output, not in workgroup memory).
 // Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, n_chunks (unused), window,
-//   softcap, score_scale (1 / sqrt(head_dim), or Granite's attention scale)};
+//   softcap, score_scale (1 / sqrt(head_dim), or Granite's attention scale), alibi_max_bias
+//   (ALiBi's slopes, alibi.wgsl; 0: none)};
 //   1 q: array<f32> [n_tokens, n_heads * head_dim] (read; the step's rotated queries);
 //   2 k_cache: array<f32> [context, n_kv_heads * head_dim] (read, holding this step's rows;
 //   KV_F16: array<u32> [context, kv / 2]); 3 out: array<f32> [layers, n_heads, p + 1]
@@ -42,6 +43,8 @@ var<workgroup> partial: array<f32, 256>;
 
 #include softcap.wgsl
 
+#include alibi.wgsl
+
 #include cache_keys.wgsl
 
 #include workgroup_reduce.wgsl
@@ -60,6 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     let row = (inspect.layer * params.n_heads + h) * n;
     let scale = params.score_scale;
+    let slope = alibi_slope(h, params.n_heads, params.alibi_m0, params.alibi_m1);
     var first = 0u;
     if (params.window > 0u && n > params.window) {
         first = n - params.window;
@@ -70,7 +74,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             out[row + j] = 0.0;
             continue;
         }
-        let s = capped(key_score(q_off, j * stride + kv_off, hd) * scale, params.softcap);
+        let s = capped(key_score(q_off, j * stride + kv_off, hd) * scale, params.softcap) + alibi_bias(slope, n - 1u - j);
         out[row + j] = s;
         local_max = max(local_max, s);
     }

@@ -46,8 +46,9 @@ fn heads_prologue(t: u32, h: u32, c: u32, first: bool) {
     let kv_off = (h / (params.n_heads / params.n_kv_heads)) * hd;
     col0 = h * hd;
     part_at = (h * params.n_chunks + c) * (2u + params.rows);
-    // Uncapped: a model that caps its scores (Gemma 2) never runs this form (GpuBackend).
-    let ml = head_run(h * hd, kv_off, stride, start, n, t, 0.0);
+    // Uncapped and unbiased: a model that caps its scores (Gemma 2) or biases them by ALiBi
+    // (BLOOM) never runs this form (GpuBackend).
+    let ml = head_run(h * hd, kv_off, stride, start, n, t, 0.0, 0.0, step.pos - start);
     if (first && t == 0u) {
         y[part_at] = ml.x;
         y[part_at + 1u] = ml.y;

@@ -202,6 +202,8 @@ var<workgroup> partial: array<Acc, 256>;
 #include workgroup_reduce.wgsl
 
 #include softcap.wgsl
+
+#include alibi.wgsl
 #endif
 #ifdef SUBGROUP
 // Rows span several subgroups, whose sums meet in workgroup memory (see SUBGROUP above; the

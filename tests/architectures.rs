@@ -13,7 +13,7 @@
 //! gpt2's learned positions, biases on every matrix and ungated GELU feed-forward, phi2's
 //! parallel residual, partial RoPE and LM head bias, gptneox's parallel residual with a norm
 //! for each sublayer (and its sequential form), starcoder's GPT-2 block with one KV head,
-//! starcoder2's with RoPE and Q/K/V apart,
+//! starcoder2's with RoPE and Q/K/V apart, bloom's ALiBi and normed embedding,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -39,7 +39,7 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's and the StarCoders': llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders' and BLOOM's: llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -59,7 +59,7 @@ fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
     } else if case.architecture.starts_with("gemma")
-        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2"].contains(&case.architecture.as_str())
+        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom"].contains(&case.architecture.as_str())
     {
         GELU_TOLERANCE
     } else {
@@ -70,7 +70,8 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 32] = [
+const FILES: [(&str, &[u8]); 33] = [
+    ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -197,7 +198,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -239,9 +240,11 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // the attention's), its LM head's bias in that projection's epilogue; GPT-NeoX's
             // parallel one still 6 (the feed-forward's LayerNorm of the block's input a
             // dispatch before the Q/K/V projection, as the attention's); the StarCoders' as
-            // GPT-2's.
+            // GPT-2's; BLOOM's too, and its embedding's LayerNorm one more before the first
+            // layer (ALiBi's biases inside the attention's scores).
             let per_layer = 6 - usize::from(architecture.shares_attention_norm());
-            assert_eq!(dispatches, per_layer * layers + 3, "{}: a short context's decode step", case.file);
+            let outside = 3 + usize::from(architecture.norms_embedding());
+            assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
             // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer.
@@ -740,10 +743,13 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     }
     // GPT-2's learned positions and each of its biases dropped after loading (its file must
     // hold them all), its positions read one row late; Phi-2's biases, its LM head's too;
-    // GPT-NeoX's, StarCoder's (its positions too) and StarCoder 2's.
+    // GPT-NeoX's, StarCoder's (its positions too), StarCoder 2's and BLOOM's (its ALiBi and
+    // its embedding's norm too).
     type Gpt2Edit = fn(&mut Model);
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 3] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 5] = [
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
+        ("bloom.gguf", "no ALiBi", |m| m.config.alibi_max_bias = None),
+        ("bloom.gguf", "no embedding norm", |m| m.weights.embedding_norm = None),
         ("starcoder.gguf", "no learned positions", |m| m.weights.position_embd = None),
         ("gpt2.gguf", "its positions one row late", |m| {
             if let Some(p) = &mut m.weights.position_embd {
@@ -756,13 +762,14 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let wo_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)));
     let ffn_biases: Gpt2Edit =
         |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))));
-    let biases = ["gpt2.gguf", "phi2.gguf", "gptneox.gguf", "starcoder.gguf", "starcoder2.gguf"].into_iter().flat_map(|file| {
-        [
-            (file, "the Q/K/V bias dropped", qkv_bias),
-            (file, "the output projection's bias dropped", wo_bias),
-            (file, "the feed-forward's biases dropped", ffn_biases),
-        ]
-    });
+    let biases =
+        ["gpt2.gguf", "phi2.gguf", "gptneox.gguf", "starcoder.gguf", "starcoder2.gguf", "bloom.gguf"].into_iter().flat_map(|file| {
+            [
+                (file, "the Q/K/V bias dropped", qkv_bias),
+                (file, "the output projection's bias dropped", wo_bias),
+                (file, "the feed-forward's biases dropped", ffn_biases),
+            ]
+        });
     let head_bias: [(&str, &str, Gpt2Edit); 1] = [("phi2.gguf", "the LM head's bias dropped", |m| m.weights.output_bias = None)];
     for (file, what, edit) in gpt2_edits.into_iter().chain(biases).chain(head_bias) {
         let c = case(file);

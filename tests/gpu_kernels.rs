@@ -16,6 +16,7 @@ use tokenscope::backend::gpu::ops::{
     self as gpu_ops, AttentionInput, CombineInput, GpuMatrix, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv,
 };
 use tokenscope::backend::gpu::{repack, GpuContext};
+use tokenscope::model::alibi::alibi_slope;
 use tokenscope::model::weights::to_vec;
 use tokenscope::model::{HeadNormSpan, RopeFrequencies};
 
@@ -1016,23 +1017,30 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
     // chunk; and some with every score capped (Gemma 2's softcap, here small enough to bend
     // most scores: they reach about 10), in one chunk, in many, and with a window; and two
     // with the scores scaled by other than 1 / sqrt(head width) (Granite's attention scale:
-    // 2.5 times it, sharper weights across many chunks, and 0.3 times it, flatter ones).
+    // 2.5 times it, sharper weights across many chunks, and 0.3 times it, flatter ones); and
+    // four with ALiBi's biases (BLOOM's largest bias of 8, its 9 heads' slopes 1/2 to 1/256
+    // and one between: not a power of two): decode in one chunk and across many, a prefill
+    // batch across chunk edges, and over a window.
     let scoped = [
-        (1usize, 1usize, 700usize, 1usize, 0.0f32, 1.0f32),
-        (254, 1, 256, 37, 0.0, 1.0),
-        (200, 56, 300, 100, 0.0, 1.0),
-        (2990, 40, 3100, 513, 0.0, 1.0),
-        (63, 2, 130, 0, 2.0, 1.0),
-        (999, 1, 2048, 0, 0.7, 1.0),
-        (2990, 40, 3100, 513, 2.0, 1.0),
-        (999, 1, 2048, 0, 0.0, 2.5),
-        (200, 56, 300, 0, 0.0, 0.3),
+        (1usize, 1usize, 700usize, 1usize, 0.0f32, 1.0f32, 0.0f32),
+        (254, 1, 256, 37, 0.0, 1.0, 0.0),
+        (200, 56, 300, 100, 0.0, 1.0, 0.0),
+        (2990, 40, 3100, 513, 0.0, 1.0, 0.0),
+        (63, 2, 130, 0, 2.0, 1.0, 0.0),
+        (999, 1, 2048, 0, 0.7, 1.0, 0.0),
+        (2990, 40, 3100, 513, 2.0, 1.0, 0.0),
+        (999, 1, 2048, 0, 0.0, 2.5, 0.0),
+        (200, 56, 300, 0, 0.0, 0.3, 0.0),
+        (40, 1, 64, 0, 0.0, 1.0, 8.0),
+        (999, 1, 2048, 0, 0.0, 1.0, 8.0),
+        (250, 13, 600, 0, 0.0, 1.0, 8.0),
+        (254, 1, 256, 37, 0.0, 1.0, 8.0),
     ];
     let runs = shapes
         .iter()
-        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, 0.0, 1.0, heads, kv_heads, hd)))
-        .chain(scoped.iter().map(|&(p, n, c, w, cap, factor)| (p, n, c, w, cap, factor, 9, 3, 64)));
-    for (pos, n, capacity, window, softcap, factor, heads, kv_heads, hd) in runs {
+        .flat_map(|&(heads, kv_heads, hd, cases)| cases.iter().map(move |&(p, n, c)| (p, n, c, 0, 0.0, 1.0, 0.0, heads, kv_heads, hd)))
+        .chain(scoped.iter().map(|&(p, n, c, w, cap, factor, alibi)| (p, n, c, w, cap, factor, alibi, 9, 3, 64)));
+    for (pos, n, capacity, window, softcap, factor, alibi_max_bias, heads, kv_heads, hd) in runs {
         let score_scale = factor / (hd as f32).sqrt();
         let kv = kv_heads * hd;
         let q = random(&mut rng, n * heads * hd, 1.0);
@@ -1060,7 +1068,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                 ctx,
                 shape,
                 capacity,
-                gpu_ops::AttentionScope { window: window as u32, softcap, score_scale },
+                gpu_ops::AttentionScope { window: window as u32, softcap, score_scale, alibi_max_bias },
                 &qb,
                 &kb,
                 &vb,
@@ -1079,6 +1087,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         let mut worst = 0.0f32;
         let mut capped_gap = 0.0f32;
         let mut scaled_gap = 0.0f32;
+        let mut biased_gap = 0.0f32;
         for b in 0..n {
             let n_pos = pos + b + 1;
             for h in 0..heads {
@@ -1092,6 +1101,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     first: if window > 0 { n_pos.saturating_sub(window) } else { 0 },
                     scale: score_scale,
                     softcap: (softcap > 0.0).then_some(softcap),
+                    alibi_slope: if alibi_max_bias > 0.0 { alibi_slope(h, heads, alibi_max_bias) } else { 0.0 },
                 };
                 let mut chunks = Vec::new();
                 for c in 0..n_chunks {
@@ -1117,17 +1127,22 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                         continue;
                     }
                     let twin = ops::attention_chunk(&input, start.max(input.first)..end);
+                    // ALiBi's biases reach -slope * distance: a score that large carries its
+                    // own rounding (an ulp of it, at most 2 eps of it) on each side, and its
+                    // weight exp(s - m) that much relative error, twice (s and m).
+                    let biased = 4.0 * f32::EPSILON * input.alibi_slope * (n_pos - 1 - start.max(input.first)) as f32;
                     assert!(
                         (got[0] - twin.max).abs() <= 1e-5 * twin.max.abs().max(1.0),
                         "token {b} head {h} chunk {c} max {} vs {}",
                         got[0],
                         twin.max
                     );
-                    assert!((got[1] - twin.sum).abs() <= 2e-5 * twin.sum, "token {b} head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
+                    let tol = 2e-5 + biased;
+                    assert!((got[1] - twin.sum).abs() <= tol * twin.sum, "token {b} head {h} chunk {c} sum {} vs {}", got[1], twin.sum);
                     for (g, w) in got[2..].iter().zip(&twin.out) {
                         let d = (g - w).abs();
                         worst = worst.max(d / twin.sum);
-                        assert!(d <= 2e-5 * twin.sum, "token {b} head {h} chunk {c}: {g} vs {w}");
+                        assert!(d <= tol * twin.sum, "token {b} head {h} chunk {c}: {g} vs {w}");
                     }
                     chunks.push(twin);
                 }
@@ -1145,6 +1160,12 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
                     ops::attention(&ops::AttentionInput { softcap: None, ..input }, &mut vec![0.0; n_pos], &mut uncapped);
                     capped_gap = capped_gap.max(uncapped.iter().zip(&reference).map(|(u, r)| (u - r).abs()).fold(0.0, f32::max));
                 }
+                if alibi_max_bias > 0.0 {
+                    // The bias bites: without it, this head's output is far from the tolerance.
+                    let mut unbiased = vec![0.0; hd];
+                    ops::attention(&ops::AttentionInput { alibi_slope: 0.0, ..input }, &mut vec![0.0; n_pos], &mut unbiased);
+                    biased_gap = biased_gap.max(unbiased.iter().zip(&reference).map(|(u, r)| (u - r).abs()).fold(0.0, f32::max));
+                }
                 if factor != 1.0 {
                     // The scale bites: at 1 / sqrt(hd), this head's output is far from it.
                     let mut plain = vec![0.0; hd];
@@ -1157,6 +1178,9 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
         if softcap > 0.0 {
             assert!(capped_gap > 1e-2, "softcap {softcap} changes no output (gap {capped_gap}): the case cannot tell it");
         }
+        if alibi_max_bias > 0.0 {
+            assert!(biased_gap > 1e-2, "ALiBi changes no output (gap {biased_gap}): the case cannot tell it");
+        }
         if factor != 1.0 {
             assert!(
                 scaled_gap > 1e-2,
@@ -1164,7 +1188,7 @@ fn check_attention(ctx: &GpuContext, options: KernelOptions) {
             );
         }
         eprintln!(
-            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd)): worst |diff| / l {worst:.2e}"
+            "attention_partial {options:?}, {heads}/{kv_heads} heads of {hd}, {n} tokens from position {pos} (capacity {capacity}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd), ALiBi {alibi_max_bias}): worst |diff| / l {worst:.2e}"
         );
         // Part 2 on the GPU's part 1, against the twins' combine.
         kernels::run_once(ctx, att.combine, at);
@@ -1206,7 +1230,9 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     // (first position, tokens, layer, layers, [heads, kv heads, head dim], sliding window or
     // 0, softcap or 0): over every position, over windows (Gemma's) shorter than the context,
-    // an odd one and one past a workgroup's stride, and with capped scores (Gemma 2's).
+    // an odd one and one past a workgroup's stride, and with capped scores (Gemma 2's); every
+    // third case with ALiBi's biases (BLOOM's largest bias of 8; 9, 5 and 7 heads, none a
+    // power of two).
     let cases = [
         (0usize, 1usize, 0usize, 1usize, [9usize, 3, 64], 0usize, 0.0f32),
         (6, 1, 2, 3, [9, 3, 64], 0, 0.0),
@@ -1226,6 +1252,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
         for (i, (pos, n, layer, layers, [heads, kv_heads, hd], window, softcap)) in cases.into_iter().enumerate() {
             let factor = factors[i % 2];
             let score_scale = factor / (hd as f32).sqrt();
+            let alibi_max_bias = if i % 3 == 2 { 8.0 } else { 0.0 };
             let positions = pos + n;
             let kv = kv_heads * hd;
             let group = heads / kv_heads;
@@ -1250,7 +1277,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     &ctx,
                     shape,
                     layer as u32,
-                    gpu_ops::AttentionScope { window: window as u32, softcap, score_scale },
+                    gpu_ops::AttentionScope { window: window as u32, softcap, score_scale, alibi_max_bias },
                     &qb,
                     &kb,
                     Bind(&out, (PAD * 4) as u64, Some((out_len * 4) as u64)),
@@ -1260,7 +1287,7 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
             kernels::run_once(&ctx, d, at);
             let got = read_guarded(&ctx, &out, out_len);
             let what = format!(
-                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd)"
+                "attention weights, kv_f16 {kv_f16}, {n} tokens from {pos}, layer {layer} of {layers}, {heads}/{kv_heads} heads of {hd}, window {window}, softcap {softcap}, score scale {factor} / sqrt(hd), ALiBi {alibi_max_bias}"
             );
             for (l, rows) in got.chunks_exact(heads * positions).enumerate() {
                 if l != layer {
@@ -1279,8 +1306,15 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                     first: if window > 0 { positions.saturating_sub(window) } else { 0 },
                     scale: score_scale,
                     softcap: (softcap > 0.0).then_some(softcap),
+                    alibi_slope: if alibi_max_bias > 0.0 { alibi_slope(h, heads, alibi_max_bias) } else { 0.0 },
                 };
                 ops::attention_weights(&input, &mut want[h * positions..][..positions]);
+                if alibi_max_bias > 0.0 && positions > 1 {
+                    let mut unbiased = vec![0.0; positions];
+                    ops::attention_weights(&ops::AttentionInput { alibi_slope: 0.0, ..input }, &mut unbiased);
+                    let gap = unbiased.iter().zip(&want[h * positions..][..positions]).map(|(u, w)| (u - w).abs()).fold(0.0, f32::max);
+                    assert!(gap > 100.0 * WEIGHT_TOL, "{what}: ALiBi changes head {h}'s weights by only {gap}");
+                }
                 if factor != 1.0 && positions > 1 {
                     let mut plain = vec![0.0; positions];
                     ops::attention_weights(&ops::AttentionInput { scale: 1.0 / (hd as f32).sqrt(), ..input }, &mut plain);
@@ -1300,7 +1334,8 @@ fn attention_weights_match_their_cpu_twin_at_their_layers_place() {
                 let sum: f32 = row.iter().sum();
                 assert!((sum - 1.0).abs() <= 1e-5, "{what}: a row sums to {sum}");
             }
-            if group > 1 && positions > 1 {
+            if group > 1 && positions > 1 && alibi_max_bias == 0.0 {
+                // (ALiBi gives each head a slope of its own: its rows differ.)
                 assert_eq!(mine[..positions], mine[positions..2 * positions], "{what}: heads 0 and 1 share keys and a query");
                 assert_ne!(mine[..positions], mine[2 * positions..3 * positions], "{what}: head 2 asks something else");
             }
@@ -1337,7 +1372,9 @@ struct AttentionCase {
 
 /// Random queries and caches for `[heads, kv_heads, hd]` at position `pos` of `capacity`, the
 /// positions past `pos` holding garbage (1e4) that must not be read, and the attention's twin,
-/// each query-key product scaled by `score_scale`.
+/// each query-key product scaled by `score_scale`, capped at `softcap` and biased by ALiBi under
+/// `alibi_max_bias` (0: none).
+#[allow(clippy::too_many_arguments)]
 fn attention_case(
     rng: &mut ChaCha8Rng,
     [heads, kv_heads, hd]: [usize; 3],
@@ -1346,6 +1383,7 @@ fn attention_case(
     kv_f16: bool,
     score_scale: f32,
     softcap: Option<f32>,
+    alibi_max_bias: f32,
 ) -> AttentionCase {
     let (cols, kv) = (heads * hd, kv_heads * hd);
     let q = random(rng, cols, 1.0);
@@ -1368,6 +1406,7 @@ fn attention_case(
             first: 0,
             scale: score_scale,
             softcap,
+            alibi_slope: if alibi_max_bias > 0.0 { alibi_slope(h, heads, alibi_max_bias) } else { 0.0 },
         };
         ops::attention(&input, &mut vec![0.0; pos + 1], &mut att[h * hd..][..hd]);
     }
@@ -1595,8 +1634,10 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             // scores).
             let score_scale = [1.0, 2.5, 0.3][(i + j) % 3] / (hd as f32).sqrt();
             let softcap = [None, Some(0.8)][(i + j) % 2];
+            // ALiBi's biases (BLOOM's largest bias of 8) in every fourth case.
+            let alibi_max_bias = if (i + j) % 4 == 3 { 8.0 } else { 0.0 };
             let AttentionCase { q, keys, values, att } =
-                attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16, score_scale, softcap);
+                attention_case(&mut rng, [heads, kv_heads, hd], pos, capacity, kv_f16, score_scale, softcap, alibi_max_bias);
             let prior = random(&mut rng, rows, 1.0);
             let (want, tol): (Vec<f32>, Vec<f32>) = dense
                 .chunks_exact(cols)
@@ -1617,13 +1658,20 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
             let y = Bind(&out, (PAD * 4) as u64, Some((rows * 4) as u64));
             let what = |form| {
                 format!(
-                    "{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, cap {softcap:?}, {options:?}"
+                    "{form} + projection {dtype:?} {heads}/{kv_heads} heads of {hd}, {rows} rows, pos {pos}, cap {softcap:?}, ALiBi {alibi_max_bias}, {options:?}"
                 )
             };
             if pos < kernels::ATTENTION_CHUNK {
                 let op = LinearOp {
                     accumulate: true,
-                    attention: Some(AttentionInput { shape, keys: &kb, values: &vb, score_scale, softcap: softcap.unwrap_or(0.0) }),
+                    attention: Some(AttentionInput {
+                        shape,
+                        keys: &kb,
+                        values: &vb,
+                        score_scale,
+                        softcap: softcap.unwrap_or(0.0),
+                        alibi_max_bias,
+                    }),
                     ..LinearOp::new(&m, &qb, y)
                 };
                 kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
@@ -1638,7 +1686,12 @@ fn the_attention_and_combine_prologues_match_attention_then_the_projection() {
                     &ctx,
                     shape,
                     capacity,
-                    gpu_ops::AttentionScope { score_scale, softcap: softcap.unwrap_or(0.0), ..gpu_ops::AttentionScope::whole(hd as u32) },
+                    gpu_ops::AttentionScope {
+                        score_scale,
+                        softcap: softcap.unwrap_or(0.0),
+                        alibi_max_bias,
+                        ..gpu_ops::AttentionScope::whole(hd as u32)
+                    },
                     &qb,
                     &kb,
                     &vb,
@@ -1754,7 +1807,7 @@ fn the_per_head_projection_and_its_merges_match_attention_then_the_feed_forward(
             let granite = (i + j) % 2 == 1;
             let (score_scale, s) = if granite { (2.5 / (hd as f32).sqrt(), 0.22) } else { (1.0 / (hd as f32).sqrt(), 1.0) };
             let AttentionCase { q, keys, values, att } =
-                attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16, score_scale, None);
+                attention_case(&mut rng, [heads, kv_heads, hd], pos, pos + 3, kv_f16, score_scale, None, 0.0);
             // x + s Wo att, each value's bound: the projection's rounding and the attention's
             // (the merge's weights carry the softmax's).
             let x = random(&mut rng, dim, 2.0);
@@ -1945,7 +1998,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &normed([4, 2, 6], false, Some((&head_gains, 1e-5))), &step).is_err(), "heads of 6");
     assert!(k.matmul(&ctx, &normed([2, 1, 12], false, Some((&head_gains, 1e-5))), &step).is_err(), "decode-only");
     let attention = |shape| LinearOp {
-        attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
+        attention: Some(AttentionInput { shape, keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0, alibi_max_bias: 0.0 }),
         ..LinearOp::new(&m, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &attention([4, 2, 16]), &step).is_ok(), "64 columns are 4 heads of 16");
@@ -1961,7 +2014,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matvec(&ctx, &combine([4, 2, 16], 0), &step).is_err(), "no chunks to merge");
     assert!(k.matmul(&ctx, &combine([4, 2, 16], 1), &step).is_err(), "the combine prologue is decode-only");
     let both = LinearOp {
-        attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
+        attention: Some(AttentionInput { shape: [4, 2, 16], keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0, alibi_max_bias: 0.0 }),
         ..combine([4, 2, 16], 1)
     };
     assert!(k.matvec(&ctx, &both, &step).is_err(), "one prologue at a time");
@@ -1975,7 +2028,14 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     assert!(k.matmul(&ctx, &attention([4, 2, 16]), &step).is_err(), "the prologue is decode-only");
     let (_, wide) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     let too_wide = LinearOp {
-        attention: Some(AttentionInput { shape: [32, 8, 128], keys: &kc, values: &vc, score_scale: 0.25, softcap: 0.0 }),
+        attention: Some(AttentionInput {
+            shape: [32, 8, 128],
+            keys: &kc,
+            values: &vc,
+            score_scale: 0.25,
+            softcap: 0.0,
+            alibi_max_bias: 0.0,
+        }),
         ..LinearOp::new(&wide, &x, Bind(&y, 0, None))
     };
     assert!(k.matvec(&ctx, &too_wide, &step).is_err(), "4096 columns exceed the prologue's workgroup memory");

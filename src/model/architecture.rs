@@ -7,7 +7,7 @@
 //! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
 //! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias, GPT-NeoX's
 //! parallel residual with a norm for each sublayer, StarCoder's GPT-2 block with grouped-query
-//! attention, StarCoder 2's with RoPE and Q/K/V apart (ERNIE 4.5,
+//! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -131,7 +131,18 @@ pub enum Architecture {
     /// feed-forward with W_q, W_k and W_v apart (each with its bias), grouped-query attention
     /// and RoPE on split halves of whole heads in place of learned positions.
     Starcoder2,
+    /// BigScience's BLOOM and BLOOMZ (560M to 176B): GPT-2's LayerNorms, biases, stacked
+    /// Q/K/V and ungated GELU feed-forward, a LayerNorm on the embedding before the first
+    /// block (`token_embd_norm`, [`Architecture::norms_embedding`]), and no positions but
+    /// ALiBi: each attention score biased by `-slope_h * (p - j)`, the query's distance to
+    /// the key times a slope per head ([`Architecture::alibi_max_bias`]); its LM head tied or
+    /// its own.
+    Bloom,
 }
+
+/// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
+/// (BLOOM's: llama.cpp fixes it, GGUF files do not store it).
+pub const BLOOM_ALIBI_MAX_BIAS: f32 = 8.0;
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,7 +200,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 22] = [
+    pub const ALL: [Architecture; 23] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -212,6 +223,7 @@ impl Architecture {
         Architecture::Gptneox,
         Architecture::Starcoder,
         Architecture::Starcoder2,
+        Architecture::Bloom,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -247,6 +259,7 @@ impl Architecture {
             Architecture::Gptneox => "gptneox",
             Architecture::Starcoder => "starcoder",
             Architecture::Starcoder2 => "starcoder2",
+            Architecture::Bloom => "bloom",
         }
     }
 
@@ -266,7 +279,8 @@ impl Architecture {
             | Architecture::Internlm2
             | Architecture::Glm4
             | Architecture::Gpt2
-            | Architecture::Starcoder => RopePairs::Adjacent,
+            | Architecture::Starcoder
+            | Architecture::Bloom => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -302,10 +316,18 @@ impl Architecture {
     }
 
     /// Whether its block is GPT-2's kind: LayerNorms, a bias on every matrix but the LM head's
-    /// and an ungated GELU feed-forward (GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's and
-    /// StarCoder 2's), whatever its positions and residual.
+    /// and an ungated GELU feed-forward (GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's, StarCoder
+    /// 2's and BLOOM's), whatever its positions and residual.
     fn has_gpt2_block(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Starcoder2)
+        matches!(
+            self,
+            Architecture::Gpt2
+                | Architecture::Phi2
+                | Architecture::Gptneox
+                | Architecture::Starcoder
+                | Architecture::Starcoder2
+                | Architecture::Bloom
+        )
     }
 
     /// Whether each block's feed-forward reads the attention's normed input rather than a
@@ -372,10 +394,24 @@ impl Architecture {
     }
 
     /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,
-    /// StarCoder's and GPT-NeoX's (whose converter reorders each head's interleaved rows into
-    /// all of Q, then K, then V).
+    /// StarCoder's, GPT-NeoX's and BLOOM's (whose converters reorder each head's interleaved
+    /// rows into all of Q, then K, then V).
     pub fn requires_fused_qkv(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder)
+        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Bloom)
+    }
+
+    /// Whether the token embedding's row is LayerNorm-ed before the first block
+    /// (`token_embd_norm.weight` and `.bias`, `[dim]`): BLOOM's.
+    pub fn norms_embedding(self) -> bool {
+        self == Architecture::Bloom
+    }
+
+    /// ALiBi's largest bias where its attention is biased by distance in place of positions
+    /// (BLOOM's [`BLOOM_ALIBI_MAX_BIAS`]): each scaled score of query head `h` at position `p`
+    /// against position `j` gains `-slope_h (p - j)`, the slopes a geometric series set by it
+    /// ([`alibi_slope`](crate::backend::cpu::ops::alibi_slope)); `None` elsewhere.
+    pub fn alibi_max_bias(self) -> Option<f32> {
+        (self == Architecture::Bloom).then_some(BLOOM_ALIBI_MAX_BIAS)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -484,10 +520,11 @@ impl Architecture {
     }
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every
-    /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's or StarCoder's (their positions are learned).
+    /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's or StarCoder's (their positions are
+    /// learned) or BLOOM's (ALiBi's distances stand in for them).
     pub fn rotates(self, layer: usize) -> bool {
         let no_pe_layer = self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP);
-        !(self.learned_positions() || no_pe_layer)
+        !(self.learned_positions() || self.alibi_max_bias().is_some() || no_pe_layer)
     }
 
     /// Whether, in a file with a sliding window, the layers that attend over every position

@@ -1,7 +1,8 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
-//! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`).
+//! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`,
+//! `bloom.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -106,6 +107,10 @@ pub struct Config {
     /// Phi-2's always (`n2` is `n1`, [`Architecture::shares_attention_norm`]), GPT-NeoX's where
     /// its file's `use_parallel_residual` says ([`Architecture::reads_parallel_residual`]).
     pub parallel_residual: bool,
+    /// ALiBi's largest bias where the attention scores are biased by distance (BLOOM's 8,
+    /// [`Architecture::alibi_max_bias`]): query head `h`'s slope is
+    /// [`Config::alibi_slope`]; `None` without ALiBi.
+    pub alibi_max_bias: Option<f32>,
 }
 
 /// The key (after the architecture's prefix) of GPT-NeoX's choice of a parallel residual.
@@ -174,6 +179,7 @@ impl Config {
             } else {
                 architecture.shares_attention_norm()
             },
+            alibi_max_bias: architecture.alibi_max_bias(),
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
@@ -276,6 +282,12 @@ impl Config {
         } else {
             LayerRope::Main
         }
+    }
+
+    /// Query head `head`'s ALiBi slope ([`alibi_slope`](super::alibi::alibi_slope)), 0
+    /// without ALiBi (every bias then 0).
+    pub fn alibi_slope(&self, head: usize) -> f32 {
+        self.alibi_max_bias.map_or(0.0, |max_bias| super::alibi::alibi_slope(head, self.n_heads, max_bias))
     }
 
     /// Width of the K (or V) projection: `n_kv_heads * head_dim`.

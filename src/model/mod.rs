@@ -1,5 +1,6 @@
 //! GGUF bytes -> configuration (of every architecture in [`Architecture`]), weights and tokenizer data.
 
+pub mod alibi;
 pub mod architecture;
 pub mod config;
 pub mod fused;

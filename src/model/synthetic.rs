@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -258,6 +258,10 @@ impl SyntheticModel {
         }
         if spec.architecture.learned_positions() {
             add("position_embd.weight".into(), spec.context_len, d, spec.embedding_type, 0.5, 0.0)?;
+        }
+        if spec.architecture.norms_embedding() {
+            add("token_embd_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            add("token_embd_norm.bias".into(), 1, d, GgmlDType::F32, 0.5, 0.0)?;
         }
         if spec.rope_factors {
             add("rope_freqs.weight".into(), 1, pairs, GgmlDType::F32, 3.5, 4.5)?;

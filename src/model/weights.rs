@@ -131,6 +131,9 @@ pub struct Weights {
     /// trained at, added to each token's embedding row: GPT-2's), where the architecture has
     /// one ([`Architecture::learned_positions`](super::Architecture::learned_positions)).
     pub position_embd: Option<Vec<f32>>,
+    /// The LayerNorm on each token's embedding row before the first block (BLOOM's
+    /// `token_embd_norm`, [`Architecture::norms_embedding`](super::Architecture::norms_embedding)).
+    pub embedding_norm: Option<Norm>,
     /// The norm before the LM head.
     pub output_norm: Norm,
     /// LM head `[vocab, dim]`; `None` when it is tied to `token_embd`.
@@ -219,6 +222,9 @@ const OUTPUT_BIAS: &str = "output.bias";
 /// The learned position embedding (GPT-2's), `[context, dim]`.
 const POSITION_EMBEDDING: &str = "position_embd.weight";
 
+/// The embedding's LayerNorm (BLOOM's): its gain and bias, `[dim]` each.
+const EMBEDDING_NORM: [&str; 2] = ["token_embd_norm.weight", "token_embd_norm.bias"];
+
 /// Per-pair RoPE factors (Llama 3), `[rope_dims / 2]`, when the file has them.
 const ROPE_FACTORS: &str = "rope_freqs.weight";
 /// LongRoPE's per-pair factors (Phi-3.5's, Phi-3 128k's, Phi-4-mini's), `[rope_dims / 2]`:
@@ -250,6 +256,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     }
     if arch.learned_positions() {
         out.push((POSITION_EMBEDDING.to_string(), vec![cfg.context_len, d]));
+    }
+    if arch.norms_embedding() {
+        out.extend(EMBEDDING_NORM.map(|n| (n.to_string(), vec![d])));
     }
     if gguf.tensor_info(ROPE_FACTORS).is_some() {
         out.push((ROPE_FACTORS.to_string(), vec![pairs]));
@@ -402,6 +411,12 @@ impl Weights {
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let output_bias = if cfg.architecture.head_bias() { Some(to_vec(&take(OUTPUT_BIAS)?)?) } else { None };
         let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
+        let embedding_norm = if cfg.architecture.norms_embedding() {
+            let [gain, bias] = EMBEDDING_NORM;
+            Some(Norm { gain: to_vec(&take(gain)?)?, bias: Some(to_vec(&take(bias)?)?) })
+        } else {
+            None
+        };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
         let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
             Some(yarn) => RopeFrequencies::yarn(cfg.head_dim, cfg.rope_dims, cfg.rope_base, factors, yarn),
@@ -427,7 +442,7 @@ impl Weights {
         } else {
             LayerRopes::new(cfg, freqs(factors.as_deref()))
         };
-        Ok(Weights { token_embd, position_embd, output_norm, output, output_bias, layers: Layers::read(Vec::new()), ropes })
+        Ok(Weights { token_embd, position_embd, embedding_norm, output_norm, output, output_bias, layers: Layers::read(Vec::new()), ropes })
     }
 
     /// What the weights are, in figures, from the header alone: parameters, bytes as stored,

@@ -77,6 +77,8 @@ pub struct CpuBackend {
     embedding: Embedding,
     /// The learned position embedding, `[context, dim]` (GPT-2's).
     positions: Option<Vec<f32>>,
+    /// The LayerNorm on the embedding before the first block (BLOOM's).
+    embedding_norm: Option<Norm>,
     blocks: Vec<Block>,
     output_norm: Norm,
     lm_head: Linear,
@@ -134,6 +136,7 @@ impl CpuBackend {
             precision,
             embedding,
             positions: weights.position_embd,
+            embedding_norm: weights.embedding_norm,
             blocks,
             output_norm: weights.output_norm,
             lm_head,
@@ -198,6 +201,11 @@ impl CpuBackend {
             ops::add(&mut x, &positions[start * d..(start + n) * d]);
         }
         let mut xb = vec![0.0f32; n * d]; //          normed input    [n, d]
+        if let Some(norm) = &self.embedding_norm {
+            // BLOOM's LayerNorm of the embedding: the residual stream starts normed.
+            ops::norm_rows(&x, norm, c.norm_eps, &mut xb);
+            std::mem::swap(&mut x, &mut xb);
+        }
         let mut xf = Vec::new(); //                   the feed-forward's normed input beside it, a parallel residual's [n, d]
         let mut q = vec![0.0f32; n * qd]; //          queries         [n, n_heads * hd]
         let mut k = vec![0.0f32; n * kv]; //          new keys        [n, kv]
@@ -258,6 +266,7 @@ impl CpuBackend {
                 first: c.attended(layer, start + t).start,
                 scale: c.attention_scale,
                 softcap: c.attn_softcap,
+                alibi_slope: c.alibi_slope(h),
             };
             // Each token's heads, tokens spread over the band pool's threads when the work
             // is worth handing over (a prefill's; a decode step's stays on this thread).

@@ -1,6 +1,7 @@
 //! The transformer's elementwise and attention operations on plain slices: the CPU forward
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
+use crate::model::alibi::alibi_bias;
 use crate::model::architecture::Activation;
 use crate::model::{Norm, RopeFrequencies};
 
@@ -100,8 +101,9 @@ impl RopeAngles {
 ///
 /// Shapes: `q`: `[head_dim]`; `keys`, `values`: `[n_pos, kv_stride]`, the head's slice
 /// starting at `kv_offset`; `scores`: scratch `[>= n_pos]`; `out`: `[head_dim]`.
-/// `out = softmax(capped(scale q . k_j)) . v_j` over `j` in `first..n_pos` (`scale`
-/// `1 / sqrt(head_dim)` but in Granite), max-subtracted for stability.
+/// `out = softmax(score_j) . v_j` over `j` in `first..n_pos`, with
+/// `score_j = capped(scale q . k_j) - slope (n_pos - 1 - j)` (`scale` `1 / sqrt(head_dim)` but
+/// in Granite; `slope` ALiBi's, BLOOM's, else 0), max-subtracted for stability.
 pub struct AttentionInput<'a> {
     /// Query vector of one head, `[head_dim]`.
     pub q: &'a [f32],
@@ -124,6 +126,15 @@ pub struct AttentionInput<'a> {
     /// The cap of every scaled score ([`capped`]; Gemma 2's `attn_logit_softcapping`), or
     /// none.
     pub softcap: Option<f32>,
+    /// ALiBi's slope for this head ([`alibi_slope`](crate::model::alibi::alibi_slope):
+    /// each score gains `-slope` times the key's distance back from the query), 0 without.
+    pub alibi_slope: f32,
+}
+
+/// Position `j`'s score for the query of `a`: `capped(scale q . k_j) - slope (n_pos - 1 - j)`.
+fn score(a: &AttentionInput, j: usize) -> f32 {
+    let k = &a.keys[j * a.kv_stride + a.kv_offset..][..a.q.len()];
+    capped(dot(a.q, k) * a.scale, a.softcap) + alibi_bias(a.alibi_slope, a.n_pos - 1 - j)
 }
 
 /// `x` capped at `cap`: `cap * tanh(x / cap)`, which keeps small values and bends large ones
@@ -197,15 +208,13 @@ fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut 
 }
 
 /// One head's attention weights over its positions into `weights[..n_pos]`:
-/// `softmax(capped(scale q . k_j))` over `first..n_pos`, max-subtracted for stability
+/// `softmax(score_j)` ([`AttentionInput`]'s) over `first..n_pos`, max-subtracted for stability
 /// (they sum to 1), and 0 before `first`.
 pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
-    let (hd, scale) = (a.q.len(), a.scale);
     let (outside, weights) = weights[..a.n_pos].split_at_mut(a.first);
     outside.fill(0.0);
     for (j, s) in (a.first..).zip(weights.iter_mut()) {
-        let k = &a.keys[j * a.kv_stride + a.kv_offset..][..hd];
-        *s = capped(dot(a.q, k) * scale, a.softcap);
+        *s = score(a, j);
     }
     let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -231,9 +240,8 @@ pub struct ChunkStats {
 
 /// One head's statistics over positions `range` (the CPU twin of attention_partial.wgsl).
 pub fn attention_chunk(a: &AttentionInput, range: std::ops::Range<usize>) -> ChunkStats {
-    let (hd, scale) = (a.q.len(), a.scale);
-    let scores: Vec<f32> =
-        range.clone().map(|j| capped(dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..hd]) * scale, a.softcap)).collect();
+    let hd = a.q.len();
+    let scores: Vec<f32> = range.clone().map(|j| score(a, j)).collect();
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut out = vec![0.0; hd];
     let mut sum = 0.0;
@@ -355,6 +363,24 @@ mod tests {
         }
     }
 
+    /// The one head of `q` over every cached position of `keys` and `values` (rows as wide as
+    /// `q`), scores scaled by `scale`, uncapped and unbiased.
+    fn one_head<'a>(q: &'a [f32], keys: &'a [f32], values: &'a [f32], scale: f32) -> AttentionInput<'a> {
+        let hd = q.len();
+        AttentionInput {
+            q,
+            keys,
+            values,
+            kv_stride: hd,
+            kv_offset: 0,
+            n_pos: keys.len() / hd,
+            first: 0,
+            scale,
+            softcap: None,
+            alibi_slope: 0.0,
+        }
+    }
+
     #[test]
     fn a_sliding_window_attends_to_its_positions_alone() {
         // 9 cached positions of one head of 6, the window their last 4: the same output as a
@@ -364,17 +390,7 @@ mod tests {
         let keys: Vec<f32> = (0..n * hd).map(value).collect();
         let values: Vec<f32> = (0..n * hd).map(|i| value(i + 7)).collect();
         let q: Vec<f32> = (0..hd).map(|i| value(i + 3) * 2.0).collect();
-        let windowed = AttentionInput {
-            q: &q,
-            keys: &keys,
-            values: &values,
-            kv_stride: hd,
-            kv_offset: 0,
-            n_pos: n,
-            first,
-            scale: 0.25,
-            softcap: None,
-        };
+        let windowed = AttentionInput { first, ..one_head(&q, &keys, &values, 0.25) };
         let (mut scores, mut out) = (vec![f32::NAN; n], vec![0.0; hd]);
         attention(&windowed, &mut scores, &mut out);
         let alone = AttentionInput { keys: &keys[first * hd..], values: &values[first * hd..], n_pos: n - first, first: 0, ..windowed };
@@ -387,5 +403,40 @@ mod tests {
         let whole = AttentionInput { first: 0, ..windowed };
         attention(&whole, &mut scores, &mut out);
         assert_ne!(out, alone_out);
+    }
+
+    #[test]
+    fn alibi_biases_each_score_by_its_distance_back_times_the_slope() {
+        // One head of 4 over 7 positions, slope 0.75: the weights are the softmax of the
+        // plain scores minus 0.75 per position back, and a window of the last 3 sees the
+        // same distances as a cache holding those 3 alone.
+        let (hd, n) = (4, 7);
+        let value = |i: usize| ((i * 53 % 97) as f32 / 40.0) - 1.2;
+        let keys: Vec<f32> = (0..n * hd).map(value).collect();
+        let values: Vec<f32> = (0..n * hd).map(|i| value(i + 11)).collect();
+        let q: Vec<f32> = (0..hd).map(|i| value(i + 5)).collect();
+        let plain = one_head(&q, &keys, &values, 0.5);
+        let biased = AttentionInput { alibi_slope: 0.75, ..plain };
+        let mut raw = vec![0.0; n];
+        for (j, r) in raw.iter_mut().enumerate() {
+            *r = dot(&q, &keys[j * hd..][..hd]) * 0.5 - 0.75 * (n - 1 - j) as f32;
+        }
+        let top = raw.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f32 = raw.iter().map(|r| (r - top).exp()).sum();
+        let mut weights = vec![0.0; n];
+        attention_weights(&biased, &mut weights);
+        for (j, (w, r)) in weights.iter().zip(&raw).enumerate() {
+            assert!((w - (r - top).exp() / total).abs() < 1e-6, "position {j}: {w}");
+        }
+        let mut unbiased = vec![0.0; n];
+        attention_weights(&plain, &mut unbiased);
+        assert!(weights[n - 1] > unbiased[n - 1] && weights[0] < unbiased[0], "the bias favours the near positions");
+        let first = 4;
+        let windowed = AttentionInput { first, ..biased };
+        let alone = AttentionInput { keys: &keys[first * hd..], values: &values[first * hd..], n_pos: n - first, ..biased };
+        let (mut out, mut alone_out) = (vec![0.0; hd], vec![0.0; hd]);
+        attention(&windowed, &mut vec![0.0; n], &mut out);
+        attention(&alone, &mut vec![0.0; n - first], &mut alone_out);
+        assert_eq!(out, alone_out);
     }
 }

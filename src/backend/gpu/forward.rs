@@ -34,7 +34,9 @@
 //! residual), its LM head's bias in that projection's epilogue; GPT-NeoX in GPT-2's 6 either
 //! way, a parallel residual's feed-forward LayerNorm a dispatch before the Q/K/V projection
 //! (into `ffn_normed`, from x as it is before the attention adds to it); StarCoder and
-//! StarCoder 2 in GPT-2's 6. A prefill pass runs RoPE and attention as
+//! StarCoder 2 in GPT-2's 6; BLOOM too, ALiBi's biases inside every attention form's scores
+//! and its embedding's LayerNorm a dispatch after the lookup (which then writes `normed`).
+//! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
 //! dispatch: the output and down projections multiply their products by its residual scale
@@ -189,6 +191,9 @@ pub(super) struct Builder<'a> {
     /// The learned position table the embedding adds a row of to each token's, `[context,
     /// dim]` (GPT-2's), where the model has one.
     pub positions: Option<&'a wgpu::Buffer>,
+    /// The embedding's LayerNorm, gain then bias `[2 dim]` (BLOOM's), where the model has one:
+    /// the lookup then writes `normed` and a LayerNorm dispatch writes `x` from it.
+    pub embedding_norm: Option<&'a wgpu::Buffer>,
     /// What each sublayer's output is multiplied by as it joins the residual stream
     /// (Granite's; 1 otherwise): the output and down projections' [`LinearOp::out_scale`].
     pub residual_scale: f32,
@@ -249,15 +254,22 @@ impl Builder<'_> {
     }
 
     /// `x = E[tokens]` (`+ P[positions]` with learned positions): a dispatch per band of the
-    /// table.
+    /// table; with an embedding norm (BLOOM's) the rows go to `normed` and one more dispatch
+    /// LayerNorms them into `x`.
     fn embedding(&self, table: &RowBands) -> Result<Op> {
         let a = self.acts;
         let (scale, positions) = (self.embedding_scale, self.positions);
+        let rows = if self.embedding_norm.is_some() { &a.normed } else { &a.x };
         let lookups = table
             .bands
             .iter()
-            .map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, scale, positions, Bind(&a.x, 0, None), &a.step, &a.tokens));
-        Ok(Op::same(lookups.collect::<Result<Vec<_>>>()?))
+            .map(|(first, m)| self.kernels.embedding(self.ctx, m, *first, scale, positions, Bind(rows, 0, None), &a.step, &a.tokens));
+        let mut dispatches = lookups.collect::<Result<Vec<_>>>()?;
+        if let Some(norm) = self.embedding_norm {
+            let op = ops::LayerNorm { dim: self.dim, eps: self.eps, x: Bind(&a.normed, 0, None), norm, out: Bind(&a.x, 0, None) };
+            dispatches.push(self.kernels.layer_norm(self.ctx, &op, &a.step)?);
+        }
+        Ok(Op::same(dispatches))
     }
 
     /// `qkv = Wqkv norm(x)`; `q, K/V cache[pos..] = rope(q), rope(k), v`, each with its bias
@@ -356,6 +368,7 @@ impl Builder<'_> {
                         values: &l.v_cache,
                         score_scale: l.scope.score_scale,
                         softcap: l.scope.softcap,
+                        alibi_max_bias: l.scope.alibi_max_bias,
                     };
                     LinearOp { attention: Some(input), ..wo_reading(&a.q) }
                 }

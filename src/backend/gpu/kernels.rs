@@ -35,12 +35,13 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 17] = [
+const INCLUDES: [(&str, &str); 18] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
     ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
     ("softcap.wgsl", include_str!("../../../shaders/softcap.wgsl")),
+    ("alibi.wgsl", include_str!("../../../shaders/alibi.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
     ("unit_products.wgsl", include_str!("../../../shaders/unit_products.wgsl")),
     ("attention_params.wgsl", include_str!("../../../shaders/attention_params.wgsl")),

@@ -146,13 +146,13 @@ impl GpuBackend {
         // run split-K attention from the first step, whose kernels take the window: the fused
         // short-context prologue sees every position, which is each window's while the window
         // is at least the short context (every real model's, 512 positions and up). The
-        // per-head form never runs beside a window or capped scores (Gemma 2's: it does not
-        // cap them); post norms need the projection's output whole, which it never has.
+        // per-head form never runs beside a window, capped scores (Gemma 2's: it does not
+        // cap them) or ALiBi's biased ones (BLOOM's: nor does it bias them); post norms need the projection's output whole, which it never has.
         let mut options = options;
         if cfg.sliding_window.is_some_and(|w| w < options.fused_positions as usize) {
             options.fused_positions = 0;
         }
-        if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() {
+        if cfg.sliding_window.is_some() || cfg.attn_softcap.is_some() || cfg.alibi_max_bias.is_some() {
             options.per_head_attention = false;
         }
         // Nor beside a LayerNorm, a dispatch that reads x before the gate/up projection's
@@ -174,13 +174,19 @@ impl GpuBackend {
         // The weights, each layer's with its KV cache; each tensor's copy from the file goes
         // once it is uploaded, before the next is read.
         let mut uploaded = Uploaded::default();
-        let Weights { token_embd, position_embd, output_norm, output, output_bias, layers, .. } = weights;
+        let Weights { token_embd, position_embd, embedding_norm, output_norm, output, output_bias, layers, .. } = weights;
         let embedding = banded(&ctx, &token_embd, &mut uploaded.weights)?;
         drop(token_embd);
         let positions = position_embd.map(|p| {
             uploaded.other += (p.len() * 4) as u64;
             ctx.storage("position_embd", &p)
         });
+        let embedding_norm = embedding_norm.map(|n| GpuNorm::upload(&ctx, "token_embd_norm", &n, &[], &mut uploaded));
+        let embedding_norm = match &embedding_norm {
+            Some(GpuNorm::Layer(norm)) => Some(norm),
+            Some(GpuNorm::Folded(_)) => return Err(Error::Backend("the embedding's norm is a LayerNorm, with a bias".into())),
+            None => None,
+        };
         ctx.settle().await?;
         let mut gpu_layers = Vec::new();
         for l in layers {
@@ -211,6 +217,7 @@ impl GpuBackend {
             eps: cfg.norm_eps,
             embedding_scale: cfg.embedding_scale,
             positions: positions.as_ref(),
+            embedding_norm,
             residual_scale: cfg.residual_scale,
             gelu: cfg.architecture.activation() == Activation::GeluTanh,
             folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,

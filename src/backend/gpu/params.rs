@@ -73,8 +73,17 @@ uniform_struct! {
         /// ATTENTION: the cap of every scaled score (`cap * tanh(s / cap)`, Gemma 2's
         /// `attn_logit_softcapping`; softcap.wgsl), 0 for none.
         softcap: f32,
+        /// ATTENTION: ALiBi's first base, `m0` of [`alibi_bases`]: each head's slope is a
+        /// power of it or of `alibi_m1` (BLOOM's; alibi.wgsl); 0 for none.
+        alibi_m0: f32,
+        /// ATTENTION: ALiBi's second base, `m1` (likewise).
+        alibi_m1: f32,
         /// Padding to 16 bytes.
-        _pad1: u32,
+        _pad2: u32,
+        /// Padding to 16 bytes.
+        _pad3: u32,
+        /// Padding to 16 bytes.
+        _pad4: u32,
     }
 }
 
@@ -126,6 +135,15 @@ uniform_struct! {
         /// What each query-key dot product is multiplied by (`1 / sqrt(head_dim)`, or
         /// Granite's attention scale).
         score_scale: f32,
+        /// ALiBi's first base, `m0` of [`alibi_bases`]: each head's slope is a power of it or
+        /// of `alibi_m1` (BLOOM's; alibi.wgsl); 0: no ALiBi.
+        alibi_m0: f32,
+        /// ALiBi's second base, `m1` (likewise).
+        alibi_m1: f32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
         /// Padding to 16 bytes.
         _pad2: u32,
     }
@@ -179,6 +197,17 @@ uniform_struct! {
         _pad1: u32,
         /// Padding to 16 bytes.
         _pad2: u32,
+    }
+}
+
+/// ALiBi's two bases `[m0, m1]` for `n_heads` heads under the largest bias `max_bias`
+/// ([`model::alibi::alibi_bases`](crate::model::alibi::alibi_bases), which the CPU's slopes
+/// are powers of), or `[0, 0]` for `max_bias` 0: no ALiBi.
+pub fn alibi_bases(n_heads: u32, max_bias: f32) -> [f32; 2] {
+    if max_bias == 0.0 {
+        [0.0; 2]
+    } else {
+        crate::model::alibi::alibi_bases(n_heads as usize, max_bias)
     }
 }
 

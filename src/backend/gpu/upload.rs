@@ -173,6 +173,7 @@ impl GpuLayer {
                     .map_or(0, |w| w.min(u32::MAX as usize) as u32),
                 softcap: cfg.attn_softcap.unwrap_or(0.0),
                 score_scale: cfg.attention_scale,
+                alibi_max_bias: cfg.alibi_max_bias.unwrap_or(0.0),
             },
             rope: cfg.layer_rope(index),
         })

@@ -6,7 +6,7 @@
 
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
-use super::super::params::AttentionParams;
+use super::super::params::{alibi_bases, AttentionParams};
 use crate::error::{Error, Result};
 
 const ATTENTION_PARTIAL: &str = include_str!("../../../../shaders/attention_partial.wgsl");
@@ -66,9 +66,10 @@ pub fn attention_chunks(capacity: usize, split: u32) -> u32 {
 
 /// What one layer's attention weighs and how: the last `window` positions in a sliding-window
 /// layer (0: every position up to the token's own), each query-key dot product multiplied by
-/// `score_scale` and capped at `softcap` (`cap * tanh(s / cap)`, Gemma 2's; 0: uncapped).
-/// The twins' [`AttentionInput`](crate::backend::cpu::ops::AttentionInput) holds the same as
-/// `first`, `scale` and `softcap`.
+/// `score_scale`, capped at `softcap` (`cap * tanh(s / cap)`, Gemma 2's; 0: uncapped) and
+/// biased by ALiBi's distance times its head's slope (slopes set by `alibi_max_bias`,
+/// BLOOM's; 0: none). The twins' [`AttentionInput`](crate::backend::cpu::ops::AttentionInput)
+/// holds the same as `first`, `scale`, `softcap` and `alibi_slope`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionScope {
     /// Positions a token attends over, its own included, in a sliding-window layer; 0: all.
@@ -78,12 +79,25 @@ pub struct AttentionScope {
     /// What each query-key dot product is multiplied by (`1 / sqrt(head_dim)`, or Granite's
     /// attention scale).
     pub score_scale: f32,
+    /// ALiBi's largest bias, which sets each head's slope
+    /// ([`alibi_slope`](crate::model::alibi::alibi_slope)); 0: no ALiBi.
+    pub alibi_max_bias: f32,
 }
 
 impl AttentionScope {
-    /// Every position up to the token's own, uncapped, scores scaled by `1 / sqrt(head_dim)`.
+    /// The attention kernels' uniform for heads `[n_heads, n_kv_heads, head_dim]` and
+    /// `n_chunks` chunks of split-K statistics, this scope's window, cap and scale in it and
+    /// ALiBi's largest bias as the two bases the slopes are powers of.
+    pub fn params(self, [n_heads, n_kv_heads, head_dim]: [u32; 3], n_chunks: u32) -> AttentionParams {
+        let AttentionScope { window, softcap, score_scale, alibi_max_bias } = self;
+        let [alibi_m0, alibi_m1] = alibi_bases(n_heads, alibi_max_bias);
+        AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, softcap, score_scale, alibi_m0, alibi_m1, ..Default::default() }
+    }
+
+    /// Every position up to the token's own, uncapped and unbiased, scores scaled by
+    /// `1 / sqrt(head_dim)`.
     pub fn whole(head_dim: u32) -> Self {
-        AttentionScope { window: 0, softcap: 0.0, score_scale: 1.0 / (head_dim as f32).sqrt() }
+        AttentionScope { window: 0, softcap: 0.0, score_scale: 1.0 / (head_dim as f32).sqrt(), alibi_max_bias: 0.0 }
     }
 }
 
@@ -127,9 +141,7 @@ impl Kernels {
             )));
         }
         let n_chunks = attention_chunks(capacity, self.options.split_chunk);
-        let AttentionScope { window, softcap, score_scale } = scope;
-        let params = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks, window, softcap, score_scale, ..Default::default() };
-        let params = ctx.uniform("attention", &[params]);
+        let params = ctx.uniform("attention", &[scope.params(shape, n_chunks)]);
         let inputs =
             || [("params", whole(&params)), ("q", whole(q)), ("k_cache", whole(keys)), ("v_cache", whole(values)), ("step", whole(step))];
         let single = prepare(ctx, &self.attention_single, &[&inputs()[..], &[("out", out)]].concat(), n_heads)?.per_token(2, 1);

@@ -5,7 +5,7 @@
 
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource};
-use super::super::params::{AttentionParams, InspectParams};
+use super::super::params::InspectParams;
 use super::attention::AttentionScope;
 use crate::error::Result;
 
@@ -54,10 +54,7 @@ impl Kernels {
         out: Bind,
         step: &wgpu::Buffer,
     ) -> Result<Dispatch> {
-        let [n_heads, n_kv_heads, head_dim] = shape;
-        let AttentionScope { window, softcap, score_scale } = scope;
-        let weights = AttentionParams { n_heads, n_kv_heads, head_dim, n_chunks: 0, window, softcap, score_scale, ..Default::default() };
-        let params = ctx.uniform("attention weights", &[weights]);
+        let params = ctx.uniform("attention weights", &[scope.params(shape, 0)]);
         let inspect = ctx.uniform("inspect", &[InspectParams { layer, ..Default::default() }]);
         let binds = [
             ("params", whole(&params)),
@@ -67,6 +64,6 @@ impl Kernels {
             ("step", whole(step)),
             ("inspect", whole(&inspect)),
         ];
-        prepare(ctx, &self.attention_weights_kernel(ctx)?, &binds, n_heads)
+        prepare(ctx, &self.attention_weights_kernel(ctx)?, &binds, shape[0])
     }
 }

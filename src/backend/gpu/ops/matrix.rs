@@ -4,7 +4,7 @@
 
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, FUSED_ATTENTION_MAX_WIDTH};
-use super::super::params::MatrixParams;
+use super::super::params::{alibi_bases, MatrixParams};
 use super::super::repack::Repacked;
 use crate::error::{Error, Result};
 
@@ -480,6 +480,10 @@ pub struct AttentionInput<'a> {
     /// The cap of each scaled score ([`AttentionScope::softcap`](super::AttentionScope::softcap):
     /// Gemma 2's; 0 for none).
     pub softcap: f32,
+    /// ALiBi's largest bias, which sets each head's slope
+    /// ([`AttentionScope::alibi_max_bias`](super::AttentionScope::alibi_max_bias): BLOOM's; 0
+    /// for none).
+    pub alibi_max_bias: f32,
 }
 
 /// The COMBINE prologue's operands (see [`LinearOp::combine`]).
@@ -623,6 +627,7 @@ impl Kernels {
             Some(QkvBiases::Own(biases)) => Some(biases),
             _ => None,
         };
+        let [alibi_m0, alibi_m1] = alibi_bases(n_heads, op.attention.as_ref().map_or(0.0, |a| a.alibi_max_bias));
         let params = MatrixParams {
             rows: w.rows,
             cols: w.cols,
@@ -651,6 +656,8 @@ impl Kernels {
             score_scale: op.attention.as_ref().map(|a| a.score_scale).or(op.heads.as_ref().map(|h| h.score_scale)).unwrap_or(0.0),
             out_scale: op.out_scale,
             softcap: op.attention.as_ref().map_or(0.0, |a| a.softcap),
+            alibi_m0,
+            alibi_m1,
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);

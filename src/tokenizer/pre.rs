@@ -14,7 +14,7 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 7] = [
+pub const SUPPORTED_PRE: [(&str, &str); 8] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
@@ -22,6 +22,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
     ("qwen2", "Qwen2, Qwen2.5 and Qwen3: contractions in any case, digits one by one"),
     ("gpt-4o", "Phi-4-mini: words cut at a capital, contractions kept on their word"),
     ("tekken", "Mistral Nemo and Ministral: words cut at a capital, digits one by one, a piece that is a token taken whole"),
+    ("bloom", "BLOOM and BLOOMZ: a run of anything but spaces and punctuation, with the space before it"),
 ];
 
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
@@ -32,7 +33,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 7] = [
 /// byte-level file here). (How llama.cpp joins
 /// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
 /// token's own piece.)
-pub const PRE_ALIASES: [(&str, &str); 41] = [
+pub const PRE_ALIASES: [(&str, &str); 43] = [
     ("llama3", "llama-bpe"),
     ("llama-v3", "llama-bpe"),
     ("falcon3", "llama-bpe"),
@@ -74,6 +75,8 @@ pub const PRE_ALIASES: [(&str, &str); 41] = [
     ("hunyuan", "qwen2"),
     ("solar-open", "qwen2"),
     ("llama4", "gpt-4o"),
+    ("poro-chat", "bloom"),
+    ("gpt3-finnish", "bloom"),
 ];
 
 /// The name in [`SUPPORTED_PRE`] that `pre` is built as: itself, or the one it is an alias of
@@ -136,6 +139,10 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
         "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
         "gpt-4o" => Sequence::new(vec![regex(case_split("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "{1,3}"))?.into(), bytes_only().into()]).into(),
         "tekken" => Sequence::new(vec![regex(case_split("", ""))?.into(), bytes_only().into()]).into(),
+        // BLOOM's tokenizer.json: one piece per run of characters that are neither whitespace
+        // nor a sentence mark of its languages (nor the parentheses and bar the class also
+        // names), a space before it kept on it; what lies between stays a piece of its own.
+        "bloom" => Sequence::new(vec![regex(r" ?[^(\s|.,!?…。，、।۔،)]+".into())?.into(), bytes_only().into()]).into(),
         other => {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
             return Err(ModelError::Metadata {

@@ -19,7 +19,7 @@ model:
 	scripts/fetch-model.sh
 
 # The default model requantized by llama.cpp's own quantizer (Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M,
-# Q2_K, IQ4_NL, IQ4_XS) into models/requantized/, checked against the sha256 tests/fixtures/requantized.json was made on:
+# Q2_K, IQ4_NL, IQ4_XS, IQ3_M) into models/requantized/, checked against the sha256 tests/fixtures/requantized.json was made on:
 # the files tests/requantized.rs holds us to llama.cpp's logits on. llama.cpp is the pinned
 # prebuilt library bench/setup-peers.sh installs (npm); nothing is compiled.
 requantized: model

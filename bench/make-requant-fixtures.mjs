@@ -1,6 +1,6 @@
 // Writes tests/fixtures/requantized.json: llama.cpp's own logits on SmolLM2-135M requantized by
 // llama.cpp's own quantizer (scripts/requantize.py: Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K,
-// IQ4_NL, IQ4_XS), made once and kept so tests need no llama.cpp at run time (they do need the
+// IQ4_NL, IQ4_XS, IQ3_M), made once and kept so tests need no llama.cpp at run time (they do need the
 // requantized files, which `make requantized` writes, byte for byte, with the same pinned
 // llama.cpp).
 //
@@ -25,7 +25,7 @@ import { getLlama } from 'node-llama-cpp';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dir = join(root, 'models/requantized');
 const out = join(root, 'tests/fixtures/requantized.json');
-const ALL_TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0', 'Q3_K_M', 'Q2_K', 'IQ4_NL', 'IQ4_XS'];
+const ALL_TYPES = ['Q4_K_M', 'Q6_K', 'Q8_0', 'Q5_0', 'Q3_K_M', 'Q2_K', 'IQ4_NL', 'IQ4_XS', 'IQ3_M'];
 const asked = process.argv.slice(2);
 for (const t of asked) if (!ALL_TYPES.includes(t)) throw new Error(`${t} is not one of ${ALL_TYPES.join(', ')}`);
 const TYPES = asked.length ? asked : ALL_TYPES;
@@ -33,7 +33,7 @@ const PROMPT = 'The three most important ideas in physics are';
 const STEPS = 32;
 const TOP = 40;
 // ggml's type numbers, for the names the tests compare with.
-const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 20: 'IQ4_NL', 23: 'IQ4_XS', 30: 'BF16' };
+const GGML_TYPES = { 0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 18: 'IQ3_XXS', 20: 'IQ4_NL', 21: 'IQ3_S', 23: 'IQ4_XS', 30: 'BF16' };
 
 function logsumexp(row) {
   const m = Math.max(...row);

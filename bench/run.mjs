@@ -11,7 +11,7 @@
 // Each on two files of the same model (BENCH_MODELS, both by default): the Q4_1 one we ship and
 // the Q4_K_M one llama.cpp's own quantizer makes of it (make requantized), the format most
 // downloads come in; the GPU rows are for Q4_1 only. BENCH_MODELS may also name llama.cpp's
-// other requantizations of it (Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS). Prints one table with the ratio to the best
+// other requantizations of it (Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS, IQ3_M). Prints one table with the ratio to the best
 // peer on the same file and writes bench/results.json. The peers are installed by
 // bench/setup-peers.sh (make bench runs it).
 // With --web (make bench-web): only the page's WebGPU backend in headless Chromium, RUNS

@@ -8,9 +8,12 @@ bench/setup-peers.sh installs (node-llama-cpp's linux-x64 binaries, pinned in be
 no compiler and no llama.cpp source are needed. The Q4_1 model is dequantized and quantized again
 (llama.cpp's `allow_requantize`), with llama.cpp's own mixes: Q4_K_M keeps some tensors in Q6_K,
 and rows whose length is not a multiple of 256 (576 here) fall back to other types (Q4_K to
-Q5_0, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0, IQ4_XS to IQ4_NL, and both IQ4 files keep a few
-Q5_K), as in every
-K-quant file of this model people download. Quantizing is row by row and deterministic, so the
+Q5_0, Q6_K to Q8_0, Q2_K and Q3_K to Q4_0, IQ4_XS and the IQ3 types to IQ4_NL, and both IQ4
+files keep a few Q5_K), as in every K-quant file of this model people download. IQ3_M puts the
+down projections in IQ3_S. No IQ3_XXS file is made: its mix keeps this model's only rows of
+256-multiples (the down projections') in Q3_K and Q4_K, and llama.cpp refuses IQ3_XXS blocks
+without an importance matrix, which this library cannot be given (src/gguf/iq3.rs's tests
+hold IQ3_XXS to llama.cpp's own dequantizer instead). Quantizing is row by row and deterministic, so the
 files' sha256 are checked against tests/fixtures/requantized.json, which holds llama.cpp's logits
 on them (bench/make-requant-fixtures.mjs). Idempotent: a file already in place is kept.
 """
@@ -26,7 +29,7 @@ SOURCE = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LIBS = os.path.join(ROOT, "bench", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "requantized.json")
 # llama.h's `enum llama_ftype` values for the mixes made here.
-FTYPES = {"Q4_K_M": 15, "Q6_K": 18, "Q8_0": 7, "Q5_0": 8, "Q3_K_M": 12, "Q2_K": 10, "IQ4_NL": 25, "IQ4_XS": 30}
+FTYPES = {"Q4_K_M": 15, "Q6_K": 18, "Q8_0": 7, "Q5_0": 8, "Q3_K_M": 12, "Q2_K": 10, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_M": 27}
 # llama.h's default `max_buf_size` (LLAMA_QUANT_MAX_BUF_SIZE, 8 GiB): checked to know the struct
 # below has the library's layout.
 DEFAULT_MAX_BUF_SIZE = 8 << 30

@@ -118,14 +118,14 @@ fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
 #[test]
 fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
     let bytes = synthetic().to_bytes().expect("bytes");
-    // IQ3_XXS (18) and IQ2_XXS (16), lattice types of common downloads, and MXFP4.
-    for (id, dtype) in [(18, "IQ3_XXS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
+    // IQ2_XS (17) and IQ2_XXS (16), lattice types of common downloads, and MXFP4.
+    for (id, dtype) in [(17, "IQ2_XS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
         let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
         let message = e.to_string();
         match e {
             ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
                 assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
-                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS"), "{message}");
+                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S"), "{message}");
             }
             other => panic!("type {id}: {other}"),
         }
@@ -810,6 +810,36 @@ fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     assert_eq!(got, want);
 }
 
+/// A small synthetic model whose tensor `name` holds random super-blocks of 256 weights in
+/// `bytes_per` bytes each, written as a Q4_K tensor (the same weights a super-block, so the same
+/// shape; Q4_K's 144 bytes a super-block leave zeros after them) and relabelled type `id`; returns the file and the tensor's bytes
+/// as the type stores them. Each super-block's f16 `d` runs from 1e-4 to 7e-4 (as trained
+/// weights have), the rest from the seed.
+fn random_super_blocks(name: &str, id: u32, bytes_per: usize, seed: u32) -> (Vec<u8>, Vec<u8>) {
+    use candle_core::quantized::ggml_file::qtensor_from_ggml;
+    let spec = SyntheticSpec { weight_type: GgmlDType::Q4K, dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
+    let mut synthetic = SyntheticModel::new(&spec).expect("model");
+    let (_, original) = synthetic.tensors.iter().find(|(n, _)| n == name).expect("tensor");
+    let dims = original.shape().dims().to_vec();
+    let super_blocks = original.shape().elem_count() / 256;
+    let mut x = seed;
+    let mut random = move || {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        (x >> 24) as u8
+    };
+    let stored: Vec<u8> = (0..super_blocks)
+        .flat_map(|i| {
+            let mut s = half::f16::from_f32(1e-4 * (1 + i % 7) as f32).to_le_bytes().to_vec();
+            s.extend((0..bytes_per - 2).map(|_| random()));
+            s
+        })
+        .collect();
+    let mut as_q4_k = stored.clone();
+    as_q4_k.resize(super_blocks * 144, 0);
+    synthetic.set_tensor(name, qtensor_from_ggml(GgmlDType::Q4K, &as_q4_k, dims, &Device::Cpu).expect("tensor"));
+    (with_type_id(synthetic.to_bytes().expect("bytes"), name, id), stored)
+}
+
 /// An IQ4_XS tensor (candle cannot read the type) loads, held as Q8_0 blocks within half an
 /// f16 ulp of its weights: random IQ4_XS super-blocks written as a Q4_K tensor (the same 256
 /// weights a super-block, zeros after them: IQ4_XS has 136 bytes where Q4_K has 144) and
@@ -818,31 +848,10 @@ fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
 /// it needs counts it as Q8_0.
 #[test]
 fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
-    use candle_core::quantized::ggml_file::qtensor_from_ggml;
     use tokenscope::gguf::iq4_xs::{HELD_RELATIVE_ERROR, SUPER_BLOCK_BYTES};
     const NAME: &str = "blk.0.ffn_down.weight";
-    let spec = SyntheticSpec { weight_type: GgmlDType::Q4K, dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
-    let mut synthetic = SyntheticModel::new(&spec).expect("model");
-    let (_, original) = synthetic.tensors.iter().find(|(n, _)| n == NAME).expect("tensor");
-    let dims = original.shape().dims().to_vec();
-    let super_blocks = original.shape().elem_count() / 256;
-    // Each super-block: d from 1e-4 to 7e-4 (as trained weights have), random scales and codes.
-    let mut x = 12_345u32;
-    let mut random = move || {
-        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        (x >> 24) as u8
-    };
-    let stored: Vec<u8> = (0..super_blocks)
-        .flat_map(|i| {
-            let mut s = half::f16::from_f32(1e-4 * (1 + i % 7) as f32).to_le_bytes().to_vec();
-            s.extend((0..SUPER_BLOCK_BYTES - 2).map(|_| random()));
-            s
-        })
-        .collect();
-    let mut as_q4_k = stored.clone();
-    as_q4_k.resize(super_blocks * 144, 0);
-    synthetic.set_tensor(NAME, qtensor_from_ggml(GgmlDType::Q4K, &as_q4_k, dims, &Device::Cpu).expect("tensor"));
-    let bytes = with_type_id(synthetic.to_bytes().expect("bytes"), NAME, 23);
+    let (bytes, stored) = random_super_blocks(NAME, 23, SUPER_BLOCK_BYTES, 12_345);
+    let super_blocks = stored.len() / SUPER_BLOCK_BYTES;
 
     let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
     assert_eq!(gguf.stored_type_name(NAME), Some("IQ4_XS"));
@@ -877,6 +886,46 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     assert!(want.iter().any(|w| *w != 0.0), "the weights are not all zero");
     for (j, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!((f64::from(*g) - w).abs() <= f64::from(HELD_RELATIVE_ERROR) * w.abs(), "weight {j}: held {g}, file {w}");
+    }
+}
+
+/// IQ3_XXS and IQ3_S tensors (candle cannot read the types) load, held as Q8_0 blocks: random
+/// super-blocks written as a Q4_K tensor (the same 256 weights a super-block, zeros after them:
+/// 98 and 110 bytes where Q4_K has 144) and relabelled are read as `gguf::iq3`'s conversion
+/// writes them (its own tests hold that to llama.cpp's dequantizer). The type counts and the
+/// summary name the file's type; the file's bytes are counted at its own size, the memory it
+/// needs as Q8_0.
+#[test]
+fn iq3_tensors_load_as_the_q8_0_blocks_of_their_weights() {
+    use candle_core::quantized::ggml_file::qtensor_from_ggml;
+    use tokenscope::gguf::iq3;
+    const NAME: &str = "blk.0.ffn_down.weight";
+    type Convert = fn(&[u8]) -> Result<Vec<u8>, ModelError>;
+    let cases: [(u32, &str, usize, Convert); 2] =
+        [(18, "IQ3_XXS", iq3::XXS_BYTES, iq3::xxs_to_q8_0), (21, "IQ3_S", iq3::S_BYTES, iq3::s_to_q8_0)];
+    for (id, ty, bytes_per, convert) in cases {
+        let (bytes, stored) = random_super_blocks(NAME, id, bytes_per, 777 + id);
+        let super_blocks = stored.len() / bytes_per;
+
+        let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
+        assert_eq!(gguf.stored_type_name(NAME), Some(ty));
+        assert_eq!(gguf.tensor_info(NAME).map(|(_, t)| t), Some(GgmlDType::Q8_0));
+        assert_eq!(gguf.tensor_type_counts().get(ty), Some(&1));
+        assert_eq!(gguf.tensor_bytes(NAME), (super_blocks * bytes_per) as u64);
+        assert_eq!(gguf.held_bytes(NAME), (super_blocks * 8 * 34) as u64);
+
+        let m = read(bytes).expect("loads");
+        assert!(m.summary.types.contains(ty), "{}", m.summary.types);
+        let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+        assert_eq!(w.dtype(), GgmlDType::Q8_0);
+        let weights = |t: &candle_core::quantized::QTensor| {
+            t.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights")
+        };
+        let held = convert(&stored).expect("converts");
+        let want = qtensor_from_ggml(GgmlDType::Q8_0, &held, w.shape().dims().to_vec(), &Device::Cpu).expect("tensor");
+        let (got, want) = (weights(&w), weights(&want));
+        assert!(want.iter().all(|w| *w != 0.0), "{ty}: every point has a magnitude");
+        assert_eq!(got, want, "{ty}");
     }
 }
 

@@ -1,9 +1,10 @@
 //! The GGUF files people download, made by llama.cpp's own quantizer: SmolLM2-135M requantized
-//! to Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL and IQ4_XS (scripts/requantize.py, `make
-//! requantized`; this model's 576-wide rows are no multiple of 256, so the K-quant mixes fall
-//! back to other types there: Q4_K_M mixes Q4_K, Q6_K, Q5_0 and Q8_0, Q3_K_M Q3_K, Q4_K, Q5_K,
-//! Q4_0, Q5_0 and Q5_1, Q2_K Q3_K and Q4_0, IQ4_NL has Q5_K beside it, IQ4_XS keeps 27
-//! matrices, the 1536-wide ffn_down ones, in IQ4_XS and 180 in IQ4_NL), against
+//! to Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS and IQ3_M (scripts/requantize.py,
+//! `make requantized`; this model's 576-wide rows are no multiple of 256, so the K-quant mixes
+//! fall back to other types there: Q4_K_M mixes Q4_K, Q6_K, Q5_0 and Q8_0, Q3_K_M Q3_K, Q4_K,
+//! Q5_K, Q4_0, Q5_0 and Q5_1, Q2_K Q3_K and Q4_0, IQ4_NL has Q5_K beside it, IQ4_XS keeps 27
+//! matrices, the 1536-wide ffn_down ones, in IQ4_XS and 180 in IQ4_NL, IQ3_M 27 in IQ3_S, 3 in
+//! Q4_K, 60 in Q5_0 and 120 in IQ4_NL), against
 //! llama.cpp's own logits on the same files (tests/fixtures/requantized.json by
 //! bench/make-requant-fixtures.mjs): 32 greedy steps teacher-forced, llama.cpp's top 40 logits
 //! and logsumexp at each, and the token it picked. The fast and exact CPU paths are held to
@@ -133,7 +134,7 @@ fn cases() -> Vec<Case> {
 /// margin is at least [`SMALL_MARGIN`].
 fn matches_llama_cpp<B: Backend>(label: &str, tolerance: impl Fn(&str) -> f64, make: impl Fn(Model) -> B) {
     let all = cases();
-    assert_eq!(all.len(), 8, "the fixture holds Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL and IQ4_XS");
+    assert_eq!(all.len(), 9, "the fixture holds Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS and IQ3_M");
     for case in &all {
         let mut b = make(open(case));
         let logits = teacher_forced_logits(&mut b, &case.prompt, &case.fed());

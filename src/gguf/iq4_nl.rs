@@ -57,6 +57,18 @@ pub(super) fn push_q8_0_block(out: &mut Vec<u8>, scale: [u8; 2], codes: &[u8]) {
     out.extend(codes.iter().map(|&c| level(c >> 4)));
 }
 
+/// The weights of held Q8_0 blocks, each integer times its block's f16 scale (the IQ types'
+/// tests read their conversions back with it).
+#[cfg(test)]
+pub(super) fn held_weights(q8: &[u8]) -> Vec<f32> {
+    q8.chunks_exact(Q8_0_BLOCK_BYTES)
+        .flat_map(|b| {
+            let d = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+            b[2..].iter().map(move |&q| d * f32::from(q as i8))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

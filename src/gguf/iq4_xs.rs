@@ -68,7 +68,7 @@ pub fn to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::iq4_nl::LEVELS;
+    use super::super::iq4_nl::{held_weights, LEVELS};
     use super::*;
 
     /// The file's weights of one super-block, in f32, straight from the format's definition.
@@ -84,16 +84,6 @@ mod tests {
             *w = (d * f64::from(scale - 32) * f64::from(LEVELS[usize::from(code)])) as f32;
         }
         w
-    }
-
-    /// The held Q8_0 blocks' weights.
-    fn held(q8: &[u8]) -> Vec<f32> {
-        q8.chunks_exact(Q8_0_BLOCK_BYTES)
-            .flat_map(|b| {
-                let d = f16::from_le_bytes([b[0], b[1]]).to_f32();
-                b[2..].iter().map(move |&q| d * f32::from(q as i8))
-            })
-            .collect()
     }
 
     /// A super-block with scale `d`, block scales `scales` and codes from a seed.
@@ -124,7 +114,7 @@ mod tests {
         assert_eq!(out.len() as u64, q8_0_bytes(file.len() as u64));
         assert_eq!(out.len(), 3 * 8 * Q8_0_BLOCK_BYTES);
         let want: Vec<f32> = file.chunks_exact(SUPER_BLOCK_BYTES).flat_map(weights).collect();
-        let got = held(&out);
+        let got = held_weights(&out);
         let mut rounded = 0;
         for (j, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!((g - w).abs() <= HELD_RELATIVE_ERROR * w.abs(), "weight {j}: held {g}, file {w}");

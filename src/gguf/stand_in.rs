@@ -29,9 +29,10 @@ pub struct StandIn {
 }
 
 /// Every type read through a stand-in, each held as Q8_0: IQ4_NL exactly (its blocks are
-/// Q4_0's length), IQ4_XS with each 32-weight block's scale rounded to f16 (its super-blocks
-/// are Q4_K's length; [`super::iq4_xs`] bounds the rounding).
-pub const STAND_INS: [StandIn; 2] = [
+/// Q4_0's length), IQ4_XS, IQ3_XXS and IQ3_S with each 32-weight block's scale rounded to f16
+/// (their super-blocks are Q4_K's length; [`super::iq4_xs`] and [`super::iq3`] bound the
+/// rounding).
+pub const STAND_INS: [StandIn; 4] = [
     StandIn {
         id: 20,
         block: super::iq4_nl::BLOCK,
@@ -49,6 +50,24 @@ pub const STAND_INS: [StandIn; 2] = [
         held_as: GgmlDType::Q8_0,
         held_bytes: super::iq4_xs::q8_0_bytes,
         convert: super::iq4_xs::to_q8_0,
+    },
+    StandIn {
+        id: 18,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq3::XXS_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq3::xxs_q8_0_bytes,
+        convert: super::iq3::xxs_to_q8_0,
+    },
+    StandIn {
+        id: 21,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq3::S_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq3::s_q8_0_bytes,
+        convert: super::iq3::s_to_q8_0,
     },
 ];
 

@@ -1,5 +1,5 @@
 // llama.cpp's own requantizations of the default model (Q4_K_M, Q6_K, Q8_0, Q5_0, Q3_K_M, Q2_K,
-// IQ4_NL, IQ4_XS: `make requantized`) run in the page on both of its engines, the wasm CPU kernels and our WGSL
+// IQ4_NL, IQ4_XS, IQ3_M: `make requantized`) run in the page on both of its engines, the wasm CPU kernels and our WGSL
 // kernels on WebGPU (SwiftShader here), against llama.cpp's logits on the same files
 // (tests/fixtures/requantized.json, as tests/requantized.rs holds the native engines to them):
 // each file dropped on the page, the fixture's prompt generated greedily (Top-k 1) for 32

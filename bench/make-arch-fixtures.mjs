@@ -1,10 +1,14 @@
 // Writes tests/fixtures/architectures.json: llama.cpp's logits, teacher-forced at every
 // position of a fixed token sequence, for each tiny random-weight model in
 // tests/fixtures/architectures/ (written by examples/architecture_models.rs: Llama 3 RoPE
-// factors, linear RoPE scaling, qwen2, qwen3 (and with YaRN), gemma, gemma2, gemma3 (and Gemma 3 27B's scale), smollm3, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4 (and its 32B's sliding layers), glm4, stablelm (and StableLM 3B's block without biases), gpt2, phi2, gptneox (parallel and sequential), starcoder, starcoder2, bloom, phi3 with LongRoPE and with Phi-4-mini's partial RoPE), made once and kept so tests need no llama.cpp.
+// factors, linear RoPE scaling, qwen2, qwen3 (and with YaRN), gemma, gemma2, gemma3 (and Gemma 3 27B's scale), smollm3, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4 (and its 32B's sliding layers), glm4, stablelm (and StableLM 3B's block without biases), gpt2, phi2, gptneox (parallel and sequential), starcoder, starcoder2, bloom, arcee, nemotron, phi3 with LongRoPE and with Phi-4-mini's partial RoPE), made once and kept so tests need no llama.cpp.
 //
 //   cargo run --release --example architecture_models -- tests/fixtures/architectures
-//   bash bench/setup-peers.sh && node bench/make-arch-fixtures.mjs
+//   bash bench/setup-peers.sh && node bench/make-arch-fixtures.mjs [FILE.gguf ...]
+//
+// With file names, only those models are run and their rows added to (or replaced in) the
+// fixture, every other row kept as it was made: run again on another machine, llama.cpp's
+// SIMD sums move the kept rows by up to 1e-6 (4e-4 through the Gemmas' f16 GELU table).
 //
 // llama.cpp (node-llama-cpp, pinned in bench/package.json) runs on the CPU with an F32 K/V
 // cache and no flash attention: with F32 weights nothing is rounded below f32 on its side, so
@@ -21,9 +25,11 @@ const out = join(root, 'tests/fixtures/architectures.json');
 // RoPE periods' shortest turns, within the 64-token context).
 const TOKENS = [1, 40, 75, 104, 105, 3, 259, 260, 111, 33, 200, 201, 202, 90, 261, 262, 5, 6, 7, 120, 2, 1, 150, 151];
 
+const only = process.argv.slice(2);
+const kept = only.length ? JSON.parse(readFileSync(out, 'utf8')).models.filter((m) => !only.includes(m.file)) : [];
 const llama = await getLlama({ gpu: false, build: 'never' });
 const models = [];
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.gguf')).sort()) {
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.gguf') && (!only.length || only.includes(f))).sort()) {
   const model = await llama.loadModel({ modelPath: join(dir, file), gpuLayers: 0 });
   const context = await model.createContext({
     contextSize: 64,
@@ -45,6 +51,9 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.gguf')).sort()) {
   await context.dispose();
   await model.dispose();
 }
+if (only.length && models.length !== only.length) throw new Error(`of ${only.join(', ')} only ${models.map((m) => m.file).join(', ')} are in ${dir}`);
+models.push(...kept);
+models.sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
 const version = JSON.parse(readFileSync(join(root, 'bench/node_modules/node-llama-cpp/package.json'), 'utf8')).version;
 writeFileSync(
   out,

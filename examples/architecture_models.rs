@@ -255,6 +255,16 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // LayerNorm on the embedding, no positions but ALiBi; six heads (not a power of two,
         // so two take the slopes between the first four's), as many KV heads, the LM head tied.
         ("bloom.gguf", SyntheticSpec { architecture: Architecture::Bloom, dim: 96, n_heads: 6, n_kv_heads: 6, seed: 45, ..base.clone() }),
+        // Arcee's AFM: llama's block with an ungated feed-forward, W_down relu(W_up x)^2, no
+        // biases; the LM head tied.
+        ("arcee.gguf", SyntheticSpec { architecture: Architecture::Arcee, seed: 46, ..base.clone() }),
+        // Nemotron: LayerNorms, RoPE on split halves of the first half of each head (8 of 16,
+        // as Nemotron-Mini's 64 of 128), Arcee's ungated squared-ReLU feed-forward, an LM head
+        // of its own (llama.cpp requires it).
+        (
+            "nemotron.gguf",
+            SyntheticSpec { architecture: Architecture::Nemotron, rope_dims: Some(8), untied_output: true, seed: 47, ..base.clone() },
+        ),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 31] = [
+const ARCHITECTURE_FIXTURES: [&str; 33] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -61,6 +61,8 @@ const ARCHITECTURE_FIXTURES: [&str; 31] = [
     "starcoder.gguf",
     "starcoder2.gguf",
     "bloom.gguf",
+    "arcee.gguf",
+    "nemotron.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

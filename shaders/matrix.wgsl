@@ -14,15 +14,16 @@
 //     norm before a projection needs no dispatch of its own), after its rows' products of
 //     x * gain, which 1 / rms then scales;
 //   GLU (epilogue): rows 2i and 2i + 1 are the gate and up rows of output i (stacked
-//     interleaved at load), and the kernel writes silu(gate) * up, silu(g) = g / (1 + e^-g),
-//     or with params.gelu = 1 gelu(gate) * up, GELU's tanh form (Gemma 3's GeGLU):
+//     interleaved at load), and the kernel writes act(gate) * up, act (params.activation)
+//     silu(g) = g / (1 + e^-g), or with ACT_GELU GELU's tanh form (Gemma's GeGLU):
 //     y [n_tokens, rows / 2]. Both rows of a pair are always in one workgroup (WG / TPR is
 //     even: TPR <= WG / 2). Not with accumulate.
 //   BIAS (epilogue, not with NORM or a pair epilogue; GPT-2's output, up and down
 //     projections): each row's bias is added to its product, read from the gain binding
 //     (the biases alone, padded to whole vec4s): y[r] = s ((W x)[r] + b[r]).
-//   ACT (epilogue, not with GLU; GPT-2's ungated up projection): each row's value, its bias
-//     added, goes through GELU's tanh form (glu's): y[r] = gelu((W x)[r] + b[r]).
+//   ACT (epilogue, not with GLU; the ungated up projection): each row's value, its bias
+//     added with BIAS, goes through params.activation (GPT-2's ACT_GELU, Arcee's and
+//     Nemotron's ACT_RELU_SQUARED, relu(v)^2): y[r] = act((W x)[r] + b[r]).
 //   ROPE_KV (MATVEC epilogue; with NORM, the Q/K/V projection of a decode step): the rows are
 //     one token's [q (n_heads * hd) | k (kv) | v (kv)], kv = n_kv_heads * hd, and the kernel
 //     writes what rope_kv.wgsl would from them (rope_pair.wgsl): the turned queries into y
@@ -546,17 +547,27 @@ fn row_dot(row: u32, lane: u32, lanes: u32) -> Dot {
     return ((a + b) + (c + d)) + ((e + f) + (g + h));
 }
 
-// The gated output for gate g and up u: silu(g) * u (SwiGLU), or with params.gelu
-// gelu(g) * u, gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) (GeGLU). tanh is
-// written through exp as softcap.wgsl's stable_tanh writes it (here for Acc, a vec4 in
-// MATMUL, where that function takes an f32).
+// The gated output for gate g and up u: act(g) * u (SwiGLU, GeGLU).
 fn glu(g: Acc, u: Acc) -> Acc {
-    if (params.gelu != 0u) {
-        return gelu(g) * u;
-    }
-    return g / (1.0 + exp(-g)) * u;
+    return activate(g) * u;
 }
 
+// The activation params.activation names: silu(v) = v / (1 + e^-v) (0), GELU's tanh form
+// (ACT_GELU) or the squared ReLU, max(v, 0)^2 (ACT_RELU_SQUARED).
+fn activate(v: Acc) -> Acc {
+    if (params.activation == ACT_GELU) {
+        return gelu(v);
+    }
+    if (params.activation == ACT_RELU_SQUARED) {
+        let r = max(v, Acc(0.0));
+        return r * r;
+    }
+    return v / (1.0 + exp(-v));
+}
+
+// GELU's tanh form, gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))). tanh is
+// written through exp as softcap.wgsl's stable_tanh writes it (here for Acc, a vec4 in
+// MATMUL, where that function takes an f32).
 fn gelu(g: Acc) -> Acc {
     let z = 0.7978846 * (g + 0.044715 * g * g * g);
     let tanh_z = 1.0 - 2.0 / (exp(2.0 * z) + 1.0);
@@ -564,14 +575,14 @@ fn gelu(g: Acc) -> Acc {
 }
 
 // Row `row`'s sum (each token's, in MATMUL) as its epilogue leaves it before store(): its
-// bias added (BIAS), then GELU (ACT); as it is without either.
+// bias added (BIAS), then the activation (ACT); as it is without either.
 fn finish(row: u32, sum: Acc) -> Acc {
     var v = sum;
 #ifdef BIAS
     v = v + gain_at(row);
 #endif
 #ifdef ACT
-    v = gelu(v);
+    v = activate(v);
 #endif
     return v;
 }

@@ -13,7 +13,8 @@
 //! gpt2's learned positions, biases on every matrix and ungated GELU feed-forward, phi2's
 //! parallel residual, partial RoPE and LM head bias, gptneox's parallel residual with a norm
 //! for each sublayer (and its sequential form), starcoder's GPT-2 block with one KV head,
-//! starcoder2's with RoPE and Q/K/V apart, bloom's ALiBi and normed embedding,
+//! starcoder2's with RoPE and Q/K/V apart, bloom's ALiBi and normed embedding, arcee's
+//! ungated squared-ReLU feed-forward and nemotron's with LayerNorms and RoPE on half of each head,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -70,7 +71,8 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 33] = [
+const FILES: [(&str, &[u8]); 35] = [
+    ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
@@ -89,6 +91,7 @@ const FILES: [(&str, &[u8]); 33] = [
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
+    ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
     ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
@@ -198,7 +201,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -227,8 +230,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             gpu.info().device
         );
         if !architecture.has_head_norm() && !architecture.has_post_norms() && !architecture.layer_norms() {
-            // Qwen2's biases, Granite's scales, Phi-3's fused tensors: llama's 4 a layer, the
-            // embedding and the LM head.
+            // Qwen2's biases, Granite's scales, Phi-3's fused tensors, Arcee's squared ReLU:
+            // llama's 4 a layer, the embedding and the LM head.
             assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
         }
         if architecture.layer_norms() {
@@ -241,7 +244,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // parallel one still 6 (the feed-forward's LayerNorm of the block's input a
             // dispatch before the Q/K/V projection, as the attention's); the StarCoders' as
             // GPT-2's; BLOOM's too, and its embedding's LayerNorm one more before the first
-            // layer (ALiBi's biases inside the attention's scores).
+            // layer (ALiBi's biases inside the attention's scores); Nemotron's as StableLM's,
+            // its squared ReLU in the up projection's epilogue.
             let per_layer = 6 - usize::from(architecture.shares_attention_norm());
             let outside = 3 + usize::from(architecture.norms_embedding());
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
@@ -547,7 +551,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 45] = [
+    let undone: [(&str, &str, &Undo); 46] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -618,6 +622,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("stablelm.gguf", "Q/K/V biases dropped", &unbiased),
         ("stablelm-3b.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("stablelm.rope.dimension_count");
+        }),
+        ("nemotron.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("nemotron.rope.dimension_count");
         }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");
@@ -723,14 +730,14 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
-    // StableLM's LayerNorms as RMSNorms (their biases dropped, nothing subtracted), and with
+    // StableLM's and Nemotron's LayerNorms as RMSNorms (their biases dropped, nothing subtracted), and with
     // biases of 0 (the mean still subtracted), each edited after loading.
     type NormEdit = fn(&mut tokenscope::model::Norm);
     let layer_norm_edits: [(&str, NormEdit); 2] = [
         ("RMSNorms in place of its LayerNorms", |n| n.bias = None),
         ("its LayerNorms' biases 0", |n| n.bias = Some(vec![0.0; n.gain.len()])),
     ];
-    for file in ["stablelm.gguf", "stablelm-3b.gguf"] {
+    for file in ["stablelm.gguf", "stablelm-3b.gguf", "nemotron.gguf"] {
         for (what, edit) in layer_norm_edits {
             let c = case(file);
             let mut m = load(file_bytes(c));
@@ -746,6 +753,10 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // GPT-NeoX's, StarCoder's (its positions too), StarCoder 2's and BLOOM's (its ALiBi and
     // its embedding's norm too).
     type Gpt2Edit = fn(&mut Model);
+    // Arcee's and Nemotron's squared ReLU as GPT-2's GELU: the CPU path reads nothing else of
+    // the architecture once the weights are loaded, so only the activation changes.
+    let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
+    let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
     let gpt2_edits: [(&str, &str, Gpt2Edit); 5] = [
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
         ("bloom.gguf", "no ALiBi", |m| m.config.alibi_max_bias = None),
@@ -771,7 +782,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             ]
         });
     let head_bias: [(&str, &str, Gpt2Edit); 1] = [("phi2.gguf", "the LM head's bias dropped", |m| m.weights.output_bias = None)];
-    for (file, what, edit) in gpt2_edits.into_iter().chain(biases).chain(head_bias) {
+    for (file, what, edit) in gpt2_edits.into_iter().chain(biases).chain(head_bias).chain(relu_squared) {
         let c = case(file);
         let mut m = load(file_bytes(c));
         edit(&mut m);

@@ -17,6 +17,7 @@ use tokenscope::backend::gpu::ops::{
 };
 use tokenscope::backend::gpu::{repack, GpuContext};
 use tokenscope::model::alibi::alibi_slope;
+use tokenscope::model::architecture::Activation;
 use tokenscope::model::weights::to_vec;
 use tokenscope::model::{HeadNormSpan, RopeFrequencies};
 
@@ -240,21 +241,24 @@ fn assert_close(got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32, what: &st
 /// prologue, the RMSNorm prologue and the gated epilogue, SwiGLU's or GeGLU's, SwiGLU alone
 /// (OLMo 2's feed-forward, with no pre-norm), a bias on each row (GPT-2's output and down
 /// projections), or the bias then GELU (its up projection): the forms the forward pass uses.
-const FUSIONS: [(bool, bool, bool, bool, bool); 7] = [
-    (false, false, false, false, false),
-    (true, false, false, false, false),
-    (true, true, false, false, false),
-    (true, true, true, false, false),
-    (false, true, false, false, false),
-    (false, false, false, true, false),
-    (false, false, false, true, true),
+const FUSIONS: [(bool, bool, Activation, bool, bool); 9] = [
+    (false, false, Activation::Silu, false, false),
+    (true, false, Activation::Silu, false, false),
+    (true, true, Activation::Silu, false, false),
+    (true, true, Activation::GeluTanh, false, false),
+    (false, true, Activation::Silu, false, false),
+    (false, false, Activation::Silu, true, false),
+    (false, false, Activation::GeluTanh, true, true),
+    (true, false, Activation::ReluSquared, false, true),
+    (false, false, Activation::ReluSquared, false, true),
 ];
 
 /// Checks the decode (matvec, one token) and prefill (matmul, `n_tokens` tokens) kernels of
 /// one weight type, plain and with each fusion, against the CPU twins: `ops::rmsnorm` of each
 /// token's input row (NORM), the dequantized matrix times it, then `ops::swiglu` (or
 /// `ops::geglu`) of rows 2i and 2i + 1 (GLU), or each row's bias added (BIAS) and `ops::gelu`
-/// of that (ACT).
+/// or `ops::relu_squared` of that (ACT; the squared ReLU normed or alone, without a bias, as
+/// Arcee and Nemotron run it).
 fn check_linear(dtype: GgmlDType, seed: u64) {
     check_linear_in(dtype, seed, |q| repack::repack(q).expect("repack"));
 }
@@ -309,7 +313,10 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
             let bb = ctx.storage("bias", &[&bias[..], &vec![0.0; gpu_ops::own_bias_len(rows) - rows]].concat());
             let x_small: Vec<f32> = x.iter().map(|v| v * 1e-4).collect();
             let xs = ctx.storage("x small", &x_small);
-            for (norm, glu, gelu, biased, act) in FUSIONS {
+            for (norm, glu, activation, biased, act) in FUSIONS {
+                let gelu = activation == Activation::GeluTanh;
+                // GELU's input stays small (its curve); the squared ReLU's is the products'.
+                let small = act && gelu;
                 if glu && (rows % 2 == 1 || threads_per_row > options.workgroup / 2) {
                     continue;
                 }
@@ -319,7 +326,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                 // each: 1e-5 of the sum of |w x|).
                 let mut product = vec![0.0f32; n * rows];
                 let mut bound = vec![0.0f32; n * rows];
-                let x = if act { &x_small } else { &x };
+                let x = if small { &x_small } else { &x };
                 for b in 0..n {
                     let mut xr = x[b * cols..][..cols].to_vec();
                     if norm {
@@ -347,10 +354,15 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                             (v[0], 1.13 * p[1].abs() * e[0] + p[0].abs() * e[1] + 1e-5 * v[0].abs() + 1e-6 + tanh_ulps)
                         })
                         .unzip()
-                } else if act {
+                } else if act && gelu {
                     // gelu' is at most 1.13, and a few ulps of tanh through exp are 4e-7 |g|.
                     let v = |p: f32| out_scale * ops::gelu(p);
                     let e = |(p, e): (&f32, &f32)| out_scale.max(1.0) * (1.13 * e + 4e-7 * p.abs()) + 1e-5 * v(*p).abs() + 1e-6;
+                    (product.iter().map(|p| v(*p)).collect(), product.iter().zip(&bound).map(e).collect())
+                } else if act {
+                    // (p + e)^2 - p^2 is at most 2 |p| e + e^2 (and the square's own rounding).
+                    let v = |p: f32| out_scale * ops::relu_squared(p);
+                    let e = |(p, e): (&f32, &f32)| out_scale.max(1.0) * (2.0 * p.abs() * e + e * e) + 1e-6 * v(*p).abs() + 1e-6;
                     (product.iter().map(|p| v(*p)).collect(), product.iter().zip(&bound).map(e).collect())
                 } else {
                     let want = product.iter().zip(&prior).map(|(p, y)| out_scale * p + if accumulate { *y } else { 0.0 }).collect();
@@ -369,8 +381,8 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                     let step = kernels::step_uniform(&ctx, at);
                     let norm = norm.then_some((&gb, 1e-5));
                     let bias = biased.then_some(&bb);
-                    let input = if act { &xs } else { &xb };
-                    let op = LinearOp { accumulate, norm, glu, gelu, bias, act, out_scale, ..LinearOp::new(&m, input, y) };
+                    let input = if small { &xs } else { &xb };
+                    let op = LinearOp { accumulate, norm, glu, activation, bias, act, out_scale, ..LinearOp::new(&m, input, y) };
                     let d = match kind {
                         "matvec" => k.matvec(&ctx, &op, &step),
                         _ => k.matmul(&ctx, &op, &step),
@@ -383,7 +395,7 @@ fn check_linear_in(dtype: GgmlDType, seed: u64, layout: fn(&QTensor) -> repack::
                         &want,
                         |i| tol[i],
                         &format!(
-                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} scale {out_scale} norm {} glu {glu} gelu {gelu} bias {biased} act {act} {options:?}",
+                            "{kind} {dtype:?} {rows}x{cols} pos {pos} tokens {n} accumulate {accumulate} scale {out_scale} norm {} glu {glu} {activation:?} bias {biased} act {act} {options:?}",
                             norm.is_some()
                         ),
                     );
@@ -1924,7 +1936,7 @@ fn the_post_norm_prologue_reads_x_plus_the_normed_attention_then_the_feed_forwar
                 let op = LinearOp {
                     norm: pre_norm.then_some((&gb, eps)),
                     glu: true,
-                    gelu,
+                    activation: if gelu { Activation::GeluTanh } else { Activation::Silu },
                     post_norm_in: Some(gpu_ops::PostNormInput { y: Bind(&ab, 0, None), gain: &agb, eps }),
                     ..LinearOp::new(&gate_up, &xb, Bind(&hidden, (PAD * 4) as u64, Some((ffn * 4) as u64)))
                 };

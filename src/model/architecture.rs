@@ -7,7 +7,8 @@
 //! full layers without RoPE, StableLM's LayerNorms, GPT-2's learned positions, biases on every
 //! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias, GPT-NeoX's
 //! parallel residual with a norm for each sublayer, StarCoder's GPT-2 block with grouped-query
-//! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding (ERNIE 4.5,
+//! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding, the ungated
+//! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -138,6 +139,16 @@ pub enum Architecture {
     /// the key times a slope per head ([`Architecture::alibi_max_bias`]); its LM head tied or
     /// its own.
     Bloom,
+    /// Arcee's AFM (4.5B): llama's block with an ungated feed-forward, `W_down relu(W_up x)^2`
+    /// (no `ffn_gate`, no biases: [`Architecture::gated_ffn`], [`Activation::ReluSquared`]).
+    Arcee,
+    /// NVIDIA's Nemotron (Nemotron-Mini 4B, Minitron 4B and 8B): StableLM's LayerNorms (their
+    /// `1 + gain` folded into the gain by the converter), RoPE on split halves of the first
+    /// `rope.dimension_count` elements of each head (half), Arcee's ungated squared-ReLU
+    /// feed-forward and an LM head of its own; the optional biases llama.cpp reads beside
+    /// the output and feed-forward projections are refused, as in every family without
+    /// GPT-2's ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
+    Nemotron,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -162,6 +173,9 @@ pub enum Activation {
     Silu,
     /// GELU's tanh form, `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`: GeGLU.
     GeluTanh,
+    /// The square of the ReLU, `max(x, 0)^2` (Arcee's and Nemotron's ungated feed-forward,
+    /// llama.cpp's `LLM_FFN_RELU_SQR`).
+    ReluSquared,
 }
 
 /// Layers in Gemma 2's repeating pattern: the first of each two attends over a sliding window
@@ -200,7 +214,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 23] = [
+    pub const ALL: [Architecture; 25] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -224,6 +238,8 @@ impl Architecture {
         Architecture::Starcoder,
         Architecture::Starcoder2,
         Architecture::Bloom,
+        Architecture::Arcee,
+        Architecture::Nemotron,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -260,6 +276,8 @@ impl Architecture {
             Architecture::Starcoder => "starcoder",
             Architecture::Starcoder2 => "starcoder2",
             Architecture::Bloom => "bloom",
+            Architecture::Arcee => "arcee",
+            Architecture::Nemotron => "nemotron",
         }
     }
 
@@ -280,7 +298,8 @@ impl Architecture {
             | Architecture::Glm4
             | Architecture::Gpt2
             | Architecture::Starcoder
-            | Architecture::Bloom => RopePairs::Adjacent,
+            | Architecture::Bloom
+            | Architecture::Arcee => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -293,26 +312,35 @@ impl Architecture {
             | Architecture::Stablelm
             | Architecture::Phi2
             | Architecture::Gptneox
-            | Architecture::Starcoder2 => RopePairs::Halves,
+            | Architecture::Starcoder2
+            | Architecture::Nemotron => RopePairs::Halves,
         }
     }
 
     /// Whether its files may turn only part of each head by RoPE (`rope.dimension_count` short
     /// of the head width: Phi-4-mini's 96 of 128, GLM-4's 64 of 128, StableLM's 16 of 64 or 20
-    /// of 80, Phi-2's 32 of 80, Pythia's 16 of 64). Phi-3's, GLM-4's, StableLM's, Phi-2's and
-    /// GPT-NeoX's alone: llama.cpp refuses such a llama file ("invalid n_rot") and fails an
-    /// assertion on the others, so none exist.
+    /// of 80, Phi-2's 32 of 80, Pythia's 16 of 64, Nemotron's half). Phi-3's, GLM-4's,
+    /// StableLM's, Phi-2's, GPT-NeoX's and Nemotron's alone: llama.cpp refuses such a llama
+    /// file ("invalid n_rot") and fails an assertion on the others, so none exist.
     pub fn allows_partial_rope(self) -> bool {
-        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Stablelm | Architecture::Phi2 | Architecture::Gptneox)
+        matches!(
+            self,
+            Architecture::Phi3
+                | Architecture::Glm4
+                | Architecture::Stablelm
+                | Architecture::Phi2
+                | Architecture::Gptneox
+                | Architecture::Nemotron
+        )
     }
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
-    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's
-    /// and GPT-2's block's ([`Architecture::has_gpt2_block`]). Every other family's are
-    /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's,
+    /// Nemotron's and GPT-2's block's ([`Architecture::has_gpt2_block`]). Every other family's
+    /// are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        self == Architecture::Stablelm || self.has_gpt2_block()
+        matches!(self, Architecture::Stablelm | Architecture::Nemotron) || self.has_gpt2_block()
     }
 
     /// Whether its block is GPT-2's kind: LayerNorms, a bias on every matrix but the LM head's
@@ -368,9 +396,16 @@ impl Architecture {
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
     /// Gemma's GeGLU): every family's but GPT-2's block's ([`Architecture::has_gpt2_block`]),
-    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`.
+    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`, and Arcee's and Nemotron's,
+    /// `W_down relu(W_up x)^2` ([`Architecture::relu_squared`]).
     pub fn gated_ffn(self) -> bool {
-        !self.has_gpt2_block()
+        !self.has_gpt2_block() && !self.relu_squared()
+    }
+
+    /// Whether its ungated feed-forward squares the ReLU ([`Activation::ReluSquared`]):
+    /// Arcee's and Nemotron's.
+    fn relu_squared(self) -> bool {
+        matches!(self, Architecture::Arcee | Architecture::Nemotron)
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
@@ -486,7 +521,9 @@ impl Architecture {
 
     /// The feed-forward's activation (gated or not).
     pub fn activation(self) -> Activation {
-        if self.is_gemma() || !self.gated_ffn() {
+        if self.relu_squared() {
+            Activation::ReluSquared
+        } else if self.is_gemma() || !self.gated_ffn() {
             Activation::GeluTanh
         } else {
             Activation::Silu

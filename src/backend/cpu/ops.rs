@@ -277,6 +277,13 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
 }
 
+/// The squared ReLU, `relu_squared(x) = max(x, 0)^2` (Arcee's and Nemotron's ungated
+/// feed-forward).
+pub fn relu_squared(x: f32) -> f32 {
+    let r = x.max(0.0);
+    r * r
+}
+
 /// SwiGLU in place: `gate[i] = silu(gate[i]) * up[i]`.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
@@ -291,21 +298,32 @@ pub fn geglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// The gated feed-forward's activation in place, `gate = act(gate) * up`: [`swiglu`] or
-/// [`geglu`].
+/// The activation function `activation` names.
+pub fn activation_fn(activation: Activation) -> fn(f32) -> f32 {
+    match activation {
+        Activation::Silu => silu,
+        Activation::GeluTanh => gelu,
+        Activation::ReluSquared => relu_squared,
+    }
+}
+
+/// The gated feed-forward's activation in place, `gate = act(gate) * up`: [`swiglu`],
+/// [`geglu`], or any other activation's gate.
 pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
     match activation {
         Activation::Silu => swiglu(gate, up),
         Activation::GeluTanh => geglu(gate, up),
+        other => {
+            let act = activation_fn(other);
+            gate.iter_mut().zip(up).for_each(|(g, &u)| *g = act(*g) * u);
+        }
     }
 }
 
-/// The ungated feed-forward's activation in place, `x = act(x)` (GPT-2's GELU).
+/// The ungated feed-forward's activation in place, `x = act(x)` (GPT-2's GELU, Arcee's and
+/// Nemotron's squared ReLU).
 pub fn activate(activation: Activation, x: &mut [f32]) {
-    let act = match activation {
-        Activation::Silu => silu,
-        Activation::GeluTanh => gelu,
-    };
+    let act = activation_fn(activation);
     x.iter_mut().for_each(|v| *v = act(*v));
 }
 
@@ -361,6 +379,17 @@ mod tests {
         for (&(x, y), got) in want.iter().zip(&gate) {
             assert!((got - 2.0 * y).abs() <= 2e-6, "gelu({x}) * 2 = {got}, not {}", 2.0 * y);
         }
+    }
+
+    #[test]
+    fn the_squared_relu_squares_the_positive_part() {
+        let mut x = vec![-2.0, -0.0, 0.5, 3.0, -1e-30];
+        activate(Activation::ReluSquared, &mut x);
+        assert_eq!(x, [0.0, 0.0, 0.25, 9.0, 0.0]);
+        // As a gate (no family gates it; the form is the same for every activation).
+        let mut gate = vec![-1.0, 2.0];
+        gated(Activation::ReluSquared, &mut gate, &[5.0, 0.5]);
+        assert_eq!(gate, [0.0, 2.0]);
     }
 
     /// The one head of `q` over every cached position of `keys` and `values` (rows as wide as

@@ -36,6 +36,8 @@
 //! (into `ffn_normed`, from x as it is before the attention adds to it); StarCoder and
 //! StarCoder 2 in GPT-2's 6; BLOOM too, ALiBi's biases inside every attention form's scores
 //! and its embedding's LayerNorm a dispatch after the lookup (which then writes `normed`).
+//! Arcee runs llama's 4, its squared ReLU in the up projection's epilogue; Nemotron
+//! StableLM's 6, the same way.
 //! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
@@ -49,6 +51,7 @@ use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv, RopeKvOp, RowBands};
 use super::upload::{GpuLayer, GpuNorm};
 use crate::error::Result;
+use crate::model::architecture::Activation;
 use crate::model::{Config, HeadNormSpan};
 
 /// One op of the forward pass with the dispatches it lowers to, for each kind of step: one
@@ -197,8 +200,9 @@ pub(super) struct Builder<'a> {
     /// What each sublayer's output is multiplied by as it joins the residual stream
     /// (Granite's; 1 otherwise): the output and down projections' [`LinearOp::out_scale`].
     pub residual_scale: f32,
-    /// The gated feed-forward takes GELU's tanh form (GeGLU) rather than SiLU.
-    pub gelu: bool,
+    /// The feed-forward's activation: the gate's (SwiGLU, GeGLU) or the ungated up
+    /// projection's (GPT-2's GELU, Arcee's and Nemotron's squared ReLU).
+    pub activation: Activation,
     /// A decode step's attention post norm runs inside the feed-forward's gate/up projection
     /// and the layer's last post norm (Gemma's, with [`KernelOptions::fold_post_norms`] and
     /// where the model's dim fits the prologue's row, [`kernels::FUSED_ATTENTION_MAX_WIDTH`]:
@@ -411,8 +415,9 @@ impl Builder<'_> {
 
     /// `hidden = act(gate) * up` with `[gate | up] = Wgu norm(x)`, act SiLU or GELU; `x += Wd
     /// hidden`, or with a post norm (Gemma) `proj = Wd hidden` and `x += rmsnorm(proj)`.
-    /// Ungated (GPT-2): `hidden = gelu(Wu norm(x) + bu)`, `x += Wd hidden + bd`, each bias and
-    /// the GELU in its projection's epilogue.
+    /// Ungated: `hidden = act(Wu norm(x) + bu)`, `x += Wd hidden + bd` (GPT-2's GELU and
+    /// biases; Arcee's and Nemotron's squared ReLU without them), each bias and the
+    /// activation in its projection's epilogue.
     /// After a per-head projection (`merge`), decode over a short context: x + the heads'
     /// parts merged, read by the first and added by the second. With the attention's post
     /// norm folded ([`Builder::folded_post_norm`]), a decode step's gate/up projection reads
@@ -438,7 +443,7 @@ impl Builder<'_> {
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
             norm,
             glu: l.gated,
-            gelu: self.gelu,
+            activation: self.activation,
             act: !l.gated,
             bias: biases.map(|b| &b.up),
             post_norm_in,

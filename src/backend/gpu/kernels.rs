@@ -7,6 +7,7 @@
 use super::device::{GpuContext, Timestamps};
 use super::ops::{self, AttentionKernel, MatrixKernel};
 use crate::error::{Error, Result};
+use crate::model::architecture::Activation;
 
 /// One kernel's WGSL: a file of `shaders/`, or a template of it with the defines that pick
 /// the variant (see [`wgsl_defs`](super::wgsl_defs)).
@@ -58,11 +59,13 @@ const INCLUDES: [(&str, &str); 18] = [
 
 /// `constants.wgsl`, the include that gives the shaders the sizes decided here, so each has
 /// one source: CHUNK ([`ATTENTION_CHUNK`]), SPLIT_K_CHUNK (the default of the override SPLIT,
-/// split_chunk.wgsl), ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]) and SCORES
-/// ([`FUSED_ATTENTION_SCORES`]).
+/// split_chunk.wgsl), ATT_MAX ([`FUSED_ATTENTION_MAX_WIDTH`]), SCORES
+/// ([`FUSED_ATTENTION_SCORES`]), and the matrix kernels' activation codes ACT_GELU and
+/// ACT_RELU_SQUARED ([`activation_code`](super::params::activation_code)).
 fn wgsl_constants() -> String {
+    let [gelu, relu_squared] = [Activation::GeluTanh, Activation::ReluSquared].map(super::params::activation_code);
     format!(
-        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst SPLIT_K_CHUNK: u32 = {SPLIT_K_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\nconst SCORES: u32 = {FUSED_ATTENTION_SCORES}u;\n"
+        "// constants.wgsl: made by kernels.rs from its constants.\nconst CHUNK: u32 = {ATTENTION_CHUNK}u;\nconst SPLIT_K_CHUNK: u32 = {SPLIT_K_CHUNK}u;\nconst ATT_MAX: u32 = {FUSED_ATTENTION_MAX_WIDTH}u;\nconst SCORES: u32 = {FUSED_ATTENTION_SCORES}u;\nconst ACT_GELU: u32 = {gelu}u;\nconst ACT_RELU_SQUARED: u32 = {relu_squared}u;\n"
     )
 }
 

@@ -21,7 +21,6 @@ use super::upload::{banded, padded_bias, GpuLayer, GpuNorm, Uploaded};
 use crate::backend::cpu::ops::finish_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
-use crate::model::architecture::Activation;
 use crate::model::{Config, Weights};
 
 /// Counts of what one decode step does on the GPU.
@@ -156,9 +155,11 @@ impl GpuBackend {
             options.per_head_attention = false;
         }
         // Nor beside a LayerNorm, a dispatch that reads x before the gate/up projection's
-        // prologue would merge the heads' parts into it.
+        // prologue would merge the heads' parts into it, nor before an ungated feed-forward
+        // (Arcee's), whose activation epilogue writes each row alone where the merging
+        // projection pairs gate and up rows.
         let arch = cfg.architecture;
-        options.per_head_attention &= !arch.has_post_norms() && arch.has_pre_norms() && !arch.layer_norms();
+        options.per_head_attention &= !arch.has_post_norms() && arch.has_pre_norms() && !arch.layer_norms() && arch.gated_ffn();
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
@@ -219,7 +220,7 @@ impl GpuBackend {
             positions: positions.as_ref(),
             embedding_norm,
             residual_scale: cfg.residual_scale,
-            gelu: cfg.architecture.activation() == Activation::GeluTanh,
+            activation: cfg.architecture.activation(),
             folded_post_norm: options.fold_post_norms && cfg.architecture.has_post_norms() && cfg.dim <= FUSED_ATTENTION_MAX_WIDTH,
         };
         let ForwardOps { ops, layer_ends, per_head_layers, verify_head } =

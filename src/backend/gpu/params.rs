@@ -4,6 +4,8 @@
 //! cannot drift apart. Fields are u32 or f32 (4 bytes each, WGSL's uniform layout is then
 //! the C one) and every struct is a whole number of 16 bytes.
 
+use crate::model::architecture::Activation;
+
 /// Defines a uniform struct: the Rust struct, and `wgsl()` giving its WGSL declaration under
 /// the WGSL name.
 macro_rules! uniform_struct {
@@ -61,8 +63,10 @@ uniform_struct! {
         /// MERGE_IN and MERGE_OUT: values per part of the per-head parts after its m and l
         /// (the output projection's rows, the model's dim); 0 otherwise.
         part_rows: u32,
-        /// GLU: 1 for GELU's tanh form on the gate (GeGLU, Gemma 3), 0 for SiLU (SwiGLU).
-        gelu: u32,
+        /// GLU's gate and ACT's rows: the activation, [`activation_code`]'s (0 SiLU, SwiGLU's;
+        /// ACT_GELU GELU's tanh form, GeGLU's and GPT-2's; ACT_RELU_SQUARED the squared ReLU,
+        /// Arcee's and Nemotron's).
+        activation: u32,
         /// ATTENTION and HEADS: what each query-key dot product is multiplied by
         /// (`1 / sqrt(head_dim)`, or Granite's attention scale); 0 otherwise.
         score_scale: f32,
@@ -197,6 +201,16 @@ uniform_struct! {
         _pad1: u32,
         /// Padding to 16 bytes.
         _pad2: u32,
+    }
+}
+
+/// The matrix kernels' code for `activation` (`Params.activation`): 0 SiLU, and the codes
+/// `constants.wgsl` names ACT_GELU and ACT_RELU_SQUARED.
+pub fn activation_code(activation: Activation) -> u32 {
+    match activation {
+        Activation::Silu => 0,
+        Activation::GeluTanh => 1,
+        Activation::ReluSquared => 2,
     }
 }
 

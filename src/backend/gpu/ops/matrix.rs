@@ -4,9 +4,10 @@
 
 use super::super::device::GpuContext;
 use super::super::kernels::{prepare, whole, Bind, Dispatch, Kernels, ShaderSource, FUSED_ATTENTION_MAX_WIDTH};
-use super::super::params::{alibi_bases, MatrixParams};
+use super::super::params::{activation_code, alibi_bases, MatrixParams};
 use super::super::repack::Repacked;
 use crate::error::{Error, Result};
+use crate::model::architecture::Activation;
 
 /// Every matrix kernel (decode and prefill, every weight format, every fusion) comes from
 /// this template.
@@ -173,8 +174,8 @@ pub struct MatrixKernel {
     /// Each row's bias added to its product, read from the gain binding (not with `norm` or a
     /// pair epilogue: GPT-2's output, up and down projections).
     pub bias: bool,
-    /// GELU's tanh form on each row after its bias (not with `glu`: GPT-2's ungated up
-    /// projection).
+    /// The activation on each row after its bias (not with `glu`: the ungated up projection,
+    /// GPT-2's GELU, Arcee's and Nemotron's squared ReLU; which one is a uniform).
     pub act: bool,
     /// Decode only: RoPE and the KV-cache write as the epilogue (the Q/K/V projection).
     pub rope_kv: bool,
@@ -239,8 +240,9 @@ impl MatrixKernel {
     }
 
     /// Every variant: both shapes, every format, plain, normed, normed with SwiGLU, SwiGLU
-    /// alone (OLMo 2's feed-forward, without a pre-norm), and biased, with GELU or not
-    /// (GPT-2's projections);
+    /// alone (OLMo 2's feed-forward, without a pre-norm), biased, with an activation or not
+    /// (GPT-2's projections), and an activation normed or alone (Arcee's and Nemotron's up
+    /// projections, without biases);
     /// decode also with RoPE/KV write (normed: with Q/K/V biases, with head norms, or plain;
     /// with head norms alone, EXAONE 4's) and with the attention prologue, over both cache
     /// precisions, with the combine prologue (each of those two biased too, GPT-2's output
@@ -257,6 +259,7 @@ impl MatrixKernel {
                 let biased = MatrixKernel { bias: true, ..plain };
                 let mut all = vec![plain, normed, MatrixKernel { glu: true, ..normed }, MatrixKernel { glu: true, ..plain }];
                 all.extend([biased, MatrixKernel { act: true, ..biased }]);
+                all.extend([MatrixKernel { act: true, ..normed }, MatrixKernel { act: true, ..plain }]);
                 if !prefill {
                     all.push(MatrixKernel { combine: true, ..plain });
                     all.push(MatrixKernel { combine: true, ..biased });
@@ -299,7 +302,7 @@ impl MatrixKernel {
             if self.norm { "_norm" } else { "" },
             if self.glu { "_glu" } else { "" },
             if self.bias { "_row_bias" } else { "" },
-            if self.act { "_gelu" } else { "" },
+            if self.act { "_act" } else { "" },
             if self.rope_kv { "_rope_kv" } else { "" },
             if self.qkv_bias { "_bias" } else { "" },
             if self.head_norm { "_head_norm" } else { "" },
@@ -366,18 +369,19 @@ pub struct LinearOp<'a> {
     pub last_token: bool,
     /// RMSNorm the input first with this gain (`[cols]`) and epsilon.
     pub norm: Option<(&'a wgpu::Buffer, f32)>,
-    /// Write act(row 2i) * row 2i+1 for output i, act SiLU (SwiGLU) or with `gelu` GELU's
-    /// tanh form (GeGLU).
+    /// Write act(row 2i) * row 2i+1 for output i, act [`LinearOp::activation`] (SwiGLU,
+    /// GeGLU).
     pub glu: bool,
-    /// With `glu`: GELU on the gate rather than SiLU (Gemma 3; a uniform, no variant of its own).
-    pub gelu: bool,
+    /// With `glu` or `act`: the activation (SiLU unless set; a uniform, no variant of its own).
+    pub activation: Activation,
     /// Each row's bias, `[rows]` in a buffer of at least [`own_bias_len`] floats, added to its
     /// product before `act` and `out_scale` (GPT-2's output, up and down projections): bound
     /// where a norm's gains would be, so not with `norm`, nor with a pair epilogue or the
     /// per-head and merge forms.
     pub bias: Option<&'a wgpu::Buffer>,
-    /// GELU's tanh form on each row, after its bias (GPT-2's ungated up projection): not with
-    /// `glu`, `rope_kv` or `accumulate`.
+    /// [`LinearOp::activation`] on each row, after its bias where it has one (the ungated up
+    /// projection: GPT-2's GELU, Arcee's and Nemotron's squared ReLU): not with `glu`,
+    /// `rope_kv` or `accumulate`.
     pub act: bool,
     /// Decode only: the rows are one token's `[q | k | v]`; turn q and k by RoPE, write q to
     /// `y` and k, v into the caches at the step's position.
@@ -547,7 +551,7 @@ impl<'a> LinearOp<'a> {
             last_token: false,
             norm: None,
             glu: false,
-            gelu: false,
+            activation: Activation::Silu,
             bias: None,
             act: false,
             rope_kv: None,
@@ -652,7 +656,7 @@ impl Kernels {
             } else {
                 0
             },
-            gelu: (op.glu && op.gelu) as u32,
+            activation: if op.glu || op.act { activation_code(op.activation) } else { 0 },
             score_scale: op.attention.as_ref().map(|a| a.score_scale).or(op.heads.as_ref().map(|h| h.score_scale)).unwrap_or(0.0),
             out_scale: op.out_scale,
             softcap: op.attention.as_ref().map_or(0.0, |a| a.softcap),
@@ -733,9 +737,9 @@ fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
     Ok(())
 }
 
-/// Checks the bias and GELU epilogues of `op`: the bias alone in the gain binding (no norm,
+/// Checks the bias and activation epilogues of `op`: the bias alone in the gain binding (no norm,
 /// no pair epilogue, per-head or merge form) and as long as [`own_bias_len`] of the rows,
-/// GELU not beside SwiGLU, the RoPE/KV epilogue or an add to `y`.
+/// the activation epilogue not beside SwiGLU, the RoPE/KV epilogue or an add to `y`.
 fn check_bias(op: &LinearOp) -> Result<()> {
     let pairs_or_parts = op.glu || op.rope_kv.is_some() || op.heads.is_some() || op.merge_in.is_some() || op.merge_out.is_some();
     if let Some(bias) = op.bias {
@@ -751,7 +755,7 @@ fn check_bias(op: &LinearOp) -> Result<()> {
     }
     if op.act && (pairs_or_parts || op.accumulate) {
         return Err(Error::Backend(
-            "the GELU epilogue writes each row alone: not with SwiGLU, RoPE/KV, the per-head forms or an add".into(),
+            "the activation epilogue writes each row alone: not with SwiGLU, RoPE/KV, the per-head forms or an add".into(),
         ));
     }
     Ok(())

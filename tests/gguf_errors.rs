@@ -364,15 +364,20 @@ fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
 
 #[test]
 fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
-    // Each bias llama.cpp adds where a file has one, which tokenscope does not.
-    for bias in tokenscope::model::weights::UNAPPLIED_BIASES {
-        let mut m = synthetic();
-        let name = format!("blk.1.{bias}");
-        let zeros = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
-        m.set_tensor(&name, QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
-        let e = model_error(read(m.to_bytes().expect("bytes")));
-        assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{name}: {e}");
-        assert!(e.to_string().contains("does not add it"), "{e}");
+    // Each bias llama.cpp adds where a file has one, which tokenscope does not: in a llama
+    // file, and in Arcee's and Nemotron's (llama.cpp reads Nemotron's output and feed-forward
+    // biases where they are).
+    use tokenscope::model::Architecture;
+    for architecture in [Architecture::Llama, Architecture::Arcee, Architecture::Nemotron] {
+        for bias in tokenscope::model::weights::UNAPPLIED_BIASES {
+            let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
+            let name = format!("blk.1.{bias}");
+            let zeros = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
+            m.set_tensor(&name, QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
+            let e = model_error(read(m.to_bytes().expect("bytes")));
+            assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{architecture:?} {name}: {e}");
+            assert!(e.to_string().contains("does not add it"), "{e}");
+        }
     }
 }
 

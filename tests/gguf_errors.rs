@@ -362,6 +362,15 @@ fn gemma2s_caps_and_window_are_the_files_or_llama_cpps_defaults() {
     assert_eq!((scale(46), scale(42)), (0.25, 1.0 / 32f32.sqrt()));
 }
 
+/// The error reading a small `architecture` model with an F32 tensor `name` of `len` values
+/// `value` added to it.
+fn with_extra_tensor(architecture: tokenscope::model::Architecture, name: &str, len: usize, value: f32) -> ModelError {
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
+    let t = Tensor::from_vec(vec![value; len], len, &Device::Cpu).expect("tensor");
+    m.set_tensor(name, QTensor::quantize(&t, GgmlDType::F32).expect("F32"));
+    model_error(read(m.to_bytes().expect("bytes")))
+}
+
 #[test]
 fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
     // Each bias llama.cpp adds where a file has one, which tokenscope does not: in a llama
@@ -370,11 +379,8 @@ fn a_bias_the_engine_would_leave_out_is_refused_by_name() {
     use tokenscope::model::Architecture;
     for architecture in [Architecture::Llama, Architecture::Arcee, Architecture::Nemotron] {
         for bias in tokenscope::model::weights::UNAPPLIED_BIASES {
-            let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
             let name = format!("blk.1.{bias}");
-            let zeros = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
-            m.set_tensor(&name, QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
-            let e = model_error(read(m.to_bytes().expect("bytes")));
+            let e = with_extra_tensor(architecture, &name, 64, 0.0);
             assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{architecture:?} {name}: {e}");
             assert!(e.to_string().contains("does not add it"), "{e}");
         }
@@ -388,11 +394,8 @@ fn head_norms_a_family_has_not_are_refused_by_name() {
     // llama file: refused rather than left out.
     for architecture in [Architecture::Stablelm, Architecture::Llama] {
         for norm in tokenscope::model::weights::UNAPPLIED_HEAD_NORMS {
-            let mut m = SyntheticModel::new(&SyntheticSpec { architecture, ..SyntheticSpec::default() }).expect("model");
             let name = format!("blk.0.{norm}");
-            let ones = Tensor::ones(16, candle_core::DType::F32, &Device::Cpu).expect("tensor");
-            m.set_tensor(&name, QTensor::quantize(&ones, GgmlDType::F32).expect("F32"));
-            let e = model_error(read(m.to_bytes().expect("bytes")));
+            let e = with_extra_tensor(architecture, &name, 16, 1.0);
             assert!(matches!(e, ModelError::UnappliedTensor(ref n) if *n == name), "{architecture:?} {name}: {e}");
         }
     }

@@ -14,7 +14,7 @@ use tokenscope::model::{Architecture, Yarn};
 
 /// The fixtures' YaRN: factor 4 over an original context of 4096 at RoPE base 10,000, whose
 /// ramp runs over pairs 5 to 12 of a head of 32 (16 pairs), 2 to 6 of a head of 16.
-const YARN: Yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.0 };
+const YARN: Yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.0, log_multiplier: 0.0 };
 
 /// The models: each file name with what it exercises.
 fn models() -> Vec<(&'static str, SyntheticSpec)> {
@@ -258,6 +258,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // Arcee's AFM: llama's block with an ungated feed-forward, W_down relu(W_up x)^2, no
         // biases; the LM head tied.
         ("arcee.gguf", SyntheticSpec { architecture: Architecture::Arcee, seed: 46, ..base.clone() }),
+        // Ministral 3: llama's block with YaRN (factor 4 over an original 4096) whose
+        // magnitude correction its log multiplier of 1 cancels, and Llama 4's attention
+        // temperature (0.1), which scales no query below the original context; the LM head
+        // tied.
+        (
+            "mistral3.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Mistral3,
+                rope_yarn: Some(Yarn { log_multiplier: 1.0, ..YARN }),
+                attn_temperature_scale: Some(0.1),
+                seed: 48,
+                ..base.clone()
+            },
+        ),
         // Nemotron: LayerNorms, RoPE on split halves of the first half of each head (8 of 16,
         // as Nemotron-Mini's 64 of 128), Arcee's ungated squared-ReLU feed-forward, an LM head
         // of its own (llama.cpp requires it).

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 33] = [
+const ARCHITECTURE_FIXTURES: [&str; 34] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -63,6 +63,7 @@ const ARCHITECTURE_FIXTURES: [&str; 33] = [
     "bloom.gguf",
     "arcee.gguf",
     "nemotron.gguf",
+    "mistral3.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -15,6 +15,7 @@
 //! for each sublayer (and its sequential form), starcoder's GPT-2 block with one KV head,
 //! starcoder2's with RoPE and Q/K/V apart, bloom's ALiBi and normed embedding, arcee's
 //! ungated squared-ReLU feed-forward and nemotron's with LayerNorms and RoPE on half of each head,
+//! mistral3's YaRN with its log multiplier,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -71,7 +72,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 35] = [
+const FILES: [(&str, &[u8]); 36] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
@@ -91,6 +92,7 @@ const FILES: [(&str, &[u8]); 35] = [
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
+    ("mistral3.gguf", include_bytes!("fixtures/architectures/mistral3.gguf")),
     ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
@@ -201,7 +203,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -551,7 +553,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 46] = [
+    let undone: [(&str, &str, &Undo); 48] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -622,6 +624,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("stablelm.gguf", "Q/K/V biases dropped", &unbiased),
         ("stablelm-3b.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("stablelm.rope.dimension_count");
+        }),
+        ("mistral3.gguf", "YaRN's log multiplier dropped: its magnitude correction kept", &|c| {
+            c.metadata.remove("mistral3.rope.scaling.yarn_log_multiplier");
+        }),
+        ("mistral3.gguf", "YaRN dropped: plain RoPE", &|c| {
+            c.metadata.remove("mistral3.rope.scaling.type");
         }),
         ("nemotron.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("nemotron.rope.dimension_count");

@@ -418,6 +418,41 @@ fn config(m: SyntheticModel) -> Result<tokenscope::model::Config, Error> {
 }
 
 #[test]
+fn ministral_3_reads_its_log_multiplier_and_stops_where_its_temperature_would_start() {
+    use tokenscope::model::rope::Yarn;
+    use tokenscope::model::Architecture;
+    let spec = |context_len, yarn: Option<Yarn>, temperature| SyntheticSpec {
+        architecture: Architecture::Mistral3,
+        context_len,
+        rope_yarn: yarn,
+        attn_temperature_scale: temperature,
+        ..SyntheticSpec::default()
+    };
+    let yarn = Yarn { factor: 4.0, original_context: 32, attn_factor: 1.0, log_multiplier: 1.0 };
+    // The log multiplier read (a llama file's is refused, above); its magnitude 1 (1 + 0.1 ln 4
+    // divided by itself).
+    let cfg = config(SyntheticModel::new(&spec(64, Some(yarn), None)).expect("model")).expect("loads");
+    assert_eq!(cfg.rope_yarn.map(|y| (y.log_multiplier, y.magnitude())), Some((1.0, 1.0)));
+    assert_eq!(cfg.context_len, 64, "no temperature: the file's context");
+    // With the temperature, the context stops at YaRN's original context (32 of 64), or the
+    // model's where it is shorter; without YaRN, at the model's own.
+    let capped = |context_len, yarn| config(SyntheticModel::new(&spec(context_len, yarn, Some(0.1))).expect("model")).expect("loads");
+    assert_eq!(capped(64, Some(yarn)).context_len, 32);
+    assert_eq!(capped(16, Some(yarn)).context_len, 16);
+    assert_eq!(capped(64, None).context_len, 64);
+    // A negative multiplier, or a temperature that is not a number, is refused.
+    let mut m = SyntheticModel::new(&spec(64, Some(yarn), None)).expect("model");
+    m.set_meta("mistral3.rope.scaling.yarn_log_multiplier", Value::F32(-1.0));
+    assert!(refused(m, "mistral3.rope.scaling.yarn_log_multiplier").contains("0 or above"));
+    let mut m = SyntheticModel::new(&spec(64, Some(yarn), Some(0.1))).expect("model");
+    m.set_meta("mistral3.attention.temperature_scale", Value::F32(f32::NAN));
+    assert!(refused(m, "mistral3.attention.temperature_scale").contains("finite"));
+    let mut m = SyntheticModel::new(&spec(64, None, Some(0.1))).expect("model");
+    m.set_meta("mistral3.rope.scaling.original_context_length", Value::U32(0));
+    assert!(refused(m, "mistral3.rope.scaling.original_context_length").contains("trained at"));
+}
+
+#[test]
 fn granites_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let granite = with_scales(Architecture::Granite);

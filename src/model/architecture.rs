@@ -149,6 +149,12 @@ pub enum Architecture {
     /// the output and feed-forward projections are refused, as in every family without
     /// GPT-2's ([`UNAPPLIED_BIASES`](super::weights::UNAPPLIED_BIASES)).
     Nemotron,
+    /// Mistral's Ministral 3 (3B, 8B, 14B; text-only files): llama's block as llama.cpp
+    /// computes it under its own keys (`mistral3.*`), with YaRN's magnitude correction divided
+    /// by its log multiplier ([`Architecture::reads_yarn_log_multiplier`]) and Llama 4's
+    /// attention temperature, which scales q only past the original context, where the
+    /// engine stops ([`Architecture::reads_attention_temperature`]).
+    Mistral3,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -214,7 +220,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 25] = [
+    pub const ALL: [Architecture; 26] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -240,6 +246,7 @@ impl Architecture {
         Architecture::Bloom,
         Architecture::Arcee,
         Architecture::Nemotron,
+        Architecture::Mistral3,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -278,6 +285,7 @@ impl Architecture {
             Architecture::Bloom => "bloom",
             Architecture::Arcee => "arcee",
             Architecture::Nemotron => "nemotron",
+            Architecture::Mistral3 => "mistral3",
         }
     }
 
@@ -299,7 +307,8 @@ impl Architecture {
             | Architecture::Gpt2
             | Architecture::Starcoder
             | Architecture::Bloom
-            | Architecture::Arcee => RopePairs::Adjacent,
+            | Architecture::Arcee
+            | Architecture::Mistral3 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -406,6 +415,23 @@ impl Architecture {
     /// Arcee's and Nemotron's.
     fn relu_squared(self) -> bool {
         matches!(self, Architecture::Arcee | Architecture::Nemotron)
+    }
+
+    /// Whether its file's YaRN log multiplier (`rope.scaling.yarn_log_multiplier`) is read, as
+    /// llama.cpp reads it for Ministral 3 ([`Yarn::magnitude`](super::rope::Yarn::magnitude));
+    /// another family's file giving one is refused (llama.cpp reads it for DeepSeek's, which
+    /// the engine does not run).
+    pub fn reads_yarn_log_multiplier(self) -> bool {
+        self == Architecture::Mistral3
+    }
+
+    /// Whether its file's `attention.temperature_scale` (Llama 4's attention temperature) is
+    /// read: Ministral 3's. llama.cpp multiplies each query at position `p` by `1 + s
+    /// ln(floor(p / n) + 1)`, `n` the original context (YaRN's, else the model's), which is 1
+    /// below `n`: the engine's context stops there ([`Config::context_len`](super::Config::context_len)),
+    /// so no query is scaled.
+    pub fn reads_attention_temperature(self) -> bool {
+        self == Architecture::Mistral3
     }
 
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file

@@ -60,7 +60,9 @@ pub struct Config {
     pub head_dim: usize,
     /// Vocabulary size (rows of the embedding and of the LM head).
     pub vocab_size: usize,
-    /// Context window in tokens.
+    /// Context window in tokens: the file's, or for Ministral 3's attention temperature its
+    /// original context where that is shorter
+    /// ([`Architecture::reads_attention_temperature`]).
     pub context_len: usize,
     /// Elements of each head RoPE turns, the first ones (`rope.dimension_count`, Phi-4-mini's
     /// 96 of 128; the head width when absent); the rest pass through unturned.
@@ -183,6 +185,7 @@ impl Config {
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
+        let cfg = with_attention_temperature(cfg, g, &key)?;
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
@@ -322,6 +325,35 @@ fn attention_scale(architecture: Architecture, n_layers: usize, dim: usize, n_he
     1.0 / (width as f32).sqrt()
 }
 
+/// Ministral 3's attention temperature (`attention.temperature_scale`,
+/// [`Architecture::reads_attention_temperature`]): where the file sets one, the context stops
+/// at the original context (`rope.scaling.original_context_length`, else the model's), below
+/// which llama.cpp's scale of each query is exactly 1, so the engine, which does not scale
+/// queries, computes what llama.cpp does at every position it runs.
+fn with_attention_temperature(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
+    if !cfg.architecture.reads_attention_temperature() {
+        return Ok(cfg);
+    }
+    let scale = g.f32_opt(&key("attention.temperature_scale"))?.unwrap_or(0.0);
+    if !scale.is_finite() {
+        return Err(ModelError::Metadata {
+            key: key("attention.temperature_scale"),
+            problem: format!("is {scale}; it must be a finite number"),
+        });
+    }
+    if scale != 0.0 {
+        let original = g.usize_opt(&key("rope.scaling.original_context_length"))?.unwrap_or(cfg.context_len);
+        if original == 0 {
+            return Err(ModelError::Metadata {
+                key: key("rope.scaling.original_context_length"),
+                problem: "is 0; the attention temperature's floor needs the context the model was trained at".into(),
+            });
+        }
+        cfg.context_len = cfg.context_len.min(original);
+    }
+    Ok(cfg)
+}
+
 /// RoPE's scaling from `rope.scaling.type` and its keys, read into `cfg`: none, `linear`
 /// (the factor from 1 to 1024), or `yarn` ([`Yarn`], its ramp llama.cpp's); any other type (LongRoPE's files name
 /// none; they are known by their factors) is refused by name rather than run as plain RoPE
@@ -339,12 +371,19 @@ fn with_rope_scaling(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) ->
         None | Some("none") => {}
         Some("linear") => cfg.rope_scale = factor()?,
         Some("yarn") => {
-            // DeepSeek's magnitude correction; llama.cpp reads it for architectures
-            // tokenscope does not run.
-            if let Some(m) = g.f32_opt(&key("rope.scaling.yarn_log_multiplier"))?.filter(|&m| m != 0.0) {
+            // The magnitude correction's log multiplier: Ministral 3's; llama.cpp reads it for
+            // DeepSeek's too, which tokenscope does not run.
+            let log_multiplier = g.f32_opt(&key("rope.scaling.yarn_log_multiplier"))?.unwrap_or(0.0);
+            if log_multiplier != 0.0 && !cfg.architecture.reads_yarn_log_multiplier() {
                 return Err(refuse(
                     "rope.scaling.yarn_log_multiplier",
-                    format!("is {m}: tokenscope computes YaRN without a log multiplier, so it does not run this model"),
+                    format!("is {log_multiplier}: tokenscope computes this family's YaRN without a log multiplier, so it does not run this model"),
+                ));
+            }
+            if !(log_multiplier.is_finite() && log_multiplier >= 0.0) {
+                return Err(refuse(
+                    "rope.scaling.yarn_log_multiplier",
+                    format!("is {log_multiplier}; it must be a finite number, 0 or above"),
                 ));
             }
             let original_context = g.usize_opt(&key("rope.scaling.original_context_length"))?.unwrap_or(cfg.context_len);
@@ -366,7 +405,7 @@ fn with_rope_scaling(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) ->
             if !(attn_factor.is_finite() && attn_factor > 0.0) {
                 return Err(refuse("rope.scaling.attn_factor", format!("is {attn_factor}; it must be a finite number above 0")));
             }
-            let yarn = Yarn { factor: factor()?, original_context, attn_factor };
+            let yarn = Yarn { factor: factor()?, original_context, attn_factor, log_multiplier };
             cfg.rope_yarn = Some(yarn);
         }
         Some(kind) => {

@@ -134,14 +134,21 @@ pub struct Yarn {
     /// The file's attention factor (`rope.scaling.attn_factor`, 1 if absent), multiplied into
     /// [`Yarn::magnitude`].
     pub attn_factor: f32,
+    /// The magnitude correction's log multiplier (`rope.scaling.yarn_log_multiplier`,
+    /// Hugging Face's `mscale_all_dim`; 0 where the file has none or the architecture's
+    /// llama.cpp reads none: [`Architecture::reads_yarn_log_multiplier`](super::Architecture::reads_yarn_log_multiplier)).
+    pub log_multiplier: f32,
 }
 
 impl Yarn {
-    /// What every rotated pair's cosine and sine is multiplied by: `1 + 0.1 ln(factor)` (the
-    /// attention's temperature correction) times the file's attention factor, as llama.cpp
-    /// computes it.
+    /// What every rotated pair's cosine and sine is multiplied by, as llama.cpp computes it:
+    /// `1 + 0.1 ln(factor)` (the attention's temperature correction), divided by `1 + 0.1 m
+    /// ln(factor)` where the file gives a log multiplier `m` (Ministral 3's 1 cancels it),
+    /// times the file's attention factor.
     pub fn magnitude(&self) -> f32 {
-        (1.0 + 0.1 * self.factor.ln()) * self.attn_factor
+        let mscale = |m: f32| 1.0 + 0.1 * m * self.factor.ln();
+        let correction = if self.log_multiplier == 0.0 { mscale(1.0) } else { mscale(1.0) / mscale(self.log_multiplier) };
+        correction * self.attn_factor
     }
 
     /// The ramp's ends, in pairs, over heads turning `rope_dims` elements at base `base`:
@@ -301,7 +308,7 @@ mod tests {
     fn yarn_keeps_the_fast_pairs_stretches_the_slow_ones_and_blends_between() {
         // Heads of 32 at base 10,000 over an original 4096: the ramp's ends are pairs
         // floor(32 ln(4096 / 64 pi) / 2 ln 10^4) = 5 and ceil(32 ln(4096 / 2 pi) / 2 ln 10^4) = 12.
-        let yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.1 };
+        let yarn = Yarn { factor: 4.0, original_context: 4096, attn_factor: 1.1, log_multiplier: 0.0 };
         assert_eq!(yarn.ramp_ends(32, 10_000.0), (5.0, 12.0));
         let plain = RopeFrequencies::plain(32, 32, 10_000.0);
         let scaled = RopeFrequencies::yarn(32, 32, 10_000.0, None, &yarn);
@@ -317,7 +324,13 @@ mod tests {
         let (sin, cos) = scaled.sin_cos(9, 3);
         assert!((sin.hypot(cos) - (1.0 + 0.1 * 4f64.ln()) * 1.1).abs() < 1e-6, "the magnitude");
         // A factor of 1 is plain RoPE.
-        let unstretched = RopeFrequencies::yarn(32, 32, 10_000.0, None, &Yarn { factor: 1.0, original_context: 4096, attn_factor: 1.0 });
+        let unstretched = RopeFrequencies::yarn(
+            32,
+            32,
+            10_000.0,
+            None,
+            &Yarn { factor: 1.0, original_context: 4096, attn_factor: 1.0, log_multiplier: 0.0 },
+        );
         assert_eq!(unstretched, plain);
     }
 

@@ -76,6 +76,9 @@ pub struct SyntheticSpec {
     pub attn_softcap: Option<f32>,
     /// Gemma 2's cap of its logits, written as `final_logit_softcapping`.
     pub final_softcap: Option<f32>,
+    /// Llama 4's attention temperature, written as `attention.temperature_scale`
+    /// (Ministral 3's).
+    pub attn_temperature_scale: Option<f32>,
     /// LongRoPE (Phi-3.5's) with this original context: short factors (random from 1 to 2),
     /// long ones (from 2 to 8) and an attention factor of [`SYNTHETIC_ATTN_FACTOR`].
     pub longrope_original_context: Option<usize>,
@@ -130,6 +133,7 @@ impl Default for SyntheticSpec {
             longrope_original_context: None,
             attn_softcap: None,
             final_softcap: None,
+            attn_temperature_scale: None,
             granite_scales: None,
             parallel_residual: true,
         }
@@ -199,6 +203,9 @@ impl SyntheticModel {
             if yarn.attn_factor != 1.0 {
                 metadata.push((key("rope.scaling.attn_factor"), Value::F32(yarn.attn_factor)));
             }
+            if yarn.log_multiplier != 0.0 {
+                metadata.push((key("rope.scaling.yarn_log_multiplier"), Value::F32(yarn.log_multiplier)));
+            }
         }
         if spec.sliding_pattern_flags {
             let flags = (0..spec.n_layers).map(|l| Value::Bool(spec.architecture.is_sliding_layer(l))).collect();
@@ -206,6 +213,9 @@ impl SyntheticModel {
         }
         if let Some(cap) = spec.attn_softcap {
             metadata.push((key("attn_logit_softcapping"), Value::F32(cap)));
+        }
+        if let Some(scale) = spec.attn_temperature_scale {
+            metadata.push((key("attention.temperature_scale"), Value::F32(scale)));
         }
         if let Some(cap) = spec.final_softcap {
             metadata.push((key("final_logit_softcapping"), Value::F32(cap)));

@@ -279,6 +279,24 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
             "nemotron.gguf",
             SyntheticSpec { architecture: Architecture::Nemotron, rope_dims: Some(8), untied_output: true, seed: 47, ..base.clone() },
         ),
+        // Command R: a parallel residual whose feed-forward reads the attention's LayerNorm (no
+        // biases in either), llama's gated SiLU feed-forward, adjacent RoPE pairs, the LM head
+        // tied (llama.cpp reads no other) and the logits multiplied by 0.3.
+        ("command-r.gguf", SyntheticSpec { architecture: Architecture::CommandR, logit_scale: Some(0.3), seed: 49, ..base.clone() }),
+        // Cohere2: Command R's block, the first three of every four layers sliding over a
+        // window (5 positions here) turned by RoPE, the fourth attending over every position
+        // without RoPE (llama.cpp's default pattern, not written), the logits times 0.7.
+        (
+            "cohere2.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Cohere2,
+                n_layers: 4,
+                sliding_window: Some(5),
+                logit_scale: Some(0.7),
+                seed: 50,
+                ..base.clone()
+            },
+        ),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 34] = [
+const ARCHITECTURE_FIXTURES: [&str; 36] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -64,6 +64,8 @@ const ARCHITECTURE_FIXTURES: [&str; 34] = [
     "arcee.gguf",
     "nemotron.gguf",
     "mistral3.gguf",
+    "command-r.gguf",
+    "cohere2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

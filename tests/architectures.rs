@@ -15,7 +15,8 @@
 //! for each sublayer (and its sequential form), starcoder's GPT-2 block with one KV head,
 //! starcoder2's with RoPE and Q/K/V apart, bloom's ALiBi and normed embedding, arcee's
 //! ungated squared-ReLU feed-forward and nemotron's with LayerNorms and RoPE on half of each head,
-//! mistral3's YaRN with its log multiplier,
+//! mistral3's YaRN with its log multiplier, command-r's parallel residual with unbiased
+//! LayerNorms and multiplied logits, cohere2's with sliding layers beside unrotated full ones,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -72,9 +73,11 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 36] = [
+const FILES: [(&str, &[u8]); 38] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
+    ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
+    ("command-r.gguf", include_bytes!("fixtures/architectures/command-r.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
@@ -203,7 +206,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -247,8 +250,10 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // dispatch before the Q/K/V projection, as the attention's); the StarCoders' as
             // GPT-2's; BLOOM's too, and its embedding's LayerNorm one more before the first
             // layer (ALiBi's biases inside the attention's scores); Nemotron's as StableLM's,
-            // its squared ReLU in the up projection's epilogue.
-            let per_layer = 6 - usize::from(architecture.shares_attention_norm());
+            // its squared ReLU in the up projection's epilogue; Command R's as Phi-2's (its
+            // LayerNorms' zero biases bound as any), Cohere2's too, its fixture's window of 5
+            // narrower than the short context (split-K from the first step, a dispatch more).
+            let per_layer = 6 - usize::from(architecture.shares_attention_norm()) + usize::from(slides);
             let outside = 3 + usize::from(architecture.norms_embedding());
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
         }
@@ -421,7 +426,7 @@ fn a_window_as_wide_as_the_short_context_runs_the_fused_attention() {
     use tokenscope::backend::gpu::{GpuBackend, GpuContext};
     let (tokens, cases) = fixture();
     let sliding: Vec<&Case> = cases.iter().filter(|c| load(file_bytes(c)).config.sliding_window.is_some()).collect();
-    assert_eq!(sliding.len(), 5, "gemma2, gemma3, Gemma 3 27B's scale, olmo3, exaone4's 32B's sliding layers");
+    assert_eq!(sliding.len(), 6, "gemma2, gemma3, Gemma 3 27B's scale, olmo3, exaone4's 32B's sliding layers, cohere2");
     let widen = |c: &mut candle_core::quantized::gguf_file::Content| {
         let arch = match c.metadata.get("general.architecture") {
             Some(Value::String(a)) => a.clone(),
@@ -553,7 +558,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 48] = [
+    let undone: [(&str, &str, &Undo); 52] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -634,6 +639,16 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("nemotron.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("nemotron.rope.dimension_count");
         }),
+        ("command-r.gguf", "its logits unscaled", &|c| {
+            c.metadata.remove("command-r.logit_scale");
+        }),
+        ("cohere2.gguf", "its logits unscaled (a logit scale of 0, llama.cpp's \"not set\")", &|c| {
+            c.metadata.insert("cohere2.logit_scale".into(), Value::F32(0.0));
+        }),
+        ("cohere2.gguf", "a window wider than the sequence", &|c| {
+            c.metadata.insert("cohere2.attention.sliding_window".into(), Value::U32(64));
+        }),
+        ("cohere2.gguf", "run as command-r: no window, RoPE in every layer", &run_as("command-r")),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");
         }),
@@ -738,15 +753,17 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
-    // StableLM's and Nemotron's LayerNorms as RMSNorms (their biases dropped, nothing subtracted), and with
-    // biases of 0 (the mean still subtracted), each edited after loading.
+    // StableLM's, Nemotron's and Cohere's LayerNorms as RMSNorms (their biases dropped,
+    // nothing subtracted), and but for Cohere's (whose biases are 0) with biases of 0 (the
+    // mean still subtracted), each edited after loading.
     type NormEdit = fn(&mut tokenscope::model::Norm);
     let layer_norm_edits: [(&str, NormEdit); 2] = [
         ("RMSNorms in place of its LayerNorms", |n| n.bias = None),
         ("its LayerNorms' biases 0", |n| n.bias = Some(vec![0.0; n.gain.len()])),
     ];
-    for file in ["stablelm.gguf", "stablelm-3b.gguf", "nemotron.gguf"] {
-        for (what, edit) in layer_norm_edits {
+    let files = [("stablelm.gguf", 2), ("stablelm-3b.gguf", 2), ("nemotron.gguf", 2), ("command-r.gguf", 1), ("cohere2.gguf", 1)];
+    for (file, edits) in files {
+        for &(what, edit) in &layer_norm_edits[..edits] {
             let c = case(file);
             let mut m = load(file_bytes(c));
             edit_blocks(&mut m, |l| l.attn_norm.iter_mut().chain(l.ffn_norm.iter_mut()).for_each(edit));

@@ -392,7 +392,8 @@ fn head_norms_a_family_has_not_are_refused_by_name() {
     use tokenscope::model::Architecture;
     // StableLM 2 12B's LayerNorms of q and k (stablelm has no head norms), and head norms in a
     // llama file: refused rather than left out.
-    for architecture in [Architecture::Stablelm, Architecture::Llama] {
+    // Command R+'s LayerNorms of q and k (command-r has no head norms) too.
+    for architecture in [Architecture::Stablelm, Architecture::Llama, Architecture::CommandR] {
         for norm in tokenscope::model::weights::UNAPPLIED_HEAD_NORMS {
             let name = format!("blk.0.{norm}");
             let e = with_extra_tensor(architecture, &name, 16, 1.0);
@@ -457,7 +458,8 @@ fn granites_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let granite = with_scales(Architecture::Granite);
     let c = config(granite()).expect("loads");
-    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.1, 8.0));
+    // Its logits divided by 8: multiplied by 1 / 8, as llama.cpp computes them.
+    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.1, 0.125));
     // Missing or 0, the first three leave llama's block as it is; the logit scale is required.
     for key in ["granite.embedding_scale", "granite.residual_scale", "granite.attention.scale"] {
         let mut m = granite();
@@ -494,12 +496,58 @@ fn granites_scales_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn cohere_files_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let cohere = |architecture, logit_scale| {
+        let sliding_window = (architecture == Architecture::Cohere2).then_some(5);
+        let spec = SyntheticSpec { architecture, n_layers: 4, sliding_window, logit_scale, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    // The logits multiplied by the file's scale; Command R's may be missing or 0 ("not set").
+    let c = config(cohere(Architecture::CommandR, Some(0.3))).expect("loads");
+    assert_eq!((c.logit_scale, c.parallel_residual, c.sliding_window), (0.3, true, None));
+    assert_eq!(config(cohere(Architecture::CommandR, None)).expect("loads").logit_scale, 1.0);
+    let mut m = cohere(Architecture::CommandR, None);
+    m.set_meta("command-r.logit_scale", Value::F32(0.0));
+    assert_eq!(config(m).expect("loads").logit_scale, 1.0);
+    let mut m = cohere(Architecture::CommandR, Some(0.3));
+    m.set_meta("command-r.logit_scale", Value::F32(-2.0));
+    assert!(refused(m, "command-r.logit_scale").contains("above 0"));
+    // LayerNorms without biases: held as zeros; the epsilon under LayerNorm's key.
+    let m = read(cohere(Architecture::CommandR, None).to_bytes().expect("bytes")).expect("loads");
+    assert_eq!(m.weights.output_norm.bias, Some(vec![0.0; 64]));
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    assert!(blocks.iter().all(|l| l.attn_norm.as_ref().is_some_and(|n| n.bias == Some(vec![0.0; 64])) && l.ffn_norm.is_none()));
+    let mut m = cohere(Architecture::CommandR, None);
+    m.set_meta("command-r.attention.layer_norm_epsilon", Value::F32(0.0));
+    assert!(refused(m, "command-r.attention.layer_norm_epsilon").contains("between 0 and 1"));
+    // Cohere2's scale and window are required; its first three of every four layers slide and
+    // turn by RoPE, the fourth neither.
+    let c = config(cohere(Architecture::Cohere2, Some(0.7))).expect("loads");
+    assert_eq!((c.logit_scale, c.sliding_window), (0.7, Some(5)));
+    let kinds: Vec<_> = (0..4).map(|l| (c.attended(l, 9), c.layer_rope(l))).collect();
+    use tokenscope::model::LayerRope;
+    let (window, all) = (5..10, 0..10);
+    assert_eq!(
+        kinds,
+        [(window.clone(), LayerRope::Main), (window.clone(), LayerRope::Main), (window, LayerRope::Main), (all, LayerRope::Unrotated)]
+    );
+    assert!(refused(cohere(Architecture::Cohere2, None), "cohere2.logit_scale").contains("is missing, and a cohere2 model needs it"));
+    let mut m = cohere(Architecture::Cohere2, Some(0.7));
+    m.remove_meta("cohere2.attention.sliding_window");
+    assert!(refused(m, "cohere2.attention.sliding_window").contains("missing"));
+    let mut m = cohere(Architecture::Cohere2, Some(0.7));
+    m.set_meta("cohere2.attention.sliding_window", Value::U32(0));
+    assert!(refused(m, "cohere2.attention.sliding_window").contains("is 0"));
+}
+
+#[test]
 fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let minicpm = with_scales(Architecture::Minicpm);
     // Its attention scale is not read: the scores stay scaled by 1 / sqrt(16).
     let c = config(minicpm()).expect("loads");
-    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.25, 8.0));
+    assert_eq!((c.embedding_scale, c.residual_scale, c.attention_scale, c.logit_scale), (12.0, 0.22, 0.25, 0.125));
     // Every other scale is required, as llama.cpp requires it; a 0 still leaves what it scales.
     for key in ["minicpm.embedding_scale", "minicpm.residual_scale", "minicpm.logit_scale"] {
         let mut m = minicpm();

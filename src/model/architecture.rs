@@ -8,7 +8,8 @@
 //! matrix and ungated feed-forward, Phi-2's parallel residual and LM head bias, GPT-NeoX's
 //! parallel residual with a norm for each sublayer, StarCoder's GPT-2 block with grouped-query
 //! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding, the ungated
-//! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron (ERNIE 4.5,
+//! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
+//! residual with unbiased LayerNorms and multiplied logits (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -155,6 +156,19 @@ pub enum Architecture {
     /// attention temperature, which scales q only past the original context, where the
     /// engine stops ([`Architecture::reads_attention_temperature`]).
     Mistral3,
+    /// Cohere's Command R (35B, 08-2024) and Aya 23 and Aya Expanse 32B (`command-r`): a
+    /// parallel residual whose feed-forward reads the attention's normed input (Phi-2's, no
+    /// `ffn_norm`), LayerNorms without biases ([`Architecture::layer_norm_biases`]), llama's
+    /// gated SiLU feed-forward and adjacent RoPE pairs, an LM head tied to the embedding and
+    /// the logits multiplied by the file's `logit_scale` where it gives one. Command R+'s
+    /// LayerNorms of q and k are refused by name.
+    #[serde(rename = "command-r")]
+    CommandR,
+    /// Cohere's Command R7B and Aya Expanse 8B (`cohere2`): Command R's block with its
+    /// `logit_scale` required, the first three of every four layers attending over a sliding
+    /// window and turning by RoPE, the fourth over every position without RoPE
+    /// ([`COHERE2_PATTERN`], [`Architecture::full_layers_unrotated`]).
+    Cohere2,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -201,6 +215,10 @@ pub const OLMO3_PATTERN: usize = 4;
 /// `set_swa_pattern(4)` for it).
 pub const EXAONE4_PATTERN: usize = 4;
 
+/// Layers in Cohere2's repeating pattern: the first three of each four slide (llama.cpp's
+/// `set_swa_pattern(4)` for it).
+pub const COHERE2_PATTERN: usize = 4;
+
 /// RoPE base frequency of Gemma 3's sliding-window layers (the file's `rope.freq_base` is the
 /// global layers'; the local one is fixed by the model, and GGUF files do not store it).
 pub const GEMMA3_LOCAL_ROPE_BASE: f32 = 10_000.0;
@@ -220,7 +238,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 26] = [
+    pub const ALL: [Architecture; 28] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -247,6 +265,8 @@ impl Architecture {
         Architecture::Arcee,
         Architecture::Nemotron,
         Architecture::Mistral3,
+        Architecture::CommandR,
+        Architecture::Cohere2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -286,6 +306,8 @@ impl Architecture {
             Architecture::Arcee => "arcee",
             Architecture::Nemotron => "nemotron",
             Architecture::Mistral3 => "mistral3",
+            Architecture::CommandR => "command-r",
+            Architecture::Cohere2 => "cohere2",
         }
     }
 
@@ -308,7 +330,9 @@ impl Architecture {
             | Architecture::Starcoder
             | Architecture::Bloom
             | Architecture::Arcee
-            | Architecture::Mistral3 => RopePairs::Adjacent,
+            | Architecture::Mistral3
+            | Architecture::CommandR
+            | Architecture::Cohere2 => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -344,12 +368,36 @@ impl Architecture {
     }
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
-    /// each with a bias beside its gain (`attn_norm.bias`, `ffn_norm.bias`,
-    /// `output_norm.bias`) and its epsilon under `attention.layer_norm_epsilon`: StableLM's,
-    /// Nemotron's and GPT-2's block's ([`Architecture::has_gpt2_block`]). Every other family's
-    /// are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Nemotron's,
+    /// Cohere's and GPT-2's block's ([`Architecture::has_gpt2_block`]), each with a bias beside
+    /// its gain but Cohere's ([`Architecture::layer_norm_biases`]). Every other family's are
+    /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Nemotron) || self.has_gpt2_block()
+        matches!(self, Architecture::Stablelm | Architecture::Nemotron) || self.has_gpt2_block() || self.is_cohere()
+    }
+
+    /// Whether its LayerNorms' files hold a bias beside each gain (`attn_norm.bias`,
+    /// `ffn_norm.bias`, `output_norm.bias`, required): every LayerNorm family's but Cohere's,
+    /// whose LayerNorms have none (held as a bias of zeros, which adds nothing).
+    pub fn layer_norm_biases(self) -> bool {
+        self.layer_norms() && !self.is_cohere()
+    }
+
+    /// Command R or Cohere2.
+    fn is_cohere(self) -> bool {
+        matches!(self, Architecture::CommandR | Architecture::Cohere2)
+    }
+
+    /// Whether its file's `logit_scale` multiplies the logits (Cohere's): `Some(true)` where
+    /// the file must give it (Cohere2's, as llama.cpp requires it), `Some(false)` where it may
+    /// (Command R's); `None` where the key is not read as a multiplier (Granite's divides,
+    /// [`Architecture::has_file_scales`]).
+    pub fn logit_multiplier(self) -> Option<bool> {
+        match self {
+            Architecture::Cohere2 => Some(true),
+            Architecture::CommandR => Some(false),
+            _ => None,
+        }
     }
 
     /// Whether its block is GPT-2's kind: LayerNorms, a bias on every matrix but the LM head's
@@ -369,9 +417,10 @@ impl Architecture {
 
     /// Whether each block's feed-forward reads the attention's normed input rather than a
     /// norm of its own (no `ffn_norm`): `x += attn(norm(x)) + ffn(norm(x))`, Phi-2's parallel
-    /// residual, always parallel ([`Config::parallel_residual`](super::Config::parallel_residual)).
+    /// residual, always parallel ([`Config::parallel_residual`](super::Config::parallel_residual)):
+    /// Phi-2's and Cohere's.
     pub fn shares_attention_norm(self) -> bool {
-        self == Architecture::Phi2
+        self == Architecture::Phi2 || self.is_cohere()
     }
 
     /// Whether its files say whether the residual is parallel (`use_parallel_residual`,
@@ -572,6 +621,7 @@ impl Architecture {
             Architecture::Gemma3 => Some(GEMMA3_PATTERN),
             Architecture::Olmo2 => Some(OLMO3_PATTERN),
             Architecture::Exaone4 => Some(EXAONE4_PATTERN),
+            Architecture::Cohere2 => Some(COHERE2_PATTERN),
             _ => None,
         }
     }
@@ -591,8 +641,9 @@ impl Architecture {
     }
 
     /// Whether, in a file with a sliding window, the layers that attend over every position
-    /// skip RoPE (EXAONE 4's, as llama.cpp runs them: RoPE for its sliding layers alone).
+    /// skip RoPE (EXAONE 4's and Cohere2's, as llama.cpp runs them: RoPE for their sliding
+    /// layers alone).
     pub fn full_layers_unrotated(self) -> bool {
-        self == Architecture::Exaone4
+        matches!(self, Architecture::Exaone4 | Architecture::Cohere2)
     }
 }

@@ -2,7 +2,7 @@
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
 //! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`,
-//! `bloom.*`).
+//! `bloom.*`, `arcee.*`, `nemotron.*`, `mistral3.*`, `command-r.*`, `cohere2.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -22,6 +22,9 @@ pub const MAX_VOCAB: usize = 1 << 21;
 pub const MAX_CONTEXT: usize = 1 << 20;
 /// Tensors in one llama block (two norms, four attention and three feed-forward matrices).
 const TENSORS_PER_BLOCK: usize = 9;
+/// Tensors in a block whose feed-forward reads the attention's norm (Cohere's: one norm, four
+/// attention and three feed-forward matrices).
+const TENSORS_PER_SHARED_NORM_BLOCK: usize = 8;
 /// Fewest tensors in a block whose projections are fused (Phi-3's: two norms, `attn_qkv`,
 /// `attn_output`, `ffn_up`, `ffn_down`).
 const TENSORS_PER_FUSED_BLOCK: usize = 6;
@@ -102,7 +105,8 @@ pub struct Config {
     /// What each query-key dot product is multiplied by before any cap and the softmax:
     /// `1 / sqrt(head_dim)`, or Granite's `attention.scale`.
     pub attention_scale: f32,
-    /// What the logits are divided by, before any cap (Granite's `logit_scale`; 1 otherwise).
+    /// What the logits are multiplied by, before any cap: Cohere's `logit_scale`, the
+    /// reciprocal of Granite's (llama.cpp's `1 / logit_scale`, a divisor there); 1 otherwise.
     pub logit_scale: f32,
     /// Whether each block's two sublayers read the same input, `x += attn(n1(x)) +
     /// ffn(n2(x))`, rather than the feed-forward reading the stream after the attention's add:
@@ -167,6 +171,16 @@ impl Config {
                     Some(g.usize_opt(&key("attention.sliding_window"))?.unwrap_or(EXAONE4_DEFAULT_WINDOW)).filter(|&w| w > 0)
                 }
                 Architecture::Exaone4 => None,
+                // Cohere2's window is required, as llama.cpp requires it.
+                Architecture::Cohere2 => match g.usize(&key("attention.sliding_window"))? {
+                    0 => {
+                        return Err(ModelError::Metadata {
+                            key: key("attention.sliding_window"),
+                            problem: "is 0; three of every four cohere2 layers attend over that window".into(),
+                        })
+                    }
+                    window => Some(window),
+                },
                 a if a.slides() => g.usize_opt(&key("attention.sliding_window"))?.filter(|&w| w > 0),
                 _ => None,
             },
@@ -208,9 +222,15 @@ impl Config {
             Ok(())
         };
         in_range("block_count", self.n_layers, MAX_LAYERS)?;
-        // Every block stores nine tensors (six, fused): a block count the file cannot hold is
-        // refused before anything is sized by it.
-        let per_block = if self.architecture.may_fuse_qkv() { TENSORS_PER_FUSED_BLOCK } else { TENSORS_PER_BLOCK };
+        // Every block stores nine tensors (six, fused; eight with one norm): a block count the
+        // file cannot hold is refused before anything is sized by it.
+        let per_block = if self.architecture.may_fuse_qkv() {
+            TENSORS_PER_FUSED_BLOCK
+        } else if self.architecture.shares_attention_norm() {
+            TENSORS_PER_SHARED_NORM_BLOCK
+        } else {
+            TENSORS_PER_BLOCK
+        };
         if self.n_layers.saturating_mul(per_block) > tensors_in_file {
             return Err(bad(
                 "block_count",
@@ -489,30 +509,38 @@ fn softcap(
 }
 
 /// The scales of an architecture whose file gives them ([`Architecture::has_file_scales`]:
-/// Granite's [`GRANITE_SCALES`], MiniCPM's three of them, each required), read into `cfg`;
-/// any other's as they are. A file of either that turns off RoPE (`rope.scaling.finetuned`
-/// false, which llama.cpp's Granite graph reads as no RoPE in any layer) is refused rather
-/// than run with RoPE.
+/// Granite's [`GRANITE_SCALES`], MiniCPM's three of them, each required; Cohere's logit
+/// multiplier, [`Architecture::logit_multiplier`]), read into `cfg`; any other's as they are.
+/// A Granite or MiniCPM file that turns off RoPE (`rope.scaling.finetuned` false, which
+/// llama.cpp's Granite graph reads as no RoPE in any layer) is refused rather than run with
+/// RoPE.
 fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
-    if !cfg.architecture.has_file_scales() {
-        return Ok(cfg);
-    }
     // A scale, `None` where the file has none or 0 (llama.cpp's "not set").
     let read = |name: &str| match g.f32_opt(&key(name))? {
         None | Some(0.0) => Ok(None),
         Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
         Some(v) => Err(ModelError::Metadata { key: key(name), problem: format!("is {v}; it must be a finite number above 0") }),
     };
-    let [embedding, residual, attention, logit] = GRANITE_SCALES;
     let architecture = cfg.architecture;
+    let missing =
+        |name: &str| ModelError::Metadata { key: key(name), problem: format!("is missing, and a {} model needs it", architecture.name()) };
+    let [embedding, residual, attention, logit] = GRANITE_SCALES;
+    if let Some(required) = architecture.logit_multiplier() {
+        // Cohere2's key is required as llama.cpp requires it (a 0 in it still reads as "not set").
+        if required && g.f32_opt(&key(logit))?.is_none() {
+            return Err(missing(logit));
+        }
+        cfg.logit_scale = read(logit)?.unwrap_or(1.0);
+        return Ok(cfg);
+    }
+    if !architecture.has_file_scales() {
+        return Ok(cfg);
+    }
     if !architecture.reads_attention_scale() {
         // MiniCPM's: llama.cpp requires each key (a 0 in it still reads as "not set").
         for name in [embedding, residual] {
             if g.f32_opt(&key(name))?.is_none() {
-                return Err(ModelError::Metadata {
-                    key: key(name),
-                    problem: format!("is missing, and a {} model needs it", architecture.name()),
-                });
+                return Err(missing(name));
             }
         }
     }
@@ -521,10 +549,8 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
     if architecture.reads_attention_scale() {
         cfg.attention_scale = read(attention)?.unwrap_or(cfg.attention_scale);
     }
-    cfg.logit_scale = read(logit)?.ok_or_else(|| ModelError::Metadata {
-        key: key(logit),
-        problem: format!("is missing, and a {} model needs it", architecture.name()),
-    })?;
+    // llama.cpp multiplies Granite's logits by the divisor's reciprocal.
+    cfg.logit_scale = 1.0 / read(logit)?.ok_or_else(|| missing(logit))?;
     if g.bool_opt(&key("rope.scaling.finetuned")) == Some(false) {
         return Err(ModelError::Metadata {
             key: key("rope.scaling.finetuned"),

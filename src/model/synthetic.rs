@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -88,6 +88,9 @@ pub struct SyntheticSpec {
     /// GPT-NeoX's `use_parallel_residual`, written where the architecture reads it
     /// ([`Architecture::reads_parallel_residual`]).
     pub parallel_residual: bool,
+    /// Cohere's logit multiplier, written as `logit_scale` where the architecture reads it so
+    /// ([`Architecture::logit_multiplier`]).
+    pub logit_scale: Option<f32>,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -136,6 +139,7 @@ impl Default for SyntheticSpec {
             attn_temperature_scale: None,
             granite_scales: None,
             parallel_residual: true,
+            logit_scale: None,
         }
     }
 }
@@ -223,6 +227,9 @@ impl SyntheticModel {
         if let Some(scales) = spec.granite_scales {
             metadata.extend(super::config::GRANITE_SCALES.iter().zip(scales).map(|(name, v)| (key(name), Value::F32(v))));
         }
+        if let Some(scale) = spec.logit_scale.filter(|_| spec.architecture.logit_multiplier().is_some()) {
+            metadata.push((key("logit_scale"), Value::F32(scale)));
+        }
         if spec.architecture.reads_parallel_residual() {
             metadata.push((key(super::config::PARALLEL_RESIDUAL), Value::Bool(spec.parallel_residual)));
         }
@@ -255,8 +262,8 @@ impl SyntheticModel {
         let w = spec.weight_type;
         add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
         add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
-        // A LayerNorm's bias beside each gain (StableLM's).
-        let layer_norms = spec.architecture.layer_norms();
+        // A LayerNorm's bias beside each gain (StableLM's; Cohere's LayerNorms have none).
+        let layer_norms = spec.architecture.layer_norm_biases();
         if layer_norms {
             add("output_norm.bias".into(), 1, d, GgmlDType::F32, 0.5, 0.0)?;
         }

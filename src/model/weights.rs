@@ -74,6 +74,20 @@ pub struct Norm {
     pub bias: Option<Vec<f32>>,
 }
 
+impl Norm {
+    /// The norm of `gain` as `arch` has it: an RMSNorm, or a LayerNorm with the bias `bias`
+    /// reads from the file, or with zeros where the family's LayerNorms have none (Cohere's,
+    /// [`Architecture::layer_norm_biases`](super::Architecture::layer_norm_biases)).
+    fn read(arch: super::Architecture, gain: Vec<f32>, bias: impl FnOnce() -> Result<Vec<f32>, ModelError>) -> Result<Norm, ModelError> {
+        let bias = match (arch.layer_norms(), arch.layer_norm_biases()) {
+            (false, _) => None,
+            (true, true) => Some(bias()?),
+            (true, false) => Some(vec![0.0; gain.len()]),
+        };
+        Ok(Norm { gain, bias })
+    }
+}
+
 /// Biases of the Q, K and V projections.
 pub struct QkvBias {
     /// `[n_heads * head_dim]`.
@@ -245,7 +259,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (d, f, v, q, kv, pairs) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.rope_dims / 2);
     let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
     let arch = cfg.architecture;
-    if arch.layer_norms() {
+    if arch.layer_norm_biases() {
         out.push(("output_norm.bias".to_string(), vec![d]));
     }
     if arch.head_bias() || gguf.tensor_info("output.weight").is_some() {
@@ -268,7 +282,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     }
     // A pre-norm's gain, and a LayerNorm's bias beside it.
     let pre_norm = |gain: &'static str, bias: &'static str| {
-        let names = if arch.layer_norms() { vec![gain, bias] } else { vec![gain] };
+        let names = if arch.layer_norm_biases() { vec![gain, bias] } else { vec![gain] };
         names.into_iter().filter(|_| arch.has_pre_norms()).map(|n| (n, vec![d])).collect::<Vec<_>>()
     };
     for i in 0..cfg.n_layers {
@@ -404,10 +418,8 @@ impl Weights {
         Self::check(gguf, cfg)?;
         let mut take = |name: &str| read_tensor(gguf, reader, name, done, progress);
         let token_embd = take("token_embd.weight")?;
-        let output_norm = Norm {
-            gain: to_vec(&take("output_norm.weight")?)?,
-            bias: if cfg.architecture.layer_norms() { Some(to_vec(&take("output_norm.bias")?)?) } else { None },
-        };
+        let gain = to_vec(&take("output_norm.weight")?)?;
+        let output_norm = Norm::read(cfg.architecture, gain, || to_vec(&take("output_norm.bias")?))?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let output_bias = if cfg.architecture.head_bias() { Some(to_vec(&take(OUTPUT_BIAS)?)?) } else { None };
         let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
@@ -550,14 +562,12 @@ fn read_block<R: Read + Seek>(
         [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
     };
     let pre_norms = cfg.architecture.has_pre_norms();
-    let layer_norms = cfg.architecture.layer_norms();
     let mut norm = |t: &str| -> Result<Option<Norm>, ModelError> {
         if !pre_norms {
             return Ok(None);
         }
         let gain = to_vec(&take(&format!("{t}.weight"))?)?;
-        let bias = if layer_norms { Some(to_vec(&take(&format!("{t}.bias"))?)?) } else { None };
-        Ok(Some(Norm { gain, bias }))
+        Norm::read(cfg.architecture, gain, || to_vec(&take(&format!("{t}.bias"))?)).map(Some)
     };
     let attn_norm = norm("attn_norm")?;
     let ffn_norm = if cfg.architecture.shares_attention_norm() { None } else { norm("ffn_norm")? };

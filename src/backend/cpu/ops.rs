@@ -144,13 +144,14 @@ pub fn capped(x: f32, cap: Option<f32>) -> f32 {
     cap.map_or(x, |c| c * (x / c).tanh())
 }
 
-/// The LM head's products made the model's logits, in place: divided by `divisor` (Granite's
-/// `logit_scale`; 1 leaves them) and then capped at `cap` ([`capped`]; Gemma 2's
-/// `final_logit_softcapping`; none leaves them). Both keep the logits' order, so a GPU's
-/// argmax may rank the products as they are.
-pub fn finish_logits(logits: &mut [f32], divisor: f32, cap: Option<f32>) {
-    if divisor != 1.0 {
-        logits.iter_mut().for_each(|z| *z /= divisor);
+/// The LM head's products made the model's logits, in place: multiplied by `scale` (above 0:
+/// Cohere's `logit_scale`, Granite's reciprocal, [`Config::logit_scale`](crate::model::Config::logit_scale);
+/// 1 leaves them) and then capped at `cap` ([`capped`]; Gemma 2's `final_logit_softcapping`;
+/// none leaves them). Both keep the logits' order, so a GPU's argmax may rank the products
+/// as they are.
+pub fn finish_logits(logits: &mut [f32], scale: f32, cap: Option<f32>) {
+    if scale != 1.0 {
+        logits.iter_mut().for_each(|z| *z *= scale);
     }
     if cap.is_some() {
         logits.iter_mut().for_each(|z| *z = capped(*z, cap));

@@ -297,6 +297,9 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // OLMo 1: llama's block with non-parametric LayerNorms (no norm tensor at all) and
+        // adjacent RoPE pairs, an LM head of its own (OLMo 7B's; OLMo 1B's is tied).
+        ("olmo.gguf", SyntheticSpec { architecture: Architecture::Olmo, untied_output: true, seed: 51, ..base.clone() }),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

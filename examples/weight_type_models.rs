@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 36] = [
+const ARCHITECTURE_FIXTURES: [&str; 37] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -66,6 +66,7 @@ const ARCHITECTURE_FIXTURES: [&str; 36] = [
     "mistral3.gguf",
     "command-r.gguf",
     "cohere2.gguf",
+    "olmo.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -17,6 +17,7 @@
 //! ungated squared-ReLU feed-forward and nemotron's with LayerNorms and RoPE on half of each head,
 //! mistral3's YaRN with its log multiplier, command-r's parallel residual with unbiased
 //! LayerNorms and multiplied logits, cohere2's with sliding layers beside unrotated full ones,
+//! olmo's (OLMo 1's) non-parametric LayerNorms,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -73,7 +74,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 38] = [
+const FILES: [(&str, &[u8]); 39] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
@@ -97,6 +98,7 @@ const FILES: [(&str, &[u8]); 38] = [
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
     ("mistral3.gguf", include_bytes!("fixtures/architectures/mistral3.gguf")),
     ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
+    ("olmo.gguf", include_bytes!("fixtures/architectures/olmo.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
     ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
@@ -206,7 +208,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2 and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -252,7 +254,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // layer (ALiBi's biases inside the attention's scores); Nemotron's as StableLM's,
             // its squared ReLU in the up projection's epilogue; Command R's as Phi-2's (its
             // LayerNorms' zero biases bound as any), Cohere2's too, its fixture's window of 5
-            // narrower than the short context (split-K from the first step, a dispatch more).
+            // narrower than the short context (split-K from the first step, a dispatch more);
+            // OLMo 1's as StableLM's (its gains of ones and biases of zeros bound as any).
             let per_layer = 6 - usize::from(architecture.shares_attention_norm()) + usize::from(slides);
             let outside = 3 + usize::from(architecture.norms_embedding());
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
@@ -558,7 +561,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 52] = [
+    let undone: [(&str, &str, &Undo); 53] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -649,6 +652,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.insert("cohere2.attention.sliding_window".into(), Value::U32(64));
         }),
         ("cohere2.gguf", "run as command-r: no window, RoPE in every layer", &run_as("command-r")),
+        ("olmo.gguf", "its LM head tied to the embedding", &|c| {
+            c.tensor_infos.remove("output.weight");
+        }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");
         }),
@@ -753,15 +759,16 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
-    // StableLM's, Nemotron's and Cohere's LayerNorms as RMSNorms (their biases dropped,
-    // nothing subtracted), and but for Cohere's (whose biases are 0) with biases of 0 (the
-    // mean still subtracted), each edited after loading.
+    // StableLM's, Nemotron's, Cohere's and OLMo 1's LayerNorms as RMSNorms (their biases
+    // dropped, nothing subtracted), and but for Cohere's and OLMo 1's (whose biases are 0)
+    // with biases of 0 (the mean still subtracted), each edited after loading.
     type NormEdit = fn(&mut tokenscope::model::Norm);
     let layer_norm_edits: [(&str, NormEdit); 2] = [
         ("RMSNorms in place of its LayerNorms", |n| n.bias = None),
         ("its LayerNorms' biases 0", |n| n.bias = Some(vec![0.0; n.gain.len()])),
     ];
-    let files = [("stablelm.gguf", 2), ("stablelm-3b.gguf", 2), ("nemotron.gguf", 2), ("command-r.gguf", 1), ("cohere2.gguf", 1)];
+    let files =
+        [("stablelm.gguf", 2), ("stablelm-3b.gguf", 2), ("nemotron.gguf", 2), ("command-r.gguf", 1), ("cohere2.gguf", 1), ("olmo.gguf", 1)];
     for (file, edits) in files {
         for &(what, edit) in &layer_norm_edits[..edits] {
             let c = case(file);

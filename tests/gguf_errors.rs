@@ -542,6 +542,32 @@ fn cohere_files_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn olmo_1s_norms_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let olmo = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo, ..SyntheticSpec::default() }).expect("model");
+    // Non-parametric LayerNorms: no norm tensor in the file, held as gains of ones and biases
+    // of zeros; seven tensors a block.
+    let m = olmo();
+    assert!(m.tensors.iter().all(|(name, _)| !name.contains("norm")));
+    assert_eq!(m.tensors.len(), 1 + 7 * 2);
+    let m = read(m.to_bytes().expect("bytes")).expect("loads");
+    assert_eq!((m.weights.output_norm.gain.clone(), m.weights.output_norm.bias.clone()), (vec![1.0; 64], Some(vec![0.0; 64])));
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    assert!(blocks.iter().all(|l| [&l.attn_norm, &l.ffn_norm].iter().all(|n| n.as_ref().is_some_and(|n| n.gain == [1.0; 64]))));
+    // A clamp of q, k and v (OLMo 1.7's 8) is refused by its key; 0 or below is no clamp.
+    let mut m = olmo();
+    m.set_meta("olmo.attention.clamp_kqv", Value::F32(8.0));
+    assert!(refused(m, "olmo.attention.clamp_kqv").contains("does not clamp"));
+    let mut m = olmo();
+    m.set_meta("olmo.attention.clamp_kqv", Value::F32(0.0));
+    config(m).expect("no clamp loads");
+    // A block count its tensors cannot hold.
+    let mut m = olmo();
+    m.set_meta("olmo.block_count", Value::U32(3));
+    assert!(refused(m, "olmo.block_count").contains("too few"));
+}
+
+#[test]
 fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let minicpm = with_scales(Architecture::Minicpm);

@@ -169,6 +169,11 @@ pub enum Architecture {
     /// window and turning by RoPE, the fourth over every position without RoPE
     /// ([`COHERE2_PATTERN`], [`Architecture::full_layers_unrotated`]).
     Cohere2,
+    /// AI2's OLMo 1 (1B, 7B; `olmo`): llama's block with LayerNorms that have neither gain
+    /// nor bias (non-parametric, [`Architecture::norm_gains`]: no norm tensor in its files)
+    /// and adjacent RoPE pairs, its LM head its own or tied; a file clamping q, k and v
+    /// (`attention.clamp_kqv`, OLMo 1.7's) is refused by that key.
+    Olmo,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -238,7 +243,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 28] = [
+    pub const ALL: [Architecture; 29] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -267,6 +272,7 @@ impl Architecture {
         Architecture::Mistral3,
         Architecture::CommandR,
         Architecture::Cohere2,
+        Architecture::Olmo,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -308,6 +314,7 @@ impl Architecture {
             Architecture::Mistral3 => "mistral3",
             Architecture::CommandR => "command-r",
             Architecture::Cohere2 => "cohere2",
+            Architecture::Olmo => "olmo",
         }
     }
 
@@ -332,7 +339,8 @@ impl Architecture {
             | Architecture::Arcee
             | Architecture::Mistral3
             | Architecture::CommandR
-            | Architecture::Cohere2 => RopePairs::Adjacent,
+            | Architecture::Cohere2
+            | Architecture::Olmo => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Gemma
@@ -369,18 +377,25 @@ impl Architecture {
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Nemotron's,
-    /// Cohere's and GPT-2's block's ([`Architecture::has_gpt2_block`]), each with a bias beside
-    /// its gain but Cohere's ([`Architecture::layer_norm_biases`]). Every other family's are
-    /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// Cohere's, OLMo 1's and GPT-2's block's ([`Architecture::has_gpt2_block`]), each with a
+    /// bias beside its gain but Cohere's and OLMo 1's ([`Architecture::layer_norm_biases`]).
+    /// Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Nemotron) || self.has_gpt2_block() || self.is_cohere()
+        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo) || self.has_gpt2_block() || self.is_cohere()
     }
 
     /// Whether its LayerNorms' files hold a bias beside each gain (`attn_norm.bias`,
-    /// `ffn_norm.bias`, `output_norm.bias`, required): every LayerNorm family's but Cohere's,
-    /// whose LayerNorms have none (held as a bias of zeros, which adds nothing).
+    /// `ffn_norm.bias`, `output_norm.bias`, required): every LayerNorm family's but Cohere's
+    /// and OLMo 1's, whose LayerNorms have none (held as a bias of zeros, which adds nothing).
     pub fn layer_norm_biases(self) -> bool {
-        self.layer_norms() && !self.is_cohere()
+        self.layer_norms() && !self.is_cohere() && self != Architecture::Olmo
+    }
+
+    /// Whether its files hold each norm's gain (`attn_norm.weight`, `ffn_norm.weight`,
+    /// `output_norm.weight`): every family's but OLMo 1's, whose LayerNorms are
+    /// non-parametric (held as a gain of ones, which scales nothing).
+    pub fn norm_gains(self) -> bool {
+        self != Architecture::Olmo
     }
 
     /// Command R or Cohere2.

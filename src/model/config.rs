@@ -2,7 +2,7 @@
 //! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
 //! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`,
-//! `bloom.*`, `arcee.*`, `nemotron.*`, `mistral3.*`, `command-r.*`, `cohere2.*`).
+//! `bloom.*`, `arcee.*`, `nemotron.*`, `mistral3.*`, `command-r.*`, `cohere2.*`, `olmo.*`).
 
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
@@ -25,6 +25,9 @@ const TENSORS_PER_BLOCK: usize = 9;
 /// Tensors in a block whose feed-forward reads the attention's norm (Cohere's: one norm, four
 /// attention and three feed-forward matrices).
 const TENSORS_PER_SHARED_NORM_BLOCK: usize = 8;
+/// Tensors in a block whose norms hold no tensor (OLMo 1's: four attention and three
+/// feed-forward matrices).
+const TENSORS_PER_GAINLESS_BLOCK: usize = 7;
 /// Fewest tensors in a block whose projections are fused (Phi-3's: two norms, `attn_qkv`,
 /// `attn_output`, `ffn_up`, `ffn_down`).
 const TENSORS_PER_FUSED_BLOCK: usize = 6;
@@ -205,6 +208,10 @@ impl Config {
         check_no_longrope(g, architecture, &key)?;
         check_no_sections(g, &key)?;
         check_sliding_pattern(g, &cfg)?;
+        if architecture == Architecture::Olmo {
+            // llama.cpp reads the clamp for OLMo 1 alone among the engine's families.
+            check_no_clamp(g, &key)?;
+        }
         Ok(cfg)
     }
 
@@ -222,10 +229,12 @@ impl Config {
             Ok(())
         };
         in_range("block_count", self.n_layers, MAX_LAYERS)?;
-        // Every block stores nine tensors (six, fused; eight with one norm): a block count the
-        // file cannot hold is refused before anything is sized by it.
+        // Every block stores nine tensors (six, fused; eight with one norm, seven with none): a
+        // block count the file cannot hold is refused before anything is sized by it.
         let per_block = if self.architecture.may_fuse_qkv() {
             TENSORS_PER_FUSED_BLOCK
+        } else if !self.architecture.norm_gains() {
+            TENSORS_PER_GAINLESS_BLOCK
         } else if self.architecture.shares_attention_norm() {
             TENSORS_PER_SHARED_NORM_BLOCK
         } else {
@@ -561,6 +570,19 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
         });
     }
     Ok(cfg)
+}
+
+/// Refuses a clamp of q, k and v (`attention.clamp_kqv` above 0: OLMo 1.7's, MPT's, DBRX's,
+/// which llama.cpp applies to each projection's every element) by key: the engine clamps
+/// nothing, so it does not run such a model rather than run it unclamped.
+fn check_no_clamp(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+    match g.f32_opt(&key("attention.clamp_kqv"))? {
+        Some(clamp) if clamp > 0.0 || clamp.is_nan() => Err(ModelError::Metadata {
+            key: key("attention.clamp_kqv"),
+            problem: format!("is {clamp}: tokenscope does not clamp q, k and v, so it does not run this model"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// LongRoPE's per-pair factors for contexts within and beyond the original one (Phi-3.5's,

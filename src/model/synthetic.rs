@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -261,7 +261,11 @@ impl SyntheticModel {
         };
         let w = spec.weight_type;
         add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
-        add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+        // Each norm's gain, but OLMo 1's non-parametric LayerNorms'.
+        let gains = spec.architecture.norm_gains();
+        if gains {
+            add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+        }
         // A LayerNorm's bias beside each gain (StableLM's; Cohere's LayerNorms have none).
         let layer_norms = spec.architecture.layer_norm_biases();
         if layer_norms {
@@ -291,7 +295,7 @@ impl SyntheticModel {
             let n = |x: &str| format!("blk.{i}.{x}.weight");
             let arch = spec.architecture;
             let bias = |x: &str| format!("blk.{i}.{x}.bias");
-            if arch.has_pre_norms() {
+            if arch.has_pre_norms() && gains {
                 add(n("attn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
             if layer_norms {
@@ -335,7 +339,7 @@ impl SyntheticModel {
             }
             // Phi-2's parallel residual has no norm of its own before the feed-forward.
             let ffn_norm = !arch.shares_attention_norm();
-            if arch.has_pre_norms() && ffn_norm {
+            if arch.has_pre_norms() && ffn_norm && gains {
                 add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
             if layer_norms && ffn_norm {

@@ -75,13 +75,18 @@ pub struct Norm {
 }
 
 impl Norm {
-    /// The norm of `gain` as `arch` has it: an RMSNorm, or a LayerNorm with the bias `bias`
-    /// reads from the file, or with zeros where the family's LayerNorms have none (Cohere's,
-    /// [`Architecture::layer_norm_biases`](super::Architecture::layer_norm_biases)).
-    fn read(arch: super::Architecture, gain: Vec<f32>, bias: impl FnOnce() -> Result<Vec<f32>, ModelError>) -> Result<Norm, ModelError> {
+    /// A `[dim]` norm as `cfg`'s architecture has it, its parts (`"weight"`, `"bias"`) read by
+    /// `part` where its files hold them: an RMSNorm, or a LayerNorm whose bias is zeros where
+    /// the family's have none (Cohere's, OLMo 1's:
+    /// [`Architecture::layer_norm_biases`](super::Architecture::layer_norm_biases)) and whose
+    /// gain is ones where they have no gain either (OLMo 1's,
+    /// [`Architecture::norm_gains`](super::Architecture::norm_gains)).
+    fn read(cfg: &Config, mut part: impl FnMut(&str) -> Result<Vec<f32>, ModelError>) -> Result<Norm, ModelError> {
+        let arch = cfg.architecture;
+        let gain = if arch.norm_gains() { part("weight")? } else { vec![1.0; cfg.dim] };
         let bias = match (arch.layer_norms(), arch.layer_norm_biases()) {
             (false, _) => None,
-            (true, true) => Some(bias()?),
+            (true, true) => Some(part("bias")?),
             (true, false) => Some(vec![0.0; gain.len()]),
         };
         Ok(Norm { gain, bias })
@@ -257,8 +262,11 @@ fn has_longrope(gguf: &Gguf, cfg: &Config) -> bool {
 /// them, Phi-3's fused projections in place of the matrices they hold).
 fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (d, f, v, q, kv, pairs) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.rope_dims / 2);
-    let mut out = vec![("token_embd.weight".to_string(), vec![v, d]), ("output_norm.weight".to_string(), vec![d])];
     let arch = cfg.architecture;
+    let mut out = vec![("token_embd.weight".to_string(), vec![v, d])];
+    if arch.norm_gains() {
+        out.push(("output_norm.weight".to_string(), vec![d]));
+    }
     if arch.layer_norm_biases() {
         out.push(("output_norm.bias".to_string(), vec![d]));
     }
@@ -282,8 +290,8 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     }
     // A pre-norm's gain, and a LayerNorm's bias beside it.
     let pre_norm = |gain: &'static str, bias: &'static str| {
-        let names = if arch.layer_norm_biases() { vec![gain, bias] } else { vec![gain] };
-        names.into_iter().filter(|_| arch.has_pre_norms()).map(|n| (n, vec![d])).collect::<Vec<_>>()
+        let names = [(gain, arch.norm_gains()), (bias, arch.layer_norm_biases())];
+        names.into_iter().filter(|&(_, held)| held && arch.has_pre_norms()).map(|(n, _)| (n, vec![d])).collect::<Vec<_>>()
     };
     for i in 0..cfg.n_layers {
         let mut block: Vec<(&str, Vec<usize>)> = pre_norm("attn_norm.weight", "attn_norm.bias");
@@ -418,8 +426,7 @@ impl Weights {
         Self::check(gguf, cfg)?;
         let mut take = |name: &str| read_tensor(gguf, reader, name, done, progress);
         let token_embd = take("token_embd.weight")?;
-        let gain = to_vec(&take("output_norm.weight")?)?;
-        let output_norm = Norm::read(cfg.architecture, gain, || to_vec(&take("output_norm.bias")?))?;
+        let output_norm = Norm::read(cfg, |part| to_vec(&take(&format!("output_norm.{part}"))?))?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let output_bias = if cfg.architecture.head_bias() { Some(to_vec(&take(OUTPUT_BIAS)?)?) } else { None };
         let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
@@ -566,8 +573,7 @@ fn read_block<R: Read + Seek>(
         if !pre_norms {
             return Ok(None);
         }
-        let gain = to_vec(&take(&format!("{t}.weight"))?)?;
-        Norm::read(cfg.architecture, gain, || to_vec(&take(&format!("{t}.bias"))?)).map(Some)
+        Norm::read(cfg, |part| to_vec(&take(&format!("{t}.{part}"))?)).map(Some)
     };
     let attn_norm = norm("attn_norm")?;
     let ffn_norm = if cfg.architecture.shares_attention_norm() { None } else { norm("ffn_norm")? };

@@ -156,7 +156,7 @@ pub enum Architecture {
     /// attention temperature, which scales q only past the original context, where the
     /// engine stops ([`Architecture::reads_attention_temperature`]).
     Mistral3,
-    /// Cohere's Command R (35B, 08-2024) and Aya 23 and Aya Expanse 32B (`command-r`): a
+    /// Cohere's Command R (35B, 08-2024), Aya 23 and Aya Expanse (8B, 32B) (`command-r`): a
     /// parallel residual whose feed-forward reads the attention's normed input (Phi-2's, no
     /// `ffn_norm`), LayerNorms without biases ([`Architecture::layer_norm_biases`]), llama's
     /// gated SiLU feed-forward and adjacent RoPE pairs, an LM head tied to the embedding and
@@ -164,7 +164,7 @@ pub enum Architecture {
     /// LayerNorms of q and k are refused by name.
     #[serde(rename = "command-r")]
     CommandR,
-    /// Cohere's Command R7B and Aya Expanse 8B (`cohere2`): Command R's block with its
+    /// Cohere's Command R7B and Command A (`cohere2`): Command R's block with its
     /// `logit_scale` required, the first three of every four layers attending over a sliding
     /// window and turning by RoPE, the fourth over every position without RoPE
     /// ([`COHERE2_PATTERN`], [`Architecture::full_layers_unrotated`]).

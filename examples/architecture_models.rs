@@ -300,6 +300,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // OLMo 1: llama's block with non-parametric LayerNorms (no norm tensor at all) and
         // adjacent RoPE pairs, an LM head of its own (OLMo 7B's; OLMo 1B's is tied).
         ("olmo.gguf", SyntheticSpec { architecture: Architecture::Olmo, untied_output: true, seed: 51, ..base.clone() }),
+        // OLMo 1.7: OLMo 1's block with every q, k and v value clamped to [-c, c] (its own c
+        // is 8; 0.5 here, where these weights' projections reach about 1, so many values are
+        // clamped); tied head.
+        ("olmo-1.7.gguf", SyntheticSpec { architecture: Architecture::Olmo, clamp_kqv: Some(0.5), seed: 52, ..base.clone() }),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

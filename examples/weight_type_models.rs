@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 37] = [
+const ARCHITECTURE_FIXTURES: [&str; 38] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -67,6 +67,7 @@ const ARCHITECTURE_FIXTURES: [&str; 37] = [
     "command-r.gguf",
     "cohere2.gguf",
     "olmo.gguf",
+    "olmo-1.7.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -31,7 +31,9 @@
 //     pair up as GLU's do (a pair is a head's 2i, 2i + 1). Not with accumulate. With
 //     QKV_BIAS each row's bias is added first (Qwen2's and StableLM 2's Q/K/V biases), read
 //     from the gain binding after its cols gains with NORM (the kernel has no storage binding
-//     to spare), from its start without (StableLM's projection reads a LayerNorm's output).
+//     to spare), from its start without (StableLM's projection reads a LayerNorm's output);
+//     then, where params.clamp_kqv > 0, each row's value is clamped to [-clamp_kqv,
+//     clamp_kqv] (OLMo 1.7's clamp, rope_pair.wgsl).
 //   HEAD_NORM (with ROPE_KV, not QKV_BIAS; Qwen3's, Gemma 3's and EXAONE 4's head norms):
 //     each workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a
 //     q or k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's
@@ -74,7 +76,8 @@
 //   n_kv_heads, head_dim (those three: ROPE_KV, ATTENTION and COMBINE), y_stride (MATMUL),
 //   n_chunks (COMBINE), score_scale (ATTENTION, HEADS: what each q.k is multiplied by),
 //   out_scale (what each product is multiplied by where it is stored: Granite's residual
-//   scale; 1 otherwise; not the pair epilogues')}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
+//   scale; 1 otherwise; not the pair epilogues'), clamp_kqv (ROPE_KV: the clamp of q, k and
+//   v, 0 for none)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
 //   w); 3 x: array<f32> [n_tokens, cols] (read; X_VEC4: array<vec4<f32>>, the same floats
 //   four at a time), with ATTENTION q: array<f32> [n_heads * hd],
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]

@@ -8,8 +8,9 @@
 //   q[b]            = rope(norm(q part + bias), p)  -> the attention's queries
 //   k_cache[p]      = rope(norm(k part + bias), p)  -> the layer's K cache row
 //   v_cache[p]      = v part + bias                 -> the layer's V cache row
+// (each part first clamped to [-clamp_kqv, clamp_kqv] where the model clamps, OLMo 1.7's)
 // (the rotation and the cache layouts: rope_pair.wgsl).
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, eps}; 1 qkv:
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, eps, clamp_kqv}; 1 qkv:
 //   array<f32> [n_tokens, n_heads * hd + 2 * kv] (read); 2 q: array<f32> [n_tokens,
 //   n_heads * hd] (read_write); 3 k_cache, 4 v_cache: array<f32> [context, kv] (read_write),
 //   kv = n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos,

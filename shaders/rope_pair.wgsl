@@ -7,8 +7,10 @@
 // adjacent at load); the angles' cos/sin come precomputed from the CPU in f64 (f32 angles
 // lose ~1e-3 rad at position 8192):
 // table[(p * hd / 2 + i) * 2 + {0: cos, 1: sin}]. q pairs go to store_query, k pairs to
-// k_cache row p, v pairs (unturned) to v_cache row p.
-// The includer declares `params` with n_heads, n_kv_heads and head_dim; `table:
+// k_cache row p, v pairs (unturned) to v_cache row p. Where params.clamp_kqv > 0 (OLMo 1.7's
+// clamp) each value is first clamped to [-clamp_kqv, clamp_kqv]: the includer passes it
+// after its bias, and no model with a clamp has head norms (src/model/config.rs).
+// The includer declares `params` with n_heads, n_kv_heads, head_dim and clamp_kqv; `table:
 // array<f32>`; `k_cache`, `v_cache`: array<f32> [context, kv] (read_write), or with KV_F16
 // array<u32> [context, kv / 2] holding each pair as two halves (pack2x16float: low half the
 // even element), half the memory of f32, no shader-f16 needed; and
@@ -34,8 +36,15 @@ fn store_pair(is_key: bool, at: u32, a: f32, b: f32) {
 #endif
 }
 
-// Elements e, e + 1 (e even) of token `tok`'s row are (a, b), at KV-cache position `pos`.
-fn rope_and_store(e: u32, tok: u32, pos: u32, a: f32, b: f32) {
+// Elements e, e + 1 (e even) of token `tok`'s row are (x, y), at KV-cache position `pos`.
+fn rope_and_store(e: u32, tok: u32, pos: u32, x: f32, y: f32) {
+    var a = x;
+    var b = y;
+    let limit = params.clamp_kqv;
+    if (limit > 0.0) {
+        a = clamp(a, -limit, limit);
+        b = clamp(b, -limit, limit);
+    }
     let hd = params.head_dim;
     let qd = params.n_heads * hd;
     let kv = params.n_kv_heads * hd;

@@ -17,7 +17,7 @@
 //! ungated squared-ReLU feed-forward and nemotron's with LayerNorms and RoPE on half of each head,
 //! mistral3's YaRN with its log multiplier, command-r's parallel residual with unbiased
 //! LayerNorms and multiplied logits, cohere2's with sliding layers beside unrotated full ones,
-//! olmo's (OLMo 1's) non-parametric LayerNorms,
+//! olmo's (OLMo 1's) non-parametric LayerNorms and OLMo 1.7's clamp of q, k and v,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -74,7 +74,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 39] = [
+const FILES: [(&str, &[u8]); 40] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
@@ -98,6 +98,7 @@ const FILES: [(&str, &[u8]); 39] = [
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
     ("mistral3.gguf", include_bytes!("fixtures/architectures/mistral3.gguf")),
     ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
+    ("olmo-1.7.gguf", include_bytes!("fixtures/architectures/olmo-1.7.gguf")),
     ("olmo.gguf", include_bytes!("fixtures/architectures/olmo.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
@@ -208,7 +209,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -561,7 +562,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 53] = [
+    let undone: [(&str, &str, &Undo); 54] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -654,6 +655,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("cohere2.gguf", "run as command-r: no window, RoPE in every layer", &run_as("command-r")),
         ("olmo.gguf", "its LM head tied to the embedding", &|c| {
             c.tensor_infos.remove("output.weight");
+        }),
+        ("olmo-1.7.gguf", "q, k and v unclamped", &|c| {
+            c.metadata.remove("olmo.attention.clamp_kqv");
         }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");

@@ -542,7 +542,7 @@ fn cohere_files_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
-fn olmo_1s_norms_are_read_as_llama_cpp_reads_them() {
+fn olmo_1s_norms_and_clamp_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let olmo = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo, ..SyntheticSpec::default() }).expect("model");
     // Non-parametric LayerNorms: no norm tensor in the file, held as gains of ones and biases
@@ -554,13 +554,21 @@ fn olmo_1s_norms_are_read_as_llama_cpp_reads_them() {
     assert_eq!((m.weights.output_norm.gain.clone(), m.weights.output_norm.bias.clone()), (vec![1.0; 64], Some(vec![0.0; 64])));
     let blocks = m.weights.layers.collect_all().expect("blocks");
     assert!(blocks.iter().all(|l| [&l.attn_norm, &l.ffn_norm].iter().all(|n| n.as_ref().is_some_and(|n| n.gain == [1.0; 64]))));
-    // A clamp of q, k and v (OLMo 1.7's 8) is refused by its key; 0 or below is no clamp.
-    let mut m = olmo();
-    m.set_meta("olmo.attention.clamp_kqv", Value::F32(8.0));
-    assert!(refused(m, "olmo.attention.clamp_kqv").contains("does not clamp"));
-    let mut m = olmo();
-    m.set_meta("olmo.attention.clamp_kqv", Value::F32(0.0));
-    config(m).expect("no clamp loads");
+    // The clamp of q, k and v (OLMo 1.7's 8) is read; 0 or below, or no key, is no clamp
+    // (llama.cpp's `f_clamp_kqv > 0`); NaN is refused by its key. No other family reads it.
+    assert_eq!(config(olmo()).expect("loads").clamp_kqv, None);
+    let clamped = |clamp: f32| {
+        let mut m = olmo();
+        m.set_meta("olmo.attention.clamp_kqv", Value::F32(clamp));
+        m
+    };
+    assert_eq!(config(clamped(8.0)).expect("OLMo 1.7 loads").clamp_kqv, Some(8.0));
+    assert_eq!(config(clamped(0.0)).expect("a clamp of 0 loads").clamp_kqv, None);
+    assert_eq!(config(clamped(-1.0)).expect("a clamp below 0 loads").clamp_kqv, None);
+    assert!(refused(clamped(f32::NAN), "olmo.attention.clamp_kqv").contains("NaN"));
+    let mut m = SyntheticModel::new(&SyntheticSpec::default()).expect("model");
+    m.set_meta("llama.attention.clamp_kqv", Value::F32(8.0));
+    assert_eq!(config(m).expect("loads").clamp_kqv, None, "llama.cpp reads no clamp for llama");
     // A block count its tensors cannot hold.
     let mut m = olmo();
     m.set_meta("olmo.block_count", Value::U32(3));

@@ -920,8 +920,11 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         });
         let gains = gain_widths.map(|(q, k)| random(&mut rng, q + k, 2.0));
         let (bias_buf, gain_buf) = (bias.as_ref().map(|b| ctx.storage("bias", b)), gains.as_ref().map(|g| ctx.storage("gains", g)));
-        // (first position, tokens): decode near and far, and prefill batches.
-        for (pos, n) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)] {
+        // (first position, tokens): decode near and far, and prefill batches; every other
+        // case of the variants without head norms (no model has both) clamps q, k and v to
+        // [-3, 3] after the biases (OLMo 1.7's clamp): the values reach 5 and the biases 2.
+        for (case, (pos, n)) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)].into_iter().enumerate() {
+            let clamp = if variant.head_norm.is_none() && case % 2 == 1 { 3.0 } else { 0.0 };
             let qkv = random(&mut rng, n * width, 5.0);
             // Priors a half-float cache holds exactly: rows not written must come back as they were.
             let (mut k_prior, mut v_prior) = (random(&mut rng, context_len * kv, 1.0), random(&mut rng, context_len * kv, 1.0));
@@ -938,6 +941,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
             let op = gpu_ops::RopeKvOp {
                 bias: bias_buf.as_ref(),
                 head_norm: gain_buf.as_ref().zip(variant.head_norm).map(|(g, span)| (g, 1e-6, span)),
+                clamp,
                 ..gpu_ops::RopeKvOp::new([heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table)
             };
             kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), at);
@@ -946,6 +950,9 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                 let mut row = qkv[b * width..][..width].to_vec();
                 if let Some(bias) = &bias {
                     ops::add_rows(&mut row, bias);
+                }
+                if clamp > 0.0 {
+                    ops::clamp_all(&mut row, clamp);
                 }
                 let (mut qr, mut kr) = (row[..qd].to_vec(), row[qd..qd + kv].to_vec());
                 if let (Some(g), Some((q_gain, _))) = (&gains, gain_widths) {
@@ -959,7 +966,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                 want_k[at..at + kv].copy_from_slice(&kr);
                 want_v[at..at + kv].copy_from_slice(&row[qd + kv..]);
             }
-            let what = |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, {variant:?}");
+            let what = |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, clamp {clamp}, {variant:?}");
             let got_q = read_guarded(&ctx, &q_out, n * qd);
             assert_close(&got_q, &want_q, |i| 1e-5 * (1.0 + want_q[i].abs()) + 1e-5, &what("q"));
             // Every other cache row must come back untouched.
@@ -1433,7 +1440,8 @@ fn attention_case(
 /// row's added before RoPE (`ops::add_rows`); with head norms (Qwen3's and Gemma 3's, EXAONE
 /// 4's without the input's norm: a head a workgroup, heads of 12, 64 and 256 rows in one round
 /// or several) each q and k head RMS-normed first (`ops::rmsnorm_heads`); the last with
-/// neither and no norm (StableLM 3B's). Every weight format
+/// neither and no norm (StableLM 3B's); at even positions without head norms every value
+/// clamped after its bias (OLMo 1.7's, `ops::clamp_all`). Every weight format
 /// (the head norms on EVERY_FORM_TYPES: the epilogue takes the products alike from every
 /// type), every row sharing that pairs rows (at most 32 threads per row), subgroups, both
 /// cache precisions; a head too wide for an option's workgroup memory is refused.
@@ -1487,6 +1495,14 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 let bias = biased.then(|| random(&mut rng, rows, 50.0));
                 if let Some(bias) = &bias {
                     ops::add_rows(&mut product, bias);
+                }
+                // OLMo 1.7's clamp of q, k and v at even positions of the cases without head
+                // norms (no model has both), at half the largest value: it clamps many of them.
+                // A clamp moves no value further from its twin (it is 1-Lipschitz): the bounds
+                // stay.
+                let clamp = (!head_norm && pos % 2 == 0).then(|| 0.5 * product.iter().fold(0.0f32, |m, v| m.max(v.abs())));
+                if let Some(limit) = clamp {
+                    ops::clamp_all(&mut product, limit);
                 }
                 // Each head's norm gains, q's then k's, and the bound on each normed value:
                 // g / rms times the product's own error and its share of the rms's.
@@ -1545,6 +1561,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     table: &table,
                     bias: bias.as_ref().map(|_| biases),
                     head_norm: head_norm.then_some(gains),
+                    clamp: clamp.unwrap_or(0.0),
                 };
                 let op = LinearOp {
                     norm: pre_norm.then_some((&gb, 1e-5)),
@@ -1553,7 +1570,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 };
                 let what = |part: &str| {
                     format!(
-                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, pre-norm {pre_norm}, {options:?}"
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, pre-norm {pre_norm}, clamp {clamp:?}, {options:?}"
                     )
                 };
                 if head_norm && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
@@ -1962,7 +1979,15 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (kc, vc) = (ctx.storage("k", &[0.0f32; 64]), ctx.storage("v", &[0.0f32; 64]));
     let at = StepParams::new(0, 1);
     let step = kernels::step_uniform(&ctx, at);
-    let rope = |shape| RopeKv { shape, keys: Bind(&kc, 0, None), values: Bind(&vc, 0, None), table: &table, bias: None, head_norm: None };
+    let rope = |shape| RopeKv {
+        shape,
+        keys: Bind(&kc, 0, None),
+        values: Bind(&vc, 0, None),
+        table: &table,
+        bias: None,
+        head_norm: None,
+        clamp: 0.0,
+    };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");
     assert!(k.matvec(&ctx, &with_rope([3, 1, 12]), &step).is_err(), "50 rows are not 5 heads of 12");

@@ -171,8 +171,9 @@ pub enum Architecture {
     Cohere2,
     /// AI2's OLMo 1 (1B, 7B; `olmo`): llama's block with LayerNorms that have neither gain
     /// nor bias (non-parametric, [`Architecture::norm_gains`]: no norm tensor in its files)
-    /// and adjacent RoPE pairs, its LM head its own or tied; a file clamping q, k and v
-    /// (`attention.clamp_kqv`, OLMo 1.7's) is refused by that key.
+    /// and adjacent RoPE pairs, its LM head its own or tied; OLMo 1.7's clamp of q, k and v
+    /// (`attention.clamp_kqv`, [`Config::clamp_kqv`](super::Config::clamp_kqv)) where its
+    /// file has one.
     Olmo,
 }
 

@@ -120,6 +120,10 @@ pub struct Config {
     /// [`Architecture::alibi_max_bias`]): query head `h`'s slope is
     /// [`Config::alibi_slope`]; `None` without ALiBi.
     pub alibi_max_bias: Option<f32>,
+    /// Where every element of q, k and v is clamped to `[-c, c]` after its projection and
+    /// bias, before RoPE (OLMo 1.7's `attention.clamp_kqv`, [`read_clamp`]); `None` for no
+    /// clamp.
+    pub clamp_kqv: Option<f32>,
 }
 
 /// The key (after the architecture's prefix) of GPT-NeoX's choice of a parallel residual.
@@ -199,6 +203,8 @@ impl Config {
                 architecture.shares_attention_norm()
             },
             alibi_max_bias: architecture.alibi_max_bias(),
+            // llama.cpp reads the clamp for OLMo 1 alone among the engine's families.
+            clamp_kqv: if architecture == Architecture::Olmo { read_clamp(g, &key)? } else { None },
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
@@ -208,10 +214,6 @@ impl Config {
         check_no_longrope(g, architecture, &key)?;
         check_no_sections(g, &key)?;
         check_sliding_pattern(g, &cfg)?;
-        if architecture == Architecture::Olmo {
-            // llama.cpp reads the clamp for OLMo 1 alone among the engine's families.
-            check_no_clamp(g, &key)?;
-        }
         Ok(cfg)
     }
 
@@ -572,16 +574,18 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
     Ok(cfg)
 }
 
-/// Refuses a clamp of q, k and v (`attention.clamp_kqv` above 0: OLMo 1.7's, MPT's, DBRX's,
-/// which llama.cpp applies to each projection's every element) by key: the engine clamps
-/// nothing, so it does not run such a model rather than run it unclamped.
-fn check_no_clamp(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
+/// The clamp of q, k and v (`attention.clamp_kqv`: OLMo 1.7's 8, also MPT's and DBRX's in
+/// llama.cpp), which llama.cpp applies to each projection's every element after its bias:
+/// `Some(c)` above 0, `None` for 0, below 0 or no key (llama.cpp's "none"); NaN is refused
+/// (no clamp is meant by it, and none can be told from it).
+fn read_clamp(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Option<f32>, ModelError> {
     match g.f32_opt(&key("attention.clamp_kqv"))? {
-        Some(clamp) if clamp > 0.0 || clamp.is_nan() => Err(ModelError::Metadata {
+        Some(clamp) if clamp.is_nan() => Err(ModelError::Metadata {
             key: key("attention.clamp_kqv"),
-            problem: format!("is {clamp}: tokenscope does not clamp q, k and v, so it does not run this model"),
+            problem: "is NaN; a clamp of q, k and v must be a number (0 for none)".into(),
         }),
-        _ => Ok(()),
+        Some(clamp) if clamp > 0.0 => Ok(Some(clamp)),
+        _ => Ok(None),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -91,6 +91,9 @@ pub struct SyntheticSpec {
     /// Cohere's logit multiplier, written as `logit_scale` where the architecture reads it so
     /// ([`Architecture::logit_multiplier`]).
     pub logit_scale: Option<f32>,
+    /// OLMo 1.7's clamp of q, k and v, written as `attention.clamp_kqv` where the architecture
+    /// reads it (OLMo 1's).
+    pub clamp_kqv: Option<f32>,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -140,6 +143,7 @@ impl Default for SyntheticSpec {
             granite_scales: None,
             parallel_residual: true,
             logit_scale: None,
+            clamp_kqv: None,
         }
     }
 }
@@ -229,6 +233,9 @@ impl SyntheticModel {
         }
         if let Some(scale) = spec.logit_scale.filter(|_| spec.architecture.logit_multiplier().is_some()) {
             metadata.push((key("logit_scale"), Value::F32(scale)));
+        }
+        if let Some(clamp) = spec.clamp_kqv.filter(|_| spec.architecture == Architecture::Olmo) {
+            metadata.push((key("attention.clamp_kqv"), Value::F32(clamp)));
         }
         if spec.architecture.reads_parallel_residual() {
             metadata.push((key(super::config::PARALLEL_RESIDUAL), Value::Bool(spec.parallel_residual)));

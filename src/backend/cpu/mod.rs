@@ -224,7 +224,8 @@ impl CpuBackend {
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += s Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),
-            // xb the normed x (RMS-normed, or StableLM's LayerNorm; x itself without pre-norms,
+            // each projection clamped to [-c, c] after its bias where the model clamps (OLMo
+            // 1.7's), xb the normed x (RMS-normed, or StableLM's LayerNorm; x itself without pre-norms,
             // OLMo 2's), q and k RMS-normed before RoPE where the model has head norms (each
             // head, or all of each), the projection RMS-normed before the add where it has
             // post norms (s: the residual scale, Granite's; 1 otherwise), the scores scaled by
@@ -242,6 +243,11 @@ impl CpuBackend {
                 ops::add_rows(&mut q, &bias.q);
                 ops::add_rows(&mut k, &bias.k);
                 ops::add_rows(&mut v, &bias.v);
+            }
+            if let Some(limit) = c.clamp_kqv {
+                for x in [&mut q, &mut k, &mut v] {
+                    ops::clamp_all(x, limit);
+                }
             }
             if let Some(norm) = &b.head_norm {
                 ops::rmsnorm_heads(&mut q, &norm.q, c.norm_eps);

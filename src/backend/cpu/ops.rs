@@ -335,6 +335,12 @@ pub fn add_rows(x: &mut [f32], bias: &[f32]) {
     }
 }
 
+/// Every element of `x` clamped to `[-limit, limit]` (OLMo 1.7's clamp of q, k and v,
+/// [`Config::clamp_kqv`](crate::model::Config::clamp_kqv)); rope_pair.wgsl's clamp is its twin.
+pub fn clamp_all(x: &mut [f32], limit: f32) {
+    x.iter_mut().for_each(|v| *v = v.clamp(-limit, limit));
+}
+
 /// A sublayer's output RMS-normed and added, in place: each row of `x` (`[n, dim]`) gets
 /// `rmsnorm(y_row) * gain` (`y` `[n, dim]`, `gain` `[dim]`; the mean in f64 as [`rmsnorm`]'s):
 /// Gemma 3's post norms, and norm_add.wgsl's twin.

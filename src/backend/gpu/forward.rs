@@ -188,6 +188,8 @@ pub(super) struct Builder<'a> {
     pub dim: u32,
     /// The norms' epsilon.
     pub eps: f32,
+    /// The clamp of every q, k and v value (OLMo 1.7's, `Config::clamp_kqv`); 0 for none.
+    pub clamp_kqv: f32,
     /// What the embedding's rows are multiplied by (Gemma's `sqrt(dim)`, Granite's own; 1
     /// otherwise).
     pub embedding_scale: f32,
@@ -277,7 +279,7 @@ impl Builder<'_> {
     }
 
     /// `qkv = Wqkv norm(x)`; `q, K/V cache[pos..] = rope(q), rope(k), v`, each with its bias
-    /// and q, k with their head norms where the model has them. Decode: in one dispatch, the
+    /// and clamp, and q, k with their head norms, where the model has them. Decode: in one dispatch, the
     /// projection's epilogue (the biases, or each head's norms, too), where the model has no
     /// whole-projection norms (OLMo 2's) and [`Kernels::head_norm_epilogue_fits`] its heads.
     fn qkv_rope(&self, l: &GpuLayer) -> Result<Op> {
@@ -291,6 +293,7 @@ impl Builder<'_> {
         let rope_kv = RopeKvOp {
             bias: l.qkv_bias.as_ref(),
             head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
+            clamp: self.clamp_kqv,
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
         // A parallel residual's own feed-forward LayerNorm (GPT-NeoX's) reads x before the
@@ -320,7 +323,7 @@ impl Builder<'_> {
         let bias = rope_kv.bias.map(|own| if norm.is_some() { QkvBiases::AfterNorm } else { QkvBiases::Own(own) });
         let one = if let Some(head_norm) = head_norm {
             let (keys, values) = (cache(&l.k_cache), cache(&l.v_cache));
-            let epilogue = RopeKv { shape, keys, values, table, bias, head_norm };
+            let epilogue = RopeKv { shape, keys, values, table, bias, head_norm, clamp: rope_kv.clamp };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, input, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {

@@ -216,6 +216,7 @@ impl GpuBackend {
             capacity,
             dim: cfg.dim as u32,
             eps: cfg.norm_eps,
+            clamp_kqv: cfg.clamp_kqv.unwrap_or(0.0),
             embedding_scale: cfg.embedding_scale,
             positions: positions.as_ref(),
             embedding_norm,

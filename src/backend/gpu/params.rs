@@ -82,8 +82,9 @@ uniform_struct! {
         alibi_m0: f32,
         /// ATTENTION: ALiBi's second base, `m1` (likewise).
         alibi_m1: f32,
-        /// Padding to 16 bytes.
-        _pad2: u32,
+        /// ROPE_KV: every q, k and v element is clamped to `[-clamp_kqv, clamp_kqv]` after
+        /// its bias (OLMo 1.7's); 0 for none.
+        clamp_kqv: f32,
         /// Padding to 16 bytes.
         _pad3: u32,
         /// Padding to 16 bytes.
@@ -116,6 +117,15 @@ uniform_struct! {
         head_dim: u32,
         /// RMSNorm epsilon of the head norm (HEAD_NORM variants).
         eps: f32,
+        /// Every q, k and v element is clamped to `[-clamp_kqv, clamp_kqv]` after its bias
+        /// (OLMo 1.7's, [`Config::clamp_kqv`](crate::model::Config::clamp_kqv)); 0 for none.
+        clamp_kqv: f32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
+        /// Padding to 16 bytes.
+        _pad3: u32,
     }
 }
 

@@ -438,6 +438,9 @@ pub struct RopeKv<'a> {
     /// norms), the gains where [`HeadGains`] says. Not with `bias`; the matrix is computed
     /// a head a workgroup ([`Kernels::head_norm_epilogue_fits`] says where it can be).
     pub head_norm: Option<HeadGains<'a>>,
+    /// Every q, k and v value is clamped to `[-clamp, clamp]` after its bias (OLMo 1.7's
+    /// clamp); 0 for none. Not with `head_norm` (no model has both).
+    pub clamp: f32,
 }
 
 /// Where the RoPE/KV epilogue's Q/K/V biases are, one a row, `[n_heads * head_dim + 2 kv]`.
@@ -662,6 +665,7 @@ impl Kernels {
             softcap: op.attention.as_ref().map_or(0.0, |a| a.softcap),
             alibi_m0,
             alibi_m1,
+            clamp_kqv: op.rope_kv.as_ref().map_or(0.0, |r| r.clamp),
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);

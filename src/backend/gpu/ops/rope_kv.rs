@@ -68,25 +68,29 @@ pub struct RopeKvOp<'a> {
     /// `[n_heads * head_dim + kv]` for the whole projection's), the RMSNorm epsilon and
     /// which of the two.
     pub head_norm: Option<(&'a wgpu::Buffer, f32, HeadNormSpan)>,
+    /// Every q, k and v value is clamped to `[-clamp, clamp]` after its bias (OLMo 1.7's
+    /// clamp, `Config::clamp_kqv`); 0 for none.
+    pub clamp: f32,
 }
 
 impl<'a> RopeKvOp<'a> {
-    /// Plain RoPE and cache write (no bias, no head norm).
+    /// Plain RoPE and cache write (no bias, no head norm, no clamp).
     pub fn new(shape: [u32; 3], qkv: &'a wgpu::Buffer, q: Bind<'a>, keys: Bind<'a>, values: Bind<'a>, table: &'a wgpu::Buffer) -> Self {
-        RopeKvOp { shape, qkv, q, keys, values, table, bias: None, head_norm: None }
+        RopeKvOp { shape, qkv, q, keys, values, table, bias: None, head_norm: None, clamp: 0.0 }
     }
 }
 
 impl Kernels {
     /// Rotary embedding of the step's queries and keys, and the KV-cache write: from `op.qkv`
-    /// into `op.q` and rows `pos..` of the caches, each value first given its bias and each
-    /// q and k head its RMSNorm where the op has them.
+    /// into `op.q` and rows `pos..` of the caches, each value first given its bias and its
+    /// clamp, and each q and k head its RMSNorm, where the op has them.
     pub fn rope_kv(&self, ctx: &GpuContext, op: &RopeKvOp, step: &wgpu::Buffer) -> Result<Dispatch> {
         let [n_heads, n_kv_heads, head_dim] = op.shape;
         let span = op.head_norm.map(|(_, _, span)| span);
         let variant = RopeKvKernel { kv_f16: self.options.kv_f16, bias: op.bias.is_some(), head_norm: span };
         let eps = op.head_norm.map_or(0.0, |(_, eps, _)| eps);
-        let params = ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, eps }]);
+        let params =
+            ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, eps, clamp_kqv: op.clamp, ..Default::default() }]);
         let width = (n_heads + 2 * n_kv_heads) * head_dim;
         let expect = |what: &str, buffer: &wgpu::Buffer, floats: u32| {
             if buffer.size() < u64::from(floats) * 4 {

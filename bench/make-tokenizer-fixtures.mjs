@@ -43,6 +43,10 @@ const TEXTS = [
   '<|im_start|>user\nHi<|im_end|>',
   'a zqxj is a token no merge builds',
   "camelCase HTTPServer iPhone O'Neil's and/or a//b",
+  // Cuts that only some expressions make: letters after CJK, after a quotation mark and after an
+  // emoji. (No combining accent: llama.cpp's rewrite of GPT-4o's expression drops the marks that
+  // its tokenizer.json keeps on their word, and tokenscope keeps them.)
+  '中文abc «Ωmega» 🎉party x²',
 ];
 
 // SentencePiece's own hard cases: its control tokens in the text (a space is put after each),

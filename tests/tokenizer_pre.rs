@@ -1,5 +1,5 @@
 //! Every pre-tokenizer tokenscope builds (`tokenizer.ggml.pre`: gpt-2, smollm, llama-bpe,
-//! smaug-bpe, qwen2, gpt-4o, tekken, bloom, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
+//! smaug-bpe, qwen2, gpt-4o, tekken, bloom, deepseek-v3, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
 //! cases, CJK, emoji, whitespace and line-break runs, special tokens, a token no merge builds),
 //! on SmolLM2's real vocabulary with a few merges added that straddle the cuts and that token
 //! (tests/common/pre_fixture.rs) and only the pre-tokenizer's name changed: tests/fixtures/tokenizer_pre.json, made by
@@ -96,6 +96,7 @@ fn llama_3s_cut_puts_bos_first_unless_the_file_says_otherwise() {
         ("llama-bpe", Some(false), false),
         ("qwen2", None, false),
         ("deepseek-r1-qwen", None, false),
+        ("hunyuan-dense", None, false),
         ("qwen2", Some(true), true),
     ] {
         let ids = with_add_bos(pre, add_bos).encode("Hi").expect("encodes");

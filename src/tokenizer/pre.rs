@@ -14,7 +14,7 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 8] = [
+pub const SUPPORTED_PRE: [(&str, &str); 9] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
@@ -23,6 +23,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 8] = [
     ("gpt-4o", "Phi-4-mini: words cut at a capital, contractions kept on their word"),
     ("tekken", "Mistral Nemo and Ministral: words cut at a capital, digits one by one, a piece that is a token taken whole"),
     ("bloom", "BLOOM and BLOOMZ: a run of anything but spaces and punctuation, with the space before it"),
+    ("deepseek-v3", "Hunyuan dense and DeepSeek V3: numbers of up to 3 digits, then runs of Chinese and kana, cut apart first"),
 ];
 
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
@@ -33,7 +34,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 8] = [
 /// byte-level file here). (How llama.cpp joins
 /// the pieces back into text for some, `clean_spaces`, is not encoding: the page shows each
 /// token's own piece.)
-pub const PRE_ALIASES: [(&str, &str); 43] = [
+pub const PRE_ALIASES: [(&str, &str); 46] = [
     ("llama3", "llama-bpe"),
     ("llama-v3", "llama-bpe"),
     ("falcon3", "llama-bpe"),
@@ -77,6 +78,9 @@ pub const PRE_ALIASES: [(&str, &str); 43] = [
     ("llama4", "gpt-4o"),
     ("poro-chat", "bloom"),
     ("gpt3-finnish", "bloom"),
+    ("hunyuan-dense", "deepseek-v3"),
+    ("hy_v4", "deepseek-v3"),
+    ("joyai-llm", "deepseek-v3"),
 ];
 
 /// The name in [`SUPPORTED_PRE`] that `pre` is built as: itself, or the one it is an alias of
@@ -143,6 +147,23 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
         // nor a sentence mark of its languages (nor the parentheses and bar the class also
         // names), a space before it kept on it; what lies between stays a piece of its own.
         "bloom" => Sequence::new(vec![regex(r" ?[^(\s|.,!?…。，、।۔،)]+".into())?.into(), bytes_only().into()]).into(),
+        // DeepSeek V3's tokenizer.json (Hunyuan dense's too): three cuts in turn, each within
+        // the pieces of the one before: numbers of up to 3 digits; runs of CJK ideographs
+        // (U+4E00 to U+9FA5), hiragana and katakana; then a letter run after one ASCII
+        // punctuation mark, a run of letters and combining marks with at most one other
+        // character before it, punctuation and symbol runs with their line breaks, and
+        // GPT-4's rules for line breaks and spaces.
+        "deepseek-v3" => Sequence::new(vec![
+            regex(r"\p{N}{1,3}".into())?.into(),
+            regex(r"[一-龥぀-ゟ゠-ヿ]+".into())?.into(),
+            regex(
+                r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##
+                    .into(),
+            )?
+            .into(),
+            bytes_only().into(),
+        ])
+        .into(),
         other => {
             let names: Vec<String> = SUPPORTED_PRE.iter().map(|(name, family)| format!("{name} ({family})")).collect();
             return Err(ModelError::Metadata {

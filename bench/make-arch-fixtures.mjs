@@ -1,7 +1,7 @@
 // Writes tests/fixtures/architectures.json: llama.cpp's logits, teacher-forced at every
 // position of a fixed token sequence, for each tiny random-weight model in
 // tests/fixtures/architectures/ (written by examples/architecture_models.rs: Llama 3 RoPE
-// factors, linear RoPE scaling, qwen2, qwen3 (and with YaRN), gemma, gemma2, gemma3 (and Gemma 3 27B's scale), smollm3, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4 (and its 32B's sliding layers), glm4, stablelm (and StableLM 3B's block without biases), gpt2, phi2, gptneox (parallel and sequential), starcoder, starcoder2, bloom, arcee, nemotron, mistral3 (YaRN with a log multiplier), command-r, cohere2 (sliding layers beside unrotated full ones), olmo (and OLMo 1.7's clamp of q, k and v), phi3 with LongRoPE and with Phi-4-mini's partial RoPE), made once and kept so tests need no llama.cpp.
+// factors, linear RoPE scaling, qwen2, qwen3 (and with YaRN), gemma, gemma2, gemma3 (and Gemma 3 27B's scale), smollm3, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4 (and its 32B's sliding layers), glm4, stablelm (and StableLM 3B's block without biases), gpt2, phi2, gptneox (parallel and sequential), starcoder, starcoder2, bloom, arcee, nemotron, mistral3 (YaRN with a log multiplier), command-r, cohere2 (sliding layers beside unrotated full ones), olmo (and OLMo 1.7's clamp of q, k and v), hunyuan-dense (head norms after RoPE, an NTK alpha), phi3 with LongRoPE and with Phi-4-mini's partial RoPE), made once and kept so tests need no llama.cpp.
 //
 //   cargo run --release --example architecture_models -- tests/fixtures/architectures
 //   bash bench/setup-peers.sh && node bench/make-arch-fixtures.mjs [FILE.gguf ...]

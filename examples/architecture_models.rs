@@ -304,6 +304,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // is 8; 0.5 here, where these weights' projections reach about 1, so many values are
         // clamped); tied head.
         ("olmo-1.7.gguf", SyntheticSpec { architecture: Architecture::Olmo, clamp_kqv: Some(0.5), seed: 52, ..base.clone() }),
+        // Hunyuan dense: llama's block with each head's q and k RMS-normed after RoPE on split
+        // halves, an LM head of its own (Hunyuan 7B's; the smaller ones' is tied), and an NTK
+        // alpha of 3 scaling the RoPE base (its dense files carry the base already scaled;
+        // llama.cpp scales it where a file names one).
+        (
+            "hunyuan-dense.gguf",
+            SyntheticSpec {
+                architecture: Architecture::HunyuanDense,
+                untied_output: true,
+                rope_alpha: Some(3.0),
+                seed: 53,
+                ..base.clone()
+            },
+        ),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

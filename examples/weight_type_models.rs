@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 38] = [
+const ARCHITECTURE_FIXTURES: [&str; 39] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -68,6 +68,7 @@ const ARCHITECTURE_FIXTURES: [&str; 38] = [
     "cohere2.gguf",
     "olmo.gguf",
     "olmo-1.7.gguf",
+    "hunyuan-dense.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -6,6 +6,8 @@
 // (after the input's RMSNorm, with NORM) are kept in head_rows by matrix.wgsl's store(); then
 // this file writes what rope_kv.wgsl's HEAD_NORM would from them: a q or k head is normed,
 //   x' = x / sqrt(mean(x^2) + eps) * gain,
+// (with params.norm_after_rope, Hunyuan's, the gain multiplies the turned pair instead: the
+// head normed after RoPE, whose rotation keeps its mean square),
 // gain being q's or k's per-dimension gain from matrix.wgsl's gain binding (q's, then k's:
 // after its cols gains with NORM, [cols + 2 * hd], else alone, [2 * hd], as EXAONE 4 has no
 // pre-norm) and eps params.eps (the input norm's, which the model's norms share), then turned
@@ -51,10 +53,18 @@ fn head_norm_epilogue(t: u32) {
     for (var p = t; p < hd / 2u; p = p + WG) {
         var a = head_rows[2u * p];
         var b = head_rows[2u * p + 1u];
+        var gain = vec2<f32>(1.0, 1.0);
         if (normed) {
-            a = a * scale * gain_at(gains + 2u * p);
-            b = b * scale * gain_at(gains + 2u * p + 1u);
+            gain = vec2<f32>(gain_at(gains + 2u * p), gain_at(gains + 2u * p + 1u));
+            if (params.norm_after_rope != 0u) {
+                a = a * scale;
+                b = b * scale;
+            } else {
+                a = a * scale * gain.x;
+                b = b * scale * gain.y;
+                gain = vec2<f32>(1.0, 1.0);
+            }
         }
-        rope_and_store(head_first + 2u * p, 0u, step.pos, a, b);
+        rope_and_store_gained(head_first + 2u * p, 0u, step.pos, a, b, gain);
     }
 }

@@ -36,7 +36,8 @@
 //     clamp_kqv] (OLMo 1.7's clamp, rope_pair.wgsl).
 //   HEAD_NORM (with ROPE_KV, not QKV_BIAS; Qwen3's, Gemma 3's and EXAONE 4's head norms):
 //     each workgroup computes one head's rows, keeps them in workgroup memory, and RMS-norms a
-//     q or k head with its gain before RoPE (head_norm_rope.wgsl); the gain binding holds q's
+//     q or k head with its gain before RoPE (after it with params.norm_after_rope, Hunyuan's;
+//     head_norm_rope.wgsl); the gain binding holds q's
 //     and k's head gains, after its cols gains with NORM. Rows do not pair up across threads
 //     (no PAIRS).
 //   ATTENTION (MATVEC prologue; the output projection of a decode step while the context
@@ -77,7 +78,8 @@
 //   n_chunks (COMBINE), score_scale (ATTENTION, HEADS: what each q.k is multiplied by),
 //   out_scale (what each product is multiplied by where it is stored: Granite's residual
 //   scale; 1 otherwise; not the pair epilogues'), clamp_kqv (ROPE_KV: the clamp of q, k and
-//   v, 0 for none)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
+//   v, 0 for none), norm_after_rope (HEAD_NORM: 1 where each head is normed after RoPE,
+//   Hunyuan's)}; 1 and 2 the weights (weight_formats.wgsl: qs, dm or d, blocks, or
 //   w); 3 x: array<f32> [n_tokens, cols] (read; X_VEC4: array<vec4<f32>>, the same floats
 //   four at a time), with ATTENTION q: array<f32> [n_heads * hd],
 //   the step's rotated queries, with COMBINE parts: array<f32> [n_heads, n_chunks, 2 + hd]

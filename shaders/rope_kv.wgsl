@@ -10,7 +10,8 @@
 //   v_cache[p]      = v part + bias                 -> the layer's V cache row
 // (each part first clamped to [-clamp_kqv, clamp_kqv] where the model clamps, OLMo 1.7's)
 // (the rotation and the cache layouts: rope_pair.wgsl).
-// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, eps, clamp_kqv}; 1 qkv:
+// Bindings (group 0): 0 uniform Params {n_heads, n_kv_heads, head_dim, eps, clamp_kqv,
+//   norm_after_rope}; 1 qkv:
 //   array<f32> [n_tokens, n_heads * hd + 2 * kv] (read); 2 q: array<f32> [n_tokens,
 //   n_heads * hd] (read_write); 3 k_cache, 4 v_cache: array<f32> [context, kv] (read_write),
 //   kv = n_kv_heads * hd; 5 table: array<f32> [context * hd] (read); 6 uniform Step {pos,
@@ -22,7 +23,9 @@
 // row qkv[b], each thread every WG-th pair.
 // Defines: KV_F16: the caches are array<u32> [context, kv / 2] of half pairs. QKV_BIAS: the
 //   bias is added to every element first (Qwen2). HEAD_NORM: each head of q and of k is
-//   RMS-normed (x / sqrt(mean(x^2) + eps) * gain) before RoPE (Qwen3); each thread sums its
+//   RMS-normed (x / sqrt(mean(x^2) + eps) * gain) before RoPE (Qwen3), or with
+//   params.norm_after_rope after it (Hunyuan's: the pair scaled by 1 / rms, turned, then
+//   multiplied by its gains, as RoPE keeps the head's mean square); each thread sums its
 //   head's squares itself (hd reads), so no workgroup shape is imposed. WHOLE_NORM: all of q
 //   and all of k are each RMS-normed as one row (OLMo 2), with a gain per element; the
 //   workgroup sums the row's squares together first (workgroup_reduce.wgsl).
@@ -137,9 +140,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             squares = squares + v * v;
         }
         let inv_rms = inverseSqrt(squares / f32(hd) + params.eps);
-        let gain = select(hd, 0u, e < qd) + e % hd;
-        a = a * inv_rms * head_gain[gain];
-        b = b * inv_rms * head_gain[gain + 1u];
+        let at = select(hd, 0u, e < qd) + e % hd;
+        let gain = vec2<f32>(head_gain[at], head_gain[at + 1u]);
+        if (params.norm_after_rope != 0u) {
+            // Hunyuan's norm after RoPE: the gains multiply the turned pair.
+            rope_and_store_gained(e, tok, step.pos + tok, a * inv_rms, b * inv_rms, gain);
+            return;
+        }
+        a = a * inv_rms * gain.x;
+        b = b * inv_rms * gain.y;
     }
 #endif
     rope_and_store(e, tok, step.pos + tok, a, b);

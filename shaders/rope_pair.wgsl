@@ -10,6 +10,9 @@
 // k_cache row p, v pairs (unturned) to v_cache row p. Where params.clamp_kqv > 0 (OLMo 1.7's
 // clamp) each value is first clamped to [-clamp_kqv, clamp_kqv]: the includer passes it
 // after its bias, and no model with a clamp has head norms (src/model/config.rs).
+// rope_and_store_gained multiplies the turned pair by a gain pair after RoPE: a head norm's
+// gains where the model norms each head after RoPE (Hunyuan's; params.norm_after_rope, the
+// includer scaling the pair by the head's 1 / rms before: RoPE keeps a head's sum of squares).
 // The includer declares `params` with n_heads, n_kv_heads, head_dim and clamp_kqv; `table:
 // array<f32>`; `k_cache`, `v_cache`: array<f32> [context, kv] (read_write), or with KV_F16
 // array<u32> [context, kv / 2] holding each pair as two halves (pack2x16float: low half the
@@ -38,6 +41,12 @@ fn store_pair(is_key: bool, at: u32, a: f32, b: f32) {
 
 // Elements e, e + 1 (e even) of token `tok`'s row are (x, y), at KV-cache position `pos`.
 fn rope_and_store(e: u32, tok: u32, pos: u32, x: f32, y: f32) {
+    rope_and_store_gained(e, tok, pos, x, y, vec2<f32>(1.0, 1.0));
+}
+
+// rope_and_store, the turned q or k pair multiplied by `gain` (v pairs are not turned and
+// take no gain).
+fn rope_and_store_gained(e: u32, tok: u32, pos: u32, x: f32, y: f32, gain: vec2<f32>) {
     var a = x;
     var b = y;
     let limit = params.clamp_kqv;
@@ -56,8 +65,8 @@ fn rope_and_store(e: u32, tok: u32, pos: u32, x: f32, y: f32) {
     let t = (pos * (hd / 2u) + i) * 2u;
     let c = table[t];
     let s = table[t + 1u];
-    let ra = a * c - b * s;
-    let rb = a * s + b * c;
+    let ra = (a * c - b * s) * gain.x;
+    let rb = (a * s + b * c) * gain.y;
     if (e < qd) {
         store_query(tok * qd + e, ra, rb);
     } else {

@@ -18,6 +18,7 @@
 //! mistral3's YaRN with its log multiplier, command-r's parallel residual with unbiased
 //! LayerNorms and multiplied logits, cohere2's with sliding layers beside unrotated full ones,
 //! olmo's (OLMo 1's) non-parametric LayerNorms and OLMo 1.7's clamp of q, k and v,
+//! hunyuan-dense's head norms after RoPE and its NTK alpha,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -74,7 +75,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 40] = [
+const FILES: [(&str, &[u8]); 41] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
@@ -92,6 +93,7 @@ const FILES: [(&str, &[u8]); 40] = [
     ("gptneox-sequential.gguf", include_bytes!("fixtures/architectures/gptneox-sequential.gguf")),
     ("gptneox.gguf", include_bytes!("fixtures/architectures/gptneox.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
+    ("hunyuan-dense.gguf", include_bytes!("fixtures/architectures/hunyuan-dense.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
@@ -209,7 +211,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -328,8 +330,8 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     assert_eq!(post_normed, 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
 }
 
-/// Qwen3's, Gemma 3's and EXAONE 4's head norms on the GPU both ways: a decode step with each
-/// q and k head normed in the Q/K/V projection's epilogue, a head a workgroup (the default;
+/// Qwen3's, Gemma 3's, EXAONE 4's and Hunyuan's (after RoPE) head norms on the GPU both ways:
+/// a decode step with each q and k head normed in the Q/K/V projection's epilogue, a head a workgroup (the default;
 /// EXAONE 4's gains bound alone, as it has no pre-norm), and with RoPE a dispatch of its own
 /// (`fold_head_norms` off, as OLMo 2's whole-projection norms run): the same logits as the
 /// exact CPU path within the tight tolerance, one dispatch more a layer.
@@ -341,7 +343,7 @@ fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
         |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_head_norms: fold, ..o },
         "head norms",
     );
-    assert_eq!(head_normed, 6, "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers");
+    assert_eq!(head_normed, 7, "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense");
 }
 
 /// Runs each fixture whose architecture `picks` on the GPU with a fold on and off (`fold`
@@ -562,7 +564,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 54] = [
+    let undone: [(&str, &str, &Undo); 56] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -658,6 +660,19 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("olmo-1.7.gguf", "q, k and v unclamped", &|c| {
             c.metadata.remove("olmo.attention.clamp_kqv");
+        }),
+        ("hunyuan-dense.gguf", "its NTK alpha dropped", &|c| {
+            c.metadata.remove("hunyuan-dense.rope.scaling.alpha");
+        }),
+        ("hunyuan-dense.gguf", "run as qwen3: each head normed before RoPE (the alpha folded into the base)", &|c| {
+            // The base as the alpha scales it (qwen3 reads no alpha): only the norm's place differs.
+            let f = |c: &candle_core::quantized::gguf_file::Content, k: &str| c.metadata.get(k).expect(k).to_f32().expect(k);
+            let u = |c: &candle_core::quantized::gguf_file::Content, k: &str| c.metadata.get(k).expect(k).to_u32().expect(k) as f32;
+            let hd = u(c, "hunyuan-dense.embedding_length") / u(c, "hunyuan-dense.attention.head_count");
+            let base = f(c, "hunyuan-dense.rope.freq_base") * f(c, "hunyuan-dense.rope.scaling.alpha").powf(hd / (hd - 2.0));
+            c.metadata.insert("hunyuan-dense.rope.freq_base".into(), Value::F32(base));
+            c.metadata.remove("hunyuan-dense.rope.scaling.alpha");
+            run_as("qwen3")(c);
         }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");

@@ -576,6 +576,31 @@ fn olmo_1s_norms_and_clamp_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn hunyuans_ntk_alpha_scales_its_rope_base_as_llama_cpp_does() {
+    use tokenscope::model::Architecture;
+    // llama.cpp: base * powf(alpha, hd / (hd - 2)) in f32, for Hunyuan's families alone; 0 or
+    // below (or no key, its dense files' way: the converter scaled the base) is none.
+    let hunyuan = |alpha: Option<f32>| {
+        let spec =
+            SyntheticSpec { architecture: Architecture::HunyuanDense, rope_base: 10_000.0, rope_alpha: alpha, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    let c = config(hunyuan(None)).expect("loads");
+    assert_eq!((c.architecture, c.rope_base), (Architecture::HunyuanDense, 10_000.0));
+    assert!(c.architecture.norms_heads_after_rope() && c.architecture.has_head_norm());
+    let c = config(hunyuan(Some(1000.0))).expect("loads");
+    let hd = c.head_dim as f32;
+    assert_eq!(c.rope_base, 10_000.0 * 1000.0f32.powf(hd / (hd - 2.0)));
+    assert_eq!(config(hunyuan(Some(0.0))).expect("loads").rope_base, 10_000.0);
+    let mut m = hunyuan(None);
+    m.set_meta("hunyuan-dense.rope.scaling.alpha", Value::F32(f32::NAN));
+    assert!(refused(m, "hunyuan-dense.rope.scaling.alpha").contains("finite"));
+    let mut m = SyntheticModel::new(&SyntheticSpec { rope_base: 10_000.0, ..SyntheticSpec::default() }).expect("model");
+    m.set_meta("llama.rope.scaling.alpha", Value::F32(1000.0));
+    assert_eq!(config(m).expect("loads").rope_base, 10_000.0, "llama.cpp reads no alpha for llama");
+}
+
+#[test]
 fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let minicpm = with_scales(Architecture::Minicpm);

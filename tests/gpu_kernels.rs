@@ -899,7 +899,8 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
     // within 2^-10 of it, relatively, 2^-24 absolutely among subnormals), each plain, with
     // Q/K/V biases (Qwen2), with head norms (each head's, Qwen3; the whole of q's and of k's,
     // OLMo 2, whose rows of 9 * 64 + 3 * 64 + 3 * 64 floats take a workgroup each, 7.5 pairs
-    // a thread) and with both; RoPE with Llama 3's per-pair factors.
+    // a thread) and with both; each head's norm after RoPE too (Hunyuan's); RoPE with Llama
+    // 3's per-pair factors.
     let (heads, kv_heads, hd, context_len) = (9usize, 3usize, 64usize, 5000usize);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let factors: Vec<f32> = (0..hd / 2).map(|_| rng.random_range(1.0..8.0)).collect();
@@ -925,6 +926,8 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
         // [-3, 3] after the biases (OLMo 1.7's clamp): the values reach 5 and the biases 2.
         for (case, (pos, n)) in [(0usize, 1usize), (1, 1), (4999, 1), (2, 5), (4990, 9)].into_iter().enumerate() {
             let clamp = if variant.head_norm.is_none() && case % 2 == 1 { 3.0 } else { 0.0 };
+            // Every other case of each head's norm norms after RoPE (Hunyuan's).
+            let after_rope = variant.head_norm == Some(HeadNormSpan::Head) && case % 2 == 1;
             let qkv = random(&mut rng, n * width, 5.0);
             // Priors a half-float cache holds exactly: rows not written must come back as they were.
             let (mut k_prior, mut v_prior) = (random(&mut rng, context_len * kv, 1.0), random(&mut rng, context_len * kv, 1.0));
@@ -942,6 +945,7 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                 bias: bias_buf.as_ref(),
                 head_norm: gain_buf.as_ref().zip(variant.head_norm).map(|(g, span)| (g, 1e-6, span)),
                 clamp,
+                norm_after_rope: after_rope,
                 ..gpu_ops::RopeKvOp::new([heads as u32, kv_heads as u32, hd as u32], &qkv_buf, q_bind, cache(&kc), cache(&vc), &table)
             };
             kernels::run_once(&ctx, k.rope_kv(&ctx, &op, &step).expect("dispatch"), at);
@@ -955,18 +959,27 @@ fn rope_kv_matches_its_cpu_twin_at_far_positions() {
                     ops::clamp_all(&mut row, clamp);
                 }
                 let (mut qr, mut kr) = (row[..qd].to_vec(), row[qd..qd + kv].to_vec());
-                if let (Some(g), Some((q_gain, _))) = (&gains, gain_widths) {
-                    ops::rmsnorm_heads(&mut qr, &g[..q_gain], 1e-6);
-                    ops::rmsnorm_heads(&mut kr, &g[q_gain..], 1e-6);
+                let norm = |qr: &mut Vec<f32>, kr: &mut Vec<f32>| {
+                    if let (Some(g), Some((q_gain, _))) = (&gains, gain_widths) {
+                        ops::rmsnorm_heads(qr, &g[..q_gain], 1e-6);
+                        ops::rmsnorm_heads(kr, &g[q_gain..], 1e-6);
+                    }
+                };
+                if !after_rope {
+                    norm(&mut qr, &mut kr);
                 }
                 ops::rope(&mut qr, &freqs, pos + b);
                 ops::rope(&mut kr, &freqs, pos + b);
+                if after_rope {
+                    norm(&mut qr, &mut kr);
+                }
                 want_q.extend(qr);
                 let at = (pos + b) * kv;
                 want_k[at..at + kv].copy_from_slice(&kr);
                 want_v[at..at + kv].copy_from_slice(&row[qd + kv..]);
             }
-            let what = |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, clamp {clamp}, {variant:?}");
+            let what =
+                |part: &str| format!("rope_kv {part}, pos {pos}, {n} tokens, clamp {clamp}, norm after RoPE {after_rope}, {variant:?}");
             let got_q = read_guarded(&ctx, &q_out, n * qd);
             assert_close(&got_q, &want_q, |i| 1e-5 * (1.0 + want_q[i].abs()) + 1e-5, &what("q"));
             // Every other cache row must come back untouched.
@@ -1439,7 +1452,8 @@ fn attention_case(
 /// cases; StableLM 2's without the input's norm, in a buffer of their own, the eighth) each
 /// row's added before RoPE (`ops::add_rows`); with head norms (Qwen3's and Gemma 3's, EXAONE
 /// 4's without the input's norm: a head a workgroup, heads of 12, 64 and 256 rows in one round
-/// or several) each q and k head RMS-normed first (`ops::rmsnorm_heads`); the last with
+/// or several) each q and k head RMS-normed first (`ops::rmsnorm_heads`; at odd positions
+/// after RoPE, Hunyuan's); the last with
 /// neither and no norm (StableLM 3B's); at even positions without head norms every value
 /// clamped after its bias (OLMo 1.7's, `ops::clamp_all`). Every weight format
 /// (the head norms on EVERY_FORM_TYPES: the epilogue takes the products alike from every
@@ -1505,17 +1519,27 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     ops::clamp_all(&mut product, limit);
                 }
                 // Each head's norm gains, q's then k's, and the bound on each normed value:
-                // g / rms times the product's own error and its share of the rms's.
+                // g / rms times the product's own error and its share of the rms's. At odd
+                // positions each head is normed after RoPE (Hunyuan's): the turned head's rms is
+                // the head's, and a value's gain is its turned pair's, so the pair's largest
+                // gain bounds it.
+                let after_rope = head_norm && pos % 2 == 1;
                 let head_gains = head_norm.then(|| random(&mut rng, 2 * hd, 2.0));
                 let mut bound = bound;
                 let mut normed = product.clone();
                 if let Some(g) = &head_gains {
+                    let mut turned = product.clone();
+                    ops::rope(&mut turned[..qd + kv], &freqs, pos);
                     for (h, (head, err)) in normed[..qd + kv].chunks_exact_mut(hd).zip(bound.chunks_exact_mut(hd)).enumerate() {
                         let gain = if h < heads { &g[..hd] } else { &g[hd..] };
                         let rms = (head.iter().map(|v| v * v).sum::<f32>() / hd as f32 + 1e-5).sqrt();
                         let rms_err = head.iter().zip(err.iter()).map(|(v, e)| v.abs() * e).sum::<f32>() / (hd as f32 * rms * rms);
-                        for ((e, v), g) in err.iter_mut().zip(head.iter()).zip(gain) {
-                            *e = 2.0 * g.abs() / rms * (*e + v.abs() * rms_err) + 1e-6;
+                        for (i, (e, v)) in err.iter_mut().zip(head.iter()).enumerate() {
+                            let g = if after_rope { gain[i & !1].abs().max(gain[i | 1].abs()) } else { gain[i].abs() };
+                            *e = 2.0 * g / rms * (*e + v.abs() * rms_err) + 1e-6;
+                        }
+                        if after_rope {
+                            head.copy_from_slice(&turned[h * hd..][..hd]);
                         }
                         ops::rmsnorm_heads(head, gain, 1e-5);
                     }
@@ -1523,9 +1547,11 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 // A pair turns by an angle: each output mixes both products' errors.
                 let pair_bound: Vec<f32> = bound.chunks_exact(2).flat_map(|p| [p[0] + p[1]; 2]).collect();
                 let mut want_q = normed[..qd].to_vec();
-                ops::rope(&mut want_q, &freqs, pos);
                 let mut k_row = normed[qd..qd + kv].to_vec();
-                ops::rope(&mut k_row, &freqs, pos);
+                if !after_rope {
+                    ops::rope(&mut want_q, &freqs, pos);
+                    ops::rope(&mut k_row, &freqs, pos);
+                }
                 let (mut k_prior, mut v_prior) = (random(&mut rng, capacity * kv, 1.0), random(&mut rng, capacity * kv, 1.0));
                 if kv_f16 {
                     (k_prior, v_prior) = (to_f16_and_back(&k_prior), to_f16_and_back(&v_prior));
@@ -1562,6 +1588,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                     bias: bias.as_ref().map(|_| biases),
                     head_norm: head_norm.then_some(gains),
                     clamp: clamp.unwrap_or(0.0),
+                    norm_after_rope: after_rope,
                 };
                 let op = LinearOp {
                     norm: pre_norm.then_some((&gb, 1e-5)),
@@ -1570,7 +1597,7 @@ fn the_rope_kv_epilogue_matches_the_projection_then_rope() {
                 };
                 let what = |part: &str| {
                     format!(
-                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm}, pre-norm {pre_norm}, clamp {clamp:?}, {options:?}"
+                        "{part}: {dtype:?} {heads}/{kv_heads} heads of {hd}, {cols} cols, pos {pos}, bias {biased}, head norm {head_norm} (after RoPE {after_rope}), pre-norm {pre_norm}, clamp {clamp:?}, {options:?}"
                     )
                 };
                 if head_norm && !k.head_norm_epilogue_fits(&ctx, hd as u32) {
@@ -1987,6 +2014,7 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
         bias: None,
         head_norm: None,
         clamp: 0.0,
+        norm_after_rope: false,
     };
     let with_rope = |shape| LinearOp { rope_kv: Some(rope(shape)), ..LinearOp::new(&m, &x, Bind(&y, 0, None)) };
     assert!(k.matvec(&ctx, &with_rope([3, 1, 10]), &step).is_ok(), "50 rows are [q | k | v] of 3 + 2 heads of 10");

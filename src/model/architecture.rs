@@ -175,6 +175,13 @@ pub enum Architecture {
     /// (`attention.clamp_kqv`, [`Config::clamp_kqv`](super::Config::clamp_kqv)) where its
     /// file has one.
     Olmo,
+    /// Tencent's Hunyuan dense models (0.5B to 7B; `hunyuan-dense`): llama's block with RoPE
+    /// on split halves and each head's q and k RMS-normed after RoPE, not before
+    /// ([`Architecture::norms_heads_after_rope`]); the LM head its own or tied; its files'
+    /// RoPE base already scaled by its NTK alpha (`rope.scaling.alpha`, where a file names
+    /// one, scales it as llama.cpp does).
+    #[serde(rename = "hunyuan-dense")]
+    HunyuanDense,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -244,7 +251,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 29] = [
+    pub const ALL: [Architecture; 30] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -274,6 +281,7 @@ impl Architecture {
         Architecture::CommandR,
         Architecture::Cohere2,
         Architecture::Olmo,
+        Architecture::HunyuanDense,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -316,6 +324,7 @@ impl Architecture {
             Architecture::CommandR => "command-r",
             Architecture::Cohere2 => "cohere2",
             Architecture::Olmo => "olmo",
+            Architecture::HunyuanDense => "hunyuan-dense",
         }
     }
 
@@ -355,7 +364,8 @@ impl Architecture {
             | Architecture::Phi2
             | Architecture::Gptneox
             | Architecture::Starcoder2
-            | Architecture::Nemotron => RopePairs::Halves,
+            | Architecture::Nemotron
+            | Architecture::HunyuanDense => RopePairs::Halves,
         }
     }
 
@@ -546,14 +556,20 @@ impl Architecture {
         self == Architecture::Phi3
     }
 
-    /// Whether q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`) before RoPE, and over
-    /// what: each head (Qwen3, Gemma 3) or the whole projection (OLMo 2).
+    /// Whether q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`), and over what: each
+    /// head (Qwen3, Gemma 3; Hunyuan's after RoPE) or the whole projection (OLMo 2).
     pub fn head_norm(self) -> Option<HeadNormSpan> {
         match self {
-            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 => Some(HeadNormSpan::Head),
+            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 | Architecture::HunyuanDense => Some(HeadNormSpan::Head),
             Architecture::Olmo2 => Some(HeadNormSpan::Whole),
             _ => None,
         }
+    }
+
+    /// Whether each head's norm of q and k comes after RoPE (Hunyuan's: llama.cpp's graph turns
+    /// q and k, then norms them) rather than before it (every other family's).
+    pub fn norms_heads_after_rope(self) -> bool {
+        self == Architecture::HunyuanDense
     }
 
     /// Whether q and k are RMS-normed before RoPE, either way ([`Architecture::head_norm`]).

@@ -208,6 +208,7 @@ impl Config {
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
+        let cfg = with_ntk_alpha(cfg, g, &key)?;
         let cfg = with_attention_temperature(cfg, g, &key)?;
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
@@ -572,6 +573,28 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
         });
     }
     Ok(cfg)
+}
+
+/// Hunyuan's NTK-aware RoPE scaling where its file names an alpha (`rope.scaling.alpha`, which
+/// llama.cpp reads for Hunyuan's families alone): the base becomes `base * alpha^(hd / (hd -
+/// 2))`, in f32 as llama.cpp computes it. Its dense files' converter writes the base so scaled
+/// and no alpha; 0 or below is none; a NaN or infinite alpha is refused by key.
+fn with_ntk_alpha(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
+    if cfg.architecture != Architecture::HunyuanDense {
+        return Ok(cfg);
+    }
+    match g.f32_opt(&key("rope.scaling.alpha"))? {
+        Some(alpha) if !alpha.is_finite() => Err(ModelError::Metadata {
+            key: key("rope.scaling.alpha"),
+            problem: format!("is {alpha}; an NTK alpha must be a finite number (0 for none)"),
+        }),
+        Some(alpha) if alpha > 0.0 && cfg.head_dim > 2 => {
+            let hd = cfg.head_dim as f32;
+            cfg.rope_base *= alpha.powf(hd / (hd - 2.0));
+            Ok(cfg)
+        }
+        _ => Ok(cfg),
+    }
 }
 
 /// The clamp of q, k and v (`attention.clamp_kqv`: OLMo 1.7's 8, also MPT's and DBRX's in

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -94,6 +94,9 @@ pub struct SyntheticSpec {
     /// OLMo 1.7's clamp of q, k and v, written as `attention.clamp_kqv` where the architecture
     /// reads it (OLMo 1's).
     pub clamp_kqv: Option<f32>,
+    /// Hunyuan's NTK alpha, written as `rope.scaling.alpha` where the architecture reads it
+    /// (Hunyuan dense's).
+    pub rope_alpha: Option<f32>,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -144,6 +147,7 @@ impl Default for SyntheticSpec {
             parallel_residual: true,
             logit_scale: None,
             clamp_kqv: None,
+            rope_alpha: None,
         }
     }
 }
@@ -236,6 +240,9 @@ impl SyntheticModel {
         }
         if let Some(clamp) = spec.clamp_kqv.filter(|_| spec.architecture == Architecture::Olmo) {
             metadata.push((key("attention.clamp_kqv"), Value::F32(clamp)));
+        }
+        if let Some(alpha) = spec.rope_alpha.filter(|_| spec.architecture == Architecture::HunyuanDense) {
+            metadata.push((key("rope.scaling.alpha"), Value::F32(alpha)));
         }
         if spec.architecture.reads_parallel_residual() {
             metadata.push((key(super::config::PARALLEL_RESIDUAL), Value::Bool(spec.parallel_residual)));

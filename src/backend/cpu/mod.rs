@@ -227,7 +227,7 @@ impl CpuBackend {
             // each projection clamped to [-c, c] after its bias where the model clamps (OLMo
             // 1.7's), xb the normed x (RMS-normed, or StableLM's LayerNorm; x itself without pre-norms,
             // OLMo 2's), q and k RMS-normed before RoPE where the model has head norms (each
-            // head, or all of each), the projection RMS-normed before the add where it has
+            // head, or all of each; Hunyuan's each head after RoPE), the projection RMS-normed before the add where it has
             // post norms (s: the residual scale, Granite's; 1 otherwise), the scores scaled by
             // the attention scale.
             ops::pre_norm(&x, b.attn_norm.as_ref(), c.norm_eps, &mut xb);
@@ -249,15 +249,25 @@ impl CpuBackend {
                     ops::clamp_all(x, limit);
                 }
             }
-            if let Some(norm) = &b.head_norm {
-                ops::rmsnorm_heads(&mut q, &norm.q, c.norm_eps);
-                ops::rmsnorm_heads(&mut k, &norm.k, c.norm_eps);
+            // Each head's norm before RoPE, or after it (Hunyuan's).
+            let after_rope = c.architecture.norms_heads_after_rope();
+            let norm_heads = |q: &mut [f32], k: &mut [f32]| {
+                if let Some(norm) = &b.head_norm {
+                    ops::rmsnorm_heads(q, &norm.q, c.norm_eps);
+                    ops::rmsnorm_heads(k, &norm.k, c.norm_eps);
+                }
+            };
+            if !after_rope {
+                norm_heads(&mut q, &mut k);
             }
             let kind = c.layer_rope(layer);
             let layer_turns = turns.iter().find(|(k, _)| *k == kind).map_or(&turns[0].1, |(_, t)| t);
             for (t, turn) in layer_turns.iter().enumerate() {
                 turn.apply(&mut q[t * qd..][..qd]);
                 turn.apply(&mut k[t * kv..][..kv]);
+            }
+            if after_rope {
+                norm_heads(&mut q, &mut k);
             }
             self.cache.append(layer, &k, &v);
             let (keys, values) = self.cache.layer(layer);

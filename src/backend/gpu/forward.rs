@@ -190,6 +190,8 @@ pub(super) struct Builder<'a> {
     pub eps: f32,
     /// The clamp of every q, k and v value (OLMo 1.7's, `Config::clamp_kqv`); 0 for none.
     pub clamp_kqv: f32,
+    /// Each head's norm comes after RoPE (Hunyuan's), not before.
+    pub norm_after_rope: bool,
     /// What the embedding's rows are multiplied by (Gemma's `sqrt(dim)`, Granite's own; 1
     /// otherwise).
     pub embedding_scale: f32,
@@ -294,6 +296,7 @@ impl Builder<'_> {
             bias: l.qkv_bias.as_ref(),
             head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
             clamp: self.clamp_kqv,
+            norm_after_rope: self.norm_after_rope,
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
         };
         // A parallel residual's own feed-forward LayerNorm (GPT-NeoX's) reads x before the
@@ -323,7 +326,8 @@ impl Builder<'_> {
         let bias = rope_kv.bias.map(|own| if norm.is_some() { QkvBiases::AfterNorm } else { QkvBiases::Own(own) });
         let one = if let Some(head_norm) = head_norm {
             let (keys, values) = (cache(&l.k_cache), cache(&l.v_cache));
-            let epilogue = RopeKv { shape, keys, values, table, bias, head_norm, clamp: rope_kv.clamp };
+            let epilogue =
+                RopeKv { shape, keys, values, table, bias, head_norm, clamp: rope_kv.clamp, norm_after_rope: rope_kv.norm_after_rope };
             let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, input, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {

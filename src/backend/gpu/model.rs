@@ -217,6 +217,7 @@ impl GpuBackend {
             dim: cfg.dim as u32,
             eps: cfg.norm_eps,
             clamp_kqv: cfg.clamp_kqv.unwrap_or(0.0),
+            norm_after_rope: cfg.architecture.norms_heads_after_rope(),
             embedding_scale: cfg.embedding_scale,
             positions: positions.as_ref(),
             embedding_norm,

@@ -85,8 +85,8 @@ uniform_struct! {
         /// ROPE_KV: every q, k and v element is clamped to `[-clamp_kqv, clamp_kqv]` after
         /// its bias (OLMo 1.7's); 0 for none.
         clamp_kqv: f32,
-        /// Padding to 16 bytes.
-        _pad3: u32,
+        /// HEAD_NORM: 1 where each head's norm comes after RoPE (Hunyuan's), 0 before it.
+        norm_after_rope: u32,
         /// Padding to 16 bytes.
         _pad4: u32,
     }
@@ -120,8 +120,9 @@ uniform_struct! {
         /// Every q, k and v element is clamped to `[-clamp_kqv, clamp_kqv]` after its bias
         /// (OLMo 1.7's, [`Config::clamp_kqv`](crate::model::Config::clamp_kqv)); 0 for none.
         clamp_kqv: f32,
-        /// Padding to 16 bytes.
-        _pad1: u32,
+        /// 1: each head's norm comes after RoPE (Hunyuan's; its gains multiply the turned
+        /// pairs), 0: before it (HEAD_NORM variants).
+        norm_after_rope: u32,
         /// Padding to 16 bytes.
         _pad2: u32,
         /// Padding to 16 bytes.

@@ -441,6 +441,9 @@ pub struct RopeKv<'a> {
     /// Every q, k and v value is clamped to `[-clamp, clamp]` after its bias (OLMo 1.7's
     /// clamp); 0 for none. Not with `head_norm` (no model has both).
     pub clamp: f32,
+    /// With `head_norm`: each head's norm comes after RoPE, its gains multiplying the turned
+    /// pairs (Hunyuan's).
+    pub norm_after_rope: bool,
 }
 
 /// Where the RoPE/KV epilogue's Q/K/V biases are, one a row, `[n_heads * head_dim + 2 kv]`.
@@ -666,6 +669,7 @@ impl Kernels {
             alibi_m0,
             alibi_m1,
             clamp_kqv: op.rope_kv.as_ref().map_or(0.0, |r| r.clamp),
+            norm_after_rope: op.rope_kv.as_ref().is_some_and(|r| r.norm_after_rope) as u32,
             ..Default::default()
         };
         let params = ctx.uniform("linear", &[params]);

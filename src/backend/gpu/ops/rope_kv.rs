@@ -71,12 +71,15 @@ pub struct RopeKvOp<'a> {
     /// Every q, k and v value is clamped to `[-clamp, clamp]` after its bias (OLMo 1.7's
     /// clamp, `Config::clamp_kqv`); 0 for none.
     pub clamp: f32,
+    /// Each head's norm (`head_norm`, [`HeadNormSpan::Head`]) comes after RoPE, not before
+    /// (Hunyuan's, [`Architecture::norms_heads_after_rope`](crate::model::Architecture::norms_heads_after_rope)).
+    pub norm_after_rope: bool,
 }
 
 impl<'a> RopeKvOp<'a> {
     /// Plain RoPE and cache write (no bias, no head norm, no clamp).
     pub fn new(shape: [u32; 3], qkv: &'a wgpu::Buffer, q: Bind<'a>, keys: Bind<'a>, values: Bind<'a>, table: &'a wgpu::Buffer) -> Self {
-        RopeKvOp { shape, qkv, q, keys, values, table, bias: None, head_norm: None, clamp: 0.0 }
+        RopeKvOp { shape, qkv, q, keys, values, table, bias: None, head_norm: None, clamp: 0.0, norm_after_rope: false }
     }
 }
 
@@ -89,8 +92,18 @@ impl Kernels {
         let span = op.head_norm.map(|(_, _, span)| span);
         let variant = RopeKvKernel { kv_f16: self.options.kv_f16, bias: op.bias.is_some(), head_norm: span };
         let eps = op.head_norm.map_or(0.0, |(_, eps, _)| eps);
-        let params =
-            ctx.uniform("rope_kv", &[RopeParams { n_heads, n_kv_heads, head_dim, eps, clamp_kqv: op.clamp, ..Default::default() }]);
+        let params = ctx.uniform(
+            "rope_kv",
+            &[RopeParams {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+                eps,
+                clamp_kqv: op.clamp,
+                norm_after_rope: op.norm_after_rope as u32,
+                ..Default::default()
+            }],
+        );
         let width = (n_heads + 2 * n_kv_heads) * head_dim;
         let expect = |what: &str, buffer: &wgpu::Buffer, floats: u32| {
             if buffer.size() < u64::from(floats) * 4 {
@@ -118,6 +131,9 @@ impl Kernels {
             };
             expect("the head-norm gains", gain, gains)?;
             binds.push(("head_gain", whole(gain)));
+        }
+        if op.norm_after_rope && span != Some(HeadNormSpan::Head) {
+            return Err(Error::Backend("a head norm after RoPE needs each head's norm".into()));
         }
         let kernel = self.rope_kv_kernel(ctx, variant)?;
         // A whole-projection norm takes a workgroup per token (its row's squares summed

@@ -9,7 +9,8 @@
 //! parallel residual with a norm for each sublayer, StarCoder's GPT-2 block with grouped-query
 //! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding, the ungated
 //! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
-//! residual with unbiased LayerNorms and multiplied logits (ERNIE 4.5,
+//! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
+//! Hunyuan's head norms after RoPE (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).

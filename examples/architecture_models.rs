@@ -318,6 +318,53 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Qwen2-VL's language model on text: Qwen2's block with multimodal RoPE whose fourth
+        // stream (position 0 for text) owns pair 6 of each head's 8, pair 7 wrapping back to
+        // time's section; RoPE base 10, so the still pair would have turned by radians over
+        // the fixture's positions; tied head. llama.cpp's qwen2vl reads no RMS epsilon (its
+        // per-family loader lost the fall-through to qwen2's that read it) and norms with 0;
+        // tokenscope reads the file's, so this file's is 1e-30, which is 0 at these sizes.
+        (
+            "qwen2vl.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Qwen2vl,
+                rope_base: 10.0,
+                rope_sections: Some([2, 2, 2, 1]),
+                norm_eps: 1e-30,
+                seed: 54,
+                ..base.clone()
+            },
+        ),
+        // GLM-4.1V's language model on text: GLM-4's block with RoPE on the first 8 of each
+        // head's 16 elements turned by multimodal RoPE (sections [2, 1, 1, 0] over its 4 pairs,
+        // as [8, 12, 12, 0] over 32), which turns split halves where GLM-4's own turns adjacent
+        // pairs; Q/K/V biases, tied head.
+        (
+            "glm4v.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Glm4,
+                rope_dims: Some(8),
+                qkv_bias: true,
+                rope_sections: Some([2, 1, 1, 0]),
+                seed: 56,
+                ..base.clone()
+            },
+        ),
+        // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
+        // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
+        // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's
+        // 61 and 62); RoPE base 10; untied head.
+        (
+            "qwen3vl.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Qwen3vl,
+                head_dim: Some(32),
+                rope_base: 10.0,
+                untied_output: true,
+                seed: 55,
+                ..base.clone()
+            },
+        ),
         (
             "gptneox-sequential.gguf",
             SyntheticSpec {

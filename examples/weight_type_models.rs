@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 39] = [
+const ARCHITECTURE_FIXTURES: [&str; 42] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -69,6 +69,9 @@ const ARCHITECTURE_FIXTURES: [&str; 39] = [
     "olmo.gguf",
     "olmo-1.7.gguf",
     "hunyuan-dense.gguf",
+    "qwen2vl.gguf",
+    "qwen3vl.gguf",
+    "glm4v.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -18,7 +18,9 @@
 //! mistral3's YaRN with its log multiplier, command-r's parallel residual with unbiased
 //! LayerNorms and multiplied logits, cohere2's with sliding layers beside unrotated full ones,
 //! olmo's (OLMo 1's) non-parametric LayerNorms and OLMo 1.7's clamp of q, k and v,
-//! hunyuan-dense's head norms after RoPE and its NTK alpha,
+//! hunyuan-dense's head norms after RoPE and its NTK alpha, qwen2vl's and qwen3vl's
+//! multimodal RoPE on text (contiguous and interleaved sections, a pair of each left still),
+//! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent),
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -75,7 +77,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 41] = [
+const FILES: [(&str, &[u8]); 44] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
@@ -89,6 +91,7 @@ const FILES: [(&str, &[u8]); 41] = [
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
     ("gemma3.gguf", include_bytes!("fixtures/architectures/gemma3.gguf")),
     ("glm4.gguf", include_bytes!("fixtures/architectures/glm4.gguf")),
+    ("glm4v.gguf", include_bytes!("fixtures/architectures/glm4v.gguf")),
     ("gpt2.gguf", include_bytes!("fixtures/architectures/gpt2.gguf")),
     ("gptneox-sequential.gguf", include_bytes!("fixtures/architectures/gptneox-sequential.gguf")),
     ("gptneox.gguf", include_bytes!("fixtures/architectures/gptneox.gguf")),
@@ -105,6 +108,8 @@ const FILES: [(&str, &[u8]); 41] = [
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
     ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
+    ("qwen2vl.gguf", include_bytes!("fixtures/architectures/qwen2vl.gguf")),
+    ("qwen3vl.gguf", include_bytes!("fixtures/architectures/qwen3vl.gguf")),
     ("phi2.gguf", include_bytes!("fixtures/architectures/phi2.gguf")),
     ("phi3-longrope-long.gguf", include_bytes!("fixtures/architectures/phi3-longrope-long.gguf")),
     ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
@@ -211,7 +216,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -327,10 +332,13 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
         |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_post_norms: fold, ..o },
         "post norms",
     );
-    assert_eq!(post_normed, 8, "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4");
+    assert_eq!(
+        post_normed, 9,
+        "gemma2, gemma3, Gemma 3 27B's scale, olmo2, olmo3, exaone4 and its 32B's sliding layers, glm4 and GLM-4V's sections"
+    );
 }
 
-/// Qwen3's, Gemma 3's, EXAONE 4's and Hunyuan's (after RoPE) head norms on the GPU both ways:
+/// Qwen3's (and Qwen3-VL's), Gemma 3's, EXAONE 4's and Hunyuan's (after RoPE) head norms on the GPU both ways:
 /// a decode step with each q and k head normed in the Q/K/V projection's epilogue, a head a workgroup (the default;
 /// EXAONE 4's gains bound alone, as it has no pre-norm), and with RoPE a dispatch of its own
 /// (`fold_head_norms` off, as OLMo 2's whole-projection norms run): the same logits as the
@@ -343,7 +351,10 @@ fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
         |o, fold| tokenscope::backend::gpu::kernels::KernelOptions { fold_head_norms: fold, ..o },
         "head norms",
     );
-    assert_eq!(head_normed, 7, "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense");
+    assert_eq!(
+        head_normed, 8,
+        "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense, qwen3vl"
+    );
 }
 
 /// Runs each fixture whose architecture `picks` on the GPU with a fold on and off (`fold`
@@ -564,7 +575,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 56] = [
+    let undone: [(&str, &str, &Undo); 59] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -673,6 +684,17 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.insert("hunyuan-dense.rope.freq_base".into(), Value::F32(base));
             c.metadata.remove("hunyuan-dense.rope.scaling.alpha");
             run_as("qwen3")(c);
+        }),
+        ("qwen2vl.gguf", "run as qwen2: every pair turned, the fourth section's too", &|c| {
+            c.metadata.remove("qwen2vl.rope.dimension_sections");
+            run_as("qwen2")(c);
+        }),
+        ("qwen3vl.gguf", "run as qwen3: every pair turned, those the interleave leaves to the fourth stream too", &|c| {
+            c.metadata.remove("qwen3vl.rope.dimension_sections");
+            run_as("qwen3")(c);
+        }),
+        ("glm4v.gguf", "its sections dropped: plain GLM-4, adjacent pairs", &|c| {
+            c.metadata.remove("glm4.rope.dimension_sections");
         }),
         ("phi2.gguf", "RoPE over whole heads", &|c| {
             c.metadata.remove("phi2.rope.dimension_count");

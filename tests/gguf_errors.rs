@@ -601,6 +601,42 @@ fn hunyuans_ntk_alpha_scales_its_rope_base_as_llama_cpp_does() {
 }
 
 #[test]
+fn qwen_vls_multimodal_rope_sections_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::{Architecture, RopeSections, SectionLayout};
+    let vl = |architecture, sections| {
+        let spec = SyntheticSpec { architecture, head_dim: Some(32), rope_sections: sections, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    // Contiguous for Qwen2-VL, interleaved for Qwen3-VL; up to four counts, fewer padded.
+    let c = config(vl(Architecture::Qwen2vl, Some([8, 4, 4, 0]))).expect("loads");
+    assert_eq!(c.rope_sections, Some(RopeSections { sections: [8, 4, 4, 0], layout: SectionLayout::Contiguous }));
+    let c = config(vl(Architecture::Qwen3vl, None)).expect("loads");
+    assert_eq!(c.rope_sections, Some(RopeSections { sections: [8, 4, 4, 0], layout: SectionLayout::Interleaved }));
+    let key = "qwen3vl.rope.dimension_sections";
+    let mut m = vl(Architecture::Qwen3vl, None);
+    m.set_meta(key, Value::Array([6, 5, 5].map(Value::I32).to_vec()));
+    assert_eq!(config(m).expect("loads").rope_sections.map(|s| s.sections), Some([6, 5, 5, 0]));
+    // Required, as llama.cpp requires them; each refusal names the key.
+    let mut m = vl(Architecture::Qwen3vl, None);
+    m.remove_meta(key);
+    assert!(refused(m, key).contains("is missing"));
+    for (sections, words) in [
+        (vec![8, 4, 4, 0, 1], "at most four"),
+        (vec![8, -4, 4, 0], "none below 0"),
+        (vec![0, 0, 0, 16], "time, height or width"),
+        (vec![16, 8, 8, 1], "at most the head width 32"),
+    ] {
+        let mut m = vl(Architecture::Qwen3vl, None);
+        m.set_meta(key, Value::Array(sections.iter().map(|&s| Value::I32(s)).collect()));
+        assert!(refused(m, key).contains(words), "{sections:?}");
+    }
+    // A family that turns each head by one position refuses them, naming those that read them.
+    let mut m = SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Qwen2, ..SyntheticSpec::default() }).expect("model");
+    m.set_meta("qwen2.rope.dimension_sections", Value::Array([4, 2, 2, 0].map(Value::I32).to_vec()));
+    assert!(refused(m, "qwen2.rope.dimension_sections").contains("qwen2vl, qwen3vl and glm4 only"));
+}
+
+#[test]
 fn minicpms_scales_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let minicpm = with_scales(Architecture::Minicpm);
@@ -647,6 +683,7 @@ fn gpt_neox_files_say_whether_the_residual_is_parallel() {
 
 #[test]
 fn glm4s_block_is_read_as_llama_cpp_reads_it() {
+    use tokenscope::model::architecture::RopePairs;
     use tokenscope::model::Architecture;
     let spec = SyntheticSpec { architecture: Architecture::Glm4, rope_dims: Some(8), qkv_bias: true, ..SyntheticSpec::default() };
     let glm4 = || SyntheticModel::new(&spec).expect("model");
@@ -657,14 +694,24 @@ fn glm4s_block_is_read_as_llama_cpp_reads_it() {
     let blocks = m.weights.layers.collect_all().expect("blocks");
     assert!(blocks.iter().all(|l| l.attn_norm.is_some() && l.ffn_norm.is_some() && l.post_norm.is_some() && l.qkv_bias.is_some()));
     assert!(blocks.iter().all(|l| l.w_gate.as_ref().is_some_and(|g| g.shape().dims() == [96, 64]) && l.w_up.shape().dims() == [96, 64]));
-    // GLM-4V's multimodal RoPE is refused by name; sections of 0 (none) are plain RoPE.
+    // GLM-4V's multimodal RoPE (time's and height's sections both given, llama.cpp's
+    // `use_mrope`) turns split halves; other sections (none, or no height) leave plain RoPE on
+    // adjacent pairs, as llama.cpp runs them.
     let key = "glm4.rope.dimension_sections";
+    let sections_of = |sections: [i32; 4]| {
+        let mut m = glm4();
+        m.set_meta(key, Value::Array(sections.map(Value::I32).to_vec()));
+        read(m.to_bytes().expect("bytes")).expect("loads").config
+    };
+    let c = sections_of([2, 1, 1, 0]);
+    assert_eq!((c.rope_sections.map(|s| s.sections), c.rope_pairs()), (Some([2, 1, 1, 0]), RopePairs::Halves));
+    for plain in [[0; 4], [4, 0, 0, 0]] {
+        let c = sections_of(plain);
+        assert_eq!((c.rope_sections, c.rope_pairs()), (None, RopePairs::Adjacent), "{plain:?}");
+    }
     let mut m = glm4();
-    m.set_meta(key, Value::Array([4, 2, 2, 0].map(Value::I32).to_vec()));
-    assert!(refused(m, key).contains("multimodal RoPE"));
-    let mut m = glm4();
-    m.set_meta(key, Value::Array([0; 4].map(Value::I32).to_vec()));
-    read(m.to_bytes().expect("bytes")).expect("loads");
+    m.set_meta(key, Value::Array([2, 1, -1, 0].map(Value::I32).to_vec()));
+    assert!(refused(m, key).contains("none below 0"));
     // A fused Q/K/V bias, which llama.cpp adds, is refused rather than left out.
     let mut m = glm4();
     let zeros = Tensor::zeros(64 + 2 * 32, candle_core::DType::F32, &Device::Cpu).expect("tensor");

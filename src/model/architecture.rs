@@ -10,7 +10,7 @@
 //! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding, the ungated
 //! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
 //! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
-//! Hunyuan's head norms after RoPE (ERNIE 4.5,
+//! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -183,6 +183,28 @@ pub enum Architecture {
     /// one, scales it as llama.cpp does).
     #[serde(rename = "hunyuan-dense")]
     HunyuanDense,
+    /// Qwen2-VL and Qwen2.5-VL's language model, run on text: Qwen2's block, its heads turned
+    /// by multimodal RoPE ([`Architecture::multimodal_rope`]) whose every position stream is a
+    /// text token's own position, so each pair turns as plain RoPE on split halves but those
+    /// of the fourth section, which stay still (llama.cpp's text positions).
+    Qwen2vl,
+    /// Qwen3-VL's language model, run on text: Qwen3's block, its heads turned by interleaved
+    /// multimodal RoPE ([`Architecture::multimodal_rope`]), as Qwen2-VL's with the sections'
+    /// pairs taken in turn; its deepstack inputs are images' alone, zero for text.
+    Qwen3vl,
+}
+
+/// How a multimodal-RoPE family lays its position streams (time, height, width and a fourth)
+/// over a head's pairs ([`RopeSections`](super::rope::RopeSections)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+#[serde(rename_all = "lowercase")]
+pub enum SectionLayout {
+    /// Each stream's pairs in one run, the sections one after another (Qwen2-VL's M-RoPE).
+    Contiguous,
+    /// The first three streams' pairs taken in turn, time, height, width (Qwen3-VL's
+    /// interleaved M-RoPE).
+    Interleaved,
 }
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
@@ -252,7 +274,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 30] = [
+    pub const ALL: [Architecture; 32] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -283,6 +305,8 @@ impl Architecture {
         Architecture::Cohere2,
         Architecture::Olmo,
         Architecture::HunyuanDense,
+        Architecture::Qwen2vl,
+        Architecture::Qwen3vl,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list.
@@ -326,6 +350,8 @@ impl Architecture {
             Architecture::Cohere2 => "cohere2",
             Architecture::Olmo => "olmo",
             Architecture::HunyuanDense => "hunyuan-dense",
+            Architecture::Qwen2vl => "qwen2vl",
+            Architecture::Qwen3vl => "qwen3vl",
         }
     }
 
@@ -366,7 +392,9 @@ impl Architecture {
             | Architecture::Gptneox
             | Architecture::Starcoder2
             | Architecture::Nemotron
-            | Architecture::HunyuanDense => RopePairs::Halves,
+            | Architecture::HunyuanDense
+            | Architecture::Qwen2vl
+            | Architecture::Qwen3vl => RopePairs::Halves,
         }
     }
 
@@ -513,7 +541,7 @@ impl Architecture {
     /// Whether its files must have `attn_q.bias`, `attn_k.bias` and `attn_v.bias` (a llama file
     /// may have them too; they are used wherever present).
     pub fn requires_qkv_bias(self) -> bool {
-        self == Architecture::Qwen2
+        matches!(self, Architecture::Qwen2 | Architecture::Qwen2vl)
     }
 
     /// Whether its files hold the gate and up projections stacked in `ffn_up`, `[2 ffn_dim,
@@ -561,10 +589,31 @@ impl Architecture {
     /// head (Qwen3, Gemma 3; Hunyuan's after RoPE) or the whole projection (OLMo 2).
     pub fn head_norm(self) -> Option<HeadNormSpan> {
         match self {
-            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 | Architecture::HunyuanDense => Some(HeadNormSpan::Head),
+            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 | Architecture::HunyuanDense | Architecture::Qwen3vl => {
+                Some(HeadNormSpan::Head)
+            }
             Architecture::Olmo2 => Some(HeadNormSpan::Whole),
             _ => None,
         }
+    }
+
+    /// How its files' multimodal RoPE lays the position streams over each head's pairs, where
+    /// it may have one (`rope.dimension_sections`): Qwen2-VL's and GLM-4V's contiguous
+    /// sections, Qwen3-VL's interleaved ones; `None` for every family that turns each head by
+    /// one position (their files' sections are refused).
+    pub fn multimodal_rope(self) -> Option<SectionLayout> {
+        match self {
+            Architecture::Qwen2vl | Architecture::Glm4 => Some(SectionLayout::Contiguous),
+            Architecture::Qwen3vl => Some(SectionLayout::Interleaved),
+            _ => None,
+        }
+    }
+
+    /// Whether its files must name multimodal RoPE's sections (Qwen2-VL's and Qwen3-VL's, as
+    /// llama.cpp requires them); a glm4 file turns by them only where it names time's and
+    /// height's (GLM-4V's, llama.cpp's `use_mrope`), else by plain RoPE.
+    pub fn requires_sections(self) -> bool {
+        matches!(self, Architecture::Qwen2vl | Architecture::Qwen3vl)
     }
 
     /// Whether each head's norm of q and k comes after RoPE (Hunyuan's: llama.cpp's graph turns

@@ -7,8 +7,8 @@
 use candle_core::quantized::gguf_file::Value;
 use serde::Serialize;
 
-use super::architecture::{Architecture, GEMMA3_LOCAL_ROPE_BASE};
-use super::rope::{LayerRope, Yarn, YARN_BETA_FAST, YARN_BETA_SLOW};
+use super::architecture::{Architecture, RopePairs, SectionLayout, GEMMA3_LOCAL_ROPE_BASE};
+use super::rope::{LayerRope, RopeSections, Yarn, YARN_BETA_FAST, YARN_BETA_SLOW};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
 
@@ -124,6 +124,10 @@ pub struct Config {
     /// bias, before RoPE (OLMo 1.7's `attention.clamp_kqv`, [`read_clamp`]); `None` for no
     /// clamp.
     pub clamp_kqv: Option<f32>,
+    /// Multimodal RoPE's sections where the family has them (Qwen2-VL's and Qwen3-VL's
+    /// `rope.dimension_sections`, [`read_sections`]): for text, the pairs of the fourth
+    /// section stay still and every other turns as plain RoPE; `None` elsewhere.
+    pub rope_sections: Option<RopeSections>,
 }
 
 /// The key (after the architecture's prefix) of GPT-NeoX's choice of a parallel residual.
@@ -205,6 +209,10 @@ impl Config {
             alibi_max_bias: architecture.alibi_max_bias(),
             // llama.cpp reads the clamp for OLMo 1 alone among the engine's families.
             clamp_kqv: if architecture == Architecture::Olmo { read_clamp(g, &key)? } else { None },
+            rope_sections: match architecture.multimodal_rope() {
+                Some(layout) => read_sections(g, &key, architecture, layout, head_dim)?,
+                None => None,
+            },
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
@@ -213,9 +221,21 @@ impl Config {
         cfg.validate(g.tensor_count(), g.usize_opt(&key("attention.key_length"))?.is_some())?;
         check_value_width(g, &key, head_dim)?;
         check_no_longrope(g, architecture, &key)?;
-        check_no_sections(g, &key)?;
+        if architecture.multimodal_rope().is_none() {
+            check_no_sections(g, &key)?;
+        }
         check_sliding_pattern(g, &cfg)?;
         Ok(cfg)
+    }
+
+    /// Where RoPE's pairs sit within a head: the architecture's, or split halves wherever
+    /// multimodal RoPE turns them (llama.cpp's M-RoPE turns as NEOX does: GLM-4V's, where
+    /// GLM-4's own are adjacent).
+    pub fn rope_pairs(&self) -> RopePairs {
+        match self.rope_sections {
+            Some(_) => RopePairs::Halves,
+            None => self.architecture.rope_pairs(),
+        }
     }
 
     /// The metadata key `name` under this model's architecture (`qwen2.block_count`).
@@ -631,18 +651,62 @@ fn check_no_longrope(g: &Gguf, architecture: Architecture, key: &dyn Fn(&str) ->
     }
 }
 
-/// Refuses multimodal RoPE by name (`rope.dimension_sections` with any section: GLM-4V's,
-/// whose heads llama.cpp turns by several position streams), rather than run it as plain RoPE.
+/// Refuses multimodal RoPE by name (`rope.dimension_sections` with any section, by which
+/// llama.cpp turns heads by several position streams) in a family that does not read it
+/// ([`Architecture::multimodal_rope`]), rather than run it as plain RoPE.
 fn check_no_sections(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
     match g.ints_opt(&key("rope.dimension_sections"))? {
         Some(sections) if sections.iter().any(|&s| s != 0) => Err(ModelError::Metadata {
             key: key("rope.dimension_sections"),
             problem: format!(
-                "is {sections:?}: multimodal RoPE, which tokenscope does not compute (it turns each head by one position), so it does not run this model"
+                "is {sections:?}: multimodal RoPE, which tokenscope reads for qwen2vl, qwen3vl and glm4 only, so it does not run this model"
             ),
         }),
         _ => Ok(()),
     }
+}
+
+/// Reads multimodal RoPE's sections (`rope.dimension_sections`: four counts of pairs, as
+/// llama.cpp reads them, fewer padded with 0) where the family may turn by them: required in
+/// Qwen2-VL's and Qwen3-VL's files ([`Architecture::requires_sections`]); in a glm4 file
+/// `None` (plain RoPE, as llama.cpp runs it) unless time's and height's sections both have
+/// pairs. Refused where negative, with no pair for any of the first three streams (llama.cpp
+/// asserts one), or adding up to more than the head's width (llama.cpp's `ggml_rope_multi`
+/// asserts that too).
+fn read_sections(
+    g: &Gguf,
+    key: &dyn Fn(&str) -> String,
+    architecture: Architecture,
+    layout: SectionLayout,
+    head_dim: usize,
+) -> Result<Option<RopeSections>, ModelError> {
+    let name = key("rope.dimension_sections");
+    let bad = |problem: String| ModelError::Metadata { key: name.clone(), problem };
+    let values = match g.ints_opt(&name)? {
+        Some(values) => values,
+        None if architecture.requires_sections() => {
+            return Err(bad("is missing: this family's heads are turned by multimodal RoPE, whose sections it names".into()))
+        }
+        None => return Ok(None),
+    };
+    // llama.cpp's `use_mrope`: a glm4 file turns by its sections where time and height have pairs.
+    let turns_by_sections = values.first() > Some(&0) && values.get(1) > Some(&0);
+    if !architecture.requires_sections() && !turns_by_sections {
+        return Ok(None);
+    }
+    if values.len() > 4 || values.iter().any(|&s| s < 0) {
+        return Err(bad(format!("is {values:?}: it must be at most four counts of pairs, none below 0")));
+    }
+    let mut sections = [0usize; 4];
+    for (section, &v) in sections.iter_mut().zip(&values) {
+        *section = usize::try_from(v).map_err(|_| bad(format!("is {values:?}: {v} pairs is too many")))?;
+    }
+    if sections[..3].iter().all(|&s| s == 0) || sections.iter().sum::<usize>() > head_dim {
+        return Err(bad(format!(
+            "is {values:?}: the sections must give pairs to time, height or width and add up to at most the head width {head_dim}"
+        )));
+    }
+    Ok(Some(RopeSections { sections, layout }))
 }
 
 /// Refuses what the engine does not compute: values of a width other than the keys'

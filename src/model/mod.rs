@@ -12,9 +12,9 @@ pub mod weights;
 use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
-pub use architecture::{Architecture, HeadNormSpan};
+pub use architecture::{Architecture, HeadNormSpan, SectionLayout};
 pub use config::Config;
-pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, Yarn};
+pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, RopeSections, Yarn};
 pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, Weights, WeightsSummary};
 
 use crate::error::Result;

@@ -10,6 +10,7 @@ use candle_core::quantized::{QStorage, QTensor};
 use candle_core::Device;
 use serde::Serialize;
 
+use super::architecture::SectionLayout;
 use super::config::Config;
 use crate::error::ModelError;
 
@@ -92,6 +93,15 @@ impl RopeFrequencies {
         RopeFrequencies { inv_freq: vec![0.0; head_dim / 2], rotated: 0, magnitude: 1.0 }
     }
 
+    /// The same frequencies with the pairs that multimodal RoPE turns by its fourth position
+    /// stream held still ([`RopeSections::turns_pair`]): a text token's fourth position is 0
+    /// in llama.cpp, so their angle is 0 (their cosine and sine still carry the magnitude, as
+    /// llama.cpp's `rope_yarn` gives them).
+    pub fn with_sections(self, sections: &RopeSections) -> Self {
+        let inv_freq = self.inv_freq.iter().enumerate().map(|(i, &f)| if sections.turns_pair(i) { f } else { 0.0 }).collect();
+        RopeFrequencies { inv_freq, ..self }
+    }
+
     /// Pairs per head (`head_dim / 2`).
     pub fn pairs(&self) -> usize {
         self.inv_freq.len()
@@ -163,6 +173,40 @@ impl Yarn {
         let low = pair_turning(YARN_BETA_FAST).floor().max(0.0);
         let high = pair_turning(YARN_BETA_SLOW).ceil().min(dims - 1.0);
         (f64::from(low), f64::from(high))
+    }
+}
+
+/// Multimodal RoPE's sections (`rope.dimension_sections`, Qwen2-VL's `[16, 24, 24, 0]`,
+/// Qwen3-VL's `[24, 20, 20, 0]`, GLM-4.1V's `[8, 12, 12, 0]`): how many of a head's pairs each of four position streams
+/// (time, height, width, a fourth) turns, laid out as the family lays them. For text every
+/// token's first three positions are its place in the sequence and its fourth is 0 (llama.cpp's
+/// `llm_graph_input_pos`), so a pair turns as plain RoPE turns it unless the fourth stream
+/// owns it. Pair `i` sits at sector `i % sum(sections)` (llama.cpp's `ggml_mrope_cache_init`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct RopeSections {
+    /// Pairs per stream: time, height, width, the fourth.
+    pub sections: [usize; 4],
+    /// Contiguous (Qwen2-VL's) or interleaved (Qwen3-VL's).
+    pub layout: SectionLayout,
+}
+
+impl RopeSections {
+    /// Whether pair `i` of a head turns by a text token's position: its sector belongs to
+    /// the time, height or width stream, not to the fourth (whose position is 0).
+    pub fn turns_pair(&self, i: usize) -> bool {
+        let [t, h, w, _] = self.sections;
+        let sector = i % self.sections.iter().sum::<usize>().max(1);
+        if self.layout == SectionLayout::Interleaved {
+            // Time, height, width in turn, each for as long as its section lasts.
+            match sector % 3 {
+                0 => sector < 3 * t,
+                1 => sector < 3 * h,
+                _ => sector < 3 * w,
+            }
+        } else {
+            sector < t + h + w
+        }
     }
 }
 
@@ -296,6 +340,24 @@ pub fn permute_rows(t: &QTensor, order: &[usize]) -> Result<QTensor, ModelError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_positions_still_only_the_fourth_streams_pairs() {
+        // Qwen2-VL's sections cover its 64 pairs with the first three streams: all turn.
+        let qwen2vl = RopeSections { sections: [16, 24, 24, 0], layout: SectionLayout::Contiguous };
+        assert!((0..64).all(|i| qwen2vl.turns_pair(i)));
+        // Qwen3-VL's interleave runs height and width out at sector 60: 61 and 62 fall to the
+        // fourth stream in llama.cpp, 60 and 63 stay time's.
+        let qwen3vl = RopeSections { sections: [24, 20, 20, 0], layout: SectionLayout::Interleaved };
+        let still: Vec<usize> = (0..64).filter(|&i| !qwen3vl.turns_pair(i)).collect();
+        assert_eq!(still, [61, 62]);
+        // A fourth section of its own, past which the sectors start again.
+        let four = RopeSections { sections: [1, 1, 1, 1], layout: SectionLayout::Contiguous };
+        assert_eq!((0..8).map(|i| four.turns_pair(i)).collect::<Vec<_>>(), [true, true, true, false, true, true, true, false]);
+        let freqs = RopeFrequencies::plain(16, 16, 10.0).with_magnitude(1.5).with_sections(&four);
+        assert_eq!(freqs.sin_cos(5, 3), (0.0, 1.5));
+        assert_eq!(freqs.sin_cos(5, 2), RopeFrequencies::plain(16, 16, 10.0).with_magnitude(1.5).sin_cos(5, 2));
+    }
 
     #[test]
     fn partial_rope_pairs_the_turned_halves_and_leaves_the_rest_in_place() {

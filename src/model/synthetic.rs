@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -97,6 +97,14 @@ pub struct SyntheticSpec {
     /// Hunyuan's NTK alpha, written as `rope.scaling.alpha` where the architecture reads it
     /// (Hunyuan dense's).
     pub rope_alpha: Option<f32>,
+    /// Multimodal RoPE's sections, written as `rope.dimension_sections` where the architecture
+    /// reads them ([`Architecture::multimodal_rope`]: glm4 only where given); `None` in
+    /// Qwen-VL's ([`Architecture::requires_sections`]) writes its real files'
+    /// shape, every pair to the first three streams: half the head's pairs to time, a quarter
+    /// each to height and width.
+    pub rope_sections: Option<[usize; 4]>,
+    /// The norms' epsilon, written under the architecture's key.
+    pub norm_eps: f32,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -148,6 +156,8 @@ impl Default for SyntheticSpec {
             logit_scale: None,
             clamp_kqv: None,
             rope_alpha: None,
+            rope_sections: None,
+            norm_eps: 1e-5,
         }
     }
 }
@@ -185,7 +195,7 @@ impl SyntheticModel {
             (key("attention.head_count_kv"), u(spec.n_kv_heads)),
             (key("context_length"), u(spec.context_len)),
             (key("rope.freq_base"), Value::F32(spec.rope_base)),
-            (key(super::config::eps_key(spec.architecture)), Value::F32(1e-5)),
+            (key(super::config::eps_key(spec.architecture)), Value::F32(spec.norm_eps)),
             ("tokenizer.ggml.model".to_string(), s("gpt2")),
             ("tokenizer.ggml.pre".to_string(), s("smollm")),
             ("tokenizer.ggml.tokens".to_string(), Value::Array(tokens.iter().map(|t| s(t)).collect())),
@@ -243,6 +253,10 @@ impl SyntheticModel {
         }
         if let Some(alpha) = spec.rope_alpha.filter(|_| spec.architecture == Architecture::HunyuanDense) {
             metadata.push((key("rope.scaling.alpha"), Value::F32(alpha)));
+        }
+        if spec.architecture.requires_sections() || (spec.rope_sections.is_some() && spec.architecture.multimodal_rope().is_some()) {
+            let sections = spec.rope_sections.unwrap_or([pairs - pairs / 2, pairs / 4, pairs / 2 - pairs / 4, 0]);
+            metadata.push((key("rope.dimension_sections"), Value::Array(sections.iter().map(|&s| Value::I32(s as i32)).collect())));
         }
         if spec.architecture.reads_parallel_residual() {
             metadata.push((key(super::config::PARALLEL_RESIDUAL), Value::Bool(spec.parallel_residual)));

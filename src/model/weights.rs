@@ -437,9 +437,16 @@ impl Weights {
             None
         };
         let factors = if gguf.tensor_info(ROPE_FACTORS).is_some() { Some(rope_factors(&take(ROPE_FACTORS)?, ROPE_FACTORS)?) } else { None };
-        let freqs = |factors: Option<&[f32]>| match &cfg.rope_yarn {
-            Some(yarn) => RopeFrequencies::yarn(cfg.head_dim, cfg.rope_dims, cfg.rope_base, factors, yarn),
-            None => RopeFrequencies::new(cfg.head_dim, cfg.rope_dims, cfg.rope_base, cfg.rope_scale, factors),
+        let freqs = |factors: Option<&[f32]>| {
+            let freqs = match &cfg.rope_yarn {
+                Some(yarn) => RopeFrequencies::yarn(cfg.head_dim, cfg.rope_dims, cfg.rope_base, factors, yarn),
+                None => RopeFrequencies::new(cfg.head_dim, cfg.rope_dims, cfg.rope_base, cfg.rope_scale, factors),
+            };
+            // Multimodal RoPE on text: plain RoPE with the fourth stream's pairs still.
+            match &cfg.rope_sections {
+                Some(sections) => freqs.with_sections(sections),
+                None => freqs,
+            }
         };
         let longrope = has_longrope(gguf, cfg);
         if longrope && cfg.rope_yarn.is_some() {
@@ -524,7 +531,7 @@ fn read_block<R: Read + Seek>(
     done: &mut u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<LayerWeights, ModelError> {
-    let halves = cfg.architecture.rope_pairs() == RopePairs::Halves;
+    let halves = cfg.rope_pairs() == RopePairs::Halves;
     let order = |heads: usize| halves_to_pairs(cfg.head_dim, cfg.rope_dims, heads);
     let (q_order, k_order, head_order) = (order(cfg.n_heads), order(cfg.n_kv_heads), order(1));
     let rows = |t: QTensor, order: &[usize]| if halves { permute_rows(&t, order) } else { Ok(t) };

@@ -134,6 +134,13 @@ pub enum ModelError {
     /// if it ever shows: the fuzzer and tests/gguf_hostile.rs look for it).
     #[error("the GGUF header reads two ways ({0}): this file cannot be trusted; please report it")]
     ReadersDisagree(String),
+    /// A multimodal projector (`general.architecture = "clip"`: the `mmproj` file that comes
+    /// beside a vision model's language model, Qwen2-VL's, Qwen3-VL's, GLM-4V's), which holds
+    /// no language model to run.
+    #[error(
+        "this file is a vision projector (general.architecture \"clip\", an mmproj file), not a language model: open the model's own .gguf, whose text tokenscope runs"
+    )]
+    Projector,
     /// A model architecture the engine does not run.
     #[error("unsupported architecture {name:?} (general.architecture): tokenscope runs {supported}")]
     UnsupportedArchitecture {

@@ -80,6 +80,11 @@ fn other_architectures_are_refused() {
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::UnsupportedArchitecture { ref name, .. } if name == "rwkv6"), "{e}");
     assert!(e.to_string().contains("llama, qwen2, qwen3"), "{e}");
+    // A vision model's projector (mmproj) file, dropped in place of its language model.
+    m.set_meta("general.architecture", Value::String("clip".into()));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::Projector), "{e}");
+    assert!(e.to_string().contains("an mmproj file), not a language model"), "{e}");
 }
 
 #[test]

@@ -207,6 +207,10 @@ pub enum SectionLayout {
     Interleaved,
 }
 
+/// The `general.architecture` of a vision model's projector file (llama.cpp's `mmproj`),
+/// which is refused as such ([`ModelError::Projector`]).
+pub const PROJECTOR_ARCHITECTURE: &str = "clip";
+
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
 /// (BLOOM's: llama.cpp fixes it, GGUF files do not store it).
 pub const BLOOM_ALIBI_MAX_BIAS: f32 = 8.0;
@@ -309,8 +313,12 @@ impl Architecture {
         Architecture::Qwen3vl,
     ];
 
-    /// Reads `general.architecture`, refusing any other family by name with the supported list.
+    /// Reads `general.architecture`, refusing any other family by name with the supported list
+    /// (a vision projector's `clip` with what to open instead).
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
+        if name == PROJECTOR_ARCHITECTURE {
+            return Err(ModelError::Projector);
+        }
         Self::ALL
             .into_iter()
             .find(|a| a.name() == name)

@@ -350,6 +350,20 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // ChatGLM (GLM-4 9B Chat's files): GLM-4's block without post norms, RoPE on the first
+        // 8 of each head's 16 elements in adjacent pairs, W_q, W_k and W_v stacked with their
+        // stacked bias, the gate and up projections stacked; an LM head of its own.
+        (
+            "chatglm.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Chatglm,
+                rope_dims: Some(8),
+                qkv_bias: true,
+                untied_output: true,
+                seed: 57,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -20,7 +20,8 @@
 //! olmo's (OLMo 1's) non-parametric LayerNorms and OLMo 1.7's clamp of q, k and v,
 //! hunyuan-dense's head norms after RoPE and its NTK alpha, qwen2vl's and qwen3vl's
 //! multimodal RoPE on text (contiguous and interleaved sections, a pair of each left still),
-//! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent),
+//! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent), chatglm's
+//! GLM-4 block without post norms and its stacked Q/K/V bias,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -77,9 +78,10 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 44] = [
+const FILES: [(&str, &[u8]); 45] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
+    ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
     ("command-r.gguf", include_bytes!("fixtures/architectures/command-r.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
@@ -216,7 +218,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -575,7 +577,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 59] = [
+    let undone: [(&str, &str, &Undo); 61] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -692,6 +694,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("qwen3vl.gguf", "run as qwen3: every pair turned, those the interleave leaves to the fourth stream too", &|c| {
             c.metadata.remove("qwen3vl.rope.dimension_sections");
             run_as("qwen3")(c);
+        }),
+        ("chatglm.gguf", "its stacked Q/K/V bias dropped", &|c| {
+            c.tensor_infos.retain(|name, _| !name.ends_with("attn_qkv.bias"));
+        }),
+        ("chatglm.gguf", "RoPE over whole heads", &|c| {
+            c.metadata.remove("chatglm.rope.dimension_count");
         }),
         ("glm4v.gguf", "its sections dropped: plain GLM-4, adjacent pairs", &|c| {
             c.metadata.remove("glm4.rope.dimension_sections");

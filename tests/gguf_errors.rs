@@ -717,11 +717,31 @@ fn glm4s_block_is_read_as_llama_cpp_reads_it() {
     let mut m = glm4();
     m.set_meta(key, Value::Array([2, 1, -1, 0].map(Value::I32).to_vec()));
     assert!(refused(m, key).contains("none below 0"));
-    // A fused Q/K/V bias, which llama.cpp adds, is refused rather than left out.
+    // A stacked Q/K/V bias beside W_q, W_k and W_v held apart, which nothing would add (llama.cpp
+    // does not load such a file), is refused rather than left out.
     let mut m = glm4();
     let zeros = Tensor::zeros(64 + 2 * 32, candle_core::DType::F32, &Device::Cpu).expect("tensor");
     m.set_tensor("blk.0.attn_qkv.bias", QTensor::quantize(&zeros, GgmlDType::F32).expect("F32"));
     assert!(matches!(model_error(read(m.to_bytes().expect("bytes"))), ModelError::UnappliedTensor(_)));
+}
+
+#[test]
+fn chatglms_stacked_projections_and_bias_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let spec = SyntheticSpec { architecture: Architecture::Chatglm, rope_dims: Some(8), qkv_bias: true, ..SyntheticSpec::default() };
+    let chatglm = || SyntheticModel::new(&spec).expect("model");
+    // W_q, W_k and W_v cut from attn_qkv [64 + 2 * 32, 64], its bias cut alike; the gate from
+    // ffn_up; no post norms; RoPE on 8 of 16.
+    let m = read(chatglm().to_bytes().expect("bytes")).expect("loads");
+    assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    assert!(blocks.iter().all(|l| l.post_norm.is_none() && l.w_gate.is_some()));
+    assert!(blocks.iter().all(|l| l.qkv_bias.as_ref().is_some_and(|b| (b.q.len(), b.k.len(), b.v.len()) == (64, 32, 32))));
+    // A stacked bias of the wrong length is refused by name.
+    let mut m = chatglm();
+    let short = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.1.attn_qkv.bias", QTensor::quantize(&short, GgmlDType::F32).expect("F32"));
+    assert!(model_error(read(m.to_bytes().expect("bytes"))).to_string().contains("blk.1.attn_qkv.bias"));
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! attention, StarCoder 2's with RoPE and Q/K/V apart, BLOOM's ALiBi and normed embedding, the ungated
 //! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
 //! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
-//! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text (ERNIE 4.5,
+//! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
+//! norms (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -192,6 +193,11 @@ pub enum Architecture {
     /// multimodal RoPE ([`Architecture::multimodal_rope`]), as Qwen2-VL's with the sections'
     /// pairs taken in turn; its deepstack inputs are images' alone, zero for text.
     Qwen3vl,
+    /// ChatGLM3 6B, GLM-4 9B Chat and CodeGeeX4 (`chatglm`, GLM-4's files before its 0414
+    /// models): GLM-4's block without its post norms, RoPE on the first half of each head in
+    /// adjacent pairs, W_q, W_k and W_v stacked (`attn_qkv`, with its bias) and the gate and
+    /// up projections stacked in `ffn_up`.
+    Chatglm,
 }
 
 /// How a multimodal-RoPE family lays its position streams (time, height, width and a fourth)
@@ -278,7 +284,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 32] = [
+    pub const ALL: [Architecture; 33] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -311,6 +317,7 @@ impl Architecture {
         Architecture::HunyuanDense,
         Architecture::Qwen2vl,
         Architecture::Qwen3vl,
+        Architecture::Chatglm,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -360,6 +367,7 @@ impl Architecture {
             Architecture::HunyuanDense => "hunyuan-dense",
             Architecture::Qwen2vl => "qwen2vl",
             Architecture::Qwen3vl => "qwen3vl",
+            Architecture::Chatglm => "chatglm",
         }
     }
 
@@ -378,6 +386,7 @@ impl Architecture {
             | Architecture::Ernie45
             | Architecture::Internlm2
             | Architecture::Glm4
+            | Architecture::Chatglm
             | Architecture::Gpt2
             | Architecture::Starcoder
             | Architecture::Bloom
@@ -416,6 +425,7 @@ impl Architecture {
             self,
             Architecture::Phi3
                 | Architecture::Glm4
+                | Architecture::Chatglm
                 | Architecture::Stablelm
                 | Architecture::Phi2
                 | Architecture::Gptneox
@@ -554,9 +564,9 @@ impl Architecture {
 
     /// Whether its files hold the gate and up projections stacked in `ffn_up`, `[2 ffn_dim,
     /// dim]`, the gate's rows first, and may hold W_q, W_k and W_v stacked in one `attn_qkv`
-    /// tensor: Phi-3's and GLM-4's.
+    /// tensor: Phi-3's, GLM-4's and ChatGLM's.
     pub fn has_fused_projections(self) -> bool {
-        matches!(self, Architecture::Phi3 | Architecture::Glm4)
+        matches!(self, Architecture::Phi3 | Architecture::Glm4 | Architecture::Chatglm)
     }
 
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's,

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -329,14 +329,15 @@ impl SyntheticModel {
             if layer_norms {
                 add(bias("attn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
-            // Phi-3's, GPT-2's, Phi-2's, GPT-NeoX's and StarCoder's files stack W_q, W_k and
-            // W_v; GLM-4's and StarCoder 2's hold them apart, as their converters write.
-            // GPT-2's biases: the Q/K/V projection's and every other matrix's but the LM head.
+            // Phi-3's, GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's and ChatGLM's files stack
+            // W_q, W_k and W_v; GLM-4's and StarCoder 2's hold them apart, as their converters
+            // write. GPT-2's biases: the Q/K/V projection's and every other matrix's but the LM
+            // head; ChatGLM's stacked Q/K/V's where asked.
             let biased = arch.linear_biases();
-            let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2) || arch.requires_fused_qkv();
+            let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2 | Architecture::Chatglm) || arch.requires_fused_qkv();
             if stacked {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
-                if biased {
+                if biased || spec.qkv_bias {
                     add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
                 }
             } else {

@@ -312,7 +312,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             block.push(("ffn_up.weight", vec![f, d]));
         }
         block.push(("ffn_down.weight", vec![d, f]));
-        if arch.linear_biases() && has_fused_qkv(gguf, cfg, i) {
+        if has_fused_qkv_bias(gguf, cfg, i) {
             block.push(("attn_qkv.bias", vec![q + 2 * kv]));
         }
         if arch.linear_biases() {
@@ -342,7 +342,8 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
 /// A block's biases llama.cpp adds wherever a file holds them (on the attention's output
 /// projection, a fused Q/K/V projection and the feed-forward's three), and the engine does
 /// not but in a family whose blocks have them (the gate's alone then,
-/// [`unapplied_biases`]): a file with any is refused rather than run without it.
+/// [`unapplied_biases`]) or, the stacked Q/K/V's, where the block's Q/K/V is stacked: a file
+/// with any other is refused rather than run without it.
 pub const UNAPPLIED_BIASES: [&str; 5] = ["attn_output.bias", "attn_qkv.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"];
 
 /// The biases of [`UNAPPLIED_BIASES`] a file of `arch` must not hold: every one, or in a
@@ -370,7 +371,10 @@ impl Weights {
     pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
         let head_norms: &[&str] = if cfg.architecture.has_head_norm() { &[] } else { &UNAPPLIED_HEAD_NORMS };
         let biases = unapplied_biases(cfg.architecture);
-        let unapplied = (0..cfg.n_layers).flat_map(|i| biases.iter().chain(head_norms).map(move |t| format!("blk.{i}.{t}")));
+        // A stacked Q/K/V bias is added wherever the block's W_q, W_k and W_v are stacked.
+        let applied = |i: usize, t: &str| t == "attn_qkv.bias" && has_fused_qkv(gguf, cfg, i);
+        let unapplied = (0..cfg.n_layers)
+            .flat_map(|i| biases.iter().chain(head_norms).filter(move |t| !applied(i, t)).map(move |t| format!("blk.{i}.{t}")));
         if let Some(name) = unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
             return Err(ModelError::UnappliedTensor(name));
         }
@@ -506,6 +510,13 @@ fn has_fused_qkv(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
     arch.requires_fused_qkv() || (arch.may_fuse_qkv() && gguf.tensor_info(&format!("blk.{i}.attn_qkv.weight")).is_some())
 }
 
+/// Whether block `i` adds a stacked Q/K/V bias (`attn_qkv.bias`): wherever its W_q, W_k and
+/// W_v are stacked and the file holds one (ChatGLM's, GLM-4's, Phi-3's, as llama.cpp adds it),
+/// and always in a family with biases on every matrix (GPT-2's).
+fn has_fused_qkv_bias(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
+    has_fused_qkv(gguf, cfg, i) && (cfg.architecture.linear_biases() || gguf.tensor_info(&format!("blk.{i}.attn_qkv.bias")).is_some())
+}
+
 /// Reads one tensor and reports the bytes read so far.
 fn read_tensor<R: Read + Seek>(
     gguf: &Gguf,
@@ -540,7 +551,7 @@ fn read_block<R: Read + Seek>(
     let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
     let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
     let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
-    let qkv_bias = if cfg.architecture.linear_biases() && has_fused_qkv(gguf, cfg, i) {
+    let qkv_bias = if has_fused_qkv_bias(gguf, cfg, i) {
         let stacked = to_vec(&take("attn_qkv.bias")?)?;
         let (bq, rest) = stacked.split_at(q);
         let (bk, bv) = rest.split_at(kv);

@@ -364,6 +364,9 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Maincoder: Hunyuan dense's block (each head's q and k RMS-normed after RoPE) with RoPE
+        // on adjacent pairs; tied head.
+        ("maincoder.gguf", SyntheticSpec { architecture: Architecture::Maincoder, seed: 58, ..base.clone() }),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

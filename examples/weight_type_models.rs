@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 43] = [
+const ARCHITECTURE_FIXTURES: [&str; 44] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -73,6 +73,7 @@ const ARCHITECTURE_FIXTURES: [&str; 43] = [
     "qwen3vl.gguf",
     "glm4v.gguf",
     "chatglm.gguf",
+    "maincoder.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -21,7 +21,8 @@
 //! hunyuan-dense's head norms after RoPE and its NTK alpha, qwen2vl's and qwen3vl's
 //! multimodal RoPE on text (contiguous and interleaved sections, a pair of each left still),
 //! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent), chatglm's
-//! GLM-4 block without post norms and its stacked Q/K/V bias,
+//! GLM-4 block without post norms and its stacked Q/K/V bias, maincoder's head norms after
+//! RoPE on adjacent pairs,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -78,7 +79,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 45] = [
+const FILES: [(&str, &[u8]); 46] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
@@ -102,6 +103,7 @@ const FILES: [(&str, &[u8]); 45] = [
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
+    ("maincoder.gguf", include_bytes!("fixtures/architectures/maincoder.gguf")),
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
     ("mistral3.gguf", include_bytes!("fixtures/architectures/mistral3.gguf")),
     ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
@@ -218,7 +220,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -340,7 +342,7 @@ fn post_norms_match_exact_math_on_the_gpu_folded_or_not() {
     );
 }
 
-/// Qwen3's (and Qwen3-VL's), Gemma 3's, EXAONE 4's and Hunyuan's (after RoPE) head norms on the GPU both ways:
+/// Qwen3's (and Qwen3-VL's), Gemma 3's, EXAONE 4's, Hunyuan's and Maincoder's (after RoPE) head norms on the GPU both ways:
 /// a decode step with each q and k head normed in the Q/K/V projection's epilogue, a head a workgroup (the default;
 /// EXAONE 4's gains bound alone, as it has no pre-norm), and with RoPE a dispatch of its own
 /// (`fold_head_norms` off, as OLMo 2's whole-projection norms run): the same logits as the
@@ -354,8 +356,8 @@ fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
         "head norms",
     );
     assert_eq!(
-        head_normed, 8,
-        "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense, qwen3vl"
+        head_normed, 9,
+        "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense, qwen3vl, maincoder"
     );
 }
 
@@ -577,7 +579,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 61] = [
+    let undone: [(&str, &str, &Undo); 62] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -695,6 +697,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.remove("qwen3vl.rope.dimension_sections");
             run_as("qwen3")(c);
         }),
+        ("maincoder.gguf", "run as hunyuan-dense: RoPE on split halves", &run_as("hunyuan-dense")),
         ("chatglm.gguf", "its stacked Q/K/V bias dropped", &|c| {
             c.tensor_infos.retain(|name, _| !name.ends_with("attn_qkv.bias"));
         }),

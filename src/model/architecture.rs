@@ -11,7 +11,7 @@
 //! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
 //! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
 //! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
-//! norms (ERNIE 4.5,
+//! norms, Maincoder's head norms after RoPE on adjacent pairs (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -198,6 +198,9 @@ pub enum Architecture {
     /// adjacent pairs, W_q, W_k and W_v stacked (`attn_qkv`, with its bias) and the gate and
     /// up projections stacked in `ffn_up`.
     Chatglm,
+    /// Maincode's Maincoder (1B): Hunyuan dense's block, each head's q and k RMS-normed after
+    /// RoPE ([`Architecture::norms_heads_after_rope`]), with RoPE on adjacent pairs.
+    Maincoder,
 }
 
 /// How a multimodal-RoPE family lays its position streams (time, height, width and a fourth)
@@ -284,7 +287,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 33] = [
+    pub const ALL: [Architecture; 34] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -318,6 +321,7 @@ impl Architecture {
         Architecture::Qwen2vl,
         Architecture::Qwen3vl,
         Architecture::Chatglm,
+        Architecture::Maincoder,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -368,6 +372,7 @@ impl Architecture {
             Architecture::Qwen2vl => "qwen2vl",
             Architecture::Qwen3vl => "qwen3vl",
             Architecture::Chatglm => "chatglm",
+            Architecture::Maincoder => "maincoder",
         }
     }
 
@@ -387,6 +392,7 @@ impl Architecture {
             | Architecture::Internlm2
             | Architecture::Glm4
             | Architecture::Chatglm
+            | Architecture::Maincoder
             | Architecture::Gpt2
             | Architecture::Starcoder
             | Architecture::Bloom
@@ -604,12 +610,16 @@ impl Architecture {
     }
 
     /// Whether q and k are RMS-normed (`attn_q_norm`, `attn_k_norm`), and over what: each
-    /// head (Qwen3, Gemma 3; Hunyuan's after RoPE) or the whole projection (OLMo 2).
+    /// head (Qwen3, Gemma 3; Hunyuan's and Maincoder's after RoPE) or the whole projection
+    /// (OLMo 2).
     pub fn head_norm(self) -> Option<HeadNormSpan> {
         match self {
-            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Exaone4 | Architecture::HunyuanDense | Architecture::Qwen3vl => {
-                Some(HeadNormSpan::Head)
-            }
+            Architecture::Qwen3
+            | Architecture::Gemma3
+            | Architecture::Exaone4
+            | Architecture::HunyuanDense
+            | Architecture::Qwen3vl
+            | Architecture::Maincoder => Some(HeadNormSpan::Head),
             Architecture::Olmo2 => Some(HeadNormSpan::Whole),
             _ => None,
         }
@@ -634,10 +644,11 @@ impl Architecture {
         matches!(self, Architecture::Qwen2vl | Architecture::Qwen3vl)
     }
 
-    /// Whether each head's norm of q and k comes after RoPE (Hunyuan's: llama.cpp's graph turns
-    /// q and k, then norms them) rather than before it (every other family's).
+    /// Whether each head's norm of q and k comes after RoPE (Hunyuan's and Maincoder's:
+    /// llama.cpp's graph turns q and k, then norms them) rather than before it (every other
+    /// family's).
     pub fn norms_heads_after_rope(self) -> bool {
-        self == Architecture::HunyuanDense
+        matches!(self, Architecture::HunyuanDense | Architecture::Maincoder)
     }
 
     /// Whether q and k are RMS-normed before RoPE, either way ([`Architecture::head_norm`]).

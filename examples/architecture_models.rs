@@ -116,6 +116,21 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Granite 4's dense models (granite-4.0-350m, granite-4.0-1b): Granite 3's block, in a
+        // file whose converter gives the key/value heads one count a layer and keeps the
+        // hybrids' Mamba-2 keys; other scales (the scores times 1/16, the head width's
+        // inverse), tied head; four layers.
+        (
+            "granite4.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Granite,
+                n_layers: 4,
+                granite_scales: Some([12.0, 0.25, 0.0625, 4.0]),
+                granite4_keys: true,
+                seed: 59,
+                ..base.clone()
+            },
+        ),
         // MiniCPM: llama's block with three of Granite's scales (the embedding's 12, the
         // residual's 1.4 / sqrt(4) = 0.7, the logits divided by 2304 / 256 = 9, MiniCPM 2B's
         // own), tied head; four layers. The file also names an attention scale of 0.1, which

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 44] = [
+const ARCHITECTURE_FIXTURES: [&str; 45] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -42,6 +42,7 @@ const ARCHITECTURE_FIXTURES: [&str; 44] = [
     "phi3-longrope-long.gguf",
     "phi4-mini-partial-rope.gguf",
     "granite.gguf",
+    "granite4.gguf",
     "olmo2.gguf",
     "olmo3.gguf",
     "qwen3-yarn.gguf",

@@ -3,7 +3,8 @@
 //! split-half RoPE, qwen3's head norms with heads wider than dim / n_heads, gemma3's scaled
 //! embedding, norms after each sublayer, GELU and sliding-window layers, smollm3's layers
 //! without RoPE, phi3's fused Q/K/V and gate/up tensors, granite's four scales (minicpm's
-//! three, its attention scale not read), olmo2's
+//! three, its attention scale not read; Granite 4's dense file with a key/value head count a
+//! layer), olmo2's
 //! blocks without pre-norms and its norms of the whole of q and k, OLMo 3's sliding layers
 //! and YaRN on the others, YaRN on a qwen3, ernie4_5 and internlm2 as llama.cpp reads them, gemma's (Gemma
 //! 1's) scaled embedding and GELU without post norms, exaone's split halves and biases, exaone4's
@@ -79,7 +80,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 46] = [
+const FILES: [(&str, &[u8]); 47] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
@@ -99,6 +100,7 @@ const FILES: [(&str, &[u8]); 46] = [
     ("gptneox-sequential.gguf", include_bytes!("fixtures/architectures/gptneox-sequential.gguf")),
     ("gptneox.gguf", include_bytes!("fixtures/architectures/gptneox.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
+    ("granite4.gguf", include_bytes!("fixtures/architectures/granite4.gguf")),
     ("hunyuan-dense.gguf", include_bytes!("fixtures/architectures/hunyuan-dense.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
@@ -220,7 +222,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);

@@ -865,6 +865,36 @@ fn inconsistent_metadata_is_refused() {
     assert!(e.to_string().contains("llama.block_count"), "{e}");
 }
 
+/// The head counts and feed-forward width may be one value a layer, as llama.cpp reads them
+/// (Granite 4's dense files give the key/value heads so): equal values load as one; values
+/// that vary by layer (OpenELM's, LFM2's, a hybrid's) or an array of the wrong length are
+/// refused by key, in words.
+#[test]
+fn counts_given_one_a_layer_are_read_as_llama_cpp_reads_them() {
+    let per_layer = |key: &str, values: &[u32]| {
+        let mut m = synthetic();
+        m.set_meta(key, Value::Array(values.iter().map(|&v| Value::U32(v)).collect()));
+        m
+    };
+    let spec = SyntheticSpec::default();
+    for (key, value) in [
+        ("llama.attention.head_count", spec.n_heads),
+        ("llama.attention.head_count_kv", spec.n_kv_heads),
+        ("llama.feed_forward_length", spec.ffn_dim),
+    ] {
+        let m = read(per_layer(key, &[value as u32; 2]).to_bytes().expect("bytes")).expect("equal counts a layer load");
+        let c = &m.config;
+        assert_eq!((c.n_heads, c.n_kv_heads, c.ffn_dim), (spec.n_heads, spec.n_kv_heads, spec.ffn_dim), "{key}");
+        let e = refused(per_layer(key, &[value as u32, 0]), key);
+        assert!(e.contains("varies by layer") && e.contains(&format!("[{value}, 0]")), "{e}");
+        let e = refused(per_layer(key, &[value as u32; 3]), key);
+        assert!(e.contains("3 values for 2 layers"), "{e}");
+    }
+    let mut m = synthetic();
+    m.set_meta("llama.attention.head_count_kv", Value::Array(vec![Value::F32(2.0); 2]));
+    assert!(refused(m, "llama.attention.head_count_kv").contains("not a non-negative integer"));
+}
+
 /// Each error kind's name, as the page gets it (the serialized `ErrorName`, the TypeScript
 /// union tsify derives from it) and as `Error::name` gives it, is one and the same, and the
 /// names are distinct; a model error is a `BadModel`.

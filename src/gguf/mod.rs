@@ -229,6 +229,38 @@ impl Gguf {
         }
     }
 
+    /// An optional count that llama.cpp reads as one value or one a layer
+    /// (`get_key_or_arr`: the head counts and the feed-forward width): an array must hold
+    /// `n_layers` values, all equal, since every block here has one shape. Granite 4's dense
+    /// files write `attention.head_count_kv` so; OpenELM's, LFM2's and the hybrids' arrays
+    /// vary and are refused, naming the values.
+    pub fn layer_usize_opt(&self, key: &str, n_layers: usize) -> Result<Option<usize>, ModelError> {
+        let arr = match self.value(key) {
+            Some(Value::Array(a)) => a,
+            _ => return self.usize_opt(key),
+        };
+        if arr.len() != n_layers {
+            return Err(meta_err(key, &format!("holds {} values for {n_layers} layers", arr.len())));
+        }
+        let values = arr
+            .iter()
+            .map(|v| as_usize(v).ok_or_else(|| meta_err(key, "holds a value that is not a non-negative integer")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut distinct = values.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        match distinct[..] {
+            [] => Err(meta_err(key, "is an empty array")),
+            [one] => Ok(Some(one)),
+            _ => Err(meta_err(key, &format!("varies by layer ({values:?}); tokenscope runs models whose blocks all have one shape"))),
+        }
+    }
+
+    /// A required count read as [`Gguf::layer_usize_opt`] reads it.
+    pub fn layer_usize(&self, key: &str, n_layers: usize) -> Result<usize, ModelError> {
+        self.layer_usize_opt(key, n_layers)?.ok_or_else(|| meta_err(key, "is missing"))
+    }
+
     /// An optional floating-point value.
     pub fn f32_opt(&self, key: &str) -> Result<Option<f32>, ModelError> {
         match self.value(key) {

@@ -144,8 +144,9 @@ impl Config {
         let architecture = Architecture::from_name(g.string("general.architecture")?)?;
         let key = |name: &str| format!("{}.{name}", architecture.name());
         let dim = g.usize(&key("embedding_length"))?;
-        let n_heads = g.usize(&key("attention.head_count"))?;
-        let n_kv_heads = g.usize_opt(&key("attention.head_count_kv"))?.unwrap_or(n_heads);
+        let n_layers = g.usize(&key("block_count"))?;
+        let n_heads = g.layer_usize(&key("attention.head_count"), n_layers)?;
+        let n_kv_heads = g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads);
         let vocab_size = match g.usize_opt(&key("vocab_size"))? {
             Some(v) => v,
             None => g.strings("tokenizer.ggml.tokens")?.len(),
@@ -154,12 +155,11 @@ impl Config {
             Some(width) => width,
             None => dim.checked_div(n_heads).unwrap_or(0),
         };
-        let n_layers = g.usize(&key("block_count"))?;
         let cfg = Config {
             architecture,
             n_layers,
             dim,
-            ffn_dim: g.usize(&key("feed_forward_length"))?,
+            ffn_dim: g.layer_usize(&key("feed_forward_length"), n_layers)?,
             n_heads,
             n_kv_heads,
             head_dim,

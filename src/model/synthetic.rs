@@ -105,6 +105,11 @@ pub struct SyntheticSpec {
     pub rope_sections: Option<[usize; 4]>,
     /// The norms' epsilon, written under the architecture's key.
     pub norm_eps: f32,
+    /// The keys Granite 4's converter writes into a dense model's file (granite-4.0-350m,
+    /// granite-4.0-1b): `attention.head_count_kv` as one value a layer, and the Mamba-2
+    /// (`ssm.*`) and `rope.scaling.finetuned` keys that a model without SSM layers carries
+    /// unread.
+    pub granite4_keys: bool,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -158,6 +163,7 @@ impl Default for SyntheticSpec {
             rope_alpha: None,
             rope_sections: None,
             norm_eps: 1e-5,
+            granite4_keys: false,
         }
     }
 }
@@ -267,6 +273,21 @@ impl SyntheticModel {
         if let Some(original) = spec.longrope_original_context {
             metadata.push((key("rope.scaling.attn_factor"), Value::F32(SYNTHETIC_ATTN_FACTOR)));
             metadata.push((key("rope.scaling.original_context_length"), u(original)));
+        }
+        if spec.granite4_keys {
+            let kv_heads = Value::Array(vec![u(spec.n_kv_heads); spec.n_layers]);
+            metadata.retain(|(k, _)| *k != key("attention.head_count_kv"));
+            metadata.push((key("attention.head_count_kv"), kv_heads));
+            // Granite 4.0 H's Mamba-2 widths, read by nothing in a file without SSM layers.
+            let ssm = [
+                ("ssm.conv_kernel", 4),
+                ("ssm.state_size", 128),
+                ("ssm.group_count", 1),
+                ("ssm.inner_size", 2 * spec.dim),
+                ("ssm.time_step_rank", 48),
+            ];
+            metadata.extend(ssm.map(|(name, v)| (key(name), u(v))));
+            metadata.push((key("rope.scaling.finetuned"), Value::Bool(true)));
         }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));

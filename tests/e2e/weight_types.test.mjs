@@ -2,7 +2,7 @@
 // random-weight model per type (every matrix, the embedding and the tied LM head in that type:
 // `make type-models`, examples/weight_type_models.rs) and each architecture's fixture (llama
 // with linear RoPE scaling, Llama 3's RoPE factors, qwen2, qwen3, gemma2, gemma3, smollm3, phi3 with and
-// without LongRoPE, Phi-4-mini's RoPE on part of each head, granite's scales, olmo2's blocks
+// without LongRoPE, Phi-4-mini's RoPE on part of each head, granite's scales (and Granite 4's dense file), olmo2's blocks
 // without pre-norms, olmo3's sliding layers beside YaRN, YaRN on a qwen3, ernie4_5, exaone4's per-head norms without pre-norms, gemma (Gemma 1), exaone (EXAONE 3.5), minicpm (Granite's scales but attention's), internlm2, glm4 (norms around each sublayer, RoPE on half of each head), stablelm (LayerNorms, with and
 // without Q/K/V biases), gpt2 (learned positions, biases on every matrix, an ungated GELU
 // feed-forward), phi2 (a parallel residual, an LM head with a bias), gptneox (a parallel residual
@@ -63,7 +63,7 @@ for (const backend of ['webgpu', 'cpu']) {
       names.push(model.name);
     }
     const types = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'];
-    const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf', 'gemma2.gguf', 'gemma3.gguf', 'smollm3.gguf', 'phi3.gguf', 'phi3-longrope-short.gguf', 'phi3-longrope-long.gguf', 'phi4-mini-partial-rope.gguf', 'granite.gguf', 'olmo2.gguf', 'olmo3.gguf', 'qwen3-yarn.gguf', 'ernie4_5.gguf', 'exaone4.gguf', 'gemma.gguf', 'exaone.gguf', 'minicpm.gguf', 'internlm2.gguf', 'glm4.gguf', 'stablelm.gguf', 'stablelm-3b.gguf', 'gpt2.gguf', 'phi2.gguf', 'gptneox.gguf', 'gptneox-sequential.gguf', 'starcoder.gguf', 'starcoder2.gguf', 'bloom.gguf', 'arcee.gguf', 'nemotron.gguf', 'mistral3.gguf', 'command-r.gguf', 'cohere2.gguf', 'olmo.gguf', 'olmo-1.7.gguf', 'hunyuan-dense.gguf', 'qwen2vl.gguf', 'qwen3vl.gguf', 'glm4v.gguf', 'chatglm.gguf', 'maincoder.gguf'];
+    const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf', 'gemma2.gguf', 'gemma3.gguf', 'smollm3.gguf', 'phi3.gguf', 'phi3-longrope-short.gguf', 'phi3-longrope-long.gguf', 'phi4-mini-partial-rope.gguf', 'granite.gguf', 'granite4.gguf', 'olmo2.gguf', 'olmo3.gguf', 'qwen3-yarn.gguf', 'ernie4_5.gguf', 'exaone4.gguf', 'gemma.gguf', 'exaone.gguf', 'minicpm.gguf', 'internlm2.gguf', 'glm4.gguf', 'stablelm.gguf', 'stablelm-3b.gguf', 'gpt2.gguf', 'phi2.gguf', 'gptneox.gguf', 'gptneox-sequential.gguf', 'starcoder.gguf', 'starcoder2.gguf', 'bloom.gguf', 'arcee.gguf', 'nemotron.gguf', 'mistral3.gguf', 'command-r.gguf', 'cohere2.gguf', 'olmo.gguf', 'olmo-1.7.gguf', 'hunyuan-dense.gguf', 'qwen2vl.gguf', 'qwen3vl.gguf', 'glm4v.gguf', 'chatglm.gguf', 'maincoder.gguf'];
     assert.deepEqual(names, [...types, ...architectures], 'every supported type and architecture');
   });
 }

@@ -382,6 +382,9 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // Maincoder: Hunyuan dense's block (each head's q and k RMS-normed after RoPE) with RoPE
         // on adjacent pairs; tied head.
         ("maincoder.gguf", SyntheticSpec { architecture: Architecture::Maincoder, seed: 58, ..base.clone() }),
+        // Refact: llama's block with one key/value head, as its converter writes it, and
+        // BLOOM's ALiBi in place of RoPE; eight heads, so the slopes run from 1/2 to 1/256.
+        ("refact.gguf", SyntheticSpec { architecture: Architecture::Refact, n_heads: 8, n_kv_heads: 1, seed: 60, ..base.clone() }),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

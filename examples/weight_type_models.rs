@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 45] = [
+const ARCHITECTURE_FIXTURES: [&str; 46] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -75,6 +75,7 @@ const ARCHITECTURE_FIXTURES: [&str; 45] = [
     "glm4v.gguf",
     "chatglm.gguf",
     "maincoder.gguf",
+    "refact.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

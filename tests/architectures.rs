@@ -23,7 +23,7 @@
 //! multimodal RoPE on text (contiguous and interleaved sections, a pair of each left still),
 //! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent), chatglm's
 //! GLM-4 block without post norms and its stacked Q/K/V bias, maincoder's head norms after
-//! RoPE on adjacent pairs,
+//! RoPE on adjacent pairs, refact's llama block with one key/value head and ALiBi,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -80,7 +80,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 47] = [
+const FILES: [(&str, &[u8]); 48] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
@@ -123,6 +123,7 @@ const FILES: [(&str, &[u8]); 47] = [
     ("phi4-mini-partial-rope.gguf", include_bytes!("fixtures/architectures/phi4-mini-partial-rope.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
+    ("refact.gguf", include_bytes!("fixtures/architectures/refact.gguf")),
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
     ("stablelm-3b.gguf", include_bytes!("fixtures/architectures/stablelm-3b.gguf")),
     ("stablelm.gguf", include_bytes!("fixtures/architectures/stablelm.gguf")),
@@ -222,7 +223,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -581,7 +582,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 62] = [
+    let undone: [(&str, &str, &Undo); 63] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -590,6 +591,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             c.metadata.remove("llama.rope.scaling.factor");
         }),
         ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
+        ("refact.gguf", "run as llama: RoPE in place of ALiBi", &as_llama),
         ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &|c| {
             // A llama file holding head norms is refused, so they go too.
             run_as("llama")(c);

@@ -11,7 +11,8 @@
 //! squared-ReLU feed-forwards of Arcee's AFM and NVIDIA's Nemotron, Cohere's parallel
 //! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
 //! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
-//! norms, Maincoder's head norms after RoPE on adjacent pairs (ERNIE 4.5,
+//! norms, Maincoder's head norms after RoPE on adjacent pairs, Refact's llama block with
+//! BLOOM's ALiBi (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -201,6 +202,9 @@ pub enum Architecture {
     /// Maincode's Maincoder (1B): Hunyuan dense's block, each head's q and k RMS-normed after
     /// RoPE ([`Architecture::norms_heads_after_rope`]), with RoPE on adjacent pairs.
     Maincoder,
+    /// Small Magic AI's Refact (1.6B, a code model): llama's block with multi-query attention
+    /// and no positions but ALiBi, as BLOOM's ([`Architecture::alibi_max_bias`]).
+    Refact,
 }
 
 /// How a multimodal-RoPE family lays its position streams (time, height, width and a fourth)
@@ -221,8 +225,8 @@ pub enum SectionLayout {
 pub const PROJECTOR_ARCHITECTURE: &str = "clip";
 
 /// ALiBi's largest bias (`max_bias`, 8 in the paper), which sets every head's slope
-/// (BLOOM's: llama.cpp fixes it, GGUF files do not store it).
-pub const BLOOM_ALIBI_MAX_BIAS: f32 = 8.0;
+/// (BLOOM's and Refact's: llama.cpp fixes it, GGUF files do not store it).
+pub const ALIBI_MAX_BIAS: f32 = 8.0;
 
 /// Where a model with head norms RMS-norms q and k before RoPE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -287,7 +291,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 34] = [
+    pub const ALL: [Architecture; 35] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -322,6 +326,7 @@ impl Architecture {
         Architecture::Qwen3vl,
         Architecture::Chatglm,
         Architecture::Maincoder,
+        Architecture::Refact,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -373,6 +378,7 @@ impl Architecture {
             Architecture::Qwen3vl => "qwen3vl",
             Architecture::Chatglm => "chatglm",
             Architecture::Maincoder => "maincoder",
+            Architecture::Refact => "refact",
         }
     }
 
@@ -396,6 +402,7 @@ impl Architecture {
             | Architecture::Gpt2
             | Architecture::Starcoder
             | Architecture::Bloom
+            | Architecture::Refact
             | Architecture::Arcee
             | Architecture::Mistral3
             | Architecture::CommandR
@@ -596,11 +603,11 @@ impl Architecture {
     }
 
     /// ALiBi's largest bias where its attention is biased by distance in place of positions
-    /// (BLOOM's [`BLOOM_ALIBI_MAX_BIAS`]): each scaled score of query head `h` at position `p`
+    /// (BLOOM's and Refact's [`ALIBI_MAX_BIAS`]): each scaled score of query head `h` at position `p`
     /// against position `j` gains `-slope_h (p - j)`, the slopes a geometric series set by it
     /// ([`alibi_slope`](crate::backend::cpu::ops::alibi_slope)); `None` elsewhere.
     pub fn alibi_max_bias(self) -> Option<f32> {
-        (self == Architecture::Bloom).then_some(BLOOM_ALIBI_MAX_BIAS)
+        matches!(self, Architecture::Bloom | Architecture::Refact).then_some(ALIBI_MAX_BIAS)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:

@@ -123,14 +123,17 @@ fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
 #[test]
 fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
     let bytes = synthetic().to_bytes().expect("bytes");
-    // IQ2_XS (17) and IQ2_XXS (16), lattice types of common downloads, and MXFP4.
-    for (id, dtype) in [(17, "IQ2_XS"), (16, "IQ2_XXS"), (39, "MXFP4")] {
+    // IQ2_XS (17), IQ2_S (22) and IQ1_M (29), lattice types of common downloads, and MXFP4.
+    for (id, dtype) in [(17, "IQ2_XS"), (22, "IQ2_S"), (29, "IQ1_M"), (39, "MXFP4")] {
         let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
         let message = e.to_string();
         match e {
             ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
                 assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
-                assert!(message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S"), "{message}");
+                assert!(
+                    message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ1_S"),
+                    "{message}"
+                );
             }
             other => panic!("type {id}: {other}"),
         }
@@ -1141,20 +1144,25 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     }
 }
 
-/// IQ3_XXS and IQ3_S tensors (candle cannot read the types) load, held as Q8_0 blocks: random
-/// super-blocks written as a Q4_K tensor (the same 256 weights a super-block, zeros after them:
-/// 98 and 110 bytes where Q4_K has 144) and relabelled are read as `gguf::iq3`'s conversion
-/// writes them (its own tests hold that to llama.cpp's dequantizer). The type counts and the
+/// IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S tensors (candle cannot read the types) load, held as Q8_0
+/// blocks: random super-blocks written as a Q4_K tensor (the same 256 weights a super-block,
+/// zeros after them: 98, 110, 66 and 50 bytes where Q4_K has 144) and relabelled are read as
+/// `gguf::iq3`'s, `gguf::iq2_xxs`'s and `gguf::iq1_s`'s conversions write them (their own
+/// tests hold those to llama.cpp's dequantizer). The type counts and the
 /// summary name the file's type; the file's bytes are counted at its own size, the memory it
 /// needs as Q8_0.
 #[test]
-fn iq3_tensors_load_as_the_q8_0_blocks_of_their_weights() {
+fn codebook_tensors_load_as_the_q8_0_blocks_of_their_weights() {
     use candle_core::quantized::ggml_file::qtensor_from_ggml;
-    use tokenscope::gguf::iq3;
+    use tokenscope::gguf::{iq1_s, iq2_xxs, iq3};
     const NAME: &str = "blk.0.ffn_down.weight";
     type Convert = fn(&[u8]) -> Result<Vec<u8>, ModelError>;
-    let cases: [(u32, &str, usize, Convert); 2] =
-        [(18, "IQ3_XXS", iq3::XXS_BYTES, iq3::xxs_to_q8_0), (21, "IQ3_S", iq3::S_BYTES, iq3::s_to_q8_0)];
+    let cases: [(u32, &str, usize, Convert); 4] = [
+        (18, "IQ3_XXS", iq3::XXS_BYTES, iq3::xxs_to_q8_0),
+        (21, "IQ3_S", iq3::S_BYTES, iq3::s_to_q8_0),
+        (16, "IQ2_XXS", iq2_xxs::BYTES, iq2_xxs::to_q8_0),
+        (19, "IQ1_S", iq1_s::BYTES, iq1_s::to_q8_0),
+    ];
     for (id, ty, bytes_per, convert) in cases {
         let (bytes, stored) = random_super_blocks(NAME, id, bytes_per, 777 + id);
         let super_blocks = stored.len() / bytes_per;

@@ -40,12 +40,33 @@ const HELD_SUPER_BLOCK_BYTES: u64 = (SUPER_BLOCK / BLOCK * Q8_0_BLOCK_BYTES) as 
 
 /// Bytes a tensor of `bytes` IQ3_XXS bytes takes as Q8_0.
 pub fn xxs_q8_0_bytes(bytes: u64) -> u64 {
-    bytes / XXS_BYTES as u64 * HELD_SUPER_BLOCK_BYTES
+    held_bytes(bytes, XXS_BYTES)
 }
 
 /// Bytes a tensor of `bytes` IQ3_S bytes takes as Q8_0.
 pub fn s_q8_0_bytes(bytes: u64) -> u64 {
-    bytes / S_BYTES as u64 * HELD_SUPER_BLOCK_BYTES
+    held_bytes(bytes, S_BYTES)
+}
+
+/// Bytes a tensor of `bytes` takes as Q8_0, its 256-weight super-blocks `super_block_bytes`
+/// each in the file (IQ3's, IQ2_XXS's and IQ1_S's).
+pub(super) fn held_bytes(bytes: u64, super_block_bytes: usize) -> u64 {
+    bytes / super_block_bytes as u64 * HELD_SUPER_BLOCK_BYTES
+}
+
+/// Rewrites whole super-blocks of `super_block_bytes` each into Q8_0 blocks, reserving the
+/// output fallibly: `block` appends each super-block's eight, given its f16 scale `d` and its
+/// bytes after it (IQ3's, IQ2_XXS's and IQ1_S's).
+pub(super) fn convert_super_blocks(
+    blocks: &[u8],
+    super_block_bytes: usize,
+    mut block: impl FnMut(&mut Vec<u8>, f32, &[u8]) -> Result<(), ModelError>,
+) -> Result<Vec<u8>, ModelError> {
+    let mut out = held_buffer(held_bytes(blocks.len() as u64, super_block_bytes))?;
+    for sb in blocks.chunks_exact(super_block_bytes) {
+        block(&mut out, f16::from_le_bytes([sb[0], sb[1]]).to_f32(), &sb[2..])?;
+    }
+    Ok(out)
 }
 
 /// The eight sign bits of an IQ3_XXS sign code (7 bits): the code, and as its eighth bit the
@@ -62,49 +83,46 @@ pub fn sign_byte(code: u32) -> u8 {
 /// super-block scale above about 8000, which no trained weights have) is refused as a
 /// malformed file.
 pub fn xxs_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
-    let mut out = held_buffer(xxs_q8_0_bytes(blocks.len() as u64))?;
-    for sb in blocks.chunks_exact(XXS_BYTES) {
-        let d = f16::from_le_bytes([sb[0], sb[1]]).to_f32();
-        let (indices, words) = sb[2..].split_at(SUPER_BLOCK / 4);
+    convert_super_blocks(blocks, XXS_BYTES, |out, d, sb| {
+        let (indices, words) = sb.split_at(SUPER_BLOCK / 4);
         for (b, word) in words.chunks_exact(4).enumerate() {
             let word = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
             // Exact in f32 (11 + 5 significant bits); the f16 conversion rounds to nearest.
-            push_scale(&mut out, "IQ3_XXS", d * (0.5 + (word >> 28) as f32) * 0.5)?;
+            push_scale(out, "IQ3_XXS", d * (0.5 + (word >> 28) as f32) * 0.5)?;
             for (l, pair) in indices[8 * b..8 * b + 8].chunks_exact(2).enumerate() {
                 let signs = sign_byte(word >> (7 * l));
-                push_signed(&mut out, &IQ3_XXS_GRID[usize::from(pair[0])], signs);
-                push_signed(&mut out, &IQ3_XXS_GRID[usize::from(pair[1])], signs >> 4);
+                push_signed(out, &IQ3_XXS_GRID[usize::from(pair[0])], signs);
+                push_signed(out, &IQ3_XXS_GRID[usize::from(pair[1])], signs >> 4);
             }
         }
-    }
-    Ok(out)
+        Ok(())
+    })
 }
 
 /// Rewrites IQ3_S super-blocks as the Q8_0 blocks of the same weights (the module's comment
 /// bounds the rounding), as [`xxs_to_q8_0`] does; a block factor beyond f16's range (a
 /// super-block scale above about 2000) is refused as a malformed file.
 pub fn s_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
-    let mut out = held_buffer(s_q8_0_bytes(blocks.len() as u64))?;
-    for sb in blocks.chunks_exact(S_BYTES) {
-        let d = f16::from_le_bytes([sb[0], sb[1]]).to_f32();
-        let (low, rest) = sb[2..].split_at(SUPER_BLOCK / 4);
+    convert_super_blocks(blocks, S_BYTES, |out, d, sb| {
+        let (low, rest) = sb.split_at(SUPER_BLOCK / 4);
         let (ninth, rest) = rest.split_at(SUPER_BLOCK / 32);
         let (signs, scales) = rest.split_at(SUPER_BLOCK / 8);
         for b in 0..SUPER_BLOCK / BLOCK {
             let s = (scales[b / 2] >> (4 * (b % 2))) & 15;
             // Exact in f32 (11 + 5 significant bits); the f16 conversion rounds to nearest.
-            push_scale(&mut out, "IQ3_S", d * f32::from(1 + 2 * s))?;
+            push_scale(out, "IQ3_S", d * f32::from(1 + 2 * s))?;
             for k in 0..8 {
                 let index = usize::from(low[8 * b + k]) | (usize::from((ninth[b] >> k) & 1) << 8);
-                push_signed(&mut out, &IQ3_S_GRID[index], signs[4 * b + k / 2] >> (4 * (k % 2)));
+                push_signed(out, &IQ3_S_GRID[index], signs[4 * b + k / 2] >> (4 * (k % 2)));
             }
         }
-    }
-    Ok(out)
+        Ok(())
+    })
 }
 
-/// Appends a Q8_0 block's f16 scale: `factor` rounded to f16, refused where it overflows.
-fn push_scale(out: &mut Vec<u8>, ty: &str, factor: f32) -> Result<(), ModelError> {
+/// Appends a Q8_0 block's f16 scale: `factor` rounded to f16, refused where it overflows
+/// (IQ3's, IQ2_XXS's and IQ1_S's blocks alike).
+pub(super) fn push_scale(out: &mut Vec<u8>, ty: &str, factor: f32) -> Result<(), ModelError> {
     let scale = f16::from_f32(factor);
     if !scale.is_finite() {
         return Err(ModelError::Malformed(format!("an {ty} block scale of {factor} is beyond the f16 range its weights are held in")));
@@ -113,9 +131,9 @@ fn push_scale(out: &mut Vec<u8>, ty: &str, factor: f32) -> Result<(), ModelError
     Ok(())
 }
 
-/// Appends the four magnitudes of `point` as `i8`, weight `j` negative where bit `j` of
-/// `signs` is set.
-fn push_signed(out: &mut Vec<u8>, point: &[u8; 4], signs: u8) {
+/// Appends the magnitudes of `point` (four of IQ3's, eight of IQ2_XXS's) as `i8`, weight `j`
+/// negative where bit `j` of `signs` is set.
+pub(super) fn push_signed(out: &mut Vec<u8>, point: &[u8], signs: u8) {
     out.extend(point.iter().enumerate().map(|(j, &m)| if signs >> j & 1 == 1 { (m as i8).wrapping_neg() as u8 } else { m }));
 }
 
@@ -125,7 +143,7 @@ mod tests {
     use super::*;
 
     /// Random super-blocks of both types and llama.cpp's own dequantization of them
-    /// (tests/fixtures/iq3_blocks.json, written by scripts/iq3_grids.py): a normal, a tiny and
+    /// (tests/fixtures/iq3_blocks.json, written by scripts/iq_grids.py): a normal, a tiny and
     /// a subnormal `d` each.
     fn ggml_cases() -> Vec<(String, Vec<u8>, Vec<f32>)> {
         let json: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/iq3_blocks.json")).expect("fixture");

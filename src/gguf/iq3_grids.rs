@@ -1,6 +1,6 @@
 //! The codebooks of ggml's IQ3 formats: each point is four weights' magnitudes,
 //! before their block's scale and signs. Read off llama.cpp's own dequantizer by
-//! scripts/iq3_grids.py (blocks naming each index once, a scale of 1, no signs);
+//! scripts/iq_grids.py (blocks naming each index once, a scale of 1, no signs);
 //! written by that script, not by hand.
 
 /// IQ3_XXS's 256 points (even magnitudes, 4 to 62).

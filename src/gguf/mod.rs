@@ -5,7 +5,7 @@
 //! candle's parse is then held to what the walk found ([`scan::Header::disagreement`]).
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
 //! we cannot compute with) becomes a [`ModelError`], never a panic. A type candle does not
-//! know but the engine holds in another (IQ4_NL, IQ4_XS, IQ3_XXS and IQ3_S, as Q8_0) goes
+//! know but the engine holds in another (IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S, as Q8_0) goes
 //! through a stand-in ([`stand_in`]).
 
 use std::io::{Read, Seek, SeekFrom};
@@ -15,6 +15,9 @@ use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
+pub mod iq1_s;
+pub mod iq2_grids;
+pub mod iq2_xxs;
 pub mod iq3;
 pub mod iq3_grids;
 pub mod iq4_nl;

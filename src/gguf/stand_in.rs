@@ -29,10 +29,10 @@ pub struct StandIn {
 }
 
 /// Every type read through a stand-in, each held as Q8_0: IQ4_NL exactly (its blocks are
-/// Q4_0's length), IQ4_XS, IQ3_XXS and IQ3_S with each 32-weight block's scale rounded to f16
-/// (their super-blocks are Q4_K's length; [`super::iq4_xs`] and [`super::iq3`] bound the
-/// rounding).
-pub const STAND_INS: [StandIn; 4] = [
+/// Q4_0's length), IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S with each 32-weight block's scale
+/// rounded to f16 (their super-blocks are Q4_K's length; [`super::iq4_xs`], [`super::iq3`],
+/// [`super::iq2_xxs`] and [`super::iq1_s`] bound the rounding).
+pub const STAND_INS: [StandIn; 6] = [
     StandIn {
         id: 20,
         block: super::iq4_nl::BLOCK,
@@ -68,6 +68,24 @@ pub const STAND_INS: [StandIn; 4] = [
         held_as: GgmlDType::Q8_0,
         held_bytes: super::iq3::s_q8_0_bytes,
         convert: super::iq3::s_to_q8_0,
+    },
+    StandIn {
+        id: 16,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq2_xxs::BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq2_xxs::q8_0_bytes,
+        convert: super::iq2_xxs::to_q8_0,
+    },
+    StandIn {
+        id: 19,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq1_s::BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::iq1_s::q8_0_bytes,
+        convert: super::iq1_s::to_q8_0,
     },
 ];
 

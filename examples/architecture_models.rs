@@ -385,6 +385,19 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // Refact: llama's block with one key/value head, as its converter writes it, and
         // BLOOM's ALiBi in place of RoPE; eight heads, so the slopes run from 1/2 to 1/256.
         ("refact.gguf", SyntheticSpec { architecture: Architecture::Refact, n_heads: 8, n_kv_heads: 1, seed: 60, ..base.clone() }),
+        // Falcon 7B: a parallel residual whose feed-forward reads the attention's LayerNorm,
+        // W_q, W_k and W_v stacked over one key/value head, RoPE on split halves, an ungated
+        // GELU feed-forward, no bias on any matrix, an LM head of its own; four layers.
+        (
+            "falcon.gguf",
+            SyntheticSpec { architecture: Architecture::Falcon, n_layers: 4, n_kv_heads: 1, untied_output: true, seed: 61, ..base.clone() },
+        ),
+        // Falcon 40B: the same block with two norms, `attn_norm_2` before the attention and
+        // `attn_norm` before the feed-forward, grouped-query attention, tied head.
+        (
+            "falcon-40b.gguf",
+            SyntheticSpec { architecture: Architecture::Falcon, n_layers: 4, falcon_40b_norms: true, seed: 62, ..base.clone() },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

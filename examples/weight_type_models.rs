@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 46] = [
+const ARCHITECTURE_FIXTURES: [&str; 48] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -76,6 +76,8 @@ const ARCHITECTURE_FIXTURES: [&str; 46] = [
     "chatglm.gguf",
     "maincoder.gguf",
     "refact.gguf",
+    "falcon.gguf",
+    "falcon-40b.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -24,6 +24,8 @@
 //! GLM-4V's (glm4 with sections: split halves where GLM-4's pairs are adjacent), chatglm's
 //! GLM-4 block without post norms and its stacked Q/K/V bias, maincoder's head norms after
 //! RoPE on adjacent pairs, refact's llama block with one key/value head and ALiBi,
+//! falcon's parallel residual with one norm (7B's) and with two (40B's), its unbiased
+//! matrices and ungated GELU,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -49,7 +51,7 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders' and BLOOM's: llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders', BLOOM's and Falcon's: llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -69,7 +71,7 @@ fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
     } else if case.architecture.starts_with("gemma")
-        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom"].contains(&case.architecture.as_str())
+        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom", "falcon"].contains(&case.architecture.as_str())
     {
         GELU_TOLERANCE
     } else {
@@ -80,7 +82,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 48] = [
+const FILES: [(&str, &[u8]); 50] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
@@ -90,6 +92,8 @@ const FILES: [(&str, &[u8]); 48] = [
     ("exaone.gguf", include_bytes!("fixtures/architectures/exaone.gguf")),
     ("exaone4-32b-sliding.gguf", include_bytes!("fixtures/architectures/exaone4-32b-sliding.gguf")),
     ("exaone4.gguf", include_bytes!("fixtures/architectures/exaone4.gguf")),
+    ("falcon-40b.gguf", include_bytes!("fixtures/architectures/falcon-40b.gguf")),
+    ("falcon.gguf", include_bytes!("fixtures/architectures/falcon.gguf")),
     ("gemma.gguf", include_bytes!("fixtures/architectures/gemma.gguf")),
     ("gemma2.gguf", include_bytes!("fixtures/architectures/gemma2.gguf")),
     ("gemma3-27b-scale.gguf", include_bytes!("fixtures/architectures/gemma3-27b-scale.gguf")),
@@ -223,7 +227,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -243,6 +247,9 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     for case in &cases {
         let m = load(file_bytes(case));
         let (architecture, layers, slides) = (m.config.architecture, m.config.n_layers, m.config.sliding_window.is_some());
+        // Falcon 40B's blocks give the feed-forward a norm of its own, where 7B's share one.
+        let gguf = Gguf::read(&mut Cursor::new(file_bytes(case))).expect("gguf");
+        let shares_norm = architecture.shares_attention_norm() && gguf.tensor_info("blk.0.attn_norm_2.weight").is_none();
         let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
         let dispatches = gpu.step_shape().dispatches;
@@ -270,8 +277,9 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // its squared ReLU in the up projection's epilogue; Command R's as Phi-2's (its
             // LayerNorms' zero biases bound as any), Cohere2's too, its fixture's window of 5
             // narrower than the short context (split-K from the first step, a dispatch more);
-            // OLMo 1's as StableLM's (its gains of ones and biases of zeros bound as any).
-            let per_layer = 6 - usize::from(architecture.shares_attention_norm()) + usize::from(slides);
+            // OLMo 1's as StableLM's (its gains of ones and biases of zeros bound as any);
+            // Falcon 7B's as Phi-2's, 40B's as GPT-NeoX's.
+            let per_layer = 6 - usize::from(shares_norm) + usize::from(slides);
             let outside = 3 + usize::from(architecture.norms_embedding());
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
         }
@@ -582,7 +590,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 63] = [
+    let undone: [(&str, &str, &Undo); 65] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -592,6 +600,20 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
         ("refact.gguf", "run as llama: RoPE in place of ALiBi", &as_llama),
+        ("falcon-40b.gguf", "its attention's norm dropped: one norm, as 7B's", &|c| {
+            c.tensor_infos.retain(|name, _| !name.contains(".attn_norm_2."));
+        }),
+        ("falcon-40b.gguf", "its two norms in each other's place", &|c| {
+            let norms: Vec<String> = c.tensor_infos.keys().filter(|n| n.contains(".attn_norm")).cloned().collect();
+            let infos: Vec<_> = norms.into_iter().map(|n| (c.tensor_infos.remove(&n).expect("held"), n)).collect();
+            for (info, name) in infos {
+                let other = match name.contains(".attn_norm_2.") {
+                    true => name.replace(".attn_norm_2.", ".attn_norm."),
+                    false => name.replace(".attn_norm.", ".attn_norm_2."),
+                };
+                c.tensor_infos.insert(other, info);
+            }
+        }),
         ("qwen3.gguf", "run as llama: no head norms, adjacent pairs", &|c| {
             // A llama file holding head norms is refused, so they go too.
             run_as("llama")(c);
@@ -773,6 +795,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("phi3.gguf", "K and V read in each other's place", reordered(phi3, "attn_qkv.weight", &[64, 32, 32], &[0, 2, 1])),
         ("phi3.gguf", "the up rows read as the gate's", reordered(phi3, "ffn_up.weight", &[64, 64], &[1, 0])),
         ("phi4-mini-partial-rope.gguf", "RoPE on the whole head", whole_heads),
+        // Falcon 7B's stacked Q/K/V: 64 query rows, 16 key and 16 value rows (one head each).
+        (
+            "falcon.gguf",
+            "K and V read in each other's place",
+            reordered(file_bytes(case("falcon.gguf")), "attn_qkv.weight", &[64, 16, 16], &[0, 2, 1]),
+        ),
     ];
     // Gemma 3 27B's scores scaled by 1 / sqrt(head width) (llama.cpp's for every other Gemma 3).
     let c = case("gemma3-27b-scale.gguf");
@@ -815,7 +843,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
-    // StableLM's, Nemotron's, Cohere's and OLMo 1's LayerNorms as RMSNorms (their biases
+    // StableLM's, Nemotron's, Falcon's, Cohere's and OLMo 1's LayerNorms as RMSNorms (their biases
     // dropped, nothing subtracted), and but for Cohere's and OLMo 1's (whose biases are 0)
     // with biases of 0 (the mean still subtracted), each edited after loading.
     type NormEdit = fn(&mut tokenscope::model::Norm);
@@ -823,8 +851,16 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("RMSNorms in place of its LayerNorms", |n| n.bias = None),
         ("its LayerNorms' biases 0", |n| n.bias = Some(vec![0.0; n.gain.len()])),
     ];
-    let files =
-        [("stablelm.gguf", 2), ("stablelm-3b.gguf", 2), ("nemotron.gguf", 2), ("command-r.gguf", 1), ("cohere2.gguf", 1), ("olmo.gguf", 1)];
+    let files = [
+        ("stablelm.gguf", 2),
+        ("stablelm-3b.gguf", 2),
+        ("nemotron.gguf", 2),
+        ("command-r.gguf", 1),
+        ("cohere2.gguf", 1),
+        ("olmo.gguf", 1),
+        ("falcon.gguf", 2),
+        ("falcon-40b.gguf", 2),
+    ];
     for (file, edits) in files {
         for &(what, edit) in &layer_norm_edits[..edits] {
             let c = case(file);
@@ -839,13 +875,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // GPT-2's learned positions and each of its biases dropped after loading (its file must
     // hold them all), its positions read one row late; Phi-2's biases, its LM head's too;
     // GPT-NeoX's, StarCoder's (its positions too), StarCoder 2's and BLOOM's (its ALiBi and
-    // its embedding's norm too).
+    // its embedding's norm too); Falcon's residuals made sequential.
     type Gpt2Edit = fn(&mut Model);
     // Arcee's and Nemotron's squared ReLU as GPT-2's GELU: the CPU path reads nothing else of
     // the architecture once the weights are loaded, so only the activation changes.
     let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 5] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 7] = [
+        ("falcon.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
+        ("falcon-40b.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
         ("bloom.gguf", "no ALiBi", |m| m.config.alibi_max_bias = None),
         ("bloom.gguf", "no embedding norm", |m| m.weights.embedding_norm = None),

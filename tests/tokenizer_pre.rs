@@ -1,5 +1,5 @@
 //! Every pre-tokenizer tokenscope builds (`tokenizer.ggml.pre`: gpt-2, smollm, llama-bpe,
-//! smaug-bpe, qwen2, gpt-4o, tekken, bloom, deepseek-v3, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
+//! smaug-bpe, qwen2, gpt-4o, tekken, bloom, deepseek-v3, falcon, and each of llama.cpp's other names for them) against llama.cpp's ids for hard strings (digits, contractions in both
 //! cases, CJK, emoji, whitespace and line-break runs, special tokens, a token no merge builds),
 //! on SmolLM2's real vocabulary with a few merges added that straddle the cuts and that token
 //! (tests/common/pre_fixture.rs) and only the pre-tokenizer's name changed: tests/fixtures/tokenizer_pre.json, made by

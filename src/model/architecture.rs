@@ -12,7 +12,8 @@
 //! residual with unbiased LayerNorms and multiplied logits, OLMo 1's non-parametric LayerNorms,
 //! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
 //! norms, Maincoder's head norms after RoPE on adjacent pairs, Refact's llama block with
-//! BLOOM's ALiBi (ERNIE 4.5,
+//! BLOOM's ALiBi, Falcon's parallel block with unbiased matrices and an ungated GELU
+//! feed-forward (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -205,7 +206,18 @@ pub enum Architecture {
     /// Small Magic AI's Refact (1.6B, a code model): llama's block with multi-query attention
     /// and no positions but ALiBi, as BLOOM's ([`Architecture::alibi_max_bias`]).
     Refact,
+    /// TII's Falcon (7B, 40B, 180B; `falcon`, not Falcon 3, whose files are llama's): a parallel
+    /// residual, `x += attn(n1(x)) + ffn(n2(x))`, with biased LayerNorms, W_q, W_k and W_v
+    /// stacked (`attn_qkv`), RoPE on split halves, an ungated GELU feed-forward and no bias on
+    /// any matrix; 7B's blocks have one norm (`n2` is `n1`, `attn_norm`), 40B's and 180B's two
+    /// (`attn_norm_2` before the attention, `attn_norm` before the feed-forward:
+    /// [`FALCON_ATTENTION_NORM`]).
+    Falcon,
 }
+
+/// The norm before a Falcon block's attention where the block has two (Falcon 40B's and
+/// 180B's); their `attn_norm` is then the feed-forward's, as llama.cpp reads them.
+pub const FALCON_ATTENTION_NORM: &str = "attn_norm_2";
 
 /// How a multimodal-RoPE family lays its position streams (time, height, width and a fourth)
 /// over a head's pairs ([`RopeSections`](super::rope::RopeSections)).
@@ -291,7 +303,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 35] = [
+    pub const ALL: [Architecture; 36] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -327,6 +339,7 @@ impl Architecture {
         Architecture::Chatglm,
         Architecture::Maincoder,
         Architecture::Refact,
+        Architecture::Falcon,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -379,6 +392,7 @@ impl Architecture {
             Architecture::Chatglm => "chatglm",
             Architecture::Maincoder => "maincoder",
             Architecture::Refact => "refact",
+            Architecture::Falcon => "falcon",
         }
     }
 
@@ -424,7 +438,8 @@ impl Architecture {
             | Architecture::Nemotron
             | Architecture::HunyuanDense
             | Architecture::Qwen2vl
-            | Architecture::Qwen3vl => RopePairs::Halves,
+            | Architecture::Qwen3vl
+            | Architecture::Falcon => RopePairs::Halves,
         }
     }
 
@@ -448,11 +463,14 @@ impl Architecture {
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Nemotron's,
-    /// Cohere's, OLMo 1's and GPT-2's block's ([`Architecture::has_gpt2_block`]), each with a
-    /// bias beside its gain but Cohere's and OLMo 1's ([`Architecture::layer_norm_biases`]).
-    /// Every other family's are RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
+    /// Falcon's, Cohere's, OLMo 1's and GPT-2's block's ([`Architecture::has_gpt2_block`]),
+    /// each with a bias beside its gain but Cohere's and OLMo 1's
+    /// ([`Architecture::layer_norm_biases`]). Every other family's are RMSNorms,
+    /// `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo) || self.has_gpt2_block() || self.is_cohere()
+        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo | Architecture::Falcon)
+            || self.has_gpt2_block()
+            || self.is_cohere()
     }
 
     /// Whether its LayerNorms' files hold a bias beside each gain (`attn_norm.bias`,
@@ -504,9 +522,10 @@ impl Architecture {
     /// Whether each block's feed-forward reads the attention's normed input rather than a
     /// norm of its own (no `ffn_norm`): `x += attn(norm(x)) + ffn(norm(x))`, Phi-2's parallel
     /// residual, always parallel ([`Config::parallel_residual`](super::Config::parallel_residual)):
-    /// Phi-2's and Cohere's.
+    /// Phi-2's, Cohere's and Falcon's (whose blocks with a second norm,
+    /// [`FALCON_ATTENTION_NORM`], give the feed-forward a norm of its own all the same).
     pub fn shares_attention_norm(self) -> bool {
-        self == Architecture::Phi2 || self.is_cohere()
+        matches!(self, Architecture::Phi2 | Architecture::Falcon) || self.is_cohere()
     }
 
     /// Whether its files say whether the residual is parallel (`use_parallel_residual`,
@@ -540,10 +559,10 @@ impl Architecture {
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
     /// Gemma's GeGLU): every family's but GPT-2's block's ([`Architecture::has_gpt2_block`]),
-    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`, and Arcee's and Nemotron's,
-    /// `W_down relu(W_up x)^2` ([`Architecture::relu_squared`]).
+    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`, Falcon's, `W_down gelu(W_up
+    /// x)`, and Arcee's and Nemotron's, `W_down relu(W_up x)^2` ([`Architecture::relu_squared`]).
     pub fn gated_ffn(self) -> bool {
-        !self.has_gpt2_block() && !self.relu_squared()
+        !self.has_gpt2_block() && !self.relu_squared() && self != Architecture::Falcon
     }
 
     /// Whether its ungated feed-forward squares the ReLU ([`Activation::ReluSquared`]):
@@ -590,10 +609,10 @@ impl Architecture {
     }
 
     /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,
-    /// StarCoder's, GPT-NeoX's and BLOOM's (whose converters reorder each head's interleaved
-    /// rows into all of Q, then K, then V).
+    /// StarCoder's, GPT-NeoX's, BLOOM's and Falcon's (whose converters reorder each head's
+    /// interleaved rows into all of Q, then K, then V).
     pub fn requires_fused_qkv(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Bloom)
+        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Bloom | Architecture::Falcon)
     }
 
     /// Whether the token embedding's row is LayerNorm-ed before the first block

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -110,6 +110,10 @@ pub struct SyntheticSpec {
     /// (`ssm.*`) and `rope.scaling.finetuned` keys that a model without SSM layers carries
     /// unread.
     pub granite4_keys: bool,
+    /// Falcon 40B's second norm in each block, written as
+    /// [`FALCON_ATTENTION_NORM`](super::architecture::FALCON_ATTENTION_NORM) (the attention's;
+    /// `attn_norm` is then the feed-forward's) where the architecture is Falcon.
+    pub falcon_40b_norms: bool,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -164,6 +168,7 @@ impl Default for SyntheticSpec {
             rope_sections: None,
             norm_eps: 1e-5,
             granite4_keys: false,
+            falcon_40b_norms: false,
         }
     }
 }
@@ -349,6 +354,11 @@ impl SyntheticModel {
             }
             if layer_norms {
                 add(bias("attn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
+            }
+            if spec.falcon_40b_norms && arch == Architecture::Falcon {
+                let second = super::architecture::FALCON_ATTENTION_NORM;
+                add(n(second), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+                add(bias(second), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
             // Phi-3's, GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's and ChatGLM's files stack
             // W_q, W_k and W_v; GLM-4's and StarCoder 2's hold them apart, as their converters

@@ -7,7 +7,7 @@ use candle_core::quantized::QTensor;
 use candle_core::Device;
 use serde::Serialize;
 
-use super::architecture::{HeadNormSpan, RopePairs};
+use super::architecture::{HeadNormSpan, RopePairs, FALCON_ATTENTION_NORM};
 use super::config::Config;
 use super::fused::split_rows;
 use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, LongContext, RopeFrequencies};
@@ -38,7 +38,9 @@ pub struct LayerWeights {
     pub post_norm: Option<PostNorms>,
     /// Attention output projection, `[dim, n_heads * head_dim]`.
     pub wo: QTensor,
-    /// The norm before the feed-forward network; `None` as `attn_norm`.
+    /// The norm before the feed-forward network; `None` as `attn_norm`, and where the
+    /// feed-forward reads the attention's normed input (Phi-2's, Cohere's, Falcon 7B's:
+    /// [`Architecture::shares_attention_norm`](super::Architecture::shares_attention_norm)).
     pub ffn_norm: Option<Norm>,
     /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`; `None`
     /// where the feed-forward is not gated (GPT-2's: `hidden = act(W_up x + b)`).
@@ -289,20 +291,22 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         out.extend([LONGROPE_SHORT, LONGROPE_LONG].map(|n| (n.to_string(), vec![pairs])));
     }
     // A pre-norm's gain, and a LayerNorm's bias beside it.
-    let pre_norm = |gain: &'static str, bias: &'static str| {
-        let names = [(gain, arch.norm_gains()), (bias, arch.layer_norm_biases())];
-        names.into_iter().filter(|&(_, held)| held && arch.has_pre_norms()).map(|(n, _)| (n, vec![d])).collect::<Vec<_>>()
+    let pre_norm = |norm: &str| {
+        let names = [(format!("{norm}.weight"), arch.norm_gains()), (format!("{norm}.bias"), arch.layer_norm_biases())];
+        names.into_iter().filter(|(_, held)| *held && arch.has_pre_norms()).map(|(n, _)| (n, vec![d])).collect::<Vec<_>>()
     };
     for i in 0..cfg.n_layers {
-        let mut block: Vec<(&str, Vec<usize>)> = pre_norm("attn_norm.weight", "attn_norm.bias");
+        let (attn_norm, ffn_norm) = pre_norm_names(gguf, cfg, i);
+        out.extend(pre_norm(&format!("blk.{i}.{attn_norm}")));
+        let mut block: Vec<(&str, Vec<usize>)> = Vec::new();
         if has_fused_qkv(gguf, cfg, i) {
             block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
         } else {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
         block.push(("attn_output.weight", vec![d, q]));
-        if !arch.shares_attention_norm() {
-            block.extend(pre_norm("ffn_norm.weight", "ffn_norm.bias"));
+        if let Some(ffn_norm) = ffn_norm {
+            out.extend(pre_norm(&format!("blk.{i}.{ffn_norm}")));
         }
         if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
@@ -517,6 +521,23 @@ fn has_fused_qkv_bias(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
     has_fused_qkv(gguf, cfg, i) && (cfg.architecture.linear_biases() || gguf.tensor_info(&format!("blk.{i}.attn_qkv.bias")).is_some())
 }
 
+/// The names of block `i`'s pre-norms (each a gain, `.weight`, and a LayerNorm's bias,
+/// `.bias`): the attention's, and the feed-forward's where it has one of its own. Falcon 40B's
+/// blocks have two norms under other names ([`FALCON_ATTENTION_NORM`] before the attention,
+/// `attn_norm` before the feed-forward); a family that shares the attention's norm has none
+/// for the feed-forward.
+fn pre_norm_names(gguf: &Gguf, cfg: &Config, i: usize) -> (&'static str, Option<&'static str>) {
+    let arch = cfg.architecture;
+    let second = gguf.tensor_info(&format!("blk.{i}.{FALCON_ATTENTION_NORM}.weight")).is_some();
+    if arch == super::Architecture::Falcon && second {
+        (FALCON_ATTENTION_NORM, Some("attn_norm"))
+    } else if arch.shares_attention_norm() {
+        ("attn_norm", None)
+    } else {
+        ("attn_norm", Some("ffn_norm"))
+    }
+}
+
 /// Reads one tensor and reports the bytes read so far.
 fn read_tensor<R: Read + Seek>(
     gguf: &Gguf,
@@ -593,8 +614,12 @@ fn read_block<R: Read + Seek>(
         }
         Norm::read(cfg, |part| to_vec(&take(&format!("{t}.{part}"))?)).map(Some)
     };
-    let attn_norm = norm("attn_norm")?;
-    let ffn_norm = if cfg.architecture.shares_attention_norm() { None } else { norm("ffn_norm")? };
+    let (attn_norm, ffn_norm) = pre_norm_names(gguf, cfg, i);
+    let attn_norm = norm(attn_norm)?;
+    let ffn_norm = match ffn_norm {
+        Some(name) => norm(name)?,
+        None => None,
+    };
     let wo = take("attn_output.weight")?;
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;

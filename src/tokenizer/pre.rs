@@ -14,7 +14,7 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 9] = [
+pub const SUPPORTED_PRE: [(&str, &str); 10] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
@@ -24,6 +24,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 9] = [
     ("tekken", "Mistral Nemo and Ministral: words cut at a capital, digits one by one, a piece that is a token taken whole"),
     ("bloom", "BLOOM and BLOOMZ: a run of anything but spaces and punctuation, with the space before it"),
     ("deepseek-v3", "Hunyuan dense and DeepSeek V3: numbers of up to 3 digits, then runs of Chinese and kana, cut apart first"),
+    ("falcon", "Falcon 7B, 40B and 180B: punctuation runs cut apart first, then GPT-2's expression, digits in threes"),
 ];
 
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
@@ -161,6 +162,16 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
                     .into(),
             )?
             .into(),
+            bytes_only().into(),
+        ])
+        .into(),
+        // Falcon's tokenizer.json as llama.cpp cuts it: runs of punctuation (with the ASCII
+        // symbols Unicode files elsewhere) apart first, GPT-2's expression within each piece,
+        // then each run of digits in threes from its left.
+        "falcon" => Sequence::new(vec![
+            regex(r"[\p{P}\$\+<=>\^~\|`]+".into())?.into(),
+            regex(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)".into())?.into(),
+            regex("[0-9][0-9][0-9]".into())?.into(),
             bytes_only().into(),
         ])
         .into(),

@@ -22,7 +22,8 @@ pub(super) struct Activations {
     /// apply to `x` as they read it).
     pub normed: wgpu::Buffer,
     /// The residual stream LayerNorm-ed for the feed-forward beside `normed`, before the
-    /// attention adds to it, `[B, dim]` (GPT-NeoX's parallel residual; one float otherwise).
+    /// attention adds to it, `[B, dim]` (a parallel residual's, read where its block has a
+    /// feed-forward norm: GPT-NeoX's, Falcon 40B's; one float where the residual is not parallel).
     pub ffn_normed: wgpu::Buffer,
     /// The Q/K/V projections before RoPE, `[B, n_heads * hd + 2 kv]` (where RoPE is a
     /// dispatch of its own).
@@ -80,8 +81,9 @@ impl Activations {
         };
         let x = buf("x", b * cfg.dim);
         let normed = buf("layer-normed x", if cfg.architecture.layer_norms() { b * cfg.dim } else { 1 });
-        let parallel_norm = cfg.parallel_residual && !cfg.architecture.shares_attention_norm();
-        let ffn_normed = buf("feed-forward's layer-normed x", if parallel_norm { b * cfg.dim } else { 1 });
+        // Whether a parallel block's feed-forward has a norm of its own is the file's to say
+        // (Falcon 40B's blocks have one, 7B's none): sized for every parallel residual.
+        let ffn_normed = buf("feed-forward's layer-normed x", if cfg.parallel_residual { b * cfg.dim } else { 1 });
         let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()));
         let q = buf("q", b * qd);
         let att = buf("att", b * qd);

@@ -398,6 +398,23 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
             "falcon-40b.gguf",
             SyntheticSpec { architecture: Architecture::Falcon, n_layers: 4, falcon_40b_norms: true, seed: 62, ..base.clone() },
         ),
+        // MPT: a sequential block of LayerNorms without biases, W_q, W_k and W_v stacked
+        // (one key/value head a query head, MPT-7B's), ALiBi of the file's largest bias 8 in
+        // place of positions, every q, k and v value clamped to [-0.5, 0.5] (MPT's
+        // `clamp_qkv`, here low enough to bite), an ungated GELU feed-forward, no matrix
+        // biases, tied head; four layers.
+        (
+            "mpt.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Mpt,
+                n_layers: 4,
+                n_kv_heads: 4,
+                alibi_max_bias: Some(8.0),
+                clamp_kqv: Some(0.5),
+                seed: 63,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

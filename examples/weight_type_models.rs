@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 48] = [
+const ARCHITECTURE_FIXTURES: [&str; 49] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -78,6 +78,7 @@ const ARCHITECTURE_FIXTURES: [&str; 48] = [
     "refact.gguf",
     "falcon.gguf",
     "falcon-40b.gguf",
+    "mpt.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -25,7 +25,7 @@
 //! GLM-4 block without post norms and its stacked Q/K/V bias, maincoder's head norms after
 //! RoPE on adjacent pairs, refact's llama block with one key/value head and ALiBi,
 //! falcon's parallel residual with one norm (7B's) and with two (40B's), its unbiased
-//! matrices and ungated GELU,
+//! matrices and ungated GELU, mpt's unbiased LayerNorms with the file's ALiBi and clamp,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -51,7 +51,7 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders', BLOOM's and Falcon's: llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders', BLOOM's, Falcon's and MPT's: llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -71,7 +71,7 @@ fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
     } else if case.architecture.starts_with("gemma")
-        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom", "falcon"].contains(&case.architecture.as_str())
+        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom", "falcon", "mpt"].contains(&case.architecture.as_str())
     {
         GELU_TOLERANCE
     } else {
@@ -82,7 +82,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 50] = [
+const FILES: [(&str, &[u8]); 51] = [
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
@@ -112,6 +112,7 @@ const FILES: [(&str, &[u8]); 50] = [
     ("maincoder.gguf", include_bytes!("fixtures/architectures/maincoder.gguf")),
     ("minicpm.gguf", include_bytes!("fixtures/architectures/minicpm.gguf")),
     ("mistral3.gguf", include_bytes!("fixtures/architectures/mistral3.gguf")),
+    ("mpt.gguf", include_bytes!("fixtures/architectures/mpt.gguf")),
     ("nemotron.gguf", include_bytes!("fixtures/architectures/nemotron.gguf")),
     ("olmo-1.7.gguf", include_bytes!("fixtures/architectures/olmo-1.7.gguf")),
     ("olmo.gguf", include_bytes!("fixtures/architectures/olmo.gguf")),
@@ -227,7 +228,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -278,7 +279,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             // LayerNorms' zero biases bound as any), Cohere2's too, its fixture's window of 5
             // narrower than the short context (split-K from the first step, a dispatch more);
             // OLMo 1's as StableLM's (its gains of ones and biases of zeros bound as any);
-            // Falcon 7B's as Phi-2's, 40B's as GPT-NeoX's.
+            // Falcon 7B's as Phi-2's, 40B's as GPT-NeoX's; MPT's as OLMo 1's (its clamp in the RoPE/KV
+            // op, its ALiBi inside the attention's scores).
             let per_layer = 6 - usize::from(shares_norm) + usize::from(slides);
             let outside = 3 + usize::from(architecture.norms_embedding());
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
@@ -590,7 +592,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 65] = [
+    let undone: [(&str, &str, &Undo); 68] = [
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
             c.tensor_infos.remove("rope_freqs.weight");
         }),
@@ -600,6 +602,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("qwen2.gguf", "run as llama: adjacent RoPE pairs", &as_llama),
         ("refact.gguf", "run as llama: RoPE in place of ALiBi", &as_llama),
+        ("mpt.gguf", "no ALiBi: its largest bias 0", &|c| {
+            c.metadata.insert("mpt.attention.max_alibi_bias".into(), Value::F32(0.0));
+        }),
+        ("mpt.gguf", "ALiBi's largest bias 4, not the file's 8", &|c| {
+            c.metadata.insert("mpt.attention.max_alibi_bias".into(), Value::F32(4.0));
+        }),
+        ("mpt.gguf", "its clamp of q, k and v dropped", &|c| {
+            c.metadata.remove("mpt.attention.clamp_kqv");
+        }),
         ("falcon-40b.gguf", "its attention's norm dropped: one norm, as 7B's", &|c| {
             c.tensor_infos.retain(|name, _| !name.contains(".attn_norm_2."));
         }),
@@ -843,8 +854,8 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         eprintln!("{file} with {what}: gap {gap:.2e}");
         assert!(gap > 10.0 * tolerance(c), "{file} with {what} still matches llama.cpp (gap {gap}): the fixture cannot tell");
     }
-    // StableLM's, Nemotron's, Falcon's, Cohere's and OLMo 1's LayerNorms as RMSNorms (their biases
-    // dropped, nothing subtracted), and but for Cohere's and OLMo 1's (whose biases are 0)
+    // StableLM's, Nemotron's, Falcon's, MPT's, Cohere's and OLMo 1's LayerNorms as RMSNorms (their biases
+    // dropped, nothing subtracted), and but for MPT's, Cohere's and OLMo 1's (whose biases are 0)
     // with biases of 0 (the mean still subtracted), each edited after loading.
     type NormEdit = fn(&mut tokenscope::model::Norm);
     let layer_norm_edits: [(&str, NormEdit); 2] = [
@@ -860,6 +871,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("olmo.gguf", 1),
         ("falcon.gguf", 2),
         ("falcon-40b.gguf", 2),
+        ("mpt.gguf", 1),
     ];
     for (file, edits) in files {
         for &(what, edit) in &layer_norm_edits[..edits] {

@@ -550,6 +550,48 @@ fn cohere_files_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn mpts_alibi_clamp_and_tensors_are_read_as_llama_cpp_reads_them() {
+    use tokenscope::model::Architecture;
+    let mpt = |bias: Option<f32>| {
+        let spec =
+            SyntheticSpec { architecture: Architecture::Mpt, alibi_max_bias: bias, clamp_kqv: Some(6.0), ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    // ALiBi's largest bias is the file's; 0 or no key is none (no positions at all, as
+    // llama.cpp runs it); below 0 or NaN is refused by its key. No layer turns by RoPE.
+    let cfg = config(mpt(Some(8.0))).expect("MPT-7B's shape loads");
+    assert_eq!((cfg.alibi_max_bias, cfg.clamp_kqv), (Some(8.0), Some(6.0)));
+    assert!((0..cfg.n_layers).all(|l| !Architecture::Mpt.rotates(l)));
+    assert_eq!(config(mpt(None)).expect("no key loads").alibi_max_bias, None);
+    assert_eq!(config(mpt(Some(0.0))).expect("a bias of 0 loads").alibi_max_bias, None);
+    for bad in [-1.0, f32::NAN, f32::INFINITY] {
+        assert!(refused(mpt(Some(bad)), "mpt.attention.max_alibi_bias").contains("largest bias"), "{bad}");
+    }
+    // Its LayerNorms have no biases; a file with one, learned positions or the feed-forward's
+    // activation scales (which llama.cpp applies where present) is refused by the tensor.
+    let m = mpt(Some(8.0));
+    assert!(m.tensors.iter().all(|(name, _)| !name.ends_with("norm.bias")));
+    for (name, len) in [
+        ("blk.1.attn_norm.bias", 64),
+        ("blk.0.ffn_norm.bias", 64),
+        ("output_norm.bias", 64),
+        ("position_embd.weight", 64 * 64),
+        ("blk.1.ffn_act.scales", 96),
+    ] {
+        let mut m = mpt(Some(8.0));
+        let t = Tensor::from_vec(vec![0.5f32; len], len, &Device::Cpu).expect("tensor");
+        m.set_tensor(name, QTensor::quantize(&t, GgmlDType::F32).expect("F32"));
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::UnappliedTensor(ref n) if n == name), "{name}: {e}");
+    }
+    // So too a LayerNorm bias in Cohere's and OLMo 1's files, whose LayerNorms have none.
+    for architecture in [Architecture::CommandR, Architecture::Olmo] {
+        let e = with_extra_tensor(architecture, "blk.0.attn_norm.bias", 64, 0.5);
+        assert!(matches!(e, ModelError::UnappliedTensor(ref n) if n == "blk.0.attn_norm.bias"), "{architecture:?}: {e}");
+    }
+}
+
+#[test]
 fn olmo_1s_norms_and_clamp_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let olmo = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo, ..SyntheticSpec::default() }).expect("model");

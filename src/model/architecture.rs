@@ -13,7 +13,7 @@
 //! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
 //! norms, Maincoder's head norms after RoPE on adjacent pairs, Refact's llama block with
 //! BLOOM's ALiBi, Falcon's parallel block with unbiased matrices and an ungated GELU
-//! feed-forward (ERNIE 4.5,
+//! feed-forward, MPT's sequential one with unbiased LayerNorms and the file's ALiBi (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -213,6 +213,12 @@ pub enum Architecture {
     /// (`attn_norm_2` before the attention, `attn_norm` before the feed-forward:
     /// [`FALCON_ATTENTION_NORM`]).
     Falcon,
+    /// MosaicML's MPT (7B, 30B and their Instruct, Chat and StoryWriter models; Replit Code
+    /// 3B): a sequential block of LayerNorms without biases, W_q, W_k and W_v stacked
+    /// (`attn_qkv`), ALiBi of the file's largest bias (`attention.max_alibi_bias`; none where
+    /// it is 0 or absent) in place of positions, the file's clamp of q, k and v where it gives
+    /// one (`attention.clamp_kqv`), an ungated GELU feed-forward and no bias on any matrix.
+    Mpt,
 }
 
 /// The norm before a Falcon block's attention where the block has two (Falcon 40B's and
@@ -303,7 +309,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 36] = [
+    pub const ALL: [Architecture; 37] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -340,6 +346,7 @@ impl Architecture {
         Architecture::Maincoder,
         Architecture::Refact,
         Architecture::Falcon,
+        Architecture::Mpt,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -393,6 +400,7 @@ impl Architecture {
             Architecture::Maincoder => "maincoder",
             Architecture::Refact => "refact",
             Architecture::Falcon => "falcon",
+            Architecture::Mpt => "mpt",
         }
     }
 
@@ -417,6 +425,7 @@ impl Architecture {
             | Architecture::Starcoder
             | Architecture::Bloom
             | Architecture::Refact
+            | Architecture::Mpt
             | Architecture::Arcee
             | Architecture::Mistral3
             | Architecture::CommandR
@@ -463,21 +472,22 @@ impl Architecture {
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
     /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Nemotron's,
-    /// Falcon's, Cohere's, OLMo 1's and GPT-2's block's ([`Architecture::has_gpt2_block`]),
-    /// each with a bias beside its gain but Cohere's and OLMo 1's
-    /// ([`Architecture::layer_norm_biases`]). Every other family's are RMSNorms,
-    /// `x / sqrt(mean(x^2) + eps) * gain`.
+    /// Falcon's, MPT's, Cohere's, OLMo 1's and GPT-2's block's
+    /// ([`Architecture::has_gpt2_block`]), each with a bias beside its gain but MPT's,
+    /// Cohere's and OLMo 1's ([`Architecture::layer_norm_biases`]). Every other family's are
+    /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo | Architecture::Falcon)
+        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo | Architecture::Falcon | Architecture::Mpt)
             || self.has_gpt2_block()
             || self.is_cohere()
     }
 
     /// Whether its LayerNorms' files hold a bias beside each gain (`attn_norm.bias`,
-    /// `ffn_norm.bias`, `output_norm.bias`, required): every LayerNorm family's but Cohere's
-    /// and OLMo 1's, whose LayerNorms have none (held as a bias of zeros, which adds nothing).
+    /// `ffn_norm.bias`, `output_norm.bias`, required): every LayerNorm family's but MPT's,
+    /// Cohere's and OLMo 1's, whose LayerNorms have none (held as a bias of zeros, which adds
+    /// nothing; a file of theirs holding one is refused by it).
     pub fn layer_norm_biases(self) -> bool {
-        self.layer_norms() && !self.is_cohere() && self != Architecture::Olmo
+        self.layer_norms() && !self.is_cohere() && !matches!(self, Architecture::Olmo | Architecture::Mpt)
     }
 
     /// Whether its files hold each norm's gain (`attn_norm.weight`, `ffn_norm.weight`,
@@ -559,10 +569,11 @@ impl Architecture {
 
     /// Whether its feed-forward is gated, `W_down (act(W_gate x) * W_up x)` (llama's SwiGLU,
     /// Gemma's GeGLU): every family's but GPT-2's block's ([`Architecture::has_gpt2_block`]),
-    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`, Falcon's, `W_down gelu(W_up
-    /// x)`, and Arcee's and Nemotron's, `W_down relu(W_up x)^2` ([`Architecture::relu_squared`]).
+    /// whose is `W_down act(W_up x + b) + b` with no `ffn_gate`, Falcon's and MPT's, `W_down
+    /// gelu(W_up x)`, and Arcee's and Nemotron's, `W_down relu(W_up x)^2`
+    /// ([`Architecture::relu_squared`]).
     pub fn gated_ffn(self) -> bool {
-        !self.has_gpt2_block() && !self.relu_squared() && self != Architecture::Falcon
+        !self.has_gpt2_block() && !self.relu_squared() && !matches!(self, Architecture::Falcon | Architecture::Mpt)
     }
 
     /// Whether its ungated feed-forward squares the ReLU ([`Activation::ReluSquared`]):
@@ -609,10 +620,18 @@ impl Architecture {
     }
 
     /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,
-    /// StarCoder's, GPT-NeoX's, BLOOM's and Falcon's (whose converters reorder each head's
-    /// interleaved rows into all of Q, then K, then V).
+    /// StarCoder's, GPT-NeoX's, BLOOM's, Falcon's and MPT's (whose converters reorder each
+    /// head's interleaved rows into all of Q, then K, then V, where they interleave).
     pub fn requires_fused_qkv(self) -> bool {
-        matches!(self, Architecture::Gpt2 | Architecture::Gptneox | Architecture::Starcoder | Architecture::Bloom | Architecture::Falcon)
+        matches!(
+            self,
+            Architecture::Gpt2
+                | Architecture::Gptneox
+                | Architecture::Starcoder
+                | Architecture::Bloom
+                | Architecture::Falcon
+                | Architecture::Mpt
+        )
     }
 
     /// Whether the token embedding's row is LayerNorm-ed before the first block
@@ -624,9 +643,23 @@ impl Architecture {
     /// ALiBi's largest bias where its attention is biased by distance in place of positions
     /// (BLOOM's and Refact's [`ALIBI_MAX_BIAS`]): each scaled score of query head `h` at position `p`
     /// against position `j` gains `-slope_h (p - j)`, the slopes a geometric series set by it
-    /// ([`alibi_slope`](crate::backend::cpu::ops::alibi_slope)); `None` elsewhere.
+    /// ([`alibi_slope`](crate::backend::cpu::ops::alibi_slope)); `None` elsewhere (MPT's is
+    /// its file's: [`Architecture::reads_alibi_max_bias`]).
     pub fn alibi_max_bias(self) -> Option<f32> {
         matches!(self, Architecture::Bloom | Architecture::Refact).then_some(ALIBI_MAX_BIAS)
+    }
+
+    /// Whether its file's `attention.max_alibi_bias` sets ALiBi's largest bias (MPT's: ALiBi
+    /// where it is above 0, no positions at all where it is 0 or absent, as llama.cpp runs
+    /// them).
+    pub fn reads_alibi_max_bias(self) -> bool {
+        self == Architecture::Mpt
+    }
+
+    /// Whether its file's `attention.clamp_kqv` clamps q, k and v (OLMo 1.7's and MPT's; a
+    /// clamp of 0 or none clamps nothing).
+    pub fn reads_clamp_kqv(self) -> bool {
+        matches!(self, Architecture::Olmo | Architecture::Mpt)
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:
@@ -771,10 +804,10 @@ impl Architecture {
 
     /// Whether layer `layer` turns its queries and keys by RoPE: all but SmolLM3's every
     /// [`SMOLLM3_NO_ROPE_STEP`]th, and none of GPT-2's or StarCoder's (their positions are
-    /// learned) or BLOOM's (ALiBi's distances stand in for them).
+    /// learned) or BLOOM's, Refact's and MPT's (ALiBi's distances stand in for them).
     pub fn rotates(self, layer: usize) -> bool {
         let no_pe_layer = self == Architecture::Smollm3 && (layer + 1).is_multiple_of(SMOLLM3_NO_ROPE_STEP);
-        !(self.learned_positions() || self.alibi_max_bias().is_some() || no_pe_layer)
+        !(self.learned_positions() || self.alibi_max_bias().is_some() || self.reads_alibi_max_bias() || no_pe_layer)
     }
 
     /// Whether, in a file with a sliding window, the layers that attend over every position

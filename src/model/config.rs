@@ -206,9 +206,9 @@ impl Config {
             } else {
                 architecture.shares_attention_norm()
             },
-            alibi_max_bias: architecture.alibi_max_bias(),
-            // llama.cpp reads the clamp for OLMo 1 alone among the engine's families.
-            clamp_kqv: if architecture == Architecture::Olmo { read_clamp(g, &key)? } else { None },
+            alibi_max_bias: if architecture.reads_alibi_max_bias() { read_alibi_max_bias(g, &key)? } else { architecture.alibi_max_bias() },
+            // llama.cpp reads the clamp for OLMo 1 and MPT alone among the engine's families.
+            clamp_kqv: if architecture.reads_clamp_kqv() { read_clamp(g, &key)? } else { None },
             rope_sections: match architecture.multimodal_rope() {
                 Some(layout) => read_sections(g, &key, architecture, layout, head_dim)?,
                 None => None,
@@ -614,6 +614,20 @@ fn with_ntk_alpha(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Re
             Ok(cfg)
         }
         _ => Ok(cfg),
+    }
+}
+
+/// ALiBi's largest bias from the file (`attention.max_alibi_bias`, MPT's 8): `Some(b)` above
+/// 0, `None` for 0 or no key (llama.cpp's default: no ALiBi); below 0 or NaN is refused (no
+/// slope can be made from it).
+fn read_alibi_max_bias(g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Option<f32>, ModelError> {
+    match g.f32_opt(&key("attention.max_alibi_bias"))? {
+        Some(bias) if !(bias >= 0.0 && bias.is_finite()) => Err(ModelError::Metadata {
+            key: key("attention.max_alibi_bias"),
+            problem: format!("is {bias}; ALiBi's largest bias must be a finite number from 0 (for none) up"),
+        }),
+        Some(bias) if bias > 0.0 => Ok(Some(bias)),
+        _ => Ok(None),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -92,7 +92,7 @@ pub struct SyntheticSpec {
     /// ([`Architecture::logit_multiplier`]).
     pub logit_scale: Option<f32>,
     /// OLMo 1.7's clamp of q, k and v, written as `attention.clamp_kqv` where the architecture
-    /// reads it (OLMo 1's).
+    /// reads it (OLMo 1's, MPT's: [`Architecture::reads_clamp_kqv`]).
     pub clamp_kqv: Option<f32>,
     /// Hunyuan's NTK alpha, written as `rope.scaling.alpha` where the architecture reads it
     /// (Hunyuan dense's).
@@ -114,6 +114,9 @@ pub struct SyntheticSpec {
     /// [`FALCON_ATTENTION_NORM`](super::architecture::FALCON_ATTENTION_NORM) (the attention's;
     /// `attn_norm` is then the feed-forward's) where the architecture is Falcon.
     pub falcon_40b_norms: bool,
+    /// ALiBi's largest bias, written as `attention.max_alibi_bias` where the architecture
+    /// reads it ([`Architecture::reads_alibi_max_bias`]: MPT's).
+    pub alibi_max_bias: Option<f32>,
 }
 
 /// The attention factor a synthetic LongRoPE model writes.
@@ -169,6 +172,7 @@ impl Default for SyntheticSpec {
             norm_eps: 1e-5,
             granite4_keys: false,
             falcon_40b_norms: false,
+            alibi_max_bias: None,
         }
     }
 }
@@ -259,8 +263,11 @@ impl SyntheticModel {
         if let Some(scale) = spec.logit_scale.filter(|_| spec.architecture.logit_multiplier().is_some()) {
             metadata.push((key("logit_scale"), Value::F32(scale)));
         }
-        if let Some(clamp) = spec.clamp_kqv.filter(|_| spec.architecture == Architecture::Olmo) {
+        if let Some(clamp) = spec.clamp_kqv.filter(|_| spec.architecture.reads_clamp_kqv()) {
             metadata.push((key("attention.clamp_kqv"), Value::F32(clamp)));
+        }
+        if let Some(bias) = spec.alibi_max_bias.filter(|_| spec.architecture.reads_alibi_max_bias()) {
+            metadata.push((key("attention.max_alibi_bias"), Value::F32(bias)));
         }
         if let Some(alpha) = spec.rope_alpha.filter(|_| spec.architecture == Architecture::HunyuanDense) {
             metadata.push((key("rope.scaling.alpha"), Value::F32(alpha)));

@@ -361,6 +361,26 @@ fn unapplied_biases(arch: super::Architecture) -> &'static [&'static str] {
     }
 }
 
+/// Tensors outside [`UNAPPLIED_BIASES`] and [`UNAPPLIED_HEAD_NORMS`] that llama.cpp applies
+/// where a file holds them and the engine has no place for: a LayerNorm's bias in a family
+/// whose LayerNorms have none ([`Architecture::layer_norm_biases`](super::Architecture::layer_norm_biases):
+/// MPT's, whose biased variant llama.cpp runs, Cohere's, OLMo 1's), and MPT's learned
+/// positions (an MPT without ALiBi) and feed-forward activation scales. A file holding one is
+/// refused by it rather than run without it.
+fn unapplied_extras(cfg: &Config) -> Vec<String> {
+    let arch = cfg.architecture;
+    let mut names = Vec::new();
+    if arch.layer_norms() && !arch.layer_norm_biases() {
+        names.push("output_norm.bias".to_string());
+        names.extend((0..cfg.n_layers).flat_map(|i| ["attn_norm", "ffn_norm"].map(|n| format!("blk.{i}.{n}.bias"))));
+    }
+    if arch == super::Architecture::Mpt {
+        names.push(POSITION_EMBEDDING.to_string());
+        names.extend((0..cfg.n_layers).map(|i| format!("blk.{i}.ffn_act.scales")));
+    }
+    names
+}
+
 /// Norms of q and k (`attn_q_norm`, `attn_k_norm`) that a family without head norms
 /// ([`Architecture::head_norm`](super::Architecture::head_norm)) would leave out: StableLM 2
 /// 12B's, whose file is refused by them.
@@ -368,8 +388,8 @@ pub const UNAPPLIED_HEAD_NORMS: [&str; 2] = ["attn_q_norm.weight", "attn_k_norm.
 
 impl Weights {
     /// Checks, from the header alone, that no block holds a tensor the engine would leave out
-    /// ([`UNAPPLIED_BIASES`], and [`UNAPPLIED_HEAD_NORMS`] where the architecture has no head
-    /// norms), then that every tensor the configuration needs is present with its shape and a
+    /// ([`UNAPPLIED_BIASES`], [`UNAPPLIED_HEAD_NORMS`] where the architecture has no head
+    /// norms, and [`unapplied_extras`]), then that every tensor the configuration needs is present with its shape and a
     /// type the engine computes with: what [`Weights::read`] would refuse or get wrong, found
     /// before a byte of tensor data is read.
     pub fn check(gguf: &Gguf, cfg: &Config) -> Result<(), ModelError> {
@@ -379,7 +399,8 @@ impl Weights {
         let applied = |i: usize, t: &str| t == "attn_qkv.bias" && has_fused_qkv(gguf, cfg, i);
         let unapplied = (0..cfg.n_layers)
             .flat_map(|i| biases.iter().chain(head_norms).filter(move |t| !applied(i, t)).map(move |t| format!("blk.{i}.{t}")));
-        if let Some(name) = unapplied.into_iter().find(|name| gguf.tensor_info(name).is_some()) {
+        let mut unapplied = unapplied.chain(unapplied_extras(cfg));
+        if let Some(name) = unapplied.find(|name| gguf.tensor_info(name).is_some()) {
             return Err(ModelError::UnappliedTensor(name));
         }
         for (name, shape) in plan(gguf, cfg) {

@@ -415,6 +415,37 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Baichuan 7B: llama's block in a file of its 32 blocks (narrow, dim 32 in four heads
+        // of 8, to keep them small), which llama.cpp turns by RoPE; an LM head of its own, as
+        // llama.cpp requires.
+        (
+            "baichuan-7b.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Baichuan,
+                n_layers: 32,
+                dim: 32,
+                ffn_dim: 48,
+                n_kv_heads: 4,
+                untied_output: true,
+                seed: 64,
+                ..base.clone()
+            },
+        ),
+        // Baichuan 13B: the same block in a file of its 40 blocks, which llama.cpp biases by
+        // BLOOM's ALiBi in place of RoPE.
+        (
+            "baichuan-13b.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Baichuan,
+                n_layers: 40,
+                dim: 32,
+                ffn_dim: 48,
+                n_kv_heads: 4,
+                untied_output: true,
+                seed: 65,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -592,6 +592,28 @@ fn mpts_alibi_clamp_and_tensors_are_read_as_llama_cpp_reads_them() {
 }
 
 #[test]
+fn baichuans_positions_follow_its_block_count_as_llama_cpps_do() {
+    use tokenscope::model::{Architecture, LayerRope};
+    let baichuan = |n_layers: usize| {
+        let spec = SyntheticSpec { architecture: Architecture::Baichuan, n_layers, dim: 32, ffn_dim: 32, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    // 7B's 32 blocks turn by RoPE; 13B's 40 are biased by ALiBi (BLOOM's largest bias, 8) and
+    // turn nothing.
+    let cfg = config(baichuan(32)).expect("7B's count loads");
+    assert_eq!(cfg.alibi_max_bias, None);
+    assert!((0..32).all(|l| cfg.layer_rope(l) == LayerRope::Main));
+    let cfg = config(baichuan(40)).expect("13B's count loads");
+    assert_eq!(cfg.alibi_max_bias, Some(tokenscope::model::ALIBI_MAX_BIAS));
+    assert!((0..40).all(|l| cfg.layer_rope(l) == LayerRope::Unrotated));
+    // Any other count, which llama.cpp would run with no positions at all, is refused by it.
+    for n_layers in [2, 31, 41] {
+        let e = refused(baichuan(n_layers), "baichuan.block_count");
+        assert!(e.contains("RoPE for 32 (7B) and ALiBi for 40 (13B)"), "{e}");
+    }
+}
+
+#[test]
 fn olmo_1s_norms_and_clamp_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let olmo = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo, ..SyntheticSpec::default() }).expect("model");

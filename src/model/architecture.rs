@@ -13,7 +13,8 @@
 //! Hunyuan's head norms after RoPE, Qwen2-VL's, Qwen3-VL's and GLM-4V's multimodal RoPE on text, ChatGLM's GLM-4 block without post
 //! norms, Maincoder's head norms after RoPE on adjacent pairs, Refact's llama block with
 //! BLOOM's ALiBi, Falcon's parallel block with unbiased matrices and an ungated GELU
-//! feed-forward, MPT's sequential one with unbiased LayerNorms and the file's ALiBi (ERNIE 4.5,
+//! feed-forward, MPT's sequential one with unbiased LayerNorms and the file's ALiBi,
+//! Baichuan's llama block with RoPE or ALiBi by its block count (ERNIE 4.5,
 //! InternLM2 and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
@@ -219,7 +220,19 @@ pub enum Architecture {
     /// it is 0 or absent) in place of positions, the file's clamp of q, k and v where it gives
     /// one (`attention.clamp_kqv`), an ungated GELU feed-forward and no bias on any matrix.
     Mpt,
+    /// Baichuan Inc.'s Baichuan and Baichuan 2 (7B, 13B, their Chat models): llama's block
+    /// (W_q, W_k and W_v apart, as the converter cuts its stacked `W_pack`), whose positions
+    /// llama.cpp sets by the block count: RoPE for 7B's [`BAICHUAN_7B_LAYERS`], BLOOM's ALiBi
+    /// for 13B's [`BAICHUAN_13B_LAYERS`]; a file of any other count is refused
+    /// ([`Architecture::baichuan_positions`]).
+    Baichuan,
 }
+
+/// Baichuan 7B's block count, whose layers turn by RoPE.
+pub const BAICHUAN_7B_LAYERS: usize = 32;
+
+/// Baichuan 13B's block count, whose attention ALiBi biases ([`ALIBI_MAX_BIAS`]).
+pub const BAICHUAN_13B_LAYERS: usize = 40;
 
 /// The norm before a Falcon block's attention where the block has two (Falcon 40B's and
 /// 180B's); their `attn_norm` is then the feed-forward's, as llama.cpp reads them.
@@ -309,7 +322,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 37] = [
+    pub const ALL: [Architecture; 38] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -347,6 +360,7 @@ impl Architecture {
         Architecture::Refact,
         Architecture::Falcon,
         Architecture::Mpt,
+        Architecture::Baichuan,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -401,6 +415,7 @@ impl Architecture {
             Architecture::Refact => "refact",
             Architecture::Falcon => "falcon",
             Architecture::Mpt => "mpt",
+            Architecture::Baichuan => "baichuan",
         }
     }
 
@@ -426,6 +441,7 @@ impl Architecture {
             | Architecture::Bloom
             | Architecture::Refact
             | Architecture::Mpt
+            | Architecture::Baichuan
             | Architecture::Arcee
             | Architecture::Mistral3
             | Architecture::CommandR
@@ -660,6 +676,19 @@ impl Architecture {
     /// clamp of 0 or none clamps nothing).
     pub fn reads_clamp_kqv(self) -> bool {
         matches!(self, Architecture::Olmo | Architecture::Mpt)
+    }
+
+    /// Baichuan's positions for a file of `n_layers` blocks, as llama.cpp sets them by the
+    /// count: `Some(false)` for RoPE (7B's 32), `Some(true)` for ALiBi (13B's 40), `None` for
+    /// any other count (llama.cpp would run it with no positions at all: the engine refuses
+    /// it). `Some(false)` for every other architecture.
+    pub fn baichuan_positions(self, n_layers: usize) -> Option<bool> {
+        match (self, n_layers) {
+            (Architecture::Baichuan, BAICHUAN_7B_LAYERS) => Some(false),
+            (Architecture::Baichuan, BAICHUAN_13B_LAYERS) => Some(true),
+            (Architecture::Baichuan, _) => None,
+            _ => Some(false),
+        }
     }
 
     /// Whether its files' LongRoPE factors (`rope_factors_short`, `rope_factors_long`:

@@ -145,6 +145,16 @@ impl Config {
         let key = |name: &str| format!("{}.{name}", architecture.name());
         let dim = g.usize(&key("embedding_length"))?;
         let n_layers = g.usize(&key("block_count"))?;
+        if architecture.baichuan_positions(n_layers).is_none() {
+            return Err(ModelError::Metadata {
+                key: key("block_count"),
+                problem: format!(
+                    "is {n_layers}; llama.cpp sets a baichuan model's positions by its block count, RoPE for {} (7B) and ALiBi for {} (13B), and runs any other count with none",
+                    super::architecture::BAICHUAN_7B_LAYERS,
+                    super::architecture::BAICHUAN_13B_LAYERS
+                ),
+            });
+        }
         let n_heads = g.layer_usize(&key("attention.head_count"), n_layers)?;
         let n_kv_heads = g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads);
         let vocab_size = match g.usize_opt(&key("vocab_size"))? {
@@ -206,7 +216,13 @@ impl Config {
             } else {
                 architecture.shares_attention_norm()
             },
-            alibi_max_bias: if architecture.reads_alibi_max_bias() { read_alibi_max_bias(g, &key)? } else { architecture.alibi_max_bias() },
+            alibi_max_bias: if architecture.reads_alibi_max_bias() {
+                read_alibi_max_bias(g, &key)?
+            } else if architecture.baichuan_positions(n_layers) == Some(true) {
+                Some(super::architecture::ALIBI_MAX_BIAS)
+            } else {
+                architecture.alibi_max_bias()
+            },
             // llama.cpp reads the clamp for OLMo 1 and MPT alone among the engine's families.
             clamp_kqv: if architecture.reads_clamp_kqv() { read_clamp(g, &key)? } else { None },
             rope_sections: match architecture.multimodal_rope() {
@@ -325,12 +341,13 @@ impl Config {
     }
 
     /// Which RoPE frequencies layer `layer` turns by: none where the architecture skips RoPE
-    /// there (SmolLM3's NoPE layers; EXAONE 4's full layers beside sliding ones), a
+    /// there (SmolLM3's NoPE layers; EXAONE 4's full layers beside sliding ones; every layer
+    /// of a model with ALiBi, Baichuan 13B's among them), a
     /// sliding-window layer's own where it slides and has them, else the file's.
     pub fn layer_rope(&self, layer: usize) -> LayerRope {
         let sliding = self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer);
         let full_unrotated = self.sliding_window.is_some() && !sliding && self.architecture.full_layers_unrotated();
-        if !self.architecture.rotates(layer) || full_unrotated {
+        if !self.architecture.rotates(layer) || full_unrotated || self.alibi_max_bias.is_some() {
             LayerRope::Unrotated
         } else if sliding && self.sliding_rope_base.is_some() {
             LayerRope::Sliding

@@ -12,7 +12,7 @@ pub mod weights;
 use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
-pub use architecture::{Architecture, HeadNormSpan, SectionLayout};
+pub use architecture::{Architecture, HeadNormSpan, SectionLayout, ALIBI_MAX_BIAS};
 pub use config::Config;
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, RopeSections, Yarn};
 pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, Weights, WeightsSummary};

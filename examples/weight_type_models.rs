@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 49] = [
+const ARCHITECTURE_FIXTURES: [&str; 51] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -79,6 +79,8 @@ const ARCHITECTURE_FIXTURES: [&str; 49] = [
     "falcon.gguf",
     "falcon-40b.gguf",
     "mpt.gguf",
+    "baichuan-7b.gguf",
+    "baichuan-13b.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

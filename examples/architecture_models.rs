@@ -446,6 +446,29 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Orion: llama's block with biased LayerNorms for its RMSNorms, RoPE on split halves
+        // over whole heads, no Q/K/V biases; an LM head of its own, as llama.cpp requires.
+        ("orion.gguf", SyntheticSpec { architecture: Architecture::Orion, untied_output: true, seed: 66, ..base.clone() }),
+        // XVERSE: llama's block under its own name (RoPE on adjacent pairs); an LM head of its
+        // own, as llama.cpp requires.
+        ("xverse.gguf", SyntheticSpec { architecture: Architecture::Xverse, untied_output: true, seed: 67, ..base.clone() }),
+        // PLaMo: a parallel residual, one RMSNorm read by the attention and the SwiGLU
+        // feed-forward, RoPE on split halves; an LM head of its own, as llama.cpp requires.
+        ("plamo.gguf", SyntheticSpec { architecture: Architecture::Plamo, untied_output: true, seed: 68, ..base.clone() }),
+        // CodeShell: StarCoder's block (biased LayerNorms, W_q, W_k and W_v stacked with a
+        // bias, every other matrix biased, an ungated GELU feed-forward) with grouped-query
+        // attention and RoPE on split halves for positions, whose linear scaling by 1 its
+        // converter always writes; an LM head of its own, as its converter writes one.
+        (
+            "codeshell.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Codeshell,
+                rope_linear_scale: Some(1.0),
+                untied_output: true,
+                seed: 69,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

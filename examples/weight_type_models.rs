@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 51] = [
+const ARCHITECTURE_FIXTURES: [&str; 55] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -81,6 +81,10 @@ const ARCHITECTURE_FIXTURES: [&str; 51] = [
     "mpt.gguf",
     "baichuan-7b.gguf",
     "baichuan-13b.gguf",
+    "orion.gguf",
+    "xverse.gguf",
+    "plamo.gguf",
+    "codeshell.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -26,7 +26,10 @@
 //! RoPE on adjacent pairs, refact's llama block with one key/value head and ALiBi,
 //! falcon's parallel residual with one norm (7B's) and with two (40B's), its unbiased
 //! matrices and ungated GELU, mpt's unbiased LayerNorms with the file's ALiBi and clamp,
-//! baichuan's llama block with RoPE (7B's 32 blocks) or ALiBi (13B's 40),
+//! baichuan's llama block with RoPE (7B's 32 blocks) or ALiBi (13B's 40), orion's llama
+//! block with biased LayerNorms and RoPE on split halves, xverse's llama block, plamo's
+//! parallel residual with one RMSNorm, codeshell's StarCoder block with grouped-query
+//! attention and RoPE on split halves,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -52,7 +55,8 @@ use tokenscope::model::{Gguf, Model};
 /// moves logits by about their own size (the last test: gaps of 1.0 to 1.5).
 const TOLERANCE: f32 = 2e-5;
 
-/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders', BLOOM's, Falcon's and MPT's: llama.cpp's CPU GELU rounds its input to f16
+/// Gemma's (gemma, gemma2, gemma3), GPT-2's, Phi-2's, GPT-NeoX's, the StarCoders', BLOOM's,
+/// Falcon's, MPT's and CodeShell's: llama.cpp's CPU GELU rounds its input to f16
 /// and reads the result from a table of f16 values (ggml's `GGML_GELU_FP16`), where ours
 /// computes the tanh form in f32: measured 1.2e-4 of the largest logit for gemma, 1.0e-4 for
 /// gemma3, 3.3e-4 for gpt2, 3.6e-4 for phi2 and 5.3e-4 for gemma2, whose logits are capped
@@ -72,7 +76,8 @@ fn tolerance(case: &Case) -> f32 {
     if case.file.starts_with("gemma3-27b") {
         DEEP_GELU_TOLERANCE
     } else if case.architecture.starts_with("gemma")
-        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom", "falcon", "mpt"].contains(&case.architecture.as_str())
+        || ["gpt2", "phi2", "gptneox", "starcoder", "starcoder2", "bloom", "falcon", "mpt", "codeshell"]
+            .contains(&case.architecture.as_str())
     {
         GELU_TOLERANCE
     } else {
@@ -83,12 +88,13 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 53] = [
+const FILES: [(&str, &[u8]); 57] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
+    ("codeshell.gguf", include_bytes!("fixtures/architectures/codeshell.gguf")),
     ("cohere2.gguf", include_bytes!("fixtures/architectures/cohere2.gguf")),
     ("command-r.gguf", include_bytes!("fixtures/architectures/command-r.gguf")),
     ("ernie4_5.gguf", include_bytes!("fixtures/architectures/ernie4_5.gguf")),
@@ -121,6 +127,8 @@ const FILES: [(&str, &[u8]); 53] = [
     ("olmo.gguf", include_bytes!("fixtures/architectures/olmo.gguf")),
     ("olmo2.gguf", include_bytes!("fixtures/architectures/olmo2.gguf")),
     ("olmo3.gguf", include_bytes!("fixtures/architectures/olmo3.gguf")),
+    ("orion.gguf", include_bytes!("fixtures/architectures/orion.gguf")),
+    ("plamo.gguf", include_bytes!("fixtures/architectures/plamo.gguf")),
     ("qwen3-yarn.gguf", include_bytes!("fixtures/architectures/qwen3-yarn.gguf")),
     ("qwen2vl.gguf", include_bytes!("fixtures/architectures/qwen2vl.gguf")),
     ("qwen3vl.gguf", include_bytes!("fixtures/architectures/qwen3vl.gguf")),
@@ -137,6 +145,7 @@ const FILES: [(&str, &[u8]); 53] = [
     ("stablelm.gguf", include_bytes!("fixtures/architectures/stablelm.gguf")),
     ("starcoder.gguf", include_bytes!("fixtures/architectures/starcoder.gguf")),
     ("starcoder2.gguf", include_bytes!("fixtures/architectures/starcoder2.gguf")),
+    ("xverse.gguf", include_bytes!("fixtures/architectures/xverse.gguf")),
 ];
 
 struct Case {
@@ -231,7 +240,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -549,6 +558,39 @@ fn reordered(bytes: &[u8], suffix: &str, parts: &[usize], order: &[usize]) -> Ve
     })
 }
 
+/// The same F32 file with each head's rows of W_q and W_k (stacked or apart, with their
+/// biases) reordered so that RoPE on split halves turns together what RoPE on adjacent pairs
+/// turned in the file as it was (row `2i` to `i`, row `2i + 1` to `i + head_dim / 2`): the
+/// model run with adjacent pairs, as q . k is the same over any one order of both.
+fn halves_read_as_pairs(bytes: &[u8], head_dim: usize, q_heads: usize, kv_heads: usize) -> Vec<u8> {
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+    // Source row of each row of `heads` heads starting at `start`.
+    let heads = |start: usize, heads: usize| {
+        (0..heads * head_dim).map(move |r| {
+            let (head, j) = (r / head_dim, r % head_dim);
+            let half = head_dim / 2;
+            start + head * head_dim + if j < half { 2 * j } else { 2 * (j - half) + 1 }
+        })
+    };
+    let (q, kv) = (q_heads * head_dim, kv_heads * head_dim);
+    rewritten(bytes, &|_| {}, &|name, t| {
+        let order: Vec<usize> = if name.ends_with("attn_q.weight") || name.ends_with("attn_q.bias") {
+            heads(0, q_heads).collect()
+        } else if name.ends_with("attn_k.weight") || name.ends_with("attn_k.bias") {
+            heads(0, kv_heads).collect()
+        } else if name.ends_with("attn_qkv.weight") || name.ends_with("attn_qkv.bias") {
+            heads(0, q_heads).chain(heads(q, kv_heads)).chain(q + kv..q + 2 * kv).collect()
+        } else {
+            return t;
+        };
+        let order = order.into_iter().map(|r| r as u32).collect::<Vec<u32>>();
+        let index = Tensor::new(order.as_slice(), &Device::Cpu).expect("index");
+        let rows = t.dequantize(&Device::Cpu).and_then(|x| x.index_select(&index, 0)).expect("rows");
+        QTensor::quantize(&rows, GgmlDType::F32).expect("F32")
+    })
+}
+
 /// An F32 vector of RoPE factors lengthened to `pairs` with factors of 1.
 fn padded_factors(t: &candle_core::quantized::QTensor, pairs: usize) -> candle_core::quantized::QTensor {
     use candle_core::quantized::{GgmlDType, QTensor};
@@ -595,7 +637,8 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 70] = [
+    let undone: [(&str, &str, &Undo); 71] = [
+        ("xverse.gguf", "run as exaone: RoPE on split halves", &as_exaone),
         ("baichuan-7b.gguf", "run as refact: ALiBi in place of RoPE", &run_as("refact")),
         ("baichuan-13b.gguf", "run as llama: RoPE in place of ALiBi", &as_llama),
         ("llama3-rope-factors.gguf", "RoPE factors dropped", &|c| {
@@ -817,6 +860,10 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             "K and V read in each other's place",
             reordered(file_bytes(case("falcon.gguf")), "attn_qkv.weight", &[64, 16, 16], &[0, 2, 1]),
         ),
+        // RoPE on adjacent pairs where these turn split halves: 4 query and 2 key heads of 16.
+        ("orion.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("orion.gguf")), 16, 4, 2)),
+        ("plamo.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("plamo.gguf")), 16, 4, 2)),
+        ("codeshell.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("codeshell.gguf")), 16, 4, 2)),
     ];
     // Gemma 3 27B's scores scaled by 1 / sqrt(head width) (llama.cpp's for every other Gemma 3).
     let c = case("gemma3-27b-scale.gguf");
@@ -877,6 +924,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("falcon.gguf", 2),
         ("falcon-40b.gguf", 2),
         ("mpt.gguf", 1),
+        ("orion.gguf", 2),
     ];
     for (file, edits) in files {
         for &(what, edit) in &layer_norm_edits[..edits] {
@@ -898,8 +946,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // the architecture once the weights are loaded, so only the activation changes.
     let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 7] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 8] = [
         ("falcon.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
+        ("plamo.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
         ("falcon-40b.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
         ("gpt2.gguf", "no learned positions", |m| m.weights.position_embd = None),
         ("bloom.gguf", "no ALiBi", |m| m.config.alibi_max_bias = None),
@@ -916,8 +965,9 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let wo_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)));
     let ffn_biases: Gpt2Edit =
         |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))));
-    let biases =
-        ["gpt2.gguf", "phi2.gguf", "gptneox.gguf", "starcoder.gguf", "starcoder2.gguf", "bloom.gguf"].into_iter().flat_map(|file| {
+    let biases = ["gpt2.gguf", "phi2.gguf", "gptneox.gguf", "starcoder.gguf", "starcoder2.gguf", "bloom.gguf", "codeshell.gguf"]
+        .into_iter()
+        .flat_map(|file| {
             [
                 (file, "the Q/K/V bias dropped", qkv_bias),
                 (file, "the output projection's bias dropped", wo_bias),

@@ -14,8 +14,9 @@
 //! norms, Maincoder's head norms after RoPE on adjacent pairs, Refact's llama block with
 //! BLOOM's ALiBi, Falcon's parallel block with unbiased matrices and an ungated GELU
 //! feed-forward, MPT's sequential one with unbiased LayerNorms and the file's ALiBi,
-//! Baichuan's llama block with RoPE or ALiBi by its block count (ERNIE 4.5,
-//! InternLM2 and EXAONE 3.5 are
+//! Baichuan's llama block with RoPE or ALiBi by its block count, Orion's llama block with
+//! biased LayerNorms and RoPE on split halves, PLaMo's parallel block with one RMSNorm,
+//! CodeShell's StarCoder block with RoPE (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
 
@@ -226,6 +227,20 @@ pub enum Architecture {
     /// for 13B's [`BAICHUAN_13B_LAYERS`]; a file of any other count is refused
     /// ([`Architecture::baichuan_positions`]).
     Baichuan,
+    /// OrionStar's Orion (14B and its Chat models): llama's block with biased LayerNorms for
+    /// its RMSNorms and RoPE on split halves (StableLM's block turning whole heads, no bias on
+    /// Q, K or V).
+    Orion,
+    /// XVERSE's models (7B, 13B, 65B and their Chat models): llama's block under its own name.
+    Xverse,
+    /// Preferred Networks' PLaMo (13B): a parallel residual with one RMSNorm read by both
+    /// sublayers, `x += attn(n(x)) + ffn(n(x))`, RoPE on split halves and SwiGLU.
+    Plamo,
+    /// WisdomAI's CodeShell (7B): StarCoder's block (biased LayerNorms, a bias on every
+    /// matrix but the LM head's, an ungated GELU feed-forward, W_q, W_k and W_v stacked in
+    /// `attn_qkv` with grouped-query attention) with RoPE on split halves for its learned
+    /// positions.
+    Codeshell,
 }
 
 /// Baichuan 7B's block count, whose layers turn by RoPE.
@@ -322,7 +337,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 38] = [
+    pub const ALL: [Architecture; 42] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -361,6 +376,10 @@ impl Architecture {
         Architecture::Falcon,
         Architecture::Mpt,
         Architecture::Baichuan,
+        Architecture::Orion,
+        Architecture::Xverse,
+        Architecture::Plamo,
+        Architecture::Codeshell,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -416,6 +435,10 @@ impl Architecture {
             Architecture::Falcon => "falcon",
             Architecture::Mpt => "mpt",
             Architecture::Baichuan => "baichuan",
+            Architecture::Orion => "orion",
+            Architecture::Xverse => "xverse",
+            Architecture::Plamo => "plamo",
+            Architecture::Codeshell => "codeshell",
         }
     }
 
@@ -442,6 +465,7 @@ impl Architecture {
             | Architecture::Refact
             | Architecture::Mpt
             | Architecture::Baichuan
+            | Architecture::Xverse
             | Architecture::Arcee
             | Architecture::Mistral3
             | Architecture::CommandR
@@ -464,7 +488,10 @@ impl Architecture {
             | Architecture::HunyuanDense
             | Architecture::Qwen2vl
             | Architecture::Qwen3vl
-            | Architecture::Falcon => RopePairs::Halves,
+            | Architecture::Falcon
+            | Architecture::Orion
+            | Architecture::Plamo
+            | Architecture::Codeshell => RopePairs::Halves,
         }
     }
 
@@ -487,14 +514,21 @@ impl Architecture {
     }
 
     /// Whether its norms are LayerNorms, `(x - mean(x)) / sqrt(var(x) + eps) * gain + bias`,
-    /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Nemotron's,
+    /// with their epsilon under `attention.layer_norm_epsilon`: StableLM's, Orion's, Nemotron's,
     /// Falcon's, MPT's, Cohere's, OLMo 1's and GPT-2's block's
     /// ([`Architecture::has_gpt2_block`]), each with a bias beside its gain but MPT's,
     /// Cohere's and OLMo 1's ([`Architecture::layer_norm_biases`]). Every other family's are
     /// RMSNorms, `x / sqrt(mean(x^2) + eps) * gain`.
     pub fn layer_norms(self) -> bool {
-        matches!(self, Architecture::Stablelm | Architecture::Nemotron | Architecture::Olmo | Architecture::Falcon | Architecture::Mpt)
-            || self.has_gpt2_block()
+        matches!(
+            self,
+            Architecture::Stablelm
+                | Architecture::Orion
+                | Architecture::Nemotron
+                | Architecture::Olmo
+                | Architecture::Falcon
+                | Architecture::Mpt
+        ) || self.has_gpt2_block()
             || self.is_cohere()
     }
 
@@ -532,7 +566,7 @@ impl Architecture {
 
     /// Whether its block is GPT-2's kind: LayerNorms, a bias on every matrix but the LM head's
     /// and an ungated GELU feed-forward (GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's, StarCoder
-    /// 2's and BLOOM's), whatever its positions and residual.
+    /// 2's, BLOOM's and CodeShell's), whatever its positions and residual.
     fn has_gpt2_block(self) -> bool {
         matches!(
             self,
@@ -542,16 +576,17 @@ impl Architecture {
                 | Architecture::Starcoder
                 | Architecture::Starcoder2
                 | Architecture::Bloom
+                | Architecture::Codeshell
         )
     }
 
     /// Whether each block's feed-forward reads the attention's normed input rather than a
     /// norm of its own (no `ffn_norm`): `x += attn(norm(x)) + ffn(norm(x))`, Phi-2's parallel
     /// residual, always parallel ([`Config::parallel_residual`](super::Config::parallel_residual)):
-    /// Phi-2's, Cohere's and Falcon's (whose blocks with a second norm,
+    /// Phi-2's, Cohere's, PLaMo's and Falcon's (whose blocks with a second norm,
     /// [`FALCON_ATTENTION_NORM`], give the feed-forward a norm of its own all the same).
     pub fn shares_attention_norm(self) -> bool {
-        matches!(self, Architecture::Phi2 | Architecture::Falcon) || self.is_cohere()
+        matches!(self, Architecture::Phi2 | Architecture::Falcon | Architecture::Plamo) || self.is_cohere()
     }
 
     /// Whether its files say whether the residual is parallel (`use_parallel_residual`,
@@ -629,10 +664,13 @@ impl Architecture {
     }
 
     /// Whether its files may hold W_q, W_k and W_v stacked in one `attn_qkv` tensor (Phi-3's,
-    /// GLM-4's and Phi-2's may; GPT-2's, GPT-NeoX's and StarCoder's always do:
-    /// [`Architecture::requires_fused_qkv`]; StarCoder 2's never).
+    /// GLM-4's, Phi-2's and CodeShell's may, CodeShell's converter always stacks them; GPT-2's,
+    /// GPT-NeoX's and StarCoder's always do: [`Architecture::requires_fused_qkv`]; StarCoder
+    /// 2's never).
     pub fn may_fuse_qkv(self) -> bool {
-        self.has_fused_projections() || matches!(self, Architecture::Gpt2 | Architecture::Phi2) || self.requires_fused_qkv()
+        self.has_fused_projections()
+            || matches!(self, Architecture::Gpt2 | Architecture::Phi2 | Architecture::Codeshell)
+            || self.requires_fused_qkv()
     }
 
     /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,

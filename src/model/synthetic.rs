@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -372,7 +372,8 @@ impl SyntheticModel {
             // write. GPT-2's biases: the Q/K/V projection's and every other matrix's but the LM
             // head; ChatGLM's stacked Q/K/V's where asked.
             let biased = arch.linear_biases();
-            let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2 | Architecture::Chatglm) || arch.requires_fused_qkv();
+            let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2 | Architecture::Chatglm | Architecture::Codeshell)
+                || arch.requires_fused_qkv();
             if stacked {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
                 if biased || spec.qkv_bias {

@@ -37,7 +37,9 @@
 //! StarCoder 2 in GPT-2's 6; BLOOM too, ALiBi's biases inside every attention form's scores
 //! and its embedding's LayerNorm a dispatch after the lookup (which then writes `normed`).
 //! Arcee runs llama's 4, its squared ReLU in the up projection's epilogue; Nemotron
-//! StableLM's 6, the same way.
+//! StableLM's 6, the same way. PLaMo runs llama's 4 too, its parallel residual's gate/up
+//! projection ahead of the output projection (its prologue RMS-norms x before the attention
+//! adds to it), the down projection after it.
 //! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
@@ -231,10 +233,18 @@ impl Builder<'_> {
         let mut per_head_layers = 0;
         for l in layers {
             ops.push(self.qkv_rope(l)?);
-            let (attention, merge) = self.attention(l)?;
-            ops.push(attention);
+            // A parallel residual whose feed-forward RMS-norms the block's input in its gate/up
+            // projection's prologue (PLaMo's, the norm the attention's) runs that projection
+            // before the output projection adds to x: the down projection adds after it.
+            let early_gate_up = l.parallel && !matches!(parallel_ffn_norm(l), Some(GpuNorm::Layer(_)));
+            let (attention, merge) = self.attention(l, !early_gate_up)?;
             per_head_layers += usize::from(merge.is_some());
-            ops.extend(self.feed_forward(l, merge)?);
+            let [gate_up, down] = self.feed_forward(l, merge)?;
+            if early_gate_up {
+                ops.extend([gate_up, attention, down]);
+            } else {
+                ops.extend([attention, gate_up, down]);
+            }
             layer_ends.push(ops.len());
         }
         ops.push(self.lm_head(head, head_bias, out_norm, false)?);
@@ -343,7 +353,9 @@ impl Builder<'_> {
     /// part 1 and the projection merging its chunks in its prologue. Prefill: attention, then
     /// the projection. With a post norm (Gemma 3) the projection writes `proj` and a dispatch
     /// after it adds `rmsnorm(proj)` to `x`; a sliding-window layer's attention sees its window.
-    fn attention(&self, l: &GpuLayer) -> Result<(Op, Option<HeadParts<'_>>)> {
+    /// `per_head_allowed` false keeps the output projection adding to x itself (a feed-forward
+    /// run before it has nothing to merge its parts into).
+    fn attention(&self, l: &GpuLayer, per_head_allowed: bool) -> Result<(Op, Option<HeadParts<'_>>)> {
         let (ctx, k, a, form) = (self.ctx, self.kernels, self.acts, self.form);
         let parts = Bind(&a.att_parts, 0, None);
         let split =
@@ -359,7 +371,7 @@ impl Builder<'_> {
         let per_head = self
             .form
             .per_head_chunks
-            .filter(|_| block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
+            .filter(|_| per_head_allowed && block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
             .map(|n_chunks| HeadParts { parts: Bind(&a.head_parts, 0, None), n_heads: form.shape[0], n_chunks });
         let (one_short, one_long) = if form.fused {
             let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
@@ -434,15 +446,14 @@ impl Builder<'_> {
         let a = self.acts;
         let NormedInput { norm, input, layer_norm } = if l.parallel {
             // A parallel residual: the block input's own LayerNorm, in `ffn_normed` since the
-            // Q/K/V op (GPT-NeoX's), or the attention's, still in `normed` (Phi-2's).
-            let (norm, input) = match &l.ffn_norm {
-                Some(_) => (&l.ffn_norm, &a.ffn_normed),
-                None => (&l.attn_norm, &a.normed),
-            };
-            if !matches!(norm, Some(GpuNorm::Layer(_))) {
-                return Err(crate::error::Error::Backend("a parallel residual reads a LayerNorm's output: the block has none".into()));
+            // Q/K/V op (GPT-NeoX's), or the attention's, still in `normed` (Phi-2's); an
+            // RMSNorm of x in the prologue, run before the attention adds to x (PLaMo's,
+            // [`Builder::build`]).
+            match (parallel_ffn_norm(l), &l.ffn_norm) {
+                (Some(GpuNorm::Layer(_)), Some(_)) => NormedInput { norm: None, input: &a.ffn_normed, layer_norm: None },
+                (Some(GpuNorm::Layer(_)), None) => NormedInput { norm: None, input: &a.normed, layer_norm: None },
+                (norm, _) => self.normed_input(norm)?,
             }
-            NormedInput { norm: None, input, layer_norm: None }
         } else {
             self.normed_input(l.ffn_norm.as_ref())?
         };
@@ -517,6 +528,12 @@ impl Builder<'_> {
         };
         Ok(norm_first(layer_norm, Op::same(head.bands.iter().enumerate().map(band).collect::<Result<Vec<_>>>()?)))
     }
+}
+
+/// The norm a parallel residual's feed-forward reads: its own, or the attention's where it
+/// shares it.
+fn parallel_ffn_norm(l: &GpuLayer) -> Option<&GpuNorm> {
+    l.ffn_norm.as_ref().or(l.attn_norm.as_ref())
 }
 
 /// `op` with `first` (a LayerNorm before its projection) ahead of it in every kind of step.

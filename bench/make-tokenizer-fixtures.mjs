@@ -43,6 +43,9 @@ const TEXTS = [
   '<|im_start|>user\nHi<|im_end|>',
   'a zqxj is a token no merge builds',
   "camelCase HTTPServer iPhone O'Neil's and/or a//b",
+  // Punctuation before line breaks: most expressions keep the breaks on the run, Seed-Coder's
+  // leaves them to a piece of their own.
+  'done.\nnext!\n\nend;\r\n',
   // Cuts that only some expressions make: letters after CJK, after a quotation mark and after an
   // emoji. (No combining accent: llama.cpp's rewrite of GPT-4o's expression drops the marks that
   // its tokenizer.json keeps on their word, and tokenscope keeps them.)

@@ -469,6 +469,35 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // Qwen 1: llama's block with W_q, W_k and W_v stacked with a bias (as many key/value
+        // heads as query heads, as llama.cpp reads it), RoPE on split halves, its feed-forward
+        // length written twice the projections' width, as its converter writes it; an LM
+        // head of its own, as llama.cpp requires.
+        (
+            "qwen.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Qwen,
+                n_kv_heads: 4,
+                qkv_bias: true,
+                untied_output: true,
+                seed: 70,
+                ..base.clone()
+            },
+        ),
+        // Seed-OSS: llama's block with Q/K/V biases, heads of 32 over a residual of 64 (as
+        // its 80 of 128 over 5120), RoPE on split halves, the feed-forward's norm stored as
+        // `post_attention_norm`; an LM head of its own.
+        (
+            "seed_oss.gguf",
+            SyntheticSpec {
+                architecture: Architecture::SeedOss,
+                head_dim: Some(32),
+                qkv_bias: true,
+                untied_output: true,
+                seed: 71,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

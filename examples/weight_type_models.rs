@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 55] = [
+const ARCHITECTURE_FIXTURES: [&str; 57] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -85,6 +85,8 @@ const ARCHITECTURE_FIXTURES: [&str; 55] = [
     "xverse.gguf",
     "plamo.gguf",
     "codeshell.gguf",
+    "qwen.gguf",
+    "seed_oss.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

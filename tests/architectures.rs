@@ -29,7 +29,9 @@
 //! baichuan's llama block with RoPE (7B's 32 blocks) or ALiBi (13B's 40), orion's llama
 //! block with biased LayerNorms and RoPE on split halves, xverse's llama block, plamo's
 //! parallel residual with one RMSNorm, codeshell's StarCoder block with grouped-query
-//! attention and RoPE on split halves,
+//! attention and RoPE on split halves, qwen's (Qwen 1's) stacked Q/K/V with its bias and its
+//! feed-forward length doubled, seed_oss's Q/K/V biases, wide heads and feed-forward norm
+//! under another name,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -88,7 +90,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 57] = [
+const FILES: [(&str, &[u8]); 59] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
@@ -137,9 +139,11 @@ const FILES: [(&str, &[u8]); 57] = [
     ("phi3-longrope-short.gguf", include_bytes!("fixtures/architectures/phi3-longrope-short.gguf")),
     ("phi3.gguf", include_bytes!("fixtures/architectures/phi3.gguf")),
     ("phi4-mini-partial-rope.gguf", include_bytes!("fixtures/architectures/phi4-mini-partial-rope.gguf")),
+    ("qwen.gguf", include_bytes!("fixtures/architectures/qwen.gguf")),
     ("qwen2.gguf", include_bytes!("fixtures/architectures/qwen2.gguf")),
     ("qwen3.gguf", include_bytes!("fixtures/architectures/qwen3.gguf")),
     ("refact.gguf", include_bytes!("fixtures/architectures/refact.gguf")),
+    ("seed_oss.gguf", include_bytes!("fixtures/architectures/seed_oss.gguf")),
     ("smollm3.gguf", include_bytes!("fixtures/architectures/smollm3.gguf")),
     ("stablelm-3b.gguf", include_bytes!("fixtures/architectures/stablelm-3b.gguf")),
     ("stablelm.gguf", include_bytes!("fixtures/architectures/stablelm.gguf")),
@@ -240,7 +244,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -637,7 +641,11 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let unbiased = |c: &mut candle_core::quantized::gguf_file::Content| {
         c.tensor_infos.retain(|name, _| !["attn_q.bias", "attn_k.bias", "attn_v.bias"].iter().any(|b| name.ends_with(b)));
     };
-    let undone: [(&str, &str, &Undo); 71] = [
+    let undone: [(&str, &str, &Undo); 73] = [
+        ("seed_oss.gguf", "Q/K/V biases dropped", &unbiased),
+        ("qwen.gguf", "its stacked Q/K/V bias dropped", &|c| {
+            c.tensor_infos.retain(|name, _| !name.ends_with("attn_qkv.bias"));
+        }),
         ("xverse.gguf", "run as exaone: RoPE on split halves", &as_exaone),
         ("baichuan-7b.gguf", "run as refact: ALiBi in place of RoPE", &run_as("refact")),
         ("baichuan-13b.gguf", "run as llama: RoPE in place of ALiBi", &as_llama),
@@ -864,6 +872,14 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("orion.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("orion.gguf")), 16, 4, 2)),
         ("plamo.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("plamo.gguf")), 16, 4, 2)),
         ("codeshell.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("codeshell.gguf")), 16, 4, 2)),
+        ("qwen.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("qwen.gguf")), 16, 4, 4)),
+        ("seed_oss.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("seed_oss.gguf")), 32, 4, 2)),
+        // Qwen 1's stacked Q/K/V: 64 query, key and value rows each.
+        (
+            "qwen.gguf",
+            "K and V read in each other's place",
+            reordered(file_bytes(case("qwen.gguf")), "attn_qkv.weight", &[64, 64, 64], &[0, 2, 1]),
+        ),
     ];
     // Gemma 3 27B's scores scaled by 1 / sqrt(head width) (llama.cpp's for every other Gemma 3).
     let c = case("gemma3-27b-scale.gguf");
@@ -946,7 +962,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // the architecture once the weights are loaded, so only the activation changes.
     let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 8] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 9] = [
+        // Seed-OSS's `post_attention_norm` read as the feed-forward's pre-norm: gains of 1 there.
+        ("seed_oss.gguf", "its feed-forward norm's gains 1", |m| {
+            let dim = m.config.dim;
+            edit_blocks(m, |l| l.ffn_norm = Some(unit_norm(dim)));
+        }),
         ("falcon.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
         ("plamo.gguf", "a sequential residual", |m| m.config.parallel_residual = false),
         ("falcon-40b.gguf", "a sequential residual", |m| m.config.parallel_residual = false),

@@ -614,6 +614,26 @@ fn baichuans_positions_follow_its_block_count_as_llama_cpps_do() {
 }
 
 #[test]
+fn qwen_1s_feed_forward_is_half_its_files_length_as_llama_cpp_reads_it() {
+    use tokenscope::model::Architecture;
+    let qwen = || {
+        let spec = SyntheticSpec { architecture: Architecture::Qwen, ffn_dim: 64, qkv_bias: true, ..SyntheticSpec::default() };
+        SyntheticModel::new(&spec).expect("model")
+    };
+    // The converter writes the model's intermediate size, the gate's and up projection's rows
+    // together: 128 for projections of 64.
+    let m = qwen();
+    let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(m.to_bytes().expect("bytes"))).expect("gguf");
+    assert_eq!(gguf.usize("qwen.feed_forward_length").expect("length"), 128);
+    assert_eq!(config(m).expect("loads").ffn_dim, 64);
+    // An odd length halves to no width llama.cpp's tensors could have.
+    let mut m = qwen();
+    m.set_meta("qwen.feed_forward_length", Value::U32(129));
+    let e = refused(m, "qwen.feed_forward_length");
+    assert!(e.contains("is 129") && e.contains("half of it"), "{e}");
+}
+
+#[test]
 fn olmo_1s_norms_and_clamp_are_read_as_llama_cpp_reads_them() {
     use tokenscope::model::Architecture;
     let olmo = || SyntheticModel::new(&SyntheticSpec { architecture: Architecture::Olmo, ..SyntheticSpec::default() }).expect("model");

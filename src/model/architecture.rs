@@ -16,7 +16,9 @@
 //! feed-forward, MPT's sequential one with unbiased LayerNorms and the file's ALiBi,
 //! Baichuan's llama block with RoPE or ALiBi by its block count, Orion's llama block with
 //! biased LayerNorms and RoPE on split halves, PLaMo's parallel block with one RMSNorm,
-//! CodeShell's StarCoder block with RoPE (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
+//! CodeShell's StarCoder block with RoPE, Qwen 1's llama block with Q/K/V stacked and its
+//! feed-forward length doubled, Seed-OSS's llama block with its feed-forward norm under
+//! another name (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
 
@@ -241,6 +243,18 @@ pub enum Architecture {
     /// `attn_qkv` with grouped-query attention) with RoPE on split halves for its learned
     /// positions.
     Codeshell,
+    /// Alibaba's Qwen (Qwen 1: 1.8B, 7B, 14B, 72B and their Chat models; `qwen`): llama's block
+    /// with W_q, W_k and W_v stacked (`attn_qkv`, with its bias), RoPE on split halves, and its
+    /// files' `feed_forward_length` twice the feed-forward's width (the converter writes the
+    /// model's intermediate size, which counts the gate's and up projection's rows together:
+    /// [`Architecture::halves_feed_forward_length`]).
+    Qwen,
+    /// ByteDance's Seed-OSS (36B Base and Instruct; `seed_oss`): llama's block with Q, K and V
+    /// biases, heads wider than the residual width's share (128 over 5120 / 80) and RoPE on
+    /// split halves, its feed-forward's norm stored as `post_attention_norm` (a pre-norm as
+    /// llama.cpp reads it, not a post norm: [`Architecture::ffn_norm_name`]).
+    #[serde(rename = "seed_oss")]
+    SeedOss,
 }
 
 /// Baichuan 7B's block count, whose layers turn by RoPE.
@@ -337,7 +351,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 42] = [
+    pub const ALL: [Architecture; 44] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -380,6 +394,8 @@ impl Architecture {
         Architecture::Xverse,
         Architecture::Plamo,
         Architecture::Codeshell,
+        Architecture::Qwen,
+        Architecture::SeedOss,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -439,6 +455,8 @@ impl Architecture {
             Architecture::Xverse => "xverse",
             Architecture::Plamo => "plamo",
             Architecture::Codeshell => "codeshell",
+            Architecture::Qwen => "qwen",
+            Architecture::SeedOss => "seed_oss",
         }
     }
 
@@ -491,7 +509,9 @@ impl Architecture {
             | Architecture::Falcon
             | Architecture::Orion
             | Architecture::Plamo
-            | Architecture::Codeshell => RopePairs::Halves,
+            | Architecture::Codeshell
+            | Architecture::Qwen
+            | Architecture::SeedOss => RopePairs::Halves,
         }
     }
 
@@ -674,8 +694,9 @@ impl Architecture {
     }
 
     /// Whether its files hold W_q, W_k and W_v stacked in `attn_qkv` and never apart: GPT-2's,
-    /// StarCoder's, GPT-NeoX's, BLOOM's, Falcon's and MPT's (whose converters reorder each
-    /// head's interleaved rows into all of Q, then K, then V, where they interleave).
+    /// StarCoder's, GPT-NeoX's, BLOOM's, Falcon's, MPT's and Qwen 1's (whose converters
+    /// reorder each head's interleaved rows into all of Q, then K, then V, where they
+    /// interleave).
     pub fn requires_fused_qkv(self) -> bool {
         matches!(
             self,
@@ -685,7 +706,25 @@ impl Architecture {
                 | Architecture::Bloom
                 | Architecture::Falcon
                 | Architecture::Mpt
+                | Architecture::Qwen
         )
+    }
+
+    /// The name of each block's norm before the feed-forward, where it has one of its own:
+    /// `ffn_norm`, or Seed-OSS's `post_attention_norm` (the name its converter maps
+    /// `post_attention_layernorm` to, read by llama.cpp as the feed-forward's pre-norm).
+    pub fn ffn_norm_name(self) -> &'static str {
+        match self {
+            Architecture::SeedOss => "post_attention_norm",
+            _ => "ffn_norm",
+        }
+    }
+
+    /// Whether its files' `feed_forward_length` is twice the feed-forward's width (Qwen 1's:
+    /// llama.cpp reads its gate, up and down projections at half of it; an odd length is
+    /// refused by its key).
+    pub fn halves_feed_forward_length(self) -> bool {
+        self == Architecture::Qwen
     }
 
     /// Whether the token embedding's row is LayerNorm-ed before the first block

@@ -169,7 +169,7 @@ impl Config {
             architecture,
             n_layers,
             dim,
-            ffn_dim: g.layer_usize(&key("feed_forward_length"), n_layers)?,
+            ffn_dim: read_ffn_dim(g, &key, n_layers, architecture)?,
             n_heads,
             n_kv_heads,
             head_dim,
@@ -632,6 +632,27 @@ fn with_ntk_alpha(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Re
         }
         _ => Ok(cfg),
     }
+}
+
+/// The feed-forward's width from the file's `feed_forward_length` (one value, or one a layer
+/// all equal): as it is, or half of it where the architecture's files count the gate's and up
+/// projection's rows together (Qwen 1's, [`Architecture::halves_feed_forward_length`]), an
+/// odd length refused.
+fn read_ffn_dim(g: &Gguf, key: &dyn Fn(&str) -> String, n_layers: usize, architecture: Architecture) -> Result<usize, ModelError> {
+    let length = g.layer_usize(&key("feed_forward_length"), n_layers)?;
+    if !architecture.halves_feed_forward_length() {
+        return Ok(length);
+    }
+    if !length.is_multiple_of(2) {
+        return Err(ModelError::Metadata {
+            key: key("feed_forward_length"),
+            problem: format!(
+                "is {length}; a {} file's feed-forward length counts the gate's and up projection's rows together, and llama.cpp reads each at half of it",
+                architecture.name()
+            ),
+        });
+    }
+    Ok(length / 2)
 }
 
 /// ALiBi's largest bias from the file (`attention.max_alibi_bias`, MPT's 8): `Some(b)` above

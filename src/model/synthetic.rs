@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -205,7 +205,7 @@ impl SyntheticModel {
             ("general.name".to_string(), s("tokenscope synthetic")),
             (key("block_count"), u(spec.n_layers)),
             (key("embedding_length"), u(spec.dim)),
-            (key("feed_forward_length"), u(spec.ffn_dim)),
+            (key("feed_forward_length"), u(spec.ffn_dim * if spec.architecture.halves_feed_forward_length() { 2 } else { 1 })),
             (key("attention.head_count"), u(spec.n_heads)),
             (key("attention.head_count_kv"), u(spec.n_kv_heads)),
             (key("context_length"), u(spec.context_len)),
@@ -408,7 +408,7 @@ impl SyntheticModel {
             // Phi-2's parallel residual has no norm of its own before the feed-forward.
             let ffn_norm = !arch.shares_attention_norm();
             if arch.has_pre_norms() && ffn_norm && gains {
-                add(n("ffn_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+                add(n(arch.ffn_norm_name()), 1, d, GgmlDType::F32, 0.2, 1.0)?;
             }
             if layer_norms && ffn_norm {
                 add(bias("ffn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;

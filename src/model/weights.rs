@@ -545,8 +545,9 @@ fn has_fused_qkv_bias(gguf: &Gguf, cfg: &Config, i: usize) -> bool {
 /// The names of block `i`'s pre-norms (each a gain, `.weight`, and a LayerNorm's bias,
 /// `.bias`): the attention's, and the feed-forward's where it has one of its own. Falcon 40B's
 /// blocks have two norms under other names ([`FALCON_ATTENTION_NORM`] before the attention,
-/// `attn_norm` before the feed-forward); a family that shares the attention's norm has none
-/// for the feed-forward.
+/// `attn_norm` before the feed-forward), Seed-OSS's feed-forward norm another
+/// ([`Architecture::ffn_norm_name`](super::Architecture::ffn_norm_name)); a family that shares
+/// the attention's norm has none for the feed-forward.
 fn pre_norm_names(gguf: &Gguf, cfg: &Config, i: usize) -> (&'static str, Option<&'static str>) {
     let arch = cfg.architecture;
     let second = gguf.tensor_info(&format!("blk.{i}.{FALCON_ATTENTION_NORM}.weight")).is_some();
@@ -555,7 +556,7 @@ fn pre_norm_names(gguf: &Gguf, cfg: &Config, i: usize) -> (&'static str, Option<
     } else if arch.shares_attention_norm() {
         ("attn_norm", None)
     } else {
-        ("attn_norm", Some("ffn_norm"))
+        ("attn_norm", Some(arch.ffn_norm_name()))
     }
 }
 

@@ -14,7 +14,7 @@ use tokenizers::SplitDelimiterBehavior;
 use crate::error::{Error, ModelError, Result};
 
 /// The `tokenizer.ggml.pre` names tokenscope builds, and the model families that use them.
-pub const SUPPORTED_PRE: [(&str, &str); 10] = [
+pub const SUPPORTED_PRE: [(&str, &str); 11] = [
     ("gpt-2", "GPT-2's regular expression"),
     ("smollm", "SmolLM and SmolLM2: digits one by one, then GPT-2's expression"),
     ("llama-bpe", "Llama 3: contractions in any case, numbers of up to 3 digits"),
@@ -25,6 +25,7 @@ pub const SUPPORTED_PRE: [(&str, &str); 10] = [
     ("bloom", "BLOOM and BLOOMZ: a run of anything but spaces and punctuation, with the space before it"),
     ("deepseek-v3", "Hunyuan dense and DeepSeek V3: numbers of up to 3 digits, then runs of Chinese and kana, cut apart first"),
     ("falcon", "Falcon 7B, 40B and 180B: punctuation runs cut apart first, then GPT-2's expression, digits in threes"),
+    ("seed-coder", "Seed-Coder and Seed-OSS: Qwen2's cut, line breaks kept off punctuation runs"),
 ];
 
 /// The other names llama.cpp gives the same cuts (its vocabulary loader reads each as the same
@@ -95,8 +96,14 @@ pub fn canonical(pre: &str) -> &str {
 /// punctuation runs with their line breaks, line breaks with the spaces before them, and
 /// spaces (a run before a word leaves its last space to the word).
 fn gpt4_split(digits: &str) -> String {
+    gpt4_split_with(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)", digits, r"[\r\n]*")
+}
+
+/// GPT-4's split with its contractions, the digits a number piece holds and what a
+/// punctuation run takes after it (its line breaks, or nothing: Seed-Coder's) given.
+fn gpt4_split_with(contractions: &str, digits: &str, after_punctuation: &str) -> String {
     format!(
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+        r"{contractions}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{digits}| ?[^\s\p{{L}}\p{{N}}]+{after_punctuation}|\s*[\r\n]+|\s+(?!\S)|\s+"
     )
 }
 
@@ -142,6 +149,13 @@ pub fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
         "smollm" => Sequence::new(vec![Digits::new(true).into(), gpt2().into()]).into(),
         "llama-bpe" | "smaug-bpe" => Sequence::new(vec![split("{1,3}")?.into(), bytes_only().into()]).into(),
         "qwen2" => Sequence::new(vec![split("")?.into(), bytes_only().into()]).into(),
+        // Seed-Coder's tokenizer.json as llama.cpp writes it: Qwen2's cut with each
+        // contraction's letters in either case spelt out, a punctuation run leaving the line
+        // breaks after it to the next piece.
+        "seed-coder" => {
+            let contractions = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+            Sequence::new(vec![regex(gpt4_split_with(contractions, "", ""))?.into(), bytes_only().into()]).into()
+        }
         "gpt-4o" => Sequence::new(vec![regex(case_split("(?i:'s|'t|'re|'ve|'m|'ll|'d)?", "{1,3}"))?.into(), bytes_only().into()]).into(),
         "tekken" => Sequence::new(vec![regex(case_split("", ""))?.into(), bytes_only().into()]).into(),
         // BLOOM's tokenizer.json: one piece per run of characters that are neither whitespace

@@ -15,9 +15,22 @@ pub const SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/SmolLM2-13
 /// Merges (byte-level spelling: `Ġ` a space, `ĉ` a tab) that cross a cut of one name only:
 /// multi-digit numbers (gpt-2 and llama-bpe keep them whole), a space before a digit (gpt-2),
 /// upper-case contractions (llama-bpe and qwen2), a word after punctuation (llama-bpe, qwen2),
-/// Latin letters after a CJK ideograph (`æĸĩ` is 文; deepseek-v3 cuts runs of CJK apart).
-const EXTRA_MERGES: [(&str, &str); 10] =
-    [("1", "2"), ("12", "3"), ("Ġ", "1"), ("'", "V"), ("'V", "E"), ("'", "L"), ("'L", "L"), ("(", "p"), ("ĉ", "and"), ("æĸĩ", "abc")];
+/// Latin letters after a CJK ideograph (`æĸĩ` is 文; deepseek-v3 cuts runs of CJK apart), a
+/// line break after a full stop (`Ċ`; GPT-4's split keeps it on the punctuation run,
+/// seed-coder's leaves it).
+const EXTRA_MERGES: [(&str, &str); 11] = [
+    ("1", "2"),
+    ("12", "3"),
+    ("Ġ", "1"),
+    ("'", "V"),
+    ("'V", "E"),
+    ("'", "L"),
+    ("'L", "L"),
+    ("(", "p"),
+    ("ĉ", "and"),
+    ("æĸĩ", "abc"),
+    (".", "Ċ"),
+];
 
 /// A token no merge builds (byte-level spelling): a pre-tokenizer that takes a piece that is a
 /// token whole (llama-bpe's `ignore_merges`) gives it for " zqxj", the others merge its letters.

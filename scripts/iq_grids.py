@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reads the codebooks of ggml's IQ3, IQ2_XXS and IQ1_S formats off llama.cpp's own dequantizer.
+"""Reads the codebooks of ggml's IQ3 and IQ2 formats off llama.cpp's own dequantizer, and its
+dequantization of random blocks of every type the engine reads through a stand-in but IQ4.
 
     bash bench/setup-peers.sh && python3 scripts/iq_grids.py
 
@@ -17,7 +18,14 @@ IQ2_XXS and IQ1_S are read the same way into src/gguf/iq2_grids.rs and
 tests/fixtures/iq2_blocks.json (src/gguf/iq2_xxs.rs's and src/gguf/iq1_s.rs's tests): IQ2_XXS's
 256 points of eight magnitudes (8, 25 or 43), four indices and a 32-bit word of signs and scale
 per 32 weights; IQ1_S's 2048 points of eight values (-1, 0 or 1), four 11-bit indices, a 3-bit
-scale and the sign of a shift of 1/8 per 32 weights. Run once; all four files are kept.
+scale and the sign of a shift of 1/8 per 32 weights.
+
+IQ2_XS's 512 and IQ2_S's 1024 points (magnitudes 8, 25 or 43) go into src/gguf/iq2_s_grids.rs,
+and random blocks of IQ2_XS, IQ2_S, IQ1_M (IQ1_S's codebook with a scale per 16 weights),
+TQ1_0, TQ2_0, Q1_0 and Q2_0 with their dequantization into tests/fixtures/low_bit_blocks.json
+(the tests of src/gguf/iq2_xs.rs, iq1_m.rs, ternary.rs and q1_0.rs), each type's scale `d`
+where its layout keeps it, four blocks each (a normal d, 2e-4, a tiny and a subnormal one).
+Run once; all six files are kept, and a run writes the same bytes again.
 """
 import ctypes
 import json
@@ -31,6 +39,8 @@ GRIDS = os.path.join(ROOT, "src", "gguf", "iq3_grids.rs")
 BLOCKS = os.path.join(ROOT, "tests", "fixtures", "iq3_blocks.json")
 GRIDS2 = os.path.join(ROOT, "src", "gguf", "iq2_grids.rs")
 BLOCKS2 = os.path.join(ROOT, "tests", "fixtures", "iq2_blocks.json")
+GRIDS3 = os.path.join(ROOT, "src", "gguf", "iq2_s_grids.rs")
+BLOCKS3 = os.path.join(ROOT, "tests", "fixtures", "low_bit_blocks.json")
 SUPER = 256
 # Bytes per 256-weight super-block: f16 d, then IQ3_XXS's 64 index bytes and 8 words of
 # scale and signs; IQ3_S's 64 low index bytes, 8 bytes of high index bits, 32 of signs, 4 of
@@ -42,7 +52,36 @@ S_BYTES = 2 + 64 + 8 + 32 + 4
 # high 3 bits, the 3-bit scale, the shift's sign).
 IQ2_XXS_BYTES = 2 + 64
 IQ1_S_BYTES = 2 + 32 + 16
-BYTES = {"iq3_xxs": XXS_BYTES, "iq3_s": S_BYTES, "iq2_xxs": IQ2_XXS_BYTES, "iq1_s": IQ1_S_BYTES}
+# IQ2_XS: f16 d, a 16-bit word per eight weights (a 9-bit index, a 7-bit sign code), then a
+# byte of two 4-bit scales per 32 weights. IQ2_S: f16 d, 32 bytes of indices' low 8 bits, 32
+# bytes of sign bits, a byte of their high 2 bits per 32 weights, a byte of two scales per 32.
+# IQ1_M: 32 bytes of indices' low 8 bits, 16 of their high 3 bits and shifts' signs, 8 of
+# 3-bit scales with the f16 d in the top 4 bits of each 16-bit word. TQ1_0: 48 bytes of five
+# base-3 digits each, 4 bytes of four, f16 d. TQ2_0: 64 bytes of four 2-bit codes each, f16 d.
+IQ2_XS_BYTES = 2 + 64 + 8
+IQ2_S_BYTES = 2 + 32 + 32 + 8 + 8
+IQ1_M_BYTES = 32 + 16 + 8
+TQ1_0_BYTES = 48 + 4 + 2
+TQ2_0_BYTES = 64 + 2
+# Q1_0: f16 d, then a sign bit per weight (128 weights a block). Q2_0: f16 d, then four 2-bit
+# codes a byte (64 weights a block).
+Q1_0_BYTES = 2 + 16
+Q2_0_BYTES = 2 + 16
+BYTES = {
+    "iq3_xxs": XXS_BYTES,
+    "iq3_s": S_BYTES,
+    "iq2_xxs": IQ2_XXS_BYTES,
+    "iq1_s": IQ1_S_BYTES,
+    "iq2_xs": IQ2_XS_BYTES,
+    "iq2_s": IQ2_S_BYTES,
+    "iq1_m": IQ1_M_BYTES,
+    "tq1_0": TQ1_0_BYTES,
+    "tq2_0": TQ2_0_BYTES,
+    "q1_0": Q1_0_BYTES,
+    "q2_0": Q2_0_BYTES,
+}
+# Weights a block, where not a 256-weight super-block.
+WEIGHTS = {"q1_0": 128, "q2_0": 64}
 
 
 def dequantizer(lib, name):
@@ -53,7 +92,7 @@ def dequantizer(lib, name):
 
 
 def dequantize(f, blocks):
-    n = len(blocks) // BYTES[f.__name__] * SUPER
+    n = len(blocks) // BYTES[f.__name__] * WEIGHTS.get(f.__name__, SUPER)
     out = (ctypes.c_float * n)()
     f(bytes(blocks), out, n)
     return list(out)
@@ -127,6 +166,39 @@ def iq1_s_grid(f):
     return pts
 
 
+def magnitudes(values, name):
+    """Eight values a point, each 8, 25 or 43 (the factor was 1, no sign set)."""
+    pts = []
+    for i in range(0, len(values), 8):
+        p = values[i : i + 8]
+        if any(v not in (8.0, 25.0, 43.0) for v in p):
+            raise SystemExit(f"iq_grids: {name} point {i // 8} reads {p}: not the layout this script knows")
+        pts.append([int(v) for v in p])
+    return pts
+
+
+def iq2_xs_grid(f):
+    # d = 8 and 4-bit scales of 0: the factor d (0.5 + 0) / 4 = 1. Each word is an index with
+    # sign code 0: no sign. 32 indices a super-block.
+    blocks = bytearray()
+    for sb in range(16):
+        words = b"".join(struct.pack("<H", i) for i in range(32 * sb, 32 * sb + 32))
+        blocks += struct.pack("<e", 8.0) + words + bytes(8)
+    return magnitudes(dequantize(f, blocks), "IQ2_XS")
+
+
+def iq2_s_grid(f):
+    # d = 8, scales 0, no sign bits. Index l of a 32-weight block is its low byte and bits
+    # 2l, 2l + 1 of the block's high byte.
+    blocks = bytearray()
+    for sb in range(32):
+        idx = list(range(32 * sb, 32 * sb + 32))
+        qs = bytes(i & 255 for i in idx)
+        qh = bytes(sum((idx[4 * b + l] >> 8) << (2 * l) for l in range(4)) for b in range(8))
+        blocks += struct.pack("<e", 8.0) + qs + bytes(32) + qh + bytes(8)
+    return magnitudes(dequantize(f, blocks), "IQ2_S")
+
+
 def rust_table(name, doc, pts, per_line=8, item="u8"):
     # Several points a line, as written here: rustfmt would put each on a line of its own.
     lines = [f"/// {doc}", "#[rustfmt::skip]", f"pub const {name}: [[{item}; {len(pts[0])}]; {len(pts)}] = ["]
@@ -136,24 +208,47 @@ def rust_table(name, doc, pts, per_line=8, item="u8"):
     return "\n".join(lines)
 
 
-def write_files(grids_path, header, tables, blocks_path, seed, types):
-    """Writes a codebook module (its `header` lines, then `tables`) and the random super-blocks
-    of `types` ((name, dequantizer, bytes, normal d) each) with their dequantization."""
-    with open(grids_path, "w") as out:
-        out.write("".join(f"//! {line}\n" for line in header) + "\n" + "\n\n".join(tables) + "\n")
+def d_first(d, rest):
+    """A super-block whose f16 scale comes first (the IQ2, IQ3 and IQ1_S layouts)."""
+    return d + rest
+
+
+def d_last(d, rest):
+    """A super-block whose f16 scale comes last (TQ1_0's and TQ2_0's layout)."""
+    return rest + d
+
+
+def d_in_scales(d, rest):
+    """An IQ1_M super-block: 32 bytes of indices' low bits, 16 of their high bits and shifts,
+    then four 16-bit words of 3-bit scales whose top 4 bits are, in turn, the f16 scale's."""
+    block = bytearray(rest + d)
+    bits = struct.unpack("<H", d)[0]
+    for k in range(4):
+        word = struct.unpack_from("<H", block, 48 + 2 * k)[0]
+        struct.pack_into("<H", block, 48 + 2 * k, (word & 0x0FFF) | (((bits >> (4 * k)) & 15) << 12))
+    return bytes(block)
+
+
+def write_files(grids_path, header, tables, blocks_path, seed, types, scales=(3.1e-5, 2.4e-7)):
+    """Writes a codebook module (its `header` lines, then `tables`; none without them) and the
+    random super-blocks of `types` ((name, dequantizer, bytes, normal d, layout) each) with
+    their dequantization: one with the normal d, then one for each of `scales`."""
+    if tables:
+        with open(grids_path, "w") as out:
+            out.write("".join(f"//! {line}\n" for line in header) + "\n" + "\n\n".join(tables) + "\n")
     rng = random.Random(seed)
     cases = []
-    for name, f, size, d in types:
+    for name, f, size, d, layout in types:
         blocks = bytearray()
-        # Three super-blocks: a normal d, a tiny one and a subnormal one; random everything else.
-        for scale in [d, 3.1e-5, 2.4e-7]:
-            blocks += struct.pack("<e", scale) + bytes(rng.randrange(256) for _ in range(size - 2))
+        # A normal d, then tiny and subnormal ones; random everything else.
+        for scale in [d, *scales]:
+            blocks += layout(struct.pack("<e", scale), bytes(rng.randrange(256) for _ in range(size - 2)))
         cases.append({"type": name, "blocks": blocks.hex(), "weights": dequantize(f, blocks)})
-    made_by = " and ".join(f"dequantize_row_{f.__name__}" for _, f, _, _ in types)
+    made_by = " and ".join(f"dequantize_row_{f.__name__}" for _, f, _, _, _ in types)
     with open(blocks_path, "w") as out:
         json.dump({"made_by": f"llama.cpp's {made_by} (node-llama-cpp's libggml-base), scripts/iq_grids.py", "cases": cases}, out)
         out.write("\n")
-    print(f"iq_grids: wrote {grids_path} and {blocks_path}")
+    print(f"iq_grids: wrote {grids_path if tables else 'no codebook'} and {blocks_path}")
 
 
 def main():
@@ -180,7 +275,7 @@ def main():
         ],
         BLOCKS,
         3,
-        [("IQ3_XXS", f["iq3_xxs"], XXS_BYTES, 0.0123), ("IQ3_S", f["iq3_s"], S_BYTES, 0.0071)],
+        [("IQ3_XXS", f["iq3_xxs"], XXS_BYTES, 0.0123, d_first), ("IQ3_S", f["iq3_s"], S_BYTES, 0.0071, d_first)],
     )
     write_files(
         GRIDS2,
@@ -196,7 +291,33 @@ def main():
         ],
         BLOCKS2,
         5,
-        [("IQ2_XXS", f["iq2_xxs"], IQ2_XXS_BYTES, 0.0173), ("IQ1_S", f["iq1_s"], IQ1_S_BYTES, 0.0419)],
+        [("IQ2_XXS", f["iq2_xxs"], IQ2_XXS_BYTES, 0.0173, d_first), ("IQ1_S", f["iq1_s"], IQ1_S_BYTES, 0.0419, d_first)],
+    )
+    # A fourth super-block where IQ1_M's d is normal but d / 8 is not (2^-14 <= d < 2^-11).
+    write_files(
+        GRIDS3,
+        [
+            "The codebooks of ggml's IQ2_XS and IQ2_S formats: each point is eight weights'",
+            "magnitudes, before their half-block's scale and signs. Read off llama.cpp's own",
+            "dequantizer by scripts/iq_grids.py (blocks naming each index once, a scale of 1,",
+            "no signs); written by that script, not by hand.",
+        ],
+        [
+            rust_table("IQ2_XS_GRID", "IQ2_XS's 512 points (magnitudes 8, 25 and 43).", iq2_xs_grid(f["iq2_xs"]), 4),
+            rust_table("IQ2_S_GRID", "IQ2_S's 1024 points (magnitudes 8, 25 and 43).", iq2_s_grid(f["iq2_s"]), 4),
+        ],
+        BLOCKS3,
+        7,
+        [
+            ("IQ2_XS", f["iq2_xs"], IQ2_XS_BYTES, 0.0151, d_first),
+            ("IQ2_S", f["iq2_s"], IQ2_S_BYTES, 0.0137, d_first),
+            ("IQ1_M", f["iq1_m"], IQ1_M_BYTES, 0.0093, d_in_scales),
+            ("TQ1_0", f["tq1_0"], TQ1_0_BYTES, 0.0219, d_last),
+            ("TQ2_0", f["tq2_0"], TQ2_0_BYTES, 0.0219, d_last),
+            ("Q1_0", f["q1_0"], Q1_0_BYTES, 0.0147, d_first),
+            ("Q2_0", f["q2_0"], Q2_0_BYTES, 0.0182, d_first),
+        ],
+        scales=(2.0e-4, 3.1e-5, 2.4e-7),
     )
 
 

@@ -123,15 +123,18 @@ fn with_type_id(mut bytes: Vec<u8>, name: &str, id: u32) -> Vec<u8> {
 #[test]
 fn types_ggml_has_but_the_engine_cannot_read_are_named_not_called_malformed() {
     let bytes = synthetic().to_bytes().expect("bytes");
-    // IQ2_XS (17), IQ2_S (22) and IQ1_M (29), lattice types of common downloads, and MXFP4.
-    for (id, dtype) in [(17, "IQ2_XS"), (22, "IQ2_S"), (29, "IQ1_M"), (39, "MXFP4")] {
+    // MXFP4 (39, gpt-oss's experts), NVFP4 (40) and I8 (24, an integer type no model's
+    // weights use).
+    for (id, dtype) in [(39, "MXFP4"), (40, "NVFP4"), (24, "I8")] {
         let e = model_error(read(with_type_id(bytes.clone(), "blk.0.ffn_down.weight", id)));
         let message = e.to_string();
         match e {
             ModelError::UnsupportedTensorType { name, dtype: got, .. } => {
                 assert_eq!((name.as_str(), got.as_str()), ("blk.0.ffn_down.weight", dtype));
                 assert!(
-                    message.contains("supported: Q4_0") && message.contains("IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ1_S"),
+                    message.contains("supported: Q4_0")
+                        && message
+                            .contains("IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ1_S, IQ2_XS, IQ2_S, IQ1_M, TQ1_0, TQ2_0, Q2_0, Q1_0"),
                     "{message}"
                 );
             }
@@ -1149,12 +1152,24 @@ fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     assert_eq!(got, want);
 }
 
-/// A small synthetic model whose tensor `name` holds random super-blocks of 256 weights in
-/// `bytes_per` bytes each, written as a Q4_K tensor (the same weights a super-block, so the same
-/// shape; Q4_K's 144 bytes a super-block leave zeros after them) and relabelled type `id`; returns the file and the tensor's bytes
-/// as the type stores them. Each super-block's f16 `d` runs from 1e-4 to 7e-4 (as trained
-/// weights have), the rest from the seed.
-fn random_super_blocks(name: &str, id: u32, bytes_per: usize, seed: u32) -> (Vec<u8>, Vec<u8>) {
+/// Where a type's super-block keeps its f16 scale `d`.
+#[derive(Clone, Copy)]
+enum ScaleAt {
+    /// Its first two bytes (the IQ2, IQ3, IQ4_XS and IQ1_S layouts).
+    First,
+    /// Its last two bytes (TQ1_0's and TQ2_0's).
+    Last,
+    /// The top 4 bits of each of its last four 16-bit words, in turn (IQ1_M's).
+    TopNibbles,
+}
+
+/// A small synthetic model whose tensor `name` holds random blocks of `weights` (256 or a
+/// divisor of it) in `bytes_per` bytes each, written as a Q4_K tensor (256 weights a
+/// super-block, so the same shape; Q4_K's 144 bytes a super-block leave zeros after them) and
+/// relabelled type `id`; returns the file and the tensor's bytes as the type stores them. Each
+/// block's f16 `d` (kept where `at` says) runs from 1e-4 to 7e-4 (as trained weights have),
+/// the rest from the seed.
+fn random_blocks(name: &str, id: u32, (weights, bytes_per): (usize, usize), at: ScaleAt, seed: u32) -> (Vec<u8>, Vec<u8>) {
     use candle_core::quantized::ggml_file::qtensor_from_ggml;
     let spec = SyntheticSpec { weight_type: GgmlDType::Q4K, dim: 256, ffn_dim: 512, ..SyntheticSpec::default() };
     let mut synthetic = SyntheticModel::new(&spec).expect("model");
@@ -1166,11 +1181,22 @@ fn random_super_blocks(name: &str, id: u32, bytes_per: usize, seed: u32) -> (Vec
         x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
         (x >> 24) as u8
     };
-    let stored: Vec<u8> = (0..super_blocks)
+    let stored: Vec<u8> = (0..super_blocks * 256 / weights)
         .flat_map(|i| {
-            let mut s = half::f16::from_f32(1e-4 * (1 + i % 7) as f32).to_le_bytes().to_vec();
-            s.extend((0..bytes_per - 2).map(|_| random()));
-            s
+            let d = half::f16::from_f32(1e-4 * (1 + i % 7) as f32);
+            let rest: Vec<u8> = (0..bytes_per - 2).map(|_| random()).collect();
+            match at {
+                ScaleAt::First => [d.to_le_bytes().to_vec(), rest].concat(),
+                ScaleAt::Last => [rest, d.to_le_bytes().to_vec()].concat(),
+                ScaleAt::TopNibbles => {
+                    let mut block = [rest, vec![0; 2]].concat();
+                    for k in 0..4 {
+                        let at = bytes_per - 8 + 2 * k + 1;
+                        block[at] = (block[at] & 0x0f) | (((d.to_bits() >> (4 * k)) & 15) as u8) << 4;
+                    }
+                    block
+                }
+            }
         })
         .collect();
     let mut as_q4_k = stored.clone();
@@ -1189,7 +1215,7 @@ fn random_super_blocks(name: &str, id: u32, bytes_per: usize, seed: u32) -> (Vec
 fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     use tokenscope::gguf::iq4_xs::{HELD_RELATIVE_ERROR, SUPER_BLOCK_BYTES};
     const NAME: &str = "blk.0.ffn_down.weight";
-    let (bytes, stored) = random_super_blocks(NAME, 23, SUPER_BLOCK_BYTES, 12_345);
+    let (bytes, stored) = random_blocks(NAME, 23, (256, SUPER_BLOCK_BYTES), ScaleAt::First, 12_345);
     let super_blocks = stored.len() / SUPER_BLOCK_BYTES;
 
     let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
@@ -1228,47 +1254,62 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
     }
 }
 
-/// IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S tensors (candle cannot read the types) load, held as Q8_0
-/// blocks: random super-blocks written as a Q4_K tensor (the same 256 weights a super-block,
-/// zeros after them: 98, 110, 66 and 50 bytes where Q4_K has 144) and relabelled are read as
-/// `gguf::iq3`'s, `gguf::iq2_xxs`'s and `gguf::iq1_s`'s conversions write them (their own
-/// tests hold those to llama.cpp's dequantizer). The type counts and the
-/// summary name the file's type; the file's bytes are counted at its own size, the memory it
-/// needs as Q8_0.
+/// Tensors of the types candle cannot read load, each held as its stand-in's type: random
+/// blocks written as a Q4_K tensor (the same weights, zeros after them: 98, 110, 66, 50, 74,
+/// 82, 56, 54, 66, 72 and 36 bytes per 256 weights where Q4_K has 144) and relabelled are read
+/// as `gguf::iq3`'s, `gguf::iq2_xxs`'s, `gguf::iq1_s`'s, `gguf::iq2_xs`'s, `gguf::iq1_m`'s,
+/// `gguf::ternary`'s and `gguf::q1_0`'s conversions write them (their own tests hold those to
+/// llama.cpp's dequantizer). The type counts and the summary name the file's type; the file's
+/// bytes are counted at its own size, the memory it needs as the type it is held in.
 #[test]
-fn codebook_tensors_load_as_the_q8_0_blocks_of_their_weights() {
+fn codebook_and_ternary_tensors_load_as_the_blocks_they_are_held_in() {
     use candle_core::quantized::ggml_file::qtensor_from_ggml;
-    use tokenscope::gguf::{iq1_s, iq2_xxs, iq3};
+    use tokenscope::gguf::{iq1_m, iq1_s, iq2_xs, iq2_xxs, iq3, q1_0, ternary};
     const NAME: &str = "blk.0.ffn_down.weight";
     type Convert = fn(&[u8]) -> Result<Vec<u8>, ModelError>;
-    let cases: [(u32, &str, usize, Convert); 4] = [
-        (18, "IQ3_XXS", iq3::XXS_BYTES, iq3::xxs_to_q8_0),
-        (21, "IQ3_S", iq3::S_BYTES, iq3::s_to_q8_0),
-        (16, "IQ2_XXS", iq2_xxs::BYTES, iq2_xxs::to_q8_0),
-        (19, "IQ1_S", iq1_s::BYTES, iq1_s::to_q8_0),
+    // Id, name, weights and bytes a block, where d is, the conversion, the held type and its
+    // bytes per 256 weights.
+    type Case = (u32, &'static str, (usize, usize), ScaleAt, Convert, (GgmlDType, usize));
+    let q8_0 = (GgmlDType::Q8_0, 8 * 34);
+    let cases: [Case; 11] = [
+        (18, "IQ3_XXS", (256, iq3::XXS_BYTES), ScaleAt::First, iq3::xxs_to_q8_0, q8_0),
+        (21, "IQ3_S", (256, iq3::S_BYTES), ScaleAt::First, iq3::s_to_q8_0, q8_0),
+        (16, "IQ2_XXS", (256, iq2_xxs::BYTES), ScaleAt::First, iq2_xxs::to_q8_0, q8_0),
+        (19, "IQ1_S", (256, iq1_s::BYTES), ScaleAt::First, iq1_s::to_q8_0, q8_0),
+        (17, "IQ2_XS", (256, iq2_xs::XS_BYTES), ScaleAt::First, iq2_xs::xs_to_f16, (GgmlDType::F16, 512)),
+        (22, "IQ2_S", (256, iq2_xs::S_BYTES), ScaleAt::First, iq2_xs::s_to_f16, (GgmlDType::F16, 512)),
+        (29, "IQ1_M", (256, iq1_m::BYTES), ScaleAt::TopNibbles, iq1_m::to_q6_k, (GgmlDType::Q6K, iq1_m::Q6_K_BYTES)),
+        (34, "TQ1_0", (256, ternary::TQ1_0_BYTES), ScaleAt::Last, ternary::tq1_0_to_q8_0, q8_0),
+        (35, "TQ2_0", (256, ternary::TQ2_0_BYTES), ScaleAt::Last, ternary::tq2_0_to_q8_0, q8_0),
+        (42, "Q2_0", (ternary::Q2_0_BLOCK, ternary::Q2_0_BYTES), ScaleAt::First, ternary::q2_0_to_q8_0, q8_0),
+        (41, "Q1_0", (q1_0::WEIGHTS, q1_0::BYTES), ScaleAt::First, q1_0::to_q8_0, q8_0),
     ];
-    for (id, ty, bytes_per, convert) in cases {
-        let (bytes, stored) = random_super_blocks(NAME, id, bytes_per, 777 + id);
-        let super_blocks = stored.len() / bytes_per;
+    for (id, ty, (weights, bytes_per), at, convert, (held, held_per)) in cases {
+        let (bytes, stored) = random_blocks(NAME, id, (weights, bytes_per), at, 777 + id);
+        let super_blocks = stored.len() / bytes_per * weights / 256;
 
         let gguf = tokenscope::gguf::Gguf::read(&mut std::io::Cursor::new(&bytes)).expect("header");
         assert_eq!(gguf.stored_type_name(NAME), Some(ty));
-        assert_eq!(gguf.tensor_info(NAME).map(|(_, t)| t), Some(GgmlDType::Q8_0));
+        assert_eq!(gguf.tensor_info(NAME).map(|(_, t)| t), Some(held), "{ty}");
         assert_eq!(gguf.tensor_type_counts().get(ty), Some(&1));
-        assert_eq!(gguf.tensor_bytes(NAME), (super_blocks * bytes_per) as u64);
-        assert_eq!(gguf.held_bytes(NAME), (super_blocks * 8 * 34) as u64);
+        assert_eq!(gguf.tensor_bytes(NAME), stored.len() as u64);
+        assert_eq!(gguf.held_bytes(NAME), (super_blocks * held_per) as u64, "{ty}");
 
         let m = read(bytes).expect("loads");
         assert!(m.summary.types.contains(ty), "{}", m.summary.types);
         let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
-        assert_eq!(w.dtype(), GgmlDType::Q8_0);
+        assert_eq!(w.dtype(), held, "{ty}");
         let weights = |t: &candle_core::quantized::QTensor| {
             t.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights")
         };
-        let held = convert(&stored).expect("converts");
-        let want = qtensor_from_ggml(GgmlDType::Q8_0, &held, w.shape().dims().to_vec(), &Device::Cpu).expect("tensor");
+        let converted = convert(&stored).expect("converts");
+        assert_eq!(converted.len(), super_blocks * held_per, "{ty}");
+        let want = qtensor_from_ggml(held, &converted, w.shape().dims().to_vec(), &Device::Cpu).expect("tensor");
         let (got, want) = (weights(&w), weights(&want));
-        assert!(want.iter().all(|w| *w != 0.0), "{ty}: every point has a magnitude");
+        assert!(want.iter().all(|w| w.is_finite()) && want.iter().any(|w| *w != 0.0), "{ty}");
+        if !["TQ1_0", "TQ2_0", "Q2_0"].contains(&ty) {
+            assert!(want.iter().all(|w| *w != 0.0), "{ty}: every point has a magnitude");
+        }
         assert_eq!(got, want, "{ty}");
     }
 }

@@ -131,7 +131,7 @@ pub enum BackendKind {
     Cpu,
     /// The CPU with exactly dequantized f32 weights (the reference; slower).
     CpuExact,
-    /// The GPU through wgpu and our WGSL kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, BF16, F32 weights; IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S held as Q8_0).
+    /// The GPU through wgpu and our WGSL kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16, BF16, F32 weights; IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ1_S, TQ1_0, TQ2_0, Q2_0 and Q1_0 held as Q8_0, IQ2_XS and IQ2_S as F16, IQ1_M as Q6_K).
     Gpu,
 }
 

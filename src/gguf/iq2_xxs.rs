@@ -48,7 +48,14 @@ pub fn to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
 /// normal, a tiny and a subnormal `d`.
 #[cfg(test)]
 pub(super) fn ggml_case(ty: &str) -> (Vec<u8>, Vec<f32>) {
-    let json: serde_json::Value = serde_json::from_str(include_str!("../../tests/fixtures/iq2_blocks.json")).expect("fixture");
+    fixture_case(include_str!("../../tests/fixtures/iq2_blocks.json"), ty)
+}
+
+/// Type `ty`'s case in a fixture scripts/iq_grids.py wrote: its blocks' bytes and llama.cpp's
+/// dequantization of them.
+#[cfg(test)]
+pub(super) fn fixture_case(fixture: &str, ty: &str) -> (Vec<u8>, Vec<f32>) {
+    let json: serde_json::Value = serde_json::from_str(fixture).expect("fixture");
     let case = json["cases"].as_array().expect("cases").iter().find(|c| c["type"] == ty).expect("the type's case");
     let hex = case["blocks"].as_str().expect("hex");
     let bytes = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex byte")).collect();

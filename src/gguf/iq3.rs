@@ -62,9 +62,23 @@ pub(super) fn convert_super_blocks(
     super_block_bytes: usize,
     mut block: impl FnMut(&mut Vec<u8>, f32, &[u8]) -> Result<(), ModelError>,
 ) -> Result<Vec<u8>, ModelError> {
-    let mut out = held_buffer(held_bytes(blocks.len() as u64, super_block_bytes))?;
+    rewrite_super_blocks(blocks, super_block_bytes, HELD_SUPER_BLOCK_BYTES as usize, |out, sb| {
+        block(out, f16::from_le_bytes([sb[0], sb[1]]).to_f32(), &sb[2..])
+    })
+}
+
+/// Rewrites whole super-blocks of `super_block_bytes` each into `held_bytes` each, reserving
+/// the output fallibly: `block` appends one super-block's held bytes, given its bytes in the
+/// file (every stand-in with 256-weight super-blocks).
+pub(super) fn rewrite_super_blocks(
+    blocks: &[u8],
+    super_block_bytes: usize,
+    held_bytes: usize,
+    mut block: impl FnMut(&mut Vec<u8>, &[u8]) -> Result<(), ModelError>,
+) -> Result<Vec<u8>, ModelError> {
+    let mut out = held_buffer((blocks.len() / super_block_bytes * held_bytes) as u64)?;
     for sb in blocks.chunks_exact(super_block_bytes) {
-        block(&mut out, f16::from_le_bytes([sb[0], sb[1]]).to_f32(), &sb[2..])?;
+        block(&mut out, sb)?;
     }
     Ok(out)
 }

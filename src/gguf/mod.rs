@@ -5,8 +5,9 @@
 //! candle's parse is then held to what the walk found ([`scan::Header::disagreement`]).
 //! Everything a user can get wrong (a foreign file, a truncated download, a tensor type
 //! we cannot compute with) becomes a [`ModelError`], never a panic. A type candle does not
-//! know but the engine holds in another (IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S, as Q8_0) goes
-//! through a stand-in ([`stand_in`]).
+//! know but the engine holds in another (IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ1_S, TQ1_0,
+//! TQ2_0, Q2_0 and Q1_0 as Q8_0, IQ2_XS and IQ2_S as F16, IQ1_M as Q6_K) goes through a
+//! stand-in ([`stand_in`]).
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -15,15 +16,20 @@ use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
+pub mod iq1_m;
 pub mod iq1_s;
 pub mod iq2_grids;
+pub mod iq2_s_grids;
+pub mod iq2_xs;
 pub mod iq2_xxs;
 pub mod iq3;
 pub mod iq3_grids;
 pub mod iq4_nl;
 pub mod iq4_xs;
+pub mod q1_0;
 pub mod scan;
 pub mod stand_in;
+pub mod ternary;
 
 use std::collections::HashMap;
 
@@ -51,7 +57,7 @@ pub const SUPPORTED_TYPES: [GgmlDType; 13] = [
 
 /// Every tensor type id ggml names (ggml.h's `ggml_type`; the ids it retired left out), with
 /// its name as llama.cpp writes it. candle reads the first fifteen of them and BF16.
-const GGML_TYPES: [(u32, &str); 32] = [
+const GGML_TYPES: [(u32, &str); 35] = [
     (0, "F32"),
     (1, "F16"),
     (2, "Q4_0"),
@@ -84,6 +90,9 @@ const GGML_TYPES: [(u32, &str); 32] = [
     (34, "TQ1_0"),
     (35, "TQ2_0"),
     (39, "MXFP4"),
+    (40, "NVFP4"),
+    (41, "Q1_0"),
+    (42, "Q2_0"),
 ];
 
 /// The name of GGML tensor type `id` (`IQ4_NL` for 20, ...), if ggml has one.

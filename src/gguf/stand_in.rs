@@ -1,7 +1,7 @@
 //! Tensor types candle's reader does not know that the engine reads through one it does:
-//! candle parses the header with the stand-in's type id in their place (a type with the same
-//! weights per block, so candle's shapes are the file's; the extents are computed from the
-//! file's own bytes per block, [`StandIn::block_bytes`]), and each tensor's blocks are
+//! candle parses the header with the stand-in's type id in their place (a type whose blocks
+//! divide the file's, so candle's shapes are the file's; the extents are computed from the
+//! file's own weights and bytes per block, [`StandIn::block_bytes`]), and each tensor's blocks are
 //! rewritten into the type it is held in when it is read.
 
 use std::io::{Read, Seek, SeekFrom};
@@ -18,7 +18,8 @@ pub struct StandIn {
     pub block: usize,
     /// Bytes per block in the file.
     pub block_bytes: usize,
-    /// The type candle parses the header with: the same weights per block.
+    /// The type candle parses the header with: its blocks divide the file's, so candle's
+    /// shapes are the file's.
     pub parsed_as: GgmlDType,
     /// The type the tensor is held and computed in.
     pub held_as: GgmlDType,
@@ -28,11 +29,15 @@ pub struct StandIn {
     pub convert: fn(&[u8]) -> Result<Vec<u8>, ModelError>,
 }
 
-/// Every type read through a stand-in, each held as Q8_0: IQ4_NL exactly (its blocks are
-/// Q4_0's length), IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S with each 32-weight block's scale
-/// rounded to f16 (their super-blocks are Q4_K's length; [`super::iq4_xs`], [`super::iq3`],
-/// [`super::iq2_xxs`] and [`super::iq1_s`] bound the rounding).
-pub const STAND_INS: [StandIn; 6] = [
+/// Every type read through a stand-in, each shown to candle as a type whose blocks divide its
+/// own (IQ4_NL, Q2_0 and Q1_0 as Q4_0, the rest, of 256-weight super-blocks, as Q4_K):
+/// - held as Q8_0: IQ4_NL, TQ1_0, TQ2_0, Q2_0 and Q1_0 exactly ([`super::ternary`],
+///   [`super::q1_0`]); IQ4_XS, IQ3_XXS,
+///   IQ3_S, IQ2_XXS and IQ1_S with each 32-weight block's scale rounded to f16
+///   ([`super::iq4_xs`], [`super::iq3`], [`super::iq2_xxs`] and [`super::iq1_s`] bound it);
+/// - held as F16: IQ2_XS and IQ2_S, each weight rounded to f16 ([`super::iq2_xs`]);
+/// - held as Q6_K: IQ1_M, exactly unless its scale over 8 is subnormal ([`super::iq1_m`]).
+pub const STAND_INS: [StandIn; 13] = [
     StandIn {
         id: 20,
         block: super::iq4_nl::BLOCK,
@@ -86,6 +91,69 @@ pub const STAND_INS: [StandIn; 6] = [
         held_as: GgmlDType::Q8_0,
         held_bytes: super::iq1_s::q8_0_bytes,
         convert: super::iq1_s::to_q8_0,
+    },
+    StandIn {
+        id: 17,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq2_xs::XS_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::F16,
+        held_bytes: super::iq2_xs::xs_f16_bytes,
+        convert: super::iq2_xs::xs_to_f16,
+    },
+    StandIn {
+        id: 22,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq2_xs::S_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::F16,
+        held_bytes: super::iq2_xs::s_f16_bytes,
+        convert: super::iq2_xs::s_to_f16,
+    },
+    StandIn {
+        id: 29,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::iq1_m::BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q6K,
+        held_bytes: super::iq1_m::q6_k_bytes,
+        convert: super::iq1_m::to_q6_k,
+    },
+    StandIn {
+        id: 34,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::ternary::TQ1_0_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::ternary::tq1_0_q8_0_bytes,
+        convert: super::ternary::tq1_0_to_q8_0,
+    },
+    StandIn {
+        id: 35,
+        block: super::iq3::SUPER_BLOCK,
+        block_bytes: super::ternary::TQ2_0_BYTES,
+        parsed_as: GgmlDType::Q4K,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::ternary::tq2_0_q8_0_bytes,
+        convert: super::ternary::tq2_0_to_q8_0,
+    },
+    StandIn {
+        id: 42,
+        block: super::ternary::Q2_0_BLOCK,
+        block_bytes: super::ternary::Q2_0_BYTES,
+        parsed_as: GgmlDType::Q4_0,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::ternary::q2_0_q8_0_bytes,
+        convert: super::ternary::q2_0_to_q8_0,
+    },
+    StandIn {
+        id: 41,
+        block: super::q1_0::WEIGHTS,
+        block_bytes: super::q1_0::BYTES,
+        parsed_as: GgmlDType::Q4_0,
+        held_as: GgmlDType::Q8_0,
+        held_bytes: super::q1_0::q8_0_bytes,
+        convert: super::q1_0::to_q8_0,
     },
 ];
 
@@ -147,9 +215,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_stand_in_has_its_candle_types_weights_per_block() {
+    fn each_stand_in_s_blocks_are_whole_blocks_of_its_candle_types() {
         for s in &STAND_INS {
-            assert_eq!(s.parsed_as.block_size(), s.block, "type {}", s.id);
+            assert_eq!(s.block % s.parsed_as.block_size(), 0, "type {}", s.id);
+            assert_eq!(s.block % s.held_as.block_size(), 0, "type {}", s.id);
             assert!(crate::gguf::SUPPORTED_TYPES.contains(&s.held_as), "type {}", s.id);
         }
     }

@@ -411,7 +411,8 @@ impl Weights {
     }
 
     /// Bytes of every tensor the configuration needs as [`Weights::read`] holds them in
-    /// memory (as stored, but IQ4_NL's and IQ4_XS's as Q8_0), from the header alone.
+    /// memory (as stored, but a type read through a stand-in as the type it is held in), from
+    /// the header alone.
     pub fn bytes_needed(gguf: &Gguf, cfg: &Config) -> u64 {
         plan(gguf, cfg).iter().map(|(name, _)| gguf.held_bytes(name)).sum()
     }

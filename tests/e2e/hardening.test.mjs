@@ -154,9 +154,9 @@ test('crafted files are each refused in words, and the page keeps the model it h
     { name: 'qwen9.gguf', buffer: Buffer.from(qwen2.toString('latin1').replaceAll('qwen2', 'qwen9'), 'latin1'), says: /unsupported architecture "qwen9".*llama, qwen2, qwen3/ },
     // A tensor type the engine does not compute with.
     { name: 'q8_1.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/tensor-type-q8_1.gguf')), says: /not supported \(supported: / },
-    // A type ggml has that the engine does not read (IQ2_XS, a common download), named rather
-    // than called malformed, with the types it does read (the IQ4 and IQ3 types among them).
-    { name: 'iq2_xs.gguf', buffer: typed(qwen2, 'blk.0.ffn_down.weight', 17), says: /blk\.0\.ffn_down\.weight has type IQ2_XS, which is not supported \(supported: .*Q2_K, Q3_K.*IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S/ },
+    // A type ggml has that the engine does not read (MXFP4, gpt-oss's experts'), named rather
+    // than called malformed, with the types it does read (the IQ and 1-bit types among them).
+    { name: 'mxfp4.gguf', buffer: typed(qwen2, 'blk.0.ffn_down.weight', 39), says: /blk\.0\.ffn_down\.weight has type MXFP4, which is not supported \(supported: .*Q2_K, Q3_K.*IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S.*IQ2_XS, IQ2_S, IQ1_M, TQ1_0, TQ2_0, Q2_0, Q1_0/ },
     // Where our header scan and candle's reader once disagreed (a boolean byte of 2, which
     // candle took as true unchecked), and a type id no GGML type has: both found by the fuzzer.
     { name: 'bool-byte.gguf', buffer: readFileSync(join(ROOT, 'tests/fixtures/gguf_hostile/fuzz-s2-504819-bool-byte.gguf')), says: /add_bos_token: holds a boolean byte 2, not 0 or 1/ },

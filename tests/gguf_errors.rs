@@ -1375,3 +1375,18 @@ fn phi3_reads_its_fused_projections_or_separate_ones_and_its_longrope() {
         assert!(e.to_string().contains(factors) && e.to_string().contains("does not run"), "{e}");
     }
 }
+
+/// A quantized tensor's rows must hold whole blocks, as llama.cpp requires: a Q4_K (256
+/// weights a block) or IQ1_M tensor with rows of 128 is refused by name, though its element
+/// count is a multiple of 256 (the Q4_0 data relabelled: 4.5 bits a weight either way, so the
+/// file's extents hold).
+#[test]
+fn rows_that_split_a_block_are_refused_by_the_tensors_name() {
+    let spec = SyntheticSpec { weight_type: GgmlDType::Q4_0, dim: 128, ffn_dim: 256, ..SyntheticSpec::default() };
+    let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
+    for (id, block) in [(12, 256), (29, 256)] {
+        let e = model_error(read(with_type_id(bytes.clone(), "blk.0.attn_q.weight", id)));
+        let want = format!("tensor blk.0.attn_q.weight has rows of 128 weights, not a multiple of its type's block of {block}");
+        assert!(matches!(e, ModelError::Malformed(ref m) if *m == want), "type {id}: {e}");
+    }
+}

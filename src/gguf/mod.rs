@@ -179,11 +179,12 @@ impl Gguf {
         let mut infos: Vec<_> = self.content.tensor_infos.iter().collect();
         infos.sort_by_key(|(name, info)| (info.offset, name.as_str()));
         for (name, info) in infos {
-            let elems = info.shape.elem_count();
+            // A block never spans two rows (llama.cpp refuses such a file the same way).
+            let row = info.shape.dims().last().copied().unwrap_or(1);
             let (block, _) = self.stored_block(name, info);
-            if elems % block != 0 {
+            if row % block != 0 {
                 return Err(ModelError::Malformed(format!(
-                    "tensor {} has {elems} elements, not a multiple of its block size {block}",
+                    "tensor {} has rows of {row} weights, not a multiple of its type's block of {block}",
                     shown(name)
                 )));
             }

@@ -141,6 +141,18 @@ pub enum ModelError {
         "this file is a vision projector (general.architecture \"clip\", an mmproj file), not a language model: open the model's own .gguf, whose text tokenscope runs"
     )]
     Projector,
+    /// One part of a model split over several files (llama.cpp's `llama-gguf-split` writes
+    /// `split.count` parts, the first holding the metadata), which the engine reads merged.
+    #[error(
+        "this file is part {} of {count} of a model split over {count} files (split.no, split.count): merge them with llama.cpp's `llama-gguf-split --merge FIRST-PART.gguf MERGED.gguf` and open the merged file",
+        part + 1
+    )]
+    SplitPart {
+        /// The part's index (`split.no`, from 0).
+        part: usize,
+        /// How many parts the model has (`split.count`).
+        count: usize,
+    },
     /// A model architecture the engine does not run.
     #[error("unsupported architecture {name:?} (general.architecture): tokenscope runs {supported}")]
     UnsupportedArchitecture {

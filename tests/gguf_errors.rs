@@ -1390,3 +1390,24 @@ fn rows_that_split_a_block_are_refused_by_the_tensors_name() {
         assert!(matches!(e, ModelError::Malformed(ref m) if *m == want), "type {id}: {e}");
     }
 }
+
+/// A part of a model split by llama.cpp's `llama-gguf-split` (`split.count` parts, `split.no`
+/// this one's index, both u16) is refused as such, with what to do, whichever part it is; a
+/// count of 1 is a whole model.
+#[test]
+fn a_part_of_a_split_model_is_refused_with_how_to_merge_it() {
+    for (no, count) in [(0u16, 3u16), (2, 3)] {
+        let mut m = synthetic();
+        m.set_meta("split.no", Value::U16(no));
+        m.set_meta("split.count", Value::U16(count));
+        m.set_meta("split.tensors.count", Value::I32(5));
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::SplitPart { part, count: 3 } if part == usize::from(no)), "{e}");
+        let message = e.to_string();
+        assert!(message.contains(&format!("part {} of 3", no + 1)) && message.contains("llama-gguf-split --merge"), "{message}");
+    }
+    let mut m = synthetic();
+    m.set_meta("split.no", Value::U16(0));
+    m.set_meta("split.count", Value::U16(1));
+    read(m.to_bytes().expect("bytes")).expect("one part is the whole model");
+}

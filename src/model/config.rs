@@ -141,6 +141,10 @@ pub const GRANITE_SCALES: [&str; 4] = ["embedding_scale", "residual_scale", "att
 impl Config {
     /// Reads and checks the configuration of a GGUF of a supported architecture.
     pub fn from_gguf(g: &Gguf) -> Result<Self, ModelError> {
+        // A part of a split model (its later parts have no general.architecture at all).
+        if let Some(count) = g.usize_opt("split.count")?.filter(|&n| n > 1) {
+            return Err(ModelError::SplitPart { part: g.usize_opt("split.no")?.unwrap_or(0), count });
+        }
         let architecture = Architecture::from_name(g.string("general.architecture")?)?;
         let key = |name: &str| format!("{}.{name}", architecture.name());
         let dim = g.usize(&key("embedding_length"))?;

@@ -620,7 +620,8 @@ fn baichuans_positions_follow_its_block_count_as_llama_cpps_do() {
 fn qwen_1s_feed_forward_is_half_its_files_length_as_llama_cpp_reads_it() {
     use tokenscope::model::Architecture;
     let qwen = || {
-        let spec = SyntheticSpec { architecture: Architecture::Qwen, ffn_dim: 64, qkv_bias: true, ..SyntheticSpec::default() };
+        let spec =
+            SyntheticSpec { architecture: Architecture::Qwen, ffn_dim: 64, n_kv_heads: 4, qkv_bias: true, ..SyntheticSpec::default() };
         SyntheticModel::new(&spec).expect("model")
     };
     // The converter writes the model's intermediate size, the gate's and up projection's rows
@@ -634,6 +635,11 @@ fn qwen_1s_feed_forward_is_half_its_files_length_as_llama_cpp_reads_it() {
     m.set_meta("qwen.feed_forward_length", Value::U32(129));
     let e = refused(m, "qwen.feed_forward_length");
     assert!(e.contains("is 129") && e.contains("half of it"), "{e}");
+    // Its stacked Q, K and V are each the residual's width: fewer key/value heads are refused
+    // (llama.cpp's attn_qkv is 3 x embedding_length rows), though the rows would fit them.
+    let spec = SyntheticSpec { architecture: Architecture::Qwen, n_kv_heads: 2, qkv_bias: true, ..SyntheticSpec::default() };
+    let e = refused(SyntheticModel::new(&spec).expect("model"), "qwen.attention.head_count_kv");
+    assert!(e.contains("is 2 key/value heads of 16 for 4 query heads"), "{e}");
 }
 
 #[test]

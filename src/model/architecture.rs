@@ -727,6 +727,13 @@ impl Architecture {
         self == Architecture::Qwen
     }
 
+    /// Whether its stacked Q/K/V are each as wide as the residual stream (Qwen 1's: llama.cpp
+    /// reads `attn_qkv` as three `embedding_length` blocks of rows, so a file with fewer
+    /// key/value heads, or heads narrower than their share, is refused).
+    pub fn full_width_qkv(self) -> bool {
+        self == Architecture::Qwen
+    }
+
     /// Whether the token embedding's row is LayerNorm-ed before the first block
     /// (`token_embd_norm.weight` and `.bias`, `[dim]`): BLOOM's.
     pub fn norms_embedding(self) -> bool {

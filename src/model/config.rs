@@ -308,6 +308,19 @@ impl Config {
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return Err(bad("attention.head_count_kv", format!("{} does not divide head_count {}", self.n_kv_heads, self.n_heads)));
         }
+        if self.architecture.full_width_qkv() && (self.n_kv_heads != self.n_heads || self.n_heads * self.head_dim != self.dim) {
+            return Err(bad(
+                "attention.head_count_kv",
+                format!(
+                    "is {} key/value heads of {} for {} query heads; a {} model's stacked Q, K and V are each embedding_length {} wide, as llama.cpp reads them",
+                    self.n_kv_heads,
+                    self.head_dim,
+                    self.n_heads,
+                    self.architecture.name(),
+                    self.dim
+                ),
+            ));
+        }
         if self.rope_dims == 0 || self.rope_dims > self.head_dim || !self.rope_dims.is_multiple_of(2) {
             return Err(bad(
                 "rope.dimension_count",

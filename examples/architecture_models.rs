@@ -498,6 +498,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
                 ..base.clone()
             },
         ),
+        // BitNet b1.58: llama's block with RoPE on split halves, an RMSNorm on the attention's
+        // output before the output projection and on the SwiGLU product before the down
+        // projection; the LM head the embedding, as llama.cpp always reads it.
+        ("bitnet.gguf", SyntheticSpec { architecture: Architecture::Bitnet, seed: 72, ..base.clone() }),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 57] = [
+const ARCHITECTURE_FIXTURES: [&str; 58] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -87,6 +87,7 @@ const ARCHITECTURE_FIXTURES: [&str; 57] = [
     "codeshell.gguf",
     "qwen.gguf",
     "seed_oss.gguf",
+    "bitnet.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

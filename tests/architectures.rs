@@ -31,7 +31,7 @@
 //! parallel residual with one RMSNorm, codeshell's StarCoder block with grouped-query
 //! attention and RoPE on split halves, qwen's (Qwen 1's) stacked Q/K/V with its bias and its
 //! feed-forward length doubled, seed_oss's Q/K/V biases, wide heads and feed-forward norm
-//! under another name,
+//! under another name, bitnet's RMSNorms inside each sublayer,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -90,10 +90,11 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 59] = [
+const FILES: [(&str, &[u8]); 60] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
+    ("bitnet.gguf", include_bytes!("fixtures/architectures/bitnet.gguf")),
     ("bloom.gguf", include_bytes!("fixtures/architectures/bloom.gguf")),
     ("chatglm.gguf", include_bytes!("fixtures/architectures/chatglm.gguf")),
     ("codeshell.gguf", include_bytes!("fixtures/architectures/codeshell.gguf")),
@@ -244,7 +245,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -277,8 +278,11 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         );
         if !architecture.has_head_norm() && !architecture.has_post_norms() && !architecture.layer_norms() {
             // Qwen2's biases, Granite's scales, Phi-3's fused tensors, Arcee's squared ReLU:
-            // llama's 4 a layer, the embedding and the LM head.
-            assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
+            // llama's 4 a layer, the embedding and the LM head; BitNet's 5, its attention a
+            // dispatch before the output projection, whose prologue RMS-norms the attention's
+            // output (the down projection's its gated product).
+            let per_layer = 4 + usize::from(architecture.has_sub_norms());
+            assert_eq!(dispatches, per_layer * layers + 2, "{}: a short context's decode step", case.file);
         }
         if architecture.layer_norms() {
             // StableLM's and GPT-2's LayerNorms a dispatch each, before the Q/K/V projection
@@ -874,6 +878,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("codeshell.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("codeshell.gguf")), 16, 4, 2)),
         ("qwen.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("qwen.gguf")), 16, 4, 4)),
         ("seed_oss.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("seed_oss.gguf")), 32, 4, 2)),
+        ("bitnet.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("bitnet.gguf")), 16, 4, 2)),
         // Qwen 1's stacked Q/K/V: 64 query, key and value rows each.
         (
             "qwen.gguf",
@@ -962,7 +967,12 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // the architecture once the weights are loaded, so only the activation changes.
     let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 9] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 11] = [
+        // BitNet's sub-norms dropped, or their gains 1 (the normalization kept).
+        ("bitnet.gguf", "no sub-norms", |m| edit_blocks(m, |l| l.sub_norms = None)),
+        ("bitnet.gguf", "its sub-norms' gains 1", |m| {
+            edit_blocks(m, |l| l.sub_norms.iter_mut().for_each(|s| [&mut s.attn, &mut s.ffn].into_iter().for_each(|g| g.fill(1.0))))
+        }),
         // Seed-OSS's `post_attention_norm` read as the feed-forward's pre-norm: gains of 1 there.
         ("seed_oss.gguf", "its feed-forward norm's gains 1", |m| {
             let dim = m.config.dim;

@@ -1417,3 +1417,22 @@ fn a_part_of_a_split_model_is_refused_with_how_to_merge_it() {
     m.set_meta("split.count", Value::U16(1));
     read(m.to_bytes().expect("bytes")).expect("one part is the whole model");
 }
+
+/// BitNet's LM head is always its embedding, as llama.cpp reads it (which refuses a file with a
+/// tensor it leaves unread), and llama.cpp multiplies a matrix's product by its scalar
+/// `*.scale` where a file has one: a file holding either is refused by that tensor, not run
+/// without it.
+#[test]
+fn a_bitnet_file_with_an_lm_head_or_matrix_scales_is_refused_by_that_tensor() {
+    use tokenscope::model::Architecture;
+    let spec = SyntheticSpec { architecture: Architecture::Bitnet, ..SyntheticSpec::default() };
+    read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("a tied BitNet loads");
+    let untied = SyntheticSpec { untied_output: true, ..spec.clone() };
+    let e = model_error(read(SyntheticModel::new(&untied).expect("model").to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::UnappliedTensor(ref name) if name == "output.weight"), "{e}");
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let scale = candle_core::Tensor::from_vec(vec![0.5f32], 1, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.1.ffn_down.scale", QTensor::quantize(&scale, GgmlDType::F32).expect("f32"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::UnappliedTensor(ref name) if name == "blk.1.ffn_down.scale"), "{e}");
+}

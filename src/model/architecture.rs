@@ -18,7 +18,7 @@
 //! biased LayerNorms and RoPE on split halves, PLaMo's parallel block with one RMSNorm,
 //! CodeShell's StarCoder block with RoPE, Qwen 1's llama block with Q/K/V stacked and its
 //! feed-forward length doubled, Seed-OSS's llama block with its feed-forward norm under
-//! another name (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
+//! another name, BitNet's llama block with norms inside each sublayer (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps).
 
@@ -255,6 +255,12 @@ pub enum Architecture {
     /// llama.cpp reads it, not a post norm: [`Architecture::ffn_norm_name`]).
     #[serde(rename = "seed_oss")]
     SeedOss,
+    /// BitNet b1.58 (1bitLLM's 700M and 3B; `bitnet`): llama's block with RoPE on split
+    /// halves, an RMSNorm on the attention's output before the output projection
+    /// (`attn_sub_norm`) and on the SwiGLU product before the down projection
+    /// (`ffn_sub_norm`), and its LM head always the embedding ([`Architecture::has_sub_norms`]);
+    /// its matrices' weights ternary, stored in TQ1_0 or TQ2_0.
+    Bitnet,
 }
 
 /// Baichuan 7B's block count, whose layers turn by RoPE.
@@ -351,7 +357,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 44] = [
+    pub const ALL: [Architecture; 45] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -396,6 +402,7 @@ impl Architecture {
         Architecture::Codeshell,
         Architecture::Qwen,
         Architecture::SeedOss,
+        Architecture::Bitnet,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -457,6 +464,7 @@ impl Architecture {
             Architecture::Codeshell => "codeshell",
             Architecture::Qwen => "qwen",
             Architecture::SeedOss => "seed_oss",
+            Architecture::Bitnet => "bitnet",
         }
     }
 
@@ -511,7 +519,8 @@ impl Architecture {
             | Architecture::Plamo
             | Architecture::Codeshell
             | Architecture::Qwen
-            | Architecture::SeedOss => RopePairs::Halves,
+            | Architecture::SeedOss
+            | Architecture::Bitnet => RopePairs::Halves,
         }
     }
 
@@ -839,6 +848,14 @@ impl Architecture {
     /// EXAONE 4's.
     pub fn has_post_norms(self) -> bool {
         matches!(self, Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Glm4) || !self.has_pre_norms()
+    }
+
+    /// Whether the attention's output is RMS-normed before the output projection
+    /// (`attn_sub_norm`, `[n_heads * head_dim]`) and the feed-forward's gated product before
+    /// the down projection (`ffn_sub_norm`, `[ffn_dim]`), and the LM head is always the
+    /// embedding (an `output.weight` refused): BitNet's.
+    pub fn has_sub_norms(self) -> bool {
+        self == Architecture::Bitnet
     }
 
     /// Gemma 1, 2 or 3.

@@ -15,7 +15,7 @@ pub use crate::gguf::Gguf;
 pub use architecture::{Architecture, HeadNormSpan, SectionLayout, ALIBI_MAX_BIAS};
 pub use config::Config;
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, RopeSections, Yarn};
-pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, Weights, WeightsSummary};
+pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, SubNorms, Weights, WeightsSummary};
 
 use crate::error::Result;
 use crate::memory;

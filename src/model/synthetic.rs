@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -399,6 +399,10 @@ impl SyntheticModel {
                 add(n("attn_k_norm"), 1, k_gain, GgmlDType::F32, 0.2, 1.0)?;
             }
             add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
+            if arch.has_sub_norms() {
+                add(n("attn_sub_norm"), 1, qd, GgmlDType::F32, 0.2, 1.0)?;
+                add(n("ffn_sub_norm"), 1, f, GgmlDType::F32, 0.2, 1.0)?;
+            }
             if biased {
                 add(bias("attn_output"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }

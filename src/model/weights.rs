@@ -52,6 +52,19 @@ pub struct LayerWeights {
     /// Biases of the output and feed-forward projections, where the architecture has them
     /// ([`Architecture::linear_biases`](super::Architecture::linear_biases): GPT-2's).
     pub biases: Option<LinearBiases>,
+    /// RMSNorm gains of the output and down projections' inputs, where the architecture has
+    /// them ([`Architecture::has_sub_norms`](super::Architecture::has_sub_norms): BitNet's).
+    pub sub_norms: Option<SubNorms>,
+}
+
+/// RMSNorm gains applied inside a block's sublayers (BitNet's `attn_sub_norm`,
+/// `ffn_sub_norm`): to the attention's output before the output projection and to the
+/// feed-forward's gated product before the down projection.
+pub struct SubNorms {
+    /// Before the output projection, `[n_heads * head_dim]`.
+    pub attn: Vec<f32>,
+    /// Before the down projection, `[ffn_dim]`.
+    pub ffn: Vec<f32>,
 }
 
 /// A block's biases beside its output and feed-forward projections (GPT-2's; its Q/K/V
@@ -338,6 +351,9 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         if arch.has_post_norms() {
             block.extend([("post_attention_norm.weight", vec![d]), ("post_ffw_norm.weight", vec![d])]);
         }
+        if arch.has_sub_norms() {
+            block.extend([("attn_sub_norm.weight", vec![q]), ("ffn_sub_norm.weight", vec![f])]);
+        }
         out.extend(block.into_iter().map(|(t, shape)| (format!("blk.{i}.{t}"), shape)));
     }
     out
@@ -365,8 +381,10 @@ fn unapplied_biases(arch: super::Architecture) -> &'static [&'static str] {
 /// where a file holds them and the engine has no place for: a LayerNorm's bias in a family
 /// whose LayerNorms have none ([`Architecture::layer_norm_biases`](super::Architecture::layer_norm_biases):
 /// MPT's, whose biased variant llama.cpp runs, Cohere's, OLMo 1's), and MPT's learned
-/// positions (an MPT without ALiBi) and feed-forward activation scales. A file holding one is
-/// refused by it rather than run without it.
+/// positions (an MPT without ALiBi) and feed-forward activation scales, and BitNet's matrices'
+/// scalar scales. A file holding one is refused by it rather than run without it, as is a
+/// BitNet file with an `output.weight` (llama.cpp's BitNet reads the embedding as its LM head
+/// and refuses a file with a tensor it leaves unread).
 fn unapplied_extras(cfg: &Config) -> Vec<String> {
     let arch = cfg.architecture;
     let mut names = Vec::new();
@@ -377,6 +395,13 @@ fn unapplied_extras(cfg: &Config) -> Vec<String> {
     if arch == super::Architecture::Mpt {
         names.push(POSITION_EMBEDDING.to_string());
         names.extend((0..cfg.n_layers).map(|i| format!("blk.{i}.ffn_act.scales")));
+    }
+    if arch.has_sub_norms() {
+        // BitNet's LM head is the embedding, whatever else the file holds; its matrices' scalar
+        // scales, which llama.cpp multiplies their products by where a file has them.
+        names.push("output.weight".to_string());
+        let matrices = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"];
+        names.extend((0..cfg.n_layers).flat_map(|i| matrices.map(|m| format!("blk.{i}.{m}.scale"))));
     }
     names
 }
@@ -625,6 +650,12 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
+    // The attention's output is in V's order (W_v's rows are never reordered): so is its gain.
+    let sub_norms = if cfg.architecture.has_sub_norms() {
+        Some(SubNorms { attn: to_vec(&take("attn_sub_norm.weight")?)?, ffn: to_vec(&take("ffn_sub_norm.weight")?)? })
+    } else {
+        None
+    };
     let [wq, wk, wv] = if has_fused_qkv(gguf, cfg, i) {
         parts(split_rows(&take("attn_qkv.weight")?, &[q, kv, kv])?)?
     } else {
@@ -675,6 +706,7 @@ fn read_block<R: Read + Seek>(
         w_up,
         w_down: take("ffn_down.weight")?,
         biases,
+        sub_norms,
     })
 }
 

@@ -20,7 +20,7 @@
 // RoPE for 7B's 32 blocks, ALiBi for 13B's 40), orion (biased LayerNorms, split halves), xverse
 // (llama's block), plamo (a parallel residual with one RMSNorm), codeshell (StarCoder's block with
 // RoPE), qwen (Qwen 1's stacked Q/K/V with its bias), seed_oss (its feed-forward norm under another
-// name, wide heads):
+// name, wide heads), bitnet (an RMSNorm inside each sublayer):
 // the files
 // tests/architectures.rs holds to llama.cpp's logits natively) dropped on the page, the prompt
 // generated greedily for 8 tokens and held to the exact CPU path's run on the same file
@@ -69,7 +69,7 @@ for (const backend of ['webgpu', 'cpu']) {
       names.push(model.name);
     }
     const types = ['Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'F16', 'BF16', 'F32'];
-    const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf', 'gemma2.gguf', 'gemma3.gguf', 'smollm3.gguf', 'phi3.gguf', 'phi3-longrope-short.gguf', 'phi3-longrope-long.gguf', 'phi4-mini-partial-rope.gguf', 'granite.gguf', 'granite4.gguf', 'olmo2.gguf', 'olmo3.gguf', 'qwen3-yarn.gguf', 'ernie4_5.gguf', 'exaone4.gguf', 'gemma.gguf', 'exaone.gguf', 'minicpm.gguf', 'internlm2.gguf', 'glm4.gguf', 'stablelm.gguf', 'stablelm-3b.gguf', 'gpt2.gguf', 'phi2.gguf', 'gptneox.gguf', 'gptneox-sequential.gguf', 'starcoder.gguf', 'starcoder2.gguf', 'bloom.gguf', 'arcee.gguf', 'nemotron.gguf', 'mistral3.gguf', 'command-r.gguf', 'cohere2.gguf', 'olmo.gguf', 'olmo-1.7.gguf', 'hunyuan-dense.gguf', 'qwen2vl.gguf', 'qwen3vl.gguf', 'glm4v.gguf', 'chatglm.gguf', 'maincoder.gguf', 'refact.gguf', 'falcon.gguf', 'falcon-40b.gguf', 'mpt.gguf', 'baichuan-7b.gguf', 'baichuan-13b.gguf', 'orion.gguf', 'xverse.gguf', 'plamo.gguf', 'codeshell.gguf', 'qwen.gguf', 'seed_oss.gguf'];
+    const architectures = ['llama-linear-rope.gguf', 'llama3-rope-factors.gguf', 'qwen2.gguf', 'qwen3.gguf', 'gemma2.gguf', 'gemma3.gguf', 'smollm3.gguf', 'phi3.gguf', 'phi3-longrope-short.gguf', 'phi3-longrope-long.gguf', 'phi4-mini-partial-rope.gguf', 'granite.gguf', 'granite4.gguf', 'olmo2.gguf', 'olmo3.gguf', 'qwen3-yarn.gguf', 'ernie4_5.gguf', 'exaone4.gguf', 'gemma.gguf', 'exaone.gguf', 'minicpm.gguf', 'internlm2.gguf', 'glm4.gguf', 'stablelm.gguf', 'stablelm-3b.gguf', 'gpt2.gguf', 'phi2.gguf', 'gptneox.gguf', 'gptneox-sequential.gguf', 'starcoder.gguf', 'starcoder2.gguf', 'bloom.gguf', 'arcee.gguf', 'nemotron.gguf', 'mistral3.gguf', 'command-r.gguf', 'cohere2.gguf', 'olmo.gguf', 'olmo-1.7.gguf', 'hunyuan-dense.gguf', 'qwen2vl.gguf', 'qwen3vl.gguf', 'glm4v.gguf', 'chatglm.gguf', 'maincoder.gguf', 'refact.gguf', 'falcon.gguf', 'falcon-40b.gguf', 'mpt.gguf', 'baichuan-7b.gguf', 'baichuan-13b.gguf', 'orion.gguf', 'xverse.gguf', 'plamo.gguf', 'codeshell.gguf', 'qwen.gguf', 'seed_oss.gguf', 'bitnet.gguf'];
     assert.deepEqual(names, [...types, ...architectures], 'every supported type and architecture');
   });
 }

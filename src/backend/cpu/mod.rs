@@ -32,7 +32,7 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Norm, PostNorms, QkvBias, RopeFrequencies, Weights};
+use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights};
 use ops::AttentionInput;
 
 /// One transformer block ready for the CPU.
@@ -53,6 +53,8 @@ struct Block {
     w_down: Linear,
     /// The output and feed-forward projections' biases (GPT-2's).
     biases: Option<LinearBiases>,
+    /// The output and down projections' input norms (BitNet's).
+    sub_norms: Option<SubNorms>,
     /// Both sublayers read the block's input (a parallel residual): the feed-forward through
     /// `ffn_norm` (GPT-NeoX's), or without one the attention's normed input (Phi-2's).
     parallel: bool,
@@ -128,6 +130,7 @@ impl CpuBackend {
                 w_up: lin(l.w_up)?,
                 w_down: lin(l.w_down)?,
                 biases: l.biases,
+                sub_norms: l.sub_norms,
                 parallel: cfg.parallel_residual,
             });
         }
@@ -229,7 +232,8 @@ impl CpuBackend {
             // OLMo 2's), q and k RMS-normed before RoPE where the model has head norms (each
             // head, or all of each; Hunyuan's each head after RoPE), the projection RMS-normed before the add where it has
             // post norms (s: the residual scale, Granite's; 1 otherwise), the scores scaled by
-            // the attention scale.
+            // the attention scale, the attention's output RMS-normed before Wo where the model
+            // has sub-norms (BitNet's).
             ops::pre_norm(&x, b.attn_norm.as_ref(), c.norm_eps, &mut xb);
             if let (true, Some(norm)) = (b.parallel, &b.ffn_norm) {
                 xf.resize(n * d, 0.0);
@@ -302,6 +306,10 @@ impl CpuBackend {
                     ops::attention_weights(&head(n - 1, h), inspection.weights_mut(layer, h));
                 }
             }
+            if let Some(sub) = &b.sub_norms {
+                // BitNet's: each token's attention output RMS-normed before the projection.
+                ops::rmsnorm_heads(&mut att, &sub.attn, c.norm_eps);
+            }
             b.wo.forward(&att, n, &mut proj)?;
             if let Some(biases) = &b.biases {
                 ops::add_rows(&mut proj, &biases.wo);
@@ -312,7 +320,8 @@ impl CpuBackend {
             }
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
-            // product RMS-normed before the add where the model has post norms; ungated
+            // gated product RMS-normed before W_down where the model has sub-norms (BitNet's),
+            // the projection RMS-normed before the add where it has post norms; ungated
             // (GPT-2), x += W_down . act(W_up xb + b_up) + b_down; with a parallel residual
             // xb is the block input's own norm, xf (GPT-NeoX), or still the attention's normed
             // input (Phi-2).
@@ -326,16 +335,20 @@ impl CpuBackend {
                 Some(w_gate) => {
                     w_gate.forward_shared(&normed, &mut gate)?;
                     ops::gated(c.architecture.activation(), &mut gate, &up);
-                    &gate
+                    &mut gate
                 }
                 None => {
                     if let Some(biases) = &b.biases {
                         ops::add_rows(&mut up, &biases.up);
                     }
                     ops::activate(c.architecture.activation(), &mut up);
-                    &up
+                    &mut up
                 }
             };
+            if let Some(sub) = &b.sub_norms {
+                // BitNet's: each token's gated product RMS-normed before the down projection.
+                ops::rmsnorm_heads(hidden, &sub.ffn, c.norm_eps);
+            }
             b.w_down.forward(hidden, n, &mut proj)?;
             if let Some(biases) = &b.biases {
                 ops::add_rows(&mut proj, &biases.down);

@@ -39,7 +39,8 @@
 //! Arcee runs llama's 4, its squared ReLU in the up projection's epilogue; Nemotron
 //! StableLM's 6, the same way. PLaMo runs llama's 4 too, its parallel residual's gate/up
 //! projection ahead of the output projection (its prologue RMS-norms x before the attention
-//! adds to it), the down projection after it.
+//! adds to it), the down projection after it. BitNet's sub-norms run in the output and down
+//! projections' prologues, its attention a dispatch of its own before them: 5 a layer.
 //! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no
@@ -363,7 +364,11 @@ impl Builder<'_> {
         // Where the projection's output goes: added to x, or into att_proj for the post norm.
         let (out, accumulate) = if l.post_norm.is_some() { (&a.att_proj, false) } else { (&a.x, true) };
         let bias = l.biases.as_ref().map(|b| &b.wo);
-        let wo_reading = |x| LinearOp { accumulate, bias, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
+        // BitNet's sub-norm of the attention's output, in the projection's prologue: only where
+        // the attention is a dispatch of its own (no fused or per-head form).
+        let norm = l.sub_norms.as_ref().map(|[gain, _]| (gain, self.eps));
+        let wo_reading =
+            |x| LinearOp { accumulate, bias, norm, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
         let wo = wo_reading(&a.att);
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
@@ -371,9 +376,9 @@ impl Builder<'_> {
         let per_head = self
             .form
             .per_head_chunks
-            .filter(|_| per_head_allowed && block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
+            .filter(|_| per_head_allowed && norm.is_none() && block <= ops::HEADS_MIN_BLOCK_COLUMNS && form.shape[2].is_multiple_of(block))
             .map(|n_chunks| HeadParts { parts: Bind(&a.head_parts, 0, None), n_heads: form.shape[0], n_chunks });
-        let (one_short, one_long) = if form.fused {
+        let (one_short, one_long) = if form.fused && norm.is_none() {
             let n_chunks = ops::attention_chunks(self.capacity, k.options.split_chunk);
             let merged = CombineInput { shape: form.shape, parts, n_chunks };
             let long = LinearOp { combine: Some(merged), ..wo_reading(&a.q) };
@@ -473,6 +478,7 @@ impl Builder<'_> {
         let down = LinearOp {
             accumulate,
             bias: biases.map(|b| &b.down),
+            norm: l.sub_norms.as_ref().map(|[_, gain]| (gain, self.eps)),
             out_scale: self.residual_scale,
             ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None))
         };

@@ -77,6 +77,10 @@ pub(super) struct GpuLayer {
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
     /// where the model has them (Gemma 3).
     pub post_norm: Option<[wgpu::Buffer; 2]>,
+    /// The sub-norms' gains before the output projection, `[n_heads * hd]`, and before the
+    /// down projection, `[ffn]`, where the model has them (BitNet): each projection's prologue
+    /// RMS-norms its input with one.
+    pub sub_norms: Option<[wgpu::Buffer; 2]>,
     /// What the layer's attention sees (a sliding-window layer's window) and how it caps its
     /// scores (Gemma 2's softcap).
     pub scope: AttentionScope,
@@ -166,6 +170,10 @@ impl GpuLayer {
                 .post_norm
                 .as_ref()
                 .map(|p| [bytes.storage(ctx, "post_attention_norm", &p.attn), bytes.storage(ctx, "post_ffw_norm", &p.ffn)]),
+            sub_norms: l
+                .sub_norms
+                .as_ref()
+                .map(|n| [bytes.storage(ctx, "attn_sub_norm", &n.attn), bytes.storage(ctx, "ffn_sub_norm", &n.ffn)]),
             scope: AttentionScope {
                 window: cfg
                     .sliding_window

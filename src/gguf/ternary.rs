@@ -1,6 +1,6 @@
-//! TQ1_0, TQ2_0 and Q2_0, ggml's ternary types (TriLM's and BitNet b1.58's weights): each
-//! weight a code from 0 to 2 (the 2-bit codes also allow 3) under one f16 scale `d` per block.
-//! Weight = `d (code - 1)`.
+//! TQ1_0, TQ2_0 and Q2_0, ggml's ternary types (TriLM's, BitNet b1.58's and Ternary Bonsai's
+//! weights): each weight a code from 0 to 2 (the 2-bit codes also allow 3) under one f16 scale
+//! `d` per block. Weight = `d (code - 1)`.
 //!
 //! - TQ1_0 (54 bytes per 256 weights): 48 bytes of five base-3 digits each, then 4 bytes of
 //!   four, then `d`. Digit `n` of byte `b` is `(3 * (b * 3^n mod 256)) >> 8`, the weights

@@ -40,7 +40,7 @@ pub fn to_q6_k(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
     rewrite_super_blocks(blocks, BYTES, Q6_K_BYTES, |out, sb| {
         let (low, rest) = sb.split_at(SUPER_BLOCK / 8);
         let (high, scales) = rest.split_at(SUPER_BLOCK / 16);
-        let words: Vec<u16> = scales.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).collect();
+        let words: [u16; 4] = std::array::from_fn(|k| u16::from_le_bytes([scales[2 * k], scales[2 * k + 1]]));
         let d = f16::from_bits(words.iter().enumerate().fold(0, |d, (k, w)| d | (w >> 12) << (4 * k)));
         if !d.is_finite() {
             return Err(ModelError::Malformed(format!("an IQ1_M super-block scale of {d} is no finite number")));

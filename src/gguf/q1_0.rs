@@ -26,8 +26,8 @@ pub fn q8_0_bytes(bytes: u64) -> u64 {
 pub fn to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
     rewrite_super_blocks(blocks, BYTES, HELD_BYTES, |out, block| {
         // Code 2 is +1, code 0 is -1, as `code - 1`.
-        let codes: Vec<u8> = block[2..].iter().flat_map(|&b| (0..8).map(move |j| 2 * ((b >> j) & 1))).collect();
-        super::ternary::push_q8_0_blocks(out, [block[0], block[1]], &codes);
+        let codes = block[2..].iter().flat_map(|&b| (0..8).map(move |j| 2 * ((b >> j) & 1)));
+        super::ternary::push_q8_0_blocks(out, [block[0], block[1]], codes);
         Ok(())
     })
 }

@@ -50,15 +50,11 @@ pub fn q2_0_q8_0_bytes(bytes: u64) -> u64 {
 pub fn tq1_0_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
     rewrite_super_blocks(blocks, TQ1_0_BYTES, HELD_BYTES, |out, sb| {
         let (digits, d) = sb.split_at(TQ1_0_BYTES - 2);
-        let mut codes = Vec::with_capacity(SUPER_BLOCK);
-        for (run, count) in [(&digits[..32], 5), (&digits[32..48], 5), (&digits[48..], 4)] {
-            let mut power = 1u8;
-            for _ in 0..count {
-                codes.extend(run.iter().map(|&b| ((u16::from(b.wrapping_mul(power)) * 3) >> 8) as u8));
-                power = power.wrapping_mul(3);
-            }
-        }
-        push_q8_0_blocks(out, [d[0], d[1]], &codes);
+        let runs = [(&digits[..32], 5), (&digits[32..48], 5), (&digits[48..], 4)];
+        // Digit n of byte b: 3^n (at most 81) times b, wrapped to a byte, times 3, over 256.
+        let digit = |b: u8, n: u32| ((u16::from(b.wrapping_mul(3u8.pow(n))) * 3) >> 8) as u8;
+        let codes = runs.into_iter().flat_map(|(run, count)| (0..count).flat_map(move |n| run.iter().map(move |&b| digit(b, n))));
+        push_q8_0_blocks(out, [d[0], d[1]], codes);
         Ok(())
     })
 }
@@ -68,9 +64,8 @@ pub fn tq1_0_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
 pub fn tq2_0_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
     rewrite_super_blocks(blocks, TQ2_0_BYTES, HELD_BYTES, |out, sb| {
         let (bytes, d) = sb.split_at(TQ2_0_BYTES - 2);
-        let codes: Vec<u8> =
-            bytes.chunks_exact(32).flat_map(|run| (0..4).flat_map(move |l| run.iter().map(move |&b| (b >> (2 * l)) & 3))).collect();
-        push_q8_0_blocks(out, [d[0], d[1]], &codes);
+        let codes = bytes.chunks_exact(32).flat_map(|run| (0..4).flat_map(move |l| run.iter().map(move |&b| (b >> (2 * l)) & 3)));
+        push_q8_0_blocks(out, [d[0], d[1]], codes);
         Ok(())
     })
 }
@@ -79,18 +74,20 @@ pub fn tq2_0_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
 /// [`tq1_0_to_q8_0`] does.
 pub fn q2_0_to_q8_0(blocks: &[u8]) -> Result<Vec<u8>, ModelError> {
     rewrite_super_blocks(blocks, Q2_0_BYTES, Q2_0_BLOCK / BLOCK * Q8_0_BLOCK_BYTES, |out, block| {
-        let codes: Vec<u8> = block[2..].iter().flat_map(|&b| (0..4).map(move |j| (b >> (2 * j)) & 3)).collect();
-        push_q8_0_blocks(out, [block[0], block[1]], &codes);
+        let codes = block[2..].iter().flat_map(|&b| (0..4).map(move |j| (b >> (2 * j)) & 3));
+        push_q8_0_blocks(out, [block[0], block[1]], codes);
         Ok(())
     })
 }
 
 /// Appends the Q8_0 blocks of a multiple of 32 codes under one f16 scale: `code - 1` as each
-/// integer.
-pub(super) fn push_q8_0_blocks(out: &mut Vec<u8>, d: [u8; 2], codes: &[u8]) {
-    for block in codes.chunks_exact(BLOCK) {
-        out.extend_from_slice(&d);
-        out.extend(block.iter().map(|&c| (c as i8 - 1) as u8));
+/// integer, the scale before every 32.
+pub(super) fn push_q8_0_blocks(out: &mut Vec<u8>, d: [u8; 2], codes: impl IntoIterator<Item = u8>) {
+    for (i, code) in codes.into_iter().enumerate() {
+        if i % BLOCK == 0 {
+            out.extend_from_slice(&d);
+        }
+        out.push((code as i8 - 1) as u8);
     }
 }
 

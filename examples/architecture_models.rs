@@ -502,6 +502,10 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // output before the output projection and on the SwiGLU product before the down
         // projection; the LM head the embedding, as llama.cpp always reads it.
         ("bitnet.gguf", SyntheticSpec { architecture: Architecture::Bitnet, seed: 72, ..base.clone() }),
+        // LFM2: a convolving layer, an attending one (Qwen3's, head norms before RoPE on split
+        // halves), a convolving one: the last's convolution reads the first positions' gated
+        // inputs from the cache across prefill and decode.
+        ("lfm2.gguf", SyntheticSpec { architecture: Architecture::Lfm2, n_layers: 3, conv_layers: vec![0, 2], seed: 73, ..base.clone() }),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 58] = [
+const ARCHITECTURE_FIXTURES: [&str; 59] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -88,6 +88,7 @@ const ARCHITECTURE_FIXTURES: [&str; 58] = [
     "qwen.gguf",
     "seed_oss.gguf",
     "bitnet.gguf",
+    "lfm2.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

@@ -31,7 +31,8 @@
 //! parallel residual with one RMSNorm, codeshell's StarCoder block with grouped-query
 //! attention and RoPE on split halves, qwen's (Qwen 1's) stacked Q/K/V with its bias and its
 //! feed-forward length doubled, seed_oss's Q/K/V biases, wide heads and feed-forward norm
-//! under another name, bitnet's RMSNorms inside each sublayer,
+//! under another name, bitnet's RMSNorms inside each sublayer, lfm2's short convolutions
+//! beside attending layers,
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -90,7 +91,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 60] = [
+const FILES: [(&str, &[u8]); 61] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
@@ -119,6 +120,7 @@ const FILES: [(&str, &[u8]); 60] = [
     ("granite4.gguf", include_bytes!("fixtures/architectures/granite4.gguf")),
     ("hunyuan-dense.gguf", include_bytes!("fixtures/architectures/hunyuan-dense.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
+    ("lfm2.gguf", include_bytes!("fixtures/architectures/lfm2.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("maincoder.gguf", include_bytes!("fixtures/architectures/maincoder.gguf")),
@@ -245,7 +247,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2 and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -265,6 +267,9 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     for case in &cases {
         let m = load(file_bytes(case));
         let (architecture, layers, slides) = (m.config.architecture, m.config.n_layers, m.config.sliding_window.is_some());
+        // LFM2's convolving layers: the input projection, the convolution, the output
+        // projection, then the feed-forward's two, one more than an attending layer's 4.
+        let convolving = (0..layers).filter(|&l| m.config.is_conv_layer(l)).count();
         // Falcon 40B's blocks give the feed-forward a norm of its own, where 7B's share one.
         let gguf = Gguf::read(&mut Cursor::new(file_bytes(case))).expect("gguf");
         let shares_norm = architecture.shares_attention_norm() && gguf.tensor_info("blk.0.attn_norm_2.weight").is_none();
@@ -306,8 +311,9 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
             assert_eq!(dispatches, per_layer * layers + outside, "{}: a short context's decode step", case.file);
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
-            // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer.
-            assert_eq!(dispatches, 4 * layers + 2, "{}: a short context's decode step", case.file);
+            // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer (LFM2's
+            // attending layers too, its convolving ones 5).
+            assert_eq!(dispatches, 4 * layers + convolving + 2, "{}: a short context's decode step", case.file);
         }
         if !architecture.has_pre_norms() {
             // OLMo 2's and EXAONE 4's: the attention's post norm folded into the gate/up
@@ -389,8 +395,8 @@ fn head_norms_match_exact_math_on_the_gpu_folded_or_not() {
         "head norms",
     );
     assert_eq!(
-        head_normed, 9,
-        "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense, qwen3vl, maincoder"
+        head_normed, 10,
+        "qwen3, its YaRN, gemma3, Gemma 3 27B's scale, exaone4 and its 32B's sliding layers, hunyuan-dense, qwen3vl, maincoder, lfm2"
     );
 }
 
@@ -425,10 +431,12 @@ fn folded_or_not(
                 "{}, {what} folded {folded}: the GPU is {gap} of the largest logit from the exact CPU path",
                 case.file
             );
-            shapes.push((gpu.step_shape().dispatches, m.config.n_layers));
+            // Each attending layer's (LFM2's convolving layers have no head norms).
+            let attending = (0..m.config.n_layers).filter(|&l| !m.config.is_conv_layer(l)).count();
+            shapes.push((gpu.step_shape().dispatches, attending));
         }
         let [(folded, layers), (apart, _)] = shapes[..] else { unreachable!("two runs") };
-        assert_eq!(apart, folded + layers, "{}: {what} apart are one dispatch more a layer", case.file);
+        assert_eq!(apart, folded + layers, "{}: {what} apart are one dispatch more an attending layer", case.file);
     }
     picked.len()
 }
@@ -879,6 +887,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         ("qwen.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("qwen.gguf")), 16, 4, 4)),
         ("seed_oss.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("seed_oss.gguf")), 32, 4, 2)),
         ("bitnet.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("bitnet.gguf")), 16, 4, 2)),
+        ("lfm2.gguf", "RoPE on adjacent pairs", halves_read_as_pairs(file_bytes(case("lfm2.gguf")), 16, 4, 2)),
         // Qwen 1's stacked Q/K/V: 64 query, key and value rows each.
         (
             "qwen.gguf",
@@ -915,7 +924,8 @@ fn the_fixture_tells_each_architectures_difference_apart() {
         }),
         ("olmo2.gguf", "no post norms", |l, _| l.post_norm = None),
         ("olmo2.gguf", "q and k normed head by head", |l, cfg| {
-            l.head_norm = Some(tokenscope::model::HeadNorm { q: vec![1.0; cfg.head_dim], k: vec![1.0; cfg.head_dim] });
+            let norm = tokenscope::model::HeadNorm { q: vec![1.0; cfg.head_dim], k: vec![1.0; cfg.head_dim] };
+            l.attention_mut().expect("attention").head_norm = Some(norm);
         }),
     ];
     for (file, what, edit) in olmo_edits {
@@ -967,7 +977,25 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // the architecture once the weights are loaded, so only the activation changes.
     let gelu_in_place: Gpt2Edit = |m| m.config.architecture = tokenscope::model::Architecture::Gpt2;
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 11] = [
+    // LFM2's kernels with their earlier positions' weights zeroed (the convolution reading no
+    // cached gated input), or each channel's kernel reversed (the cache's rows misaligned).
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 13] = [
+        ("lfm2.gguf", "its convolution on the current position alone", |m| {
+            let width = m.config.short_conv.as_ref().map_or(1, |c| c.width);
+            edit_blocks(m, |l| {
+                if let tokenscope::model::Mixer::ShortConv(c) = &mut l.mixer {
+                    c.kernel.chunks_exact_mut(width).for_each(|k| k[..width - 1].fill(0.0));
+                }
+            });
+        }),
+        ("lfm2.gguf", "each channel's kernel reversed", |m| {
+            let width = m.config.short_conv.as_ref().map_or(1, |c| c.width);
+            edit_blocks(m, |l| {
+                if let tokenscope::model::Mixer::ShortConv(c) = &mut l.mixer {
+                    c.kernel.chunks_exact_mut(width).for_each(|k| k.reverse());
+                }
+            });
+        }),
         // BitNet's sub-norms dropped, or their gains 1 (the normalization kept).
         ("bitnet.gguf", "no sub-norms", |m| edit_blocks(m, |l| l.sub_norms = None)),
         ("bitnet.gguf", "its sub-norms' gains 1", |m| {
@@ -992,7 +1020,7 @@ fn the_fixture_tells_each_architectures_difference_apart() {
             }
         }),
     ];
-    let qkv_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.qkv_bias = None);
+    let qkv_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.attention_mut().expect("attention").qkv_bias = None);
     let wo_bias: Gpt2Edit = |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| b.wo.fill(0.0)));
     let ffn_biases: Gpt2Edit =
         |m| edit_blocks(m, |l| l.biases.iter_mut().for_each(|b| [&mut b.up, &mut b.down].into_iter().for_each(|v| v.fill(0.0))));

@@ -47,7 +47,7 @@ fn every_supported_weight_type_loads() {
         let spec = SyntheticSpec { weight_type: t, embedding_type: t, dim, ffn_dim, ..SyntheticSpec::default() };
         let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
         let m = read(bytes).unwrap_or_else(|e| panic!("{t:?}: {e}"));
-        assert_eq!(m.weights.layers.collect_all().expect("blocks")[0].wq.dtype(), t);
+        assert_eq!(m.weights.layers.collect_all().expect("blocks")[0].attention().expect("attention").wq.dtype(), t);
     }
 }
 
@@ -293,7 +293,13 @@ fn each_architecture_needs_its_own_tensors() {
         }
     }
     let apart = read(m.to_bytes().expect("bytes")).expect("Phi-2 with Q, K and V apart loads");
-    assert!(apart.weights.layers.collect_all().expect("blocks").iter().all(|l| l.qkv_bias.as_ref().is_some_and(|b| b.v == [0.5; 64])));
+    assert!(apart
+        .weights
+        .layers
+        .collect_all()
+        .expect("blocks")
+        .iter()
+        .all(|l| l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some_and(|b| b.v == [0.5; 64])));
     m.remove_tensor("blk.1.attn_k.bias");
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.1.attn_k.bias"), "{e}");
@@ -306,7 +312,13 @@ fn each_architecture_needs_its_own_tensors() {
         }
     }
     let with_biases = read(m.to_bytes().expect("bytes")).expect("a llama file with biases loads");
-    assert!(with_biases.weights.layers.collect_all().expect("blocks").iter().all(|l| l.qkv_bias.is_some()));
+    assert!(with_biases
+        .weights
+        .layers
+        .collect_all()
+        .expect("blocks")
+        .iter()
+        .all(|l| l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some()));
     m.remove_tensor("blk.0.attn_v.bias");
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.0.attn_v.bias"), "{e}");
@@ -793,7 +805,10 @@ fn glm4s_block_is_read_as_llama_cpp_reads_it() {
     let m = read(glm4().to_bytes().expect("bytes")).expect("loads");
     assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
     let blocks = m.weights.layers.collect_all().expect("blocks");
-    assert!(blocks.iter().all(|l| l.attn_norm.is_some() && l.ffn_norm.is_some() && l.post_norm.is_some() && l.qkv_bias.is_some()));
+    assert!(blocks.iter().all(|l| l.attn_norm.is_some()
+        && l.ffn_norm.is_some()
+        && l.post_norm.is_some()
+        && l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some()));
     assert!(blocks.iter().all(|l| l.w_gate.as_ref().is_some_and(|g| g.shape().dims() == [96, 64]) && l.w_up.shape().dims() == [96, 64]));
     // GLM-4V's multimodal RoPE (time's and height's sections both given, llama.cpp's
     // `use_mrope`) turns split halves; other sections (none, or no height) leave plain RoPE on
@@ -832,7 +847,9 @@ fn chatglms_stacked_projections_and_bias_are_read_as_llama_cpp_reads_them() {
     assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
     let blocks = m.weights.layers.collect_all().expect("blocks");
     assert!(blocks.iter().all(|l| l.post_norm.is_none() && l.w_gate.is_some()));
-    assert!(blocks.iter().all(|l| l.qkv_bias.as_ref().is_some_and(|b| (b.q.len(), b.k.len(), b.v.len()) == (64, 32, 32))));
+    assert!(blocks
+        .iter()
+        .all(|l| l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some_and(|b| (b.q.len(), b.k.len(), b.v.len()) == (64, 32, 32))));
     // A stacked bias of the wrong length is refused by name.
     let mut m = chatglm();
     let short = Tensor::zeros(64, candle_core::DType::F32, &Device::Cpu).expect("tensor");
@@ -848,7 +865,7 @@ fn olmo2s_norms_are_read_as_llama_cpp_reads_them() {
     let m = read(olmo2().to_bytes().expect("bytes")).expect("loads");
     let blocks = m.weights.layers.collect_all().expect("blocks");
     assert!(blocks.iter().all(|l| l.attn_norm.is_none() && l.ffn_norm.is_none() && l.post_norm.is_some()));
-    let norm = blocks[0].head_norm.as_ref().expect("head norms");
+    let norm = blocks[0].attention().and_then(|a| a.head_norm.as_ref()).expect("head norms");
     assert_eq!((norm.q.len(), norm.k.len(), norm.span(16)), (64, 32, HeadNormSpan::Whole));
     // A head's width of gain (Qwen3's shape) is the wrong shape here.
     let mut m = olmo2();
@@ -1435,4 +1452,54 @@ fn a_bitnet_file_with_an_lm_head_or_matrix_scales_is_refused_by_that_tensor() {
     m.set_tensor("blk.1.ffn_down.scale", QTensor::quantize(&scale, GgmlDType::F32).expect("f32"));
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::UnappliedTensor(ref name) if name == "blk.1.ffn_down.scale"), "{e}");
+}
+
+/// LFM2's layers attend or convolve by `attention.head_count_kv`'s value for each (0:
+/// convolves), its convolution's width (`shortconv.l_cache`) required as llama.cpp requires
+/// it: a file whose attending layers differ in key/value heads, without that width or with
+/// one no short convolution has, or a convolving block missing its kernel or holding one of
+/// another width, is refused by that key or tensor; a file holding no convolving layer at all
+/// runs as attention throughout.
+#[test]
+fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
+    use tokenscope::model::Architecture;
+    let spec = SyntheticSpec { architecture: Architecture::Lfm2, n_layers: 3, conv_layers: vec![0, 2], ..SyntheticSpec::default() };
+    let m = read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("an LFM2 loads");
+    let conv = m.config.short_conv.as_ref().expect("convolving layers");
+    assert_eq!((conv.layers.clone(), conv.width), (vec![true, false, true], 3));
+    assert_eq!(m.config.n_kv_heads, 2);
+    // Keys and values of the attending layer, gated inputs of the convolving two.
+    assert_eq!(m.config.kv_bytes_per_token(), (2 * 2 * 16 + 2 * 64) * 4);
+    let attending = SyntheticSpec { conv_layers: Vec::new(), ..spec.clone() };
+    let m = read(SyntheticModel::new(&attending).expect("model").to_bytes().expect("bytes")).expect("an LFM2 attending throughout");
+    assert!(m.config.short_conv.is_none());
+    let key = |name: &str| format!("lfm2.{name}");
+    let refused_by_key = |m: SyntheticModel, want: &str| {
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == want), "{want}: {e}");
+    };
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("attention.head_count_kv"), Value::Array(vec![Value::U32(0), Value::U32(2), Value::U32(4)]));
+    refused_by_key(m, &key("attention.head_count_kv"));
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("attention.head_count_kv"), Value::Array(vec![Value::U32(0), Value::U32(2)]));
+    refused_by_key(m, &key("attention.head_count_kv"));
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_meta(&key("shortconv.l_cache"));
+    refused_by_key(m, &key("shortconv.l_cache"));
+    for width in [1u32, 17] {
+        let mut m = SyntheticModel::new(&spec).expect("model");
+        m.set_meta(&key("shortconv.l_cache"), Value::U32(width));
+        refused_by_key(m, &key("shortconv.l_cache"));
+    }
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_tensor("blk.2.shortconv.conv.weight");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.2.shortconv.conv.weight"), "{e}");
+    // A kernel of 4 positions where the file says 3.
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let wide = candle_core::Tensor::zeros((64, 4), candle_core::DType::F32, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.0.shortconv.conv.weight", QTensor::quantize(&wide, GgmlDType::F32).expect("f32"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.shortconv.conv.weight"), "{e}");
 }

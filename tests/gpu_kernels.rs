@@ -747,6 +747,77 @@ fn the_post_norm_adds_the_normed_row_and_nothing_else() {
     assert!(k.norm_add(&ctx, 9, 1e-6, Bind(&small, 0, None), &small, Bind(&small, 0, None), &step).is_err());
 }
 
+/// The short convolution (LFM2's, short_conv.wgsl) against its twins
+/// `short_conv::gated_inputs` and `convolve`: odd widths (not multiples of the workgroup), a
+/// decode step's one token and a prefill's many, from position 0 (the kernel reaching before
+/// it, zeros) and from later ones (its earlier rows read from the cache), kernels of 2 to 4
+/// positions. The step's cache rows get each token's `b * x'` exactly (one f32 product, as
+/// the twin's); the rows before the step, the rows after it, the output row past the step's
+/// tokens and the sentinels around both buffers stay as they were.
+#[test]
+fn the_short_convolution_writes_its_rows_and_nothing_else() {
+    use tokenscope::backend::cpu::short_conv::{convolve, gated_inputs};
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(74);
+    for (dim, n, pos, width) in
+        [(65usize, 1usize, 0usize, 3usize), (577, 1, 9, 3), (33, 13, 4, 3), (100, 5, 1, 4), (1001, 64, 2, 2), (7, 3, 0, 4)]
+    {
+        let capacity = pos + n + 1;
+        // n rows of the step, and one more that is not the step's.
+        let bcx = random(&mut rng, (n + 1) * 3 * dim, 2.0);
+        let kernel = random(&mut rng, dim * width, 1.0);
+        let history = random(&mut rng, pos * dim, 3.0);
+        // The cache: the earlier steps' rows, then sentinels where the step writes and past it.
+        let mut init = vec![SENTINEL; PAD];
+        init.extend(history.iter().map(|v| v.to_bits()));
+        init.extend(vec![SENTINEL; (capacity - pos) * dim + PAD]);
+        let cache = ctx.storage("cache", &init);
+        let out = guarded(&ctx, (n + 1) * dim);
+        let at = StepParams::new(pos as u32, n as u32);
+        let step = kernels::step_uniform(&ctx, at);
+        let (bb, kb) = (ctx.storage("bcx", &bcx), ctx.storage("kernel", &kernel));
+        let op = gpu_ops::ShortConv {
+            dim: dim as u32,
+            width: width as u32,
+            bcx: Bind(&bb, 0, None),
+            kernel: &kb,
+            cache: Bind(&cache, (PAD * 4) as u64, Some((capacity * dim * 4) as u64)),
+            out: Bind(&out, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)),
+        };
+        kernels::run_once(&ctx, k.short_conv(&ctx, &op, &step).expect("dispatch"), at);
+        let what = format!("short convolution, {n} tokens from position {pos}, {dim} channels over {width}");
+        let gated = gated_inputs(&bcx[..n * 3 * dim], dim);
+        let all_rows = [&history[..], &gated].concat();
+        let mut want = vec![0.0f32; n * dim];
+        convolve(&bcx[..n * 3 * dim], &all_rows, &kernel, width, pos, &mut want);
+        let got_cache = read_guarded(&ctx, &cache, capacity * dim);
+        assert_eq!(&got_cache[..pos * dim], &history[..], "{what}: a row before the step was written");
+        assert_eq!(&got_cache[pos * dim..(pos + n) * dim], &gated[..], "{what}: the step's gated inputs");
+        assert!(got_cache[(pos + n) * dim..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: a cache row past the step was written");
+        // f32 sums of `width` products in the twin's order: a fused multiply-add may round each
+        // term once less, 2e-6 of the sum of the terms' sizes times |c|.
+        let tol = |i: usize| {
+            let (t, ch) = (i / dim, i % dim);
+            let c = bcx[t * 3 * dim + dim + ch].abs();
+            let terms: f32 = (0..width)
+                .filter_map(|j| (pos + t + j + 1).checked_sub(width).map(|q| (kernel[ch * width + j] * all_rows[q * dim + ch]).abs()))
+                .sum();
+            2e-6 * c * terms + 1e-30
+        };
+        let got = read_guarded(&ctx, &out, (n + 1) * dim);
+        assert_close(&got[..n * dim], &want, tol, &what);
+        assert!(got[n * dim..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: the row past the step's tokens was written");
+    }
+    // A kernel or a cache row smaller than its channels need is refused.
+    let (small, step) = (ctx.storage("small", &[0.0f32; 8]), kernels::step_uniform(&ctx, StepParams::new(0, 1)));
+    let big = ctx.storage("big", &[0.0f32; 64]);
+    for (dim, width, kernel, cache) in [(8u32, 3u32, &small, &big), (9, 1, &big, &small)] {
+        let op = gpu_ops::ShortConv { dim, width, bcx: Bind(&big, 0, None), kernel, cache: Bind(cache, 0, None), out: Bind(&big, 0, None) };
+        assert!(k.short_conv(&ctx, &op, &step).is_err(), "{dim} channels over {width}");
+    }
+}
+
 /// The LayerNorm (StableLM's, layer_norm.wgsl) against its twin `ops::layer_norm`: rows of
 /// odd widths (not multiples of the workgroup), a decode step's one token and a prefill's
 /// many, rows centred far from 0 (a mean 1000 times their spread, where a one-pass variance

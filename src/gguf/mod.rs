@@ -491,6 +491,6 @@ fn as_i64(v: &Value) -> Option<i64> {
     })
 }
 
-fn as_usize(v: &Value) -> Option<usize> {
+pub(crate) fn as_usize(v: &Value) -> Option<usize> {
     as_i64(v).and_then(|x| usize::try_from(x).ok())
 }

@@ -261,6 +261,12 @@ pub enum Architecture {
     /// (`ffn_sub_norm`), and its LM head always the embedding ([`Architecture::has_sub_norms`]);
     /// its matrices' weights ternary, stored in TQ1_0 or TQ2_0.
     Bitnet,
+    /// Liquid AI's LFM2 (350M, 700M, 1.2B, 2.6B; `lfm2`): a hybrid whose layers either attend
+    /// (Qwen3's attention: each head of q and k RMS-normed before RoPE on split halves) or run
+    /// a gated short convolution over the last few positions, the layers marked by a zero in
+    /// `attention.head_count_kv` ([`Architecture::has_short_convolutions`]); every layer's
+    /// feed-forward a SwiGLU, the final norm stored as `token_embd_norm`.
+    Lfm2,
 }
 
 /// Baichuan 7B's block count, whose layers turn by RoPE.
@@ -357,7 +363,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 45] = [
+    pub const ALL: [Architecture; 46] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -403,6 +409,7 @@ impl Architecture {
         Architecture::Qwen,
         Architecture::SeedOss,
         Architecture::Bitnet,
+        Architecture::Lfm2,
     ];
 
     /// Reads `general.architecture`, refusing any other family by name with the supported list
@@ -465,6 +472,7 @@ impl Architecture {
             Architecture::Qwen => "qwen",
             Architecture::SeedOss => "seed_oss",
             Architecture::Bitnet => "bitnet",
+            Architecture::Lfm2 => "lfm2",
         }
     }
 
@@ -520,7 +528,8 @@ impl Architecture {
             | Architecture::Codeshell
             | Architecture::Qwen
             | Architecture::SeedOss
-            | Architecture::Bitnet => RopePairs::Halves,
+            | Architecture::Bitnet
+            | Architecture::Lfm2 => RopePairs::Halves,
         }
     }
 
@@ -800,7 +809,8 @@ impl Architecture {
             | Architecture::Exaone4
             | Architecture::HunyuanDense
             | Architecture::Qwen3vl
-            | Architecture::Maincoder => Some(HeadNormSpan::Head),
+            | Architecture::Maincoder
+            | Architecture::Lfm2 => Some(HeadNormSpan::Head),
             Architecture::Olmo2 => Some(HeadNormSpan::Whole),
             _ => None,
         }
@@ -856,6 +866,26 @@ impl Architecture {
     /// embedding (an `output.weight` refused): BitNet's.
     pub fn has_sub_norms(self) -> bool {
         self == Architecture::Bitnet
+    }
+
+    /// Whether some of its layers run a gated short convolution in place of attention
+    /// (LFM2's): `bcx = W_in norm(x)` split into thirds b, c and x', each channel's `b * x'`
+    /// convolved causally over the last `shortconv.l_cache` positions, times c, through
+    /// `W_out`. The file marks those layers by a zero in `attention.head_count_kv`
+    /// ([`Config::short_conv`](super::Config::short_conv)); their tensors are
+    /// `shortconv.in_proj`, `shortconv.conv` and `shortconv.out_proj`.
+    pub fn has_short_convolutions(self) -> bool {
+        self == Architecture::Lfm2
+    }
+
+    /// The final norm's tensor name: `output_norm`, or LFM2's `token_embd_norm` (a norm of
+    /// the last layer's output all the same, as llama.cpp reads it).
+    pub fn output_norm_name(self) -> &'static str {
+        if self == Architecture::Lfm2 {
+            "token_embd_norm"
+        } else {
+            "output_norm"
+        }
     }
 
     /// Gemma 1, 2 or 3.

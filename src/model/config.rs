@@ -23,7 +23,8 @@ pub const MAX_CONTEXT: usize = 1 << 20;
 /// Tensors in one llama block (two norms, four attention and three feed-forward matrices).
 const TENSORS_PER_BLOCK: usize = 9;
 /// Tensors in a block whose feed-forward reads the attention's norm (Cohere's: one norm, four
-/// attention and three feed-forward matrices).
+/// attention and three feed-forward matrices), and in a convolving block (LFM2's: two norms,
+/// the convolution's three tensors and three feed-forward matrices).
 const TENSORS_PER_SHARED_NORM_BLOCK: usize = 8;
 /// Tensors in a block whose norms hold no tensor (OLMo 1's: four attention and three
 /// feed-forward matrices).
@@ -128,7 +129,26 @@ pub struct Config {
     /// `rope.dimension_sections`, [`read_sections`]): for text, the pairs of the fourth
     /// section stay still and every other turns as plain RoPE; `None` elsewhere.
     pub rope_sections: Option<RopeSections>,
+    /// LFM2's short convolutions: which layers convolve instead of attending, and over how
+    /// many positions ([`Architecture::has_short_convolutions`]); `None` where every layer
+    /// attends.
+    pub short_conv: Option<ShortConv>,
 }
+
+/// Which layers of a hybrid (LFM2) run a gated short convolution in place of attention, and
+/// how far back it reaches.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct ShortConv {
+    /// Per layer: whether it convolves (its `attention.head_count_kv` is 0) rather than attends.
+    pub layers: Vec<bool>,
+    /// Positions each channel's convolution spans, the token's own included
+    /// (`shortconv.l_cache`, LFM2's 3).
+    pub width: usize,
+}
+
+/// The longest short convolution a file may ask for (LFM2's is 3 positions).
+pub const MAX_SHORT_CONV_WIDTH: usize = 16;
 
 /// The key (after the architecture's prefix) of GPT-NeoX's choice of a parallel residual.
 pub const PARALLEL_RESIDUAL: &str = "use_parallel_residual";
@@ -160,7 +180,11 @@ impl Config {
             });
         }
         let n_heads = g.layer_usize(&key("attention.head_count"), n_layers)?;
-        let n_kv_heads = g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads);
+        let (n_kv_heads, short_conv) = if architecture.has_short_convolutions() {
+            read_short_conv(g, &key, n_layers, n_heads)?
+        } else {
+            (g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads), None)
+        };
         let vocab_size = match g.usize_opt(&key("vocab_size"))? {
             Some(v) => v,
             None => g.strings("tokenizer.ggml.tokens")?.len(),
@@ -233,6 +257,7 @@ impl Config {
                 Some(layout) => read_sections(g, &key, architecture, layout, head_dim)?,
                 None => None,
             },
+            short_conv,
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
@@ -272,13 +297,14 @@ impl Config {
             Ok(())
         };
         in_range("block_count", self.n_layers, MAX_LAYERS)?;
-        // Every block stores nine tensors (six, fused; eight with one norm, seven with none): a
-        // block count the file cannot hold is refused before anything is sized by it.
+        // Every block stores nine tensors (six, fused; eight with one norm or a convolution,
+        // seven with none): a block count the file cannot hold is refused before anything is
+        // sized by it.
         let per_block = if self.architecture.may_fuse_qkv() {
             TENSORS_PER_FUSED_BLOCK
         } else if !self.architecture.norm_gains() {
             TENSORS_PER_GAINLESS_BLOCK
-        } else if self.architecture.shares_attention_norm() {
+        } else if self.architecture.shares_attention_norm() || self.architecture.has_short_convolutions() {
             TENSORS_PER_SHARED_NORM_BLOCK
         } else {
             TENSORS_PER_BLOCK
@@ -384,10 +410,66 @@ impl Config {
         self.n_kv_heads * self.head_dim
     }
 
-    /// KV-cache bytes per token in f32 (K and V, every layer).
-    pub fn kv_bytes_per_token(&self) -> usize {
-        self.n_layers * 2 * self.kv_dim() * 4
+    /// Whether layer `layer` runs a short convolution in place of attention (LFM2's).
+    pub fn is_conv_layer(&self, layer: usize) -> bool {
+        self.short_conv.as_ref().is_some_and(|c| c.layers.get(layer).copied().unwrap_or(false))
     }
+
+    /// Floats a layer's cache holds per position: keys then values (`2 kv_dim`) where it
+    /// attends, each channel's gated input `b * x'` (`dim`) where it convolves.
+    pub fn layer_cache_floats(&self, layer: usize) -> usize {
+        if self.is_conv_layer(layer) {
+            self.dim
+        } else {
+            2 * self.kv_dim()
+        }
+    }
+
+    /// KV-cache bytes per token in f32 (K and V, every layer; a convolving layer's gated
+    /// inputs).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        (0..self.n_layers).map(|l| self.layer_cache_floats(l)).sum::<usize>() * 4
+    }
+}
+
+/// LFM2's head counts and short convolutions: `attention.head_count_kv` a count for every
+/// layer, 0 where the layer convolves (one count shared by every attending layer), and
+/// `shortconv.l_cache` the convolution's width, required as llama.cpp requires it.
+fn read_short_conv(
+    g: &Gguf,
+    key: &impl Fn(&str) -> String,
+    n_layers: usize,
+    n_heads: usize,
+) -> Result<(usize, Option<ShortConv>), ModelError> {
+    let kv_key = key("attention.head_count_kv");
+    let bad = |k: &str, problem: String| ModelError::Metadata { key: k.to_string(), problem };
+    let counts = match g.value(&kv_key) {
+        Some(Value::Array(values)) => {
+            if values.len() != n_layers {
+                return Err(bad(&kv_key, format!("holds {} values for {n_layers} layers", values.len())));
+            }
+            values
+                .iter()
+                .map(|v| crate::gguf::as_usize(v).ok_or_else(|| bad(&kv_key, "holds a value that is not a non-negative integer".into())))
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        _ => vec![g.usize_opt(&kv_key)?.unwrap_or(n_heads); n_layers],
+    };
+    let mut attending: Vec<usize> = counts.iter().copied().filter(|&n| n > 0).collect();
+    attending.sort_unstable();
+    attending.dedup();
+    let n_kv_heads = match attending[..] {
+        [] => n_heads,
+        [one] => one,
+        _ => return Err(bad(&kv_key, format!("varies across the attending layers ({counts:?}); tokenscope runs one shape of attention"))),
+    };
+    let width_key = key("shortconv.l_cache");
+    let width = g.usize(&width_key)?;
+    if !(2..=MAX_SHORT_CONV_WIDTH).contains(&width) {
+        return Err(bad(&width_key, format!("is {width}; a short convolution spans 2 to {MAX_SHORT_CONV_WIDTH} positions")));
+    }
+    let layers: Vec<bool> = counts.iter().map(|&n| n == 0).collect();
+    Ok((n_kv_heads, layers.iter().any(|&c| c).then_some(ShortConv { layers, width })))
 }
 
 /// The key of the norms' epsilon under the architecture's prefix: LayerNorm's where its norms

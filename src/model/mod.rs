@@ -13,9 +13,12 @@ use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
 pub use architecture::{Architecture, HeadNormSpan, SectionLayout, ALIBI_MAX_BIAS};
-pub use config::Config;
+pub use config::{Config, ShortConv};
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, RopeSections, Yarn};
-pub use weights::{HeadNorm, LayerWeights, Layers, LinearBiases, Norm, PostNorms, QkvBias, SubNorms, Weights, WeightsSummary};
+pub use weights::{
+    AttentionWeights, HeadNorm, LayerWeights, Layers, LinearBiases, Mixer, Norm, PostNorms, QkvBias, ShortConvWeights, SubNorms, Weights,
+    WeightsSummary,
+};
 
 use crate::error::Result;
 use crate::memory;

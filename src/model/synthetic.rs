@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -117,7 +117,15 @@ pub struct SyntheticSpec {
     /// ALiBi's largest bias, written as `attention.max_alibi_bias` where the architecture
     /// reads it ([`Architecture::reads_alibi_max_bias`]: MPT's).
     pub alibi_max_bias: Option<f32>,
+    /// The layers that run a short convolution in place of attention, where the architecture
+    /// has them ([`Architecture::has_short_convolutions`]: LFM2's), over
+    /// [`SYNTHETIC_SHORT_CONV_WIDTH`] positions: written as zeros in a per-layer
+    /// `attention.head_count_kv`, with `shortconv.*` tensors in those blocks.
+    pub conv_layers: Vec<usize>,
 }
+
+/// The short convolution's width a synthetic LFM2 writes (its real files').
+pub const SYNTHETIC_SHORT_CONV_WIDTH: usize = 3;
 
 /// The attention factor a synthetic LongRoPE model writes.
 pub const SYNTHETIC_ATTN_FACTOR: f32 = 1.19;
@@ -173,6 +181,7 @@ impl Default for SyntheticSpec {
             granite4_keys: false,
             falcon_40b_norms: false,
             alibi_max_bias: None,
+            conv_layers: Vec::new(),
         }
     }
 }
@@ -301,6 +310,12 @@ impl SyntheticModel {
             metadata.extend(ssm.map(|(name, v)| (key(name), u(v))));
             metadata.push((key("rope.scaling.finetuned"), Value::Bool(true)));
         }
+        if spec.architecture.has_short_convolutions() {
+            let counts = (0..spec.n_layers).map(|l| u(if spec.conv_layers.contains(&l) { 0 } else { spec.n_kv_heads })).collect();
+            metadata.retain(|(k, _)| *k != key("attention.head_count_kv"));
+            metadata.push((key("attention.head_count_kv"), Value::Array(counts)));
+            metadata.push((key("shortconv.l_cache"), u(SYNTHETIC_SHORT_CONV_WIDTH)));
+        }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));
             metadata.push((key("attention.value_length"), u(width)));
@@ -324,13 +339,14 @@ impl SyntheticModel {
         add("token_embd.weight".into(), vocab, d, spec.embedding_type, 1.0, 0.0)?;
         // Each norm's gain, but OLMo 1's non-parametric LayerNorms'.
         let gains = spec.architecture.norm_gains();
+        let output_norm = spec.architecture.output_norm_name();
         if gains {
-            add("output_norm.weight".into(), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            add(format!("{output_norm}.weight"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
         }
         // A LayerNorm's bias beside each gain (StableLM's; Cohere's LayerNorms have none).
         let layer_norms = spec.architecture.layer_norm_biases();
         if layer_norms {
-            add("output_norm.bias".into(), 1, d, GgmlDType::F32, 0.5, 0.0)?;
+            add(format!("{output_norm}.bias"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
         }
         if spec.untied_output || spec.architecture.head_bias() {
             add("output.weight".into(), vocab, d, spec.embedding_type, 0.3, 0.0)?;
@@ -367,6 +383,14 @@ impl SyntheticModel {
                 add(n(second), 1, d, GgmlDType::F32, 0.2, 1.0)?;
                 add(bias(second), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
+            let convolves = arch.has_short_convolutions() && spec.conv_layers.contains(&i);
+            if convolves {
+                // LFM2's convolving block: its input projection, each channel's kernel (f32,
+                // as its converter writes it), its output projection.
+                add(format!("blk.{i}.shortconv.in_proj.weight"), 3 * d, d, w, 0.3, 0.0)?;
+                add(format!("blk.{i}.shortconv.conv.weight"), d, SYNTHETIC_SHORT_CONV_WIDTH, GgmlDType::F32, 0.6, 0.0)?;
+                add(format!("blk.{i}.shortconv.out_proj.weight"), d, d, w, 0.3, 0.0)?;
+            }
             // Phi-3's, GPT-2's, Phi-2's, GPT-NeoX's, StarCoder's and ChatGLM's files stack
             // W_q, W_k and W_v; GLM-4's and StarCoder 2's hold them apart, as their converters
             // write. GPT-2's biases: the Q/K/V projection's and every other matrix's but the LM
@@ -374,17 +398,17 @@ impl SyntheticModel {
             let biased = arch.linear_biases();
             let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2 | Architecture::Chatglm | Architecture::Codeshell)
                 || arch.requires_fused_qkv();
-            if stacked {
+            if stacked && !convolves {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
                 if biased || spec.qkv_bias {
                     add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
                 }
-            } else {
+            } else if !convolves {
                 add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
                 add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
                 add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
             }
-            if !stacked && (biased || spec.qkv_bias || spec.architecture.requires_qkv_bias()) {
+            if !stacked && !convolves && (biased || spec.qkv_bias || spec.architecture.requires_qkv_bias()) {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
                     add(bias(part), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }
@@ -394,11 +418,13 @@ impl SyntheticModel {
                 Some(HeadNormSpan::Whole) => (qd, kv),
                 None => (0, 0),
             };
-            if q_gain > 0 {
+            if q_gain > 0 && !convolves {
                 add(n("attn_q_norm"), 1, q_gain, GgmlDType::F32, 0.2, 1.0)?;
                 add(n("attn_k_norm"), 1, k_gain, GgmlDType::F32, 0.2, 1.0)?;
             }
-            add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
+            if !convolves {
+                add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
+            }
             if arch.has_sub_norms() {
                 add(n("attn_sub_norm"), 1, qd, GgmlDType::F32, 0.2, 1.0)?;
                 add(n("ffn_sub_norm"), 1, f, GgmlDType::F32, 0.2, 1.0)?;

@@ -22,22 +22,11 @@ pub struct LayerWeights {
     /// The norm before attention; `None` where the architecture has no pre-norms (OLMo 2:
     /// the projections read the residual stream as it is).
     pub attn_norm: Option<Norm>,
-    /// Query projection, `[n_heads * head_dim, dim]`.
-    pub wq: QTensor,
-    /// Key projection, `[kv_dim, dim]`.
-    pub wk: QTensor,
-    /// Value projection, `[kv_dim, dim]`.
-    pub wv: QTensor,
-    /// Biases added to the Q, K and V projections (Qwen2), if the file has them.
-    pub qkv_bias: Option<QkvBias>,
-    /// RMSNorm gains of q and k before RoPE (each head's: Qwen3, Gemma 3; the whole
-    /// projection's: OLMo 2), if the architecture has them.
-    pub head_norm: Option<HeadNorm>,
+    /// What mixes the positions: attention, or a short convolution (LFM2's convolving layers).
+    pub mixer: Mixer,
     /// RMSNorm gains of each sublayer's output before the residual add (Gemma 3), if the
     /// architecture has them.
     pub post_norm: Option<PostNorms>,
-    /// Attention output projection, `[dim, n_heads * head_dim]`.
-    pub wo: QTensor,
     /// The norm before the feed-forward network; `None` as `attn_norm`, and where the
     /// feed-forward reads the attention's normed input (Phi-2's, Cohere's, Falcon 7B's:
     /// [`Architecture::shares_attention_norm`](super::Architecture::shares_attention_norm)).
@@ -55,6 +44,64 @@ pub struct LayerWeights {
     /// RMSNorm gains of the output and down projections' inputs, where the architecture has
     /// them ([`Architecture::has_sub_norms`](super::Architecture::has_sub_norms): BitNet's).
     pub sub_norms: Option<SubNorms>,
+}
+
+/// How a block mixes information across positions. (One a block, moved once into a backend:
+/// the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+pub enum Mixer {
+    /// Attention over the cached keys and values.
+    Attention(AttentionWeights),
+    /// A gated short convolution over the last few positions (LFM2's).
+    ShortConv(ShortConvWeights),
+}
+
+/// A block's attention weights.
+pub struct AttentionWeights {
+    /// Query projection, `[n_heads * head_dim, dim]`.
+    pub wq: QTensor,
+    /// Key projection, `[kv_dim, dim]`.
+    pub wk: QTensor,
+    /// Value projection, `[kv_dim, dim]`.
+    pub wv: QTensor,
+    /// Biases added to the Q, K and V projections (Qwen2), if the file has them.
+    pub qkv_bias: Option<QkvBias>,
+    /// RMSNorm gains of q and k before RoPE (each head's: Qwen3, Gemma 3; the whole
+    /// projection's: OLMo 2), if the architecture has them.
+    pub head_norm: Option<HeadNorm>,
+    /// Attention output projection, `[dim, n_heads * head_dim]`.
+    pub wo: QTensor,
+}
+
+/// A convolving block's weights (LFM2's `shortconv`): `[b | c | x'] = W_in xb`, each channel's
+/// `b * x'` convolved causally over the last `width` positions by its own kernel, times `c`,
+/// through `W_out`.
+pub struct ShortConvWeights {
+    /// The input projection, `[3 dim, dim]`: b's rows, then c's, then x''s.
+    pub in_proj: QTensor,
+    /// Each channel's kernel, `[dim, width]`: its last weight multiplies the current
+    /// position's `b * x'`, the first the one `width - 1` positions back.
+    pub kernel: Vec<f32>,
+    /// The output projection, `[dim, dim]`.
+    pub out_proj: QTensor,
+}
+
+impl LayerWeights {
+    /// Its attention's weights; `None` in a convolving block.
+    pub fn attention(&self) -> Option<&AttentionWeights> {
+        match &self.mixer {
+            Mixer::Attention(a) => Some(a),
+            Mixer::ShortConv(_) => None,
+        }
+    }
+
+    /// Its attention's weights, to change them; `None` in a convolving block.
+    pub fn attention_mut(&mut self) -> Option<&mut AttentionWeights> {
+        match &mut self.mixer {
+            Mixer::Attention(a) => Some(a),
+            Mixer::ShortConv(_) => None,
+        }
+    }
 }
 
 /// RMSNorm gains applied inside a block's sublayers (BitNet's `attn_sub_norm`,
@@ -279,11 +326,12 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
     let (d, f, v, q, kv, pairs) = (cfg.dim, cfg.ffn_dim, cfg.vocab_size, cfg.n_heads * cfg.head_dim, cfg.kv_dim(), cfg.rope_dims / 2);
     let arch = cfg.architecture;
     let mut out = vec![("token_embd.weight".to_string(), vec![v, d])];
+    let output_norm = arch.output_norm_name();
     if arch.norm_gains() {
-        out.push(("output_norm.weight".to_string(), vec![d]));
+        out.push((format!("{output_norm}.weight"), vec![d]));
     }
     if arch.layer_norm_biases() {
-        out.push(("output_norm.bias".to_string(), vec![d]));
+        out.push((format!("{output_norm}.bias"), vec![d]));
     }
     if arch.head_bias() || gguf.tensor_info("output.weight").is_some() {
         out.push(("output.weight".to_string(), vec![v, d]));
@@ -312,12 +360,17 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         let (attn_norm, ffn_norm) = pre_norm_names(gguf, cfg, i);
         out.extend(pre_norm(&format!("blk.{i}.{attn_norm}")));
         let mut block: Vec<(&str, Vec<usize>)> = Vec::new();
-        if has_fused_qkv(gguf, cfg, i) {
+        if let Some(conv) = cfg.short_conv.as_ref().filter(|_| cfg.is_conv_layer(i)) {
+            block.extend([("shortconv.in_proj.weight", vec![3 * d, d]), ("shortconv.conv.weight", vec![d, conv.width])]);
+            block.push(("shortconv.out_proj.weight", vec![d, d]));
+        } else if has_fused_qkv(gguf, cfg, i) {
             block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
         } else {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
-        block.push(("attn_output.weight", vec![d, q]));
+        if !cfg.is_conv_layer(i) {
+            block.push(("attn_output.weight", vec![d, q]));
+        }
         if let Some(ffn_norm) = ffn_norm {
             out.extend(pre_norm(&format!("blk.{i}.{ffn_norm}")));
         }
@@ -341,7 +394,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
-        match arch.head_norm() {
+        match arch.head_norm().filter(|_| !cfg.is_conv_layer(i)) {
             Some(HeadNormSpan::Head) => {
                 block.extend([("attn_q_norm.weight", vec![cfg.head_dim]), ("attn_k_norm.weight", vec![cfg.head_dim])])
             }
@@ -481,7 +534,7 @@ impl Weights {
         Self::check(gguf, cfg)?;
         let mut take = |name: &str| read_tensor(gguf, reader, name, done, progress);
         let token_embd = take("token_embd.weight")?;
-        let output_norm = Norm::read(cfg, |part| to_vec(&take(&format!("output_norm.{part}"))?))?;
+        let output_norm = Norm::read(cfg, |part| to_vec(&take(&format!("{}.{part}", cfg.architecture.output_norm_name()))?))?;
         let output = if gguf.tensor_info("output.weight").is_some() { Some(take("output.weight")?) } else { None };
         let output_bias = if cfg.architecture.head_bias() { Some(to_vec(&take(OUTPUT_BIAS)?)?) } else { None };
         let position_embd = if cfg.architecture.learned_positions() { Some(to_vec(&take(POSITION_EMBEDDING)?)?) } else { None };
@@ -620,30 +673,45 @@ fn read_block<R: Read + Seek>(
     let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
     let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
     let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
-    let qkv_bias = if has_fused_qkv_bias(gguf, cfg, i) {
-        let stacked = to_vec(&take("attn_qkv.bias")?)?;
-        let (bq, rest) = stacked.split_at(q);
-        let (bk, bv) = rest.split_at(kv);
-        Some(QkvBias { q: gains(bq.to_vec(), &q_order), k: gains(bk.to_vec(), &k_order), v: bv.to_vec() })
-    } else if present("attn_q.bias") {
-        Some(QkvBias {
-            q: gains(to_vec(&take("attn_q.bias")?)?, &q_order),
-            k: gains(to_vec(&take("attn_k.bias")?)?, &k_order),
-            v: to_vec(&take("attn_v.bias")?)?,
+    let mixer = if cfg.is_conv_layer(i) {
+        Mixer::ShortConv(ShortConvWeights {
+            in_proj: take("shortconv.in_proj.weight")?,
+            kernel: to_vec(&take("shortconv.conv.weight")?)?,
+            out_proj: take("shortconv.out_proj.weight")?,
         })
     } else {
-        None
-    };
-    // A head's gain reorders as one head's rows do; a whole projection's as W_q's and W_k's.
-    let head_norm = match cfg.architecture.head_norm() {
-        Some(span) => {
-            let (q, k) = match span {
-                HeadNormSpan::Head => (&head_order, &head_order),
-                HeadNormSpan::Whole => (&q_order, &k_order),
-            };
-            Some(HeadNorm { q: gains(to_vec(&take("attn_q_norm.weight")?)?, q), k: gains(to_vec(&take("attn_k_norm.weight")?)?, k) })
-        }
-        None => None,
+        let qkv_bias = if has_fused_qkv_bias(gguf, cfg, i) {
+            let stacked = to_vec(&take("attn_qkv.bias")?)?;
+            let (bq, rest) = stacked.split_at(q);
+            let (bk, bv) = rest.split_at(kv);
+            Some(QkvBias { q: gains(bq.to_vec(), &q_order), k: gains(bk.to_vec(), &k_order), v: bv.to_vec() })
+        } else if present("attn_q.bias") {
+            Some(QkvBias {
+                q: gains(to_vec(&take("attn_q.bias")?)?, &q_order),
+                k: gains(to_vec(&take("attn_k.bias")?)?, &k_order),
+                v: to_vec(&take("attn_v.bias")?)?,
+            })
+        } else {
+            None
+        };
+        // A head's gain reorders as one head's rows do; a whole projection's as W_q's and W_k's.
+        let head_norm = match cfg.architecture.head_norm() {
+            Some(span) => {
+                let (q, k) = match span {
+                    HeadNormSpan::Head => (&head_order, &head_order),
+                    HeadNormSpan::Whole => (&q_order, &k_order),
+                };
+                Some(HeadNorm { q: gains(to_vec(&take("attn_q_norm.weight")?)?, q), k: gains(to_vec(&take("attn_k_norm.weight")?)?, k) })
+            }
+            None => None,
+        };
+        let [wq, wk, wv] = if has_fused_qkv(gguf, cfg, i) {
+            parts(split_rows(&take("attn_qkv.weight")?, &[q, kv, kv])?)?
+        } else {
+            [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
+        };
+        let wo = take("attn_output.weight")?;
+        Mixer::Attention(AttentionWeights { wq: rows(wq, &q_order)?, wk: rows(wk, &k_order)?, wv, qkv_bias, head_norm, wo })
     };
     let post_norm = if cfg.architecture.has_post_norms() {
         Some(PostNorms { attn: to_vec(&take("post_attention_norm.weight")?)?, ffn: to_vec(&take("post_ffw_norm.weight")?)? })
@@ -655,11 +723,6 @@ fn read_block<R: Read + Seek>(
         Some(SubNorms { attn: to_vec(&take("attn_sub_norm.weight")?)?, ffn: to_vec(&take("ffn_sub_norm.weight")?)? })
     } else {
         None
-    };
-    let [wq, wk, wv] = if has_fused_qkv(gguf, cfg, i) {
-        parts(split_rows(&take("attn_qkv.weight")?, &[q, kv, kv])?)?
-    } else {
-        [take("attn_q.weight")?, take("attn_k.weight")?, take("attn_v.weight")?]
     };
     let pre_norms = cfg.architecture.has_pre_norms();
     let mut norm = |t: &str| -> Result<Option<Norm>, ModelError> {
@@ -674,7 +737,6 @@ fn read_block<R: Read + Seek>(
         Some(name) => norm(name)?,
         None => None,
     };
-    let wo = take("attn_output.weight")?;
     let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
         let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
         (Some(gate), up)
@@ -692,22 +754,7 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
-    Ok(LayerWeights {
-        post_norm,
-        attn_norm,
-        wq: rows(wq, &q_order)?,
-        wk: rows(wk, &k_order)?,
-        wv,
-        qkv_bias,
-        head_norm,
-        wo,
-        ffn_norm,
-        w_gate,
-        w_up,
-        w_down: take("ffn_down.weight")?,
-        biases,
-        sub_norms,
-    })
+    Ok(LayerWeights { post_norm, attn_norm, mixer, ffn_norm, w_gate, w_up, w_down: take("ffn_down.weight")?, biases, sub_norms })
 }
 
 /// The `N` parts [`split_rows`] cut, as an array.

@@ -15,6 +15,7 @@ pub mod q2_k_rows;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
 pub mod quant_matmul;
+pub mod short_conv;
 pub mod token_groups;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm_dot;
@@ -32,20 +33,19 @@ pub use linear::{CpuPrecision, Linear};
 
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights};
+use crate::model::{
+    Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Mixer, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights,
+};
 use ops::AttentionInput;
+use short_conv::{short_conv, ShortConvInput};
 
 /// One transformer block ready for the CPU.
 struct Block {
     /// `None`: no pre-norm (OLMo 2), the projections read the residual stream itself.
     attn_norm: Option<Norm>,
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
-    qkv_bias: Option<QkvBias>,
-    head_norm: Option<HeadNorm>,
+    /// Attention, or a short convolution (LFM2's convolving layers).
+    mixer: CpuMixer,
     post_norm: Option<PostNorms>,
-    wo: Linear,
     ffn_norm: Option<Norm>,
     /// `None`: an ungated feed-forward (GPT-2's).
     w_gate: Option<Linear>,
@@ -58,6 +58,18 @@ struct Block {
     /// Both sublayers read the block's input (a parallel residual): the feed-forward through
     /// `ffn_norm` (GPT-NeoX's), or without one the attention's normed input (Phi-2's).
     parallel: bool,
+}
+
+/// How a block mixes positions, its matrices ready for the CPU. (One a block, built once and
+/// never moved after: the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+enum CpuMixer {
+    /// Attention: the Q, K, V and output projections, Q/K/V biases and head norms where the
+    /// model has them.
+    Attention { wq: Linear, wk: Linear, wv: Linear, qkv_bias: Option<QkvBias>, head_norm: Option<HeadNorm>, wo: Linear },
+    /// LFM2's gated short convolution ([`ShortConvWeights`]): `in_proj` `[3 dim, dim]`, each
+    /// channel's kernel `[dim, width]`, `out_proj` `[dim, dim]`.
+    ShortConv { in_proj: Linear, kernel: Vec<f32>, out_proj: Linear },
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -116,15 +128,21 @@ impl CpuBackend {
         let mut blocks = Vec::with_capacity(weights.layers.len());
         for l in weights.layers {
             let l = l?;
+            let mixer = match l.mixer {
+                Mixer::Attention(a) => CpuMixer::Attention {
+                    wq: lin(a.wq)?,
+                    wk: lin(a.wk)?,
+                    wv: lin(a.wv)?,
+                    qkv_bias: a.qkv_bias,
+                    head_norm: a.head_norm,
+                    wo: lin(a.wo)?,
+                },
+                Mixer::ShortConv(c) => CpuMixer::ShortConv { in_proj: lin(c.in_proj)?, kernel: c.kernel, out_proj: lin(c.out_proj)? },
+            };
             blocks.push(Block {
                 attn_norm: l.attn_norm,
-                wq: lin(l.wq)?,
-                wk: lin(l.wk)?,
-                wv: lin(l.wv)?,
-                qkv_bias: l.qkv_bias,
-                head_norm: l.head_norm,
+                mixer,
                 post_norm: l.post_norm,
-                wo: lin(l.wo)?,
                 ffn_norm: l.ffn_norm,
                 w_gate: l.w_gate.map(lin).transpose()?,
                 w_up: lin(l.w_up)?,
@@ -145,7 +163,7 @@ impl CpuBackend {
             lm_head,
             head_bias: weights.output_bias,
             ropes: weights.ropes.for_context(capacity),
-            cache: KvCache::new(cfg.n_layers, cfg.kv_dim(), capacity),
+            cache: KvCache::for_model(cfg, capacity),
         })
     }
 
@@ -239,84 +257,99 @@ impl CpuBackend {
                 xf.resize(n * d, 0.0);
                 ops::pre_norm(&x, Some(norm), c.norm_eps, &mut xf);
             }
-            let normed = SharedInput::new(&xb, n);
-            b.wq.forward_shared(&normed, &mut q)?;
-            b.wk.forward_shared(&normed, &mut k)?;
-            b.wv.forward_shared(&normed, &mut v)?;
-            if let Some(bias) = &b.qkv_bias {
-                ops::add_rows(&mut q, &bias.q);
-                ops::add_rows(&mut k, &bias.k);
-                ops::add_rows(&mut v, &bias.v);
-            }
-            if let Some(limit) = c.clamp_kqv {
-                for x in [&mut q, &mut k, &mut v] {
-                    ops::clamp_all(x, limit);
+            match &b.mixer {
+                CpuMixer::ShortConv { in_proj, kernel, out_proj } => {
+                    // LFM2's convolving layer: x += s W_out (c * conv(b * x')), [b | c | x'] = W_in xb,
+                    // each channel's b * x' convolved over its last positions (the cache's rows).
+                    let width = c.short_conv.as_ref().map_or(1, |s| s.width);
+                    let conv = ShortConvInput { in_proj, kernel, out_proj, width };
+                    short_conv(&conv, &mut self.cache, layer, &xb, n, start, &mut proj)?;
+                    match &b.post_norm {
+                        Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
+                        None => ops::add_scaled(&mut x, &proj, c.residual_scale),
+                    }
                 }
-            }
-            // Each head's norm before RoPE, or after it (Hunyuan's).
-            let after_rope = c.architecture.norms_heads_after_rope();
-            let norm_heads = |q: &mut [f32], k: &mut [f32]| {
-                if let Some(norm) = &b.head_norm {
-                    ops::rmsnorm_heads(q, &norm.q, c.norm_eps);
-                    ops::rmsnorm_heads(k, &norm.k, c.norm_eps);
+                CpuMixer::Attention { wq, wk, wv, qkv_bias, head_norm, wo } => {
+                    let normed = SharedInput::new(&xb, n);
+                    wq.forward_shared(&normed, &mut q)?;
+                    wk.forward_shared(&normed, &mut k)?;
+                    wv.forward_shared(&normed, &mut v)?;
+                    if let Some(bias) = qkv_bias {
+                        ops::add_rows(&mut q, &bias.q);
+                        ops::add_rows(&mut k, &bias.k);
+                        ops::add_rows(&mut v, &bias.v);
+                    }
+                    if let Some(limit) = c.clamp_kqv {
+                        for x in [&mut q, &mut k, &mut v] {
+                            ops::clamp_all(x, limit);
+                        }
+                    }
+                    // Each head's norm before RoPE, or after it (Hunyuan's).
+                    let after_rope = c.architecture.norms_heads_after_rope();
+                    let norm_heads = |q: &mut [f32], k: &mut [f32]| {
+                        if let Some(norm) = head_norm {
+                            ops::rmsnorm_heads(q, &norm.q, c.norm_eps);
+                            ops::rmsnorm_heads(k, &norm.k, c.norm_eps);
+                        }
+                    };
+                    if !after_rope {
+                        norm_heads(&mut q, &mut k);
+                    }
+                    let kind = c.layer_rope(layer);
+                    let layer_turns = turns.iter().find(|(k, _)| *k == kind).map_or(&turns[0].1, |(_, t)| t);
+                    for (t, turn) in layer_turns.iter().enumerate() {
+                        turn.apply(&mut q[t * qd..][..qd]);
+                        turn.apply(&mut k[t * kv..][..kv]);
+                    }
+                    if after_rope {
+                        norm_heads(&mut q, &mut k);
+                    }
+                    self.cache.append(layer, &k, &v);
+                    let (keys, values) = self.cache.layer(layer);
+                    // Token t's query head h over the positions up to its own.
+                    let head = |t: usize, h: usize| AttentionInput {
+                        q: &q[t * qd + h * hd..][..hd],
+                        keys,
+                        values,
+                        kv_stride: kv,
+                        kv_offset: (h / group) * hd,
+                        n_pos: start + t + 1,
+                        first: c.attended(layer, start + t).start,
+                        scale: c.attention_scale,
+                        softcap: c.attn_softcap,
+                        alibi_slope: c.alibi_slope(h),
+                    };
+                    // Each token's heads, tokens spread over the band pool's threads when the work
+                    // is worth handing over (a prefill's; a decode step's stays on this thread).
+                    let attend = |t: usize, out: &mut [f32]| {
+                        let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
+                        for (h, out) in out.chunks_exact_mut(hd).enumerate() {
+                            ops::attention(&head(t, h), &mut scores, out);
+                        }
+                    };
+                    let work = n * (start + n) * qd * 2;
+                    let pool = band_pool::pool();
+                    let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
+                    pool.for_each_piece(&mut att[..n * qd], qd, tasks, attend);
+                    if let Some(inspection) = &mut inspection {
+                        // The last token's weights again, head by head, as `attend` computed them.
+                        for h in 0..c.n_heads {
+                            ops::attention_weights(&head(n - 1, h), inspection.weights_mut(layer, h));
+                        }
+                    }
+                    if let Some(sub) = &b.sub_norms {
+                        // BitNet's: each token's attention output RMS-normed before the projection.
+                        ops::rmsnorm_heads(&mut att, &sub.attn, c.norm_eps);
+                    }
+                    wo.forward(&att, n, &mut proj)?;
+                    if let Some(biases) = &b.biases {
+                        ops::add_rows(&mut proj, &biases.wo);
+                    }
+                    match &b.post_norm {
+                        Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
+                        None => ops::add_scaled(&mut x, &proj, c.residual_scale),
+                    }
                 }
-            };
-            if !after_rope {
-                norm_heads(&mut q, &mut k);
-            }
-            let kind = c.layer_rope(layer);
-            let layer_turns = turns.iter().find(|(k, _)| *k == kind).map_or(&turns[0].1, |(_, t)| t);
-            for (t, turn) in layer_turns.iter().enumerate() {
-                turn.apply(&mut q[t * qd..][..qd]);
-                turn.apply(&mut k[t * kv..][..kv]);
-            }
-            if after_rope {
-                norm_heads(&mut q, &mut k);
-            }
-            self.cache.append(layer, &k, &v);
-            let (keys, values) = self.cache.layer(layer);
-            // Token t's query head h over the positions up to its own.
-            let head = |t: usize, h: usize| AttentionInput {
-                q: &q[t * qd + h * hd..][..hd],
-                keys,
-                values,
-                kv_stride: kv,
-                kv_offset: (h / group) * hd,
-                n_pos: start + t + 1,
-                first: c.attended(layer, start + t).start,
-                scale: c.attention_scale,
-                softcap: c.attn_softcap,
-                alibi_slope: c.alibi_slope(h),
-            };
-            // Each token's heads, tokens spread over the band pool's threads when the work
-            // is worth handing over (a prefill's; a decode step's stays on this thread).
-            let attend = |t: usize, out: &mut [f32]| {
-                let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
-                for (h, out) in out.chunks_exact_mut(hd).enumerate() {
-                    ops::attention(&head(t, h), &mut scores, out);
-                }
-            };
-            let work = n * (start + n) * qd * 2;
-            let pool = band_pool::pool();
-            let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
-            pool.for_each_piece(&mut att[..n * qd], qd, tasks, attend);
-            if let Some(inspection) = &mut inspection {
-                // The last token's weights again, head by head, as `attend` computed them.
-                for h in 0..c.n_heads {
-                    ops::attention_weights(&head(n - 1, h), inspection.weights_mut(layer, h));
-                }
-            }
-            if let Some(sub) = &b.sub_norms {
-                // BitNet's: each token's attention output RMS-normed before the projection.
-                ops::rmsnorm_heads(&mut att, &sub.attn, c.norm_eps);
-            }
-            b.wo.forward(&att, n, &mut proj)?;
-            if let Some(biases) = &b.biases {
-                ops::add_rows(&mut proj, &biases.wo);
-            }
-            match &b.post_norm {
-                Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
-                None => ops::add_scaled(&mut x, &proj, c.residual_scale),
             }
 
             // Feed-forward: x += s W_down . (act(W_gate xb) * W_up xb), act SiLU or GELU, the
@@ -361,9 +394,8 @@ impl CpuBackend {
                 inspection.residual_mut(layer).copy_from_slice(&x[(n - 1) * d..][..d]);
             }
         }
-        k.fill(0.0);
         for layer in layers..self.blocks.len() {
-            self.cache.append(layer, &k, &k);
+            self.cache.append_zeros(layer, n);
         }
         self.cache.commit(n);
 
@@ -411,11 +443,12 @@ impl CpuBackend {
             .blocks
             .iter()
             .map(|b| {
-                [Some(&b.wq), Some(&b.wk), Some(&b.wv), Some(&b.wo), b.w_gate.as_ref(), Some(&b.w_up), Some(&b.w_down)]
-                    .iter()
-                    .flatten()
-                    .map(|l| l.bytes())
-                    .sum::<usize>()
+                let mixer = match &b.mixer {
+                    CpuMixer::Attention { wq, wk, wv, wo, .. } => vec![wq, wk, wv, wo],
+                    CpuMixer::ShortConv { in_proj, out_proj, .. } => vec![in_proj, out_proj],
+                };
+                let ffn = [b.w_gate.as_ref(), Some(&b.w_up), Some(&b.w_down)];
+                mixer.into_iter().chain(ffn.into_iter().flatten()).map(|l| l.bytes()).sum::<usize>()
             })
             .sum();
         blocks + self.lm_head.bytes()

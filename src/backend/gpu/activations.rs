@@ -84,9 +84,12 @@ impl Activations {
         // Whether a parallel block's feed-forward has a norm of its own is the file's to say
         // (Falcon 40B's blocks have one, 7B's none): sized for every parallel residual.
         let ffn_normed = buf("feed-forward's layer-normed x", if cfg.parallel_residual { b * cfg.dim } else { 1 });
-        let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()));
+        // A convolving layer's input projection (LFM2's, `[3 dim]` a token) writes `qkv` and
+        // its convolution `att` (`[dim]`).
+        let conv = cfg.short_conv.is_some();
+        let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()).max(if conv { 3 * cfg.dim } else { 0 }));
         let q = buf("q", b * qd);
-        let att = buf("att", b * qd);
+        let att = buf("att", b * qd.max(if conv { cfg.dim } else { 0 }));
         let hidden = buf("hidden", b * cfg.ffn_dim);
         let post_normed = if cfg.architecture.has_post_norms() { b * cfg.dim } else { 1 };
         let proj = buf("feed-forward output", post_normed);

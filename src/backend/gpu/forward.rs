@@ -52,8 +52,8 @@ use super::activations::Activations;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
 use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv, RopeKvOp, RowBands};
-use super::upload::{GpuLayer, GpuNorm};
-use crate::error::Result;
+use super::upload::{GpuAttention, GpuLayer, GpuMixer, GpuNorm, GpuShortConv};
+use crate::error::{Error, Result};
 use crate::model::architecture::Activation;
 use crate::model::{Config, HeadNormSpan};
 
@@ -233,12 +233,22 @@ impl Builder<'_> {
         let mut layer_ends = Vec::new();
         let mut per_head_layers = 0;
         for l in layers {
-            ops.push(self.qkv_rope(l)?);
+            let att = match &l.mixer {
+                GpuMixer::Attention(att) => att,
+                GpuMixer::ShortConv(conv) => {
+                    // LFM2's convolving layer: its three dispatches, then the feed-forward.
+                    ops.push(self.short_conv(l, conv)?);
+                    ops.extend(self.feed_forward(l, None)?);
+                    layer_ends.push(ops.len());
+                    continue;
+                }
+            };
+            ops.push(self.qkv_rope(l, att)?);
             // A parallel residual whose feed-forward RMS-norms the block's input in its gate/up
             // projection's prologue (PLaMo's, the norm the attention's) runs that projection
             // before the output projection adds to x: the down projection adds after it.
             let early_gate_up = l.parallel && !matches!(parallel_ffn_norm(l), Some(GpuNorm::Layer(_)));
-            let (attention, merge) = self.attention(l, !early_gate_up)?;
+            let (attention, merge) = self.attention(l, att, !early_gate_up)?;
             per_head_layers += usize::from(merge.is_some());
             let [gate_up, down] = self.feed_forward(l, merge)?;
             if early_gate_up {
@@ -295,7 +305,7 @@ impl Builder<'_> {
     /// and clamp, and q, k with their head norms, where the model has them. Decode: in one dispatch, the
     /// projection's epilogue (the biases, or each head's norms, too), where the model has no
     /// whole-projection norms (OLMo 2's) and [`Kernels::head_norm_epilogue_fits`] its heads.
-    fn qkv_rope(&self, l: &GpuLayer) -> Result<Op> {
+    fn qkv_rope(&self, l: &GpuLayer, att: &GpuAttention) -> Result<Op> {
         let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
         let shape = self.form.shape;
         let cache = |c| Bind(c, 0, None);
@@ -304,8 +314,8 @@ impl Builder<'_> {
         // none at all).
         let table = a.table(l.rope);
         let rope_kv = RopeKvOp {
-            bias: l.qkv_bias.as_ref(),
-            head_norm: l.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
+            bias: att.qkv_bias.as_ref(),
+            head_norm: att.head_norm.as_ref().map(|(g, span)| (g, self.eps, *span)),
             clamp: self.clamp_kqv,
             norm_after_rope: self.norm_after_rope,
             ..RopeKvOp::new(shape, &a.qkv, Bind(&a.q, 0, None), cache(&l.k_cache), cache(&l.v_cache), table)
@@ -319,7 +329,7 @@ impl Builder<'_> {
             }
             _ => None,
         };
-        let project = LinearOp { norm, ..LinearOp::new(&l.wqkv, input, Bind(&a.qkv, 0, None)) };
+        let project = LinearOp { norm, ..LinearOp::new(&att.wqkv, input, Bind(&a.qkv, 0, None)) };
         let rope_kv_dispatch = k.rope_kv(ctx, &rope_kv, &a.step)?;
         // The epilogue reads the biases, or each head's norm gains, after the norm's gains:
         // it takes them with the norm (upload.rs put them there); without one, in their own
@@ -339,7 +349,7 @@ impl Builder<'_> {
             let (keys, values) = (cache(&l.k_cache), cache(&l.v_cache));
             let epilogue =
                 RopeKv { shape, keys, values, table, bias, head_norm, clamp: rope_kv.clamp, norm_after_rope: rope_kv.norm_after_rope };
-            let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&l.wqkv, input, Bind(&a.q, 0, None)) };
+            let fused = LinearOp { norm, rope_kv: Some(epilogue), ..LinearOp::new(&att.wqkv, input, Bind(&a.q, 0, None)) };
             vec![k.matvec(ctx, &fused, &a.step)?]
         } else {
             vec![k.matvec(ctx, &project, &a.step)?, rope_kv_dispatch.clone()]
@@ -356,7 +366,7 @@ impl Builder<'_> {
     /// after it adds `rmsnorm(proj)` to `x`; a sliding-window layer's attention sees its window.
     /// `per_head_allowed` false keeps the output projection adding to x itself (a feed-forward
     /// run before it has nothing to merge its parts into).
-    fn attention(&self, l: &GpuLayer, per_head_allowed: bool) -> Result<(Op, Option<HeadParts<'_>>)> {
+    fn attention(&self, l: &GpuLayer, att: &GpuAttention, per_head_allowed: bool) -> Result<(Op, Option<HeadParts<'_>>)> {
         let (ctx, k, a, form) = (self.ctx, self.kernels, self.acts, self.form);
         let parts = Bind(&a.att_parts, 0, None);
         let split =
@@ -368,11 +378,11 @@ impl Builder<'_> {
         // the attention is a dispatch of its own (no fused or per-head form).
         let norm = l.sub_norms.as_ref().map(|[gain, _]| (gain, self.eps));
         let wo_reading =
-            |x| LinearOp { accumulate, bias, norm, out_scale: self.residual_scale, ..LinearOp::new(&l.wo, x, Bind(out, 0, None)) };
+            |x| LinearOp { accumulate, bias, norm, out_scale: self.residual_scale, ..LinearOp::new(&att.wo, x, Bind(out, 0, None)) };
         let wo = wo_reading(&a.att);
         let (wo_one, wo_many) = (k.matvec(ctx, &wo, &a.step)?, k.matmul(ctx, &wo, &a.step)?);
         // The per-head form where the projection's blocks fit a head's columns.
-        let block = l.wo.format.block();
+        let block = att.wo.format.block();
         let per_head = self
             .form
             .per_head_chunks
@@ -387,7 +397,7 @@ impl Builder<'_> {
                 Some(p) => {
                     let (keys, values, score_scale) = (&l.k_cache, &l.v_cache, l.scope.score_scale);
                     let heads = HeadsInput { shape: form.shape, keys, values, score_scale, n_chunks: p.n_chunks };
-                    LinearOp { heads: Some(heads), out_scale: self.residual_scale, ..LinearOp::new(&l.wo, &a.q, p.parts) }
+                    LinearOp { heads: Some(heads), out_scale: self.residual_scale, ..LinearOp::new(&att.wo, &a.q, p.parts) }
                 }
                 None => {
                     let input = AttentionInput {
@@ -414,12 +424,43 @@ impl Builder<'_> {
             many_long: vec![split.partial, split.combine, wo_many],
         };
         if let Some([gain, _]) = &l.post_norm {
-            let norm = self.post_norm(l.wo.rows, &a.att_proj, gain, None)?;
+            let norm = self.post_norm(att.wo.rows, &a.att_proj, gain, None)?;
             // Folded, a decode step leaves it to the feed-forward (see there).
             let lists = if self.folded_post_norm { vec![&mut op.many_short, &mut op.many_long] } else { op.lists() };
             lists.into_iter().for_each(|list| list.push(norm.clone()));
         }
         Ok((op, per_head))
+    }
+
+    /// LFM2's convolving layer: `[b | c | x'] = W_in norm(x)` into `qkv`; the convolution
+    /// (each token's `b * x'` to the layer's cache row, `y = c * conv(...)` into `att`);
+    /// `x += s W_out y`. Three dispatches for every kind of step.
+    fn short_conv(&self, l: &GpuLayer, conv: &GpuShortConv) -> Result<Op> {
+        let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
+        let NormedInput { norm, input, layer_norm } = self.normed_input(l.attn_norm.as_ref())?;
+        let in_proj = self.linear(&LinearOp { norm, ..LinearOp::new(&conv.in_proj, input, Bind(&a.qkv, 0, None)) })?;
+        let op = ops::ShortConv {
+            dim: self.dim,
+            width: conv.width,
+            bcx: Bind(&a.qkv, 0, None),
+            kernel: &conv.kernel,
+            cache: Bind(&l.k_cache, 0, None),
+            out: Bind(&a.att, 0, None),
+        };
+        let convolve = k.short_conv(ctx, &op, &a.step)?;
+        if l.post_norm.is_some() {
+            return Err(Error::Backend("a convolving layer with post norms: no architecture has one".into()));
+        }
+        let out = Bind(&a.x, 0, None);
+        let out_proj =
+            self.linear(&LinearOp { accumulate: true, out_scale: self.residual_scale, ..LinearOp::new(&conv.out_proj, &a.att, out) })?;
+        let op = Op {
+            one_short: [in_proj.one_short, vec![convolve.clone()], out_proj.one_short].concat(),
+            one_long: [in_proj.one_long, vec![convolve.clone()], out_proj.one_long].concat(),
+            many_short: [in_proj.many_short, vec![convolve.clone()], out_proj.many_short].concat(),
+            many_long: [in_proj.many_long, vec![convolve], out_proj.many_long].concat(),
+        };
+        Ok(norm_first(layer_norm, op))
     }
 
     /// `x += rmsnorm(y) * gain` (rows of `dim`), with `first` (another sublayer's output and

@@ -22,8 +22,8 @@ pub struct Inspector {
     residuals: wgpu::Buffer,
     /// Both read back: the weights the step wrote, then the residuals.
     staging: wgpu::Buffer,
-    /// Layer l's attention-weights dispatch.
-    dispatches: Vec<Dispatch>,
+    /// Layer l's attention-weights dispatch (none for a convolving layer).
+    dispatches: Vec<Option<Dispatch>>,
 }
 
 impl GpuBackend {
@@ -35,19 +35,13 @@ impl GpuBackend {
             let weights = self.ctx.storage("attention weights", &vec![0f32; weight_floats]);
             let residuals = self.ctx.storage("residuals", &vec![0f32; layers * dim]);
             let staging = self.ctx.staging("inspection readback", ((weight_floats + layers * dim) * 4) as u64);
+            // None for a convolving layer (LFM2's), whose weights stay zeros.
             let dispatches = (0..layers)
                 .map(|l| {
+                    let Some(keys) = &self.key_caches[l] else { return Ok(None) };
                     let out = kernels::whole(&weights);
-                    self.kernels.attention_weights(
-                        &self.ctx,
-                        self.att_shape,
-                        l as u32,
-                        self.scopes[l],
-                        &self.acts.q,
-                        &self.key_caches[l],
-                        out,
-                        &self.acts.step,
-                    )
+                    let (shape, scope, q, step) = (self.att_shape, self.scopes[l], &self.acts.q, &self.acts.step);
+                    self.kernels.attention_weights(&self.ctx, shape, l as u32, scope, q, keys, out, step).map(Some)
                 })
                 .collect::<Result<Vec<_>>>()?;
             self.inspector = Some(Inspector { weights, residuals, staging, dispatches });
@@ -90,7 +84,7 @@ impl GpuBackend {
         for (l, &end) in self.layer_ends.iter().enumerate() {
             // The embedding lookup goes with the first layer.
             let mut list = one(&self.ops[start..end]);
-            list.push(inspector.dispatches[l].clone());
+            list.extend(inspector.dispatches[l].clone());
             kernels::encode(&mut encoder, &list, step);
             encoder.copy_buffer_to_buffer(&self.acts.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
             start = end;

@@ -85,6 +85,7 @@ pub fn all_shaders() -> Vec<ShaderSource> {
         ops::norm_add::source(false),
         ops::norm_add::source(true),
         ops::layer_norm::source(),
+        ops::short_conv::source(),
     ];
     all.extend([false, true].into_iter().flat_map(|p| ops::WeightFormat::ALL.map(|f| ops::embedding::source(f, p))));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
@@ -476,6 +477,8 @@ pub struct Kernels {
     pub(super) norm_add: std::sync::Mutex<std::collections::HashMap<bool, Kernel>>,
     /// The LayerNorm pipeline (StableLM's norms), compiled on first use.
     pub(super) layer_norm: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
+    /// The short-convolution pipeline (LFM2's convolving layers), compiled on first use.
+    pub(super) short_conv: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -568,6 +571,7 @@ impl Kernels {
             argmax: Default::default(),
             norm_add: Default::default(),
             layer_norm: Default::default(),
+            short_conv: Default::default(),
         })
     }
 

@@ -17,7 +17,7 @@ use super::forward::{AttentionForm, Builder, ForwardOps, Lowered, Op};
 use super::kernels::{Bind, Dispatch, KernelOptions, Kernels, FUSED_ATTENTION_MAX_WIDTH};
 use super::ops::{self, AttentionScope};
 use super::step::{Ahead, Encoded, Lists, RunAheadCounts, RUN_AHEAD_STEPS};
-use super::upload::{banded, padded_bias, GpuLayer, GpuNorm, Uploaded};
+use super::upload::{banded, padded_bias, GpuLayer, GpuMixer, GpuNorm, Uploaded};
 use crate::backend::cpu::ops::finish_logits;
 use crate::backend::{Backend, BackendInfo, Checked, Forward, Logits};
 use crate::error::{Error, Result};
@@ -60,8 +60,8 @@ pub struct GpuBackend {
     /// The argmax of the logits' row 0 into `tokens[0]` (argmax.wgsl): the token of the decode
     /// step a greedy run-ahead submits after a pass.
     pub(super) argmax: Dispatch,
-    /// Each layer's key cache.
-    pub(super) key_caches: Vec<wgpu::Buffer>,
+    /// Each attending layer's key cache (`None` where a layer convolves).
+    pub(super) key_caches: Vec<Option<wgpu::Buffer>>,
     /// Each layer's attention scope (its sliding window, the scores' cap).
     pub(super) scopes: Vec<AttentionScope>,
     /// `[n_heads, n_kv_heads, head_dim]`.
@@ -243,7 +243,7 @@ impl GpuBackend {
             weight_bytes: uploaded.weights,
             acts,
             argmax,
-            key_caches: gpu_layers.iter().map(|l| l.k_cache.clone()).collect(),
+            key_caches: gpu_layers.iter().map(|l| matches!(l.mixer, GpuMixer::Attention(_)).then(|| l.k_cache.clone())).collect(),
             scopes: gpu_layers.iter().map(|l| l.scope).collect(),
             att_shape: form.shape,
             kernels,

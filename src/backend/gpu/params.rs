@@ -179,6 +179,20 @@ uniform_struct! {
 }
 
 uniform_struct! {
+    /// The short convolution's uniform (`Params` in short_conv.wgsl, LFM2's).
+    ConvParams as "Params" {
+        /// Channels (the model's dim).
+        dim: u32,
+        /// Positions each channel's kernel spans.
+        width: u32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+    }
+}
+
+uniform_struct! {
     /// The per-step uniform every step-dependent kernel reads (`Step`, one buffer written
     /// once per step).
     StepParams as "Step" {
@@ -237,13 +251,14 @@ pub fn alibi_bases(n_heads: u32, max_bias: f32) -> [f32; 2] {
 }
 
 /// Each uniform struct's WGSL declaration and its Rust fields' offsets.
-pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 7] {
+pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 8] {
     [
         (MatrixParams::wgsl(), MatrixParams::offsets()),
         (EmbeddingParams::wgsl(), EmbeddingParams::offsets()),
         (RopeParams::wgsl(), RopeParams::offsets()),
         (AttentionParams::wgsl(), AttentionParams::offsets()),
         (NormParams::wgsl(), NormParams::offsets()),
+        (ConvParams::wgsl(), ConvParams::offsets()),
         (StepParams::wgsl(), StepParams::offsets()),
         (InspectParams::wgsl(), InspectParams::offsets()),
     ]
@@ -251,13 +266,14 @@ pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 7] {
 
 /// The generated includes: each uniform struct's WGSL under the name the shaders
 /// `#include`.
-pub fn wgsl_includes() -> [(&'static str, String); 7] {
+pub fn wgsl_includes() -> [(&'static str, String); 8] {
     [
         ("matrix_params.wgsl", MatrixParams::wgsl()),
         ("embedding_params.wgsl", EmbeddingParams::wgsl()),
         ("rope_params.wgsl", RopeParams::wgsl()),
         ("attention_struct.wgsl", AttentionParams::wgsl()),
         ("norm_params.wgsl", NormParams::wgsl()),
+        ("conv_params.wgsl", ConvParams::wgsl()),
         ("step.wgsl", StepParams::wgsl()),
         ("inspect_params.wgsl", InspectParams::wgsl()),
     ]

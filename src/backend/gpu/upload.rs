@@ -9,7 +9,7 @@ use super::device::GpuContext;
 use super::ops::{own_bias_len, AttentionScope, GpuMatrix, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights, Norm};
+use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights, Mixer, Norm};
 
 /// A norm on the GPU, as the projection after it takes it.
 pub(super) enum GpuNorm {
@@ -35,28 +35,19 @@ impl GpuNorm {
 
 /// One transformer layer on the GPU: its weights, norms and KV cache.
 pub(super) struct GpuLayer {
-    /// The attention's norm: an RMSNorm's gain, `[dim]`, and after it the Q/K/V bias,
-    /// `[n_heads * hd + 2 kv]`, where the model has one (a decode step's Q/K/V projection
-    /// reads both there, [`QkvBiases::AfterNorm`](super::ops::QkvBiases::AfterNorm)), or else each head's
+    /// The attention's (or the convolution's) norm: an RMSNorm's gain, `[dim]`, and after it
+    /// the Q/K/V bias, `[n_heads * hd + 2 kv]`, where the model has one (a decode step's Q/K/V
+    /// projection reads both there, [`QkvBiases::AfterNorm`](super::ops::QkvBiases::AfterNorm)), or else each head's
     /// norm gains, q's then k's, `[2 hd]`, where it has those
     /// ([`RopeKv::head_norm`](super::ops::RopeKv::head_norm)); or a LayerNorm's gain and bias;
     /// `None` without pre-norms (OLMo 2).
     pub attn_norm: Option<GpuNorm>,
-    /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
-    pub wqkv: GpuMatrix,
-    /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]` padded to whole vec4s
-    /// ([`own_bias_len`]), where the model has one (Qwen2, StableLM 2): the RoPE dispatch's,
-    /// and the epilogue's where no norm's gains precede them ([`QkvBiases::Own`](super::ops::QkvBiases::Own)).
-    pub qkv_bias: Option<wgpu::Buffer>,
-    /// The query and key head norms' gains, q's then k's: `[2 * hd]` (each head's, Qwen3's)
-    /// or `[n_heads * hd + kv]` (the whole projection's, OLMo 2's), where the model has them.
-    pub head_norm: Option<(wgpu::Buffer, HeadNormSpan)>,
-    /// The output projection, `[dim, n_heads * hd]`.
-    pub wo: GpuMatrix,
+    /// Attention's matrices, or a short convolution's (LFM2's convolving layers).
+    pub mixer: GpuMixer,
     /// The key cache, `[context, kv]` f32, or with a half-float cache `[context, kv / 2]` u32
-    /// of two halves each.
+    /// of two halves each; a convolving layer's gated inputs, `[context, dim]` f32.
     pub k_cache: wgpu::Buffer,
-    /// The value cache, laid out as the key cache.
+    /// The value cache, laid out as the key cache (a convolving layer's holds nothing).
     pub v_cache: wgpu::Buffer,
     /// The feed-forward's norm (an RMSNorm's gain, `[dim]`, or a LayerNorm's gain and bias);
     /// `None` without pre-norms.
@@ -86,6 +77,41 @@ pub(super) struct GpuLayer {
     pub scope: AttentionScope,
     /// The RoPE table its queries and keys turn by.
     pub rope: LayerRope,
+}
+
+/// How a layer mixes positions, on the GPU.
+pub(super) enum GpuMixer {
+    /// Attention.
+    Attention(GpuAttention),
+    /// A gated short convolution (LFM2's).
+    ShortConv(GpuShortConv),
+}
+
+/// An attending layer's matrices on the GPU.
+pub(super) struct GpuAttention {
+    /// Q, K and V stacked row-wise, `[n_heads * hd + 2 kv, dim]`.
+    pub wqkv: GpuMatrix,
+    /// The stacked Q/K/V bias, `[n_heads * hd + 2 kv]` padded to whole vec4s
+    /// ([`own_bias_len`]), where the model has one (Qwen2, StableLM 2): the RoPE dispatch's,
+    /// and the epilogue's where no norm's gains precede them ([`QkvBiases::Own`](super::ops::QkvBiases::Own)).
+    pub qkv_bias: Option<wgpu::Buffer>,
+    /// The query and key head norms' gains, q's then k's: `[2 * hd]` (each head's, Qwen3's)
+    /// or `[n_heads * hd + kv]` (the whole projection's, OLMo 2's), where the model has them.
+    pub head_norm: Option<(wgpu::Buffer, HeadNormSpan)>,
+    /// The output projection, `[dim, n_heads * hd]`.
+    pub wo: GpuMatrix,
+}
+
+/// A convolving layer's weights on the GPU (LFM2's `shortconv`).
+pub(super) struct GpuShortConv {
+    /// The input projection, `[3 dim, dim]`: b's rows, c's, x''s.
+    pub in_proj: GpuMatrix,
+    /// Each channel's kernel, `[dim, width]`.
+    pub kernel: wgpu::Buffer,
+    /// Positions each kernel spans.
+    pub width: u32,
+    /// The output projection, `[dim, dim]`.
+    pub out_proj: GpuMatrix,
 }
 
 /// A layer's biases of its output and feed-forward projections on the GPU, each padded to
@@ -137,22 +163,45 @@ impl GpuLayer {
         kv_f16: bool,
         bytes: &mut Uploaded,
     ) -> Result<Self> {
-        let kv = cfg.kv_dim();
-        let cache_words = if kv_f16 { capacity * kv / 2 } else { capacity * kv };
+        let (mixer, attn_norm_after, cache_words) = match &l.mixer {
+            Mixer::Attention(a) => {
+                let kv = cfg.kv_dim();
+                let after = match (&a.qkv_bias, &a.head_norm) {
+                    (Some(b), _) => b.stacked(),
+                    (None, Some(n)) if n.span(cfg.head_dim) == HeadNormSpan::Head => [&n.q[..], &n.k].concat(),
+                    (None, _) => Vec::new(),
+                };
+                let mixer = GpuMixer::Attention(GpuAttention {
+                    wqkv: stacked(ctx, &[&a.wq, &a.wk, &a.wv], &mut bytes.weights)?,
+                    qkv_bias: a.qkv_bias.as_ref().map(|b| padded_bias(ctx, "qkv bias", &b.stacked(), bytes)),
+                    head_norm: a
+                        .head_norm
+                        .as_ref()
+                        .map(|n| (bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat()), n.span(cfg.head_dim))),
+                    wo: matrix(ctx, &a.wo, &mut bytes.weights)?,
+                });
+                (mixer, after, if kv_f16 { capacity * kv / 2 } else { capacity * kv })
+            }
+            Mixer::ShortConv(c) => {
+                let width = cfg.short_conv.as_ref().map_or(0, |s| s.width) as u32;
+                let mixer = GpuMixer::ShortConv(GpuShortConv {
+                    in_proj: matrix(ctx, &c.in_proj, &mut bytes.weights)?,
+                    kernel: bytes.storage(ctx, "short conv kernel", &c.kernel),
+                    width,
+                    out_proj: matrix(ctx, &c.out_proj, &mut bytes.weights)?,
+                });
+                (mixer, Vec::new(), capacity * cfg.dim)
+            }
+        };
+        // A convolving layer's gated inputs are f32 whatever the KV cache's precision; its
+        // value cache holds nothing (a binding needs a buffer).
+        let value_words = if matches!(mixer, GpuMixer::ShortConv(_)) { 4 } else { cache_words };
+        let attn_label = if attn_norm_after.is_empty() { "attn_norm" } else { "attn_norm and what follows it" };
         Ok(GpuLayer {
-            attn_norm: l.attn_norm.as_ref().map(|norm| match (&l.qkv_bias, &l.head_norm) {
-                (Some(b), _) => GpuNorm::upload(ctx, "attn_norm and qkv bias", norm, &b.stacked(), bytes),
-                (None, Some(n)) if n.span(cfg.head_dim) == HeadNormSpan::Head => {
-                    GpuNorm::upload(ctx, "attn_norm and head norms", norm, &[&n.q[..], &n.k].concat(), bytes)
-                }
-                (None, _) => GpuNorm::upload(ctx, "attn_norm", norm, &[], bytes),
-            }),
-            wqkv: stacked(ctx, &[&l.wq, &l.wk, &l.wv], &mut bytes.weights)?,
-            qkv_bias: l.qkv_bias.as_ref().map(|b| padded_bias(ctx, "qkv bias", &b.stacked(), bytes)),
-            head_norm: l.head_norm.as_ref().map(|n| (bytes.storage(ctx, "head norm", &[&n.q[..], &n.k].concat()), n.span(cfg.head_dim))),
-            wo: matrix(ctx, &l.wo, &mut bytes.weights)?,
+            attn_norm: l.attn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, attn_label, norm, &attn_norm_after, bytes)),
+            mixer,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
-            v_cache: bytes.storage(ctx, "v cache", &vec![0u32; cache_words]),
+            v_cache: bytes.storage(ctx, "v cache", &vec![0u32; value_words]),
             ffn_norm: l.ffn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, "ffn_norm", norm, &[], bytes)),
             w_gate_up: match &l.w_gate {
                 Some(gate) => gate_up(ctx, gate, &l.w_up, &mut bytes.weights)?,

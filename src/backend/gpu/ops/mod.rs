@@ -1,5 +1,5 @@
 //! One module per GPU op (matrix, attention, RoPE/KV write, embedding, post norm, LayerNorm,
-//! argmax): each owns its shader source and variant key, its dispatch (the buffers bound by
+//! argmax, short convolution): each owns its shader source and variant key, its dispatch (the buffers bound by
 //! their WGSL names, the workgroup count) and the checks on its operands;
 //! the uniform structs they write are in [`super::params`], the pipeline cache and the
 //! encoder in [`super::kernels`], and each op's CPU twin test in tests/gpu_kernels.rs.
@@ -12,6 +12,7 @@ pub mod layer_norm;
 pub mod matrix;
 pub mod norm_add;
 pub mod rope_kv;
+pub mod short_conv;
 
 pub use attention::{attention_chunks, attention_parts_len, Attention, AttentionKernel, AttentionScope};
 pub use attention_weights::AttentionWeightsKernel;
@@ -23,3 +24,4 @@ pub use matrix::{
 };
 pub use norm_add::PostNorm;
 pub use rope_kv::{rope_table, RopeKvKernel, RopeKvOp};
+pub use short_conv::ShortConv;

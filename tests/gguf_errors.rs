@@ -1457,9 +1457,10 @@ fn a_bitnet_file_with_an_lm_head_or_matrix_scales_is_refused_by_that_tensor() {
 /// LFM2's layers attend or convolve by `attention.head_count_kv`'s value for each (0:
 /// convolves), its convolution's width (`shortconv.l_cache`) required as llama.cpp requires
 /// it: a file whose attending layers differ in key/value heads, without that width or with
-/// one no short convolution has, or a convolving block missing its kernel or holding one of
-/// another width, is refused by that key or tensor; a file holding no convolving layer at all
-/// runs as attention throughout.
+/// one no short convolution has, with a sliding window (llama.cpp's LFM2 slides its attending
+/// layers over it), or a convolving block missing its kernel or holding one of another width,
+/// is refused by that key or tensor; a file holding no convolving layer at all runs as
+/// attention throughout.
 #[test]
 fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
     use tokenscope::model::Architecture;
@@ -1492,6 +1493,9 @@ fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
         m.set_meta(&key("shortconv.l_cache"), Value::U32(width));
         refused_by_key(m, &key("shortconv.l_cache"));
     }
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("attention.sliding_window"), Value::U32(8));
+    refused_by_key(m, &key("attention.sliding_window"));
     let mut m = SyntheticModel::new(&spec).expect("model");
     m.remove_tensor("blk.2.shortconv.conv.weight");
     let e = model_error(read(m.to_bytes().expect("bytes")));

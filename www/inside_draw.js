@@ -86,8 +86,12 @@ export function drawAttention(inside, ev) {
   const who = head === 'mean' ? `the mean of its ${inside.heads} heads` : `head ${Number(head) + 1} (KV head ${Math.floor(Number(head) / inside.group) + 1})`;
   const name = (j) => JSON.stringify(visibleToken(inside.tokens[j]));
   const chose = ev ? `, which chose ${JSON.stringify(visibleToken(ev.token_text))}` : '';
-  ui.summary.textContent = `Step ${inside.step + 1}${chose}: its pass ran ${name(inside.positions - 1)} (position ${inside.positions}) over ${inside.positions} positions. ` +
-    `Layer ${l + 1}, ${who}: strongest on ${strongest.map(({ p, j }) => `${name(j)} at position ${j + 1} (${pct(p)})`).join(', ')}.`;
+  // A convolving layer (LFM2's) has no attention weights: it mixes each channel over its last few positions.
+  const conv = inside.conv_widths[l] ?? 0;
+  const layerSays = conv > 0
+    ? `Layer ${l + 1} does not attend: it mixes each channel of the last ${conv} positions by a short convolution, so it has no weights to show.`
+    : `Layer ${l + 1}, ${who}: strongest on ${strongest.map(({ p, j }) => `${name(j)} at position ${j + 1} (${pct(p)})`).join(', ')}.`;
+  ui.summary.textContent = `Step ${inside.step + 1}${chose}: its pass ran ${name(inside.positions - 1)} (position ${inside.positions}) over ${inside.positions} positions. ${layerSays}`;
   const top = Math.max(...w) || 1;
   ui.text.replaceChildren(...inside.tokens.map((t, j) => {
     const span = document.createElement('span');
@@ -180,7 +184,9 @@ function drawGrid(inside, layer, head) {
     canvas.setAttribute('role', 'img');
     ui.grid.append(canvas);
   }
-  canvas.setAttribute('aria-label', `${layers} layers by ${heads} query heads, ${groups} groups of ${group} sharing a KV head; each cell's bars are its weights over ${positions} positions. Layer ${layer + 1} is outlined.`);
+  const convolving = inside.conv_widths.filter((w) => w > 0).length;
+  const convSays = convolving ? ` ${convolving} of the layers convolve rather than attend: their rows are empty.` : '';
+  canvas.setAttribute('aria-label', `${layers} layers by ${heads} query heads, ${groups} groups of ${group} sharing a KV head; each cell's bars are its weights over ${positions} positions.${convSays} Layer ${layer + 1} is outlined.`);
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(width * dpr);
   canvas.height = Math.round(height * dpr);
@@ -204,6 +210,14 @@ function drawGrid(inside, layer, head) {
     if (l === layer || (l + 1) % 5 === 0 || l === 0) {
       g.fillStyle = l === layer ? pickedInk : muted;
       g.fillText(`Layer ${l + 1}`, 0, y0(l) + GRID.cellH / 2);
+    }
+    if (inside.conv_widths[l] > 0) {
+      // A convolving layer's row: no heads, no weights.
+      g.fillStyle = cell;
+      g.fillRect(x0(0), y0(l), x0(heads - 1) + cellW - x0(0), GRID.cellH);
+      g.fillStyle = muted;
+      g.fillText(`short convolution over ${inside.conv_widths[l]} positions`, x0(0) + 4, y0(l) + GRID.cellH / 2);
+      continue;
     }
     for (let h = 0; h < heads; h++) {
       g.fillStyle = cell;

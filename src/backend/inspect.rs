@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::model::Config;
 
 /// The inside of one forward pass, at its last token.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,8 +20,12 @@ pub struct Inspection {
     pub group: usize,
     /// Positions the token attended to: every cached one and its own.
     pub positions: usize,
-    /// Attention weights, `[layers, heads, positions]`: each row sums to 1.
+    /// Attention weights, `[layers, heads, positions]`: each row sums to 1 (a convolving
+    /// layer's rows are zeros).
     pub attention: Vec<f32>,
+    /// Per layer: the positions its short convolution spans where it convolves rather than
+    /// attends (LFM2's convolving layers, [`Config::conv_widths`]); 0 where it attends.
+    pub conv_widths: Vec<usize>,
     /// Width of the residual stream.
     pub dim: usize,
     /// The residual stream after each layer, `[layers, dim]`.
@@ -28,16 +33,18 @@ pub struct Inspection {
 }
 
 impl Inspection {
-    /// An inspection of `layers` layers of `heads` heads (`group` to a KV head) over
-    /// `positions` positions, for a residual stream `dim` wide, every value 0 until the pass
+    /// An inspection of the first `layers` layers of a model shaped `cfg` (its heads, `group`
+    /// query heads to a KV head) over `positions` positions, every value 0 until the pass
     /// writes it.
-    pub fn new(layers: usize, heads: usize, group: usize, positions: usize, dim: usize) -> Self {
+    pub fn new(cfg: &Config, layers: usize, positions: usize) -> Self {
+        let (heads, dim) = (cfg.n_heads, cfg.dim);
         Inspection {
             layers,
             heads,
-            group,
+            group: heads / cfg.n_kv_heads.max(1),
             positions,
             attention: vec![0.0; layers * heads * positions],
+            conv_widths: cfg.conv_widths().into_iter().take(layers).collect(),
             dim,
             residuals: vec![0.0; layers * dim],
         }

@@ -415,6 +415,12 @@ impl Config {
         self.short_conv.as_ref().is_some_and(|c| c.layers.get(layer).copied().unwrap_or(false))
     }
 
+    /// Per layer: the positions its short convolution spans where it convolves (LFM2's), 0
+    /// where it attends.
+    pub fn conv_widths(&self) -> Vec<usize> {
+        (0..self.n_layers).map(|l| if self.is_conv_layer(l) { self.short_conv.as_ref().map_or(0, |c| c.width) } else { 0 }).collect()
+    }
+
     /// Floats a layer's cache holds per position: keys then values (`2 kv_dim`) where it
     /// attends, each channel's gated input `b * x'` (`dim`) where it convolves.
     pub fn layer_cache_floats(&self, layer: usize) -> usize {
@@ -434,7 +440,8 @@ impl Config {
 
 /// LFM2's head counts and short convolutions: `attention.head_count_kv` a count for every
 /// layer, 0 where the layer convolves (one count shared by every attending layer), and
-/// `shortconv.l_cache` the convolution's width, required as llama.cpp requires it.
+/// `shortconv.l_cache` the convolution's width, required as llama.cpp requires it; a sliding
+/// window (`attention.sliding_window` above 0) is refused.
 fn read_short_conv(
     g: &Gguf,
     key: &impl Fn(&str) -> String,
@@ -467,6 +474,11 @@ fn read_short_conv(
     let width = g.usize(&width_key)?;
     if !(2..=MAX_SHORT_CONV_WIDTH).contains(&width) {
         return Err(bad(&width_key, format!("is {width}; a short convolution spans 2 to {MAX_SHORT_CONV_WIDTH} positions")));
+    }
+    // llama.cpp slides every attending layer of a file that names a window: not run here.
+    let window_key = key("attention.sliding_window");
+    if let Some(window) = g.usize_opt(&window_key)?.filter(|&w| w > 0) {
+        return Err(bad(&window_key, format!("is {window}: LFM2's attending layers would slide over it, which tokenscope does not run")));
     }
     let layers: Vec<bool> = counts.iter().map(|&n| n == 0).collect();
     Ok((n_kv_heads, layers.iter().any(|&c| c).then_some(ShortConv { layers, width })))

@@ -3,6 +3,7 @@
 // tests drive them with.
 import { spawn, execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
+import { before, after } from 'node:test';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
@@ -86,6 +87,15 @@ export async function openPage() {
   await waitLoaded(page);
   await page.locator('details.more').evaluate((d) => { d.open = true; });
   return { env, page };
+}
+
+// One page (openPage's) for the calling test file: opened before its tests, closed after them.
+// Returns {env, page}, filled in once it is open.
+export function pageForFile() {
+  const opened = { env: null, page: null };
+  before(async () => { Object.assign(opened, await openPage()); });
+  after(async () => { await opened.env?.close(); });
+  return opened;
 }
 
 // Waits until the model is loaded and Generate is enabled.

@@ -14,11 +14,11 @@
 // and the page picks llama.cpp's token wherever llama.cpp's top-1 margin is at least 0.5
 // (below it, two correct implementations may part, and the contexts differ from there: the
 // comparison ends).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, openPage, greedyRun, compareSteps } from './harness.mjs';
+import { ROOT, pageForFile, greedyRun, compareSteps } from './harness.mjs';
 
 const FIXTURE = JSON.parse(readFileSync(join(ROOT, 'tests/fixtures/requantized.json'), 'utf8'));
 // tests/requantized.rs's tolerances: the fast CPU path rounds activations to 8 bits as
@@ -31,20 +31,13 @@ const TOKENS = { cpu: 32, webgpu: 8 };
 // The files each engine runs (see above).
 const FILES = { cpu: FIXTURE.models, webgpu: FIXTURE.models.filter((m) => m.type === 'Q4_K_M') };
 
-let env;
-let page;
-
-before(async () => {
-  ({ env, page } = await openPage());
-});
-
-after(async () => { await env?.close(); });
+const opened = pageForFile();
 
 for (const backend of ['cpu', 'webgpu']) {
   test(`llama.cpp's requantized ${backend === 'cpu' ? 'files match llama.cpp\'s logits in the page on the wasm CPU engine' : 'Q4_K_M file (every block type) matches llama.cpp\'s logits in the page on WebGPU'}`, async () => {
     assert.ok(FILES[backend].length > 0, `the fixture lists no file for ${backend}`);
     for (const model of FILES[backend]) {
-      const run = await greedyRun(page, { backend, file: join(ROOT, 'models/requantized', model.file), prompt: FIXTURE.prompt, maxTokens: TOKENS[backend], name: `requantized-${backend}-${model.file}` });
+      const run = await greedyRun(opened.page, { backend, file: join(ROOT, 'models/requantized', model.file), prompt: FIXTURE.prompt, maxTokens: TOKENS[backend], name: `requantized-${backend}-${model.file}` });
       assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.type}: the prompt's token ids are llama.cpp's`);
       const { compared, worst } = compareSteps(run, model.steps, { tolerance: () => TOLERANCE[backend](model.type), smallMargin: SMALL_MARGIN, what: model.type });
       console.log(`# ${backend}, ${model.type}: ${compared} steps on llama.cpp's tokens, worst |logit - llama.cpp's| ${worst.toFixed(3)} (tolerance ${TOLERANCE[backend](model.type)})`);

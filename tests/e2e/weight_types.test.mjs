@@ -29,11 +29,11 @@
 // does: within TOLERANCE.webgpu of the largest logit. The wasm CPU engine rounds a quantized
 // type's activations to 8 bits as llama.cpp does: within TOLERANCE.cpu of it (its float types
 // are exact but for summation order).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, openPage, greedyRun, compareSteps } from './harness.mjs';
+import { ROOT, pageForFile, greedyRun, compareSteps } from './harness.mjs';
 
 const REFERENCE = JSON.parse(readFileSync(join(ROOT, 'models/synthetic/types/reference.json'), 'utf8'));
 // Fractions of the step's largest |logit|. WebGPU: natively on lavapipe the GPU is within 1e-4
@@ -43,20 +43,13 @@ const REFERENCE = JSON.parse(readFileSync(join(ROOT, 'models/synthetic/types/ref
 const TOLERANCE = { cpu: 0.06, webgpu: 1e-4 };
 const SMALL_MARGIN = { cpu: 0.06, webgpu: 1e-4 };
 
-let env;
-let page;
-
-before(async () => {
-  ({ env, page } = await openPage());
-});
-
-after(async () => { await env?.close(); });
+const opened = pageForFile();
 
 for (const backend of ['webgpu', 'cpu']) {
   test(`every weight type and architecture matches the exact CPU path in the page on ${backend === 'cpu' ? 'the wasm CPU engine' : 'WebGPU'}`, async () => {
     const names = [];
     for (const model of REFERENCE.models) {
-      const run = await greedyRun(page, { backend, file: join(ROOT, model.file), prompt: REFERENCE.prompt, maxTokens: model.steps.length, name: `weight-type-${backend}-${model.name}` });
+      const run = await greedyRun(opened.page, { backend, file: join(ROOT, model.file), prompt: REFERENCE.prompt, maxTokens: model.steps.length, name: `weight-type-${backend}-${model.name}` });
       assert.deepEqual(run.prompt_ids, model.prompt_ids, `${model.name}: the prompt's token ids are the reference's`);
       const scale = (step) => Math.max(1, ...step.top.map(([, l]) => Math.abs(l)));
       const { compared, worst } = compareSteps(run, model.steps, {

@@ -241,7 +241,7 @@ impl CpuBackend {
         let angles = |freqs: &RopeFrequencies| (0..n).map(|t| ops::RopeAngles::new(freqs, start + t)).collect::<Vec<_>>();
         let turns: Vec<(LayerRope, Vec<ops::RopeAngles>)> = self.ropes.kinds().iter().map(|(kind, f)| (*kind, angles(f))).collect();
         // Asked for: the last token's attention weights and residual stream, layer by layer.
-        let mut inspection = inspect.then(|| Inspection::new(layers, c.n_heads, group, start + n, d));
+        let mut inspection = inspect.then(|| Inspection::new(c, layers, start + n));
 
         for (layer, b) in self.blocks.iter().enumerate().take(layers) {
             // Attention: x += s Wo . attention(rope(Wq xb + bq), rope(Wk xb + bk), Wv xb + bv),

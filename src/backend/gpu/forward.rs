@@ -41,6 +41,10 @@
 //! projection ahead of the output projection (its prologue RMS-norms x before the attention
 //! adds to it), the down projection after it. BitNet's sub-norms run in the output and down
 //! projections' prologues, its attention a dispatch of its own before them: 5 a layer.
+//! LFM2's convolving layers run their input projection (the RMSNorm in its prologue, into
+//! `qkv`), the short convolution (short_conv.wgsl, into `att`, each token's gated input to the
+//! layer's cache row) and their output projection (adding to `x`), then the feed-forward's
+//! two: 5 a layer; its attending layers run Qwen3's 4.
 //! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no

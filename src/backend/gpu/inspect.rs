@@ -100,9 +100,7 @@ impl GpuBackend {
         let logits = self.ctx.map_f32(&self.acts.staging, vocab, None).await?;
         let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim, None).await?;
         let residuals = read.split_off(weight_floats);
-        let (n_heads, n_kv_heads) = (self.cfg.n_heads, self.cfg.n_kv_heads);
-        let inspection =
-            Inspection { layers, heads: n_heads, group: n_heads / n_kv_heads.max(1), positions, attention: read, dim, residuals };
+        let inspection = Inspection { attention: read, residuals, ..Inspection::new(&self.cfg, layers, positions) };
         self.pos += 1;
         Ok((logits, inspection))
     }

@@ -434,7 +434,14 @@ impl Config {
     /// KV-cache bytes per token in f32 (K and V, every layer; a convolving layer's gated
     /// inputs).
     pub fn kv_bytes_per_token(&self) -> usize {
-        (0..self.n_layers).map(|l| self.layer_cache_floats(l)).sum::<usize>() * 4
+        self.cache_bytes_per_token(false)
+    }
+
+    /// Cache bytes per token with keys and values in half floats where `kv_f16` (a convolving
+    /// layer's gated inputs stay f32).
+    pub fn cache_bytes_per_token(&self, kv_f16: bool) -> usize {
+        let bytes = |l: usize| self.layer_cache_floats(l) * if kv_f16 && !self.is_conv_layer(l) { 2 } else { 4 };
+        (0..self.n_layers).map(bytes).sum()
     }
 }
 

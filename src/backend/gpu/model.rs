@@ -236,7 +236,7 @@ impl GpuBackend {
         scopes.finish("loading the model onto the GPU").await?;
         ctx.check()?;
         Ok(GpuBackend {
-            kv_bytes_per_token: cfg.kv_bytes_per_token() / if options.kv_f16 { 2 } else { 1 },
+            kv_bytes_per_token: cfg.cache_bytes_per_token(options.kv_f16),
             options,
             cfg: cfg.clone(),
             gpu_bytes: acts.bytes + uploaded.weights + uploaded.other,

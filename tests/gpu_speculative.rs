@@ -1,7 +1,8 @@
-//! Speculative decoding's two GPU passes against the exact CPU path on a synthetic model: a
-//! verify pass (logits for every token, before and past the first attention chunk) and a
-//! self-draft through the first layers; and speculative greedy decoding on the GPU gives
-//! plain greedy decoding's tokens. A missing adapter is a failure.
+//! Speculative decoding's two GPU passes against the exact CPU path on synthetic models
+//! (llama's block, and LFM2's convolving layers beside an attending one): a verify pass
+//! (logits for every token, before and past the first attention chunk) and a self-draft
+//! through the first layers; and speculative greedy decoding on the GPU gives plain greedy
+//! decoding's tokens. A missing adapter is a failure.
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::io::Cursor;
@@ -12,25 +13,31 @@ use tokenscope::backend::Backend;
 use tokenscope::generation::generate::{Event, GenerateParams, Generation};
 use tokenscope::generation::speculative::{Drafter, SpeculativeParams};
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
-use tokenscope::model::Model;
+use tokenscope::model::{Architecture, Model};
 use tokenscope::sampler::SamplingParams;
 
 /// Context of the test models: past the first attention chunk of 256 positions.
 const CONTEXT: usize = 320;
 
-fn model() -> Model {
-    let spec = SyntheticSpec { context_len: CONTEXT, n_layers: 3, ..SyntheticSpec::default() };
-    let bytes = SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes");
+/// The models: llama's block, and LFM2's with its first and last layers convolving (their
+/// cache rows of gated inputs cut back and rewritten as keys are).
+fn specs() -> [SyntheticSpec; 2] {
+    let llama = SyntheticSpec { context_len: CONTEXT, n_layers: 3, ..SyntheticSpec::default() };
+    [llama.clone(), SyntheticSpec { architecture: Architecture::Lfm2, conv_layers: vec![0, 2], ..llama }]
+}
+
+fn model(spec: &SyntheticSpec) -> Model {
+    let bytes = SyntheticModel::new(spec).expect("model").to_bytes().expect("bytes");
     Model::read(&mut Cursor::new(bytes), &mut |_, _| {}).expect("loads")
 }
 
-fn gpu() -> GpuBackend {
-    let m = model();
+fn gpu(spec: &SyntheticSpec) -> GpuBackend {
+    let m = model(spec);
     pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).unwrap_or_else(|e| panic!("{e}: the GPU tests need an adapter"))
 }
 
-fn cpu() -> CpuBackend {
-    let m = model();
+fn cpu(spec: &SyntheticSpec) -> CpuBackend {
+    let m = model(spec);
     CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu")
 }
 
@@ -46,7 +53,13 @@ const TOLERANCE: f32 = 1e-4;
 
 #[test]
 fn verify_and_draft_passes_match_the_exact_cpu_path() {
-    let (mut g, mut c) = (gpu(), cpu());
+    for spec in specs() {
+        verify_and_draft_passes_match_the_exact_cpu_path_on(&spec);
+    }
+}
+
+fn verify_and_draft_passes_match_the_exact_cpu_path_on(spec: &SyntheticSpec) {
+    let (mut g, mut c) = (gpu(spec), cpu(spec));
     let layers = c.layers();
     // Short context (one attention chunk), then past it.
     for prompt_len in [7usize, 261] {
@@ -92,9 +105,15 @@ fn verify_and_draft_passes_match_the_exact_cpu_path() {
 
 #[test]
 fn speculative_greedy_decoding_on_the_gpu_is_plain_greedy() {
-    let m = model();
+    for spec in specs() {
+        speculative_greedy_decoding_on_the_gpu_is_plain_greedy_on(&spec);
+    }
+}
+
+fn speculative_greedy_decoding_on_the_gpu_is_plain_greedy_on(spec: &SyntheticSpec) {
+    let m = model(spec);
     let prompt = m.tokenizer.encode("the cat in the hat in the").expect("encode");
-    let mut g = gpu();
+    let mut g = gpu(spec);
     let mut tokens = |speculative: Option<SpeculativeParams>| {
         let p = GenerateParams { sampling: SamplingParams::greedy(), max_tokens: 20, speculative, ..GenerateParams::default() };
         let mut generation = Generation::new(prompt.clone(), p, &m.tokenizer, g.context_len()).expect("generation");

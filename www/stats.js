@@ -28,7 +28,9 @@ export function backendLabel(s, adapterName) {
 
 /**
  * 2 x layers x KV heads x head dim x bytes x tokens, in the model's own numbers, and what it
- * would be without grouped-query attention.
+ * would be without grouped-query attention. A model whose layers partly convolve (LFM2's)
+ * counts its attending layers there and adds each convolving layer's gated inputs: a row of
+ * dim f32 values a token.
  * @param {import('./pkg/tokenscope.js').Config | undefined} c
  * @param {Stats | null} s
  */
@@ -36,8 +38,12 @@ export function kvFormula(c, s) {
   if (!c || !s) return ['–', '–'];
   const b = s.kv_bytes_per_value || 4;
   const n = s.position;
-  const size = (heads) => 2 * c.n_layers * heads * c.head_dim * b * n;
-  const formula = `2 × ${c.n_layers} layers × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens = ${fmtBytes(size(c.n_kv_heads))}`;
+  const conv = c.short_conv ? c.short_conv.layers.filter(Boolean).length : 0;
+  const attending = c.n_layers - conv;
+  const size = (heads) => 2 * attending * heads * c.head_dim * b * n + conv * c.dim * 4 * n;
+  const layers = (k, kind) => `${k} ${kind}layer${k === 1 ? '' : 's'}`;
+  const convolving = conv ? ` + ${layers(conv, 'convolving ')} × ${c.dim} channels × 4 B × ${n} tokens` : '';
+  const formula = `2 × ${layers(attending, conv ? 'attending ' : '')} × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens${convolving} = ${fmtBytes(size(c.n_kv_heads))}`;
   const noGqa = `${fmtBytes(size(c.n_heads))} with ${c.n_heads} KV heads (one per query head), ${(c.n_heads / c.n_kv_heads).toFixed(0)}× this`;
   return [formula, noGqa];
 }

@@ -3,7 +3,8 @@
 // one) dropped on the page, on the wasm CPU engine and on WebGPU (SwiftShader here). A
 // convolving layer's row has no weights: the summary says so in words, the grid's label
 // counts such layers, and the engine's weights for it are zeros, where the attending layer's
-// each head's weights sum to 1.
+// each head's weights sum to 1; the Stats' KV cache counts the attending layer's keys and
+// values and the convolving layers' gated inputs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -42,6 +43,9 @@ for (const backend of ['cpu', 'webgpu']) {
     const grid = await page.locator('#attention-grid canvas').getAttribute('aria-label');
     assert.match(grid, /2 of the layers convolve rather than attend: their rows are empty\./);
     await attention.click();
+    // The Stats' cache: the attending layer's keys and values, the convolving layers' gated inputs.
+    const stats = await page.locator('#stats').textContent();
+    assert.match(stats, /2 × 1 attending layer × 2 KV heads × 16 head dim × [24] B × (\d+) tokens \+ 2 convolving layers × 64 channels × 4 B × \1 tokens = /, stats);
     // The same file dropped again on the next engine must change the picker's value.
     await page.locator('#model-file').setInputFiles([]);
   });

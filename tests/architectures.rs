@@ -981,17 +981,17 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // cached gated input), or each channel's kernel reversed (the cache's rows misaligned).
     let gpt2_edits: [(&str, &str, Gpt2Edit); 13] = [
         ("lfm2.gguf", "its convolution on the current position alone", |m| {
-            let width = m.config.short_conv.as_ref().map_or(1, |c| c.width);
             edit_blocks(m, |l| {
                 if let tokenscope::model::Mixer::ShortConv(c) = &mut l.mixer {
+                    let width = c.width;
                     c.kernel.chunks_exact_mut(width).for_each(|k| k[..width - 1].fill(0.0));
                 }
             });
         }),
         ("lfm2.gguf", "each channel's kernel reversed", |m| {
-            let width = m.config.short_conv.as_ref().map_or(1, |c| c.width);
             edit_blocks(m, |l| {
                 if let tokenscope::model::Mixer::ShortConv(c) = &mut l.mixer {
+                    let width = c.width;
                     c.kernel.chunks_exact_mut(width).for_each(|k| k.reverse());
                 }
             });

@@ -82,6 +82,8 @@ pub struct ShortConvWeights {
     /// Each channel's kernel, `[dim, width]`: its last weight multiplies the current
     /// position's `b * x'`, the first the one `width - 1` positions back.
     pub kernel: Vec<f32>,
+    /// Positions each kernel spans (`shortconv.l_cache`).
+    pub width: usize,
     /// The output projection, `[dim, dim]`.
     pub out_proj: QTensor,
 }
@@ -673,10 +675,11 @@ fn read_block<R: Read + Seek>(
     let present = |t: &str| gguf.tensor_info(&name(t)).is_some();
     let mut take = |t: &str| read_tensor(gguf, reader, &name(t), done, progress);
     let (q, kv) = (cfg.n_heads * cfg.head_dim, cfg.kv_dim());
-    let mixer = if cfg.is_conv_layer(i) {
+    let mixer = if let Some(conv) = cfg.short_conv.as_ref().filter(|_| cfg.is_conv_layer(i)) {
         Mixer::ShortConv(ShortConvWeights {
             in_proj: take("shortconv.in_proj.weight")?,
             kernel: to_vec(&take("shortconv.conv.weight")?)?,
+            width: conv.width,
             out_proj: take("shortconv.out_proj.weight")?,
         })
     } else {

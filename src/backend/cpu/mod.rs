@@ -67,9 +67,9 @@ enum CpuMixer {
     /// Attention: the Q, K, V and output projections, Q/K/V biases and head norms where the
     /// model has them.
     Attention { wq: Linear, wk: Linear, wv: Linear, qkv_bias: Option<QkvBias>, head_norm: Option<HeadNorm>, wo: Linear },
-    /// LFM2's gated short convolution ([`ShortConvWeights`]): `in_proj` `[3 dim, dim]`, each
-    /// channel's kernel `[dim, width]`, `out_proj` `[dim, dim]`.
-    ShortConv { in_proj: Linear, kernel: Vec<f32>, out_proj: Linear },
+    /// LFM2's gated short convolution ([`ShortConvWeights`](crate::model::ShortConvWeights)):
+    /// `in_proj` `[3 dim, dim]`, each channel's kernel `[dim, width]`, `out_proj` `[dim, dim]`.
+    ShortConv { in_proj: Linear, kernel: Vec<f32>, width: usize, out_proj: Linear },
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -137,7 +137,9 @@ impl CpuBackend {
                     head_norm: a.head_norm,
                     wo: lin(a.wo)?,
                 },
-                Mixer::ShortConv(c) => CpuMixer::ShortConv { in_proj: lin(c.in_proj)?, kernel: c.kernel, out_proj: lin(c.out_proj)? },
+                Mixer::ShortConv(c) => {
+                    CpuMixer::ShortConv { in_proj: lin(c.in_proj)?, kernel: c.kernel, width: c.width, out_proj: lin(c.out_proj)? }
+                }
             };
             blocks.push(Block {
                 attn_norm: l.attn_norm,
@@ -258,11 +260,10 @@ impl CpuBackend {
                 ops::pre_norm(&x, Some(norm), c.norm_eps, &mut xf);
             }
             match &b.mixer {
-                CpuMixer::ShortConv { in_proj, kernel, out_proj } => {
+                CpuMixer::ShortConv { in_proj, kernel, width, out_proj } => {
                     // LFM2's convolving layer: x += s W_out (c * conv(b * x')), [b | c | x'] = W_in xb,
                     // each channel's b * x' convolved over its last positions (the cache's rows).
-                    let width = c.short_conv.as_ref().map_or(1, |s| s.width);
-                    let conv = ShortConvInput { in_proj, kernel, out_proj, width };
+                    let conv = ShortConvInput { in_proj, kernel, out_proj, width: *width };
                     short_conv(&conv, &mut self.cache, layer, &xb, n, start, &mut proj)?;
                     match &b.post_norm {
                         Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),

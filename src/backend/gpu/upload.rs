@@ -183,11 +183,10 @@ impl GpuLayer {
                 (mixer, after, if kv_f16 { capacity * kv / 2 } else { capacity * kv })
             }
             Mixer::ShortConv(c) => {
-                let width = cfg.short_conv.as_ref().map_or(0, |s| s.width) as u32;
                 let mixer = GpuMixer::ShortConv(GpuShortConv {
                     in_proj: matrix(ctx, &c.in_proj, &mut bytes.weights)?,
                     kernel: bytes.storage(ctx, "short conv kernel", &c.kernel),
-                    width,
+                    width: c.width as u32,
                     out_proj: matrix(ctx, &c.out_proj, &mut bytes.weights)?,
                 });
                 (mixer, Vec::new(), capacity * cfg.dim)

@@ -506,6 +506,24 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // halves), a convolving one: the last's convolution reads the first positions' gated
         // inputs from the cache across prefill and decode.
         ("lfm2.gguf", SyntheticSpec { architecture: Architecture::Lfm2, n_layers: 3, conv_layers: vec![0, 2], seed: 73, ..base.clone() }),
+        // Qwen3-MoE: Qwen3's attention (heads of 32, head norms before RoPE on split halves)
+        // and in each layer 8 experts of width 32, 3 picked for each token, their weights
+        // renormalized; untied head.
+        (
+            "qwen3moe.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Qwen3moe,
+                head_dim: Some(32),
+                ffn_dim: 32,
+                experts: Some([8, 3]),
+                untied_output: true,
+                seed: 75,
+                ..base.clone()
+            },
+        ),
+        // Mixtral: a llama file naming 4 experts, 2 picked for each token, their weights
+        // renormalized; tied head.
+        ("llama-moe.gguf", SyntheticSpec { experts: Some([4, 2]), seed: 76, ..base.clone() }),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -16,23 +16,9 @@ override N: u32 = 1u;
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read_write> tokens: array<u32>;
 
-// Each thread's winner so far: its ranking key and its id.
-var<workgroup> best_key: array<u32, 256>;
-var<workgroup> best_id: array<u32, 256>;
-
 const IN_FLIGHT: u32 = 8u;
 
-// The logit's place in total_cmp's ascending order as an unsigned integer: a negative
-// value's bits all flipped, the others with the sign bit set.
-fn order_key(v: f32) -> u32 {
-    let b = bitcast<u32>(v);
-    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
-}
-
-// Whether (key, id) ranks above (best, best_at): a higher key, or the same at a lower id.
-fn ranks_above(key: u32, id: u32, best: u32, best_at: u32) -> bool {
-    return key > best || (key == best && id < best_at);
-}
+#include rank_reduce.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
@@ -57,14 +43,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     best_key[t] = best;
     best_id[t] = best_at;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if (t < stride && ranks_above(best_key[t + stride], best_id[t + stride], best_key[t], best_id[t])) {
-            best_key[t] = best_key[t + stride];
-            best_id[t] = best_id[t + stride];
-        }
-        workgroupBarrier();
-    }
+    reduce_ranked(t);
     if (t == 0u) {
         tokens[0] = min(best_id[0], N - 1u);
     }

@@ -66,6 +66,14 @@
 //     and up rows after a post-normed attention, Gemma's): the input row is x + the attention's projected
 //     output RMS-normed with its post norm's gain (post_norm_in.wgsl), in att_in; the layer's
 //     last dispatch adds that term to x (norm_add.wgsl's FIRST), so x is only read here.
+//   EXPERTS (MATVEC, with NORM and GLU or plain; a mixture of experts' projections, decode
+//     and prefill alike): the matrix is a stack of experts' matrices of params.rows rows each,
+//     and workgroup (g, k, b) computes rows g.. of the expert token b picked k-th (picks, binding
+//     13, [n_tokens, experts_used, 2]: expert, weight bits; expert_pick.wgsl): with GLU (the
+//     experts' gate and up rows, interleaved per expert) from token b's input row, into
+//     y [n_tokens, experts_used, rows / 2]; without (the down projections) from its pick's
+//     input row, x [n_tokens, experts_used, cols], into y [n_tokens, experts_used, rows]
+//     (written, for expert_sum.wgsl to weigh and add up).
 //   PAIRS: set by the host with GLU and ROPE_KV but HEAD_NORM (rows handled as pairs); GAINS
 //   with NORM, QKV_BIAS, HEAD_NORM or BIAS (the gain binding); KV_CACHE with
 //   ROPE_KV, ATTENTION and HEADS (the cache bindings); QUERIES with ATTENTION and HEADS
@@ -90,7 +98,8 @@
 //   9 table: array<f32> [context * hd] (ROPE_KV: RoPE's cos/sin); 10 head_parts:
 //   array<f32> [n_heads, n_chunks, 2 + part_rows] (read; HEAD_PARTS: the HEADS parts);
 //   11 post_proj, 12 post_gain: array<f32> [cols] (read; POST_NORM_IN: the attention's
-//   projected output and its post norm's gain).
+//   projected output and its post norm's gain); 13 picks: array<u32> [n_tokens,
+//   experts_used, 2] (read; EXPERTS).
 // MATVEC reads input row 0, or row n_tokens - 1 when last_token != 0 (the LM head after a
 //   prefill), and writes y[r] = out_scale (W x)[r].
 // MATMUL writes y[b * y_stride + r] = out_scale (W x_b)[r] for tokens b < n_tokens (last_token unused;
@@ -120,7 +129,8 @@
 //   workgroups), and a SwiGLU or RoPE pair is one group's, its epilogue written by its lane
 //   0 with no trip through workgroup memory.
 // Dispatch: (ceil(rows / (ROWS WG / TPR)), MATVEC 1 | MATMUL ceil(n_tokens / 4), 1) workgroups
-// (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks); HEAD_NORM: (rows / head_dim, 1, 1), a
+// (HEADS: (ceil(rows / (WG / TPR)), n_heads, n_chunks); EXPERTS: (ceil(rows / (ROWS WG /
+// TPR)), experts_used, n_tokens); HEAD_NORM: (rows / head_dim, 1, 1), a
 // head a workgroup, its rows in rounds of ROWS WG / TPR)
 // of WG threads (overrides: WG a power of two <= 256, TPR a power of two <= WG, IN_FLIGHT 1 to 8
 // units of a row loaded at once by each thread). TPR threads
@@ -200,6 +210,26 @@ fn x_at(i: u32) -> f32 {
 #endif
 #ifdef ROPE_KV
 @group(0) @binding(9) var<storage, read> table: array<f32>;
+#endif
+#ifdef EXPERTS
+@group(0) @binding(13) var<storage, read> picks: array<u32>;
+// The picked expert's first row in the stack, and the pick's first output in y.
+var<private> expert_first_row: u32;
+var<private> y_first: u32;
+
+// Workgroup (g, k, b)'s pick: its expert's rows, its input row (GLU: the token's; else the
+// pick's own), its output rows.
+fn expert_prologue(wg: vec3<u32>) {
+    let pick = wg.z * params.experts_used + wg.y;
+    expert_first_row = picks[2u * pick] * params.rows;
+#ifdef GLU
+    x_rows = vec4<u32>(wg.z * params.cols);
+    y_first = pick * (params.rows / 2u);
+#else
+    x_rows = vec4<u32>(pick * params.cols);
+    y_first = pick * params.rows;
+#endif
+}
 #endif
 
 
@@ -438,7 +468,11 @@ fn row_unit(row: u32, u: u32) -> Acc {
 #ifdef HEADS
     return unit_dot(row, col0 / UNIT_WEIGHTS + u);
 #else
+#ifdef EXPERTS
+    return unit_dot(expert_first_row + row, u);
+#else
     return unit_dot(row, u);
+#endif
 #endif
 }
 
@@ -607,7 +641,11 @@ fn qkv_bias(r: u32) -> f32 {
 // The pair epilogue: rows `row` (even) and row + 1 came to a and b.
 fn pair_out(row: u32, a: f32, b: f32) {
 #ifdef GLU
+#ifdef EXPERTS
+    y[y_first + row / 2u] = glu(a, b);
+#else
     y[row / 2u] = glu(a, b);
+#endif
 #endif
 #ifdef ROPE_KV
 #ifdef QKV_BIAS
@@ -654,11 +692,15 @@ fn store(i: u32, product: f32) {
 #ifdef MERGE_OUT
     y[i] = (y[i] + merged(i)) + v;
 #else
+#ifdef EXPERTS
+    y[y_first + i] = v;
+#else
     if (params.accumulate != 0u) {
         y[i] = y[i] + v;
     } else {
         y[i] = v;
     }
+#endif
 #endif
 #endif
 #endif
@@ -671,6 +713,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         @builtin(subgroup_id) sg: u32, @builtin(num_subgroups) n_sg: u32) {
     let t = lid.x;
     x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+#ifdef EXPERTS
+    expert_prologue(wg);
+#endif
     sg_id = sg;
     sg_lane = lane;
     sg_count = n_sg;
@@ -839,6 +884,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let row = wg.x * (WG / TPR) + t / TPR;
 #ifdef MATVEC
     x_rows = vec4<u32>(select(0u, (step.n_tokens - 1u) * params.cols, params.last_token != 0u));
+#ifdef EXPERTS
+    expert_prologue(wg);
+#endif
     let live = row < params.rows;
 #endif
 #ifdef MATMUL

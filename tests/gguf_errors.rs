@@ -809,7 +809,9 @@ fn glm4s_block_is_read_as_llama_cpp_reads_it() {
         && l.ffn_norm.is_some()
         && l.post_norm.is_some()
         && l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some()));
-    assert!(blocks.iter().all(|l| l.w_gate.as_ref().is_some_and(|g| g.shape().dims() == [96, 64]) && l.w_up.shape().dims() == [96, 64]));
+    assert!(blocks.iter().all(|l| l
+        .dense_ffn()
+        .is_some_and(|f| f.gate.as_ref().is_some_and(|g| g.shape().dims() == [96, 64]) && f.up.shape().dims() == [96, 64])));
     // GLM-4V's multimodal RoPE (time's and height's sections both given, llama.cpp's
     // `use_mrope`) turns split halves; other sections (none, or no height) leave plain RoPE on
     // adjacent pairs, as llama.cpp runs them.
@@ -846,7 +848,7 @@ fn chatglms_stacked_projections_and_bias_are_read_as_llama_cpp_reads_them() {
     let m = read(chatglm().to_bytes().expect("bytes")).expect("loads");
     assert_eq!((m.config.rope_dims, m.config.head_dim), (8, 16));
     let blocks = m.weights.layers.collect_all().expect("blocks");
-    assert!(blocks.iter().all(|l| l.post_norm.is_none() && l.w_gate.is_some()));
+    assert!(blocks.iter().all(|l| l.post_norm.is_none() && l.dense_ffn().is_some_and(|f| f.gate.is_some())));
     assert!(blocks
         .iter()
         .all(|l| l.attention().and_then(|a| a.qkv_bias.as_ref()).is_some_and(|b| (b.q.len(), b.k.len(), b.v.len()) == (64, 32, 32))));
@@ -1159,7 +1161,8 @@ fn an_iq4_nl_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
 
     let m = read(bytes).expect("loads");
     assert!(m.summary.types.contains("IQ4_NL"), "{}", m.summary.types);
-    let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+    let layer = m.weights.layers.collect_all().expect("blocks").remove(0);
+    let w = &layer.dense_ffn().expect("a dense feed-forward").down;
     assert_eq!(w.dtype(), GgmlDType::Q8_0);
     let got = w.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights");
     let levels = tokenscope::gguf::iq4_nl::LEVELS;
@@ -1250,7 +1253,8 @@ fn an_iq4_xs_tensor_loads_as_the_q8_0_blocks_of_its_weights() {
 
     let m = read(bytes).expect("loads");
     assert!(m.summary.types.contains("IQ4_XS"), "{}", m.summary.types);
-    let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+    let layer = m.weights.layers.collect_all().expect("blocks").remove(0);
+    let w = &layer.dense_ffn().expect("a dense feed-forward").down;
     assert_eq!(w.dtype(), GgmlDType::Q8_0);
     let got = w.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights");
     let levels = tokenscope::gguf::iq4_nl::LEVELS;
@@ -1320,7 +1324,8 @@ fn codebook_and_ternary_tensors_load_as_the_blocks_they_are_held_in() {
 
         let m = read(bytes).expect("loads");
         assert!(m.summary.types.contains(ty), "{}", m.summary.types);
-        let w = m.weights.layers.collect_all().expect("blocks").remove(0).w_down;
+        let layer = m.weights.layers.collect_all().expect("blocks").remove(0);
+        let w = &layer.dense_ffn().expect("a dense feed-forward").down;
         assert_eq!(w.dtype(), held, "{ty}");
         let weights = |t: &candle_core::quantized::QTensor| {
             t.dequantize(&Device::Cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).expect("weights")
@@ -1328,7 +1333,7 @@ fn codebook_and_ternary_tensors_load_as_the_blocks_they_are_held_in() {
         let converted = convert(&stored).expect("converts");
         assert_eq!(converted.len(), super_blocks * held_per, "{ty}");
         let want = qtensor_from_ggml(held, &converted, w.shape().dims().to_vec(), &Device::Cpu).expect("tensor");
-        let (got, want) = (weights(&w), weights(&want));
+        let (got, want) = (weights(w), weights(&want));
         assert!(want.iter().all(|w| w.is_finite()) && want.iter().any(|w| *w != 0.0), "{ty}");
         if !["TQ1_0", "TQ2_0", "Q2_0"].contains(&ty) {
             assert!(want.iter().all(|w| *w != 0.0), "{ty}: every point has a magnitude");

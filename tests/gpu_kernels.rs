@@ -2193,3 +2193,246 @@ fn the_fused_epilogue_and_prologue_refuse_what_they_cannot_do() {
     let (_, wide_pairs) = random_matrix(&ctx, &mut rng, 2, 4096, GgmlDType::Q8_0);
     assert!(k.matvec(&ctx, &post(&wide_pairs), &step).is_err(), "4096 columns exceed the prologue's workgroup memory");
 }
+
+/// Picks `[n, used, 2]` as the pick kernel writes them: each token's experts and their
+/// weights, random (distinct experts a token).
+fn random_picks(rng: &mut ChaCha8Rng, n: usize, used: usize, count: usize) -> (Vec<usize>, Vec<f32>) {
+    let mut experts = Vec::with_capacity(n * used);
+    for _ in 0..n {
+        let mut all: Vec<usize> = (0..count).collect();
+        for k in 0..used {
+            let j = rng.random_range(k..count);
+            all.swap(k, j);
+        }
+        experts.extend_from_slice(&all[..used]);
+    }
+    (experts, random(rng, n * used, 1.0))
+}
+
+/// The picks as their buffer's words: expert, weight bits.
+fn pick_words(experts: &[usize], weights: &[f32]) -> Vec<u32> {
+    experts.iter().zip(weights).flat_map(|(&e, w)| [e as u32, w.to_bits()]).collect()
+}
+
+/// The router's pick (expert_pick.wgsl) against its twin `experts::route`: odd expert counts
+/// (not multiples of the workgroup) from 1 to 300, a decode step's one token and a prefill's
+/// many, weights renormalized or not. Each token's experts come out the twin's, in its
+/// order, their weights within 2e-6 of its (exp through the GPU's own exp: a few ulps of
+/// each probability); the token past the step's and the sentinels around the picks stay.
+#[test]
+fn the_expert_pick_matches_its_twin_and_writes_nothing_else() {
+    use tokenscope::backend::cpu::experts::route;
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    for (count, used, n, normalized) in
+        [(8usize, 3usize, 1usize, true), (37, 5, 13, false), (128, 8, 64, true), (1, 1, 2, true), (300, 2, 3, false), (65, 65, 1, true)]
+    {
+        // n tokens' scores, and one more token's that is not the step's.
+        let scores = random(&mut rng, (n + 1) * count, 4.0);
+        let sb = ctx.storage("scores", &scores);
+        let words = (n + 1) * used * 2;
+        let picks = guarded(&ctx, words);
+        let at = StepParams::new(5, n as u32);
+        let step = kernels::step_uniform(&ctx, at);
+        let routing = gpu_ops::Routing { count: count as u32, used: used as u32, normalized };
+        let op =
+            gpu_ops::ExpertPick { routing, scores: Bind(&sb, 0, None), picks: Bind(&picks, (PAD * 4) as u64, Some((words * 4) as u64)) };
+        kernels::run_once(&ctx, k.expert_pick(&ctx, &op, &step).expect("dispatch"), at);
+        let got = read_guarded(&ctx, &picks, words);
+        let want = route(&scores[..n * count], count, used, normalized);
+        let what = format!("expert pick, {used} of {count} experts for {n} tokens, normalized {normalized}");
+        for (t, token) in want.iter().enumerate() {
+            for (slot, p) in token.iter().enumerate() {
+                let at = 2 * (t * used + slot);
+                assert_eq!(got[at].to_bits() as usize, p.expert, "{what}: token {t}'s pick {slot}");
+                let w = got[at + 1];
+                assert!(
+                    (w - p.weight).abs() <= 2e-6 * p.weight.max(1e-3),
+                    "{what}: token {t}'s pick {slot} weighs {w}, the twin {}",
+                    p.weight
+                );
+            }
+        }
+        assert!(got[n * used * 2..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: the token past the step's was written");
+    }
+    // More picks than experts, or no experts, are refused.
+    let (small, step) = (ctx.storage("small", &[0.0f32; 64]), kernels::step_uniform(&ctx, StepParams::new(0, 1)));
+    for (count, used) in [(4u32, 5u32), (0, 0), (2, 0)] {
+        let op = gpu_ops::ExpertPick {
+            routing: gpu_ops::Routing { count, used, normalized: true },
+            scores: Bind(&small, 0, None),
+            picks: Bind(&small, 0, None),
+        };
+        assert!(k.expert_pick(&ctx, &op, &step).is_err(), "{used} of {count}");
+    }
+}
+
+/// The experts' projections (matrix.wgsl's EXPERTS) against the dequantized matrices: a stack
+/// of 5 experts, each token's 2 picks, a decode step's one token and a prefill's many; the
+/// gate/up projection (the RMSNorm prologue, each expert's gate and up rows interleaved,
+/// SwiGLU) from each token's row into `[n, used, ffn]`, and the down projection from each
+/// pick's row into `[n, used, dim]`, in Q4_1, Q8_0 and F32 (vec4 and scalar inputs), every
+/// way a row's unit product is reached ([`unit_forms`]). Odd row counts; each pick's rows
+/// within the f32 bound of its sum of |w x|; the pick past the step's tokens and the
+/// sentinels stay.
+#[test]
+fn the_experts_projections_match_the_dequantized_experts_and_write_nothing_else() {
+    let ctx = context_with_subgroups();
+    let mut rng = ChaCha8Rng::seed_from_u64(78);
+    let (count, used) = (5usize, 2usize);
+    for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0, GgmlDType::F32] {
+        for options in unit_forms() {
+            let k = Kernels::with_options(&ctx, options).expect("every kernel compiles");
+            // (ffn, dim, tokens): each expert's gate/up rows 2 ffn over dim columns, its down
+            // rows dim over ffn columns.
+            for (ffn, dim, n) in [(37usize, 96usize, 1usize), (32, 45, 7), (19, 64, 3)] {
+                // Whole blocks, and an even count (a float format's rows are words of two).
+                let (dim_cols, ffn_cols) = (columns(dtype, dim).next_multiple_of(2), columns(dtype, ffn).next_multiple_of(2));
+                let gates: Vec<QTensor> = (0..count).map(|_| quantized(&mut rng, ffn, dim_cols, dtype)).collect();
+                let ups: Vec<QTensor> = (0..count).map(|_| quantized(&mut rng, ffn, dim_cols, dtype)).collect();
+                let downs: Vec<QTensor> = (0..count).map(|_| quantized(&mut rng, dim, ffn_cols, dtype)).collect();
+                let parts: Vec<&QTensor> = gates.iter().zip(&ups).flat_map(|(g, u)| [g, u]).collect();
+                let mut packed = repack::repack_together(&parts).expect("repack").into_iter();
+                let mut pairs = Vec::new();
+                while let (Some(g), Some(u)) = (packed.next(), packed.next()) {
+                    pairs.push(repack::interleave_rows(g, u, ffn).expect("interleave"));
+                }
+                let stacked = repack::stack(pairs).expect("stack");
+                let mut gate_up = GpuMatrix::upload(&ctx, &stacked, (count * 2 * ffn) as u32, dim_cols as u32).expect("upload");
+                gate_up.rows = 2 * ffn as u32;
+                let down_parts: Vec<&QTensor> = downs.iter().collect();
+                let stacked = repack::stack(repack::repack_together(&down_parts).expect("repack")).expect("stack");
+                let mut down = GpuMatrix::upload(&ctx, &stacked, (count * dim) as u32, ffn_cols as u32).expect("upload");
+                down.rows = dim as u32;
+                let (experts, weights) = random_picks(&mut rng, n + 1, used, count);
+                let pb = ctx.storage("picks", &pick_words(&experts, &weights));
+                let chosen = Some(gpu_ops::ExpertPicks { picks: &pb, used: used as u32, count: count as u32 });
+                let x = random(&mut rng, n * dim_cols, 3_000.0);
+                let gain = random(&mut rng, dim_cols, 2.0);
+                // Each pick's hidden row (the down projection's input), ffn_cols wide: the
+                // columns past ffn are the padding a block format's row ends with.
+                let hidden = random(&mut rng, n * used * ffn_cols, 2.0);
+                let (xb, gb, hb) = (ctx.storage("x", &x), ctx.storage("gain", &gain), ctx.storage("hidden", &hidden));
+                let at = StepParams::new(3, n as u32);
+                let step = kernels::step_uniform(&ctx, at);
+                let what = format!("experts {dtype:?} ffn {ffn} dim {dim} tokens {n} {options:?}");
+                // The gate/up projection.
+                let outputs = (n + 1) * used * ffn;
+                let out = guarded(&ctx, outputs);
+                let y = Bind(&out, (PAD * 4) as u64, Some((outputs * 4) as u64));
+                let op = LinearOp { norm: Some((&gb, 1e-5)), glu: true, experts: chosen, ..LinearOp::new(&gate_up, &xb, y) };
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
+                let got = read_guarded(&ctx, &out, outputs);
+                let (mut want, mut tol) = (Vec::new(), Vec::new());
+                for t in 0..n {
+                    let mut xr = vec![0.0f32; dim_cols];
+                    ops::rmsnorm(&x[t * dim_cols..][..dim_cols], &gain, 1e-5, &mut xr);
+                    for s in 0..used {
+                        let e = experts[t * used + s];
+                        let (g, u) = (to_vec(&gates[e]).expect("gate"), to_vec(&ups[e]).expect("up"));
+                        for r in 0..ffn {
+                            let (gr, ur) = (&g[r * dim_cols..][..dim_cols], &u[r * dim_cols..][..dim_cols]);
+                            let (p0, p1) = (ops::dot(gr, &xr), ops::dot(ur, &xr));
+                            let bound = |row: &[f32]| 1e-5 * row.iter().zip(&xr).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5;
+                            let v = glu_twin(p0, p1, false);
+                            want.push(v);
+                            tol.push(1.13 * p1.abs() * bound(gr) + p0.abs() * bound(ur) + 1e-5 * v.abs() + 1e-6);
+                        }
+                    }
+                }
+                assert_close(&got[..n * used * ffn], &want, |i| tol[i], &format!("{what}: gate/up"));
+                assert!(got[n * used * ffn..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: gate/up wrote past the step's picks");
+                // The down projection.
+                let outputs = (n + 1) * used * dim;
+                let out = guarded(&ctx, outputs);
+                let y = Bind(&out, (PAD * 4) as u64, Some((outputs * 4) as u64));
+                let op = LinearOp { experts: chosen, ..LinearOp::new(&down, &hb, y) };
+                kernels::run_once(&ctx, k.matvec(&ctx, &op, &step).expect("dispatch"), at);
+                let got = read_guarded(&ctx, &out, outputs);
+                let (mut want, mut tol) = (Vec::new(), Vec::new());
+                for pick in 0..n * used {
+                    let d = to_vec(&downs[experts[pick]]).expect("down");
+                    let h = &hidden[pick * ffn_cols..][..ffn_cols];
+                    for r in 0..dim {
+                        let row = &d[r * ffn_cols..][..ffn_cols];
+                        want.push(ops::dot(row, h));
+                        tol.push(1e-5 * row.iter().zip(h).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-5);
+                    }
+                }
+                assert_close(&got[..n * used * dim], &want, |i| tol[i], &format!("{what}: down"));
+                assert!(got[n * used * dim..].iter().all(|v| v.to_bits() == SENTINEL), "{what}: down wrote past the step's picks");
+            }
+        }
+    }
+    // The experts' form adds to nothing and fuses nothing but the RMSNorm with SwiGLU.
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let q = quantized(&mut rng, 4, 32, GgmlDType::F32);
+    let m = GpuMatrix::upload(&ctx, &repack::repack(&q).expect("repack"), 4, 32).expect("upload");
+    let (buf, step) = (ctx.storage("buf", &[0.0f32; 256]), kernels::step_uniform(&ctx, StepParams::new(0, 1)));
+    let chosen = Some(gpu_ops::ExpertPicks { picks: &buf, used: 1, count: 1 });
+    let y = Bind(&buf, 0, None);
+    for op in [
+        LinearOp { experts: chosen, accumulate: true, ..LinearOp::new(&m, &buf, y) },
+        LinearOp { experts: chosen, glu: true, ..LinearOp::new(&m, &buf, y) },
+        LinearOp { experts: Some(gpu_ops::ExpertPicks { picks: &buf, used: 2, count: 1 }), ..LinearOp::new(&m, &buf, y) },
+    ] {
+        assert!(k.matvec(&ctx, &op, &step).is_err(), "a form the experts' kernels do not take");
+    }
+}
+
+/// A random `[rows, cols]` matrix quantized to `dtype`.
+fn quantized(rng: &mut ChaCha8Rng, rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
+    let t = Tensor::from_vec(random(rng, rows * cols, 0.5), (rows, cols), &Device::Cpu).expect("tensor");
+    QTensor::quantize(&t, dtype).expect("quantize")
+}
+
+/// The experts' sum (expert_sum.wgsl) against its twin, `CpuExperts::forward`'s: each pick's
+/// output times its weight, added in pick order, times the residual scale, added to x. Odd
+/// widths, 1 to 8 picks, a decode step's one token and a prefill's many; the step's rows of
+/// x within 2e-6 of the terms' sizes, the row past them and the sentinels as they were.
+#[test]
+fn the_expert_sum_adds_the_weighted_picks_and_nothing_else() {
+    let ctx = context();
+    let k = Kernels::new(&ctx).expect("every kernel compiles");
+    let mut rng = ChaCha8Rng::seed_from_u64(79);
+    for (dim, used, n, scale) in [(65usize, 2usize, 1usize, 1.0f32), (577, 8, 13, 0.22), (33, 1, 64, 1.0), (1001, 3, 3, 2.5)] {
+        let (experts, weights) = random_picks(&mut rng, n, used, 8);
+        let pb = ctx.storage("picks", &pick_words(&experts, &weights));
+        let outs = random(&mut rng, n * used * dim, 2.0);
+        let ob = ctx.storage("outs", &outs);
+        let prior = random(&mut rng, (n + 1) * dim, 5.0);
+        let mut init = vec![SENTINEL; 2 * PAD];
+        init.splice(PAD..PAD, prior.iter().map(|v| v.to_bits()));
+        let x = ctx.storage("x", &init);
+        let at = StepParams::new(2, n as u32);
+        let step = kernels::step_uniform(&ctx, at);
+        let op = gpu_ops::ExpertSum {
+            routing: gpu_ops::Routing { count: 8, used: used as u32, normalized: true },
+            dim: dim as u32,
+            picks: Bind(&pb, 0, None),
+            out: Bind(&ob, 0, None),
+            x: Bind(&x, (PAD * 4) as u64, Some(((n + 1) * dim * 4) as u64)),
+            out_scale: scale,
+        };
+        kernels::run_once(&ctx, k.expert_sum(&ctx, &op, &step).expect("dispatch"), at);
+        let got = read_guarded(&ctx, &x, (n + 1) * dim);
+        let mut want = prior[..n * dim].to_vec();
+        let mut tol = vec![0.0f32; n * dim];
+        for t in 0..n {
+            let mut sum = vec![0.0f32; dim];
+            for s in 0..used {
+                let w = weights[t * used + s];
+                let row = &outs[(t * used + s) * dim..][..dim];
+                for ((acc, v), e) in sum.iter_mut().zip(row).zip(&mut tol[t * dim..][..dim]) {
+                    *acc += w * v;
+                    *e += 2e-6 * (w * v).abs() * scale;
+                }
+            }
+            ops::add_scaled(&mut want[t * dim..][..dim], &sum, scale);
+        }
+        let what = format!("expert sum, {used} picks of {dim} rows for {n} tokens, scale {scale}");
+        assert_close(&got[..n * dim], &want, |i| tol[i] + 2e-6 * prior[i].abs() + 1e-6, &what);
+        assert_eq!(&got[n * dim..], &prior[n * dim..], "{what}: the row past the step's tokens was written");
+    }
+}

@@ -39,6 +39,11 @@ pub enum Architecture {
     /// Qwen3: RMSNorm on each head's q and k before RoPE, RoPE on split halves, heads whose
     /// width need not divide the residual width.
     Qwen3,
+    /// Qwen3's mixtures of experts (Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen3-Coder-30B-A3B):
+    /// Qwen3's attention, and in every layer a feed-forward of many experts of which a
+    /// router picks a few for each token ([`Config::experts`](super::Config::experts)), their
+    /// weights renormalized to sum to 1.
+    Qwen3moe,
     /// Gemma 1 (2B, 7B) and CodeGemma: llama's block with RoPE on split halves, the embedding
     /// scaled by `sqrt(dim)` and GELU in place of SiLU (Gemma 2's without its post norms,
     /// sliding window and caps), heads whose width need not divide the residual width (7B's
@@ -363,10 +368,11 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 46] = [
+    pub const ALL: [Architecture; 47] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
+        Architecture::Qwen3moe,
         Architecture::Gemma,
         Architecture::Gemma2,
         Architecture::Gemma3,
@@ -430,6 +436,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Qwen3moe => "qwen3moe",
             Architecture::Gemma => "gemma",
             Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
@@ -507,6 +514,7 @@ impl Architecture {
             | Architecture::Olmo => RopePairs::Adjacent,
             Architecture::Qwen2
             | Architecture::Qwen3
+            | Architecture::Qwen3moe
             | Architecture::Gemma
             | Architecture::Gemma2
             | Architecture::Gemma3
@@ -805,6 +813,7 @@ impl Architecture {
     pub fn head_norm(self) -> Option<HeadNormSpan> {
         match self {
             Architecture::Qwen3
+            | Architecture::Qwen3moe
             | Architecture::Gemma3
             | Architecture::Exaone4
             | Architecture::HunyuanDense
@@ -876,6 +885,28 @@ impl Architecture {
     /// `shortconv.in_proj`, `shortconv.conv` and `shortconv.out_proj`.
     pub fn has_short_convolutions(self) -> bool {
         self == Architecture::Lfm2
+    }
+
+    /// Whether its feed-forward may be a mixture of experts, read from `expert_count` and
+    /// `expert_used_count` ([`Config::experts`](super::Config::experts)): Qwen3-MoE's always
+    /// ([`Architecture::requires_experts`]), a llama file's where it names experts (Mixtral's).
+    /// Such a layer's tensors are the router `ffn_gate_inp` `[experts, dim]` and the experts'
+    /// matrices stacked, `ffn_gate_exps` and `ffn_up_exps` `[experts, ffn, dim]`,
+    /// `ffn_down_exps` `[experts, dim, ffn]`.
+    pub fn reads_experts(self) -> bool {
+        matches!(self, Architecture::Qwen3moe | Architecture::Llama)
+    }
+
+    /// Whether every layer's feed-forward is a mixture of experts, so its file must name them.
+    pub fn requires_experts(self) -> bool {
+        self == Architecture::Qwen3moe
+    }
+
+    /// Whether the weights of the experts the router picks (their softmax probabilities over
+    /// every expert) are divided by their sum, as llama.cpp's graph for the family does
+    /// (`norm_w`): Qwen3-MoE's and Mixtral's are.
+    pub fn normalizes_expert_weights(self) -> bool {
+        matches!(self, Architecture::Qwen3moe | Architecture::Llama)
     }
 
     /// The final norm's tensor name: `output_norm`, or LFM2's `token_embd_norm` (a norm of

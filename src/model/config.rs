@@ -133,7 +133,33 @@ pub struct Config {
     /// many positions ([`Architecture::has_short_convolutions`]); `None` where every layer
     /// attends.
     pub short_conv: Option<ShortConv>,
+    /// Where each layer's feed-forward is a mixture of experts (Qwen3-MoE's, Mixtral's:
+    /// [`Architecture::reads_experts`]): how many there are, how many each token runs and
+    /// their width; `None` where every feed-forward is one dense SwiGLU.
+    pub experts: Option<Experts>,
 }
+
+/// A mixture of experts in place of each layer's feed-forward: a router (a `[count, dim]`
+/// matrix) scores every expert for a token, the softmax of those scores picks the `used`
+/// most probable, each runs a SwiGLU of width `ffn_dim` on the token, and their outputs are
+/// added weighted by those probabilities (divided by their sum where `normalized`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct Experts {
+    /// Experts in each layer (`expert_count`).
+    pub count: usize,
+    /// Experts each token runs (`expert_used_count`).
+    pub used: usize,
+    /// Hidden width of each expert's SwiGLU (`expert_feed_forward_length` where the family
+    /// reads it, else llama.cpp's default for the family).
+    pub ffn_dim: usize,
+    /// Whether the picked experts' probabilities are divided by their sum
+    /// ([`Architecture::normalizes_expert_weights`]).
+    pub normalized: bool,
+}
+
+/// Most experts a layer may hold (the largest files have 256 or 512).
+pub const MAX_EXPERTS: usize = 1024;
 
 /// Which layers of a hybrid (LFM2) run a gated short convolution in place of attention, and
 /// how far back it reaches.
@@ -258,6 +284,7 @@ impl Config {
                 None => None,
             },
             short_conv,
+            experts: if architecture.reads_experts() { read_experts(g, &key, architecture, n_layers)? } else { None },
         };
         let cfg = with_file_scales(cfg, g, &key)?;
         let cfg = with_rope_scaling(cfg, g, &key)?;
@@ -489,6 +516,46 @@ fn read_short_conv(
     }
     let layers: Vec<bool> = counts.iter().map(|&n| n == 0).collect();
     Ok((n_kv_heads, layers.iter().any(|&c| c).then_some(ShortConv { layers, width })))
+}
+
+/// A mixture of experts' shape ([`Config::experts`]) where the file names experts
+/// (`expert_count` above 0; required of a family whose every feed-forward is one,
+/// [`Architecture::requires_experts`]): `expert_used_count` from 1 to the count, and each
+/// expert's width from `expert_feed_forward_length` (Qwen3-MoE's; where absent llama.cpp's
+/// `feed_forward_length / expert_used_count`) or `feed_forward_length` (Mixtral's).
+fn read_experts(
+    g: &Gguf,
+    key: &impl Fn(&str) -> String,
+    architecture: Architecture,
+    n_layers: usize,
+) -> Result<Option<Experts>, ModelError> {
+    let bad = |k: &str, problem: String| ModelError::Metadata { key: key(k), problem };
+    let count = g.usize_opt(&key("expert_count"))?.unwrap_or(0);
+    if count == 0 {
+        if architecture.requires_experts() {
+            return Err(bad(
+                "expert_count",
+                format!("is 0 or missing; every {} layer's feed-forward is a mixture of experts", architecture.name()),
+            ));
+        }
+        return Ok(None);
+    }
+    if count > MAX_EXPERTS {
+        return Err(bad("expert_count", format!("is {count}; tokenscope runs at most {MAX_EXPERTS} experts a layer")));
+    }
+    let used = g.usize(&key("expert_used_count"))?;
+    if used == 0 || used > count {
+        return Err(bad("expert_used_count", format!("is {used}; each token runs from 1 to expert_count ({count}) experts")));
+    }
+    let dense = read_ffn_dim(g, key, n_layers, architecture)?;
+    let ffn_dim = match architecture {
+        Architecture::Qwen3moe => g.usize_opt(&key("expert_feed_forward_length"))?.unwrap_or(dense / used),
+        _ => dense,
+    };
+    if ffn_dim == 0 || ffn_dim > MAX_WIDTH * 8 {
+        return Err(bad("expert_feed_forward_length", format!("is {ffn_dim}; it must be from 1 to {}", MAX_WIDTH * 8)));
+    }
+    Ok(Some(Experts { count, used, ffn_dim, normalized: architecture.normalizes_expert_weights() }))
 }
 
 /// The key of the norms' epsilon under the architecture's prefix: LayerNorm's where its norms

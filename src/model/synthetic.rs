@@ -1,9 +1,11 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, qwen3moe, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
 use candle_core::quantized::gguf_file::{self, Value};
-use candle_core::quantized::{GgmlDType, QTensor};
+use std::borrow::Cow;
+
+use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -122,6 +124,13 @@ pub struct SyntheticSpec {
     /// [`SYNTHETIC_SHORT_CONV_WIDTH`] positions: written as zeros in a per-layer
     /// `attention.head_count_kv`, with `shortconv.*` tensors in those blocks.
     pub conv_layers: Vec<usize>,
+    /// A mixture of experts in every layer's feed-forward where the architecture reads them
+    /// ([`Architecture::reads_experts`]): `[count, used]`, written as `expert_count` and
+    /// `expert_used_count` (and each expert's width, `ffn_dim`, as
+    /// `expert_feed_forward_length`), with an f32 router `ffn_gate_inp` (as llama.cpp's
+    /// quantizer leaves it) and the experts' stacked `ffn_*_exps` in place of `ffn_gate`,
+    /// `ffn_up` and `ffn_down`.
+    pub experts: Option<[usize; 2]>,
 }
 
 /// The short convolution's width a synthetic LFM2 writes (its real files').
@@ -182,6 +191,7 @@ impl Default for SyntheticSpec {
             falcon_40b_norms: false,
             alibi_max_bias: None,
             conv_layers: Vec::new(),
+            experts: None,
         }
     }
 }
@@ -316,10 +326,16 @@ impl SyntheticModel {
             metadata.push((key("attention.head_count_kv"), Value::Array(counts)));
             metadata.push((key("shortconv.l_cache"), u(SYNTHETIC_SHORT_CONV_WIDTH)));
         }
+        if let Some([count, used]) = spec.experts.filter(|_| spec.architecture.reads_experts()) {
+            metadata.push((key("expert_count"), u(count)));
+            metadata.push((key("expert_used_count"), u(used)));
+            metadata.push((key("expert_feed_forward_length"), u(spec.ffn_dim)));
+        }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));
             metadata.push((key("attention.value_length"), u(width)));
         }
+        let experts = spec.experts.filter(|_| spec.architecture.reads_experts());
         let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
         let (d, f) = (spec.dim, spec.ffn_dim);
         let (qd, kv) = (spec.n_heads * hd, spec.n_kv_heads * hd);
@@ -443,7 +459,13 @@ impl SyntheticModel {
             if layer_norms && ffn_norm {
                 add(bias("ffn_norm"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
-            if spec.architecture.has_fused_projections() {
+            if let Some([count, _]) = experts {
+                // Written by rows here, each stack reshaped to `[count, rows, cols]` below.
+                add(n("ffn_gate_inp"), count, d, GgmlDType::F32, 1.0, 0.0)?;
+                add(n("ffn_gate_exps"), count * f, d, w, 0.3, 0.0)?;
+                add(n("ffn_up_exps"), count * f, d, w, 0.3, 0.0)?;
+                add(n("ffn_down_exps"), count * d, f, w, 0.3, 0.0)?;
+            } else if spec.architecture.has_fused_projections() {
                 add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;
             } else {
                 if arch.gated_ffn() {
@@ -451,13 +473,23 @@ impl SyntheticModel {
                 }
                 add(n("ffn_up"), f, d, w, 0.3, 0.0)?;
             }
-            add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
+            if experts.is_none() {
+                add(n("ffn_down"), d, f, w, 0.3, 0.0)?;
+            }
             if biased {
                 add(bias("ffn_up"), 1, f, GgmlDType::F32, 0.5, 0.0)?;
                 add(bias("ffn_down"), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
             if spec.architecture.has_post_norms() {
                 add(n("post_ffw_norm"), 1, d, GgmlDType::F32, 0.2, 1.0)?;
+            }
+        }
+        if let Some([count, _]) = experts {
+            for (name, t) in tensors.iter_mut().filter(|(name, _)| name.ends_with("_exps.weight")) {
+                let (rows, cols) = t.shape().dims2().map_err(Error::backend)?;
+                let data = t.data().map_err(Error::backend)?.into_owned();
+                let storage = QStorage::from_data(Cow::Owned(data), &Device::Cpu, t.dtype()).map_err(Error::backend)?;
+                *t = QTensor::new(storage, (count, rows / count, cols)).map_err(|e| Error::Backend(format!("{name}: {e}")))?;
             }
         }
         Ok(SyntheticModel { metadata, tensors })

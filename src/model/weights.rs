@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::architecture::{HeadNormSpan, RopePairs, FALCON_ATTENTION_NORM};
 use super::config::Config;
-use super::fused::split_rows;
+use super::fused::{split_experts, split_rows};
 use super::rope::{halves_to_pairs, permute, permute_rows, LayerRopes, LongContext, RopeFrequencies};
 use crate::error::ModelError;
 use crate::gguf::Gguf;
@@ -31,13 +31,8 @@ pub struct LayerWeights {
     /// feed-forward reads the attention's normed input (Phi-2's, Cohere's, Falcon 7B's:
     /// [`Architecture::shares_attention_norm`](super::Architecture::shares_attention_norm)).
     pub ffn_norm: Option<Norm>,
-    /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`; `None`
-    /// where the feed-forward is not gated (GPT-2's: `hidden = act(W_up x + b)`).
-    pub w_gate: Option<QTensor>,
-    /// Up projection of the feed-forward, `[ffn_dim, dim]`.
-    pub w_up: QTensor,
-    /// Feed-forward down projection, `[dim, ffn_dim]`.
-    pub w_down: QTensor,
+    /// The feed-forward network: one, or a mixture of experts.
+    pub ffn: FeedForward,
     /// Biases of the output and feed-forward projections, where the architecture has them
     /// ([`Architecture::linear_biases`](super::Architecture::linear_biases): GPT-2's).
     pub biases: Option<LinearBiases>,
@@ -54,6 +49,38 @@ pub enum Mixer {
     Attention(AttentionWeights),
     /// A gated short convolution over the last few positions (LFM2's).
     ShortConv(ShortConvWeights),
+}
+
+/// A block's feed-forward network. (One a block, moved once into a backend: the variants'
+/// sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+pub enum FeedForward {
+    /// One feed-forward every token runs.
+    Dense(DenseFeedForward),
+    /// A mixture of experts ([`Config::experts`](super::Config::experts)): a router picks a
+    /// few of them for each token.
+    Experts(ExpertWeights),
+}
+
+/// One feed-forward network's matrices: a block's, or one expert's.
+pub struct DenseFeedForward {
+    /// Gate projection of the gated feed-forward (SwiGLU, or GeGLU), `[ffn_dim, dim]`; `None`
+    /// where the feed-forward is not gated (GPT-2's: `hidden = act(W_up x + b)`).
+    pub gate: Option<QTensor>,
+    /// Up projection, `[ffn_dim, dim]`.
+    pub up: QTensor,
+    /// Down projection, `[dim, ffn_dim]`.
+    pub down: QTensor,
+}
+
+/// A mixture of experts' weights (`ffn_gate_inp`, and `ffn_gate_exps`, `ffn_up_exps`,
+/// `ffn_down_exps` cut into each expert's matrices).
+pub struct ExpertWeights {
+    /// The router, `[count, dim]`: each row scores one expert for a token.
+    pub router: QTensor,
+    /// Each expert's SwiGLU, its gate and up projections `[expert ffn_dim, dim]`, its down
+    /// projection `[dim, expert ffn_dim]`.
+    pub experts: Vec<DenseFeedForward>,
 }
 
 /// A block's attention weights.
@@ -89,6 +116,14 @@ pub struct ShortConvWeights {
 }
 
 impl LayerWeights {
+    /// Its feed-forward's matrices; `None` where it is a mixture of experts.
+    pub fn dense_ffn(&self) -> Option<&DenseFeedForward> {
+        match &self.ffn {
+            FeedForward::Dense(f) => Some(f),
+            FeedForward::Experts(_) => None,
+        }
+    }
+
     /// Its attention's weights; `None` in a convolving block.
     pub fn attention(&self) -> Option<&AttentionWeights> {
         match &self.mixer {
@@ -376,14 +411,21 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         if let Some(ffn_norm) = ffn_norm {
             out.extend(pre_norm(&format!("blk.{i}.{ffn_norm}")));
         }
-        if arch.has_fused_projections() {
+        if let Some(e) = &cfg.experts {
+            block.push(("ffn_gate_inp.weight", vec![e.count, d]));
+            let (n, ef) = (e.count, e.ffn_dim);
+            block.extend([("ffn_gate_exps.weight", vec![n, ef, d]), ("ffn_up_exps.weight", vec![n, ef, d])]);
+            block.push(("ffn_down_exps.weight", vec![n, d, ef]));
+        } else if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
         } else if arch.gated_ffn() {
             block.extend([("ffn_gate.weight", vec![f, d]), ("ffn_up.weight", vec![f, d])]);
         } else {
             block.push(("ffn_up.weight", vec![f, d]));
         }
-        block.push(("ffn_down.weight", vec![d, f]));
+        if cfg.experts.is_none() {
+            block.push(("ffn_down.weight", vec![d, f]));
+        }
         if has_fused_qkv_bias(gguf, cfg, i) {
             block.push(("attn_qkv.bias", vec![q + 2 * kv]));
         }
@@ -740,13 +782,23 @@ fn read_block<R: Read + Seek>(
         Some(name) => norm(name)?,
         None => None,
     };
-    let (w_gate, w_up) = if cfg.architecture.has_fused_projections() {
-        let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
-        (Some(gate), up)
-    } else if cfg.architecture.gated_ffn() {
-        (Some(take("ffn_gate.weight")?), take("ffn_up.weight")?)
+    let ffn = if let Some(e) = &cfg.experts {
+        let router = take("ffn_gate_inp.weight")?;
+        let gates = split_experts(&take("ffn_gate_exps.weight")?, e.count)?;
+        let ups = split_experts(&take("ffn_up_exps.weight")?, e.count)?;
+        let downs = split_experts(&take("ffn_down_exps.weight")?, e.count)?;
+        let experts = gates.into_iter().zip(ups).zip(downs).map(|((gate, up), down)| DenseFeedForward { gate: Some(gate), up, down });
+        FeedForward::Experts(ExpertWeights { router, experts: experts.collect() })
     } else {
-        (None, take("ffn_up.weight")?)
+        let (gate, up) = if cfg.architecture.has_fused_projections() {
+            let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;
+            (Some(gate), up)
+        } else if cfg.architecture.gated_ffn() {
+            (Some(take("ffn_gate.weight")?), take("ffn_up.weight")?)
+        } else {
+            (None, take("ffn_up.weight")?)
+        };
+        FeedForward::Dense(DenseFeedForward { gate, up, down: take("ffn_down.weight")? })
     };
     let biases = if cfg.architecture.linear_biases() {
         Some(LinearBiases {
@@ -757,7 +809,7 @@ fn read_block<R: Read + Seek>(
     } else {
         None
     };
-    Ok(LayerWeights { post_norm, attn_norm, mixer, ffn_norm, w_gate, w_up, w_down: take("ffn_down.weight")?, biases, sub_norms })
+    Ok(LayerWeights { post_norm, attn_norm, mixer, ffn_norm, ffn, biases, sub_norms })
 }
 
 /// The `N` parts [`split_rows`] cut, as an array.

@@ -7,6 +7,7 @@ pub mod affine16;
 mod avx2_dot;
 pub mod band_pool;
 pub mod dot_kernel;
+pub mod experts;
 pub mod float_rows;
 pub mod kv_cache;
 pub mod linear;
@@ -34,8 +35,9 @@ pub use linear::{CpuPrecision, Linear};
 use super::{Backend, BackendInfo, Checked, Forward, Inspection, Logits};
 use crate::error::{Error, Result};
 use crate::model::{
-    Config, HeadNorm, LayerRope, LayerRopes, LinearBiases, Mixer, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights,
+    Config, FeedForward, HeadNorm, LayerRope, LayerRopes, LinearBiases, Mixer, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights,
 };
+use experts::CpuExperts;
 use ops::AttentionInput;
 use short_conv::{short_conv, ShortConvInput};
 
@@ -47,10 +49,8 @@ struct Block {
     mixer: CpuMixer,
     post_norm: Option<PostNorms>,
     ffn_norm: Option<Norm>,
-    /// `None`: an ungated feed-forward (GPT-2's).
-    w_gate: Option<Linear>,
-    w_up: Linear,
-    w_down: Linear,
+    /// One feed-forward, or a mixture of experts.
+    ffn: CpuFfn,
     /// The output and feed-forward projections' biases (GPT-2's).
     biases: Option<LinearBiases>,
     /// The output and down projections' input norms (BitNet's).
@@ -70,6 +70,16 @@ enum CpuMixer {
     /// LFM2's gated short convolution ([`ShortConvWeights`](crate::model::ShortConvWeights)):
     /// `in_proj` `[3 dim, dim]`, each channel's kernel `[dim, width]`, `out_proj` `[dim, dim]`.
     ShortConv { in_proj: Linear, kernel: Vec<f32>, width: usize, out_proj: Linear },
+}
+
+/// A block's feed-forward, its matrices ready for the CPU. (One a block, built once and never
+/// moved after: the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+enum CpuFfn {
+    /// One feed-forward every token runs; `gate` `None`: ungated (GPT-2's).
+    Dense { gate: Option<Linear>, up: Linear, down: Linear },
+    /// A mixture of experts (Qwen3-MoE's, Mixtral's).
+    Experts(CpuExperts),
 }
 
 /// KV-cache capacity in tokens when none is asked for (SmolLM2's whole window).
@@ -146,9 +156,11 @@ impl CpuBackend {
                 mixer,
                 post_norm: l.post_norm,
                 ffn_norm: l.ffn_norm,
-                w_gate: l.w_gate.map(lin).transpose()?,
-                w_up: lin(l.w_up)?,
-                w_down: lin(l.w_down)?,
+                ffn: match (l.ffn, &cfg.experts) {
+                    (FeedForward::Dense(f), _) => CpuFfn::Dense { gate: f.gate.map(lin).transpose()?, up: lin(f.up)?, down: lin(f.down)? },
+                    (FeedForward::Experts(e), Some(shape)) => CpuFfn::Experts(CpuExperts::new(e, shape, precision)?),
+                    (FeedForward::Experts(_), None) => return Err(Error::Backend("experts in a model that names none".into())),
+                },
                 biases: l.biases,
                 sub_norms: l.sub_norms,
                 parallel: cfg.parallel_residual,
@@ -363,27 +375,36 @@ impl CpuBackend {
                 ops::pre_norm(&x, b.ffn_norm.as_ref(), c.norm_eps, &mut xb);
             }
             let ffn_in = if b.parallel && b.ffn_norm.is_some() { &xf } else { &xb };
-            let normed = SharedInput::new(ffn_in, n);
-            b.w_up.forward_shared(&normed, &mut up)?;
-            let hidden = match &b.w_gate {
-                Some(w_gate) => {
-                    w_gate.forward_shared(&normed, &mut gate)?;
-                    ops::gated(c.architecture.activation(), &mut gate, &up);
-                    &mut gate
+            match &b.ffn {
+                CpuFfn::Experts(experts) => {
+                    // x += s sum_e w_e W_down,e . (SiLU(W_gate,e xb) * W_up,e xb) over the
+                    // experts e the router picked for each token.
+                    experts.forward(ffn_in, n, c.architecture.activation(), &mut proj)?;
                 }
-                None => {
-                    if let Some(biases) = &b.biases {
-                        ops::add_rows(&mut up, &biases.up);
+                CpuFfn::Dense { gate: w_gate, up: w_up, down: w_down } => {
+                    let normed = SharedInput::new(ffn_in, n);
+                    w_up.forward_shared(&normed, &mut up)?;
+                    let hidden = match w_gate {
+                        Some(w_gate) => {
+                            w_gate.forward_shared(&normed, &mut gate)?;
+                            ops::gated(c.architecture.activation(), &mut gate, &up);
+                            &mut gate
+                        }
+                        None => {
+                            if let Some(biases) = &b.biases {
+                                ops::add_rows(&mut up, &biases.up);
+                            }
+                            ops::activate(c.architecture.activation(), &mut up);
+                            &mut up
+                        }
+                    };
+                    if let Some(sub) = &b.sub_norms {
+                        // BitNet's: each token's gated product RMS-normed before the down projection.
+                        ops::rmsnorm_heads(hidden, &sub.ffn, c.norm_eps);
                     }
-                    ops::activate(c.architecture.activation(), &mut up);
-                    &mut up
+                    w_down.forward(hidden, n, &mut proj)?;
                 }
-            };
-            if let Some(sub) = &b.sub_norms {
-                // BitNet's: each token's gated product RMS-normed before the down projection.
-                ops::rmsnorm_heads(hidden, &sub.ffn, c.norm_eps);
             }
-            b.w_down.forward(hidden, n, &mut proj)?;
             if let Some(biases) = &b.biases {
                 ops::add_rows(&mut proj, &biases.down);
             }
@@ -438,7 +459,9 @@ impl CpuBackend {
         ops::finish_logits(logits, self.cfg.logit_scale, self.cfg.final_softcap);
     }
 
-    /// Bytes of weights read per decoded token (all matrices and the LM head).
+    /// Bytes of weights read per decoded token: every matrix a token runs (of a mixture of
+    /// experts, the router and as many experts as a token picks, at their average size) and
+    /// the LM head.
     pub fn weight_bytes(&self) -> usize {
         let blocks: usize = self
             .blocks
@@ -448,8 +471,13 @@ impl CpuBackend {
                     CpuMixer::Attention { wq, wk, wv, wo, .. } => vec![wq, wk, wv, wo],
                     CpuMixer::ShortConv { in_proj, out_proj, .. } => vec![in_proj, out_proj],
                 };
-                let ffn = [b.w_gate.as_ref(), Some(&b.w_up), Some(&b.w_down)];
-                mixer.into_iter().chain(ffn.into_iter().flatten()).map(|l| l.bytes()).sum::<usize>()
+                let ffn = match &b.ffn {
+                    CpuFfn::Dense { gate, up, down } => {
+                        [gate.as_ref(), Some(up), Some(down)].into_iter().flatten().map(|l| l.bytes()).sum()
+                    }
+                    CpuFfn::Experts(experts) => experts.bytes_per_token(),
+                };
+                mixer.into_iter().map(|l| l.bytes()).sum::<usize>() + ffn
             })
             .sum();
         blocks + self.lm_head.bytes()

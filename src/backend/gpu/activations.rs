@@ -32,8 +32,15 @@ pub(super) struct Activations {
     pub q: wgpu::Buffer,
     /// The attention's output, `[B, n_heads * hd]` (where it is a dispatch of its own).
     pub att: wgpu::Buffer,
-    /// The gated feed-forward's output (SwiGLU's or GeGLU's), `[B, ffn]`.
+    /// The gated feed-forward's output (SwiGLU's or GeGLU's), `[B, ffn]`; a mixture of
+    /// experts' picks' outputs, `[B, used, expert ffn]`.
     pub hidden: wgpu::Buffer,
+    /// A mixture of experts' router scores, `[B, count]` (one float without experts).
+    pub expert_scores: wgpu::Buffer,
+    /// Each token's picks, `[B, used, 2]` u32: expert, weight bits (one word without experts).
+    pub picks: wgpu::Buffer,
+    /// Each pick's down projection, `[B, used, dim]` (one float without experts).
+    pub expert_out: wgpu::Buffer,
     /// The feed-forward's output before its post norm adds it to `x` (Gemma's), `[B, dim]`
     /// (one float where the model has no post norms).
     pub proj: wgpu::Buffer,
@@ -90,13 +97,18 @@ impl Activations {
         let qkv = buf("qkv", b * (qd + 2 * cfg.kv_dim()).max(if conv { 3 * cfg.dim } else { 0 }));
         let q = buf("q", b * qd);
         let att = buf("att", b * qd.max(if conv { cfg.dim } else { 0 }));
-        let hidden = buf("hidden", b * cfg.ffn_dim);
+        let (count, used, expert_ffn) = cfg.experts.as_ref().map_or((0, 0, 0), |e| (e.count, e.used, e.ffn_dim));
+        let hidden = buf("hidden", b * cfg.ffn_dim.max(used * expert_ffn));
+        let expert_scores = buf("expert scores", (b * count).max(1));
+        let expert_out = buf("expert outputs", (b * used * cfg.dim).max(1));
         let post_normed = if cfg.architecture.has_post_norms() { b * cfg.dim } else { 1 };
         let proj = buf("feed-forward output", post_normed);
         let att_proj = buf("attention output", post_normed);
         let logits = buf("logits", MAX_VERIFY_TOKENS * cfg.vocab_size);
         let att_parts = buf("attention parts", ops::attention_parts_len(att_shape, capacity, b, split_chunk));
         let head_parts = buf("head parts", head_parts.max(1));
+        let picks = ctx.storage("expert picks", &vec![0u32; (b * used * 2).max(1)]);
+        bytes += picks.size();
         let tables: Vec<_> = ropes.kinds().iter().map(|(kind, f)| (*kind, ctx.storage("rope", &ops::rope_table(capacity, f)))).collect();
         bytes += tables.iter().map(|(_, t)| t.size()).sum::<u64>();
         let step = kernels::step_uniform(ctx, kernels::StepParams::new(0, 1));
@@ -111,6 +123,9 @@ impl Activations {
             q,
             att,
             hidden,
+            expert_scores,
+            picks,
+            expert_out,
             proj,
             att_proj,
             logits,

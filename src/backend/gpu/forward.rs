@@ -55,8 +55,10 @@
 use super::activations::Activations;
 use super::device::GpuContext;
 use super::kernels::{self, Bind, Dispatch, KernelOptions, Kernels};
-use super::ops::{self, AttentionInput, CombineInput, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv, RopeKvOp, RowBands};
-use super::upload::{GpuAttention, GpuLayer, GpuMixer, GpuNorm, GpuShortConv};
+use super::ops::{
+    self, AttentionInput, CombineInput, ExpertPicks, HeadGains, HeadParts, HeadsInput, LinearOp, QkvBiases, RopeKv, RopeKvOp, RowBands,
+};
+use super::upload::{GpuAttention, GpuExperts, GpuFfn, GpuLayer, GpuMixer, GpuNorm, GpuShortConv};
 use crate::error::{Error, Result};
 use crate::model::architecture::Activation;
 use crate::model::{Config, HeadNormSpan};
@@ -494,6 +496,10 @@ impl Builder<'_> {
     /// norms to x, the attention's first: 3 dispatches, not 4.
     fn feed_forward(&self, l: &GpuLayer, merge: Option<HeadParts>) -> Result<[Op; 2]> {
         let a = self.acts;
+        let (gate_up_matrix, gated, down_matrix) = match &l.ffn {
+            GpuFfn::Dense { gate_up, gated, down } => (gate_up, *gated, down),
+            GpuFfn::Experts(experts) => return self.experts(l, experts, merge),
+        };
         let NormedInput { norm, input, layer_norm } = if l.parallel {
             // A parallel residual: the block input's own LayerNorm, in `ffn_normed` since the
             // Q/K/V op (GPT-NeoX's), or the attention's, still in `normed` (Phi-2's); an
@@ -510,13 +516,13 @@ impl Builder<'_> {
         let biases = l.biases.as_ref();
         let gate_up_reading = |post_norm_in, merge_in| LinearOp {
             norm,
-            glu: l.gated,
+            glu: gated,
             activation: self.activation,
-            act: !l.gated,
+            act: !gated,
             bias: biases.map(|b| &b.up),
             post_norm_in,
             merge_in,
-            ..LinearOp::new(&l.w_gate_up, input, Bind(&a.hidden, 0, None))
+            ..LinearOp::new(gate_up_matrix, input, Bind(&a.hidden, 0, None))
         };
         let gate_up = gate_up_reading(None, None);
         let (out, accumulate) = if l.post_norm.is_some() { (&a.proj, false) } else { (&a.x, true) };
@@ -525,11 +531,11 @@ impl Builder<'_> {
             bias: biases.map(|b| &b.down),
             norm: l.sub_norms.as_ref().map(|[_, gain]| (gain, self.eps)),
             out_scale: self.residual_scale,
-            ..LinearOp::new(&l.w_down, &a.hidden, Bind(out, 0, None))
+            ..LinearOp::new(down_matrix, &a.hidden, Bind(out, 0, None))
         };
         let mut ops = [self.linear(&gate_up)?, self.linear(&down)?];
         if let Some([attention_gain, gain]) = &l.post_norm {
-            let dim = l.w_down.rows;
+            let dim = down_matrix.rows;
             let norm = self.post_norm(dim, &a.proj, gain, None)?;
             if self.folded_post_norm {
                 let post_normed = ops::PostNormInput { y: Bind(&a.att_proj, 0, None), gain: attention_gain, eps: self.eps };
@@ -554,6 +560,44 @@ impl Builder<'_> {
         }
         let [gate_up, down] = ops;
         Ok([norm_first(layer_norm, gate_up), down])
+    }
+
+    /// A mixture of experts: `scores = R norm(x)`; each token's picks and their weights
+    /// (expert_pick.wgsl); for each pick k of expert e, `hidden[k] = act(G_e norm(x)) * U_e
+    /// norm(x)` and `out[k] = D_e hidden[k]` (the matrix kernels' EXPERTS form); `x += s sum_k
+    /// w_k out[k]` (expert_sum.wgsl). Five dispatches for every kind of step, a prefill's
+    /// tokens as workgroups of the same kernels: the router, the pick and the gate/up
+    /// projection in the first op, the down projection and the sum in the second.
+    fn experts(&self, l: &GpuLayer, e: &GpuExperts, merge: Option<HeadParts>) -> Result<[Op; 2]> {
+        let (ctx, k, a) = (self.ctx, self.kernels, self.acts);
+        let NormedInput { norm, input, layer_norm } = self.normed_input(l.ffn_norm.as_ref())?;
+        let unlike = layer_norm.is_some() || merge.is_some() || l.parallel || l.post_norm.is_some() || l.biases.is_some();
+        if unlike || l.sub_norms.is_some() || norm.is_none() {
+            return Err(Error::Backend(
+                "a mixture of experts runs after an RMSNorm, with no parallel residual, post or sub-norms, biases or per-head parts".into(),
+            ));
+        }
+        let router = self.linear(&LinearOp { norm, ..LinearOp::new(&e.router, input, Bind(&a.expert_scores, 0, None)) })?;
+        let picks = Bind(&a.picks, 0, None);
+        let pick = k.expert_pick(ctx, &ops::ExpertPick { routing: e.routing, scores: Bind(&a.expert_scores, 0, None), picks }, &a.step)?;
+        let chosen = Some(ExpertPicks { picks: &a.picks, used: e.routing.used, count: e.routing.count });
+        let gate_up = LinearOp {
+            norm,
+            glu: true,
+            activation: self.activation,
+            experts: chosen,
+            ..LinearOp::new(&e.gate_up, input, Bind(&a.hidden, 0, None))
+        };
+        let gate_up = k.matvec(ctx, &gate_up, &a.step)?;
+        let down = LinearOp { experts: chosen, ..LinearOp::new(&e.down, &a.hidden, Bind(&a.expert_out, 0, None)) };
+        let down = k.matvec(ctx, &down, &a.step)?;
+        let x = Bind(&a.x, 0, None);
+        let (dim, out) = (e.down.rows, Bind(&a.expert_out, 0, None));
+        let sum = ops::ExpertSum { routing: e.routing, dim, picks, out, x, out_scale: self.residual_scale };
+        let sum = k.expert_sum(ctx, &sum, &a.step)?;
+        let mut first = router;
+        first.lists().into_iter().for_each(|list| list.extend([pick.clone(), gate_up.clone()]));
+        Ok([first, Op::same(vec![down, sum])])
     }
 
     /// `logits = head norm(x)`, its final norm inside: on the step's last token, or with

@@ -36,11 +36,12 @@ impl ShaderSource {
 
 /// Declarations and functions kernels share, for their `#include` lines (besides the
 /// generated ones: `constants.wgsl` and the uniform structs of [`super::params`]).
-const INCLUDES: [(&str, &str); 18] = [
+const INCLUDES: [(&str, &str); 19] = [
     ("enable_subgroups.wgsl", include_str!("../../../shaders/enable_subgroups.wgsl")),
     ("split_chunk.wgsl", include_str!("../../../shaders/split_chunk.wgsl")),
     ("cache_keys.wgsl", include_str!("../../../shaders/cache_keys.wgsl")),
     ("workgroup_reduce.wgsl", include_str!("../../../shaders/workgroup_reduce.wgsl")),
+    ("rank_reduce.wgsl", include_str!("../../../shaders/rank_reduce.wgsl")),
     ("softcap.wgsl", include_str!("../../../shaders/softcap.wgsl")),
     ("alibi.wgsl", include_str!("../../../shaders/alibi.wgsl")),
     ("weight_formats.wgsl", include_str!("../../../shaders/weight_formats.wgsl")),
@@ -87,6 +88,7 @@ pub fn all_shaders() -> Vec<ShaderSource> {
         ops::layer_norm::source(),
         ops::short_conv::source(),
     ];
+    all.extend(ops::ExpertKernel::ALL.map(|e| e.source()));
     all.extend([false, true].into_iter().flat_map(|p| ops::WeightFormat::ALL.map(|f| ops::embedding::source(f, p))));
     all.extend(ops::RopeKvKernel::all().map(|r| r.source()));
     all.extend(AttentionKernel::all().map(|a| a.source()));
@@ -479,6 +481,8 @@ pub struct Kernels {
     pub(super) layer_norm: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
     /// The short-convolution pipeline (LFM2's convolving layers), compiled on first use.
     pub(super) short_conv: std::sync::Mutex<std::collections::HashMap<(), Kernel>>,
+    /// A mixture of experts' pick and sum pipelines, compiled on first use.
+    pub(super) experts: std::sync::Mutex<std::collections::HashMap<ops::ExpertKernel, Kernel>>,
 }
 
 /// Compiles `shader` into a compute pipeline with the override `constants` (a shader the
@@ -572,6 +576,7 @@ impl Kernels {
             norm_add: Default::default(),
             layer_norm: Default::default(),
             short_conv: Default::default(),
+            experts: Default::default(),
         })
     }
 

@@ -160,6 +160,8 @@ impl GpuBackend {
         // projection pairs gate and up rows.
         let arch = cfg.architecture;
         options.per_head_attention &= !arch.has_post_norms() && arch.has_pre_norms() && !arch.layer_norms() && arch.gated_ffn();
+        // Nor before a mixture of experts, whose router reads x before any merge could.
+        options.per_head_attention &= cfg.experts.is_none();
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
         let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;

@@ -87,8 +87,9 @@ uniform_struct! {
         clamp_kqv: f32,
         /// HEAD_NORM: 1 where each head's norm comes after RoPE (Hunyuan's), 0 before it.
         norm_after_rope: u32,
-        /// Padding to 16 bytes.
-        _pad4: u32,
+        /// EXPERTS: the experts each token picked (a mixture of experts' `used`), the
+        /// dispatch's workgroups along y; 0 otherwise.
+        experts_used: u32,
     }
 }
 
@@ -193,6 +194,30 @@ uniform_struct! {
 }
 
 uniform_struct! {
+    /// A mixture of experts' routing and sum uniform (`Params` in expert_pick.wgsl and
+    /// expert_sum.wgsl).
+    ExpertParams as "Params" {
+        /// Experts in the layer (the router's rows).
+        count: u32,
+        /// Experts each token picks.
+        used: u32,
+        /// 1: the picked probabilities are divided by their sum; 0: kept as they are.
+        normalized: u32,
+        /// The residual stream's width (expert_sum.wgsl's rows).
+        dim: u32,
+        /// What the weighted sum is multiplied by as it joins the residual stream (Granite's
+        /// residual scale; 1 otherwise).
+        out_scale: f32,
+        /// Padding to 16 bytes.
+        _pad0: u32,
+        /// Padding to 16 bytes.
+        _pad1: u32,
+        /// Padding to 16 bytes.
+        _pad2: u32,
+    }
+}
+
+uniform_struct! {
     /// The per-step uniform every step-dependent kernel reads (`Step`, one buffer written
     /// once per step).
     StepParams as "Step" {
@@ -251,7 +276,7 @@ pub fn alibi_bases(n_heads: u32, max_bias: f32) -> [f32; 2] {
 }
 
 /// Each uniform struct's WGSL declaration and its Rust fields' offsets.
-pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 8] {
+pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 9] {
     [
         (MatrixParams::wgsl(), MatrixParams::offsets()),
         (EmbeddingParams::wgsl(), EmbeddingParams::offsets()),
@@ -259,6 +284,7 @@ pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 8] {
         (AttentionParams::wgsl(), AttentionParams::offsets()),
         (NormParams::wgsl(), NormParams::offsets()),
         (ConvParams::wgsl(), ConvParams::offsets()),
+        (ExpertParams::wgsl(), ExpertParams::offsets()),
         (StepParams::wgsl(), StepParams::offsets()),
         (InspectParams::wgsl(), InspectParams::offsets()),
     ]
@@ -266,7 +292,7 @@ pub fn all_layouts() -> [(String, Vec<(&'static str, usize)>); 8] {
 
 /// The generated includes: each uniform struct's WGSL under the name the shaders
 /// `#include`.
-pub fn wgsl_includes() -> [(&'static str, String); 8] {
+pub fn wgsl_includes() -> [(&'static str, String); 9] {
     [
         ("matrix_params.wgsl", MatrixParams::wgsl()),
         ("embedding_params.wgsl", EmbeddingParams::wgsl()),
@@ -274,6 +300,7 @@ pub fn wgsl_includes() -> [(&'static str, String); 8] {
         ("attention_struct.wgsl", AttentionParams::wgsl()),
         ("norm_params.wgsl", NormParams::wgsl()),
         ("conv_params.wgsl", ConvParams::wgsl()),
+        ("expert_params.wgsl", ExpertParams::wgsl()),
         ("step.wgsl", StepParams::wgsl()),
         ("inspect_params.wgsl", InspectParams::wgsl()),
     ]

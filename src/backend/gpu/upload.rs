@@ -6,10 +6,10 @@
 use candle_core::quantized::QTensor;
 
 use super::device::GpuContext;
-use super::ops::{own_bias_len, AttentionScope, GpuMatrix, RowBands};
+use super::ops::{own_bias_len, AttentionScope, GpuMatrix, Routing, RowBands};
 use super::repack::{interleave_rows, repack, repack_together, stack};
 use crate::error::{Error, Result};
-use crate::model::{Config, HeadNormSpan, LayerRope, LayerWeights, Mixer, Norm};
+use crate::model::{Config, ExpertWeights, Experts, FeedForward, HeadNormSpan, LayerRope, LayerWeights, Mixer, Norm};
 
 /// A norm on the GPU, as the projection after it takes it.
 pub(super) enum GpuNorm {
@@ -52,19 +52,14 @@ pub(super) struct GpuLayer {
     /// The feed-forward's norm (an RMSNorm's gain, `[dim]`, or a LayerNorm's gain and bias);
     /// `None` without pre-norms.
     pub ffn_norm: Option<GpuNorm>,
-    /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU epilogue;
-    /// the up projection alone, `[ffn, dim]`, where the feed-forward is not gated (`gated`).
-    pub w_gate_up: GpuMatrix,
-    /// Whether `w_gate_up` holds the gate's rows (GPT-2's does not).
-    pub gated: bool,
+    /// The feed-forward's matrices: one feed-forward's, or a mixture of experts'.
+    pub ffn: GpuFfn,
     /// The output and feed-forward projections' biases, where the model has them (GPT-2).
     pub biases: Option<GpuBiases>,
     /// Both sublayers read the block's input (a parallel residual): the feed-forward its own
     /// LayerNorm of it, `ffn_normed` (GPT-NeoX's), or without `ffn_norm` the attention's,
     /// `normed` (Phi-2's).
     pub parallel: bool,
-    /// The down projection, `[dim, ffn]`.
-    pub w_down: GpuMatrix,
     /// The post norms' gains after the attention and after the feed-forward, each `[dim]`,
     /// where the model has them (Gemma 3).
     pub post_norm: Option<[wgpu::Buffer; 2]>,
@@ -77,6 +72,36 @@ pub(super) struct GpuLayer {
     pub scope: AttentionScope,
     /// The RoPE table its queries and keys turn by.
     pub rope: LayerRope,
+}
+
+/// A layer's feed-forward on the GPU.
+pub(super) enum GpuFfn {
+    /// One feed-forward every token runs.
+    Dense {
+        /// Gate and up rows interleaved (gate i, up i), `[2 ffn, dim]`, for the SwiGLU
+        /// epilogue; the up projection alone, `[ffn, dim]`, where the feed-forward is not
+        /// gated (`gated`).
+        gate_up: GpuMatrix,
+        /// Whether `gate_up` holds the gate's rows (GPT-2's does not).
+        gated: bool,
+        /// The down projection, `[dim, ffn]`.
+        down: GpuMatrix,
+    },
+    /// A mixture of experts.
+    Experts(GpuExperts),
+}
+
+/// A mixture of experts' matrices on the GPU, each expert's stacked (matrix.wgsl's EXPERTS).
+pub(super) struct GpuExperts {
+    /// The router, `[count, dim]`.
+    pub router: GpuMatrix,
+    /// Each expert's gate and up rows interleaved, `[count, 2 ffn, dim]`: its `rows` one
+    /// expert's (`2 ffn`).
+    pub gate_up: GpuMatrix,
+    /// Each expert's down projection, `[count, dim, ffn]`: its `rows` one expert's (`dim`).
+    pub down: GpuMatrix,
+    /// The routing shape.
+    pub routing: Routing,
 }
 
 /// How a layer mixes positions, on the GPU.
@@ -196,24 +221,31 @@ impl GpuLayer {
         // value cache holds nothing (a binding needs a buffer).
         let value_words = if matches!(mixer, GpuMixer::ShortConv(_)) { 4 } else { cache_words };
         let attn_label = if attn_norm_after.is_empty() { "attn_norm" } else { "attn_norm and what follows it" };
+        let ffn = match (&l.ffn, &cfg.experts) {
+            (FeedForward::Dense(f), _) => GpuFfn::Dense {
+                gate_up: match &f.gate {
+                    Some(gate) => gate_up(ctx, gate, &f.up, &mut bytes.weights)?,
+                    None => matrix(ctx, &f.up, &mut bytes.weights)?,
+                },
+                gated: f.gate.is_some(),
+                down: matrix(ctx, &f.down, &mut bytes.weights)?,
+            },
+            (FeedForward::Experts(e), Some(shape)) => GpuFfn::Experts(experts(ctx, e, shape, &mut bytes.weights)?),
+            (FeedForward::Experts(_), None) => return Err(Error::Backend("experts in a model that names none".into())),
+        };
         Ok(GpuLayer {
             attn_norm: l.attn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, attn_label, norm, &attn_norm_after, bytes)),
             mixer,
             k_cache: bytes.storage(ctx, "k cache", &vec![0u32; cache_words]),
             v_cache: bytes.storage(ctx, "v cache", &vec![0u32; value_words]),
             ffn_norm: l.ffn_norm.as_ref().map(|norm| GpuNorm::upload(ctx, "ffn_norm", norm, &[], bytes)),
-            w_gate_up: match &l.w_gate {
-                Some(gate) => gate_up(ctx, gate, &l.w_up, &mut bytes.weights)?,
-                None => matrix(ctx, &l.w_up, &mut bytes.weights)?,
-            },
-            gated: l.w_gate.is_some(),
+            ffn,
             parallel: cfg.parallel_residual,
             biases: l.biases.as_ref().map(|b| GpuBiases {
                 wo: padded_bias(ctx, "attn_output bias", &b.wo, bytes),
                 up: padded_bias(ctx, "ffn_up bias", &b.up, bytes),
                 down: padded_bias(ctx, "ffn_down bias", &b.down, bytes),
             }),
-            w_down: matrix(ctx, &l.w_down, &mut bytes.weights)?,
             post_norm: l
                 .post_norm
                 .as_ref()
@@ -251,6 +283,38 @@ fn matrix(ctx: &GpuContext, t: &QTensor, weight_bytes: &mut u64) -> Result<GpuMa
     let m = GpuMatrix::upload(ctx, &repack(t)?, rows as u32, cols as u32)?;
     *weight_bytes += m.bytes();
     Ok(m)
+}
+
+/// A mixture of experts uploaded: the router as it is, every expert's gate and up rows
+/// interleaved (as [`gate_up`]'s) and stacked expert after expert, their down projections
+/// stacked likewise; each stack in one layout ([`repack_together`]), its `rows` one
+/// expert's.
+fn experts(ctx: &GpuContext, e: &ExpertWeights, shape: &Experts, weight_bytes: &mut u64) -> Result<GpuExperts> {
+    let (count, f) = (e.experts.len(), shape.ffn_dim);
+    let mut gates_ups = Vec::with_capacity(2 * count);
+    for x in &e.experts {
+        let gate = x.gate.as_ref().ok_or_else(|| Error::Backend("an expert without a gate projection".into()))?;
+        gates_ups.extend([gate, &x.up]);
+    }
+    let mut repacked = repack_together(&gates_ups)?.into_iter();
+    let mut pairs = Vec::with_capacity(count);
+    while let (Some(g), Some(u)) = (repacked.next(), repacked.next()) {
+        pairs.push(interleave_rows(g, u, f)?);
+    }
+    let dim = shape_of(&e.router)?.1;
+    let mut gate_up = GpuMatrix::upload(ctx, &stack(pairs)?, (count * 2 * f) as u32, dim as u32)?;
+    let downs: Vec<&QTensor> = e.experts.iter().map(|x| &x.down).collect();
+    let mut down = GpuMatrix::upload(ctx, &stack(repack_together(&downs)?)?, (count * dim) as u32, f as u32)?;
+    *weight_bytes += gate_up.bytes() + down.bytes();
+    gate_up.rows = 2 * f as u32;
+    down.rows = dim as u32;
+    let routing = Routing { count: count as u32, used: shape.used as u32, normalized: shape.normalized };
+    Ok(GpuExperts { router: matrix(ctx, &e.router, weight_bytes)?, gate_up, down, routing })
+}
+
+/// A matrix's `(rows, cols)`.
+fn shape_of(t: &QTensor) -> Result<(usize, usize)> {
+    t.shape().dims2().map_err(Error::backend)
 }
 
 /// Several matrices with the same columns, stacked row-wise into one (see [`stack`]; in

@@ -207,6 +207,10 @@ pub struct MatrixKernel {
     /// Decode only: the input row plus another row RMS-normed with its own gain as the
     /// prologue (the feed-forward's gate and up rows after a post-normed attention, Gemma 3's).
     pub post_norm_in: bool,
+    /// Decode kernel, decode and prefill alike: a mixture of experts' stacked matrices, each
+    /// workgroup row set computing one pick's expert (the gate/up projection with `glu`, the
+    /// down projection without).
+    pub experts: bool,
     /// With `rope_kv`, `attention` or `heads`: the cache holds half floats.
     pub kv_f16: bool,
     /// Decode only: whole subgroups per row, each reduced with subgroupAdd (several a row,
@@ -234,6 +238,7 @@ impl MatrixKernel {
             merge_in: false,
             merge_out: false,
             post_norm_in: false,
+            experts: false,
             kv_f16: false,
             subgroup,
         }
@@ -249,7 +254,8 @@ impl MatrixKernel {
     /// projection), the per-head forms (the projection per
     /// head over both cache precisions, for the formats whose blocks fit in a head of 32
     /// columns, and normed SwiGLU and the accumulating product merging its parts), and normed
-    /// SwiGLU after a post norm, normed or not: the forms the forward pass uses; and each decode one but the
+    /// SwiGLU after a post norm, normed or not, and a mixture of experts' normed SwiGLU and
+    /// down projections: the forms the forward pass uses; and each decode one but the
     /// per-head projection with subgroups too.
     pub fn all() -> impl Iterator<Item = MatrixKernel> {
         [(false, false), (false, true), (true, false)].into_iter().flat_map(|(prefill, subgroup)| {
@@ -281,6 +287,8 @@ impl MatrixKernel {
                     all.push(MatrixKernel { merge_out: true, ..plain });
                     all.push(MatrixKernel { post_norm_in: true, norm: true, glu: true, ..plain });
                     all.push(MatrixKernel { post_norm_in: true, glu: true, ..plain });
+                    all.push(MatrixKernel { experts: true, norm: true, glu: true, ..plain });
+                    all.push(MatrixKernel { experts: true, ..plain });
                 }
                 all
             })
@@ -290,9 +298,10 @@ impl MatrixKernel {
     /// The variant's name, e.g. `matvec_q4_1_norm_rope_kv_kv_f16_subgroup.wgsl`.
     pub fn name(&self) -> String {
         format!(
-            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
+            "{}_{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}.wgsl",
             if self.prefill { "matmul" } else { "matvec" },
             self.format.define().to_lowercase(),
+            if self.experts { "_experts" } else { "" },
             if self.attention { "_attention" } else { "" },
             if self.combine { "_combine" } else { "" },
             if self.heads { "_heads" } else { "" },
@@ -338,6 +347,7 @@ impl MatrixKernel {
             (self.merge_in, "MERGE_IN"),
             (self.merge_out, "MERGE_OUT"),
             (self.post_norm_in, "POST_NORM_IN"),
+            (self.experts, "EXPERTS"),
             (self.keeps_input_row(), "ATT_IN"),
             (self.attention || self.heads, "QUERIES"),
             (self.merge_in || self.merge_out, "HEAD_PARTS"),
@@ -419,6 +429,24 @@ pub struct LinearOp<'a> {
     /// more than this matrix's rows (a band of the LM head, bound at its first row); `None`:
     /// the matrix's rows.
     pub y_stride: Option<u32>,
+    /// A mixture of experts' projection: `w` is every expert's matrix stacked (its `rows`
+    /// one expert's), and each token runs the experts it picked; see [`ExpertPicks`].
+    pub experts: Option<ExpertPicks<'a>>,
+}
+
+/// The EXPERTS form's operands (see [`LinearOp::experts`]): with `glu` (the experts'
+/// interleaved gate and up rows) each pick reads its token's row of `x` and writes `y`
+/// `[n_tokens, used, rows / 2]`; without (the down projections) it reads its own row of `x`,
+/// `[n_tokens, used, cols]`, and writes `y` `[n_tokens, used, rows]`. One kernel for decode
+/// and prefill: its workgroups along z are the step's tokens.
+#[derive(Clone, Copy)]
+pub struct ExpertPicks<'a> {
+    /// Each token's picks, `[n_tokens, used, 2]` u32: expert, weight bits (expert_pick.wgsl).
+    pub picks: &'a wgpu::Buffer,
+    /// Experts each token picks.
+    pub used: u32,
+    /// Experts in the stack.
+    pub count: u32,
 }
 
 /// The ROPE_KV epilogue's operands (see [`LinearOp::rope_kv`]).
@@ -569,6 +597,7 @@ impl<'a> LinearOp<'a> {
             post_norm_in: None,
             out_scale: 1.0,
             y_stride: None,
+            experts: None,
         }
     }
 }
@@ -607,6 +636,7 @@ impl Kernels {
         check_merge(op, prefill)?;
         check_post_norm_in(op, prefill)?;
         check_bias(op)?;
+        check_experts(op, prefill)?;
         let subgroup = self.options.subgroups && !prefill && op.heads.is_none();
         let variant = MatrixKernel {
             norm: op.norm.is_some(),
@@ -622,6 +652,7 @@ impl Kernels {
             merge_in: op.merge_in.is_some(),
             merge_out: op.merge_out.is_some(),
             post_norm_in: op.post_norm_in.is_some(),
+            experts: op.experts.is_some(),
             kv_f16: (op.rope_kv.is_some() || op.attention.is_some() || op.heads.is_some()) && self.options.kv_f16,
             ..MatrixKernel::plain(prefill, w.format, subgroup)
         };
@@ -670,7 +701,7 @@ impl Kernels {
             alibi_m1,
             clamp_kqv: op.rope_kv.as_ref().map_or(0.0, |r| r.clamp),
             norm_after_rope: op.rope_kv.as_ref().is_some_and(|r| r.norm_after_rope) as u32,
-            ..Default::default()
+            experts_used: op.experts.map_or(0, |e| e.used),
         };
         let params = ctx.uniform("linear", &[params]);
         // Rows a workgroup covers: a subgroup kernel's row groups take rows_per_subgroup at once.
@@ -712,11 +743,21 @@ impl Kernels {
         if let Some(p) = &op.post_norm_in {
             binds.extend([("post_proj", p.y), ("post_gain", whole(p.gain))]);
         }
+        if let Some(e) = &op.experts {
+            binds.push(("picks", whole(e.picks)));
+        }
         let mut d = prepare(ctx, &kernel, &binds, groups)?;
         if let Some(h) = &op.heads {
             d.groups = [groups, n_heads, h.n_chunks];
         }
         d.weight_bytes = w.bytes();
+        if let Some(e) = &op.experts {
+            // A pick a workgroup row set, a token a layer of them: a token reads its picked
+            // experts' matrices alone.
+            d.groups = [groups, e.used, 1];
+            d.weight_bytes = w.bytes() / u64::from(e.count.max(1)) * u64::from(e.used);
+            return Ok(d.per_token(2, 1));
+        }
         Ok(d)
     }
 }
@@ -741,6 +782,31 @@ fn check_merge(op: &LinearOp, prefill: bool) -> Result<()> {
     }
     if m.n_chunks == 0 || m.n_heads == 0 || m.n_heads * m.n_chunks > MAX_HEAD_PARTS {
         return Err(Error::Backend(format!("{} heads of {} chunks: the merge weighs 1 to {MAX_HEAD_PARTS} parts", m.n_heads, m.n_chunks)));
+    }
+    Ok(())
+}
+
+/// Checks the EXPERTS form of `op`: a decode kernel (it runs a prefill's tokens as
+/// workgroups along z), with the RMSNorm and SwiGLU or with nothing fused, writing `y` rather
+/// than adding to it, and from 1 to `count` picks.
+fn check_experts(op: &LinearOp, prefill: bool) -> Result<()> {
+    let Some(e) = &op.experts else { return Ok(()) };
+    let others = op.rope_kv.is_some()
+        || op.attention.is_some()
+        || op.combine.is_some()
+        || op.heads.is_some()
+        || op.merge_in.is_some()
+        || op.merge_out.is_some()
+        || op.post_norm_in.is_some()
+        || op.bias.is_some()
+        || op.act;
+    if prefill || op.last_token || op.accumulate || others || op.glu != op.norm.is_some() {
+        return Err(Error::Backend(
+            "the experts' projections run as decode kernels, normed with SwiGLU or plain, writing their own rows".into(),
+        ));
+    }
+    if e.used == 0 || e.used > e.count || !op.w.rows.is_multiple_of(if op.glu { 2 } else { 1 }) {
+        return Err(Error::Backend(format!("{} picks of {} experts of {} rows each", e.used, e.count, op.w.rows)));
     }
     Ok(())
 }

@@ -67,7 +67,8 @@ pub struct SyntheticSpec {
     /// merge reaches (`None`: unpadded), to give the embedding a real model's rows.
     pub vocab_size: Option<usize>,
     /// Weights as random stored blocks ([`random_blocks`]) rather than random floats
-    /// quantized: as fast at a billion weights as at a thousand (the large-model load tests).
+    /// quantized: as fast at a billion weights as at a thousand (the large-model load tests);
+    /// f32 matrices (a router, LFM2's kernels) as random floats still.
     pub random_blocks: bool,
     /// A sliding window written as `attention.sliding_window` (Gemma 3's layers slide over it).
     pub sliding_window: Option<usize>,
@@ -341,7 +342,7 @@ impl SyntheticModel {
         let (qd, kv) = (spec.n_heads * hd, spec.n_kv_heads * hd);
         let mut tensors = Vec::new();
         let mut add = |name: String, rows: usize, cols: usize, dtype: GgmlDType, scale: f32, offset: f32| -> Result<()> {
-            if spec.random_blocks && rows > 1 {
+            if spec.random_blocks && rows > 1 && dtype != GgmlDType::F32 {
                 tensors.push((name, random_blocks(dtype, rows, cols, &mut rng)?));
                 return Ok(());
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::QTensor;
 
-use super::linear::{CpuPrecision, Linear};
+use super::linear::{CpuPrecision, Linear, SharedInput};
 use super::ops;
 use crate::error::Result;
 use crate::model::architecture::Activation;
@@ -105,8 +105,10 @@ impl CpuExperts {
             }
             let mut gate = vec![0.0f32; m * self.ffn_dim]; // [m, ffn]
             let mut up = vec![0.0f32; m * self.ffn_dim]; //   [m, ffn]
-            expert.gate.forward(&input, m, &mut gate)?;
-            expert.up.forward(&input, m, &mut up)?;
+                                                         // The takers' rows quantized once for both projections.
+            let shared = SharedInput::new(&input, m);
+            expert.gate.forward_shared(&shared, &mut gate)?;
+            expert.up.forward_shared(&shared, &mut up)?;
             ops::gated(activation, &mut gate, &up);
             let mut y = vec![0.0f32; m * d]; //               [m, d]
             expert.down.forward(&gate, m, &mut y)?;

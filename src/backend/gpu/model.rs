@@ -242,7 +242,7 @@ impl GpuBackend {
             options,
             cfg: cfg.clone(),
             gpu_bytes: acts.bytes + uploaded.weights + uploaded.other,
-            weight_bytes: uploaded.weights,
+            weight_bytes: uploaded.weights - uploaded.unpicked,
             acts,
             argmax,
             key_caches: gpu_layers.iter().map(|l| matches!(l.mixer, GpuMixer::Attention(_)).then(|| l.k_cache.clone())).collect(),

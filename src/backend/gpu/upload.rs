@@ -161,8 +161,11 @@ pub(super) fn padded_bias(ctx: &GpuContext, label: &str, bias: &[f32], bytes: &m
 /// KV caches).
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Uploaded {
-    /// The weight matrices (what a decode step reads).
+    /// The weight matrices (what a decode step reads, but `unpicked`).
     pub weights: u64,
+    /// Of `weights`, the share of a mixture of experts' matrices a token does not read: the
+    /// experts it does not pick, on average.
+    pub unpicked: u64,
     /// Norm gains, biases and KV caches.
     pub other: u64,
 }
@@ -230,7 +233,7 @@ impl GpuLayer {
                 gated: f.gate.is_some(),
                 down: matrix(ctx, &f.down, &mut bytes.weights)?,
             },
-            (FeedForward::Experts(e), Some(shape)) => GpuFfn::Experts(experts(ctx, e, shape, &mut bytes.weights)?),
+            (FeedForward::Experts(e), Some(shape)) => GpuFfn::Experts(experts(ctx, e, shape, bytes)?),
             (FeedForward::Experts(_), None) => return Err(Error::Backend("experts in a model that names none".into())),
         };
         Ok(GpuLayer {
@@ -285,11 +288,12 @@ fn matrix(ctx: &GpuContext, t: &QTensor, weight_bytes: &mut u64) -> Result<GpuMa
     Ok(m)
 }
 
-/// A mixture of experts uploaded: the router as it is, every expert's gate and up rows
+/// A mixture of experts uploaded (the experts a token does not pick counted as
+/// [`Uploaded::unpicked`]): the router as it is, every expert's gate and up rows
 /// interleaved (as [`gate_up`]'s) and stacked expert after expert, their down projections
 /// stacked likewise; each stack in one layout ([`repack_together`]), its `rows` one
 /// expert's.
-fn experts(ctx: &GpuContext, e: &ExpertWeights, shape: &Experts, weight_bytes: &mut u64) -> Result<GpuExperts> {
+fn experts(ctx: &GpuContext, e: &ExpertWeights, shape: &Experts, bytes: &mut Uploaded) -> Result<GpuExperts> {
     let (count, f) = (e.experts.len(), shape.ffn_dim);
     let mut gates_ups = Vec::with_capacity(2 * count);
     for x in &e.experts {
@@ -305,11 +309,13 @@ fn experts(ctx: &GpuContext, e: &ExpertWeights, shape: &Experts, weight_bytes: &
     let mut gate_up = GpuMatrix::upload(ctx, &stack(pairs)?, (count * 2 * f) as u32, dim as u32)?;
     let downs: Vec<&QTensor> = e.experts.iter().map(|x| &x.down).collect();
     let mut down = GpuMatrix::upload(ctx, &stack(repack_together(&downs)?)?, (count * dim) as u32, f as u32)?;
-    *weight_bytes += gate_up.bytes() + down.bytes();
+    let stacks = gate_up.bytes() + down.bytes();
+    bytes.weights += stacks;
+    bytes.unpicked += stacks / count.max(1) as u64 * (count - shape.used.min(count)) as u64;
     gate_up.rows = 2 * f as u32;
     down.rows = dim as u32;
     let routing = Routing { count: count as u32, used: shape.used as u32, normalized: shape.normalized };
-    Ok(GpuExperts { router: matrix(ctx, &e.router, weight_bytes)?, gate_up, down, routing })
+    Ok(GpuExperts { router: matrix(ctx, &e.router, &mut bytes.weights)?, gate_up, down, routing })
 }
 
 /// A matrix's `(rows, cols)`.

@@ -524,6 +524,34 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // Mixtral: a llama file naming 4 experts, 2 picked for each token, their weights
         // renormalized; tied head.
         ("llama-moe.gguf", SyntheticSpec { experts: Some([4, 2]), seed: 76, ..base.clone() }),
+        // Granite MoE: Granite 3's block and scales (its 1B-A400M's residual scale, 0.22) with
+        // 6 experts of width 32 in each layer, 2 picked for each token, renormalized; tied head.
+        (
+            "granitemoe.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Granitemoe,
+                ffn_dim: 32,
+                granite_scales: Some([12.0, 0.22, 0.1, 8.0]),
+                experts: Some([6, 2]),
+                seed: 80,
+                ..base.clone()
+            },
+        ),
+        // OLMoE: llama's block with q and k normed whole before RoPE on split halves, 8 experts
+        // of width 32 in each layer, 3 picked for each token, their weights not renormalized;
+        // an LM head of its own (its files' always), as many key/value heads as query heads.
+        (
+            "olmoe.gguf",
+            SyntheticSpec {
+                architecture: Architecture::Olmoe,
+                n_kv_heads: 4,
+                ffn_dim: 32,
+                experts: Some([8, 3]),
+                untied_output: true,
+                seed: 81,
+                ..base.clone()
+            },
+        ),
         // Qwen3-VL's language model on text: Qwen3's block with interleaved multimodal RoPE in
         // its real files' shape (sections [8, 4, 4, 0] over 16 pairs, as [24, 20, 20, 0] over
         // 64), whose interleave leaves pairs 13 and 14 to the fourth stream, still (Qwen3-VL's

@@ -29,7 +29,7 @@ const STEPS: usize = 8;
 /// Candidates recorded per step.
 const TOP: usize = 40;
 /// The architecture fixtures (tests/fixtures/architectures) run too.
-const ARCHITECTURE_FIXTURES: [&str; 59] = [
+const ARCHITECTURE_FIXTURES: [&str; 63] = [
     "llama-linear-rope.gguf",
     "llama3-rope-factors.gguf",
     "qwen2.gguf",
@@ -89,6 +89,10 @@ const ARCHITECTURE_FIXTURES: [&str; 59] = [
     "seed_oss.gguf",
     "bitnet.gguf",
     "lfm2.gguf",
+    "qwen3moe.gguf",
+    "llama-moe.gguf",
+    "granitemoe.gguf",
+    "olmoe.gguf",
 ];
 
 /// The `TOP` highest logits, `[id, logit]`, highest first.

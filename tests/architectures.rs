@@ -91,7 +91,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 63] = [
+const FILES: [(&str, &[u8]); 65] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
@@ -123,6 +123,8 @@ const FILES: [(&str, &[u8]); 63] = [
     ("lfm2.gguf", include_bytes!("fixtures/architectures/lfm2.gguf")),
     ("qwen3moe.gguf", include_bytes!("fixtures/architectures/qwen3moe.gguf")),
     ("llama-moe.gguf", include_bytes!("fixtures/architectures/llama-moe.gguf")),
+    ("granitemoe.gguf", include_bytes!("fixtures/architectures/granitemoe.gguf")),
+    ("olmoe.gguf", include_bytes!("fixtures/architectures/olmoe.gguf")),
     ("llama-linear-rope.gguf", include_bytes!("fixtures/architectures/llama-linear-rope.gguf")),
     ("llama3-rope-factors.gguf", include_bytes!("fixtures/architectures/llama3-rope-factors.gguf")),
     ("maincoder.gguf", include_bytes!("fixtures/architectures/maincoder.gguf")),
@@ -249,7 +251,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file, granitemoe, olmoe and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -289,8 +291,8 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         );
         if !architecture.has_head_norm() && !architecture.has_post_norms() && !architecture.layer_norms() {
             // Qwen2's biases, Granite's scales, Phi-3's fused tensors, Arcee's squared ReLU:
-            // llama's 4 a layer, the embedding and the LM head (Mixtral's 7, its experts'
-            // five); BitNet's 5, its attention a
+            // llama's 4 a layer, the embedding and the LM head (Mixtral's and Granite MoE's 7,
+            // their experts' five); BitNet's 5, its attention a
             // dispatch before the output projection, whose prologue RMS-norms the attention's
             // output (the down projection's its gated product).
             let per_layer = 4 + usize::from(architecture.has_sub_norms());
@@ -319,8 +321,11 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         }
         if architecture.has_head_norm() && !architecture.has_post_norms() {
             // Qwen3's head norms in the Q/K/V projection's epilogue: still 4 a layer (LFM2's
-            // attending layers too, its convolving ones 5; Qwen3-MoE's 7, its experts' five).
-            assert_eq!(dispatches, 4 * layers + convolving + expert_dispatches + 2, "{}: a short context's decode step", case.file);
+            // attending layers too, its convolving ones 5; Qwen3-MoE's 7, its experts' five);
+            // OLMoE's q and k normed whole, in a RoPE dispatch of its own (OLMo 2's): one more.
+            let rope_apart = if architecture.head_norm() == Some(tokenscope::model::HeadNormSpan::Whole) { layers } else { 0 };
+            let want = 4 * layers + convolving + expert_dispatches + rope_apart + 2;
+            assert_eq!(dispatches, want, "{}: a short context's decode step", case.file);
         }
         if !architecture.has_pre_norms() {
             // OLMo 2's and EXAONE 4's: the attention's post norm folded into the gate/up
@@ -986,12 +991,15 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     let relu_squared = ["arcee.gguf", "nemotron.gguf"].map(|file| (file, "GELU in place of the squared ReLU", gelu_in_place));
     // LFM2's kernels with their earlier positions' weights zeroed (the convolution reading no
     // cached gated input), or each channel's kernel reversed (the cache's rows misaligned).
-    // A mixture of experts' picked weights kept as their softmax probabilities (Qwen3-MoE's and
-    // Mixtral's are renormalized), one expert a token, each expert read in its neighbour's
+    // A mixture of experts' picked weights kept as their softmax probabilities (Qwen3-MoE's,
+    // Mixtral's and Granite MoE's are renormalized; OLMoE's renormalized, which it never is),
+    // one expert a token, each expert read in its neighbour's
     // place (the stacks cut one expert off).
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 18] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 20] = [
         ("qwen3moe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),
         ("llama-moe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),
+        ("granitemoe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),
+        ("olmoe.gguf", "its picks' weights renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = true)),
         ("qwen3moe.gguf", "one expert a token", |m| m.config.experts.iter_mut().for_each(|e| e.used = 1)),
         ("qwen3moe.gguf", "each expert in its neighbour's place", |m| {
             edit_blocks(m, |l| {

@@ -1512,3 +1512,99 @@ fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.shortconv.conv.weight"), "{e}");
 }
+
+/// A mixture of experts (Qwen3-MoE's, Granite MoE's, OLMoE's; Mixtral's llama file) loads
+/// with its routing read from the file, and is refused by the key when a qwen3moe file names
+/// no experts, when a token would pick none or more than there are, when the count passes the
+/// engine's limit, or when a Granite MoE names a shared expert; by
+/// the tensor when an expert stack is missing or shaped for another count or width (a file
+/// cut into one tensor per expert, as the first Mixtral conversions were, among them).
+#[test]
+fn a_mixture_of_experts_is_read_and_refused_by_its_keys_and_stacks() {
+    use tokenscope::model::config::MAX_EXPERTS;
+    use tokenscope::model::{Architecture, Experts, FeedForward};
+    let spec = SyntheticSpec {
+        architecture: Architecture::Qwen3moe,
+        head_dim: Some(16),
+        ffn_dim: 32,
+        experts: Some([6, 2]),
+        ..SyntheticSpec::default()
+    };
+    let m = read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("a Qwen3-MoE loads");
+    assert_eq!(m.config.experts, Some(Experts { count: 6, used: 2, ffn_dim: 32, normalized: true }));
+    let blocks = m.weights.layers.collect_all().expect("blocks");
+    for l in &blocks {
+        let FeedForward::Experts(e) = &l.ffn else { panic!("a dense feed-forward in a qwen3moe block") };
+        assert_eq!(e.router.shape().dims(), [6, 64]);
+        assert_eq!(e.experts.len(), 6);
+        assert!(e.experts.iter().all(|x| x.up.shape().dims() == [32, 64] && x.down.shape().dims() == [64, 32] && x.gate.is_some()));
+    }
+    // Mixtral: a llama file with experts, each as wide as the file's feed-forward.
+    let mixtral = SyntheticSpec { experts: Some([4, 2]), ..SyntheticSpec::default() };
+    let m = read(SyntheticModel::new(&mixtral).expect("model").to_bytes().expect("bytes")).expect("a Mixtral loads");
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true }));
+    let key = |name: &str| format!("qwen3moe.{name}");
+    let refused_by_key = |m: SyntheticModel, want: &str| {
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == want), "{want}: {e}");
+    };
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_meta(&key("expert_count"));
+    refused_by_key(m, &key("expert_count"));
+    for used in [0u32, 7] {
+        let mut m = SyntheticModel::new(&spec).expect("model");
+        m.set_meta(&key("expert_used_count"), Value::U32(used));
+        refused_by_key(m, &key("expert_used_count"));
+    }
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_meta(&key("expert_used_count"));
+    refused_by_key(m, &key("expert_used_count"));
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("expert_count"), Value::U32(MAX_EXPERTS as u32 + 1));
+    refused_by_key(m, &key("expert_count"));
+    // A stack missing, and a stack of 5 experts where the file names 6.
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_tensor("blk.1.ffn_down_exps.weight");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.1.ffn_down_exps.weight"), "{e}");
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("expert_count"), Value::U32(5));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.ffn_gate_inp.weight"), "{e}");
+    // Each expert 16 wide where the file says 32.
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("expert_feed_forward_length"), Value::U32(16));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.ffn_gate_exps.weight"), "{e}");
+    // Granite MoE's shared expert (Granite 4.0 Tiny Preview's), which every token would run.
+    let granite = SyntheticSpec {
+        architecture: Architecture::Granitemoe,
+        granite_scales: Some([12.0, 0.22, 0.1, 8.0]),
+        experts: Some([4, 2]),
+        ..SyntheticSpec::default()
+    };
+    let m = read(SyntheticModel::new(&granite).expect("model").to_bytes().expect("bytes")).expect("a Granite MoE loads");
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true }));
+    let mut m = SyntheticModel::new(&granite).expect("model");
+    m.set_meta("granitemoe.expert_shared_feed_forward_length", Value::U32(64));
+    refused_by_key(m, "granitemoe.expert_shared_feed_forward_length");
+    // OLMoE's picks keep their probabilities.
+    let olmoe = SyntheticSpec {
+        architecture: Architecture::Olmoe,
+        n_kv_heads: 4,
+        experts: Some([4, 2]),
+        untied_output: true,
+        ..SyntheticSpec::default()
+    };
+    let m = read(SyntheticModel::new(&olmoe).expect("model").to_bytes().expect("bytes")).expect("an OLMoE loads");
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: false }));
+    // Mixtral's first conversions: one tensor per expert, no stacks.
+    let mut m = SyntheticModel::new(&mixtral).expect("model");
+    for name in ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] {
+        m.remove_tensor(&format!("blk.0.{name}.weight"));
+    }
+    let one = candle_core::Tensor::zeros((96, 64), candle_core::DType::F32, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.0.ffn_gate.0.weight", QTensor::quantize(&one, GgmlDType::F32).expect("f32"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.0.ffn_gate_exps.weight"), "{e}");
+}

@@ -20,7 +20,9 @@
 //! feed-forward length doubled, Seed-OSS's llama block with its feed-forward norm under
 //! another name, BitNet's llama block with norms inside each sublayer (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
-//! caps).
+//! caps; Qwen3-MoE Qwen3's block with a mixture of experts in each feed-forward, Granite MoE
+//! Granite's, OLMoE llama's with OLMo 2's whole q and k norms, as a Mixtral llama file's may
+//! be).
 
 use serde::Serialize;
 
@@ -74,6 +76,11 @@ pub enum Architecture {
     /// before it joins the residual stream, the attention scores by a third in place of
     /// `1 / sqrt(head width)`, and the logits divided by the last.
     Granite,
+    /// IBM Granite 3.0 and 3.1 MoE (1B-A400M, 3B-A800M; `granitemoe`): Granite's block and
+    /// four scales with a mixture of experts in every feed-forward, the picked experts'
+    /// weights renormalized (a file naming shared experts, Granite 4.0 Tiny Preview's, is
+    /// refused by that key).
+    Granitemoe,
     /// OpenBMB's MiniCPM (1B, 2B): llama's block with three of Granite's scales, all three
     /// required (`embedding_scale`, `residual_scale`, `logit_scale`: MiniCPM's `scale_emb`,
     /// `scale_depth / sqrt(layers)` and `hidden_size / dim_model_base`), computed by llama.cpp's
@@ -266,6 +273,11 @@ pub enum Architecture {
     /// (`ffn_sub_norm`), and its LM head always the embedding ([`Architecture::has_sub_norms`]);
     /// its matrices' weights ternary, stored in TQ1_0 or TQ2_0.
     Bitnet,
+    /// AI2's OLMoE (1B-7B; `olmoe`): llama's block with the whole of q and of k RMS-normed
+    /// before RoPE on split halves (OLMo 2's norms, with pre-norms) and a mixture of experts
+    /// in every feed-forward, the picked experts' weights kept as their probabilities; an LM
+    /// head of its own.
+    Olmoe,
     /// Liquid AI's LFM2 (350M, 700M, 1.2B, 2.6B; `lfm2`): a hybrid whose layers either attend
     /// (Qwen3's attention: each head of q and k RMS-normed before RoPE on split halves) or run
     /// a gated short convolution over the last few positions, the layers marked by a zero in
@@ -368,7 +380,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 47] = [
+    pub const ALL: [Architecture; 49] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -379,6 +391,7 @@ impl Architecture {
         Architecture::Smollm3,
         Architecture::Phi3,
         Architecture::Granite,
+        Architecture::Granitemoe,
         Architecture::Minicpm,
         Architecture::Olmo2,
         Architecture::Ernie45,
@@ -415,6 +428,7 @@ impl Architecture {
         Architecture::Qwen,
         Architecture::SeedOss,
         Architecture::Bitnet,
+        Architecture::Olmoe,
         Architecture::Lfm2,
     ];
 
@@ -443,6 +457,7 @@ impl Architecture {
             Architecture::Smollm3 => "smollm3",
             Architecture::Phi3 => "phi3",
             Architecture::Granite => "granite",
+            Architecture::Granitemoe => "granitemoe",
             Architecture::Minicpm => "minicpm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
@@ -479,6 +494,7 @@ impl Architecture {
             Architecture::Qwen => "qwen",
             Architecture::SeedOss => "seed_oss",
             Architecture::Bitnet => "bitnet",
+            Architecture::Olmoe => "olmoe",
             Architecture::Lfm2 => "lfm2",
         }
     }
@@ -494,6 +510,7 @@ impl Architecture {
             Architecture::Llama
             | Architecture::Smollm3
             | Architecture::Granite
+            | Architecture::Granitemoe
             | Architecture::Minicpm
             | Architecture::Ernie45
             | Architecture::Internlm2
@@ -537,6 +554,7 @@ impl Architecture {
             | Architecture::Qwen
             | Architecture::SeedOss
             | Architecture::Bitnet
+            | Architecture::Olmoe
             | Architecture::Lfm2 => RopePairs::Halves,
         }
     }
@@ -820,7 +838,7 @@ impl Architecture {
             | Architecture::Qwen3vl
             | Architecture::Maincoder
             | Architecture::Lfm2 => Some(HeadNormSpan::Head),
-            Architecture::Olmo2 => Some(HeadNormSpan::Whole),
+            Architecture::Olmo2 | Architecture::Olmoe => Some(HeadNormSpan::Whole),
             _ => None,
         }
     }
@@ -888,25 +906,27 @@ impl Architecture {
     }
 
     /// Whether its feed-forward may be a mixture of experts, read from `expert_count` and
-    /// `expert_used_count` ([`Config::experts`](super::Config::experts)): Qwen3-MoE's always
-    /// ([`Architecture::requires_experts`]), a llama file's where it names experts (Mixtral's).
+    /// `expert_used_count` ([`Config::experts`](super::Config::experts)): Qwen3-MoE's, Granite
+    /// MoE's and OLMoE's always ([`Architecture::requires_experts`]), a llama file's where it
+    /// names experts (Mixtral's).
     /// Such a layer's tensors are the router `ffn_gate_inp` `[experts, dim]` and the experts'
     /// matrices stacked, `ffn_gate_exps` and `ffn_up_exps` `[experts, ffn, dim]`,
     /// `ffn_down_exps` `[experts, dim, ffn]`.
     pub fn reads_experts(self) -> bool {
-        matches!(self, Architecture::Qwen3moe | Architecture::Llama)
+        self.requires_experts() || self == Architecture::Llama
     }
 
-    /// Whether every layer's feed-forward is a mixture of experts, so its file must name them.
+    /// Whether every layer's feed-forward is a mixture of experts, so its file must name them:
+    /// Qwen3-MoE's, Granite MoE's, OLMoE's.
     pub fn requires_experts(self) -> bool {
-        self == Architecture::Qwen3moe
+        matches!(self, Architecture::Qwen3moe | Architecture::Granitemoe | Architecture::Olmoe)
     }
 
     /// Whether the weights of the experts the router picks (their softmax probabilities over
     /// every expert) are divided by their sum, as llama.cpp's graph for the family does
-    /// (`norm_w`): Qwen3-MoE's and Mixtral's are.
+    /// (`norm_w`): Qwen3-MoE's, Granite MoE's and Mixtral's are, OLMoE's not.
     pub fn normalizes_expert_weights(self) -> bool {
-        matches!(self, Architecture::Qwen3moe | Architecture::Llama)
+        matches!(self, Architecture::Qwen3moe | Architecture::Granitemoe | Architecture::Llama)
     }
 
     /// The final norm's tensor name: `output_norm`, or LFM2's `token_embd_norm` (a norm of
@@ -945,14 +965,14 @@ impl Architecture {
     /// Whether its files give the scales [`Architecture::Granite`] names (read under its
     /// prefix): Granite's four, MiniCPM's three ([`Architecture::reads_attention_scale`]).
     pub fn has_file_scales(self) -> bool {
-        matches!(self, Architecture::Granite | Architecture::Minicpm)
+        matches!(self, Architecture::Granite | Architecture::Granitemoe | Architecture::Minicpm)
     }
 
     /// Whether its file's `attention.scale` is read: Granite's; llama.cpp reads none for
     /// MiniCPM, whose scores stay scaled by `1 / sqrt(head width)` (and so all three of its
     /// other scales are required, as llama.cpp requires them).
     pub fn reads_attention_scale(self) -> bool {
-        self == Architecture::Granite
+        matches!(self, Architecture::Granite | Architecture::Granitemoe)
     }
 
     /// The feed-forward's activation (gated or not).

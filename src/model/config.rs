@@ -1,5 +1,5 @@
 //! The model's hyper-parameters, read from GGUF metadata under its architecture's prefix
-//! (`llama.*`, `qwen2.*`, `qwen3.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
+//! (`llama.*`, `qwen2.*`, `qwen3.*`, `qwen3moe.*`, `granitemoe.*`, `olmoe.*`, `gemma.*`, `gemma2.*`, `gemma3.*`, `smollm3.*`, `phi3.*`,
 //! `granite.*`, `minicpm.*`, `olmo2.*`, `ernie4_5.*`, `internlm2.*`, `exaone.*`,
 //! `exaone4.*`, `glm4.*`, `stablelm.*`, `gpt2.*`, `phi2.*`, `gptneox.*`, `starcoder.*`, `starcoder2.*`,
 //! `bloom.*`, `arcee.*`, `nemotron.*`, `mistral3.*`, `command-r.*`, `cohere2.*`, `olmo.*`).
@@ -522,7 +522,8 @@ fn read_short_conv(
 /// (`expert_count` above 0; required of a family whose every feed-forward is one,
 /// [`Architecture::requires_experts`]): `expert_used_count` from 1 to the count, and each
 /// expert's width from `expert_feed_forward_length` (Qwen3-MoE's; where absent llama.cpp's
-/// `feed_forward_length / expert_used_count`) or `feed_forward_length` (Mixtral's).
+/// `feed_forward_length / expert_used_count`) or `feed_forward_length` (Mixtral's, Granite
+/// MoE's, OLMoE's); no shared experts (`expert_shared_feed_forward_length` above 0).
 fn read_experts(
     g: &Gguf,
     key: &impl Fn(&str) -> String,
@@ -546,6 +547,14 @@ fn read_experts(
     let used = g.usize(&key("expert_used_count"))?;
     if used == 0 || used > count {
         return Err(bad("expert_used_count", format!("is {used}; each token runs from 1 to expert_count ({count}) experts")));
+    }
+    // Granite MoE's shared experts (Granite 4.0 Tiny Preview's), which every token runs beside
+    // its picks: not run here.
+    if let Some(shared) = g.usize_opt(&key("expert_shared_feed_forward_length"))?.filter(|&n| n > 0) {
+        return Err(bad(
+            "expert_shared_feed_forward_length",
+            format!("is {shared}: a shared expert beside the picked ones, which tokenscope does not run"),
+        ));
     }
     let dense = read_ffn_dim(g, key, n_layers, architecture)?;
     let ffn_dim = match architecture {

@@ -44,7 +44,11 @@
 //! LFM2's convolving layers run their input projection (the RMSNorm in its prologue, into
 //! `qkv`), the short convolution (short_conv.wgsl, into `att`, each token's gated input to the
 //! layer's cache row) and their output projection (adding to `x`), then the feed-forward's
-//! two: 5 a layer; its attending layers run Qwen3's 4.
+//! two: 5 a layer; its attending layers run Qwen3's 4. A mixture of experts' feed-forward
+//! (Qwen3-MoE's, Mixtral's) is 5 dispatches where a feed-forward's is 2: the router (the
+//! RMSNorm in its prologue), the pick (expert_pick.wgsl), every pick's gate/up projection,
+//! every pick's down projection (the matrix kernels' EXPERTS form, a prefill's tokens as
+//! workgroups of the same kernels) and the weighted sum into `x` (expert_sum.wgsl): 7 a layer.
 //! A prefill pass runs RoPE and attention as
 //! dispatches of their own (7 a layer, 8 past the first
 //! [`ATTENTION_CHUNK`](kernels::ATTENTION_CHUNK) positions). Granite's scales take no

@@ -2245,7 +2245,7 @@ fn the_expert_pick_matches_its_twin_and_writes_nothing_else() {
         for (t, token) in want.iter().enumerate() {
             for (slot, p) in token.iter().enumerate() {
                 let at = 2 * (t * used + slot);
-                assert_eq!(got[at].to_bits() as usize, p.expert, "{what}: token {t}'s pick {slot}");
+                assert_eq!(got[at].to_bits(), p.expert, "{what}: token {t}'s pick {slot}");
                 let w = got[at + 1];
                 assert!(
                     (w - p.weight).abs() <= 2e-6 * p.weight.max(1e-3),

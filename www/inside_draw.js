@@ -14,7 +14,7 @@ import { visibleToken, pct } from './chart.js';
 const ui = {
   layer: input('attention-layer'), layerValue: $('attention-layer-value'), head: select('attention-head'),
   summary: $('attention-summary'), text: $('attention-text'), grid: $('attention-grid'),
-  layersSummary: $('layers-summary'), layersBody: $('layers-body'), rankTrace: $('rank-trace'),
+  layersSummary: $('layers-summary'), layersBody: $('layers-body'), rankTrace: $('rank-trace'), layersExpertsCol: $('layers-experts-col'),
 };
 
 // The grid's geometry, CSS pixels.
@@ -275,15 +275,25 @@ export function drawLayers(inside, ev) {
     const p = document.createElement('td');
     p.textContent = pct(layer.chosen_probability);
     tr.append(th, top, rank, p);
+    // A mixture of experts: the experts this layer's router picked for the token.
+    const picks = inside.experts[layer.layer - 1];
+    if (picks) {
+      const experts = document.createElement('td');
+      experts.className = 'lens-experts';
+      experts.textContent = picks.map((e) => `#${e.expert} ${pct(e.weight)}`).join(' · ');
+      tr.append(experts);
+    }
     return tr;
   }));
+  ui.layersExpertsCol.hidden = inside.experts.length === 0;
   // The first layer from which the chosen token stays the most likely.
   let from = null;
   for (let i = lens.length - 1; i >= 0 && lens[i].chosen_rank === 1; i--) from = lens[i].layer;
   const chosen = JSON.stringify(visibleToken(ev ? ev.token_text : ''));
   ui.layersSummary.textContent = `Step ${inside.step + 1} chose ${chosen}. After layer 1 it ranks ${lens[0].chosen_rank.toLocaleString()}; ` +
     (from !== null ? `it is the most likely token from layer ${from} on. ` : `it is never the most likely (rank ${last.chosen_rank} at the end: it was drawn, not the top token). `) +
-    `Layer ${last.layer} is the step's own distribution (p = ${pct(last.chosen_probability)}).`;
+    `Layer ${last.layer} is the step's own distribution (p = ${pct(last.chosen_probability)}).` +
+    (inside.experts.length ? ` Each layer ran ${inside.experts[0].length} of its ${inside.expert_count} experts on this token, the ones its router found most probable.` : '');
   drawRankTrace(lens);
 }
 

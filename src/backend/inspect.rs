@@ -1,7 +1,8 @@
 //! What a forward pass can be asked to keep besides its logits, to look inside the model at
 //! one step: the attention weights of the pass's last token over every position, for every
 //! layer and query head, and the residual stream after every layer (which the logit lens puts
-//! through the final norm and the LM head). A pass not asked keeps nothing and costs nothing.
+//! through the final norm and the LM head), and in a mixture of experts the experts each layer
+//! picked for it. A pass not asked keeps nothing and costs nothing.
 
 use serde::Serialize;
 
@@ -30,6 +31,22 @@ pub struct Inspection {
     pub dim: usize,
     /// The residual stream after each layer, `[layers, dim]`.
     pub residuals: Vec<f32>,
+    /// In a mixture of experts, each layer's picks for the token, most probable first
+    /// (`[layers][used]`); empty in a model without experts.
+    pub experts: Vec<Vec<ExpertPick>>,
+    /// Experts in each layer to pick from (0 without experts).
+    pub expert_count: usize,
+}
+
+/// One expert a token's router picked, and the weight its output is added with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct ExpertPick {
+    /// The expert's index in its layer.
+    pub expert: u32,
+    /// Its weight: its softmax probability over every expert, divided by the picks' sum
+    /// where the family renormalizes them.
+    pub weight: f32,
 }
 
 impl Inspection {
@@ -47,6 +64,11 @@ impl Inspection {
             conv_widths: cfg.conv_widths().into_iter().take(layers).collect(),
             dim,
             residuals: vec![0.0; layers * dim],
+            experts: match &cfg.experts {
+                Some(e) => vec![vec![ExpertPick { expert: 0, weight: 0.0 }; e.used]; layers],
+                None => Vec::new(),
+            },
+            expert_count: cfg.experts.as_ref().map_or(0, |e| e.count),
         }
     }
 

@@ -8,7 +8,7 @@ pub mod inspect;
 use serde::Serialize;
 
 pub use any::AnyBackend;
-pub use inspect::Inspection;
+pub use inspect::{ExpertPick, Inspection};
 
 use crate::error::{Error, Result};
 use crate::model::Config;

@@ -56,8 +56,10 @@ pub struct GenerateArgs {
     #[arg(long)]
     jsonl: bool,
     /// With --jsonl: each step's line also holds `inside`, the step seen from inside: the
-    /// attention weights of its pass's last token (`attention[layer][head][position]`) and
-    /// the logit lens (`lens`: after each layer, the top 5 tokens and the chosen one's rank).
+    /// attention weights of its pass's last token (`attention[layer][head][position]`), the
+    /// logit lens (`lens`: after each layer, the top 5 tokens and the chosen one's rank) and
+    /// in a mixture of experts the experts each layer picked for it (`experts[layer]`: each
+    /// pick's `expert` and `weight`, most probable first).
     /// Each step's own pass keeps them, on every backend (a speculative round's steps run
     /// their pass once more).
     #[arg(long, requires = "jsonl", conflicts_with = "beams")]
@@ -274,14 +276,14 @@ pub fn run(a: GenerateArgs) -> Result<()> {
 }
 
 /// `--inspect`'s `inside` object: the attention weights nested `[layer][head][position]`, the
-/// grouping of query heads on KV heads, and the logit lens.
+/// grouping of query heads on KV heads, the logit lens, and a mixture of experts' picks.
 fn inside_json(inside: &StepInside) -> serde_json::Value {
     let attention: Vec<Vec<&[f32]>> = inside
         .attention
         .chunks_exact(inside.heads * inside.positions)
         .map(|layer| layer.chunks_exact(inside.positions).collect())
         .collect();
-    json!({
+    let mut out = json!({
         "layers": inside.layers,
         "heads": inside.heads,
         "heads_per_kv_head": inside.group,
@@ -289,7 +291,12 @@ fn inside_json(inside: &StepInside) -> serde_json::Value {
         "tokens": inside.tokens,
         "attention": attention,
         "lens": inside.lens,
-    })
+    });
+    if !inside.experts.is_empty() {
+        out["experts"] = json!(inside.experts);
+        out["expert_count"] = json!(inside.expert_count);
+    }
+    out
 }
 
 /// The prompt's tokens: the text itself, or with --chat the model's chat template around it.

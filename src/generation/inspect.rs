@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::backend::{Backend, Batching, Inspection};
+use crate::backend::{Backend, Batching, ExpertPick, Inspection};
 use crate::error::{Error, Result};
 use crate::sampler::ranking;
 use crate::sampler::softmax::softmax;
@@ -73,6 +73,11 @@ pub struct StepInside {
     /// The logit lens, one entry per layer, the last the step's own distribution (empty
     /// where it was not asked for).
     pub lens: Vec<LensLayer>,
+    /// In a mixture of experts, the experts each layer picked for the step's token, most
+    /// probable first (`[layers][used]`); empty in a model without experts.
+    pub experts: Vec<Vec<ExpertPick>>,
+    /// Experts in each layer to pick from (0 without experts).
+    pub expert_count: usize,
 }
 
 /// Recomputes the forward pass that gave step `step`'s distribution, over `context` (the
@@ -142,7 +147,7 @@ pub async fn step_inside<B: Backend>(
         .get(inspection.positions)
         .ok_or_else(|| Error::InvalidParams(format!("step {step} has no token in a context of {}", context.len())))?;
     let lens = if with_lens { lens(backend, &inspection, chosen, tokenizer).await? } else { Vec::new() };
-    let Inspection { layers, heads, group, positions, attention, conv_widths, .. } = inspection;
+    let Inspection { layers, heads, group, positions, attention, conv_widths, experts, expert_count, .. } = inspection;
     let tokens = context[..positions].iter().map(|&t| tokenizer.token_text(t)).collect();
-    Ok(StepInside { step, chosen, layers, heads, group, positions, tokens, attention, conv_widths, lens })
+    Ok(StepInside { step, chosen, layers, heads, group, positions, tokens, attention, conv_widths, lens, experts, expert_count })
 }

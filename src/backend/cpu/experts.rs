@@ -10,6 +10,7 @@ use candle_core::quantized::QTensor;
 
 use super::linear::{CpuPrecision, Linear, SharedInput};
 use super::ops;
+use crate::backend::ExpertPick;
 use crate::error::Result;
 use crate::model::architecture::Activation;
 use crate::model::{DenseFeedForward, ExpertWeights, Experts};
@@ -38,17 +39,10 @@ pub struct CpuExperts {
     ffn_dim: usize,
 }
 
-/// One token's pick: the expert and its weight.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pick {
-    pub expert: usize,
-    pub weight: f32,
-}
-
 /// Each token's `used` picks from its router scores (`scores`, `[n, count]`), most probable
 /// first: the softmax over every expert, its `used` largest probabilities (the lower index
 /// first among equals), divided by their sum where `normalized`.
-pub fn route(scores: &[f32], count: usize, used: usize, normalized: bool) -> Vec<Vec<Pick>> {
+pub fn route(scores: &[f32], count: usize, used: usize, normalized: bool) -> Vec<Vec<ExpertPick>> {
     scores
         .chunks_exact(count)
         .map(|row| {
@@ -57,7 +51,8 @@ pub fn route(scores: &[f32], count: usize, used: usize, normalized: bool) -> Vec
             let total: f32 = exps.iter().sum();
             let mut order: Vec<usize> = (0..count).collect();
             order.sort_by(|&a, &b| exps[b].total_cmp(&exps[a]).then(a.cmp(&b)));
-            let mut picks: Vec<Pick> = order[..used].iter().map(|&e| Pick { expert: e, weight: exps[e] / total }).collect();
+            let mut picks: Vec<ExpertPick> =
+                order[..used].iter().map(|&e| ExpertPick { expert: e as u32, weight: exps[e] / total }).collect();
             if normalized {
                 let sum = picks.iter().map(|p| p.weight).sum::<f32>().max(MIN_WEIGHT_SUM);
                 picks.iter_mut().for_each(|p| p.weight /= sum);
@@ -84,7 +79,7 @@ impl CpuExperts {
 
     /// `out` (`[n, dim]`) = each token's picked experts' SwiGLU of its row of `xb` (`[n, dim]`),
     /// weighted; `activation` is the gate's (SiLU). Returns each token's picks.
-    pub fn forward(&self, xb: &[f32], n: usize, activation: Activation, out: &mut [f32]) -> Result<Vec<Vec<Pick>>> {
+    pub fn forward(&self, xb: &[f32], n: usize, activation: Activation, out: &mut [f32]) -> Result<Vec<Vec<ExpertPick>>> {
         let d = xb.len() / n.max(1);
         let count = self.experts.len();
         let mut scores = vec![0.0f32; n * count]; // router scores [n, count]
@@ -93,8 +88,11 @@ impl CpuExperts {
         let mut slots = vec![0.0f32; n * self.used * d]; // each pick's weighted output [n, used, d]
         for (e, expert) in self.experts.iter().enumerate() {
             // The tokens that picked expert e, and in which of their slots.
-            let takers: Vec<(usize, usize, f32)> =
-                picks.iter().enumerate().filter_map(|(t, p)| p.iter().position(|p| p.expert == e).map(|s| (t, s, p[s].weight))).collect();
+            let takers: Vec<(usize, usize, f32)> = picks
+                .iter()
+                .enumerate()
+                .filter_map(|(t, p)| p.iter().position(|p| p.expert as usize == e).map(|s| (t, s, p[s].weight)))
+                .collect();
             if takers.is_empty() {
                 continue;
             }
@@ -149,7 +147,7 @@ mod tests {
         let raw = route(&scores, 6, 3, false);
         assert_eq!(raw[0].iter().map(|p| p.expert).collect::<Vec<_>>(), [1, 4, 3], "ties to the lower index");
         for p in &raw[0] {
-            assert!((p.weight - exps[p.expert] / total).abs() < 1e-7);
+            assert!((p.weight - exps[p.expert as usize] / total).abs() < 1e-7);
         }
         let normed = route(&scores, 6, 3, true);
         let sum: f32 = raw[0].iter().map(|p| p.weight).sum();
@@ -159,6 +157,6 @@ mod tests {
         }
         // Two tokens route apart.
         let two = route(&[0.0, 1.0, 3.0, 0.0], 2, 1, true);
-        assert_eq!(two, vec![vec![Pick { expert: 1, weight: 1.0 }], vec![Pick { expert: 0, weight: 1.0 }]]);
+        assert_eq!(two, vec![vec![ExpertPick { expert: 1, weight: 1.0 }], vec![ExpertPick { expert: 0, weight: 1.0 }]]);
     }
 }

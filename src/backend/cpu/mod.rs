@@ -379,7 +379,10 @@ impl CpuBackend {
                 CpuFfn::Experts(experts) => {
                     // x += s sum_e w_e W_down,e . (SiLU(W_gate,e xb) * W_up,e xb) over the
                     // experts e the router picked for each token.
-                    experts.forward(ffn_in, n, c.architecture.activation(), &mut proj)?;
+                    let picks = experts.forward(ffn_in, n, c.architecture.activation(), &mut proj)?;
+                    if let (Some(inspection), Some(last)) = (&mut inspection, picks.last()) {
+                        inspection.experts[layer].clone_from(last);
+                    }
                 }
                 CpuFfn::Dense { gate: w_gate, up: w_up, down: w_down } => {
                     let normed = SharedInput::new(ffn_in, n);

@@ -1,8 +1,9 @@
 //! A decode step that shows its inside on the GPU, and the logit lens. Asked for, the step
 //! runs the ordinary decode dispatches layer by layer, each layer followed by the
 //! attention-weights kernel (its queries and keys are still in place) and a copy of the
-//! residual stream; the weights `[layers, heads, positions]` and residuals `[layers, dim]`
-//! come back in one small readback beside the logits. The buffers, the pipeline and the
+//! residual stream (in a mixture of experts, of the token's picks too); the weights `[layers,
+//! heads, positions]`, residuals `[layers, dim]` and picks `[layers, used, 2]` come back in
+//! one small readback beside the logits. The buffers, the pipeline and the
 //! per-layer dispatches are made the first time a step is inspected: an ordinary step runs
 //! exactly as before and pays nothing. The lens puts residual rows through the decode step's
 //! own final-norm-and-LM-head dispatches, one row after another in one submit, so the last
@@ -11,7 +12,7 @@
 use super::forward::Op;
 use super::kernels::{self, Dispatch, StepParams};
 use super::model::GpuBackend;
-use crate::backend::{Batching, Inspection};
+use crate::backend::{Batching, ExpertPick, Inspection};
 use crate::error::{Error, Result};
 
 /// An inspecting step's buffers and its attention-weights dispatches, one per layer.
@@ -20,7 +21,10 @@ pub struct Inspector {
     weights: wgpu::Buffer,
     /// The residual stream after each layer, `[layers, dim]`.
     residuals: wgpu::Buffer,
-    /// Both read back: the weights the step wrote, then the residuals.
+    /// A mixture of experts' picks after each layer, `[layers, used, 2]` u32 (expert,
+    /// weight bits; one word without experts).
+    picks: wgpu::Buffer,
+    /// All read back: the weights the step wrote, the residuals, then the picks.
     staging: wgpu::Buffer,
     /// Layer l's attention-weights dispatch (none for a convolving layer).
     dispatches: Vec<Option<Dispatch>>,
@@ -34,7 +38,9 @@ impl GpuBackend {
             let weight_floats = layers * self.cfg.n_heads * self.capacity;
             let weights = self.ctx.storage("attention weights", &vec![0f32; weight_floats]);
             let residuals = self.ctx.storage("residuals", &vec![0f32; layers * dim]);
-            let staging = self.ctx.staging("inspection readback", ((weight_floats + layers * dim) * 4) as u64);
+            let pick_words = layers * self.cfg.experts.as_ref().map_or(0, |e| 2 * e.used);
+            let picks = self.ctx.storage("inspected picks", &vec![0u32; pick_words.max(1)]);
+            let staging = self.ctx.staging("inspection readback", ((weight_floats + layers * dim + pick_words) * 4) as u64);
             // None for a convolving layer (LFM2's), whose weights stay zeros.
             let dispatches = (0..layers)
                 .map(|l| {
@@ -44,7 +50,7 @@ impl GpuBackend {
                     self.kernels.attention_weights(&self.ctx, shape, l as u32, scope, q, keys, out, step).map(Some)
                 })
                 .collect::<Result<Vec<_>>>()?;
-            self.inspector = Some(Inspector { weights, residuals, staging, dispatches });
+            self.inspector = Some(Inspector { weights, residuals, picks, staging, dispatches });
         }
         self.inspector.as_ref().ok_or_else(|| Error::Backend("no inspector".into()))
     }
@@ -62,6 +68,7 @@ impl GpuBackend {
         self.inspector()?;
         let inspector = self.inspector.as_ref().ok_or_else(|| Error::Backend("no inspector".into()))?;
         let (layers, dim, heads, vocab) = (self.layer_ends.len(), self.cfg.dim, self.cfg.n_heads, self.cfg.vocab_size);
+        let used = self.cfg.experts.as_ref().map_or(0, |e| e.used);
         let positions = self.pos + 1;
         self.ctx.queue.write_buffer(&self.acts.tokens, 0, bytemuck::cast_slice(&[token]));
         let step = StepParams::new(self.pos as u32, 1);
@@ -87,6 +94,10 @@ impl GpuBackend {
             list.extend(inspector.dispatches[l].clone());
             kernels::encode(&mut encoder, &list, step);
             encoder.copy_buffer_to_buffer(&self.acts.x, 0, &inspector.residuals, (l * dim * 4) as u64, (dim * 4) as u64);
+            if used > 0 {
+                // The step's one token's picks, row 0 of the layer's.
+                encoder.copy_buffer_to_buffer(&self.acts.picks, 0, &inspector.picks, (l * 2 * used * 4) as u64, (2 * used * 4) as u64);
+            }
             start = end;
         }
         let head = if batching == Batching::Verify { std::slice::from_ref(&self.verify_head) } else { &self.ops[start..] };
@@ -95,12 +106,23 @@ impl GpuBackend {
         encoder.copy_buffer_to_buffer(&self.acts.logits, 0, &self.acts.staging, 0, (vocab * 4) as u64);
         encoder.copy_buffer_to_buffer(&inspector.weights, 0, &inspector.staging, 0, (weight_floats * 4) as u64);
         encoder.copy_buffer_to_buffer(&inspector.residuals, 0, &inspector.staging, (weight_floats * 4) as u64, (layers * dim * 4) as u64);
+        let pick_words = layers * 2 * used;
+        if used > 0 {
+            let at = ((weight_floats + layers * dim) * 4) as u64;
+            encoder.copy_buffer_to_buffer(&inspector.picks, 0, &inspector.staging, at, (pick_words * 4) as u64);
+        }
         self.ctx.queue.submit([encoder.finish()]);
         scopes.finish("an inspecting step").await?;
         let logits = self.ctx.map_f32(&self.acts.staging, vocab, None).await?;
-        let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim, None).await?;
+        let mut read = self.ctx.map_f32(&inspector.staging, weight_floats + layers * dim + pick_words, None).await?;
+        let picks = read.split_off(weight_floats + layers * dim);
         let residuals = read.split_off(weight_floats);
-        let inspection = Inspection { attention: read, residuals, ..Inspection::new(&self.cfg, layers, positions) };
+        // Each pick's expert and weight, as the pick kernel wrote their bits.
+        let experts = picks
+            .chunks_exact(2 * used.max(1))
+            .map(|layer| layer.chunks_exact(2).map(|p| ExpertPick { expert: p[0].to_bits(), weight: p[1] }).collect())
+            .collect();
+        let inspection = Inspection { attention: read, residuals, experts, ..Inspection::new(&self.cfg, layers, positions) };
         self.pos += 1;
         Ok((logits, inspection))
     }

@@ -14,6 +14,15 @@
 //! to f32 once and scaled by the four blocks' scale products, read as vectors, in one FMA,
 //! and Q4_1's offsets in one more; a block at a time, that was a conversion, a broadcast, a
 //! scalar product and an FMA per block, and a scalar offset.
+//!
+//! Each step of four blocks also asks for the same blocks of the row `R` rows on
+//! ([`Avx2Rows::prefetch`]), which the loop reads once this group of rows is done. A decode
+//! step's products read each weight once, several rows at a time in several arrays (nibbles,
+//! scales, fifth bits), and the CPU's own stream prefetchers did not keep up: on this
+//! project's 2-core EPYC, with the machine's memory busy, a Q6_K LM head of 128,256 x 2048
+//! was read at 13 GB/s without the hints and 42-49 with them, Llama 3.2 1B's Q4_K_M shape
+//! decoded 12 tok/s against 32, SmolLM2's Q4_1 140 against 184 (examples/matvec_speed.rs,
+//! bench/HISTORY.md).
 
 use std::arch::x86_64::*;
 
@@ -47,6 +56,20 @@ trait Avx2Rows<const T: usize> {
     /// # Safety
     /// The CPU has AVX2 and FMA; row `r` and every activation row hold block `b`.
     unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T];
+    /// Asks for blocks `b..b + 4` of the row `R` rows after row `r` ([`prefetch_later`]): the
+    /// next group's row, which [`by_fours`] reads next.
+    fn prefetch(&self, r: usize, b: usize);
+}
+
+/// Hints that the cache line `rows` rows after `row`'s byte `offset` is wanted soon: `row` is
+/// one row of an array of equally long rows, so the same place in a later row lies `rows`
+/// row lengths on (possibly past the array: a prefetch reads nothing and cannot fault).
+#[inline(always)]
+fn prefetch_later<E>(row: &[E], rows: usize, offset_bytes: usize) {
+    let at = (row.as_ptr() as *const i8).wrapping_add(std::mem::size_of_val(row) * rows + offset_bytes);
+    // SAFETY: a prefetch reads nothing architecturally and cannot fault; the address is formed
+    // with wrapping arithmetic and never dereferenced.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at) }
 }
 
 /// Four floats in both halves of a vector.
@@ -73,6 +96,7 @@ unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks
             let xs: [(__m128, __m256); T] =
                 x.map(|(_, d, s)| (_mm_loadu_ps(d.as_ptr().add(b)), both_halves(_mm_loadu_ps(s.as_ptr().add(b)))));
             for r in 0..R {
+                w.prefetch(r, b);
                 let (dw, mw) = w.scales4(r, b);
                 let mw = _mm256_castps128_ps256(mw);
                 let mw = _mm256_insertf128_ps(mw, _mm_setzero_ps(), 1);
@@ -106,6 +130,16 @@ impl<const R: usize, const T: usize, const HALVES: bool> Avx2Rows<T> for Q8_0Avx
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
         (unsafe { *self.0[r].2.get_unchecked(b) }, 0.0)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, r: usize, b: usize) {
+        prefetch_later(self.0[r].0, R, b * BLOCK);
+        prefetch_later(self.0[r].0, R, b * BLOCK + 64);
+        prefetch_later(self.0[r].2, R, b * 4);
+        if HALVES {
+            prefetch_later(self.0[r].1, R, b * 2);
+        }
     }
 
     /// The weights' signs move onto the activations, so `vpmaddubsw` gets the magnitudes as
@@ -171,6 +205,15 @@ impl<const R: usize, const T: usize, const FIVE: bool> Avx2Rows<T> for Q4_1Avx2<
 
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
         unsafe { (*self.0[r].2.get_unchecked(2 * b), *self.0[r].2.get_unchecked(2 * b + 1)) }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, r: usize, b: usize) {
+        prefetch_later(self.0[r].0, R, b * 16);
+        prefetch_later(self.0[r].2, R, b * 8);
+        if FIVE {
+            prefetch_later(self.0[r].1, R, b * 4);
+        }
     }
 
     /// The block's 32 unsigned values ([`unpack`]) against each token's bytes.

@@ -2,12 +2,16 @@
 //! with AVX2 and FMA (checked at run time; without them the portable loops run).
 //!
 //! Per block of 32: the weights' integers (Q8_0: 32 signed bytes; Q4_1: 16 bytes of nibble
-//! pairs split into 32 unsigned values, low nibbles first, matching the activations' order,
-//! and for 5-bit formats each value's fifth bit spread from the block's 32-bit mask) are
+//! pairs, broadcast to both halves of a vector, the high half shifted down 4 bits and both
+//! masked, so the 32 unsigned values come out low nibbles first, matching the activations'
+//! order, and for 5-bit formats each value's fifth bit spread from the block's 32-bit mask) are
 //! multiplied with the activation's 32 signed bytes by `vpmaddubsw` (unsigned x signed
 //! byte pairs summed to 16 bits; Q8_0 moves the weights' signs onto the activations first),
-//! widened and summed to eight 32-bit lanes by `vpmaddwd`. No pair sum can saturate 16 bits:
+//! widened and summed to eight 32-bit lanes by `vpmaddwd`, or where the CPU has AVX-512 VNNI
+//! by one `vpdpbusd` for the two ([`Dot4`]: the same lanes). No pair sum can saturate 16 bits:
 //! activations lie in [-127, 127] and weights in [-128, 127] (Q8_0) or [0, 31] (Q4_1, 5-bit).
+//! Each entry point is inlined into its format's [`RowDot`](super::dot_kernel::RowDot) (a call
+//! per group of rows had cost the 4-bit loops a third of their pace).
 //!
 //! Blocks go four at a time through [`by_fours`]: three `vphaddd` fold four blocks' eight
 //! lanes into one vector (each half holds a partial sum of every block), which is converted
@@ -37,8 +41,10 @@ pub fn available() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
 }
 
-/// The weight side of one format for [`by_fours`].
+/// The weight side of one format for [`by_fours`]; every method is inlined into it.
 trait Avx2Rows<const T: usize> {
+    /// Whether blocks have offsets `m` (added as `m_w s_x`).
+    const OFFSETS: bool;
     /// Row `r`'s scales `d` and offsets `m` of blocks `b..b + 4` (offsets zero for formats
     /// without them).
     ///
@@ -51,14 +57,45 @@ trait Avx2Rows<const T: usize> {
     /// Row `r` holds block `b`.
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32);
     /// Per token, eight lanes of integer partial sums of row `r`'s block `b` against the
-    /// token's.
+    /// token's (lane `i` the products of the block's bytes `4 i .. 4 i + 4`), by `D`.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; row `r` and every activation row hold block `b`.
-    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T];
+    /// The CPU has AVX2, FMA and what `D` uses; row `r` and every activation row hold block `b`.
+    unsafe fn sums<D: Dot4>(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T];
     /// Asks for blocks `b..b + 4` of the row `R` rows after row `r` ([`prefetch_later`]): the
     /// next group's row, which [`by_fours`] reads next.
     fn prefetch(&self, r: usize, b: usize);
+}
+
+/// Four products of unsigned weight bytes and signed activation bytes summed into each 32-bit
+/// lane of a 256-bit vector, added to `acc`: the same integers either way.
+pub trait Dot4 {
+    /// # Safety
+    /// The CPU has the instructions the implementation uses.
+    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
+}
+
+/// AVX2: `vpmaddubsw` (pairs to 16 bits, which no pair can saturate: see the module comment)
+/// then `vpmaddwd` with ones.
+pub struct Pairs;
+
+impl Dot4 for Pairs {
+    #[inline(always)]
+    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX2 (the caller's promise).
+        unsafe { _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))) }
+    }
+}
+
+/// AVX-512 VNNI on a 256-bit vector: `vpdpbusd`, one instruction for the two above.
+pub struct Vnni;
+
+impl Dot4 for Vnni {
+    #[inline(always)]
+    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX-512 VNNI and VL (the caller's promise).
+        unsafe { _mm256_dpbusd_epi32(acc, u, s) }
+    }
 }
 
 /// Hints that the cache line `rows` rows after `row`'s byte `offset` is wanted soon: `row` is
@@ -80,19 +117,20 @@ fn both_halves(v: __m128) -> __m256 {
 }
 
 /// `out[t][r] = sum_b (d_w[r][b] d_x[t][b] sum_i q_w q_x + m_w[r][b] s_x[t][b])` over
-/// `blocks` blocks, whose count every row of `w` and `x` holds (the callers assert it).
+/// `blocks` blocks, whose count every row of `w` and `x` holds (the callers assert it), the
+/// byte products summed by `D`. Inlined into an entry point compiled for what `D` uses (as
+/// everything it calls is), so each instruction is inlined.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks: usize, x: &[ActivationRow; T]) -> [[f32; R]; T] {
-    let mut acc = [[_mm256_setzero_ps(); R]; T];
-    let whole = blocks - blocks % 4;
-    for b in (0..whole).step_by(4) {
-        // SAFETY: blocks b..b + 4 lie in every row (b + 4 <= blocks); the CPU has AVX2 and
-        // FMA (the caller's promise).
-        unsafe {
+/// The CPU has AVX2, FMA and whatever `D` uses.
+#[inline(always)]
+unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>, D: Dot4>(w: &W, blocks: usize, x: &[ActivationRow; T]) -> [[f32; R]; T] {
+    // SAFETY (the whole body): blocks b..b + 4 lie in every row (b + 4 <= blocks), the blocks
+    // past `whole` too (b < blocks); the CPU has the instructions (the caller's promise).
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); R]; T];
+        let whole = blocks - blocks % 4;
+        for b in (0..whole).step_by(4) {
             let xs: [(__m128, __m256); T] =
                 x.map(|(_, d, s)| (_mm_loadu_ps(d.as_ptr().add(b)), both_halves(_mm_loadu_ps(s.as_ptr().add(b)))));
             for r in 0..R {
@@ -100,35 +138,38 @@ unsafe fn by_fours<const R: usize, const T: usize, W: Avx2Rows<T>>(w: &W, blocks
                 let (dw, mw) = w.scales4(r, b);
                 let mw = _mm256_castps128_ps256(mw);
                 let mw = _mm256_insertf128_ps(mw, _mm_setzero_ps(), 1);
-                let s: [[__m256i; T]; 4] = std::array::from_fn(|k| w.sums(r, b + k, x));
+                let s: [[__m256i; T]; 4] = std::array::from_fn(|k| w.sums::<D>(r, b + k, x));
                 for (t, (a, (dx, sx))) in acc.iter_mut().zip(&xs).enumerate() {
                     // Lanes [b0, b1, b2, b3 | b0, b1, b2, b3], each half a partial sum.
                     let folded = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0][t], s[1][t]), _mm256_hadd_epi32(s[2][t], s[3][t]));
                     let scales = both_halves(_mm_mul_ps(dw, *dx));
-                    a[r] = _mm256_fmadd_ps(mw, *sx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(folded), scales, a[r]));
+                    let scaled = _mm256_fmadd_ps(_mm256_cvtepi32_ps(folded), scales, a[r]);
+                    a[r] = if W::OFFSETS { _mm256_fmadd_ps(mw, *sx, scaled) } else { scaled };
                 }
             }
         }
+        let block = |r: usize, b: usize| (w.scale(r, b), w.sums::<D>(r, b, x));
+        let fold = |a, sums, scale| _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(scale), a);
+        let rest = tail_blocks(whole..blocks, x, &mut acc, block, fold);
+        std::array::from_fn(|t| std::array::from_fn(|r| horizontal_sum(acc[t][r]) + rest[t][r]))
     }
-    // SAFETY: the blocks past `whole` lie in every row (b < blocks); the CPU has AVX2 and FMA.
-    let block = |r: usize, b: usize| unsafe { (w.scale(r, b), w.sums(r, b, x)) };
-    let fold = |a, sums, scale| _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(scale), a);
-    // SAFETY: as for `block`.
-    let rest = unsafe { tail_blocks(whole..blocks, x, &mut acc, block, fold) };
-    std::array::from_fn(|t| std::array::from_fn(|r| horizontal_sum(acc[t][r]) + rest[t][r]))
 }
 
 /// Q8_0 rows `(integers, halves' scales, scales)`, the halves' scales read only where `HALVES`.
 struct Q8_0Avx2<'a, const R: usize, const HALVES: bool>([ByteRow<'a>; R]);
 
 impl<const R: usize, const T: usize, const HALVES: bool> Avx2Rows<T> for Q8_0Avx2<'_, R, HALVES> {
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
+    const OFFSETS: bool = false;
+
+    #[inline(always)]
     unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
-        (unsafe { _mm_loadu_ps(self.0[r].2.as_ptr().add(b)) }, _mm_setzero_ps())
+        // SAFETY: as the caller promises.
+        unsafe { (_mm_loadu_ps(self.0[r].2.as_ptr().add(b)), _mm_setzero_ps()) }
     }
 
+    #[inline(always)]
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        // SAFETY: as the caller promises.
         (unsafe { *self.0[r].2.get_unchecked(b) }, 0.0)
     }
 
@@ -142,49 +183,65 @@ impl<const R: usize, const T: usize, const HALVES: bool> Avx2Rows<T> for Q8_0Avx
         }
     }
 
-    /// The weights' signs move onto the activations, so `vpmaddubsw` gets the magnitudes as
-    /// its unsigned operand; `vpmaddwd` then sums the 16-bit pairs with weight 1, or with
-    /// `HALVES` with each half's scale (the low 128 bits hold the block's first 16 products).
-    /// With Q6_K's `|q - 32| <= 32` and `|sc| <= 128` no sum overflows.
+    /// The weights' signs move onto the activations, so the weights' magnitudes are the
+    /// unsigned operand: `D`'s dot of four, or with `HALVES` `vpmaddubsw` then `vpmaddwd` with
+    /// each half's scale (the low 128 bits hold the block's first 16 products), the scales
+    /// spread by one broadcast, one shuffle and one shift ([`halves_scales`]). With Q6_K's
+    /// `|q - 32| <= 32` and `|sc| <= 128` no sum overflows.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
+    unsafe fn sums<D: Dot4>(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
+        // SAFETY: as the caller promises.
         unsafe {
             let wv = _mm256_loadu_si256(self.0[r].0.as_ptr().add(b * BLOCK) as *const __m256i);
             let magnitude = _mm256_sign_epi8(wv, wv);
-            let weights = if HALVES {
-                let sub = self.0[r].1;
-                _mm256_set_m128i(
-                    _mm_set1_epi16(i16::from(*sub.get_unchecked(2 * b + 1))),
-                    _mm_set1_epi16(i16::from(*sub.get_unchecked(2 * b))),
-                )
-            } else {
-                _mm256_set1_epi16(1)
-            };
+            let halves = if HALVES { halves_scales(self.0[r].1, b) } else { _mm256_setzero_si256() };
             x.map(|(q, _, _)| {
-                let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(xv, wv)), weights)
+                let signed = _mm256_sign_epi8(_mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i), wv);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed), if HALVES { halves } else { _mm256_set1_epi16(1) })
             })
         }
     }
 }
 
-/// Q8_0 weight rows `(integers, halves' scales, scales)`, with halves' scales (Q6_K: every
-/// row's) or none, against activation rows: `out[t][r] = sum_b d_w[b] d_x[b] sum_i q_w[32 b +
-/// i] q_x[32 b + i]`, each half's sum times its scale where the rows have them.
+/// Block `b`'s two halves' scales from `sub` (a signed byte each) as sixteen 16-bit lanes: the
+/// first half's in the low 128 bits, the second's in the high. The two bytes, broadcast as a
+/// 16-bit word, are shuffled into the high byte of each word of their half (one a 128-bit
+/// lane, as `vpshufb` works) and shifted down with their sign.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA ([`available`]).
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+/// The CPU has AVX2; `sub` holds block `b`'s two scales.
+#[inline(always)]
+unsafe fn halves_scales(sub: &[i8], b: usize) -> __m256i {
+    // SAFETY: as the caller promises (bytes 2 b and 2 b + 1 lie in `sub`).
+    unsafe {
+        let pair = _mm256_set1_epi16(std::ptr::read_unaligned(sub.as_ptr().add(2 * b) as *const i16));
+        // -128 (0x80) clears a byte; byte k of a lane's word goes to the word's high byte.
+        let to_high = _mm256_setr_epi8(
+            -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, //
+            -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1,
+        );
+        _mm256_srai_epi16(_mm256_shuffle_epi8(pair, to_high), 8)
+    }
+}
+
+/// Q8_0 weight rows `(integers, halves' scales, scales)`, with halves' scales (Q6_K: every
+/// row's) or none, against activation rows: `out[t][r] = sum_b d_w[b] d_x[b] sum_i q_w[32 b +
+/// i] q_x[32 b + i]`, each half's sum times its scale where the rows have them, the byte
+/// products summed by `D`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and what `D` uses.
+#[inline(always)]
+unsafe fn q8_0_by<D: Dot4, const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     let (blocks, halves) = super::q8_0_rows::check_blocks(&w, &x);
-    // SAFETY: the CPU has AVX2 and FMA (the caller's promise); every row holds `blocks` blocks
-    // of integers, scales and, where `halves`, halves' scales (checked).
+    // SAFETY: the CPU has the instructions (the caller's promise); every row holds `blocks`
+    // blocks of integers, scales and, where `halves`, halves' scales (checked).
     unsafe {
         if halves {
-            by_fours(&Q8_0Avx2::<R, true>(w), blocks, &x)
+            by_fours::<R, T, _, D>(&Q8_0Avx2::<R, true>(w), blocks, &x)
         } else {
-            by_fours(&Q8_0Avx2::<R, false>(w), blocks, &x)
+            by_fours::<R, T, _, D>(&Q8_0Avx2::<R, false>(w), blocks, &x)
         }
     }
 }
@@ -194,16 +251,22 @@ pub unsafe fn q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [Activati
 struct Q4_1Avx2<'a, const R: usize, const FIVE: bool>([NibbleRow<'a>; R]);
 
 impl<const R: usize, const T: usize, const FIVE: bool> Avx2Rows<T> for Q4_1Avx2<'_, R, FIVE> {
+    const OFFSETS: bool = true;
+
     /// Four `(d, m)` pairs split apart by one permute.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
+    #[inline(always)]
     unsafe fn scales4(&self, r: usize, b: usize) -> (__m128, __m128) {
-        let pairs = unsafe { _mm256_loadu_ps(self.0[r].2.as_ptr().add(2 * b)) };
-        let split = _mm256_permutevar8x32_ps(pairs, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-        (_mm256_castps256_ps128(split), _mm256_extractf128_ps(split, 1))
+        // SAFETY: as the caller promises.
+        unsafe {
+            let pairs = _mm256_loadu_ps(self.0[r].2.as_ptr().add(2 * b));
+            let split = _mm256_permutevar8x32_ps(pairs, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+            (_mm256_castps256_ps128(split), _mm256_extractf128_ps(split, 1))
+        }
     }
 
+    #[inline(always)]
     unsafe fn scale(&self, r: usize, b: usize) -> (f32, f32) {
+        // SAFETY: as the caller promises.
         unsafe { (*self.0[r].2.get_unchecked(2 * b), *self.0[r].2.get_unchecked(2 * b + 1)) }
     }
 
@@ -217,33 +280,30 @@ impl<const R: usize, const T: usize, const FIVE: bool> Avx2Rows<T> for Q4_1Avx2<
     }
 
     /// The block's 32 unsigned values ([`unpack`]) against each token's bytes.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn sums(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
+    #[inline(always)]
+    unsafe fn sums<D: Dot4>(&self, r: usize, b: usize, x: &[ActivationRow; T]) -> [__m256i; T] {
+        // SAFETY: as the caller promises.
         unsafe {
             let wv = unpack::<FIVE>(&self.0[r], b);
-            x.map(|(q, _, _)| {
-                let xv = _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), _mm256_set1_epi16(1))
-            })
+            x.map(|(q, _, _)| D::dot4(_mm256_setzero_si256(), wv, _mm256_loadu_si256(q.as_ptr().add(b * BLOCK) as *const __m256i)))
         }
     }
 }
 
 /// Block `b` of a row of nibble pairs as 32 unsigned bytes, value `i` in byte `i` (the low
-/// nibbles first, matching the activations' order); with `FIVE`, byte `j` gains 16 where bit
-/// `j` of the block's mask is set (the mask's byte `j / 8` copied to byte `j`, bit `j % 8`
-/// picked and compared).
+/// nibbles first, matching the activations' order): the 16 bytes broadcast to both halves,
+/// the high half shifted down 4 bits, both masked to 4 bits; with `FIVE`, byte `j` gains 16
+/// where bit `j` of the block's mask is set (the mask's byte `j / 8` copied to byte `j`, bit
+/// `j % 8` picked and compared).
 ///
 /// # Safety
 /// The CPU has AVX2; the row holds block `b` (and, with `FIVE`, its fifth bits).
-#[target_feature(enable = "avx2,fma")]
-#[inline]
+#[inline(always)]
 pub(super) unsafe fn unpack<const FIVE: bool>(row: &NibbleRow, b: usize) -> __m256i {
+    // SAFETY: as the caller promises.
     unsafe {
-        let low = _mm_set1_epi8(0x0F);
-        let packed = _mm_loadu_si128(row.0.as_ptr().add(b * 16) as *const __m128i);
-        let wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low), _mm_and_si128(packed, low));
+        let packed = _mm256_broadcastsi128_si256(_mm_loadu_si128(row.0.as_ptr().add(b * 16) as *const __m128i));
+        let wv = _mm256_and_si256(_mm256_srlv_epi64(packed, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
         if !FIVE {
             return wv;
         }
@@ -257,23 +317,53 @@ pub(super) unsafe fn unpack<const FIVE: bool>(row: &NibbleRow, b: usize) -> __m2
 
 /// Q4_1 weight rows `(nibble pairs, fifth bits, (scale, offset) pairs)`, 4-bit (no fifth
 /// bits) or 5-bit (every row's), against activation rows: `out[t][r] = sum_b (d_w[b] d_x[b]
-/// sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`.
+/// sum_i q_w[b, i] q_x[32 b + i] + m_w[b] s_x[b])`, the byte products summed by `D`.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA ([`available`]).
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+/// The CPU has AVX2, FMA and what `D` uses.
+#[inline(always)]
+unsafe fn q4_1_by<D: Dot4, const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     let (blocks, five) = super::q4_1_rows::check_blocks(&w, &x);
-    // SAFETY: the CPU has AVX2 and FMA (the caller's promise); every row holds `blocks` blocks
-    // of nibbles, scales and, where `five`, fifth bits (checked).
+    // SAFETY: the CPU has the instructions (the caller's promise); every row holds `blocks`
+    // blocks of nibbles, scales and, where `five`, fifth bits (checked).
     unsafe {
         if five {
-            by_fours(&Q4_1Avx2::<R, true>(w), blocks, &x)
+            by_fours::<R, T, _, D>(&Q4_1Avx2::<R, true>(w), blocks, &x)
         } else {
-            by_fours(&Q4_1Avx2::<R, false>(w), blocks, &x)
+            by_fours::<R, T, _, D>(&Q4_1Avx2::<R, false>(w), blocks, &x)
         }
     }
 }
+
+/// The entry points: [`q8_0_by`] and [`q4_1_by`] compiled for `features` with `D`'s products.
+macro_rules! entry_points {
+    ($q8_0:ident, $q4_1:ident, $features:literal, $dot:ty, $what:literal) => {
+        #[doc = concat!("Q8_0 weight rows (with halves' scales, Q6_K's, or none) against activation rows, ", $what, ".\n\n# Safety\nThe CPU has ", $features, ".")]
+        #[target_feature(enable = $features)]
+        #[inline]
+        pub unsafe fn $q8_0<const R: usize, const T: usize>(w: [ByteRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+            // SAFETY: the CPU has the features (the caller's promise).
+            unsafe { q8_0_by::<$dot, R, T>(w, x) }
+        }
+
+        #[doc = concat!("Q4_1 weight rows (4- or 5-bit) against activation rows, ", $what, ".\n\n# Safety\nThe CPU has ", $features, ".")]
+        #[target_feature(enable = $features)]
+        #[inline]
+        pub unsafe fn $q4_1<const R: usize, const T: usize>(w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
+            // SAFETY: the CPU has the features (the caller's promise).
+            unsafe { q4_1_by::<$dot, R, T>(w, x) }
+        }
+    };
+}
+
+entry_points!(q8_0, q4_1, "avx2,fma", Pairs, "on AVX2 ([`available`])");
+entry_points!(
+    q8_0_vnni,
+    q4_1_vnni,
+    "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni",
+    Vnni,
+    "on AVX-512 VNNI's `vpdpbusd` (`x86_prefill::vnni_available`): the same bits"
+);
 
 /// A float weight type's eight values widened exactly to f32.
 pub trait WidenAvx2: Copy {
@@ -383,6 +473,7 @@ mod tests {
             .collect()
     }
 
+    /// Tolerance: 1e-5 of the bound (summation order); the VNNI loops give the AVX2 loops' bits.
     fn close(got: f32, want: f32, scale: f32) -> bool {
         (got - want).abs() <= 1e-5 * scale.max(1.0)
     }
@@ -402,7 +493,11 @@ mod tests {
             .collect();
         let w: [ByteRow; R] = std::array::from_fn(|r| (&q8[r].0[..], &[][..], &q8[r].1[..]));
         let bounds: [f32; R] = std::array::from_fn(|r| bound(&q8[r].1));
-        agree("Q8_0", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
+        let want = q8_0_rows::portable_dot(w, x);
+        agree("Q8_0", blocks, unsafe { q8_0(w, x) }, want, bounds);
+        if super::super::x86_prefill::vnni_available() {
+            agree("Q8_0 (VNNI)", blocks, unsafe { q8_0_vnni(w, x) }, want, bounds);
+        }
 
         // Q6_K's ranges: integers in [-32, 31], halves' scales in [-128, 127], the ends included.
         let q6: Vec<(Vec<i8>, Vec<i8>, Vec<f32>)> = (0..R)
@@ -416,7 +511,11 @@ mod tests {
             .collect();
         let w: [ByteRow; R] = std::array::from_fn(|r| (&q6[r].0[..], &q6[r].1[..], &q6[r].2[..]));
         let bounds: [f32; R] = std::array::from_fn(|r| bound(&q6[r].2) * 128.0);
-        agree("Q6_K", blocks, unsafe { q8_0(w, x) }, q8_0_rows::portable_dot(w, x), bounds);
+        let want = q8_0_rows::portable_dot(w, x);
+        agree("Q6_K", blocks, unsafe { q8_0(w, x) }, want, bounds);
+        if super::super::x86_prefill::vnni_available() {
+            agree("Q6_K (VNNI)", blocks, unsafe { q8_0_vnni(w, x) }, want, bounds);
+        }
 
         let q4: Vec<(Vec<u8>, Vec<u32>, Vec<f32>)> = (0..R)
             .map(|_| {
@@ -429,9 +528,17 @@ mod tests {
             .collect();
         let bounds: [f32; R] = std::array::from_fn(|r| bound(&q4[r].2));
         let w: [NibbleRow; R] = std::array::from_fn(|r| (&q4[r].0[..], &[][..], &q4[r].2[..]));
-        agree("Q4_1", blocks, unsafe { q4_1(w, x) }, q4_1_rows::portable_dot(w, x), bounds);
+        let want = q4_1_rows::portable_dot(w, x);
+        agree("Q4_1", blocks, unsafe { q4_1(w, x) }, want, bounds);
+        if super::super::x86_prefill::vnni_available() {
+            agree("Q4_1 (VNNI)", blocks, unsafe { q4_1_vnni(w, x) }, want, bounds);
+        }
         let w: [NibbleRow; R] = std::array::from_fn(|r| (&q4[r].0[..], &q4[r].1[..], &q4[r].2[..]));
-        agree("5-bit", blocks, unsafe { q4_1(w, x) }, q4_1_rows::portable_dot(w, x), bounds);
+        let want = q4_1_rows::portable_dot(w, x);
+        agree("5-bit", blocks, unsafe { q4_1(w, x) }, want, bounds);
+        if super::super::x86_prefill::vnni_available() {
+            agree("5-bit (VNNI)", blocks, unsafe { q4_1_vnni(w, x) }, want, bounds);
+        }
     }
 
     /// Every output of a kernel within the tolerance of the portable loops' (`bounds`: each

@@ -12,10 +12,11 @@ use super::token_groups::{TokenGroup, TokenGroups, GROUP};
 /// widened against f32 inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DotKernel {
-    /// x86-64 with AVX-512 (F, BW, VNNI) besides AVX2: a prefill's products through
+    /// x86-64 with AVX-512 (F, BW, VL, VNNI) besides AVX2: a prefill's products through
     /// `vpdpbusd` (four byte products summed into each 32-bit lane in one instruction) on
     /// sixteen tokens at once in one 512-bit vector ([`TokenGroups`]); a decode step's as
-    /// [`Self::Avx2`], the same bits either way.
+    /// [`Self::Avx2`]'s loops with `vpdpbusd` on 256-bit vectors for `vpmaddubsw` and
+    /// `vpmaddwd`: the same bits either way.
     Avx512Vnni,
     /// x86-64 AVX2, FMA and F16C (`vpmaddubsw`/`vpmaddwd`, `vcvtph2ps`), detected at run time;
     /// a prefill on sixteen tokens at once, as two vectors of eight ([`TokenGroups`]).

@@ -247,6 +247,9 @@ impl RowDot for Q4_1Rows {
 fn dot<const R: usize, const T: usize>(kernel: DotKernel, w: [NibbleRow; R], x: [ActivationRow; T]) -> [[f32; R]; T] {
     match kernel {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512 VNNI and VL besides AVX2 and FMA (checked in the guard).
+        DotKernel::Avx512Vnni if super::x86_prefill::vnni_available() => unsafe { super::avx2_dot::q4_1_vnni(w, x) },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and FMA (checked in the guard).
         DotKernel::Avx2 | DotKernel::Avx512Vnni if super::avx2_dot::available() => unsafe { super::avx2_dot::q4_1(w, x) },
         #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]

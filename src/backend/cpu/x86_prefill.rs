@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::avx2_dot::unpack;
+use super::avx2_dot::{unpack, Dot4, Pairs, Vnni};
 use super::dot_kernel::DotKernel;
 use super::q4_1_rows::NibbleRow;
 use super::q8_0_rows::ByteRow;
@@ -262,36 +262,6 @@ impl Lanes for YmmPair {
             _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
             _mm256_storeu_ps(out.as_mut_ptr().add(8), v[1]);
         }
-    }
-}
-
-/// Four products of unsigned weight bytes and signed token bytes summed into each 32-bit lane
-/// of a 256-bit vector, added to `acc`.
-pub trait Dot4 {
-    /// # Safety
-    /// The CPU has the instructions the implementation uses.
-    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i;
-}
-
-/// AVX2: `vpmaddubsw` (pairs to 16 bits, which no pair can saturate: see
-/// [`super::avx2_dot`]) then `vpmaddwd` with ones.
-pub struct Pairs;
-
-impl Dot4 for Pairs {
-    #[inline(always)]
-    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)))
-    }
-}
-
-/// AVX-512 VNNI on a 256-bit vector: `vpdpbusd`.
-pub struct Vnni;
-
-impl Dot4 for Vnni {
-    #[inline(always)]
-    unsafe fn dot4(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
-        // SAFETY: the CPU has AVX-512 VNNI and VL (the caller's promise).
-        unsafe { _mm256_dpbusd_epi32(acc, u, s) }
     }
 }
 

@@ -332,18 +332,22 @@ impl CpuBackend {
                         softcap: c.attn_softcap,
                         alibi_slope: c.alibi_slope(h),
                     };
-                    // Each token's heads, tokens spread over the band pool's threads when the work
-                    // is worth handing over (a prefill's; a decode step's stays on this thread).
-                    let attend = |t: usize, out: &mut [f32]| {
+                    // Pieces of `heads` heads, spread over the band pool's threads when the work
+                    // is worth handing over: a prefill's a token each, a decode step's a head each
+                    // (its one token's heads on every thread; on one, its attention over a
+                    // 1,090-token context had left the other thread waiting a sixth of the step).
+                    let heads = if n == 1 { 1 } else { c.n_heads };
+                    let attend = |p: usize, out: &mut [f32]| {
+                        let (t, first_head) = (p * heads / c.n_heads, p * heads % c.n_heads);
                         let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
-                        for (h, out) in out.chunks_exact_mut(hd).enumerate() {
+                        for (h, out) in (first_head..).zip(out.chunks_exact_mut(hd)) {
                             ops::attention(&head(t, h), &mut scores, out);
                         }
                     };
                     let work = n * (start + n) * qd * 2;
                     let pool = band_pool::pool();
                     let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
-                    pool.for_each_piece(&mut att[..n * qd], qd, tasks, attend);
+                    pool.for_each_piece(&mut att[..n * qd], heads * hd, tasks, attend);
                     if let Some(inspection) = &mut inspection {
                         // The last token's weights again, head by head, as `attend` computed them.
                         for h in 0..c.n_heads {

@@ -7,7 +7,7 @@
 //! cargo run --release --example matvec_speed [-- TOKENS [cached]]
 //! ```
 //! The shapes are Llama 3.2 1B's (width 2048, feed-forward 8192, a 128,256-token LM head),
-//! random stored blocks, as many copies of each as take about 256 MB, each product on the
+//! random stored blocks (and an F16 matrix of random values), as many copies of each as take about 256 MB, each product on the
 //! next copy (so its weights come from memory, as in a model, not from a cache; with `cached`
 //! one copy, which the caches hold where it fits: the kernels' own pace); `TOKENS` (default
 //! 1, a decode step) input rows per product. Each line: the format, shape and kernel (every
@@ -16,7 +16,7 @@
 //! bytes and weights over time.
 
 use candle_core::quantized::GgmlDType;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokenscope::backend::cpu::quant_matmul::{DotKernel, QuantMatrix};
 use tokenscope::model::synthetic::random_blocks;
@@ -40,6 +40,7 @@ fn main() -> tokenscope::Result<()> {
         (GgmlDType::Q6K, 2048, 8192, "feed-forward down, more bits"),
         (GgmlDType::Q6K, 128_256, 2048, "LM head"),
         (GgmlDType::Q8_0, 8192, 2048, "feed-forward gate/up, Q8_0"),
+        (GgmlDType::F16, 2048, 2048, "attention output, F16"),
     ];
     let kernels: Vec<DotKernel> = DotKernel::available().into_iter().filter(|k| *k != DotKernel::Portable).collect();
     println!(
@@ -51,6 +52,11 @@ fn main() -> tokenscope::Result<()> {
         let copies = if cached { 1 } else { (COPIES_BYTES / (rows * cols)).max(1) };
         let ms = (0..copies)
             .map(|_| {
+                if dtype == GgmlDType::F16 {
+                    let bytes: Vec<u8> =
+                        (0..rows * cols).flat_map(|_| half::f16::from_f32(rng.random_range(-1.0f32..1.0)).to_le_bytes()).collect();
+                    return QuantMatrix::from_ggml(dtype, &bytes, rows, cols);
+                }
                 let t = random_blocks(dtype, rows, cols, &mut rng)?;
                 QuantMatrix::from_ggml(dtype, &t.data().map_err(tokenscope::Error::backend)?, rows, cols)
             })

@@ -402,7 +402,8 @@ impl WidenAvx2 for half::bf16 {
 }
 
 /// `out[t][r] = w[r] . x[t]` for float weights, eight columns at a time, each weight widened
-/// once for all `T` tokens.
+/// once for all `T` tokens; at each cache line of a row, the same line `R` rows on (the next
+/// group's, as [`Avx2Rows::prefetch`] asks for) is asked for.
 ///
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; every row of `w` and `x` holds the same number of values, a
@@ -411,7 +412,11 @@ impl WidenAvx2 for half::bf16 {
 pub unsafe fn float<E: WidenAvx2, const R: usize, const T: usize>(w: [&[E]; R], x: [&[f32]; T]) -> [[f32; R]; T] {
     let cols = x.first().map_or(0, |x| x.len());
     let mut acc = [[_mm256_setzero_ps(); R]; T];
+    let line = (64 / std::mem::size_of::<E>()).max(8);
     for c in (0..cols).step_by(8) {
+        if c % line == 0 {
+            w.iter().for_each(|w| prefetch_later(w, R, c * std::mem::size_of::<E>()));
+        }
         // SAFETY: c + 8 <= cols in every row (the caller's promise).
         unsafe {
             let xs = x.map(|x| _mm256_loadu_ps(x.as_ptr().add(c)));

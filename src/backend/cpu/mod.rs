@@ -12,6 +12,7 @@ pub mod float_rows;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
+pub mod prefill_attention;
 pub mod q2_k_rows;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
@@ -39,6 +40,7 @@ use crate::model::{
 };
 use experts::CpuExperts;
 use ops::AttentionInput;
+use prefill_attention::{attend_heads, KeyBlocks};
 use short_conv::{short_conv, ShortConvInput};
 
 /// One transformer block ready for the CPU.
@@ -319,6 +321,10 @@ impl CpuBackend {
                     }
                     self.cache.append(layer, &k, &v);
                     let (keys, values) = self.cache.layer(layer);
+                    // A prefill's keys in blocks of positions, each query's scores a block at
+                    // a time (the same bits as one position at a time, which a decode step's
+                    // single query keeps: its copy would cost what it saves).
+                    let blocks = (n > 1).then(|| KeyBlocks::new(keys, hd, kv / hd, start + n));
                     // Token t's query head h over the positions up to its own.
                     let head = |t: usize, h: usize| AttentionInput {
                         q: &q[t * qd + h * hd..][..hd],
@@ -339,9 +345,21 @@ impl CpuBackend {
                     let heads = if n == 1 { 1 } else { c.n_heads };
                     let attend = |p: usize, out: &mut [f32]| {
                         let (t, first_head) = (p * heads / c.n_heads, p * heads % c.n_heads);
-                        let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
-                        for (h, out) in (first_head..).zip(out.chunks_exact_mut(hd)) {
-                            ops::attention(&head(t, h), &mut scores, out);
+                        match &blocks {
+                            // A prefill's token: each KV head's query heads together.
+                            Some(blocks) => {
+                                let mut scores = vec![0.0f32; group * (start + t + 1)]; // attention weights [group, positions]
+                                for (kv_head, out) in out.chunks_exact_mut(group * hd).enumerate() {
+                                    let heads: Vec<AttentionInput> = (kv_head * group..(kv_head + 1) * group).map(|h| head(t, h)).collect();
+                                    attend_heads(blocks, kv_head, &heads, &mut scores, out);
+                                }
+                            }
+                            None => {
+                                let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
+                                for (h, out) in (first_head..).zip(out.chunks_exact_mut(hd)) {
+                                    ops::attention(&head(t, h), &mut scores, out);
+                                }
+                            }
                         }
                     };
                     let work = n * (start + n) * qd * 2;

@@ -133,8 +133,17 @@ pub struct AttentionInput<'a> {
 
 /// Position `j`'s score for the query of `a`: `capped(scale q . k_j) - slope (n_pos - 1 - j)`.
 fn score(a: &AttentionInput, j: usize) -> f32 {
-    let k = &a.keys[j * a.kv_stride + a.kv_offset..][..a.q.len()];
-    capped(dot(a.q, k) * a.scale, a.softcap) + alibi_bias(a.alibi_slope, a.n_pos - 1 - j)
+    score_of_dot(a, key_dot(a, j), j)
+}
+
+/// `q . k_j` for the query of `a` and position `j`'s key.
+fn key_dot(a: &AttentionInput, j: usize) -> f32 {
+    dot(a.q, &a.keys[j * a.kv_stride + a.kv_offset..][..a.q.len()])
+}
+
+/// Position `j`'s score from its product `q . k_j`.
+fn score_of_dot(a: &AttentionInput, dot: f32, j: usize) -> f32 {
+    capped(dot * a.scale, a.softcap) + alibi_bias(a.alibi_slope, a.n_pos - 1 - j)
 }
 
 /// `x` capped at `cap`: `cap * tanh(x / cap)`, which keeps small values and bends large ones
@@ -177,16 +186,22 @@ pub fn add_scaled(x: &mut [f32], y: &[f32], scale: f32) {
 /// (0 before `first`).
 pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     attention_weights(a, scores);
-    let weights = &scores[a.first..a.n_pos];
+    let v = HeadValues { values: a.values, kv_stride: a.kv_stride, kv_offset: a.kv_offset, first: a.first };
+    weighted_sum(&v, &scores[a.first..a.n_pos], out);
+}
+
+/// `out = sum_j weights[j - first] v_j`, the sum over one head's positions of their values
+/// (`v`) by their weights, in position order.
+pub fn weighted_sum(v: &HeadValues, weights: &[f32], out: &mut [f32]) {
     // The common head sizes with the sums in registers (a prefill's attention is a fifth of
     // its time); the same additions in the same order either way.
     match out.len() {
-        64 => weighted_sum::<64>(a, weights, out),
-        128 => weighted_sum::<128>(a, weights, out),
+        64 => weighted_sums::<1, 64>(v, [weights], &mut [out]),
+        128 => weighted_sums::<1, 128>(v, [weights], &mut [out]),
         hd => {
             out.fill(0.0);
-            for (j, &w) in (a.first..).zip(weights) {
-                let v = &a.values[j * a.kv_stride + a.kv_offset..][..hd];
+            for (j, &w) in (v.first..).zip(weights) {
+                let v = &v.values[j * v.kv_stride + v.kv_offset..][..hd];
                 for (o, &x) in out.iter_mut().zip(v) {
                     *o += w * x;
                 }
@@ -195,27 +210,75 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
     }
 }
 
-/// `out = sum_j weights[j - first] v_j` over the head's values from position `first`, `HD`
-/// wide, summed in a local array (kept in vector registers) in position order.
-fn weighted_sum<const HD: usize>(a: &AttentionInput, weights: &[f32], out: &mut [f32]) {
-    let mut sum = [0f32; HD];
-    for (j, &w) in (a.first..).zip(weights) {
-        let v = &a.values[j * a.kv_stride + a.kv_offset..][..HD];
-        for (s, &x) in sum.iter_mut().zip(v) {
-            *s += w * x;
+/// One KV head's cached values from position `first` on: position `j`'s are
+/// `values[j * kv_stride + kv_offset..][..head_dim]`.
+pub struct HeadValues<'a> {
+    /// Cached values of one layer, `[n_pos, kv_stride]`.
+    pub values: &'a [f32],
+    /// Row width of `values`.
+    pub kv_stride: usize,
+    /// Offset of the KV head inside a row.
+    pub kv_offset: usize,
+    /// Position of each weight list's first weight.
+    pub first: usize,
+}
+
+/// `outs[h] = sum_j weights[h][j - first] v_j` for `H` query heads of one KV head (`v`), each
+/// sum in position order, `W` of the head's columns at a time summed in a local array (kept
+/// in vector registers), each position's `W` values loaded once for the `H` heads.
+/// Shapes: `weights[h]`: `[positions]`; `outs[h]`: `[head_dim]`, `head_dim` a multiple of `W`.
+pub fn weighted_sums<const H: usize, const W: usize>(v: &HeadValues, weights: [&[f32]; H], outs: &mut [&mut [f32]; H]) {
+    let hd = outs[0].len();
+    debug_assert!(hd.is_multiple_of(W) && weights.iter().all(|w| w.len() == weights[0].len()));
+    let positions = weights[0].len();
+    let weights: [&[f32]; H] = std::array::from_fn(|h| &weights[h][..positions]);
+    for column in (0..hd).step_by(W) {
+        let mut sums = [[0f32; W]; H];
+        #[allow(clippy::needless_range_loop)] // the H lists read at the same index
+        for i in 0..positions {
+            let at = (v.first + i) * v.kv_stride + v.kv_offset + column;
+            let row: &[f32; W] = v.values[at..at + W].try_into().expect("W values");
+            let w: [f32; H] = std::array::from_fn(|h| weights[h][i]);
+            for (sum, w) in sums.iter_mut().zip(w) {
+                axpy(sum, w, row);
+            }
+        }
+        for h in 0..H {
+            outs[h][column..column + W].copy_from_slice(&sums[h]);
         }
     }
-    out.copy_from_slice(&sum);
+}
+
+/// `sum += w * row`, elementwise.
+#[inline(always)]
+fn axpy<const W: usize>(sum: &mut [f32; W], w: f32, row: &[f32; W]) {
+    for (s, &x) in sum.iter_mut().zip(row) {
+        *s += w * x;
+    }
 }
 
 /// One head's attention weights over its positions into `weights[..n_pos]`:
 /// `softmax(score_j)` ([`AttentionInput`]'s) over `first..n_pos`, max-subtracted for stability
 /// (they sum to 1), and 0 before `first`.
 pub fn attention_weights(a: &AttentionInput, weights: &mut [f32]) {
+    key_dots(a, weights);
+    weights_of_dots(a, weights);
+}
+
+/// `dots[j] = q . k_j` for `j` in `first..n_pos`.
+fn key_dots(a: &AttentionInput, dots: &mut [f32]) {
+    for (j, s) in (a.first..a.n_pos).zip(&mut dots[a.first..]) {
+        *s = key_dot(a, j);
+    }
+}
+
+/// [`attention_weights`] from the products `weights[first..n_pos]` (each `q . k_j` as [`dot`]
+/// gives it), in place.
+pub fn weights_of_dots(a: &AttentionInput, weights: &mut [f32]) {
     let (outside, weights) = weights[..a.n_pos].split_at_mut(a.first);
     outside.fill(0.0);
     for (j, s) in (a.first..).zip(weights.iter_mut()) {
-        *s = score(a, j);
+        *s = score_of_dot(a, *s, j);
     }
     let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;

@@ -1,0 +1,319 @@
+//! A prefill's attention, the query heads of one KV head together.
+//!
+//! [`ops::dot`] gives one query's product with one key: sixteen lanes of partial sums, then
+//! the lanes added one after another, a chain of sixteen dependent additions for every
+//! score, and each query loads every key and value again. A prefill asks for every query of
+//! every token against every position before it, so here one layer's keys are copied once
+//! into blocks of [`LANES`] positions, `[head_dim][LANES]` each, and a query's products with
+//! a block's keys are `LANES` sums side by side in one vector; the query heads that share a
+//! KV head (a token's group, with the same positions) take each block's keys, then each
+//! position's values, from one load. The multiplications and additions are
+//! [`ops::attention`]'s, in its order, so every weight and output has the same bits as one
+//! query and one position at a time (which a decode step's single query keeps: the copy
+//! would cost what it saves).
+
+use super::ops::{self, AttentionInput, HeadValues};
+use std::ops::Range;
+
+/// Positions in one block: the vector the products of one query with a block's keys are
+/// summed in.
+pub const LANES: usize = 8;
+
+/// Lanes of partial sums in `ops::dot`: position `i` of a head joins lane `i % CHUNK`, the
+/// lanes are added in order, then the positions past the last whole chunk.
+const CHUNK: usize = 16;
+
+/// One layer's cached keys in blocks of [`LANES`] positions.
+///
+/// Layout: `[n_kv_heads][n_blocks][head_dim]` columns of `[LANES]`, position `j` of KV head
+/// `h` in block `j / LANES`, lane `j % LANES`; the last block's lanes past the cached
+/// positions are 0.
+pub struct KeyBlocks {
+    columns: Vec<[f32; LANES]>,
+    head_dim: usize,
+    n_blocks: usize,
+}
+
+impl KeyBlocks {
+    /// The first `n_pos` rows of `keys` (`[n_pos, n_kv_heads * head_dim]`, a layer's cache)
+    /// in blocks.
+    pub fn new(keys: &[f32], head_dim: usize, n_kv_heads: usize, n_pos: usize) -> Self {
+        let stride = head_dim * n_kv_heads;
+        let n_blocks = n_pos.div_ceil(LANES);
+        let mut columns = vec![[0.0f32; LANES]; n_kv_heads * n_blocks * head_dim];
+        for (j, row) in keys[..n_pos * stride].chunks_exact(stride).enumerate() {
+            for (h, key) in row.chunks_exact(head_dim).enumerate() {
+                let block = &mut columns[(h * n_blocks + j / LANES) * head_dim..][..head_dim];
+                for (column, &k) in block.iter_mut().zip(key) {
+                    column[j % LANES] = k;
+                }
+            }
+        }
+        KeyBlocks { columns, head_dim, n_blocks }
+    }
+
+    /// `dots[r * row + j] = queries[r] . k_j` for the positions `j` in `range` of KV head
+    /// `kv_head`, each with the bits [`ops::dot`] gives; nothing else in `dots` is written.
+    /// Shapes: `queries[r]`: `[head_dim]`; `dots`: `[queries.len() * row]`, `row >= range.end`.
+    pub fn dots(&self, kv_head: usize, queries: &[&[f32]], range: Range<usize>, dots: &mut [f32], row: usize) {
+        // The common head sizes with their loops' bounds known.
+        match self.head_dim {
+            64 => self.dots_sized(64, kv_head, queries, range, dots, row),
+            128 => self.dots_sized(128, kv_head, queries, range, dots, row),
+            hd => self.dots_sized(hd, kv_head, queries, range, dots, row),
+        }
+    }
+
+    #[inline(always)]
+    fn dots_sized(&self, hd: usize, kv_head: usize, queries: &[&[f32]], range: Range<usize>, dots: &mut [f32], row: usize) {
+        debug_assert!(range.end <= self.n_blocks * LANES && range.end <= row && hd == self.head_dim);
+        let head = &self.columns[kv_head * self.n_blocks * hd..][..self.n_blocks * hd];
+        let blocks = range.start / LANES..range.end.div_ceil(LANES);
+        // Four queries at a time with two blocks in flight, two with four, one with four:
+        // eight sums' chains interleaved where the queries allow.
+        let mut r = 0;
+        while r < queries.len() {
+            let (q, rows) = (&queries[r..], &mut dots[r * row..]);
+            r += match q.len() {
+                4.. => query_dots::<4, 2>(hd, head, q, blocks.clone(), &range, rows, row),
+                2 | 3 => query_dots::<2, 4>(hd, head, q, blocks.clone(), &range, rows, row),
+                _ => query_dots::<1, 4>(hd, head, q, blocks.clone(), &range, rows, row),
+            };
+        }
+    }
+}
+
+/// [`KeyBlocks::dots`] for the first `Q` of `queries` over one KV head's `blocks` (`head`),
+/// `B` blocks at a time; returns `Q`.
+#[inline(always)]
+fn query_dots<const Q: usize, const B: usize>(
+    hd: usize,
+    head: &[[f32; LANES]],
+    queries: &[&[f32]],
+    blocks: Range<usize>,
+    range: &Range<usize>,
+    dots: &mut [f32],
+    row: usize,
+) -> usize {
+    let queries: [&[f32]; Q] = std::array::from_fn(|r| &queries[r][..hd]);
+    let mut b = blocks.start;
+    while b < blocks.end {
+        let take = B.min(blocks.end - b);
+        let mut sums = [[[0.0f32; LANES]; B]; Q];
+        if take == B {
+            block_dots::<Q, B>(&queries, &head[b * hd..][..B * hd], &mut sums);
+        } else {
+            for bb in 0..take {
+                let mut one = [[[0.0f32; LANES]; 1]; Q];
+                block_dots::<Q, 1>(&queries, &head[(b + bb) * hd..][..hd], &mut one);
+                for (s, o) in sums.iter_mut().zip(&one) {
+                    s[bb] = o[0];
+                }
+            }
+        }
+        // The lanes inside `range`.
+        for (r, sums) in sums.iter().enumerate() {
+            for (bb, sum) in sums[..take].iter().enumerate() {
+                let base = (b + bb) * LANES;
+                for (lane, &s) in sum.iter().enumerate() {
+                    if range.contains(&(base + lane)) {
+                        dots[r * row + base + lane] = s;
+                    }
+                }
+            }
+        }
+        b += take;
+    }
+    Q
+}
+
+/// `sums[r][b][lane] = queries[r] . k` for the key in lane `lane` of block `b` of `blocks`
+/// (`B` blocks of `head_dim` columns), summed as [`ops::dot`] sums: each of its `CHUNK` lanes
+/// of partial products in chunk order, then those lanes in order from -0.0 (an `f32` sum's
+/// start), then the tail past the last whole chunk, summed from 0.0.
+#[inline(always)]
+fn block_dots<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[f32; LANES]], sums: &mut [[[f32; LANES]; B]; Q]) {
+    let hd = queries[0].len();
+    let blocks = &blocks[..B * hd];
+    let whole = hd / CHUNK * CHUNK;
+    let mut total = [[[-0.0f32; LANES]; B]; Q];
+    for i in 0..CHUNK {
+        let mut partial = [[[0.0f32; LANES]; B]; Q];
+        for d in (i..whole).step_by(CHUNK) {
+            products::<Q, B>(queries, blocks, d, &mut partial);
+        }
+        for r in 0..Q {
+            for b in 0..B {
+                for l in 0..LANES {
+                    total[r][b][l] += partial[r][b][l];
+                }
+            }
+        }
+    }
+    let mut tail = [[[0.0f32; LANES]; B]; Q];
+    for d in whole..hd {
+        products::<Q, B>(queries, blocks, d, &mut tail);
+    }
+    for r in 0..Q {
+        for b in 0..B {
+            for l in 0..LANES {
+                sums[r][b][l] = total[r][b][l] + tail[r][b][l];
+            }
+        }
+    }
+}
+
+/// `acc[r][b][lane] += queries[r][d] * k[d]` for the key in lane `lane` of block `b`.
+#[inline(always)]
+fn products<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[f32; LANES]], d: usize, acc: &mut [[[f32; LANES]; B]; Q]) {
+    let hd = blocks.len() / B;
+    for b in 0..B {
+        let k = &blocks[b * hd + d];
+        for r in 0..Q {
+            let x = queries[r][d];
+            for l in 0..LANES {
+                acc[r][b][l] += x * k[l];
+            }
+        }
+    }
+}
+
+/// The attention outputs of query heads `heads` of one KV head (`kv_head`), all of one token
+/// (the same positions), into `out` (`[heads.len() * head_dim]`), each head's weights left
+/// in `scores[h * n_pos..][..n_pos]` (0 before `first`): [`ops::attention`]'s bits, the keys
+/// from `blocks` (this layer's) and each position's values loaded once for the heads.
+pub fn attend_heads(blocks: &KeyBlocks, kv_head: usize, heads: &[AttentionInput], scores: &mut [f32], out: &mut [f32]) {
+    let (a, hd) = (&heads[0], blocks.head_dim);
+    let n_pos = a.n_pos;
+    let queries: Vec<&[f32]> = heads.iter().map(|h| h.q).collect();
+    blocks.dots(kv_head, &queries, a.first..n_pos, scores, n_pos);
+    for (h, weights) in heads.iter().zip(scores.chunks_exact_mut(n_pos)) {
+        ops::weights_of_dots(h, weights);
+    }
+    let v = HeadValues { values: a.values, kv_stride: a.kv_stride, kv_offset: a.kv_offset, first: a.first };
+    let weights: Vec<&[f32]> = scores.chunks_exact(n_pos).map(|w| &w[a.first..]).collect();
+    let mut outs: Vec<&mut [f32]> = out.chunks_exact_mut(hd).collect();
+    // Four heads at a time, 32 columns each (16 vectors of sums), where the head's size
+    // allows; else one head at a time as `ops::attention` sums.
+    let mut h = 0;
+    while h < heads.len() {
+        h += match (hd % 32, heads.len() - h) {
+            (0, 4..) => sums_of::<4>(&v, &weights[h..], &mut outs[h..]),
+            (0, 2..) => sums_of::<2>(&v, &weights[h..], &mut outs[h..]),
+            _ => {
+                ops::weighted_sum(&v, weights[h], outs[h]);
+                1
+            }
+        };
+    }
+}
+
+/// [`ops::weighted_sums`] of the first `H` heads, 32 columns at a time; returns `H`.
+fn sums_of<const H: usize>(v: &HeadValues, weights: &[&[f32]], outs: &mut [&mut [f32]]) -> usize {
+    let weights: [&[f32]; H] = std::array::from_fn(|h| weights[h]);
+    let outs: &mut [&mut [f32]; H] = (&mut outs[..H]).try_into().expect("H outputs");
+    ops::weighted_sums::<H, 32>(v, weights, outs);
+    H
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::ops;
+
+    /// Deterministic values in about [-2, 2] with every bit of the mantissa in play.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_score_has_the_bits_of_ops_dot() {
+        // Head sizes with and without a tail past the last chunk of 16 (and one below 16),
+        // position counts that are not multiples of the block or of the blocks in flight,
+        // ranges starting mid-block (a sliding window's), 1 to 7 queries at once.
+        for (hd, n_kv, n_pos, n_q) in [(64, 3, 37, 4), (80, 2, 29, 3), (72, 1, 45, 7), (7, 2, 9, 1), (128, 1, 8, 5), (64, 2, 1, 2)] {
+            let stride = hd * n_kv;
+            let keys = values(n_pos * stride, (hd * 31 + n_pos) as u32);
+            let blocks = KeyBlocks::new(&keys, hd, n_kv, n_pos);
+            let q = values(hd * n_q, hd as u32);
+            let queries: Vec<&[f32]> = q.chunks_exact(hd).collect();
+            let row = n_pos + 2;
+            for h in 0..n_kv {
+                for start in [0, 1, n_pos / 2, n_pos - 1] {
+                    // Planted outside each query's range: nothing is written there.
+                    let mut dots = vec![f32::NAN; n_q * row];
+                    blocks.dots(h, &queries, start..n_pos, &mut dots, row);
+                    for (r, (query, dots)) in queries.iter().zip(dots.chunks_exact(row)).enumerate() {
+                        for (j, got) in dots.iter().enumerate() {
+                            if (start..n_pos).contains(&j) {
+                                let want = ops::dot(query, &keys[j * stride + h * hd..][..hd]);
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "hd {hd}, head {h}, query {r}, position {j}: {got} against {want}"
+                                );
+                            } else {
+                                assert!(got.is_nan(), "hd {hd}, query {r}: position {j} outside {start}..{n_pos} written");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_groups_outputs_and_weights_have_ops_attentions_bits() {
+        // Groups of 1 to 7 query heads (four, two and one at a time), head sizes summed 32
+        // columns at a time and not, sliding windows, ALiBi slopes and a softcap.
+        for (hd, n_kv, group, n_pos, first, softcap) in [
+            (64, 2, 4, 37, 0, None),
+            (64, 1, 7, 21, 5, Some(3.0)),
+            (96, 2, 3, 13, 0, None),
+            (80, 1, 2, 19, 4, None),
+            (24, 3, 1, 11, 0, Some(1.5)),
+        ] {
+            let stride = hd * n_kv;
+            let keys = values(n_pos * stride, (hd + n_pos) as u32);
+            let vals = values(n_pos * stride, (hd * 7 + n_pos) as u32);
+            let q = values(hd * group, (group * 5 + hd) as u32);
+            let blocks = KeyBlocks::new(&keys, hd, n_kv, n_pos);
+            for kv_head in 0..n_kv {
+                let heads: Vec<AttentionInput> = (0..group)
+                    .map(|h| AttentionInput {
+                        q: &q[h * hd..][..hd],
+                        keys: &keys,
+                        values: &vals,
+                        kv_stride: stride,
+                        kv_offset: kv_head * hd,
+                        n_pos,
+                        first,
+                        scale: 1.0 / (hd as f32).sqrt(),
+                        softcap,
+                        alibi_slope: if softcap.is_some() { 0.25 * h as f32 } else { 0.0 },
+                    })
+                    .collect();
+                let mut scores = vec![f32::NAN; group * n_pos];
+                // Planted past the heads' outputs: nothing is written there.
+                let mut out = vec![f32::NAN; group * hd + 5];
+                attend_heads(&blocks, kv_head, &heads, &mut scores, &mut out[..group * hd]);
+                assert!(out[group * hd..].iter().all(|x| x.is_nan()), "written past the outputs");
+                for (h, a) in heads.iter().enumerate() {
+                    let (mut want_weights, mut want) = (vec![0.0f32; n_pos], vec![0.0f32; hd]);
+                    ops::attention(a, &mut want_weights, &mut want);
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&scores[h * n_pos..][..n_pos]), bits(&want_weights), "hd {hd}, group {group}, head {h}: weights");
+                    assert_eq!(bits(&out[h * hd..][..hd]), bits(&want), "hd {hd}, group {group}, head {h}: output");
+                }
+            }
+        }
+    }
+}

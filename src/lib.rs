@@ -12,6 +12,7 @@ pub mod blob_reader;
 pub mod error;
 pub mod generation;
 pub mod gguf;
+pub mod lanes;
 pub mod memory;
 pub mod model;
 pub mod sampler;

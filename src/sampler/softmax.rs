@@ -3,41 +3,13 @@
 //!
 //! A step's softmax over 49,152 logits used to cost more than a millisecond in the page
 //! (a scalar `expf` call per token, and a `log2` per token for the entropy). Here the
-//! exponential is a few plain `f32` operations the compiler vectorizes (SIMD128 in wasm),
+//! exponential is a few plain `f32` operations the compiler vectorizes ([`crate::lanes`]),
 //! and the entropy comes from the same pass without a logarithm per token:
 //! `H = -sum p_i ln p_i = ln Z - sum p_i y_i`. Every operation is IEEE-754 basic arithmetic
 //! in a fixed order (sums in fixed lanes), so the numbers are bit-identical natively and in
 //! wasm, whatever the vectorizer does.
 
-/// Sums run in this many lanes (a fixed order, so every platform adds the same way).
-const LANES: usize = 8;
-
-/// Below this argument `exp` is under the smallest normal `f32`; the softmax takes it as 0.
-const EXP_MIN: f32 = -87.336_54;
-
-/// `exp(x)` for `x <= 0`, within about 2 ulp: `x = n ln 2 + r` with `|r| <= ln 2 / 2`
-/// (ln 2 split in two so `n ln 2` is exact), `exp(r)` by its Taylor series to degree 7
-/// (truncation under 5e-9 relative), scaled by `2^n` built from its bits. 0 below
-/// [`EXP_MIN`].
-#[inline(always)]
-pub fn exp_nonpositive(x: f32) -> f32 {
-    const LN2_HI: f32 = 0.693_359_4; // 0x3F318000: 9 significant bits, n * LN2_HI is exact
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // A compare and select, not `f32::max`: that is a call to `fmaxf` in wasm (its NaN rule
-    // differs from wasm's `f32.max`) and keeps the loop from vectorizing.
-    let xc = if x < EXP_MIN { EXP_MIN } else { x };
-    let n = (xc * std::f32::consts::LOG2_E).round_ties_even();
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let poly =
-        1.0 + r * (1.0 + r * (1.0 / 2.0 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    // n is in [-126, 0]: a normal power of two.
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    if x < EXP_MIN {
-        0.0
-    } else {
-        poly * scale
-    }
-}
+use crate::lanes::{exp_nonpositive, lane_max, tree_sum, LANES};
 
 /// A softmax and the entropy of the distribution it gives.
 pub struct Softmax {
@@ -82,51 +54,9 @@ pub fn softmax(e: &[f32], temperature: f32) -> Softmax {
     Softmax { p, entropy_bits }
 }
 
-/// The sum of a chunk in a fixed order (halves, then quarters, then the pair).
-#[inline(always)]
-fn tree_sum(a: [f32; LANES]) -> f32 {
-    let b = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
-    (b[0] + b[2]) + (b[1] + b[3])
-}
-
-/// The largest value (NaN-free input), over fixed lanes (compare and select, as above).
-fn lane_max(e: &[f32]) -> f32 {
-    let larger = |a: f32, b: f32| if b > a { b } else { a };
-    let mut m = [f32::NEG_INFINITY; LANES];
-    let whole = e.len() / LANES * LANES;
-    for c in e[..whole].chunks_exact(LANES) {
-        for l in 0..LANES {
-            m[l] = larger(m[l], c[l]);
-        }
-    }
-    e[whole..].iter().chain(m.iter()).copied().fold(f32::NEG_INFINITY, larger)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Against the correctly rounded `exp` of f64 on a dense grid of `[-88, 0]` and at the
-    /// edges: within 2 ulp (relative 2.4e-7), and 0 below the smallest normal.
-    #[test]
-    fn exp_matches_f64_within_two_ulp() {
-        let mut worst = 0f64;
-        for i in 0..=880_000 {
-            let x = -(i as f32) * 1e-4;
-            let got = exp_nonpositive(x) as f64;
-            let want = (x as f64).exp();
-            if x < EXP_MIN {
-                assert_eq!(got, 0.0, "x = {x}");
-                continue;
-            }
-            let rel = (got - want).abs() / want;
-            worst = worst.max(rel);
-        }
-        assert!(worst < 2.4e-7, "worst relative error {worst:e}");
-        assert_eq!(exp_nonpositive(0.0), 1.0);
-        assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_nonpositive(-1000.0), 0.0);
-    }
 
     /// The softmax and its entropy against the same maths in f64 on odd lengths (lane tails).
     #[test]

@@ -1,6 +1,7 @@
 //! The transformer's elementwise and attention operations on plain slices: the CPU forward
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
+use crate::lanes::softmax_in_place;
 use crate::model::alibi::alibi_bias;
 use crate::model::architecture::Activation;
 use crate::model::{Norm, RopeFrequencies};
@@ -277,18 +278,15 @@ fn key_dots(a: &AttentionInput, dots: &mut [f32]) {
 pub fn weights_of_dots(a: &AttentionInput, weights: &mut [f32]) {
     let (outside, weights) = weights[..a.n_pos].split_at_mut(a.first);
     outside.fill(0.0);
-    for (j, s) in (a.first..).zip(weights.iter_mut()) {
-        *s = score_of_dot(a, *s, j);
+    if a.softcap.is_none() && a.alibi_slope == 0.0 {
+        // Neither a cap nor a bias: the scaled product, as `score_of_dot` gives it.
+        weights.iter_mut().for_each(|s| *s *= a.scale);
+    } else {
+        for (j, s) in (a.first..).zip(weights.iter_mut()) {
+            *s = score_of_dot(a, *s, j);
+        }
     }
-    let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f32;
-    for s in weights.iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
-    for s in weights.iter_mut() {
-        *s /= sum;
-    }
+    softmax_in_place(weights);
 }
 
 /// Softmax statistics of one head over a chunk of positions (split-K attention).

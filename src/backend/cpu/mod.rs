@@ -9,10 +9,10 @@ pub mod band_pool;
 pub mod dot_kernel;
 pub mod experts;
 pub mod float_rows;
+pub mod grouped_attention;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops;
-pub mod prefill_attention;
 pub mod q2_k_rows;
 pub mod q4_1_rows;
 pub mod q8_0_rows;
@@ -39,8 +39,8 @@ use crate::model::{
     Config, FeedForward, HeadNorm, LayerRope, LayerRopes, LinearBiases, Mixer, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights,
 };
 use experts::CpuExperts;
+use grouped_attention::attend_heads;
 use ops::AttentionInput;
-use prefill_attention::{attend_heads, KeyBlocks};
 use short_conv::{short_conv, ShortConvInput};
 
 /// One transformer block ready for the CPU.
@@ -320,15 +320,14 @@ impl CpuBackend {
                         norm_heads(&mut q, &mut k);
                     }
                     self.cache.append(layer, &k, &v);
-                    let (keys, values) = self.cache.layer(layer);
-                    // A prefill's keys in blocks of positions, each query's scores a block at
-                    // a time (the same bits as one position at a time, which a decode step's
-                    // single query keeps: its copy would cost what it saves).
-                    let blocks = (n > 1).then(|| KeyBlocks::new(keys, hd, kv / hd, start + n));
+                    let (blocks, values) = self
+                        .cache
+                        .attention(layer)
+                        .ok_or_else(|| Error::Backend(format!("layer {layer} attends but its cache holds convolution rows")))?;
                     // Token t's query head h over the positions up to its own.
                     let head = |t: usize, h: usize| AttentionInput {
                         q: &q[t * qd + h * hd..][..hd],
-                        keys,
+                        keys: &[], // in the cache's blocks, which `attend_heads` reads
                         values,
                         kv_stride: kv,
                         kv_offset: (h / group) * hd,
@@ -338,28 +337,20 @@ impl CpuBackend {
                         softcap: c.attn_softcap,
                         alibi_slope: c.alibi_slope(h),
                     };
+                    // Token t's query heads of KV head `kv_head`, which read its keys together.
+                    let group_of =
+                        |t: usize, kv_head: usize| (kv_head * group..(kv_head + 1) * group).map(|h| head(t, h)).collect::<Vec<_>>();
                     // Pieces of `heads` heads, spread over the band pool's threads when the work
-                    // is worth handing over: a prefill's a token each, a decode step's a head each
-                    // (its one token's heads on every thread; on one, its attention over a
-                    // 1,090-token context had left the other thread waiting a sixth of the step).
-                    let heads = if n == 1 { 1 } else { c.n_heads };
+                    // is worth handing over: a prefill's a token each, a decode step's a KV
+                    // head's group each (its one token's heads on every thread; on one, its
+                    // attention over a 1,090-token context had left the other thread waiting a
+                    // sixth of the step).
+                    let heads = if n == 1 { group } else { c.n_heads };
                     let attend = |p: usize, out: &mut [f32]| {
                         let (t, first_head) = (p * heads / c.n_heads, p * heads % c.n_heads);
-                        match &blocks {
-                            // A prefill's token: each KV head's query heads together.
-                            Some(blocks) => {
-                                let mut scores = vec![0.0f32; group * (start + t + 1)]; // attention weights [group, positions]
-                                for (kv_head, out) in out.chunks_exact_mut(group * hd).enumerate() {
-                                    let heads: Vec<AttentionInput> = (kv_head * group..(kv_head + 1) * group).map(|h| head(t, h)).collect();
-                                    attend_heads(blocks, kv_head, &heads, &mut scores, out);
-                                }
-                            }
-                            None => {
-                                let mut scores = vec![0.0f32; start + t + 1]; // attention weights [positions]
-                                for (h, out) in (first_head..).zip(out.chunks_exact_mut(hd)) {
-                                    ops::attention(&head(t, h), &mut scores, out);
-                                }
-                            }
+                        let mut scores = vec![0.0f32; group * (start + t + 1)]; // attention weights [group, positions]
+                        for (kv_head, out) in (first_head / group..).zip(out.chunks_exact_mut(group * hd)) {
+                            attend_heads(blocks, kv_head, &group_of(t, kv_head), &mut scores, out);
                         }
                     };
                     let work = n * (start + n) * qd * 2;
@@ -367,9 +358,13 @@ impl CpuBackend {
                     let tasks = if work >= quant_matmul::MIN_THREADED_MACS { pool.threads() * 4 } else { 1 };
                     pool.for_each_piece(&mut att[..n * qd], heads * hd, tasks, attend);
                     if let Some(inspection) = &mut inspection {
-                        // The last token's weights again, head by head, as `attend` computed them.
-                        for h in 0..c.n_heads {
-                            ops::attention_weights(&head(n - 1, h), inspection.weights_mut(layer, h));
+                        // The last token's weights again, as `attend` computed them.
+                        let mut weights = vec![0.0f32; group * (start + n)]; // [group, positions]
+                        for kv_head in 0..c.n_kv_heads {
+                            grouped_attention::attention_weights(blocks, kv_head, &group_of(n - 1, kv_head), &mut weights);
+                            for (h, w) in (kv_head * group..).zip(weights.chunks_exact(start + n)) {
+                                inspection.weights_mut(layer, h).copy_from_slice(w);
+                            }
                         }
                     }
                     if let Some(sub) = &b.sub_norms {

@@ -15,7 +15,7 @@
 
 use super::kv_cache::KvCache;
 use super::linear::{Linear, SharedInput};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A convolving layer's weights as the CPU runs them.
 pub struct ShortConvInput<'a> {
@@ -45,7 +45,8 @@ pub fn short_conv(
     let mut bcx = vec![0.0f32; n * 3 * d]; // [n, 3 dim]
     conv.in_proj.forward_shared(&SharedInput::new(xb, n), &mut bcx)?;
     cache.append(layer, &gated_inputs(&bcx, d), &[]);
-    let (history, _) = cache.layer(layer); // [start + n, dim]
+    let history =
+        cache.rows(layer).ok_or_else(|| Error::Backend(format!("layer {layer} convolves but its cache holds attention's keys")))?; // [start + n, dim]
     let mut y = vec![0.0f32; n * d]; // [n, dim]
     convolve(&bcx, history, conv.kernel, conv.width, start, &mut y);
     conv.out_proj.forward(&y, n, out)

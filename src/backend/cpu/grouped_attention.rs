@@ -1,16 +1,16 @@
-//! A prefill's attention, the query heads of one KV head together.
+//! Attention over the KV cache's keys in blocks of positions, the query heads of one KV
+//! head together (every layer's attention on the CPU, a prefill's and a decode step's).
 //!
 //! [`ops::dot`] gives one query's product with one key: sixteen lanes of partial sums, then
 //! the lanes added one after another, a chain of sixteen dependent additions for every
-//! score, and each query loads every key and value again. A prefill asks for every query of
-//! every token against every position before it, so here one layer's keys are copied once
-//! into blocks of [`LANES`] positions, `[head_dim][LANES]` each, and a query's products with
-//! a block's keys are `LANES` sums side by side in one vector; the query heads that share a
-//! KV head (a token's group, with the same positions) take each block's keys, then each
-//! position's values, from one load. The multiplications and additions are
+//! score, and each query loads every key and value again. Here the cache keeps each layer's
+//! keys in blocks of [`LANES`] positions, `[head_dim][LANES]` per KV head, and a query's
+//! products with a block's keys are `LANES` sums side by side in one vector; the query heads
+//! that share a KV head (a token's group, with the same positions) take each block's keys,
+//! then each position's values, from one load. The multiplications and additions are
 //! [`ops::attention`]'s, in its order, so every weight and output has the same bits as one
-//! query and one position at a time (which a decode step's single query keeps: the copy
-//! would cost what it saves).
+//! query and one position at a time (that function, over keys in rows, stays the twin the
+//! GPU's kernels are tested against).
 
 use super::ops::{self, AttentionInput, HeadValues};
 use std::ops::Range;
@@ -23,38 +23,87 @@ pub const LANES: usize = 8;
 /// lanes are added in order, then the positions past the last whole chunk.
 const CHUNK: usize = 16;
 
-/// One layer's cached keys in blocks of [`LANES`] positions.
+/// One layer's cached keys in blocks of [`LANES`] positions, grown as positions arrive.
 ///
-/// Layout: `[n_kv_heads][n_blocks][head_dim]` columns of `[LANES]`, position `j` of KV head
-/// `h` in block `j / LANES`, lane `j % LANES`; the last block's lanes past the cached
-/// positions are 0.
+/// Layout: `[n_blocks][n_kv_heads][head_dim]` columns of `[LANES]`: position `j` of KV head
+/// `h` in block `j / LANES`, lane `j % LANES`. The last block's lanes past the positions held
+/// are 0.
+#[derive(Debug, Clone)]
 pub struct KeyBlocks {
     columns: Vec<[f32; LANES]>,
     head_dim: usize,
-    n_blocks: usize,
+    n_kv_heads: usize,
+    len: usize,
 }
 
 impl KeyBlocks {
-    /// The first `n_pos` rows of `keys` (`[n_pos, n_kv_heads * head_dim]`, a layer's cache)
-    /// in blocks.
-    pub fn new(keys: &[f32], head_dim: usize, n_kv_heads: usize, n_pos: usize) -> Self {
-        let stride = head_dim * n_kv_heads;
-        let n_blocks = n_pos.div_ceil(LANES);
-        let mut columns = vec![[0.0f32; LANES]; n_kv_heads * n_blocks * head_dim];
-        for (j, row) in keys[..n_pos * stride].chunks_exact(stride).enumerate() {
-            for (h, key) in row.chunks_exact(head_dim).enumerate() {
-                let block = &mut columns[(h * n_blocks + j / LANES) * head_dim..][..head_dim];
-                for (column, &k) in block.iter_mut().zip(key) {
-                    column[j % LANES] = k;
-                }
+    /// No positions yet, for keys of `n_kv_heads` heads of `head_dim`.
+    pub fn new(head_dim: usize, n_kv_heads: usize) -> Self {
+        KeyBlocks { columns: Vec::new(), head_dim, n_kv_heads, len: 0 }
+    }
+
+    /// Appends one row of keys per position. Shapes: `keys`: `[n, n_kv_heads * head_dim]`.
+    pub fn append(&mut self, keys: &[f32]) {
+        let width = self.head_dim * self.n_kv_heads;
+        for row in keys.chunks_exact(width) {
+            let (block, lane) = self.grow();
+            for (column, &k) in self.columns[block * width..][..width].iter_mut().zip(row) {
+                column[lane] = k;
             }
         }
-        KeyBlocks { columns, head_dim, n_blocks }
+    }
+
+    /// Appends `n` positions of zero keys (a layer a pass skips).
+    pub fn append_zeros(&mut self, n: usize) {
+        for _ in 0..n {
+            self.grow();
+        }
+    }
+
+    /// One more position: its block and lane, the block added (zeros) where it is a new one.
+    fn grow(&mut self) -> (usize, usize) {
+        let (block, lane) = (self.len / LANES, self.len % LANES);
+        if lane == 0 {
+            self.columns.resize((block + 1) * self.head_dim * self.n_kv_heads, [0.0; LANES]);
+        }
+        self.len += 1;
+        (block, lane)
+    }
+
+    /// Forgets every position from `len` on (their lanes back to 0).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        let width = self.head_dim * self.n_kv_heads;
+        self.columns.truncate(len.div_ceil(LANES) * width);
+        if !len.is_multiple_of(LANES) {
+            for column in &mut self.columns[len / LANES * width..] {
+                column[len % LANES..].fill(0.0);
+            }
+        }
+        self.len = len;
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held (whole blocks).
+    pub fn bytes(&self) -> usize {
+        self.columns.len() * LANES * 4
     }
 
     /// `dots[r * row + j] = queries[r] . k_j` for the positions `j` in `range` of KV head
     /// `kv_head`, each with the bits [`ops::dot`] gives; nothing else in `dots` is written.
-    /// Shapes: `queries[r]`: `[head_dim]`; `dots`: `[queries.len() * row]`, `row >= range.end`.
+    /// Shapes: `queries[r]`: `[head_dim]`; `dots`: `[queries.len() * row]`, `row >= range.end`,
+    /// `range.end <= len()`.
     pub fn dots(&self, kv_head: usize, queries: &[&[f32]], range: Range<usize>, dots: &mut [f32], row: usize) {
         // The common head sizes with their loops' bounds known.
         match self.head_dim {
@@ -66,8 +115,8 @@ impl KeyBlocks {
 
     #[inline(always)]
     fn dots_sized(&self, hd: usize, kv_head: usize, queries: &[&[f32]], range: Range<usize>, dots: &mut [f32], row: usize) {
-        debug_assert!(range.end <= self.n_blocks * LANES && range.end <= row && hd == self.head_dim);
-        let head = &self.columns[kv_head * self.n_blocks * hd..][..self.n_blocks * hd];
+        debug_assert!(range.end <= self.len && range.end <= row && hd == self.head_dim);
+        let keys = HeadBlocks { columns: &self.columns, hd, stride: hd * self.n_kv_heads, offset: kv_head * hd };
         let blocks = range.start / LANES..range.end.div_ceil(LANES);
         // Four queries at a time with two blocks in flight, two with four, one with four:
         // eight sums' chains interleaved where the queries allow.
@@ -75,37 +124,51 @@ impl KeyBlocks {
         while r < queries.len() {
             let (q, rows) = (&queries[r..], &mut dots[r * row..]);
             r += match q.len() {
-                4.. => query_dots::<4, 2>(hd, head, q, blocks.clone(), &range, rows, row),
-                2 | 3 => query_dots::<2, 4>(hd, head, q, blocks.clone(), &range, rows, row),
-                _ => query_dots::<1, 4>(hd, head, q, blocks.clone(), &range, rows, row),
+                4.. => query_dots::<4, 2>(&keys, q, blocks.clone(), &range, rows, row),
+                2 | 3 => query_dots::<2, 4>(&keys, q, blocks.clone(), &range, rows, row),
+                _ => query_dots::<1, 4>(&keys, q, blocks.clone(), &range, rows, row),
             };
         }
     }
 }
 
-/// [`KeyBlocks::dots`] for the first `Q` of `queries` over one KV head's `blocks` (`head`),
+/// One KV head's blocks: block `b`'s `hd` columns start at `b * stride + offset`.
+struct HeadBlocks<'a> {
+    columns: &'a [[f32; LANES]],
+    hd: usize,
+    stride: usize,
+    offset: usize,
+}
+
+impl HeadBlocks<'_> {
+    #[inline(always)]
+    fn block(&self, b: usize) -> &[[f32; LANES]] {
+        &self.columns[b * self.stride + self.offset..][..self.hd]
+    }
+}
+
+/// [`KeyBlocks::dots`] for the first `Q` of `queries` over one KV head's `blocks` of `keys`,
 /// `B` blocks at a time; returns `Q`.
 #[inline(always)]
 fn query_dots<const Q: usize, const B: usize>(
-    hd: usize,
-    head: &[[f32; LANES]],
+    keys: &HeadBlocks,
     queries: &[&[f32]],
     blocks: Range<usize>,
     range: &Range<usize>,
     dots: &mut [f32],
     row: usize,
 ) -> usize {
-    let queries: [&[f32]; Q] = std::array::from_fn(|r| &queries[r][..hd]);
+    let queries: [&[f32]; Q] = std::array::from_fn(|r| &queries[r][..keys.hd]);
     let mut b = blocks.start;
     while b < blocks.end {
         let take = B.min(blocks.end - b);
         let mut sums = [[[0.0f32; LANES]; B]; Q];
         if take == B {
-            block_dots::<Q, B>(&queries, &head[b * hd..][..B * hd], &mut sums);
+            block_dots::<Q, B>(&queries, std::array::from_fn(|bb| keys.block(b + bb)), &mut sums);
         } else {
             for bb in 0..take {
                 let mut one = [[[0.0f32; LANES]; 1]; Q];
-                block_dots::<Q, 1>(&queries, &head[(b + bb) * hd..][..hd], &mut one);
+                block_dots::<Q, 1>(&queries, [keys.block(b + bb)], &mut one);
                 for (s, o) in sums.iter_mut().zip(&one) {
                     s[bb] = o[0];
                 }
@@ -127,20 +190,20 @@ fn query_dots<const Q: usize, const B: usize>(
     Q
 }
 
-/// `sums[r][b][lane] = queries[r] . k` for the key in lane `lane` of block `b` of `blocks`
-/// (`B` blocks of `head_dim` columns), summed as [`ops::dot`] sums: each of its `CHUNK` lanes
-/// of partial products in chunk order, then those lanes in order from -0.0 (an `f32` sum's
-/// start), then the tail past the last whole chunk, summed from 0.0.
+/// `sums[r][b][lane] = queries[r] . k` for the key in lane `lane` of `blocks[b]` (`head_dim`
+/// columns each), summed as [`ops::dot`] sums: each of its `CHUNK` lanes of partial products
+/// in chunk order, then those lanes in order from -0.0 (an `f32` sum's start), then the tail
+/// past the last whole chunk, summed from 0.0.
 #[inline(always)]
-fn block_dots<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[f32; LANES]], sums: &mut [[[f32; LANES]; B]; Q]) {
+fn block_dots<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: [&[[f32; LANES]]; B], sums: &mut [[[f32; LANES]; B]; Q]) {
     let hd = queries[0].len();
-    let blocks = &blocks[..B * hd];
+    let blocks: [&[[f32; LANES]]; B] = std::array::from_fn(|b| &blocks[b][..hd]);
     let whole = hd / CHUNK * CHUNK;
     let mut total = [[[-0.0f32; LANES]; B]; Q];
     for i in 0..CHUNK {
         let mut partial = [[[0.0f32; LANES]; B]; Q];
         for d in (i..whole).step_by(CHUNK) {
-            products::<Q, B>(queries, blocks, d, &mut partial);
+            products::<Q, B>(queries, &blocks, d, &mut partial);
         }
         for r in 0..Q {
             for b in 0..B {
@@ -152,7 +215,7 @@ fn block_dots<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[
     }
     let mut tail = [[[0.0f32; LANES]; B]; Q];
     for d in whole..hd {
-        products::<Q, B>(queries, blocks, d, &mut tail);
+        products::<Q, B>(queries, &blocks, d, &mut tail);
     }
     for r in 0..Q {
         for b in 0..B {
@@ -163,12 +226,16 @@ fn block_dots<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[
     }
 }
 
-/// `acc[r][b][lane] += queries[r][d] * k[d]` for the key in lane `lane` of block `b`.
+/// `acc[r][b][lane] += queries[r][d] * k[d]` for the key in lane `lane` of `blocks[b]`.
 #[inline(always)]
-fn products<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[f32; LANES]], d: usize, acc: &mut [[[f32; LANES]; B]; Q]) {
-    let hd = blocks.len() / B;
+fn products<const Q: usize, const B: usize>(
+    queries: &[&[f32]; Q],
+    blocks: &[&[[f32; LANES]]; B],
+    d: usize,
+    acc: &mut [[[f32; LANES]; B]; Q],
+) {
     for b in 0..B {
-        let k = &blocks[b * hd + d];
+        let k = &blocks[b][d];
         for r in 0..Q {
             let x = queries[r][d];
             for l in 0..LANES {
@@ -181,15 +248,12 @@ fn products<const Q: usize, const B: usize>(queries: &[&[f32]; Q], blocks: &[[f3
 /// The attention outputs of query heads `heads` of one KV head (`kv_head`), all of one token
 /// (the same positions), into `out` (`[heads.len() * head_dim]`), each head's weights left
 /// in `scores[h * n_pos..][..n_pos]` (0 before `first`): [`ops::attention`]'s bits, the keys
-/// from `blocks` (this layer's) and each position's values loaded once for the heads.
+/// from `blocks` (this layer's; the heads' `keys` are not read) and each position's values
+/// loaded once for the heads.
 pub fn attend_heads(blocks: &KeyBlocks, kv_head: usize, heads: &[AttentionInput], scores: &mut [f32], out: &mut [f32]) {
     let (a, hd) = (&heads[0], blocks.head_dim);
     let n_pos = a.n_pos;
-    let queries: Vec<&[f32]> = heads.iter().map(|h| h.q).collect();
-    blocks.dots(kv_head, &queries, a.first..n_pos, scores, n_pos);
-    for (h, weights) in heads.iter().zip(scores.chunks_exact_mut(n_pos)) {
-        ops::weights_of_dots(h, weights);
-    }
+    attention_weights(blocks, kv_head, heads, scores);
     let v = HeadValues { values: a.values, kv_stride: a.kv_stride, kv_offset: a.kv_offset, first: a.first };
     let weights: Vec<&[f32]> = scores.chunks_exact(n_pos).map(|w| &w[a.first..]).collect();
     let mut outs: Vec<&mut [f32]> = out.chunks_exact_mut(hd).collect();
@@ -208,6 +272,18 @@ pub fn attend_heads(blocks: &KeyBlocks, kv_head: usize, heads: &[AttentionInput]
     }
 }
 
+/// The attention weights of query heads `heads` of one KV head (`kv_head`), all of one
+/// token, into `weights[h * n_pos..][..n_pos]` (0 before `first`):
+/// [`ops::attention_weights`]'s bits, the keys from `blocks`.
+pub fn attention_weights(blocks: &KeyBlocks, kv_head: usize, heads: &[AttentionInput], weights: &mut [f32]) {
+    let a = &heads[0];
+    let queries: Vec<&[f32]> = heads.iter().map(|h| h.q).collect();
+    blocks.dots(kv_head, &queries, a.first..a.n_pos, weights, a.n_pos);
+    for (h, weights) in heads.iter().zip(weights.chunks_exact_mut(a.n_pos)) {
+        ops::weights_of_dots(h, weights);
+    }
+}
+
 /// [`ops::weighted_sums`] of the first `H` heads, 32 columns at a time; returns `H`.
 fn sums_of<const H: usize>(v: &HeadValues, weights: &[&[f32]], outs: &mut [&mut [f32]]) -> usize {
     let weights: [&[f32]; H] = std::array::from_fn(|h| weights[h]);
@@ -220,6 +296,20 @@ fn sums_of<const H: usize>(v: &HeadValues, weights: &[&[f32]], outs: &mut [&mut 
 mod tests {
     use super::*;
     use crate::backend::cpu::ops;
+
+    /// `n_pos` rows of keys appended in pieces of 1, 2, 3, ... positions (blocks filled
+    /// across appends).
+    fn blocks_of(keys: &[f32], hd: usize, n_kv: usize, n_pos: usize) -> KeyBlocks {
+        let mut blocks = KeyBlocks::new(hd, n_kv);
+        let (mut at, mut piece) = (0, 1);
+        while at < n_pos {
+            let take = piece.min(n_pos - at);
+            blocks.append(&keys[at * hd * n_kv..][..take * hd * n_kv]);
+            (at, piece) = (at + take, piece + 1);
+        }
+        assert_eq!(blocks.len(), n_pos);
+        blocks
+    }
 
     /// Deterministic values in about [-2, 2] with every bit of the mantissa in play.
     fn values(n: usize, seed: u32) -> Vec<f32> {
@@ -242,7 +332,7 @@ mod tests {
         for (hd, n_kv, n_pos, n_q) in [(64, 3, 37, 4), (80, 2, 29, 3), (72, 1, 45, 7), (7, 2, 9, 1), (128, 1, 8, 5), (64, 2, 1, 2)] {
             let stride = hd * n_kv;
             let keys = values(n_pos * stride, (hd * 31 + n_pos) as u32);
-            let blocks = KeyBlocks::new(&keys, hd, n_kv, n_pos);
+            let blocks = blocks_of(&keys, hd, n_kv, n_pos);
             let q = values(hd * n_q, hd as u32);
             let queries: Vec<&[f32]> = q.chunks_exact(hd).collect();
             let row = n_pos + 2;
@@ -285,7 +375,7 @@ mod tests {
             let keys = values(n_pos * stride, (hd + n_pos) as u32);
             let vals = values(n_pos * stride, (hd * 7 + n_pos) as u32);
             let q = values(hd * group, (group * 5 + hd) as u32);
-            let blocks = KeyBlocks::new(&keys, hd, n_kv, n_pos);
+            let blocks = blocks_of(&keys, hd, n_kv, n_pos);
             for kv_head in 0..n_kv {
                 let heads: Vec<AttentionInput> = (0..group)
                     .map(|h| AttentionInput {
@@ -314,6 +404,36 @@ mod tests {
                     assert_eq!(bits(&out[h * hd..][..hd]), bits(&want), "hd {hd}, group {group}, head {h}: output");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn cut_back_and_grown_again_the_blocks_hold_what_a_fresh_copy_holds() {
+        // 21 positions, cut to 13 (mid-block), 3 zero positions and 9 others appended: as if
+        // those 25 rows had been appended from the start, each score's bits equal.
+        let (hd, n_kv) = (16, 2);
+        let width = hd * n_kv;
+        let first = values(21 * width, 3);
+        let later = values(9 * width, 4);
+        let mut blocks = blocks_of(&first, hd, n_kv, 21);
+        blocks.truncate(13);
+        blocks.append_zeros(3);
+        blocks.append(&later);
+        let mut rows = first[..13 * width].to_vec();
+        rows.extend(std::iter::repeat_n(0.0, 3 * width));
+        rows.extend(&later);
+        let fresh = blocks_of(&rows, hd, n_kv, 25);
+        assert_eq!((blocks.len(), blocks.bytes()), (25, fresh.bytes()));
+        let q = values(hd, 5);
+        for h in 0..n_kv {
+            let (mut got, mut want) = (vec![0.0f32; 25], vec![0.0f32; 25]);
+            blocks.dots(h, &[&q], 0..25, &mut got, 25);
+            fresh.dots(h, &[&q], 0..25, &mut want, 25);
+            assert_eq!(
+                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "head {h}"
+            );
         }
     }
 }

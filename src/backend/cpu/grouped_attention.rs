@@ -95,9 +95,10 @@ impl KeyBlocks {
         self.len == 0
     }
 
-    /// Bytes held (whole blocks).
+    /// Bytes of the keys held, `len * n_kv_heads * head_dim * 4` (the last block's lanes past
+    /// them not counted: the cache grows a position at a time, as the page shows it).
     pub fn bytes(&self) -> usize {
-        self.columns.len() * LANES * 4
+        self.len * self.n_kv_heads * self.head_dim * 4
     }
 
     /// `dots[r * row + j] = queries[r] . k_j` for the positions `j` in `range` of KV head

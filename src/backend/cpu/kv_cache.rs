@@ -110,7 +110,7 @@ impl KvCache {
         self.capacity
     }
 
-    /// Bytes held now (an attending layer's keys in whole blocks).
+    /// Bytes of the positions held now.
     pub fn bytes(&self) -> usize {
         let keys: usize = self
             .keys

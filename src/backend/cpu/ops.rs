@@ -108,7 +108,9 @@ impl RopeAngles {
 pub struct AttentionInput<'a> {
     /// Query vector of one head, `[head_dim]`.
     pub q: &'a [f32],
-    /// Cached keys of one layer, `[n_pos, kv_stride]`.
+    /// Cached keys of one layer, `[n_pos, kv_stride]` (the CPU forward pass's cache holds them
+    /// in blocks, which [`attend_heads`](super::grouped_attention::attend_heads) reads, and
+    /// leaves this empty).
     pub keys: &'a [f32],
     /// Cached values of one layer, `[n_pos, kv_stride]`.
     pub values: &'a [f32],
@@ -194,8 +196,8 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
 /// `out = sum_j weights[j - first] v_j`, the sum over one head's positions of their values
 /// (`v`) by their weights, in position order.
 pub fn weighted_sum(v: &HeadValues, weights: &[f32], out: &mut [f32]) {
-    // The common head sizes with the sums in registers (a prefill's attention is a fifth of
-    // its time); the same additions in the same order either way.
+    // The common head sizes with the sums in registers; the same additions in the same order
+    // either way.
     match out.len() {
         64 => weighted_sums::<1, 64>(v, [weights], &mut [out]),
         128 => weighted_sums::<1, 128>(v, [weights], &mut [out]),

@@ -4,7 +4,7 @@ MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
 TOKENIZER_FIXTURE := models/SmolLM2-135M-Instruct.tokenizer.gguf
 WASM_TARGET := wasm32-unknown-unknown
 # Tests that run in wasm (Node.js) as well as natively.
-WASM_TESTS := --test cpu_quant_matmul --test sampler --test tokenizer --test chat_template --test architectures --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
+WASM_TESTS := --test cpu_quant_matmul --test cache_float --test sampler --test tokenizer --test chat_template --test architectures --test generate --test beam --test speculative --test run_record --test wasm_tokenizer_oracle
 PORT ?= 8080
 
 BIG_MODEL := models/synthetic/llama-1b-shape.Q4_K_M.gguf

@@ -301,7 +301,7 @@ impl Engine {
     /// the device, tuned for a software adapter where it is one);
     /// `"cpu"`: our wasm SIMD kernels). `progress(done, total)` is called while
     /// the tensors are read. `context` caps the KV cache (tokens; 0 = the model's window);
-    /// `kv_cache_f16` keeps it in half floats on WebGPU (the CPU's is f32 always).
+    /// `kv_cache_f16` keeps its keys and values in half floats.
     /// The file is read in place, a range at a time ([`BlobReader`]; in a worker only): the
     /// wasm memory holds the weights, never a copy of the file. A failure leaves no model
     /// loaded.
@@ -326,7 +326,7 @@ impl Engine {
         // A cap, not a demand: a model whose window is shorter gets its whole window.
         let ctx = if context == 0 { None } else { Some(context.min(model.config.context_len)) };
         let choice = match backend.as_str() {
-            "cpu" => BackendChoice::Cpu(CpuPrecision::Fast),
+            "cpu" => BackendChoice::Cpu { precision: CpuPrecision::Fast, kv_f16: kv_cache_f16 },
             "webgpu" => BackendChoice::Gpu(GpuChoice {
                 adapter_seen,
                 kv_f16: kv_cache_f16,

@@ -89,6 +89,16 @@ fn bench_json_reports_speeds() {
     let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
     assert!(v["prefill_tok_s"].as_f64().expect("number") > 0.0);
     assert!(v["decode_tok_s"].as_f64().expect("number") > 0.0);
+    // 81 prompt tokens and 4 decoded: 85 positions of 30 layers' K and V, 192 floats each.
+    assert_eq!(v["kv_cache_bytes"], 85 * 30 * 2 * 192 * 4, "{v}");
+}
+
+#[test]
+fn bench_on_the_cpu_takes_a_half_float_cache() {
+    let (code, out, err) = tokenscope(&["bench", "--model", &model(), "--json", "--runs", "1", "--decode-tokens", "4", "--kv-cache-f16"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["kv_cache_bytes"], 85 * 30 * 2 * 192 * 2, "two bytes a value: {v}");
 }
 
 /// The keys of a JSON object, sorted, recursively for the first element of arrays.
@@ -390,7 +400,6 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["generate", "--model", &m, "--top-k", "-5", "hi"], "\"-5\" is not a whole number of 0 or more"),
         (vec!["generate", "--model", &m, "--max-tokens", "-1", "hi"], "not a whole number"),
         (vec!["bench", "--model", &m, "--runs", "-2"], "not a whole number"),
-        (vec!["generate", "--model", &m, "--kv-cache-f16", "hi"], "use them with --backend gpu"),
         (vec!["generate", "--model", &m, "--threads-per-row", "4", "hi"], "use them with --backend gpu"),
         (vec!["bench", "--model", &m, "--runs", "0"], "--runs 0 times nothing"),
         (vec!["bench", "--model", &m, "--no-encode-ahead"], "use them with --backend gpu"),

@@ -24,6 +24,10 @@ const EXACT_TOL: f64 = 1e-2;
 const FAST_TOL: f64 = 2.0;
 /// Below this reference top-1 margin two correct implementations may disagree on the argmax.
 const SMALL_MARGIN: f64 = 0.5;
+/// The exact path with its KV cache in half floats vs exact64: each key and value rounded to
+/// a half float (up to a relative 2^-11) moves the logits further, as on the GPU
+/// (tests/oracle_gpu.rs's `TOL_KV_F16`, the same bound).
+const KV_F16_TOL: f64 = 5e-2;
 
 fn load(precision: CpuPrecision) -> (CpuBackend, tokenscope::tokenizer::Tokenizer) {
     let m = Model::open(&common::model_path()).expect("the default model loads");
@@ -56,6 +60,37 @@ fn exact_path_matches_exact_math_at_every_recorded_step() {
     }
     assert!(checked >= 20);
     eprintln!("exact path vs exact64: worst |logit diff| = {worst:.2e} over {checked} steps (tolerance {EXACT_TOL})");
+}
+
+#[test]
+fn a_half_float_cache_stays_near_exact_math_and_holds_two_bytes_a_value() {
+    let m = Model::open(&common::model_path()).expect("the default model loads");
+    let cfg = m.config.clone();
+    let mut b = CpuBackend::with_cache(&cfg, m.weights, CpuPrecision::Exact, Some(512), true).expect("backend");
+    assert_eq!(b.info().kv_bytes_per_value, 2);
+    let reference = common::oracle("numpy_ref.json");
+    let (mut worst, mut checked) = (0.0f64, 0);
+    for case in reference["logits_cases"].as_array().expect("cases") {
+        let logits = run(&mut b, &ids(&case["prompt_ids"]), &ids(&case["greedy_tokens_fed"]));
+        for (ours, step) in logits.iter().zip(case["steps"].as_array().expect("steps")) {
+            let d = max_diff(ours, step);
+            assert!(d < KV_F16_TOL, "{}: position {}: max |diff| {d}", case["prompt_text"], step["position"]);
+            if top1_margin(step) >= SMALL_MARGIN {
+                assert_eq!(argmax(ours) as u64, step["top"][0][0].as_u64().expect("id"));
+            }
+            worst = worst.max(d);
+            checked += 1;
+        }
+        // K and V of 64 values per KV head, 3 KV heads, 30 layers, 2 bytes each.
+        assert_eq!(b.kv_cache_bytes(), b.position() * 30 * 2 * 192 * 2, "two bytes per cached value");
+    }
+    assert!(checked >= 20);
+    // The cache's rounding must show: a half-float cache that stayed f32 would be as exact as
+    // the exact path (under 1e-3 here).
+    assert!(worst > 1e-4, "the half-float cache is as exact as an f32 one ({worst:.2e}): is it half?");
+    eprintln!(
+        "exact path, half-float KV cache, vs exact64: worst |logit diff| = {worst:.2e} over {checked} steps (tolerance {KV_F16_TOL})"
+    );
 }
 
 #[test]

@@ -12,8 +12,13 @@ use crate::model::{Config, Weights};
 /// Which backend a model is loaded onto, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// The CPU at this precision.
-    Cpu(CpuPrecision),
+    /// The CPU at this precision, its KV cache in half floats where `kv_f16`.
+    Cpu {
+        /// Exact or fast kernels.
+        precision: CpuPrecision,
+        /// Keep the KV cache in half floats.
+        kv_f16: bool,
+    },
     /// The GPU, with the kernel variants that suit its device, adjusted.
     Gpu(GpuChoice),
 }
@@ -57,7 +62,9 @@ impl AnyBackend {
     /// the backend's own; see [`super::kv_capacity`]).
     pub async fn load(choice: BackendChoice, cfg: &Config, weights: Weights, context: Option<usize>) -> Result<Self> {
         Ok(match choice {
-            BackendChoice::Cpu(precision) => AnyBackend::Cpu(Box::new(CpuBackend::new(cfg, weights, precision, context)?)),
+            BackendChoice::Cpu { precision, kv_f16 } => {
+                AnyBackend::Cpu(Box::new(CpuBackend::with_cache(cfg, weights, precision, context, kv_f16)?))
+            }
             BackendChoice::Gpu(gpu) => {
                 let device = GpuContext::with_hint(gpu.adapter_seen.as_ref()).await?;
                 let mut options = KernelOptions::for_device(&device);

@@ -66,8 +66,9 @@ pub struct ModelArgs {
     /// most the model's window).
     #[arg(long, allow_negative_numbers = true, value_parser = count::<usize>)]
     context: Option<usize>,
-    /// GPU: keep the KV cache in half floats (half its memory; the logits move by up to about
-    /// 1e-2 from exact math).
+    /// Keep the KV cache's keys and values in half floats (half its memory and half the bytes
+    /// each decode step reads from it; the logits move by up to about 1e-2 from exact math).
+    /// Any backend.
     #[arg(long)]
     kv_cache_f16: bool,
     /// GPU: reduce in workgroup memory even where the adapter offers subgroup operations.
@@ -162,8 +163,7 @@ impl ModelArgs {
 
     /// Loads the model onto the chosen backend; returns the backend and the tokenizer.
     fn load(&self) -> Result<(AnyBackend, tokenscope::tokenizer::Tokenizer)> {
-        let gpu_only = self.kv_cache_f16
-            || self.no_subgroups
+        let gpu_only = self.no_subgroups
             || self.threads_per_row.is_some()
             || self.prefill_threads_per_row.is_some()
             || self.matrix_workgroup.is_some()
@@ -174,7 +174,7 @@ impl ModelArgs {
             || self.split_k_chunk.is_some();
         if self.backend != BackendKind::Gpu && gpu_only {
             return Err(Error::InvalidParams(
-                "--kv-cache-f16, --no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --rows-per-subgroup, --fused-attention-positions, --per-head-attention and --split-k-chunk choose GPU kernels: use them with --backend gpu"
+                "--no-subgroups, --threads-per-row, --prefill-threads-per-row, --matrix-workgroup, --units-in-flight, --rows-per-subgroup, --fused-attention-positions, --per-head-attention and --split-k-chunk choose GPU kernels: use them with --backend gpu"
                     .into(),
             ));
         }
@@ -205,8 +205,8 @@ impl ModelArgs {
             return Err(Error::InvalidParams(format!("--split-k-chunk must be 1 to {ATTENTION_CHUNK}, not {n}")));
         }
         let choice = match self.backend {
-            BackendKind::Cpu => BackendChoice::Cpu(CpuPrecision::Fast),
-            BackendKind::CpuExact => BackendChoice::Cpu(CpuPrecision::Exact),
+            BackendKind::Cpu => BackendChoice::Cpu { precision: CpuPrecision::Fast, kv_f16: self.kv_cache_f16 },
+            BackendKind::CpuExact => BackendChoice::Cpu { precision: CpuPrecision::Exact, kv_f16: self.kv_cache_f16 },
             BackendKind::Gpu => BackendChoice::Gpu(GpuChoice {
                 adapter_seen: None,
                 kv_f16: self.kv_cache_f16,

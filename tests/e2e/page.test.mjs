@@ -376,10 +376,15 @@ test('forcing the WebGPU backend runs our WGSL kernels on SwiftShader and genera
   assert.equal(halfText[0], gpuText[0], `f16 cache ${halfText.join('|')} vs f32 cache ${gpuText.join('|')}`);
 
   // Greedy on the CPU backend gives the same first token (the GPU path follows the exact math).
-  // The CPU first, then the setting back (a reload on the CPU, not a third one on SwiftShader).
+  // The CPU first, its cache in half floats too, then the setting back (a reload on the CPU,
+  // not a third one on SwiftShader).
   await page.evaluate(() => { delete document.body.dataset.loadMs; });
   await page.locator('#backend').selectOption('cpu');
   await waitLoaded(page);
+  await generate(page, { maxTokens: 3 });
+  assert.match(await page.locator('#stats').textContent(), / × 2 B × /, 'the CPU\'s cache in half floats');
+  const cpuHalfText = await page.locator('#text .tok').allTextContents();
+  assert.equal(cpuHalfText[0], gpuText[0], `CPU, f16 cache ${cpuHalfText.join('|')} vs WebGPU ${gpuText.join('|')}`);
   await page.evaluate(() => { delete document.body.dataset.loadMs; });
   await page.getByRole('checkbox', { name: 'Half-float keys and values' }).uncheck();
   await waitLoaded(page);

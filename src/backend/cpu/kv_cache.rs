@@ -1,61 +1,127 @@
-//! The CPU KV cache: per layer, keys and values of every position so far.
+//! The CPU KV cache: per layer, keys and values of every position so far, as `f32`s or as
+//! half floats.
 
-use super::grouped_attention::KeyBlocks;
+use super::cache_float::CacheFloat;
+use super::grouped_attention::{self, KeyBlocks};
+use super::ops::AttentionInput;
+use half::f16;
 
 /// Keys and values of every layer, grown as tokens arrive (never preallocated to the full
 /// context, which would be hundreds of MB in wasm): an attending layer's keys in blocks of
 /// positions ([`KeyBlocks`], as its attention reads them) and its values in rows,
-/// `[pos, kv_dim]`. A convolving layer (LFM2's) keeps its gated inputs `b * x'` in rows,
-/// `[pos, dim]`, and no values: like keys, one row per position, so a cut back to a
-/// position forgets them too.
+/// `[pos, kv_dim]`, both as `f32` or both as half floats ([`KvCache::for_model`]'s
+/// `half_floats`). A convolving layer (LFM2's) keeps its gated inputs `b * x'` in `f32` rows,
+/// `[pos, dim]`, and no values: like keys, one row per position, so a cut back to a position
+/// forgets them too.
 pub struct KvCache {
-    keys: Vec<LayerKeys>,
-    values: Vec<Vec<f32>>,
-    /// Floats per position of each layer's values.
-    value_widths: Vec<usize>,
+    layers: Vec<LayerCache>,
     len: usize,
     capacity: usize,
 }
 
-/// One layer's keys.
-enum LayerKeys {
-    /// An attending layer's, in blocks of positions.
-    Blocks(KeyBlocks),
+/// One layer's cache.
+enum LayerCache {
+    /// An attending layer's keys and values as `f32`.
+    F32(LayerKv<f32>),
+    /// An attending layer's keys and values as half floats.
+    F16(LayerKv<f16>),
     /// A convolving layer's gated inputs, `[pos, width]`.
     Rows { rows: Vec<f32>, width: usize },
 }
 
-impl KvCache {
-    /// An empty cache for the layers of `cfg`: `kv_dim` keys and values where a layer
-    /// attends, `dim` gated inputs where it convolves.
-    pub fn for_model(cfg: &crate::model::Config, capacity: usize) -> Self {
-        let (keys, value_widths) = (0..cfg.n_layers)
-            .map(|l| match cfg.is_conv_layer(l) {
-                true => (LayerKeys::Rows { rows: Vec::new(), width: cfg.dim }, 0),
-                false => (LayerKeys::Blocks(KeyBlocks::new(cfg.head_dim, cfg.n_kv_heads)), cfg.kv_dim()),
-            })
-            .unzip();
-        KvCache { keys, values: vec![Vec::new(); cfg.n_layers], value_widths, len: 0, capacity }
+/// An attending layer's keys, in blocks, and values, `[positions, width]`, stored as `T`.
+pub struct LayerKv<T> {
+    keys: KeyBlocks<T>,
+    values: Vec<T>,
+    /// Values per position (`kv_dim`).
+    width: usize,
+}
+
+impl<T: CacheFloat> LayerKv<T> {
+    fn new(head_dim: usize, n_kv_heads: usize) -> Self {
+        LayerKv { keys: KeyBlocks::new(head_dim, n_kv_heads), values: Vec::new(), width: head_dim * n_kv_heads }
     }
 
-    /// Appends `n` positions to one layer. Shapes: `k`, `v`: `[n, width]`, the layer's.
-    /// Call for every layer, then [`KvCache::commit`].
-    pub fn append(&mut self, layer: usize, k: &[f32], v: &[f32]) {
-        match &mut self.keys[layer] {
-            LayerKeys::Blocks(blocks) => blocks.append(k),
-            LayerKeys::Rows { rows, .. } => rows.extend_from_slice(k),
+    fn append(&mut self, k: &[f32], v: &[f32]) {
+        self.keys.append(k);
+        T::extend(&mut self.values, v);
+    }
+
+    fn append_zeros(&mut self, n: usize) {
+        self.keys.append_zeros(n);
+        self.values.resize(self.values.len() + n * self.width, T::default());
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.keys.truncate(len);
+        self.values.truncate(len * self.width);
+    }
+
+    fn bytes(&self) -> usize {
+        self.keys.bytes() + self.values.len() * T::BYTES
+    }
+}
+
+/// An attending layer's cache as its attention reads it.
+#[derive(Clone, Copy)]
+pub enum CachedKv<'a> {
+    /// Keys and values as `f32`.
+    F32(&'a LayerKv<f32>),
+    /// Keys and values as half floats.
+    F16(&'a LayerKv<f16>),
+}
+
+impl CachedKv<'_> {
+    /// [`grouped_attention::attend_heads`] over this layer's keys and values (the heads'
+    /// `keys` and `values` are not read).
+    pub fn attend_heads(self, kv_head: usize, heads: &[AttentionInput], scores: &mut [f32], out: &mut [f32]) {
+        match self {
+            CachedKv::F32(l) => grouped_attention::attend_heads(&l.keys, &l.values, kv_head, heads, scores, out),
+            CachedKv::F16(l) => grouped_attention::attend_heads(&l.keys, &l.values, kv_head, heads, scores, out),
         }
-        self.values[layer].extend_from_slice(v);
+    }
+
+    /// [`grouped_attention::attention_weights`] over this layer's keys.
+    pub fn attention_weights(self, kv_head: usize, heads: &[AttentionInput], weights: &mut [f32]) {
+        match self {
+            CachedKv::F32(l) => grouped_attention::attention_weights(&l.keys, kv_head, heads, weights),
+            CachedKv::F16(l) => grouped_attention::attention_weights(&l.keys, kv_head, heads, weights),
+        }
+    }
+}
+
+impl KvCache {
+    /// An empty cache for the layers of `cfg`: `kv_dim` keys and values where a layer
+    /// attends (half floats where `half_floats`, else `f32`), `dim` gated inputs where it
+    /// convolves.
+    pub fn for_model(cfg: &crate::model::Config, capacity: usize, half_floats: bool) -> Self {
+        let layers = (0..cfg.n_layers)
+            .map(|l| match (cfg.is_conv_layer(l), half_floats) {
+                (true, _) => LayerCache::Rows { rows: Vec::new(), width: cfg.dim },
+                (false, false) => LayerCache::F32(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
+                (false, true) => LayerCache::F16(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
+            })
+            .collect();
+        KvCache { layers, len: 0, capacity }
+    }
+
+    /// Appends `n` positions to one layer. Shapes: `k`, `v`: `[n, width]`, the layer's (`v`
+    /// empty for a convolving layer). Call for every layer, then [`KvCache::commit`].
+    pub fn append(&mut self, layer: usize, k: &[f32], v: &[f32]) {
+        match &mut self.layers[layer] {
+            LayerCache::F32(kv) => kv.append(k, v),
+            LayerCache::F16(kv) => kv.append(k, v),
+            LayerCache::Rows { rows, .. } => rows.extend_from_slice(k),
+        }
     }
 
     /// Appends `n` positions of zeros to one layer (a layer a pass skips).
     pub fn append_zeros(&mut self, layer: usize, n: usize) {
-        match &mut self.keys[layer] {
-            LayerKeys::Blocks(blocks) => blocks.append_zeros(n),
-            LayerKeys::Rows { rows, width } => rows.resize(rows.len() + n * *width, 0.0),
+        match &mut self.layers[layer] {
+            LayerCache::F32(kv) => kv.append_zeros(n),
+            LayerCache::F16(kv) => kv.append_zeros(n),
+            LayerCache::Rows { rows, width } => rows.resize(rows.len() + n * *width, 0.0),
         }
-        let values = &mut self.values[layer];
-        values.resize(values.len() + n * self.value_widths[layer], 0.0);
     }
 
     /// Marks `n` appended positions as complete in every layer.
@@ -63,21 +129,22 @@ impl KvCache {
         self.len += n;
     }
 
-    /// An attending layer's keys, in blocks, and values, `[positions, kv_dim]`, including
-    /// uncommitted positions; `None` for a convolving layer.
-    pub fn attention(&self, layer: usize) -> Option<(&KeyBlocks, &[f32])> {
-        match &self.keys[layer] {
-            LayerKeys::Blocks(blocks) => Some((blocks, &self.values[layer])),
-            LayerKeys::Rows { .. } => None,
+    /// An attending layer's keys and values, including uncommitted positions; `None` for a
+    /// convolving layer.
+    pub fn attention(&self, layer: usize) -> Option<CachedKv<'_>> {
+        match &self.layers[layer] {
+            LayerCache::F32(kv) => Some(CachedKv::F32(kv)),
+            LayerCache::F16(kv) => Some(CachedKv::F16(kv)),
+            LayerCache::Rows { .. } => None,
         }
     }
 
     /// A convolving layer's rows, `[positions, dim]`, including uncommitted ones; `None` for
     /// an attending layer.
     pub fn rows(&self, layer: usize) -> Option<&[f32]> {
-        match &self.keys[layer] {
-            LayerKeys::Rows { rows, .. } => Some(rows),
-            LayerKeys::Blocks(_) => None,
+        match &self.layers[layer] {
+            LayerCache::Rows { rows, .. } => Some(rows),
+            LayerCache::F32(_) | LayerCache::F16(_) => None,
         }
     }
 
@@ -85,12 +152,12 @@ impl KvCache {
     /// Rows appended but not committed are dropped too.
     pub fn truncate(&mut self, len: usize) {
         let len = len.min(self.len);
-        for ((keys, values), width) in self.keys.iter_mut().zip(&mut self.values).zip(&self.value_widths) {
-            match keys {
-                LayerKeys::Blocks(blocks) => blocks.truncate(len),
-                LayerKeys::Rows { rows, width } => rows.truncate(len * *width),
+        for layer in &mut self.layers {
+            match layer {
+                LayerCache::F32(kv) => kv.truncate(len),
+                LayerCache::F16(kv) => kv.truncate(len),
+                LayerCache::Rows { rows, width } => rows.truncate(len * *width),
             }
-            values.truncate(len * width);
         }
         self.len = len;
     }
@@ -110,16 +177,23 @@ impl KvCache {
         self.capacity
     }
 
+    /// Bytes each attending layer's key or value takes: 2 in half floats, else 4.
+    pub fn bytes_per_value(&self) -> usize {
+        match self.layers.iter().find(|l| !matches!(l, LayerCache::Rows { .. })) {
+            Some(LayerCache::F16(_)) => f16::BYTES,
+            _ => f32::BYTES,
+        }
+    }
+
     /// Bytes of the positions held now.
     pub fn bytes(&self) -> usize {
-        let keys: usize = self
-            .keys
+        self.layers
             .iter()
-            .map(|k| match k {
-                LayerKeys::Blocks(blocks) => blocks.bytes(),
-                LayerKeys::Rows { rows, .. } => rows.len() * 4,
+            .map(|layer| match layer {
+                LayerCache::F32(kv) => kv.bytes(),
+                LayerCache::F16(kv) => kv.bytes(),
+                LayerCache::Rows { rows, .. } => rows.len() * 4,
             })
-            .sum();
-        keys + self.values.iter().map(|v| v.len() * 4).sum::<usize>()
+            .sum()
     }
 }

@@ -6,6 +6,7 @@ pub mod affine16;
 #[cfg(target_arch = "x86_64")]
 mod avx2_dot;
 pub mod band_pool;
+pub mod cache_float;
 pub mod dot_kernel;
 pub mod experts;
 pub mod float_rows;
@@ -39,7 +40,6 @@ use crate::model::{
     Config, FeedForward, HeadNorm, LayerRope, LayerRopes, LinearBiases, Mixer, Norm, PostNorms, QkvBias, RopeFrequencies, SubNorms, Weights,
 };
 use experts::CpuExperts;
-use grouped_attention::attend_heads;
 use ops::AttentionInput;
 use short_conv::{short_conv, ShortConvInput};
 
@@ -117,8 +117,17 @@ pub struct CpuBackend {
 
 impl CpuBackend {
     /// Prepares the weights for `precision`. `context_len` sizes the KV cache (default
-    /// [`DEFAULT_CONTEXT`], at most the model's window; see [`super::kv_capacity`]).
+    /// [`DEFAULT_CONTEXT`], at most the model's window; see [`super::kv_capacity`]), which
+    /// holds `f32`s.
     pub fn new(cfg: &Config, weights: Weights, precision: CpuPrecision, context_len: Option<usize>) -> Result<Self> {
+        Self::with_cache(cfg, weights, precision, context_len, false)
+    }
+
+    /// [`CpuBackend::new`] with the KV cache's keys and values in half floats where
+    /// `kv_f16`: half its memory and half the bytes a decode step reads back from it, the
+    /// logits moving from exact math by what rounding each key and value to a half float moves
+    /// them (about 1e-2).
+    pub fn with_cache(cfg: &Config, weights: Weights, precision: CpuPrecision, context_len: Option<usize>, kv_f16: bool) -> Result<Self> {
         let capacity = super::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
         let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
         let token_embd = Arc::new(weights.token_embd);
@@ -179,7 +188,7 @@ impl CpuBackend {
             lm_head,
             head_bias: weights.output_bias,
             ropes: weights.ropes.for_context(capacity),
-            cache: KvCache::for_model(cfg, capacity),
+            cache: KvCache::for_model(cfg, capacity, kv_f16),
         })
     }
 
@@ -320,15 +329,16 @@ impl CpuBackend {
                         norm_heads(&mut q, &mut k);
                     }
                     self.cache.append(layer, &k, &v);
-                    let (blocks, values) = self
+                    let cached = self
                         .cache
                         .attention(layer)
                         .ok_or_else(|| Error::Backend(format!("layer {layer} attends but its cache holds convolution rows")))?;
                     // Token t's query head h over the positions up to its own.
                     let head = |t: usize, h: usize| AttentionInput {
                         q: &q[t * qd + h * hd..][..hd],
-                        keys: &[], // in the cache's blocks, which `attend_heads` reads
-                        values,
+                        // In the cache, as it stores them, which `cached.attend_heads` reads.
+                        keys: &[],
+                        values: &[],
                         kv_stride: kv,
                         kv_offset: (h / group) * hd,
                         n_pos: start + t + 1,
@@ -350,7 +360,7 @@ impl CpuBackend {
                         let (t, first_head) = (p * heads / c.n_heads, p * heads % c.n_heads);
                         let mut scores = vec![0.0f32; group * (start + t + 1)]; // attention weights [group, positions]
                         for (kv_head, out) in (first_head / group..).zip(out.chunks_exact_mut(group * hd)) {
-                            attend_heads(blocks, kv_head, &group_of(t, kv_head), &mut scores, out);
+                            cached.attend_heads(kv_head, &group_of(t, kv_head), &mut scores, out);
                         }
                     };
                     let work = n * (start + n) * qd * 2;
@@ -361,7 +371,7 @@ impl CpuBackend {
                         // The last token's weights again, as `attend` computed them.
                         let mut weights = vec![0.0f32; group * (start + n)]; // [group, positions]
                         for kv_head in 0..c.n_kv_heads {
-                            grouped_attention::attention_weights(blocks, kv_head, &group_of(n - 1, kv_head), &mut weights);
+                            cached.attention_weights(kv_head, &group_of(n - 1, kv_head), &mut weights);
                             for (h, w) in (kv_head * group..).zip(weights.chunks_exact(start + n)) {
                                 inspection.weights_mut(layer, h).copy_from_slice(w);
                             }
@@ -543,6 +553,6 @@ impl Backend for CpuBackend {
         };
         let threads = linear::matmul_threads();
         let device = format!("CPU, {threads} thread{}, {} kernels", if threads == 1 { "" } else { "s" }, linear::matmul_kernel());
-        BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: 4, gpu_kernels: None }
+        BackendInfo { name: name.into(), device, software: false, kv_bytes_per_value: self.cache.bytes_per_value(), gpu_kernels: None }
     }
 }

@@ -1,6 +1,7 @@
 //! The transformer's elementwise and attention operations on plain slices: the CPU forward
 //! pass uses them, and they are the reference twins of the GPU kernels.
 
+use super::cache_float::CacheFloat;
 use crate::lanes::softmax_in_place;
 use crate::model::alibi::alibi_bias;
 use crate::model::architecture::Activation;
@@ -109,10 +110,11 @@ pub struct AttentionInput<'a> {
     /// Query vector of one head, `[head_dim]`.
     pub q: &'a [f32],
     /// Cached keys of one layer, `[n_pos, kv_stride]` (the CPU forward pass's cache holds them
-    /// in blocks, which [`attend_heads`](super::grouped_attention::attend_heads) reads, and
-    /// leaves this empty).
+    /// in blocks, as `f32`s or half floats, which
+    /// [`attend_heads`](super::grouped_attention::attend_heads) reads, and leaves this empty).
     pub keys: &'a [f32],
-    /// Cached values of one layer, `[n_pos, kv_stride]`.
+    /// Cached values of one layer, `[n_pos, kv_stride]` (empty in the CPU forward pass, as
+    /// `keys`).
     pub values: &'a [f32],
     /// Row width of `keys`/`values` (`n_kv_heads * head_dim`).
     pub kv_stride: usize,
@@ -194,19 +196,19 @@ pub fn attention(a: &AttentionInput, scores: &mut [f32], out: &mut [f32]) {
 }
 
 /// `out = sum_j weights[j - first] v_j`, the sum over one head's positions of their values
-/// (`v`) by their weights, in position order.
-pub fn weighted_sum(v: &HeadValues, weights: &[f32], out: &mut [f32]) {
+/// (`v`, as stored) by their weights, in position order.
+pub fn weighted_sum<T: CacheFloat>(v: &HeadValues<T>, weights: &[f32], out: &mut [f32]) {
     // The common head sizes with the sums in registers; the same additions in the same order
     // either way.
     match out.len() {
-        64 => weighted_sums::<1, 64>(v, [weights], &mut [out]),
-        128 => weighted_sums::<1, 128>(v, [weights], &mut [out]),
+        64 => weighted_sums::<T, 1, 64>(v, [weights], &mut [out]),
+        128 => weighted_sums::<T, 1, 128>(v, [weights], &mut [out]),
         hd => {
             out.fill(0.0);
             for (j, &w) in (v.first..).zip(weights) {
                 let v = &v.values[j * v.kv_stride + v.kv_offset..][..hd];
                 for (o, &x) in out.iter_mut().zip(v) {
-                    *o += w * x;
+                    *o += w * x.to_f32();
                 }
             }
         }
@@ -214,10 +216,10 @@ pub fn weighted_sum(v: &HeadValues, weights: &[f32], out: &mut [f32]) {
 }
 
 /// One KV head's cached values from position `first` on: position `j`'s are
-/// `values[j * kv_stride + kv_offset..][..head_dim]`.
-pub struct HeadValues<'a> {
+/// `values[j * kv_stride + kv_offset..][..head_dim]`, each stored as `T` ([`CacheFloat`]).
+pub struct HeadValues<'a, T = f32> {
     /// Cached values of one layer, `[n_pos, kv_stride]`.
-    pub values: &'a [f32],
+    pub values: &'a [T],
     /// Row width of `values`.
     pub kv_stride: usize,
     /// Offset of the KV head inside a row.
@@ -228,9 +230,10 @@ pub struct HeadValues<'a> {
 
 /// `outs[h] = sum_j weights[h][j - first] v_j` for `H` query heads of one KV head (`v`), each
 /// sum in position order, `W` of the head's columns at a time summed in a local array (kept
-/// in vector registers), each position's `W` values loaded once for the `H` heads.
+/// in vector registers), each position's `W` values loaded (and widened to `f32`) once for the
+/// `H` heads.
 /// Shapes: `weights[h]`: `[positions]`; `outs[h]`: `[head_dim]`, `head_dim` a multiple of `W`.
-pub fn weighted_sums<const H: usize, const W: usize>(v: &HeadValues, weights: [&[f32]; H], outs: &mut [&mut [f32]; H]) {
+pub fn weighted_sums<T: CacheFloat, const H: usize, const W: usize>(v: &HeadValues<T>, weights: [&[f32]; H], outs: &mut [&mut [f32]; H]) {
     let hd = outs[0].len();
     debug_assert!(hd.is_multiple_of(W) && weights.iter().all(|w| w.len() == weights[0].len()));
     let positions = weights[0].len();
@@ -240,10 +243,10 @@ pub fn weighted_sums<const H: usize, const W: usize>(v: &HeadValues, weights: [&
         #[allow(clippy::needless_range_loop)] // the H lists read at the same index
         for i in 0..positions {
             let at = (v.first + i) * v.kv_stride + v.kv_offset + column;
-            let row: &[f32; W] = v.values[at..at + W].try_into().expect("W values");
+            let row: [f32; W] = T::widen(v.values[at..at + W].try_into().expect("W values"));
             let w: [f32; H] = std::array::from_fn(|h| weights[h][i]);
             for (sum, w) in sums.iter_mut().zip(w) {
-                axpy(sum, w, row);
+                axpy(sum, w, &row);
             }
         }
         for h in 0..H {

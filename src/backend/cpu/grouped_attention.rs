@@ -122,14 +122,16 @@ impl<T: CacheFloat> KeyBlocks<T> {
         debug_assert!(range.end <= self.len && range.end <= row && hd == self.head_dim);
         let keys = HeadBlocks { columns: &self.columns, hd, stride: hd * self.n_kv_heads, offset: kv_head * hd };
         let blocks = range.start / LANES..range.end.div_ceil(LANES);
-        // Four queries at a time with two blocks in flight, two with four, one with four:
+        // Four queries at a time with two blocks in flight, three with two (a group of three
+        // query heads, SmolLM2's, loading each key once), two with four, one with four: six to
         // eight sums' chains interleaved where the queries allow.
         let mut r = 0;
         while r < queries.len() {
             let (q, rows) = (&queries[r..], &mut dots[r * row..]);
             r += match q.len() {
                 4.. => query_dots::<T, 4, 2>(&keys, q, blocks.clone(), &range, rows, row),
-                2 | 3 => query_dots::<T, 2, 4>(&keys, q, blocks.clone(), &range, rows, row),
+                3 => query_dots::<T, 3, 2>(&keys, q, blocks.clone(), &range, rows, row),
+                2 => query_dots::<T, 2, 4>(&keys, q, blocks.clone(), &range, rows, row),
                 _ => query_dots::<T, 1, 4>(&keys, q, blocks.clone(), &range, rows, row),
             };
         }
@@ -274,13 +276,15 @@ pub fn attend_heads<T: CacheFloat>(
     let v = HeadValues { values, kv_stride: a.kv_stride, kv_offset: a.kv_offset, first: a.first };
     let weights: Vec<&[f32]> = scores.chunks_exact(n_pos).map(|w| &w[a.first..]).collect();
     let mut outs: Vec<&mut [f32]> = out.chunks_exact_mut(hd).collect();
-    // Four heads at a time, 32 columns each (16 vectors of sums), where the head's size
+    // Four or three heads at a time (each position's values loaded once for a group of
+    // three), else two, 32 columns each (16 vectors of sums for four), where the head's size
     // allows; else one head at a time as `ops::attention` sums.
     let mut h = 0;
     while h < heads.len() {
         h += match (hd % 32, heads.len() - h) {
             (0, 4..) => sums_of::<T, 4>(&v, &weights[h..], &mut outs[h..]),
-            (0, 2..) => sums_of::<T, 2>(&v, &weights[h..], &mut outs[h..]),
+            (0, 3) => sums_of::<T, 3>(&v, &weights[h..], &mut outs[h..]),
+            (0, 2) => sums_of::<T, 2>(&v, &weights[h..], &mut outs[h..]),
             _ => {
                 ops::weighted_sum(&v, weights[h], outs[h]);
                 1

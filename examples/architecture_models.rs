@@ -506,6 +506,11 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // halves), a convolving one: the last's convolution reads the first positions' gated
         // inputs from the cache across prefill and decode.
         ("lfm2.gguf", SyntheticSpec { architecture: Architecture::Lfm2, n_layers: 3, conv_layers: vec![0, 2], seed: 73, ..base.clone() }),
+        // Granite 4.0 H: a Mamba-2 layer, an attending one without RoPE (the H models' NoPE),
+        // a Mamba-2 one, two groups of four heads, Granite's four scales; tied head. The
+        // last layer's convolution and state carry the first positions across prefill and
+        // decode.
+        ("granitehybrid.gguf", SyntheticSpec { seed: 82, ..base.clone().granite_4_h() }),
         // Qwen3-MoE: Qwen3's attention (heads of 32, head norms before RoPE on split halves)
         // and in each layer 8 experts of width 32, 3 picked for each token, their weights
         // renormalized; untied head.

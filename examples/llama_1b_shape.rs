@@ -12,6 +12,8 @@
 //! every third between). About 790 MB; weights are random stored blocks, so it is written in
 //! seconds.
 
+mod shape_file;
+
 use candle_core::quantized::GgmlDType;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -54,28 +56,5 @@ fn build() -> tokenscope::Result<SyntheticModel> {
 }
 
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: llama_1b_shape OUT.gguf");
-        std::process::exit(2);
-    };
-    let path = std::path::Path::new(&path);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("cannot make {}: {e}", dir.display());
-            std::process::exit(1);
-        }
-    }
-    match build().and_then(|m| m.to_bytes()) {
-        Ok(bytes) => match std::fs::write(path, &bytes) {
-            Ok(()) => println!("wrote {} ({} bytes)", path.display(), bytes.len()),
-            Err(e) => {
-                eprintln!("cannot write {}: {e}", path.display());
-                std::process::exit(1);
-            }
-        },
-        Err(e) => {
-            eprintln!("cannot build the model: {e}");
-            std::process::exit(1);
-        }
-    }
+    shape_file::write_from_args("llama_1b_shape", build);
 }

@@ -12,6 +12,8 @@
 //! the embedding and LM head (Q6_K) and the f32 router, as llama.cpp's Q4_K_M leaves it;
 //! random stored blocks, so it is written in seconds (about 480 MB).
 
+mod shape_file;
+
 use candle_core::quantized::GgmlDType;
 use tokenscope::model::synthetic::{SyntheticModel, SyntheticSpec};
 use tokenscope::model::Architecture;
@@ -43,21 +45,5 @@ fn build() -> tokenscope::Result<SyntheticModel> {
 }
 
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: qwen3_moe_shape OUT.gguf");
-        std::process::exit(2);
-    };
-    match build().and_then(|m| m.to_bytes()) {
-        Ok(bytes) => match std::fs::write(&path, &bytes) {
-            Ok(()) => println!("wrote {path} ({} bytes)", bytes.len()),
-            Err(e) => {
-                eprintln!("cannot write {path}: {e}");
-                std::process::exit(1);
-            }
-        },
-        Err(e) => {
-            eprintln!("cannot build the model: {e}");
-            std::process::exit(1);
-        }
-    }
+    shape_file::write_from_args("qwen3_moe_shape", build);
 }

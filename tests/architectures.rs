@@ -32,7 +32,8 @@
 //! attention and RoPE on split halves, qwen's (Qwen 1's) stacked Q/K/V with its bias and its
 //! feed-forward length doubled, seed_oss's Q/K/V biases, wide heads and feed-forward norm
 //! under another name, bitnet's RMSNorms inside each sublayer, lfm2's short convolutions
-//! beside attending layers,
+//! beside attending layers, granitehybrid's Mamba-2 scans beside attending layers without
+//! RoPE (on the CPU; the GPU refuses it in words),
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -91,7 +92,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 65] = [
+const FILES: [(&str, &[u8]); 66] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
@@ -118,6 +119,7 @@ const FILES: [(&str, &[u8]); 65] = [
     ("gptneox.gguf", include_bytes!("fixtures/architectures/gptneox.gguf")),
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("granite4.gguf", include_bytes!("fixtures/architectures/granite4.gguf")),
+    ("granitehybrid.gguf", include_bytes!("fixtures/architectures/granitehybrid.gguf")),
     ("hunyuan-dense.gguf", include_bytes!("fixtures/architectures/hunyuan-dense.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("lfm2.gguf", include_bytes!("fixtures/architectures/lfm2.gguf")),
@@ -207,6 +209,15 @@ fn edit_blocks(m: &mut Model, edit: impl FnMut(&mut tokenscope::model::LayerWeig
     m.weights.layers = tokenscope::model::Layers::read(blocks);
 }
 
+/// Edits every scanning block's Mamba-2 weights of `m` after loading.
+fn edit_scans(m: &mut Model, mut edit: impl FnMut(&mut tokenscope::model::SsmWeights)) {
+    edit_blocks(m, |l| {
+        if let tokenscope::model::Mixer::Ssm(s) = &mut l.mixer {
+            edit(s);
+        }
+    });
+}
+
 /// The largest |ours - llama.cpp| over a row, as a share of the row's largest |logit|.
 fn relative_gap(ours: &[f32], theirs: &[f32]) -> f32 {
     assert_eq!(ours.len(), theirs.len(), "vocabulary sizes");
@@ -251,7 +262,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file, granitemoe, olmoe and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file, granitemoe, olmoe, granitehybrid and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -263,10 +274,49 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     }
 }
 
+/// Granite 4.0 H's scanning layers keep one state, rebuilt from their cached rows after a
+/// cut back: a prefill of 50 positions cut back to 40 (after the checkpoint 16 to 32
+/// positions behind the pass's end) and to 20 (before it: rebuilt from the first position),
+/// a self-draft of the first layer alone cut back (the third layer's state left behind), a
+/// verify pass cut back inside it, each then decoded on: every position's logits those of one
+/// token at a time from the start, within the tight tolerance.
+#[test]
+fn a_scanning_layers_state_is_rebuilt_after_a_cut_back() {
+    let (tokens, cases) = fixture();
+    let case = cases.iter().find(|c| c.file == "granitehybrid.gguf").expect("granitehybrid in the fixture");
+    let seq: Vec<u32> = tokens.iter().cycle().take(60).copied().collect();
+    let m = load(file_bytes(case));
+    let mut cpu = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu backend");
+    let want: Vec<Vec<f32>> = seq.iter().map(|&t| pollster::block_on(cpu.decode(t)).expect("decode")).collect();
+    let mut worst = 0.0f32;
+    let mut decode_on = |cpu: &mut CpuBackend, from: usize, to: usize| {
+        assert_eq!(cpu.position(), from);
+        for p in from..to {
+            let logits = pollster::block_on(cpu.decode(seq[p])).expect("decode");
+            worst = worst.max(relative_gap(&logits, &want[p]));
+        }
+    };
+    cpu.truncate(0);
+    pollster::block_on(cpu.prefill(&seq[..50])).expect("prefill");
+    cpu.truncate(40);
+    decode_on(&mut cpu, 40, 50);
+    cpu.truncate(20);
+    decode_on(&mut cpu, 20, 30);
+    for &t in &seq[30..34] {
+        pollster::block_on(cpu.draft(t, 1)).expect("a self-draft of the first layer");
+    }
+    cpu.truncate(30);
+    decode_on(&mut cpu, 30, 40);
+    pollster::block_on(cpu.verify(&seq[40..49])).expect("a verify pass");
+    cpu.truncate(43);
+    decode_on(&mut cpu, 43, 60);
+    eprintln!("granitehybrid.gguf after cuts back: worst gap {worst:.2e} of the largest logit from one token at a time");
+    assert!(worst <= TOLERANCE, "a scanning layer's rebuilt state is {worst} of the largest logit off");
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn every_architecture_matches_llama_cpp_on_the_gpu() {
-    use tokenscope::backend::gpu::GpuBackend;
     let (tokens, cases) = fixture();
     for case in &cases {
         let m = load(file_bytes(case));
@@ -281,7 +331,7 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
         // Falcon 40B's blocks give the feed-forward a norm of its own, where 7B's share one.
         let gguf = Gguf::read(&mut Cursor::new(file_bytes(case))).expect("gguf");
         let shares_norm = architecture.shares_attention_norm() && gguf.tensor_info("blk.0.attn_norm_2.weight").is_none();
-        let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
+        let Some(mut gpu) = gpu_or_refusal(&case.file, m) else { continue };
         let gap = pollster::block_on(worst_gap(&mut gpu, &tokens, &case.logits));
         let dispatches = gpu.step_shape().dispatches;
         eprintln!(
@@ -350,13 +400,32 @@ fn every_architecture_matches_llama_cpp_on_the_gpu() {
     }
 }
 
+/// The model on the GPU (lavapipe in CI; a missing adapter fails), or `None` where the GPU
+/// refuses it: a model with Mamba-2 layers (granitehybrid's), refused in words that name the
+/// CPU backend, and only such a model.
+#[cfg(not(target_arch = "wasm32"))]
+fn gpu_or_refusal(file: &str, m: Model) -> Option<tokenscope::backend::gpu::GpuBackend> {
+    let scans = m.config.ssm.is_some();
+    match pollster::block_on(tokenscope::backend::gpu::GpuBackend::new(&m.config, m.weights, None)) {
+        Ok(gpu) => {
+            assert!(!scans, "{file}: the GPU ran Mamba-2 layers it has no kernels for");
+            Some(gpu)
+        }
+        Err(e) if scans => {
+            let words = e.to_string();
+            assert!(words.contains("Mamba-2") && words.contains("CPU backend"), "{file}: the GPU's refusal says: {words}");
+            None
+        }
+        Err(e) => panic!("{file}: a GPU adapter (lavapipe in CI): {e}"),
+    }
+}
+
 /// The logit lens on the GPU, each residual row through the final norm and the LM head as a
 /// decode step's last dispatches (StableLM's LayerNorm a dispatch of its own before them):
 /// the exact CPU path's lens of the same rows, rows off centre, within the tight tolerance.
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn the_logit_lens_matches_exact_math_on_the_gpu() {
-    use tokenscope::backend::gpu::GpuBackend;
     let (_, cases) = fixture();
     for case in &cases {
         let m = load(file_bytes(case));
@@ -366,7 +435,7 @@ fn the_logit_lens_matches_exact_math_on_the_gpu() {
         let mut cpu = CpuBackend::new(&m.config, m.weights, CpuPrecision::Exact, None).expect("cpu backend");
         let want = pollster::block_on(cpu.lens(&rows)).expect("the CPU's lens");
         let m = load(file_bytes(case));
-        let mut gpu = pollster::block_on(GpuBackend::new(&m.config, m.weights, None)).expect("a GPU adapter (lavapipe in CI)");
+        let Some(mut gpu) = gpu_or_refusal(&case.file, m) else { continue };
         let got = pollster::block_on(gpu.lens(&rows)).expect("the GPU's lens");
         let gap = got.chunks_exact(vocab).zip(want.chunks_exact(vocab)).fold(0.0f32, |w, (g, e)| w.max(relative_gap(g, e)));
         eprintln!("{}: the lens on the GPU, worst gap {gap:.2e} of the largest logit from exact", case.file);
@@ -995,7 +1064,16 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // Mixtral's and Granite MoE's are renormalized; OLMoE's renormalized, which it never is),
     // one expert a token, each expert read in its neighbour's
     // place (the stacks cut one expert off).
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 20] = [
+    // Granite 4.0 H's scan without each of its small tensors (its convolution's bias, its
+    // step's bias, its decay, its skip, its gated norm's gains), and its NoPE layer turned by
+    // RoPE.
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 26] = [
+        ("granitehybrid.gguf", "RoPE in its attending layer", |m| m.config.nope = false),
+        ("granitehybrid.gguf", "its convolution's bias dropped", |m| edit_scans(m, |s| s.conv_bias.fill(0.0))),
+        ("granitehybrid.gguf", "its step's bias dropped", |m| edit_scans(m, |s| s.dt_bias.fill(0.0))),
+        ("granitehybrid.gguf", "no decay", |m| edit_scans(m, |s| s.a.fill(0.0))),
+        ("granitehybrid.gguf", "no skip", |m| edit_scans(m, |s| s.d.fill(0.0))),
+        ("granitehybrid.gguf", "its gated norm's gains 1", |m| edit_scans(m, |s| s.norm.fill(1.0))),
         ("qwen3moe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),
         ("llama-moe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),
         ("granitemoe.gguf", "its picks' weights not renormalized", |m| m.config.experts.iter_mut().for_each(|e| e.normalized = false)),

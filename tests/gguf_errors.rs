@@ -1513,6 +1513,60 @@ fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
     assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.shortconv.conv.weight"), "{e}");
 }
 
+/// Granite 4.0 H's layers attend or scan by `attention.head_count_kv`'s value for each (0:
+/// scans), the scan's shape from its `ssm.*` keys, each required as llama.cpp requires them:
+/// a file without one of them, with a convolution no scan's could span, heads that do not
+/// split the channels evenly or groups that do not split the heads, with a sliding window, or
+/// a scanning block missing a tensor or holding one of another shape, is refused by that key
+/// or tensor; `rope.scaling.finetuned` false reads as no RoPE in any layer (a Granite 3
+/// file's is still refused); a file holding no scanning layer runs as attention throughout.
+#[test]
+fn a_granite_4_h_file_is_refused_by_its_scans_keys_or_tensors() {
+    let spec = SyntheticSpec::default().granite_4_h();
+    let m = read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("a Granite 4.0 H loads");
+    let ssm = m.config.ssm.as_ref().expect("scanning layers");
+    assert_eq!(ssm.layers, vec![true, false, true]);
+    assert_eq!((ssm.conv_width, ssm.inner, ssm.state, ssm.heads, ssm.groups), (4, 128, 16, 8, 2));
+    assert!(m.config.nope, "rope.scaling.finetuned false: no RoPE");
+    assert_eq!(m.config.layer_rope(1), tokenscope::model::LayerRope::Unrotated);
+    // Keys and values of the attending layer; each scanning layer's x, B and C before the
+    // convolution and each head's step.
+    assert_eq!(m.config.kv_bytes_per_token(), (2 * 2 * 16 + 2 * (128 + 2 * 2 * 16 + 8)) * 4);
+    let attending = SyntheticSpec { ssm_layers: Vec::new(), ..spec.clone() };
+    let m = read(SyntheticModel::new(&attending).expect("model").to_bytes().expect("bytes")).expect("attending throughout");
+    assert!(m.config.ssm.is_none());
+    let key = |name: &str| format!("granitehybrid.{name}");
+    let refused_by_key = |m: SyntheticModel, want: &str| {
+        let e = model_error(read(m.to_bytes().expect("bytes")));
+        assert!(matches!(e, ModelError::Metadata { ref key, .. } if key == want), "{want}: {e}");
+    };
+    for name in ["ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.group_count"] {
+        let mut m = SyntheticModel::new(&spec).expect("model");
+        m.remove_meta(&key(name));
+        refused_by_key(m, &key(name));
+    }
+    for (name, bad) in
+        [("ssm.conv_kernel", 1u32), ("ssm.conv_kernel", 17), ("ssm.state_size", 0), ("ssm.time_step_rank", 7), ("ssm.group_count", 3)]
+    {
+        let mut m = SyntheticModel::new(&spec).expect("model");
+        m.set_meta(&key(name), Value::U32(bad));
+        refused_by_key(m, &key(name));
+    }
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.set_meta(&key("attention.sliding_window"), Value::U32(8));
+    refused_by_key(m, &key("attention.sliding_window"));
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    m.remove_tensor("blk.2.ssm_a");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.2.ssm_a"), "{e}");
+    // A kernel of 3 positions where the file says 4.
+    let mut m = SyntheticModel::new(&spec).expect("model");
+    let narrow = candle_core::Tensor::zeros((192, 3), candle_core::DType::F32, &Device::Cpu).expect("tensor");
+    m.set_tensor("blk.0.ssm_conv1d.weight", QTensor::quantize(&narrow, GgmlDType::F32).expect("f32"));
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::ShapeMismatch { ref name, .. } if name == "blk.0.ssm_conv1d.weight"), "{e}");
+}
+
 /// A mixture of experts (Qwen3-MoE's, Granite MoE's, OLMoE's; Mixtral's llama file) loads
 /// with its routing read from the file, and is refused by the key when a qwen3moe file names
 /// no experts, when a token would pick none or more than there are, when the count passes the

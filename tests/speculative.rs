@@ -1,8 +1,8 @@
 //! Speculative decoding: the tokens come out distributed exactly as plain sampling's (a
 //! chi-square test over many seeds on a toy model whose draft disagrees with it, for several
 //! sampler settings and both drafters); at temperature 0 it is plain greedy decoding token
-//! for token on a real forward pass (llama's block, and LFM2's convolving layers beside an
-//! attending one); a verify pass gives the same logits as decoding one
+//! for token on a real forward pass (llama's block, LFM2's convolving layers and Granite 4.0
+//! H's scanning layers beside an attending one); a verify pass gives the same logits as decoding one
 //! token at a time; the counts add up; bad parameters are refused. Runs natively and in wasm.
 
 #[cfg(target_arch = "wasm32")]
@@ -29,11 +29,14 @@ fn model_of(spec: &SyntheticSpec) -> Model {
     Model::read(&mut std::io::Cursor::new(bytes), &mut |_, _| {}).expect("loads")
 }
 
-/// The synthetic models a pass's rollback is held on: llama's block, and LFM2's layers that
-/// convolve (their cache rows of gated inputs cut back as keys are) beside one that attends.
-fn rollback_specs() -> [SyntheticSpec; 2] {
+/// The synthetic models a pass's rollback is held on: llama's block, LFM2's layers that
+/// convolve (their cache rows of gated inputs cut back as keys are) beside one that attends,
+/// and Granite 4.0 H's that scan (their states rebuilt from their rows after a cut back)
+/// beside one that attends.
+fn rollback_specs() -> [SyntheticSpec; 3] {
     let lfm2 = SyntheticSpec { architecture: Architecture::Lfm2, n_layers: 3, conv_layers: vec![0, 2], ..SyntheticSpec::default() };
-    [SyntheticSpec::default(), lfm2]
+    let granite_h = SyntheticSpec::default().granite_4_h();
+    [SyntheticSpec::default(), lfm2, granite_h]
 }
 
 /// Runs a generation to the end.

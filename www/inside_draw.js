@@ -87,9 +87,12 @@ export function drawAttention(inside, ev) {
   const name = (j) => JSON.stringify(visibleToken(inside.tokens[j]));
   const chose = ev ? `, which chose ${JSON.stringify(visibleToken(ev.token_text))}` : '';
   // A convolving layer (LFM2's) has no attention weights: it mixes each channel over its last few positions.
+  // Nor has a scanning layer (Granite 4.0 H's Mamba-2): it carries every earlier position in one fixed-size state.
   const conv = inside.conv_widths[l] ?? 0;
   const layerSays = conv > 0
     ? `Layer ${l + 1} does not attend: it mixes each channel of the last ${conv} positions by a short convolution, so it has no weights to show.`
+    : inside.scans[l]
+    ? `Layer ${l + 1} does not attend: a Mamba-2 scan carries every earlier position in a state of fixed size, updated once a token, so it has no weights to show.`
     : `Layer ${l + 1}, ${who}: strongest on ${strongest.map(({ p, j }) => `${name(j)} at position ${j + 1} (${pct(p)})`).join(', ')}.`;
   ui.summary.textContent = `Step ${inside.step + 1}${chose}: its pass ran ${name(inside.positions - 1)} (position ${inside.positions}) over ${inside.positions} positions. ${layerSays}`;
   const top = Math.max(...w) || 1;
@@ -185,7 +188,9 @@ function drawGrid(inside, layer, head) {
     ui.grid.append(canvas);
   }
   const convolving = inside.conv_widths.filter((w) => w > 0).length;
-  const convSays = convolving ? ` ${convolving} of the layers convolve rather than attend: their rows are empty.` : '';
+  const scanning = inside.scans.filter(Boolean).length;
+  const convSays = (convolving ? ` ${convolving} of the layers convolve rather than attend: their rows are empty.` : '')
+    + (scanning ? ` ${scanning} of the layers scan a state rather than attend: their rows are empty.` : '');
   canvas.setAttribute('aria-label', `${layers} layers by ${heads} query heads, ${groups} groups of ${group} sharing a KV head; each cell's bars are its weights over ${positions} positions.${convSays} Layer ${layer + 1} is outlined.`);
   const dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(width * dpr);
@@ -211,12 +216,13 @@ function drawGrid(inside, layer, head) {
       g.fillStyle = l === layer ? pickedInk : muted;
       g.fillText(`Layer ${l + 1}`, 0, y0(l) + GRID.cellH / 2);
     }
-    if (inside.conv_widths[l] > 0) {
-      // A convolving layer's row: no heads, no weights.
+    if (inside.conv_widths[l] > 0 || inside.scans[l]) {
+      // A convolving or scanning layer's row: no heads, no weights.
       g.fillStyle = cell;
       g.fillRect(x0(0), y0(l), x0(heads - 1) + cellW - x0(0), GRID.cellH);
       g.fillStyle = muted;
-      g.fillText(`short convolution over ${inside.conv_widths[l]} positions`, x0(0) + 4, y0(l) + GRID.cellH / 2);
+      const says = inside.scans[l] ? 'Mamba-2 scan: one state of fixed size' : `short convolution over ${inside.conv_widths[l]} positions`;
+      g.fillText(says, x0(0) + 4, y0(l) + GRID.cellH / 2);
       continue;
     }
     for (let h = 0; h < heads; h++) {

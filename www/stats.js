@@ -30,7 +30,9 @@ export function backendLabel(s, adapterName) {
  * 2 x layers x KV heads x head dim x bytes x tokens, in the model's own numbers, and what it
  * would be without grouped-query attention. A model whose layers partly convolve (LFM2's)
  * counts its attending layers there and adds each convolving layer's gated inputs: a row of
- * dim f32 values a token.
+ * dim f32 values a token. One whose layers partly scan (Granite 4.0 H's Mamba-2) adds each
+ * scanning layer's inputs (x, B, C and each head's step: f32 values a token, from which its
+ * state can be rebuilt after a cut back) and its states, two of fixed size whatever the length.
  * @param {import('./pkg/tokenscope.js').Config | undefined} c
  * @param {Stats | null} s
  */
@@ -39,11 +41,16 @@ export function kvFormula(c, s) {
   const b = s.kv_bytes_per_value || 4;
   const n = s.position;
   const conv = c.short_conv ? c.short_conv.layers.filter(Boolean).length : 0;
-  const attending = c.n_layers - conv;
-  const size = (heads) => 2 * attending * heads * c.head_dim * b * n + conv * c.dim * 4 * n;
+  const ssm = c.ssm;
+  const scan = ssm ? ssm.layers.filter(Boolean).length : 0;
+  const scanRow = ssm ? ssm.inner + 2 * ssm.groups * ssm.state + ssm.heads : 0;
+  const scanState = ssm ? ssm.inner * ssm.state : 0;
+  const attending = c.n_layers - conv - scan;
+  const size = (heads) => 2 * attending * heads * c.head_dim * b * n + conv * c.dim * 4 * n + scan * (scanRow * n + 2 * scanState) * 4;
   const layers = (k, kind) => `${k} ${kind}layer${k === 1 ? '' : 's'}`;
   const convolving = conv ? ` + ${layers(conv, 'convolving ')} × ${c.dim} channels × 4 B × ${n} tokens` : '';
-  const formula = `2 × ${layers(attending, conv ? 'attending ' : '')} × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens${convolving} = ${fmtBytes(size(c.n_kv_heads))}`;
+  const scanning = scan ? ` + ${layers(scan, 'scanning ')} × (${scanRow} inputs × 4 B × ${n} tokens + 2 states × ${scanState} × 4 B)` : '';
+  const formula = `2 × ${layers(attending, conv || scan ? 'attending ' : '')} × ${c.n_kv_heads} KV heads × ${c.head_dim} head dim × ${b} B × ${n} tokens${convolving}${scanning} = ${fmtBytes(size(c.n_kv_heads))}`;
   const noGqa = `${fmtBytes(size(c.n_heads))} with ${c.n_heads} KV heads (one per query head), ${(c.n_heads / c.n_kv_heads).toFixed(0)}× this`;
   return [formula, noGqa];
 }

@@ -21,12 +21,15 @@ pub struct Inspection {
     pub group: usize,
     /// Positions the token attended to: every cached one and its own.
     pub positions: usize,
-    /// Attention weights, `[layers, heads, positions]`: each row sums to 1 (a convolving
-    /// layer's rows are zeros).
+    /// Attention weights, `[layers, heads, positions]`: each row sums to 1 (a convolving or
+    /// scanning layer's rows are zeros).
     pub attention: Vec<f32>,
     /// Per layer: the positions its short convolution spans where it convolves rather than
     /// attends (LFM2's convolving layers, [`Config::conv_widths`]); 0 where it attends.
     pub conv_widths: Vec<usize>,
+    /// Per layer: whether it runs a Mamba-2 scan rather than attending (Granite 4.0 H's
+    /// scanning layers, [`Config::is_ssm_layer`]).
+    pub scans: Vec<bool>,
     /// Width of the residual stream.
     pub dim: usize,
     /// The residual stream after each layer, `[layers, dim]`.
@@ -62,6 +65,7 @@ impl Inspection {
             positions,
             attention: vec![0.0; layers * heads * positions],
             conv_widths: cfg.conv_widths().into_iter().take(layers).collect(),
+            scans: (0..layers).map(|l| cfg.is_ssm_layer(l)).collect(),
             dim,
             residuals: vec![0.0; layers * dim],
             experts: match &cfg.experts {

@@ -65,11 +65,14 @@ pub struct StepInside {
     /// The text of each position's token, `[positions]` (the prompt's template tokens too).
     pub tokens: Vec<String>,
     /// Attention weights of the pass's last token, `[layers, heads, positions]`, each row
-    /// summing to 1 (a convolving layer's zeros).
+    /// summing to 1 (a convolving or scanning layer's zeros).
     pub attention: Vec<f32>,
     /// Per layer: the positions its short convolution spans where it convolves rather than
     /// attends (LFM2's), 0 where it attends.
     pub conv_widths: Vec<usize>,
+    /// Per layer: whether it runs a Mamba-2 scan rather than attending (Granite 4.0 H's), its
+    /// row of weights zeros.
+    pub scans: Vec<bool>,
     /// The logit lens, one entry per layer, the last the step's own distribution (empty
     /// where it was not asked for).
     pub lens: Vec<LensLayer>,
@@ -147,7 +150,7 @@ pub async fn step_inside<B: Backend>(
         .get(inspection.positions)
         .ok_or_else(|| Error::InvalidParams(format!("step {step} has no token in a context of {}", context.len())))?;
     let lens = if with_lens { lens(backend, &inspection, chosen, tokenizer).await? } else { Vec::new() };
-    let Inspection { layers, heads, group, positions, attention, conv_widths, experts, expert_count, .. } = inspection;
+    let Inspection { layers, heads, group, positions, attention, conv_widths, scans, experts, expert_count, .. } = inspection;
     let tokens = context[..positions].iter().map(|&t| tokenizer.token_text(t)).collect();
-    Ok(StepInside { step, chosen, layers, heads, group, positions, tokens, attention, conv_widths, lens, experts, expert_count })
+    Ok(StepInside { step, chosen, layers, heads, group, positions, tokens, attention, conv_widths, scans, lens, experts, expert_count })
 }

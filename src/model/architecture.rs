@@ -18,7 +18,8 @@
 //! biased LayerNorms and RoPE on split halves, PLaMo's parallel block with one RMSNorm,
 //! CodeShell's StarCoder block with RoPE, Qwen 1's llama block with Q/K/V stacked and its
 //! feed-forward length doubled, Seed-OSS's llama block with its feed-forward norm under
-//! another name, BitNet's llama block with norms inside each sublayer (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
+//! another name, BitNet's llama block with norms inside each sublayer, LFM2's short
+//! convolutions and Granite 4.0 H's Mamba-2 scans beside attending layers (ERNIE 4.5, InternLM2, XVERSE and EXAONE 3.5 are
 //! llama's block under their own names, Gemma 1 Gemma 2's without its post norms, window and
 //! caps; Qwen3-MoE Qwen3's block with a mixture of experts in each feed-forward, Granite MoE
 //! Granite's, OLMoE llama's with OLMo 2's whole q and k norms, as a Mixtral llama file's may
@@ -81,6 +82,12 @@ pub enum Architecture {
     /// weights renormalized (a file naming shared experts, Granite 4.0 Tiny Preview's, is
     /// refused by that key).
     Granitemoe,
+    /// IBM Granite 4.0 H (350M, 1B, Tiny, Small; `granitehybrid`): Granite's four scales over
+    /// a hybrid whose layers either attend (Granite's attention, with RoPE only where the
+    /// file's `rope.scaling.finetuned` is true: the H models' is false, NoPE) or run a Mamba-2
+    /// selective state-space scan ([`Architecture::has_ssm_layers`]), marked by a zero in
+    /// `attention.head_count_kv`; every feed-forward a SwiGLU or a mixture of experts.
+    Granitehybrid,
     /// OpenBMB's MiniCPM (1B, 2B): llama's block with three of Granite's scales, all three
     /// required (`embedding_scale`, `residual_scale`, `logit_scale`: MiniCPM's `scale_emb`,
     /// `scale_depth / sqrt(layers)` and `hidden_size / dim_model_base`), computed by llama.cpp's
@@ -380,7 +387,7 @@ pub enum RopePairs {
 
 impl Architecture {
     /// Every architecture, in the order error messages list them.
-    pub const ALL: [Architecture; 49] = [
+    pub const ALL: [Architecture; 50] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
@@ -392,6 +399,7 @@ impl Architecture {
         Architecture::Phi3,
         Architecture::Granite,
         Architecture::Granitemoe,
+        Architecture::Granitehybrid,
         Architecture::Minicpm,
         Architecture::Olmo2,
         Architecture::Ernie45,
@@ -458,6 +466,7 @@ impl Architecture {
             Architecture::Phi3 => "phi3",
             Architecture::Granite => "granite",
             Architecture::Granitemoe => "granitemoe",
+            Architecture::Granitehybrid => "granitehybrid",
             Architecture::Minicpm => "minicpm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Ernie45 => "ernie4_5",
@@ -511,6 +520,7 @@ impl Architecture {
             | Architecture::Smollm3
             | Architecture::Granite
             | Architecture::Granitemoe
+            | Architecture::Granitehybrid
             | Architecture::Minicpm
             | Architecture::Ernie45
             | Architecture::Internlm2
@@ -905,6 +915,19 @@ impl Architecture {
         self == Architecture::Lfm2
     }
 
+    /// Whether some of its layers run a Mamba-2 selective state-space scan in place of
+    /// attention (Granite 4.0 H's): `[z | xBC | dt] = W_in norm(x)`, xBC convolved causally
+    /// over the last `ssm.conv_kernel` positions (with a bias, then SiLU) into x, B and C,
+    /// each head's state `[head_dim, state]` decayed by `exp(softplus(dt + b) A)` and fed
+    /// `softplus(dt + b) x B`, read out through C, plus `D x`, gated by `SiLU(z)`, RMS-normed
+    /// per group and projected by `W_out`. The file marks those layers by a zero in
+    /// `attention.head_count_kv` ([`Config::ssm`](super::Config::ssm)); their tensors are
+    /// `ssm_in`, `ssm_conv1d` (and its bias), `ssm_dt.bias`, `ssm_a`, `ssm_d`, `ssm_norm`
+    /// and `ssm_out`.
+    pub fn has_ssm_layers(self) -> bool {
+        self == Architecture::Granitehybrid
+    }
+
     /// Whether its feed-forward may be a mixture of experts, read from `expert_count` and
     /// `expert_used_count` ([`Config::experts`](super::Config::experts)): Qwen3-MoE's, Granite
     /// MoE's and OLMoE's always ([`Architecture::requires_experts`]), a llama file's where it
@@ -913,7 +936,7 @@ impl Architecture {
     /// matrices stacked, `ffn_gate_exps` and `ffn_up_exps` `[experts, ffn, dim]`,
     /// `ffn_down_exps` `[experts, dim, ffn]`.
     pub fn reads_experts(self) -> bool {
-        self.requires_experts() || self == Architecture::Llama
+        self.requires_experts() || matches!(self, Architecture::Llama | Architecture::Granitehybrid)
     }
 
     /// Whether every layer's feed-forward is a mixture of experts, so its file must name them:
@@ -926,7 +949,7 @@ impl Architecture {
     /// every expert) are divided by their sum, as llama.cpp's graph for the family does
     /// (`norm_w`): Qwen3-MoE's, Granite MoE's and Mixtral's are, OLMoE's not.
     pub fn normalizes_expert_weights(self) -> bool {
-        matches!(self, Architecture::Qwen3moe | Architecture::Granitemoe | Architecture::Llama)
+        matches!(self, Architecture::Qwen3moe | Architecture::Granitemoe | Architecture::Granitehybrid | Architecture::Llama)
     }
 
     /// The final norm's tensor name: `output_norm`, or LFM2's `token_embd_norm` (a norm of
@@ -965,14 +988,14 @@ impl Architecture {
     /// Whether its files give the scales [`Architecture::Granite`] names (read under its
     /// prefix): Granite's four, MiniCPM's three ([`Architecture::reads_attention_scale`]).
     pub fn has_file_scales(self) -> bool {
-        matches!(self, Architecture::Granite | Architecture::Granitemoe | Architecture::Minicpm)
+        matches!(self, Architecture::Granite | Architecture::Granitemoe | Architecture::Granitehybrid | Architecture::Minicpm)
     }
 
     /// Whether its file's `attention.scale` is read: Granite's; llama.cpp reads none for
     /// MiniCPM, whose scores stay scaled by `1 / sqrt(head width)` (and so all three of its
     /// other scales are required, as llama.cpp requires them).
     pub fn reads_attention_scale(self) -> bool {
-        matches!(self, Architecture::Granite | Architecture::Granitemoe)
+        matches!(self, Architecture::Granite | Architecture::Granitemoe | Architecture::Granitehybrid)
     }
 
     /// The feed-forward's activation (gated or not).

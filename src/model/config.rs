@@ -133,6 +133,12 @@ pub struct Config {
     /// many positions ([`Architecture::has_short_convolutions`]); `None` where every layer
     /// attends.
     pub short_conv: Option<ShortConv>,
+    /// Granite 4.0 H's Mamba-2 layers: which layers scan a state instead of attending, and
+    /// the scan's shape ([`Architecture::has_ssm_layers`]); `None` where every layer attends.
+    pub ssm: Option<Ssm>,
+    /// Whether no layer turns by RoPE (Granite's `rope.scaling.finetuned` false, which
+    /// llama.cpp's Granite graphs read as NoPE in every layer: Granite 4.0 H's).
+    pub nope: bool,
     /// Where each layer's feed-forward is a mixture of experts (Qwen3-MoE's, Mixtral's:
     /// [`Architecture::reads_experts`]): how many there are, how many each token runs and
     /// their width; `None` where every feed-forward is one dense SwiGLU.
@@ -173,6 +179,55 @@ pub struct ShortConv {
     pub width: usize,
 }
 
+/// Which layers of a hybrid (Granite 4.0 H) run a Mamba-2 selective state-space scan in
+/// place of attention, and the scan's shape (the file's `ssm.*` keys).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(target_arch = "wasm32", derive(tsify::Tsify))]
+pub struct Ssm {
+    /// Per layer: whether it scans (its `attention.head_count_kv` is 0) rather than attends.
+    pub layers: Vec<bool>,
+    /// Positions the causal convolution before the scan spans, the token's own included
+    /// (`ssm.conv_kernel`, Granite 4.0 H's 4).
+    pub conv_width: usize,
+    /// Channels the scan runs, `heads * head_dim` (`ssm.inner_size`, twice the model width).
+    pub inner: usize,
+    /// Each channel's state width (`ssm.state_size`, 128).
+    pub state: usize,
+    /// Heads, each with its own step size and decay (`ssm.time_step_rank`).
+    pub heads: usize,
+    /// Groups of heads sharing one B and one C, and one span of the gated norm
+    /// (`ssm.group_count`).
+    pub groups: usize,
+}
+
+impl Ssm {
+    /// Channels of one head.
+    pub fn head_dim(&self) -> usize {
+        self.inner / self.heads.max(1)
+    }
+
+    /// Channels the convolution runs: x, then each group's B, then each group's C.
+    pub fn conv_dim(&self) -> usize {
+        self.inner + 2 * self.groups * self.state
+    }
+
+    /// Rows of the input projection: z, x, B, C and each head's dt.
+    pub fn in_proj_rows(&self) -> usize {
+        self.inner + self.conv_dim() + self.heads
+    }
+
+    /// Floats a scanning layer's cache keeps per position: the convolution's input (x, B, C
+    /// before it) and each head's dt, from which the state at any position can be rebuilt.
+    pub fn row_floats(&self) -> usize {
+        self.conv_dim() + self.heads
+    }
+
+    /// Floats of one layer's state, `[heads, head_dim, state]`.
+    pub fn state_floats(&self) -> usize {
+        self.inner * self.state
+    }
+}
+
 /// The longest short convolution a file may ask for (LFM2's is 3 positions).
 pub const MAX_SHORT_CONV_WIDTH: usize = 16;
 
@@ -206,10 +261,14 @@ impl Config {
             });
         }
         let n_heads = g.layer_usize(&key("attention.head_count"), n_layers)?;
-        let (n_kv_heads, short_conv) = if architecture.has_short_convolutions() {
-            read_short_conv(g, &key, n_layers, n_heads)?
+        let (n_kv_heads, short_conv, ssm) = if architecture.has_short_convolutions() {
+            let (n_kv_heads, conv) = read_short_conv(g, &key, n_layers, n_heads)?;
+            (n_kv_heads, conv, None)
+        } else if architecture.has_ssm_layers() {
+            let (n_kv_heads, ssm) = read_ssm(g, &key, n_layers, n_heads)?;
+            (n_kv_heads, None, ssm)
         } else {
-            (g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads), None)
+            (g.layer_usize_opt(&key("attention.head_count_kv"), n_layers)?.unwrap_or(n_heads), None, None)
         };
         let vocab_size = match g.usize_opt(&key("vocab_size"))? {
             Some(v) => v,
@@ -284,6 +343,8 @@ impl Config {
                 None => None,
             },
             short_conv,
+            ssm,
+            nope: false,
             experts: if architecture.reads_experts() { read_experts(g, &key, architecture, n_layers)? } else { None },
         };
         let cfg = with_file_scales(cfg, g, &key)?;
@@ -417,7 +478,7 @@ impl Config {
     pub fn layer_rope(&self, layer: usize) -> LayerRope {
         let sliding = self.sliding_window.is_some() && self.architecture.is_sliding_layer(layer);
         let full_unrotated = self.sliding_window.is_some() && !sliding && self.architecture.full_layers_unrotated();
-        if !self.architecture.rotates(layer) || full_unrotated || self.alibi_max_bias.is_some() {
+        if self.nope || !self.architecture.rotates(layer) || full_unrotated || self.alibi_max_bias.is_some() {
             LayerRope::Unrotated
         } else if sliding && self.sliding_rope_base.is_some() {
             LayerRope::Sliding
@@ -437,6 +498,16 @@ impl Config {
         self.n_kv_heads * self.head_dim
     }
 
+    /// Whether layer `layer` runs a Mamba-2 scan in place of attention (Granite 4.0 H's).
+    pub fn is_ssm_layer(&self, layer: usize) -> bool {
+        self.ssm.as_ref().is_some_and(|s| s.layers.get(layer).copied().unwrap_or(false))
+    }
+
+    /// Whether layer `layer` attends (neither convolves nor scans), so holds keys and values.
+    pub fn attends(&self, layer: usize) -> bool {
+        !self.is_conv_layer(layer) && !self.is_ssm_layer(layer)
+    }
+
     /// Whether layer `layer` runs a short convolution in place of attention (LFM2's).
     pub fn is_conv_layer(&self, layer: usize) -> bool {
         self.short_conv.as_ref().is_some_and(|c| c.layers.get(layer).copied().unwrap_or(false))
@@ -449,39 +520,50 @@ impl Config {
     }
 
     /// Floats a layer's cache holds per position: keys then values (`2 kv_dim`) where it
-    /// attends, each channel's gated input `b * x'` (`dim`) where it convolves.
+    /// attends, each channel's gated input `b * x'` (`dim`) where it convolves, the scan's
+    /// inputs ([`Ssm::row_floats`]) where it scans (its fixed-size state apart).
     pub fn layer_cache_floats(&self, layer: usize) -> usize {
         if self.is_conv_layer(layer) {
             self.dim
+        } else if let Some(ssm) = self.ssm.as_ref().filter(|_| self.is_ssm_layer(layer)) {
+            ssm.row_floats()
         } else {
             2 * self.kv_dim()
         }
     }
 
     /// KV-cache bytes per token in f32 (K and V, every layer; a convolving layer's gated
-    /// inputs).
+    /// inputs, a scanning layer's inputs).
     pub fn kv_bytes_per_token(&self) -> usize {
         self.cache_bytes_per_token(false)
     }
 
     /// Cache bytes per token with keys and values in half floats where `kv_f16` (a convolving
-    /// layer's gated inputs stay f32).
+    /// layer's gated inputs and a scanning layer's inputs stay f32).
     pub fn cache_bytes_per_token(&self, kv_f16: bool) -> usize {
-        let bytes = |l: usize| self.layer_cache_floats(l) * if kv_f16 && !self.is_conv_layer(l) { 2 } else { 4 };
+        let bytes = |l: usize| self.layer_cache_floats(l) * if kv_f16 && self.attends(l) { 2 } else { 4 };
         (0..self.n_layers).map(bytes).sum()
+    }
+
+    /// Bytes of the scanning layers' fixed-size states, whatever the context: each layer's
+    /// live state and the checkpoint a cut back rebuilds from, in f32.
+    pub fn ssm_state_bytes(&self) -> usize {
+        self.ssm.as_ref().map_or(0, |s| s.layers.iter().filter(|&&l| l).count() * 2 * s.state_floats() * 4)
     }
 }
 
-/// LFM2's head counts and short convolutions: `attention.head_count_kv` a count for every
-/// layer, 0 where the layer convolves (one count shared by every attending layer), and
-/// `shortconv.l_cache` the convolution's width, required as llama.cpp requires it; a sliding
-/// window (`attention.sliding_window` above 0) is refused.
-fn read_short_conv(
+/// A hybrid's head counts: `attention.head_count_kv` a count for every layer, 0 where the
+/// layer mixes positions another way (one count shared by every attending layer), or one
+/// count for all; and per layer whether it is such a layer. A sliding window
+/// (`attention.sliding_window` above 0) is refused: llama.cpp would slide every attending
+/// layer of such a file.
+fn read_hybrid_layers(
     g: &Gguf,
     key: &impl Fn(&str) -> String,
     n_layers: usize,
     n_heads: usize,
-) -> Result<(usize, Option<ShortConv>), ModelError> {
+    family: &str,
+) -> Result<(usize, Vec<bool>), ModelError> {
     let kv_key = key("attention.head_count_kv");
     let bad = |k: &str, problem: String| ModelError::Metadata { key: k.to_string(), problem };
     let counts = match g.value(&kv_key) {
@@ -499,24 +581,74 @@ fn read_short_conv(
     let mut attending: Vec<usize> = counts.iter().copied().filter(|&n| n > 0).collect();
     attending.sort_unstable();
     attending.dedup();
-    let n_kv_heads = match attending[..] {
+    let n_kv_heads = match attending.as_slice() {
         [] => n_heads,
-        [one] => one,
+        [n] => *n,
         _ => return Err(bad(&kv_key, format!("varies across the attending layers ({counts:?}); tokenscope runs one shape of attention"))),
     };
+    let window_key = key("attention.sliding_window");
+    if let Some(window) = g.usize_opt(&window_key)?.filter(|&w| w > 0) {
+        return Err(bad(
+            &window_key,
+            format!("is {window}: {family}'s attending layers would slide over it, which tokenscope does not run"),
+        ));
+    }
+    Ok((n_kv_heads, counts.iter().map(|&n| n == 0).collect()))
+}
+
+/// LFM2's head counts and short convolutions ([`read_hybrid_layers`]), and
+/// `shortconv.l_cache` the convolution's width, required as llama.cpp requires it.
+fn read_short_conv(
+    g: &Gguf,
+    key: &impl Fn(&str) -> String,
+    n_layers: usize,
+    n_heads: usize,
+) -> Result<(usize, Option<ShortConv>), ModelError> {
+    let (n_kv_heads, layers) = read_hybrid_layers(g, key, n_layers, n_heads, "LFM2")?;
     let width_key = key("shortconv.l_cache");
     let width = g.usize(&width_key)?;
     if !(2..=MAX_SHORT_CONV_WIDTH).contains(&width) {
-        return Err(bad(&width_key, format!("is {width}; a short convolution spans 2 to {MAX_SHORT_CONV_WIDTH} positions")));
+        return Err(ModelError::Metadata {
+            key: width_key,
+            problem: format!("is {width}; a short convolution spans 2 to {MAX_SHORT_CONV_WIDTH} positions"),
+        });
     }
-    // llama.cpp slides every attending layer of a file that names a window: not run here.
-    let window_key = key("attention.sliding_window");
-    if let Some(window) = g.usize_opt(&window_key)?.filter(|&w| w > 0) {
-        return Err(bad(&window_key, format!("is {window}: LFM2's attending layers would slide over it, which tokenscope does not run")));
-    }
-    let layers: Vec<bool> = counts.iter().map(|&n| n == 0).collect();
     Ok((n_kv_heads, layers.iter().any(|&c| c).then_some(ShortConv { layers, width })))
 }
+
+/// Granite 4.0 H's head counts and Mamba-2 layers ([`read_hybrid_layers`]), and the scan's
+/// shape from `ssm.conv_kernel`, `ssm.inner_size`, `ssm.state_size`, `ssm.time_step_rank` and
+/// `ssm.group_count`, each required as llama.cpp requires them where a layer scans: heads
+/// that split the channels evenly, groups that split the heads evenly.
+fn read_ssm(g: &Gguf, key: &impl Fn(&str) -> String, n_layers: usize, n_heads: usize) -> Result<(usize, Option<Ssm>), ModelError> {
+    let (n_kv_heads, layers) = read_hybrid_layers(g, key, n_layers, n_heads, "Granite 4.0 H")?;
+    if !layers.iter().any(|&s| s) {
+        return Ok((n_kv_heads, None));
+    }
+    let bad = |name: &str, problem: String| ModelError::Metadata { key: key(name), problem };
+    let read = |name: &str, max: usize| match g.usize(&key(name))? {
+        v if (1..=max).contains(&v) => Ok(v),
+        v => Err(bad(name, format!("is {v}; it must be from 1 to {max}"))),
+    };
+    let conv_width = g.usize(&key("ssm.conv_kernel"))?;
+    if !(2..=MAX_SHORT_CONV_WIDTH).contains(&conv_width) {
+        return Err(bad("ssm.conv_kernel", format!("is {conv_width}; the scan's convolution spans 2 to {MAX_SHORT_CONV_WIDTH} positions")));
+    }
+    let inner = read("ssm.inner_size", MAX_WIDTH * 4)?;
+    let state = read("ssm.state_size", MAX_SSM_STATE)?;
+    let heads = read("ssm.time_step_rank", inner)?;
+    let groups = read("ssm.group_count", heads)?;
+    if inner % heads != 0 {
+        return Err(bad("ssm.time_step_rank", format!("is {heads}, which does not split the {inner} channels (ssm.inner_size) evenly")));
+    }
+    if heads % groups != 0 {
+        return Err(bad("ssm.group_count", format!("is {groups}, which does not split the {heads} heads (ssm.time_step_rank) evenly")));
+    }
+    Ok((n_kv_heads, Some(Ssm { layers, conv_width, inner, state, heads, groups })))
+}
+
+/// The widest state a Mamba-2 channel may keep (Granite 4.0 H's is 128).
+pub const MAX_SSM_STATE: usize = 1024;
 
 /// A mixture of experts' shape ([`Config::experts`]) where the file names experts
 /// (`expert_count` above 0; required of a family whose every feed-forward is one,
@@ -754,9 +886,9 @@ fn softcap(
 /// The scales of an architecture whose file gives them ([`Architecture::has_file_scales`]:
 /// Granite's [`GRANITE_SCALES`], MiniCPM's three of them, each required; Cohere's logit
 /// multiplier, [`Architecture::logit_multiplier`]), read into `cfg`; any other's as they are.
-/// A Granite or MiniCPM file that turns off RoPE (`rope.scaling.finetuned` false, which
-/// llama.cpp's Granite graph reads as no RoPE in any layer) is refused rather than run with
-/// RoPE.
+/// A Granite 4.0 H file that turns off RoPE (`rope.scaling.finetuned` false, which llama.cpp's
+/// Granite graphs read as no RoPE in any layer) runs with none ([`Config::nope`]); a Granite
+/// or MiniCPM file that does is refused rather than run with RoPE.
 fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> Result<Config, ModelError> {
     // A scale, `None` where the file has none or 0 (llama.cpp's "not set").
     let read = |name: &str| match g.f32_opt(&key(name))? {
@@ -795,6 +927,11 @@ fn with_file_scales(mut cfg: Config, g: &Gguf, key: &dyn Fn(&str) -> String) -> 
     // llama.cpp multiplies Granite's logits by the divisor's reciprocal.
     cfg.logit_scale = 1.0 / read(logit)?.ok_or_else(|| missing(logit))?;
     if g.bool_opt(&key("rope.scaling.finetuned")) == Some(false) {
+        if architecture.has_ssm_layers() {
+            // Granite 4.0 H's NoPE, held to llama.cpp by the architectures fixture.
+            cfg.nope = true;
+            return Ok(cfg);
+        }
         return Err(ModelError::Metadata {
             key: key("rope.scaling.finetuned"),
             problem: format!(

@@ -13,11 +13,11 @@ use std::io::{Read, Seek};
 
 pub use crate::gguf::Gguf;
 pub use architecture::{Architecture, HeadNormSpan, SectionLayout, ALIBI_MAX_BIAS};
-pub use config::{Config, Experts, ShortConv};
+pub use config::{Config, Experts, ShortConv, Ssm};
 pub use rope::{LayerRope, LayerRopes, LongContext, RopeFrequencies, RopeSections, Yarn};
 pub use weights::{
     AttentionWeights, DenseFeedForward, ExpertWeights, FeedForward, HeadNorm, LayerWeights, Layers, LinearBiases, Mixer, Norm, PostNorms,
-    QkvBias, ShortConvWeights, SubNorms, Weights, WeightsSummary,
+    QkvBias, ShortConvWeights, SsmWeights, SubNorms, Weights, WeightsSummary,
 };
 
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, qwen3moe, granitemoe, olmoe, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2) written as GGUF bytes: for
+//! Small random models (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3, phi3, granite, minicpm, olmo2, qwen3moe, granitemoe, olmoe, ernie4_5, internlm2, exaone, exaone4, glm4, stablelm, gpt2, phi2, gptneox, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo and its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, chatglm, maincoder, refact, falcon and its 40B norms, mpt, baichuan, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, granitehybrid) written as GGUF bytes: for
 //! fast tests of every layer (loading, tokenizer, forward pass, kernels) without the real model,
 //! for the error cases, and (bench/make-arch-fixtures.mjs) for llama.cpp to compute reference logits on.
 
@@ -125,6 +125,17 @@ pub struct SyntheticSpec {
     /// [`SYNTHETIC_SHORT_CONV_WIDTH`] positions: written as zeros in a per-layer
     /// `attention.head_count_kv`, with `shortconv.*` tensors in those blocks.
     pub conv_layers: Vec<usize>,
+    /// The layers that run a Mamba-2 scan in place of attention, where the architecture has
+    /// them ([`Architecture::has_ssm_layers`]: Granite 4.0 H's), shaped as
+    /// [`SYNTHETIC_SSM`]: written as zeros in a per-layer `attention.head_count_kv` with the
+    /// `ssm.*` keys, and `ssm_*` tensors in those blocks.
+    pub ssm_layers: Vec<usize>,
+    /// The scanning layers' shape, `[conv_width, inner, state, heads, groups]`
+    /// ([`SYNTHETIC_SSM`] unless a shape example asks for a real model's).
+    pub ssm_shape: [usize; 5],
+    /// Whether no layer turns by RoPE, written as `rope.scaling.finetuned` false where the
+    /// file gives Granite's scales (Granite 4.0 H's NoPE).
+    pub nope: bool,
     /// A mixture of experts in every layer's feed-forward where the architecture reads them
     /// ([`Architecture::reads_experts`]): `[count, used]`, written as `expert_count` and
     /// `expert_used_count` (and each expert's width, `ffn_dim`, as
@@ -137,10 +148,28 @@ pub struct SyntheticSpec {
 /// The short convolution's width a synthetic LFM2 writes (its real files').
 pub const SYNTHETIC_SHORT_CONV_WIDTH: usize = 3;
 
+/// The Mamba-2 shape a synthetic Granite 4.0 H writes by default, for a width of 64: `[conv_width,
+/// inner, state, heads, groups]`, two groups of four heads of 16 channels (the real files'
+/// `[4, 2 dim, 128, 48 or more, 1]`, two groups to tell which heads share B and C).
+pub const SYNTHETIC_SSM: [usize; 5] = [4, 128, 16, 8, 2];
+
 /// The attention factor a synthetic LongRoPE model writes.
 pub const SYNTHETIC_ATTN_FACTOR: f32 = 1.19;
 
 impl SyntheticSpec {
+    /// This spec as a tiny Granite 4.0 H: a Mamba-2 layer, an attending one without RoPE (the
+    /// H models' NoPE), a Mamba-2 one, shaped as [`SYNTHETIC_SSM`], with Granite's four scales.
+    pub fn granite_4_h(self) -> Self {
+        SyntheticSpec {
+            architecture: Architecture::Granitehybrid,
+            n_layers: 3,
+            ssm_layers: vec![0, 2],
+            granite_scales: Some([12.0, 0.25, 0.0625, 4.0]),
+            nope: true,
+            ..self
+        }
+    }
+
     /// The default spec with every weight (the embedding and tied LM head too) stored as `t`,
     /// its widths a multiple of `t`'s block (K-quant blocks hold 256 weights).
     pub fn of_type(t: GgmlDType) -> Self {
@@ -192,6 +221,9 @@ impl Default for SyntheticSpec {
             falcon_40b_norms: false,
             alibi_max_bias: None,
             conv_layers: Vec::new(),
+            ssm_layers: Vec::new(),
+            ssm_shape: SYNTHETIC_SSM,
+            nope: false,
             experts: None,
         }
     }
@@ -279,6 +311,9 @@ impl SyntheticModel {
         }
         if let Some(scales) = spec.granite_scales {
             metadata.extend(super::config::GRANITE_SCALES.iter().zip(scales).map(|(name, v)| (key(name), Value::F32(v))));
+            if spec.nope {
+                metadata.push((key("rope.scaling.finetuned"), Value::Bool(false)));
+            }
         }
         if let Some(scale) = spec.logit_scale.filter(|_| spec.architecture.logit_multiplier().is_some()) {
             metadata.push((key("logit_scale"), Value::F32(scale)));
@@ -326,6 +361,13 @@ impl SyntheticModel {
             metadata.retain(|(k, _)| *k != key("attention.head_count_kv"));
             metadata.push((key("attention.head_count_kv"), Value::Array(counts)));
             metadata.push((key("shortconv.l_cache"), u(SYNTHETIC_SHORT_CONV_WIDTH)));
+        }
+        if spec.architecture.has_ssm_layers() {
+            let counts = (0..spec.n_layers).map(|l| u(if spec.ssm_layers.contains(&l) { 0 } else { spec.n_kv_heads })).collect();
+            metadata.retain(|(k, _)| *k != key("attention.head_count_kv"));
+            metadata.push((key("attention.head_count_kv"), Value::Array(counts)));
+            let names = ["ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.group_count"];
+            metadata.extend(names.iter().zip(spec.ssm_shape).map(|(name, v)| (key(name), u(v))));
         }
         if let Some([count, used]) = spec.experts.filter(|_| spec.architecture.reads_experts()) {
             metadata.push((key("expert_count"), u(count)));
@@ -400,7 +442,24 @@ impl SyntheticModel {
                 add(n(second), 1, d, GgmlDType::F32, 0.2, 1.0)?;
                 add(bias(second), 1, d, GgmlDType::F32, 0.5, 0.0)?;
             }
+            let scans = arch.has_ssm_layers() && spec.ssm_layers.contains(&i);
+            if scans {
+                // Granite 4.0 H's Mamba-2 block, its small tensors f32 as its converter writes
+                // them: A negative (the converter's `-exp(A_log)`), the step's bias about 0.
+                let [width, inner, state, heads, groups] = spec.ssm_shape;
+                let conv_dim = inner + 2 * groups * state;
+                add(n("ssm_in"), inner + conv_dim + heads, d, w, 0.3, 0.0)?;
+                add(n("ssm_conv1d"), conv_dim, width, GgmlDType::F32, 0.6, 0.0)?;
+                add(bias("ssm_conv1d"), 1, conv_dim, GgmlDType::F32, 0.3, 0.0)?;
+                add(bias("ssm_dt"), 1, heads, GgmlDType::F32, 1.0, 0.0)?;
+                add(format!("blk.{i}.ssm_a"), heads, 1, GgmlDType::F32, 0.9, -1.0)?;
+                add(format!("blk.{i}.ssm_d"), heads, 1, GgmlDType::F32, 0.5, 1.0)?;
+                add(n("ssm_norm"), groups, inner / groups, GgmlDType::F32, 0.2, 1.0)?;
+                add(n("ssm_out"), d, inner, w, 0.3, 0.0)?;
+            }
             let convolves = arch.has_short_convolutions() && spec.conv_layers.contains(&i);
+            // Neither convolving nor scanning: the block's mixer is attention.
+            let attends = !convolves && !scans;
             if convolves {
                 // LFM2's convolving block: its input projection, each channel's kernel (f32,
                 // as its converter writes it), its output projection.
@@ -415,17 +474,17 @@ impl SyntheticModel {
             let biased = arch.linear_biases();
             let stacked = matches!(arch, Architecture::Phi3 | Architecture::Phi2 | Architecture::Chatglm | Architecture::Codeshell)
                 || arch.requires_fused_qkv();
-            if stacked && !convolves {
+            if stacked && attends {
                 add(n("attn_qkv"), qd + 2 * kv, d, w, 0.3, 0.0)?;
                 if biased || spec.qkv_bias {
                     add(bias("attn_qkv"), 1, qd + 2 * kv, GgmlDType::F32, 0.5, 0.0)?;
                 }
-            } else if !convolves {
+            } else if attends {
                 add(n("attn_q"), qd, d, w, 0.3, 0.0)?;
                 add(n("attn_k"), kv, d, w, 0.3, 0.0)?;
                 add(n("attn_v"), kv, d, w, 0.3, 0.0)?;
             }
-            if !stacked && !convolves && (biased || spec.qkv_bias || spec.architecture.requires_qkv_bias()) {
+            if !stacked && attends && (biased || spec.qkv_bias || spec.architecture.requires_qkv_bias()) {
                 for (part, rows) in [("attn_q", qd), ("attn_k", kv), ("attn_v", kv)] {
                     add(bias(part), 1, rows, GgmlDType::F32, 0.5, 0.0)?;
                 }
@@ -435,11 +494,11 @@ impl SyntheticModel {
                 Some(HeadNormSpan::Whole) => (qd, kv),
                 None => (0, 0),
             };
-            if q_gain > 0 && !convolves {
+            if q_gain > 0 && attends {
                 add(n("attn_q_norm"), 1, q_gain, GgmlDType::F32, 0.2, 1.0)?;
                 add(n("attn_k_norm"), 1, k_gain, GgmlDType::F32, 0.2, 1.0)?;
             }
-            if !convolves {
+            if attends {
                 add(n("attn_output"), d, qd, w, 0.3, 0.0)?;
             }
             if arch.has_sub_norms() {

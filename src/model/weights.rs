@@ -49,6 +49,8 @@ pub enum Mixer {
     Attention(AttentionWeights),
     /// A gated short convolution over the last few positions (LFM2's).
     ShortConv(ShortConvWeights),
+    /// A Mamba-2 selective state-space scan (Granite 4.0 H's).
+    Ssm(SsmWeights),
 }
 
 /// A block's feed-forward network. (One a block, moved once into a backend: the variants'
@@ -115,6 +117,32 @@ pub struct ShortConvWeights {
     pub out_proj: QTensor,
 }
 
+/// A scanning block's weights (Granite 4.0 H's Mamba-2, [`Config::ssm`](super::Config::ssm)
+/// its shape): `[z | xBC | dt] = W_in xb`, xBC convolved causally over the last `conv_width`
+/// positions with a bias and SiLU into x, B and C; each head `h` (group `g`) keeps a state
+/// `S [head_dim, state]`, `S = exp(s A_h) S + s x_h B_g^T` with `s = softplus(dt_h + b_h)`,
+/// `y_h = S C_g + D_h x_h`; `y * SiLU(z)` RMS-normed per group, through `W_out`.
+pub struct SsmWeights {
+    /// The input projection, `[inner + conv_dim + heads, dim]`: z's rows, then x's, B's, C's
+    /// (each group's), then each head's dt.
+    pub in_proj: QTensor,
+    /// Each convolution channel's kernel, `[conv_dim, conv_width]`: its last weight
+    /// multiplies the current position's input.
+    pub conv_kernel: Vec<f32>,
+    /// Each convolution channel's bias, `[conv_dim]`.
+    pub conv_bias: Vec<f32>,
+    /// Each head's step bias, `[heads]` (`ssm_dt.bias`).
+    pub dt_bias: Vec<f32>,
+    /// Each head's decay rate A, `[heads]`, negative (the file's `-exp(A_log)`).
+    pub a: Vec<f32>,
+    /// Each head's skip D, `[heads]`: `D x` joins the scan's output.
+    pub d: Vec<f32>,
+    /// The gated output's RMSNorm gains, `[inner]` (each group its span).
+    pub norm: Vec<f32>,
+    /// The output projection, `[dim, inner]`.
+    pub out_proj: QTensor,
+}
+
 impl LayerWeights {
     /// Its feed-forward's matrices; `None` where it is a mixture of experts.
     pub fn dense_ffn(&self) -> Option<&DenseFeedForward> {
@@ -124,19 +152,19 @@ impl LayerWeights {
         }
     }
 
-    /// Its attention's weights; `None` in a convolving block.
+    /// Its attention's weights; `None` in a convolving or scanning block.
     pub fn attention(&self) -> Option<&AttentionWeights> {
         match &self.mixer {
             Mixer::Attention(a) => Some(a),
-            Mixer::ShortConv(_) => None,
+            Mixer::ShortConv(_) | Mixer::Ssm(_) => None,
         }
     }
 
-    /// Its attention's weights, to change them; `None` in a convolving block.
+    /// Its attention's weights, to change them; `None` in a convolving or scanning block.
     pub fn attention_mut(&mut self) -> Option<&mut AttentionWeights> {
         match &mut self.mixer {
             Mixer::Attention(a) => Some(a),
-            Mixer::ShortConv(_) => None,
+            Mixer::ShortConv(_) | Mixer::Ssm(_) => None,
         }
     }
 }
@@ -400,12 +428,18 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         if let Some(conv) = cfg.short_conv.as_ref().filter(|_| cfg.is_conv_layer(i)) {
             block.extend([("shortconv.in_proj.weight", vec![3 * d, d]), ("shortconv.conv.weight", vec![d, conv.width])]);
             block.push(("shortconv.out_proj.weight", vec![d, d]));
+        } else if let Some(ssm) = cfg.ssm.as_ref().filter(|_| cfg.is_ssm_layer(i)) {
+            let (heads, inner) = (ssm.heads, ssm.inner);
+            block.extend([("ssm_in.weight", vec![ssm.in_proj_rows(), d]), ("ssm_conv1d.weight", vec![ssm.conv_dim(), ssm.conv_width])]);
+            block.extend([("ssm_conv1d.bias", vec![ssm.conv_dim()]), ("ssm_dt.bias", vec![heads])]);
+            block.extend([("ssm_a", vec![heads, 1]), ("ssm_d", vec![heads, 1])]);
+            block.extend([("ssm_norm.weight", vec![ssm.groups, inner / ssm.groups]), ("ssm_out.weight", vec![d, inner])]);
         } else if has_fused_qkv(gguf, cfg, i) {
             block.push(("attn_qkv.weight", vec![q + 2 * kv, d]));
         } else {
             block.extend([("attn_q.weight", vec![q, d]), ("attn_k.weight", vec![kv, d]), ("attn_v.weight", vec![kv, d])]);
         }
-        if !cfg.is_conv_layer(i) {
+        if cfg.attends(i) {
             block.push(("attn_output.weight", vec![d, q]));
         }
         if let Some(ffn_norm) = ffn_norm {
@@ -438,7 +472,7 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
         {
             block.extend([("attn_q.bias", vec![q]), ("attn_k.bias", vec![kv]), ("attn_v.bias", vec![kv])]);
         }
-        match arch.head_norm().filter(|_| !cfg.is_conv_layer(i)) {
+        match arch.head_norm().filter(|_| cfg.attends(i)) {
             Some(HeadNormSpan::Head) => {
                 block.extend([("attn_q_norm.weight", vec![cfg.head_dim]), ("attn_k_norm.weight", vec![cfg.head_dim])])
             }
@@ -724,6 +758,17 @@ fn read_block<R: Read + Seek>(
             width: conv.width,
             out_proj: take("shortconv.out_proj.weight")?,
         })
+    } else if cfg.is_ssm_layer(i) {
+        Mixer::Ssm(SsmWeights {
+            in_proj: take("ssm_in.weight")?,
+            conv_kernel: to_vec(&take("ssm_conv1d.weight")?)?,
+            conv_bias: to_vec(&take("ssm_conv1d.bias")?)?,
+            dt_bias: to_vec(&take("ssm_dt.bias")?)?,
+            a: to_vec(&take("ssm_a")?)?,
+            d: to_vec(&take("ssm_d")?)?,
+            norm: to_vec(&take("ssm_norm.weight")?)?,
+            out_proj: take("ssm_out.weight")?,
+        })
     } else {
         let qkv_bias = if has_fused_qkv_bias(gguf, cfg, i) {
             let stacked = to_vec(&take("attn_qkv.bias")?)?;
@@ -845,7 +890,10 @@ fn rope_factors(t: &QTensor, name: &str) -> Result<Vec<f32>, ModelError> {
 
 fn check_shape(gguf: &Gguf, name: &str, expected: &[usize]) -> Result<(), ModelError> {
     let (found, _) = gguf.tensor_info(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
-    if found != expected {
+    // An outer dimension of 1 holds nothing more: Granite 4.0 H's one-group `ssm_norm` is
+    // `[1, inner]` in its file, `[inner]` as another writer may store it.
+    let outer_ones = |dims: &[usize]| dims.iter().take_while(|&&n| n == 1).count().min(dims.len().saturating_sub(1));
+    if found[outer_ones(&found)..] != expected[outer_ones(expected)..] {
         return Err(ModelError::ShapeMismatch { name: name.to_string(), found, expected: expected.to_vec() });
     }
     Ok(())

@@ -272,3 +272,18 @@ export async function openWorker(browser, base, query = '') {
     close: () => page.close(),
   };
 }
+
+// Holds a step's inside (the test hook's) to its layers' mixers: each head's attention
+// weights sum to 1 in a layer that `attends(l)`, and are all zeros in one that does not (a
+// convolving or scanning layer).
+export function assertOnlyAttendingLayersWeigh(inside, heads, attends) {
+  const { positions } = inside;
+  for (let l = 0; l < inside.layers; l++) {
+    for (let h = 0; h < heads; h++) {
+      const row = inside.attention.slice((l * heads + h) * positions, (l * heads + h + 1) * positions);
+      const sum = row.reduce((a, b) => a + b, 0);
+      if (attends(l)) assert.ok(Math.abs(sum - 1) < 1e-4, `layer ${l + 1} head ${h + 1}'s weights sum to ${sum}`);
+      else assert.ok(row.every((w) => w === 0), `layer ${l + 1} head ${h + 1} has weights ${row}`);
+    }
+  }
+}

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { ROOT, pageForFile, greedyRun, setSlider } from './harness.mjs';
+import { ROOT, pageForFile, greedyRun, setSlider, assertOnlyAttendingLayersWeigh } from './harness.mjs';
 
 const FILE = join(ROOT, 'tests/fixtures/architectures/lfm2.gguf');
 const HEADS = 4;
@@ -26,15 +26,7 @@ for (const backend of ['cpu', 'webgpu']) {
     await page.waitForFunction(() => document.body.dataset.insideStep === '2' && !document.querySelector('.inside-panel[aria-busy=true]'), null, { timeout: 120_000 });
     const inside = await page.evaluate(() => window.tokenscopeTestHooks.inside());
     assert.deepEqual(inside.conv_widths, [3, 0, 3], 'layers 1 and 3 convolve over 3 positions');
-    const { positions } = inside;
-    for (let l = 0; l < 3; l++) {
-      for (let h = 0; h < HEADS; h++) {
-        const row = inside.attention.slice((l * HEADS + h) * positions, (l * HEADS + h + 1) * positions);
-        const sum = row.reduce((a, b) => a + b, 0);
-        if (l === 1) assert.ok(Math.abs(sum - 1) < 1e-4, `layer 2 head ${h + 1}'s weights sum to ${sum}`);
-        else assert.ok(row.every((w) => w === 0), `layer ${l + 1} head ${h + 1} has weights ${row}`);
-      }
-    }
+    assertOnlyAttendingLayersWeigh(inside, HEADS, (l) => l === 1);
     const summary = page.locator('#attention-summary');
     await setSlider(page, 'Layer', 1);
     assert.match(await summary.textContent(), /Layer 1 does not attend: it mixes each channel of the last 3 positions by a short convolution/);

@@ -4,6 +4,7 @@
 use super::cache_float::CacheFloat;
 use super::grouped_attention::{self, KeyBlocks};
 use super::ops::AttentionInput;
+use super::ssm::ScanCache;
 use half::f16;
 
 /// Keys and values of every layer, grown as tokens arrive (never preallocated to the full
@@ -12,7 +13,8 @@ use half::f16;
 /// `[pos, kv_dim]`, both as `f32` or both as half floats ([`KvCache::for_model`]'s
 /// `half_floats`). A convolving layer (LFM2's) keeps its gated inputs `b * x'` in `f32` rows,
 /// `[pos, dim]`, and no values: like keys, one row per position, so a cut back to a position
-/// forgets them too.
+/// forgets them too. A scanning layer (Granite 4.0 H's) keeps its inputs in rows and its
+/// fixed-size state ([`ScanCache`]).
 pub struct KvCache {
     layers: Vec<LayerCache>,
     len: usize,
@@ -27,6 +29,8 @@ enum LayerCache {
     F16(LayerKv<f16>),
     /// A convolving layer's gated inputs, `[pos, width]`.
     Rows { rows: Vec<f32>, width: usize },
+    /// A scanning layer's inputs and state.
+    Scan(ScanCache),
 }
 
 /// An attending layer's keys, in blocks, and values, `[positions, width]`, stored as `T`.
@@ -93,25 +97,28 @@ impl CachedKv<'_> {
 impl KvCache {
     /// An empty cache for the layers of `cfg`: `kv_dim` keys and values where a layer
     /// attends (half floats where `half_floats`, else `f32`), `dim` gated inputs where it
-    /// convolves.
+    /// convolves, the scan's inputs and state where it scans.
     pub fn for_model(cfg: &crate::model::Config, capacity: usize, half_floats: bool) -> Self {
         let layers = (0..cfg.n_layers)
-            .map(|l| match (cfg.is_conv_layer(l), half_floats) {
-                (true, _) => LayerCache::Rows { rows: Vec::new(), width: cfg.dim },
-                (false, false) => LayerCache::F32(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
-                (false, true) => LayerCache::F16(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
+            .map(|l| match (cfg.is_conv_layer(l), cfg.ssm.as_ref().filter(|_| cfg.is_ssm_layer(l)), half_floats) {
+                (true, _, _) => LayerCache::Rows { rows: Vec::new(), width: cfg.dim },
+                (false, Some(ssm), _) => LayerCache::Scan(ScanCache::new(ssm)),
+                (false, None, false) => LayerCache::F32(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
+                (false, None, true) => LayerCache::F16(LayerKv::new(cfg.head_dim, cfg.n_kv_heads)),
             })
             .collect();
         KvCache { layers, len: 0, capacity }
     }
 
     /// Appends `n` positions to one layer. Shapes: `k`, `v`: `[n, width]`, the layer's (`v`
-    /// empty for a convolving layer). Call for every layer, then [`KvCache::commit`].
+    /// empty for a convolving or scanning layer). Call for every layer, then
+    /// [`KvCache::commit`].
     pub fn append(&mut self, layer: usize, k: &[f32], v: &[f32]) {
         match &mut self.layers[layer] {
             LayerCache::F32(kv) => kv.append(k, v),
             LayerCache::F16(kv) => kv.append(k, v),
             LayerCache::Rows { rows, .. } => rows.extend_from_slice(k),
+            LayerCache::Scan(scan) => scan.append(k),
         }
     }
 
@@ -121,6 +128,7 @@ impl KvCache {
             LayerCache::F32(kv) => kv.append_zeros(n),
             LayerCache::F16(kv) => kv.append_zeros(n),
             LayerCache::Rows { rows, width } => rows.resize(rows.len() + n * *width, 0.0),
+            LayerCache::Scan(scan) => scan.append_zeros(n),
         }
     }
 
@@ -135,7 +143,23 @@ impl KvCache {
         match &self.layers[layer] {
             LayerCache::F32(kv) => Some(CachedKv::F32(kv)),
             LayerCache::F16(kv) => Some(CachedKv::F16(kv)),
-            LayerCache::Rows { .. } => None,
+            LayerCache::Rows { .. } | LayerCache::Scan(_) => None,
+        }
+    }
+
+    /// A scanning layer's cache, to scan; `None` for any other layer.
+    pub fn scan_mut(&mut self, layer: usize) -> Option<&mut ScanCache> {
+        match &mut self.layers[layer] {
+            LayerCache::Scan(scan) => Some(scan),
+            _ => None,
+        }
+    }
+
+    /// A scanning layer's cache; `None` for any other layer.
+    pub fn scan(&self, layer: usize) -> Option<&ScanCache> {
+        match &self.layers[layer] {
+            LayerCache::Scan(scan) => Some(scan),
+            _ => None,
         }
     }
 
@@ -144,7 +168,7 @@ impl KvCache {
     pub fn rows(&self, layer: usize) -> Option<&[f32]> {
         match &self.layers[layer] {
             LayerCache::Rows { rows, .. } => Some(rows),
-            LayerCache::F32(_) | LayerCache::F16(_) => None,
+            LayerCache::F32(_) | LayerCache::F16(_) | LayerCache::Scan(_) => None,
         }
     }
 
@@ -157,6 +181,7 @@ impl KvCache {
                 LayerCache::F32(kv) => kv.truncate(len),
                 LayerCache::F16(kv) => kv.truncate(len),
                 LayerCache::Rows { rows, width } => rows.truncate(len * *width),
+                LayerCache::Scan(scan) => scan.truncate(len),
             }
         }
         self.len = len;
@@ -179,7 +204,7 @@ impl KvCache {
 
     /// Bytes each attending layer's key or value takes: 2 in half floats, else 4.
     pub fn bytes_per_value(&self) -> usize {
-        match self.layers.iter().find(|l| !matches!(l, LayerCache::Rows { .. })) {
+        match self.layers.iter().find(|l| matches!(l, LayerCache::F32(_) | LayerCache::F16(_))) {
             Some(LayerCache::F16(_)) => f16::BYTES,
             _ => f32::BYTES,
         }
@@ -193,6 +218,7 @@ impl KvCache {
                 LayerCache::F32(kv) => kv.bytes(),
                 LayerCache::F16(kv) => kv.bytes(),
                 LayerCache::Rows { rows, .. } => rows.len() * 4,
+                LayerCache::Scan(scan) => scan.bytes(),
             })
             .sum()
     }

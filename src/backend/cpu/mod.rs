@@ -19,6 +19,7 @@ pub mod q4_1_rows;
 pub mod q8_0_rows;
 pub mod quant_matmul;
 pub mod short_conv;
+pub mod ssm;
 pub mod token_groups;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm_dot;
@@ -42,6 +43,7 @@ use crate::model::{
 use experts::CpuExperts;
 use ops::AttentionInput;
 use short_conv::{short_conv, ShortConvInput};
+use ssm::{ssm, SsmInput};
 
 /// One transformer block ready for the CPU.
 struct Block {
@@ -72,6 +74,20 @@ enum CpuMixer {
     /// LFM2's gated short convolution ([`ShortConvWeights`](crate::model::ShortConvWeights)):
     /// `in_proj` `[3 dim, dim]`, each channel's kernel `[dim, width]`, `out_proj` `[dim, dim]`.
     ShortConv { in_proj: Linear, kernel: Vec<f32>, width: usize, out_proj: Linear },
+    /// Granite 4.0 H's Mamba-2 scan ([`SsmWeights`](crate::model::SsmWeights)), its
+    /// projections ready for the CPU.
+    Ssm { in_proj: Linear, out_proj: Linear, weights: SsmVectors },
+}
+
+/// A scanning block's small tensors, as the file holds them in f32
+/// ([`SsmWeights`](crate::model::SsmWeights)).
+struct SsmVectors {
+    conv_kernel: Vec<f32>,
+    conv_bias: Vec<f32>,
+    dt_bias: Vec<f32>,
+    a: Vec<f32>,
+    d: Vec<f32>,
+    norm: Vec<f32>,
 }
 
 /// A block's feed-forward, its matrices ready for the CPU. (One a block, built once and never
@@ -161,6 +177,18 @@ impl CpuBackend {
                 Mixer::ShortConv(c) => {
                     CpuMixer::ShortConv { in_proj: lin(c.in_proj)?, kernel: c.kernel, width: c.width, out_proj: lin(c.out_proj)? }
                 }
+                Mixer::Ssm(m) => CpuMixer::Ssm {
+                    in_proj: lin(m.in_proj)?,
+                    out_proj: lin(m.out_proj)?,
+                    weights: SsmVectors {
+                        conv_kernel: m.conv_kernel,
+                        conv_bias: m.conv_bias,
+                        dt_bias: m.dt_bias,
+                        a: m.a,
+                        d: m.d,
+                        norm: m.norm,
+                    },
+                },
             };
             blocks.push(Block {
                 attn_norm: l.attn_norm,
@@ -292,6 +320,26 @@ impl CpuBackend {
                         Some(post) => ops::add_normed(&mut x, &proj, &post.attn, c.norm_eps),
                         None => ops::add_scaled(&mut x, &proj, c.residual_scale),
                     }
+                }
+                CpuMixer::Ssm { in_proj, out_proj, weights: w } => {
+                    // Granite 4.0 H's scanning layer: x += s W_out norm(y * SiLU(z)), y the
+                    // Mamba-2 scan of the convolved W_in xb from the layer's state (ssm.rs).
+                    let shape =
+                        c.ssm.as_ref().ok_or_else(|| Error::Backend(format!("layer {layer} scans in a model with no scan's shape")))?;
+                    let input = SsmInput {
+                        in_proj,
+                        conv_kernel: &w.conv_kernel,
+                        conv_bias: &w.conv_bias,
+                        dt_bias: &w.dt_bias,
+                        a: &w.a,
+                        d: &w.d,
+                        norm: &w.norm,
+                        out_proj,
+                        shape,
+                        eps: c.norm_eps,
+                    };
+                    ssm(&input, &mut self.cache, layer, &xb, n, start, &mut proj)?;
+                    ops::add_scaled(&mut x, &proj, c.residual_scale);
                 }
                 CpuMixer::Attention { wq, wk, wv, qkv_bias, head_norm, wo } => {
                     let normed = SharedInput::new(&xb, n);
@@ -499,7 +547,7 @@ impl CpuBackend {
             .map(|b| {
                 let mixer = match &b.mixer {
                     CpuMixer::Attention { wq, wk, wv, wo, .. } => vec![wq, wk, wv, wo],
-                    CpuMixer::ShortConv { in_proj, out_proj, .. } => vec![in_proj, out_proj],
+                    CpuMixer::ShortConv { in_proj, out_proj, .. } | CpuMixer::Ssm { in_proj, out_proj, .. } => vec![in_proj, out_proj],
                 };
                 let ffn = match &b.ffn {
                     CpuFfn::Dense { gate, up, down } => {

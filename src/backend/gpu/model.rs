@@ -141,6 +141,12 @@ impl GpuBackend {
         context_len: Option<usize>,
         options: KernelOptions,
     ) -> Result<Self> {
+        if cfg.ssm.is_some() {
+            return Err(Error::Backend(format!(
+                "this {} model's Mamba-2 (state-space) layers run on the CPU backend only, not yet on the GPU: choose the CPU backend (--backend cpu; the page's CPU engine)",
+                cfg.architecture.name()
+            )));
+        }
         // Sliding-window layers (Gemma's, OLMo 3's) whose window a short context can reach past
         // run split-K attention from the first step, whose kernels take the window: the fused
         // short-context prologue sees every position, which is each window's while the window

@@ -219,6 +219,8 @@ impl GpuLayer {
                 });
                 (mixer, Vec::new(), capacity * cfg.dim)
             }
+            // GpuBackend::with_options refuses a model with scanning layers before any upload.
+            Mixer::Ssm(_) => return Err(Error::Backend("Mamba-2 layers run on the CPU backend only".into())),
         };
         // A convolving layer's gated inputs are f32 whatever the KV cache's precision; its
         // value cache holds nothing (a binding needs a buffer).

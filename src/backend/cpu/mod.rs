@@ -43,7 +43,7 @@ use crate::model::{
 use experts::CpuExperts;
 use ops::AttentionInput;
 use short_conv::{short_conv, ShortConvInput};
-use ssm::{ssm, SsmInput};
+use ssm::{ssm, ScanParams, SsmInput};
 
 /// One transformer block ready for the CPU.
 struct Block {
@@ -328,15 +328,17 @@ impl CpuBackend {
                         c.ssm.as_ref().ok_or_else(|| Error::Backend(format!("layer {layer} scans in a model with no scan's shape")))?;
                     let input = SsmInput {
                         in_proj,
-                        conv_kernel: &w.conv_kernel,
-                        conv_bias: &w.conv_bias,
-                        dt_bias: &w.dt_bias,
-                        a: &w.a,
-                        d: &w.d,
-                        norm: &w.norm,
                         out_proj,
-                        shape,
-                        eps: c.norm_eps,
+                        scan: ScanParams {
+                            conv_kernel: &w.conv_kernel,
+                            conv_bias: &w.conv_bias,
+                            dt_bias: &w.dt_bias,
+                            a: &w.a,
+                            d: &w.d,
+                            norm: &w.norm,
+                            shape,
+                            eps: c.norm_eps,
+                        },
                     };
                     ssm(&input, &mut self.cache, layer, &xb, n, start, &mut proj)?;
                     ops::add_scaled(&mut x, &proj, c.residual_scale);

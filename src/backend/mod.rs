@@ -231,8 +231,9 @@ pub const MAX_KV_CACHE_BYTES: u64 = if cfg!(target_arch = "wasm32") { 1 << 30 } 
 
 /// The KV cache's capacity in tokens for a requested context: `requested` (the user's choice) or
 /// `default`, within the model's window. A request of 0 tokens, one beyond the window, or one
-/// whose cache would pass [`MAX_KV_CACHE_BYTES`] is refused with what to choose instead.
-pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize) -> Result<usize> {
+/// whose cache would pass [`MAX_KV_CACHE_BYTES`] (its keys and values in half floats where
+/// `kv_f16`, so twice the positions fit) is refused with what to choose instead.
+pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize, kv_f16: bool) -> Result<usize> {
     let window = cfg.context_len;
     let capacity = match requested {
         Some(0) => {
@@ -248,7 +249,7 @@ pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize) -> Re
         Some(n) => n,
         None => default.min(window),
     };
-    let per_token = cfg.kv_bytes_per_token() as u64;
+    let per_token = cfg.cache_bytes_per_token(kv_f16) as u64;
     let bytes = (capacity as u64).saturating_mul(per_token);
     if bytes > MAX_KV_CACHE_BYTES {
         let most = MAX_KV_CACHE_BYTES / per_token.max(1);
@@ -259,4 +260,30 @@ pub fn kv_capacity(cfg: &Config, requested: Option<usize>, default: usize) -> Re
         )));
     }
     Ok(capacity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::synthetic::{SyntheticModel, SyntheticSpec};
+
+    /// The cap counts the cache as it will be stored: a context whose f32 keys and values
+    /// would pass [`MAX_KV_CACHE_BYTES`] but whose half floats fit is taken with `kv_f16`,
+    /// refused without it in words that name the most that fits, and refused either way past
+    /// twice that.
+    #[test]
+    fn the_cache_cap_counts_half_floats_as_two_bytes() {
+        let bytes = SyntheticModel::new(&SyntheticSpec::default()).and_then(|m| m.to_bytes()).expect("model");
+        let mut cfg = crate::model::Model::read(&mut std::io::Cursor::new(bytes), &mut |_, _| {}).expect("loads").config;
+        cfg.context_len = usize::MAX / 4;
+        let f32_most = (MAX_KV_CACHE_BYTES / cfg.cache_bytes_per_token(false) as u64) as usize;
+        let f16_most = (MAX_KV_CACHE_BYTES / cfg.cache_bytes_per_token(true) as u64) as usize;
+        assert_eq!(f16_most, 2 * f32_most, "every layer attends: half the bytes");
+        let between = f32_most + f32_most / 2;
+        assert_eq!(kv_capacity(&cfg, Some(between), 8, true).expect("fits in half floats"), between);
+        let refused = kv_capacity(&cfg, Some(between), 8, false).expect_err("too big in f32").to_string();
+        assert!(refused.contains(&format!("choose a context of at most {f32_most} tokens")), "{refused}");
+        assert!(kv_capacity(&cfg, Some(f16_most + 1), 8, true).is_err());
+        assert_eq!(kv_capacity(&cfg, Some(f16_most), 8, true).expect("the most that fits"), f16_most);
+    }
 }

@@ -144,7 +144,7 @@ impl CpuBackend {
     /// logits moving from exact math by what rounding each key and value to a half float moves
     /// them (about 1e-2).
     pub fn with_cache(cfg: &Config, weights: Weights, precision: CpuPrecision, context_len: Option<usize>, kv_f16: bool) -> Result<Self> {
-        let capacity = super::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
+        let capacity = super::kv_capacity(cfg, context_len, DEFAULT_CONTEXT, kv_f16)?;
         let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
         let token_embd = Arc::new(weights.token_embd);
         let (lm_head, embedding) = match weights.output {

@@ -170,7 +170,7 @@ impl GpuBackend {
         options.per_head_attention &= cfg.experts.is_none();
         let scopes = ctx.error_scopes();
         let kernels = Kernels::with_options(&ctx, options)?;
-        let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT)?;
+        let capacity = crate::backend::kv_capacity(cfg, context_len, DEFAULT_CONTEXT, options.kv_f16)?;
         if !cfg.head_dim.is_multiple_of(2) {
             return Err(Error::Backend(format!(
                 "heads of {} dimensions cannot run on the GPU (RoPE and the cache need pairs)",

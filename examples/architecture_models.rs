@@ -511,6 +511,13 @@ fn models() -> Vec<(&'static str, SyntheticSpec)> {
         // last layer's convolution and state carry the first positions across prefill and
         // decode.
         ("granitehybrid.gguf", SyntheticSpec { seed: 82, ..base.clone().granite_4_h() }),
+        // Granite 4.0 H Tiny's and Small's feed-forward: 4 experts of width 32, 2 picked for
+        // each token and renormalized, beside a shared expert of width 48 every token runs,
+        // in each of the same three layers.
+        (
+            "granitehybrid-moe.gguf",
+            SyntheticSpec { ffn_dim: 32, experts: Some([4, 2]), shared_expert: Some(48), seed: 83, ..base.clone().granite_4_h() },
+        ),
         // Qwen3-MoE: Qwen3's attention (heads of 32, head norms before RoPE on split halves)
         // and in each layer 8 experts of width 32, 3 picked for each token, their weights
         // renormalized; untied head.

@@ -33,7 +33,8 @@
 //! feed-forward length doubled, seed_oss's Q/K/V biases, wide heads and feed-forward norm
 //! under another name, bitnet's RMSNorms inside each sublayer, lfm2's short convolutions
 //! beside attending layers, granitehybrid's Mamba-2 scans beside attending layers without
-//! RoPE (on the CPU; the GPU refuses it in words),
+//! RoPE (and its mixture of experts with a shared expert; on the CPU, the GPU refusing it in
+//! words),
 //! Gemma 3 27B's attention scale),
 //! kept in
 //! tests/fixtures/architectures/ with llama.cpp's logits at every position of a token sequence
@@ -92,7 +93,7 @@ fn tolerance(case: &Case) -> f32 {
 const FIXTURE: &str = include_str!("fixtures/architectures.json");
 
 /// The model files the fixture was made from, by name.
-const FILES: [(&str, &[u8]); 66] = [
+const FILES: [(&str, &[u8]); 67] = [
     ("baichuan-13b.gguf", include_bytes!("fixtures/architectures/baichuan-13b.gguf")),
     ("baichuan-7b.gguf", include_bytes!("fixtures/architectures/baichuan-7b.gguf")),
     ("arcee.gguf", include_bytes!("fixtures/architectures/arcee.gguf")),
@@ -120,6 +121,7 @@ const FILES: [(&str, &[u8]); 66] = [
     ("granite.gguf", include_bytes!("fixtures/architectures/granite.gguf")),
     ("granite4.gguf", include_bytes!("fixtures/architectures/granite4.gguf")),
     ("granitehybrid.gguf", include_bytes!("fixtures/architectures/granitehybrid.gguf")),
+    ("granitehybrid-moe.gguf", include_bytes!("fixtures/architectures/granitehybrid-moe.gguf")),
     ("hunyuan-dense.gguf", include_bytes!("fixtures/architectures/hunyuan-dense.gguf")),
     ("internlm2.gguf", include_bytes!("fixtures/architectures/internlm2.gguf")),
     ("lfm2.gguf", include_bytes!("fixtures/architectures/lfm2.gguf")),
@@ -262,7 +264,7 @@ fn every_architecture_matches_llama_cpp_on_the_cpu() {
     assert_eq!(
         cases.len(),
         FILES.len(),
-        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file, granitemoe, olmoe, granitehybrid and Gemma 3 27B's scale"
+        "llama3 factors, linear RoPE, qwen2, qwen3 and its YaRN, gemma, gemma2, gemma3, smollm3, phi3, its LongRoPE twice, Phi-4-mini's partial RoPE, granite, Granite 4's file, minicpm, olmo2, olmo3, ernie4_5, internlm2, exaone, exaone4, its 32B's sliding layers, glm4, stablelm, its 3B's block, gpt2, phi2, gptneox, its sequential form, starcoder, starcoder2, bloom, arcee, nemotron, mistral3, command-r, cohere2, olmo, its 1.7 clamp, hunyuan-dense, qwen2vl, qwen3vl, GLM-4V's sections, chatglm, maincoder, refact, falcon, its 40B's two norms, mpt, baichuan 7B and 13B, orion, xverse, plamo, codeshell, qwen, seed_oss, bitnet, lfm2, qwen3moe, Mixtral's llama file, granitemoe, olmoe, granitehybrid, its experts with a shared one and Gemma 3 27B's scale"
     );
     for case in &cases {
         let bytes = file_bytes(case);
@@ -1067,7 +1069,18 @@ fn the_fixture_tells_each_architectures_difference_apart() {
     // Granite 4.0 H's scan without each of its small tensors (its convolution's bias, its
     // step's bias, its decay, its skip, its gated norm's gains), and its NoPE layer turned by
     // RoPE.
-    let gpt2_edits: [(&str, &str, Gpt2Edit); 26] = [
+    let gpt2_edits: [(&str, &str, Gpt2Edit); 28] = [
+        ("granitehybrid-moe.gguf", "its shared expert dropped", |m| {
+            m.config.experts.iter_mut().for_each(|e| e.shared_ffn_dim = None);
+            edit_blocks(m, |l| {
+                if let tokenscope::model::FeedForward::Experts(e) = &mut l.ffn {
+                    e.shared = None;
+                }
+            });
+        }),
+        ("granitehybrid-moe.gguf", "its picks' weights not renormalized", |m| {
+            m.config.experts.iter_mut().for_each(|e| e.normalized = false)
+        }),
         ("granitehybrid.gguf", "RoPE in its attending layer", |m| m.config.nope = false),
         ("granitehybrid.gguf", "its convolution's bias dropped", |m| edit_scans(m, |s| s.conv_bias.fill(0.0))),
         ("granitehybrid.gguf", "its step's bias dropped", |m| edit_scans(m, |s| s.dt_bias.fill(0.0))),

@@ -1519,7 +1519,8 @@ fn an_lfm2_file_is_refused_by_its_layer_counts_width_or_convolution_tensors() {
 /// split the channels evenly or groups that do not split the heads, with a sliding window, or
 /// a scanning block missing a tensor or holding one of another shape, is refused by that key
 /// or tensor; `rope.scaling.finetuned` false reads as no RoPE in any layer (a Granite 3
-/// file's is still refused); a file holding no scanning layer runs as attention throughout.
+/// file's is still refused); a file holding no scanning layer runs as attention throughout;
+/// a mixture of experts with a shared expert is read, its tensors required.
 #[test]
 fn a_granite_4_h_file_is_refused_by_its_scans_keys_or_tensors() {
     let spec = SyntheticSpec::default().granite_4_h();
@@ -1559,6 +1560,15 @@ fn a_granite_4_h_file_is_refused_by_its_scans_keys_or_tensors() {
     m.remove_tensor("blk.2.ssm_a");
     let e = model_error(read(m.to_bytes().expect("bytes")));
     assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.2.ssm_a"), "{e}");
+    // Granite 4.0 H Tiny's and Small's experts with a shared one beside them: read, and its
+    // tensors required.
+    let moe = SyntheticSpec { ffn_dim: 32, experts: Some([4, 2]), shared_expert: Some(64), ..spec.clone() };
+    let m = read(SyntheticModel::new(&moe).expect("model").to_bytes().expect("bytes")).expect("experts with a shared one");
+    assert_eq!(m.config.experts.as_ref().and_then(|e| e.shared_ffn_dim), Some(64));
+    let mut m = SyntheticModel::new(&moe).expect("model");
+    m.remove_tensor("blk.1.ffn_down_shexp.weight");
+    let e = model_error(read(m.to_bytes().expect("bytes")));
+    assert!(matches!(e, ModelError::MissingTensor(ref n) if n == "blk.1.ffn_down_shexp.weight"), "{e}");
     // A kernel of 3 positions where the file says 4.
     let mut m = SyntheticModel::new(&spec).expect("model");
     let narrow = candle_core::Tensor::zeros((192, 3), candle_core::DType::F32, &Device::Cpu).expect("tensor");
@@ -1585,7 +1595,7 @@ fn a_mixture_of_experts_is_read_and_refused_by_its_keys_and_stacks() {
         ..SyntheticSpec::default()
     };
     let m = read(SyntheticModel::new(&spec).expect("model").to_bytes().expect("bytes")).expect("a Qwen3-MoE loads");
-    assert_eq!(m.config.experts, Some(Experts { count: 6, used: 2, ffn_dim: 32, normalized: true }));
+    assert_eq!(m.config.experts, Some(Experts { count: 6, used: 2, ffn_dim: 32, normalized: true, shared_ffn_dim: None }));
     let blocks = m.weights.layers.collect_all().expect("blocks");
     for l in &blocks {
         let FeedForward::Experts(e) = &l.ffn else { panic!("a dense feed-forward in a qwen3moe block") };
@@ -1596,7 +1606,7 @@ fn a_mixture_of_experts_is_read_and_refused_by_its_keys_and_stacks() {
     // Mixtral: a llama file with experts, each as wide as the file's feed-forward.
     let mixtral = SyntheticSpec { experts: Some([4, 2]), ..SyntheticSpec::default() };
     let m = read(SyntheticModel::new(&mixtral).expect("model").to_bytes().expect("bytes")).expect("a Mixtral loads");
-    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true }));
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true, shared_ffn_dim: None }));
     let key = |name: &str| format!("qwen3moe.{name}");
     let refused_by_key = |m: SyntheticModel, want: &str| {
         let e = model_error(read(m.to_bytes().expect("bytes")));
@@ -1638,7 +1648,7 @@ fn a_mixture_of_experts_is_read_and_refused_by_its_keys_and_stacks() {
         ..SyntheticSpec::default()
     };
     let m = read(SyntheticModel::new(&granite).expect("model").to_bytes().expect("bytes")).expect("a Granite MoE loads");
-    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true }));
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: true, shared_ffn_dim: None }));
     let mut m = SyntheticModel::new(&granite).expect("model");
     m.set_meta("granitemoe.expert_shared_feed_forward_length", Value::U32(64));
     refused_by_key(m, "granitemoe.expert_shared_feed_forward_length");
@@ -1651,7 +1661,7 @@ fn a_mixture_of_experts_is_read_and_refused_by_its_keys_and_stacks() {
         ..SyntheticSpec::default()
     };
     let m = read(SyntheticModel::new(&olmoe).expect("model").to_bytes().expect("bytes")).expect("an OLMoE loads");
-    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: false }));
+    assert_eq!(m.config.experts, Some(Experts { count: 4, used: 2, ffn_dim: 96, normalized: false, shared_ffn_dim: None }));
     // Mixtral's first conversions: one tensor per expert, no stacks.
     let mut m = SyntheticModel::new(&mixtral).expect("model");
     for name in ["ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"] {

@@ -86,7 +86,8 @@ pub enum Architecture {
     /// a hybrid whose layers either attend (Granite's attention, with RoPE only where the
     /// file's `rope.scaling.finetuned` is true: the H models' is false, NoPE) or run a Mamba-2
     /// selective state-space scan ([`Architecture::has_ssm_layers`]), marked by a zero in
-    /// `attention.head_count_kv`; every feed-forward a SwiGLU or a mixture of experts.
+    /// `attention.head_count_kv`; every feed-forward a SwiGLU or (Tiny's, Small's) a mixture
+    /// of experts with a shared expert beside them ([`Architecture::reads_shared_expert`]).
     Granitehybrid,
     /// OpenBMB's MiniCPM (1B, 2B): llama's block with three of Granite's scales, all three
     /// required (`embedding_scale`, `residual_scale`, `logit_scale`: MiniCPM's `scale_emb`,
@@ -937,6 +938,13 @@ impl Architecture {
     /// `ffn_down_exps` `[experts, dim, ffn]`.
     pub fn reads_experts(self) -> bool {
         self.requires_experts() || matches!(self, Architecture::Llama | Architecture::Granitehybrid)
+    }
+
+    /// Whether a mixture of experts may add a shared expert every token runs beside its picks
+    /// (`expert_shared_feed_forward_length`; `ffn_gate_shexp`, `ffn_up_shexp` `[shared, dim]`,
+    /// `ffn_down_shexp` `[dim, shared]`), its output added to theirs: Granite 4.0 H's.
+    pub fn reads_shared_expert(self) -> bool {
+        self == Architecture::Granitehybrid
     }
 
     /// Whether every layer's feed-forward is a mixture of experts, so its file must name them:

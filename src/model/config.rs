@@ -162,6 +162,10 @@ pub struct Experts {
     /// Whether the picked experts' probabilities are divided by their sum
     /// ([`Architecture::normalizes_expert_weights`]).
     pub normalized: bool,
+    /// Hidden width of the shared expert's SwiGLU, which every token runs beside its picks
+    /// and whose output is added to theirs (`expert_shared_feed_forward_length`, Granite 4.0
+    /// H Tiny's and Small's: [`Architecture::reads_shared_expert`]); `None` without one.
+    pub shared_ffn_dim: Option<usize>,
 }
 
 /// Most experts a layer may hold (the largest files have 256 or 512).
@@ -655,7 +659,8 @@ pub const MAX_SSM_STATE: usize = 1024;
 /// [`Architecture::requires_experts`]): `expert_used_count` from 1 to the count, and each
 /// expert's width from `expert_feed_forward_length` (Qwen3-MoE's; where absent llama.cpp's
 /// `feed_forward_length / expert_used_count`) or `feed_forward_length` (Mixtral's, Granite
-/// MoE's, OLMoE's); no shared experts (`expert_shared_feed_forward_length` above 0).
+/// MoE's, OLMoE's); a shared expert (`expert_shared_feed_forward_length` above 0) only where
+/// the family runs one ([`Architecture::reads_shared_expert`]).
 fn read_experts(
     g: &Gguf,
     key: &impl Fn(&str) -> String,
@@ -680,14 +685,20 @@ fn read_experts(
     if used == 0 || used > count {
         return Err(bad("expert_used_count", format!("is {used}; each token runs from 1 to expert_count ({count}) experts")));
     }
-    // Granite MoE's shared experts (Granite 4.0 Tiny Preview's), which every token runs beside
-    // its picks: not run here.
-    if let Some(shared) = g.usize_opt(&key("expert_shared_feed_forward_length"))?.filter(|&n| n > 0) {
-        return Err(bad(
-            "expert_shared_feed_forward_length",
-            format!("is {shared}: a shared expert beside the picked ones, which tokenscope does not run"),
-        ));
-    }
+    // A shared expert, which every token runs beside its picks: Granite 4.0 H's (Tiny's,
+    // Small's) runs; Granite MoE's (Granite 4.0 Tiny Preview's) is refused.
+    let shared_ffn_dim = match g.usize_opt(&key("expert_shared_feed_forward_length"))?.filter(|&n| n > 0) {
+        Some(shared) if !architecture.reads_shared_expert() => {
+            return Err(bad(
+                "expert_shared_feed_forward_length",
+                format!("is {shared}: a shared expert beside the picked ones, which tokenscope runs in Granite 4.0 H's files alone"),
+            ))
+        }
+        Some(shared) if shared > MAX_WIDTH * 8 => {
+            return Err(bad("expert_shared_feed_forward_length", format!("is {shared}; it must be from 1 to {}", MAX_WIDTH * 8)))
+        }
+        shared => shared,
+    };
     let dense = read_ffn_dim(g, key, n_layers, architecture)?;
     let ffn_dim = match architecture {
         Architecture::Qwen3moe => g.usize_opt(&key("expert_feed_forward_length"))?.unwrap_or(dense / used),
@@ -696,7 +707,7 @@ fn read_experts(
     if ffn_dim == 0 || ffn_dim > MAX_WIDTH * 8 {
         return Err(bad("expert_feed_forward_length", format!("is {ffn_dim}; it must be from 1 to {}", MAX_WIDTH * 8)));
     }
-    Ok(Some(Experts { count, used, ffn_dim, normalized: architecture.normalizes_expert_weights() }))
+    Ok(Some(Experts { count, used, ffn_dim, normalized: architecture.normalizes_expert_weights(), shared_ffn_dim }))
 }
 
 /// The key of the norms' epsilon under the architecture's prefix: LayerNorm's where its norms

@@ -143,6 +143,10 @@ pub struct SyntheticSpec {
     /// quantizer leaves it) and the experts' stacked `ffn_*_exps` in place of `ffn_gate`,
     /// `ffn_up` and `ffn_down`.
     pub experts: Option<[usize; 2]>,
+    /// A shared expert of this width beside the picked ones where the architecture runs one
+    /// ([`Architecture::reads_shared_expert`]: Granite 4.0 H's): written as
+    /// `expert_shared_feed_forward_length`, with `ffn_{gate,up,down}_shexp` tensors.
+    pub shared_expert: Option<usize>,
 }
 
 /// The short convolution's width a synthetic LFM2 writes (its real files').
@@ -225,6 +229,7 @@ impl Default for SyntheticSpec {
             ssm_shape: SYNTHETIC_SSM,
             nope: false,
             experts: None,
+            shared_expert: None,
         }
     }
 }
@@ -373,6 +378,9 @@ impl SyntheticModel {
             metadata.push((key("expert_count"), u(count)));
             metadata.push((key("expert_used_count"), u(used)));
             metadata.push((key("expert_feed_forward_length"), u(spec.ffn_dim)));
+            if let Some(width) = spec.shared_expert.filter(|_| spec.architecture.reads_shared_expert()) {
+                metadata.push((key("expert_shared_feed_forward_length"), u(width)));
+            }
         }
         if let Some(width) = spec.head_dim {
             metadata.push((key("attention.key_length"), u(width)));
@@ -525,6 +533,11 @@ impl SyntheticModel {
                 add(n("ffn_gate_exps"), count * f, d, w, 0.3, 0.0)?;
                 add(n("ffn_up_exps"), count * f, d, w, 0.3, 0.0)?;
                 add(n("ffn_down_exps"), count * d, f, w, 0.3, 0.0)?;
+                if let Some(sf) = spec.shared_expert.filter(|_| arch.reads_shared_expert()) {
+                    add(n("ffn_gate_shexp"), sf, d, w, 0.3, 0.0)?;
+                    add(n("ffn_up_shexp"), sf, d, w, 0.3, 0.0)?;
+                    add(n("ffn_down_shexp"), d, sf, w, 0.3, 0.0)?;
+                }
             } else if spec.architecture.has_fused_projections() {
                 add(n("ffn_up"), 2 * f, d, w, 0.3, 0.0)?;
             } else {

@@ -83,6 +83,9 @@ pub struct ExpertWeights {
     /// Each expert's SwiGLU, its gate and up projections `[expert ffn_dim, dim]`, its down
     /// projection `[dim, expert ffn_dim]`.
     pub experts: Vec<DenseFeedForward>,
+    /// The shared expert's SwiGLU every token runs beside its picks (Granite 4.0 H's), its
+    /// projections `[shared, dim]` and `[dim, shared]`; `None` without one.
+    pub shared: Option<DenseFeedForward>,
 }
 
 /// A block's attention weights.
@@ -450,6 +453,10 @@ fn plan(gguf: &Gguf, cfg: &Config) -> Vec<(String, Vec<usize>)> {
             let (n, ef) = (e.count, e.ffn_dim);
             block.extend([("ffn_gate_exps.weight", vec![n, ef, d]), ("ffn_up_exps.weight", vec![n, ef, d])]);
             block.push(("ffn_down_exps.weight", vec![n, d, ef]));
+            if let Some(sf) = e.shared_ffn_dim {
+                block.extend([("ffn_gate_shexp.weight", vec![sf, d]), ("ffn_up_shexp.weight", vec![sf, d])]);
+                block.push(("ffn_down_shexp.weight", vec![d, sf]));
+            }
         } else if arch.has_fused_projections() {
             block.push(("ffn_up.weight", vec![2 * f, d]));
         } else if arch.gated_ffn() {
@@ -833,7 +840,15 @@ fn read_block<R: Read + Seek>(
         let ups = split_experts(&take("ffn_up_exps.weight")?, e.count)?;
         let downs = split_experts(&take("ffn_down_exps.weight")?, e.count)?;
         let experts = gates.into_iter().zip(ups).zip(downs).map(|((gate, up), down)| DenseFeedForward { gate: Some(gate), up, down });
-        FeedForward::Experts(ExpertWeights { router, experts: experts.collect() })
+        let shared = match e.shared_ffn_dim {
+            Some(_) => Some(DenseFeedForward {
+                gate: Some(take("ffn_gate_shexp.weight")?),
+                up: take("ffn_up_shexp.weight")?,
+                down: take("ffn_down_shexp.weight")?,
+            }),
+            None => None,
+        };
+        FeedForward::Experts(ExpertWeights { router, experts: experts.collect(), shared })
     } else {
         let (gate, up) = if cfg.architecture.has_fused_projections() {
             let [gate, up] = parts(split_rows(&take("ffn_up.weight")?, &[cfg.ffn_dim, cfg.ffn_dim])?)?;

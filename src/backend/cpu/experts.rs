@@ -2,7 +2,8 @@
 //! every expert for each token, the softmax of the scores picks the most probable few
 //! ([`route`]), each picked expert's SwiGLU runs on the tokens that picked it (all of them in
 //! one batch, so a prefill reads each expert's weights once), and each token's outputs are
-//! added weighted by their probabilities, in the order the router ranked them (llama.cpp's).
+//! added weighted by their probabilities, in the order the router ranked them (llama.cpp's),
+//! then a shared expert's output where the layer has one (Granite 4.0 H's).
 
 use std::sync::Arc;
 
@@ -26,6 +27,22 @@ struct Expert {
     down: Linear,
 }
 
+impl Expert {
+    /// `W_down (act(W_gate x) * W_up x)` of `m` rows of `input` (`[m, d]`), `width` wide
+    /// inside: `[m, d]`, the rows rounded once for both projections.
+    fn swiglu(&self, input: &[f32], m: usize, d: usize, width: usize, activation: Activation) -> Result<Vec<f32>> {
+        let mut gate = vec![0.0f32; m * width]; // [m, width]
+        let mut up = vec![0.0f32; m * width]; //   [m, width]
+        let shared = SharedInput::new(input, m);
+        self.gate.forward_shared(&shared, &mut gate)?;
+        self.up.forward_shared(&shared, &mut up)?;
+        ops::gated(activation, &mut gate, &up);
+        let mut y = vec![0.0f32; m * d]; // [m, d]
+        self.down.forward(&gate, m, &mut y)?;
+        Ok(y)
+    }
+}
+
 /// A layer's mixture of experts ready for the CPU.
 pub struct CpuExperts {
     /// `[count, dim]`.
@@ -37,6 +54,8 @@ pub struct CpuExperts {
     normalized: bool,
     /// Each expert's hidden width.
     ffn_dim: usize,
+    /// The shared expert every token runs beside its picks (Granite 4.0 H's), and its width.
+    shared: Option<(Expert, usize)>,
 }
 
 /// Each token's `used` picks from its router scores (`scores`, `[n, count]`), most probable
@@ -66,15 +85,24 @@ impl CpuExperts {
     /// Prepares a layer's router and experts for `precision`.
     pub fn new(weights: ExpertWeights, shape: &Experts, precision: CpuPrecision) -> Result<Self> {
         let lin = |t: QTensor| Linear::new(Arc::new(t), precision);
-        let experts = weights
-            .experts
-            .into_iter()
-            .map(|DenseFeedForward { gate, up, down }| -> Result<Expert> {
-                let gate = gate.ok_or_else(|| crate::error::Error::Backend("an expert without a gate projection".into()))?;
-                Ok(Expert { gate: lin(gate)?, up: lin(up)?, down: lin(down)? })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(CpuExperts { router: lin(weights.router)?, experts, used: shape.used, normalized: shape.normalized, ffn_dim: shape.ffn_dim })
+        let expert = |DenseFeedForward { gate, up, down }| -> Result<Expert> {
+            let gate = gate.ok_or_else(|| crate::error::Error::Backend("an expert without a gate projection".into()))?;
+            Ok(Expert { gate: lin(gate)?, up: lin(up)?, down: lin(down)? })
+        };
+        let experts = weights.experts.into_iter().map(expert).collect::<Result<Vec<_>>>()?;
+        let shared = match (weights.shared, shape.shared_ffn_dim) {
+            (Some(f), Some(width)) => Some((expert(f)?, width)),
+            (None, None) => None,
+            _ => return Err(crate::error::Error::Backend("a shared expert's weights without its width, or its width without them".into())),
+        };
+        Ok(CpuExperts {
+            router: lin(weights.router)?,
+            experts,
+            used: shape.used,
+            normalized: shape.normalized,
+            ffn_dim: shape.ffn_dim,
+            shared,
+        })
     }
 
     /// `out` (`[n, dim]`) = each token's picked experts' SwiGLU of its row of `xb` (`[n, dim]`),
@@ -101,35 +129,33 @@ impl CpuExperts {
             for &(t, _, _) in &takers {
                 input.extend_from_slice(&xb[t * d..][..d]);
             }
-            let mut gate = vec![0.0f32; m * self.ffn_dim]; // [m, ffn]
-            let mut up = vec![0.0f32; m * self.ffn_dim]; //   [m, ffn]
-                                                         // The takers' rows quantized once for both projections.
-            let shared = SharedInput::new(&input, m);
-            expert.gate.forward_shared(&shared, &mut gate)?;
-            expert.up.forward_shared(&shared, &mut up)?;
-            ops::gated(activation, &mut gate, &up);
-            let mut y = vec![0.0f32; m * d]; //               [m, d]
-            expert.down.forward(&gate, m, &mut y)?;
+            let y = expert.swiglu(&input, m, d, self.ffn_dim, activation)?; // [m, d]
             for (row, &(t, s, w)) in y.chunks_exact(d).zip(&takers) {
                 for (o, v) in slots[(t * self.used + s) * d..][..d].iter_mut().zip(row) {
                     *o = w * v;
                 }
             }
         }
-        // Each token's weighted outputs added in its picks' order.
+        // Each token's weighted outputs added in its picks' order, then the shared expert's.
         for (t, row) in out.chunks_exact_mut(d).enumerate().take(n) {
             row.copy_from_slice(&slots[t * self.used * d..][..d]);
             for s in 1..self.used {
                 ops::add(row, &slots[(t * self.used + s) * d..][..d]);
             }
         }
+        if let Some((expert, width)) = &self.shared {
+            let y = expert.swiglu(xb, n, d, *width, activation)?; // [n, d]
+            ops::add(&mut out[..n * d], &y);
+        }
         Ok(picks)
     }
 
-    /// Bytes of weights one token reads: the router and, on average, `used` experts.
+    /// Bytes of weights one token reads: the router, on average `used` experts, and the
+    /// shared expert.
     pub fn bytes_per_token(&self) -> usize {
-        let experts: usize = self.experts.iter().map(|e| e.gate.bytes() + e.up.bytes() + e.down.bytes()).sum();
-        self.router.bytes() + experts / self.experts.len().max(1) * self.used
+        let bytes = |e: &Expert| e.gate.bytes() + e.up.bytes() + e.down.bytes();
+        let experts: usize = self.experts.iter().map(bytes).sum();
+        self.router.bytes() + experts / self.experts.len().max(1) * self.used + self.shared.as_ref().map_or(0, |(e, _)| bytes(e))
     }
 }
 

@@ -296,6 +296,10 @@ fn matrix(ctx: &GpuContext, t: &QTensor, weight_bytes: &mut u64) -> Result<GpuMa
 /// stacked likewise; each stack in one layout ([`repack_together`]), its `rows` one
 /// expert's.
 fn experts(ctx: &GpuContext, e: &ExpertWeights, shape: &Experts, bytes: &mut Uploaded) -> Result<GpuExperts> {
+    // Only Granite 4.0 H's files hold a shared expert, and GpuBackend::with_options refuses them.
+    if e.shared.is_some() {
+        return Err(Error::Backend("a shared expert runs on the CPU backend only".into()));
+    }
     let (count, f) = (e.experts.len(), shape.ffn_dim);
     let mut gates_ups = Vec::with_capacity(2 * count);
     for x in &e.experts {
